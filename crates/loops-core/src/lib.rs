@@ -1,0 +1,26 @@
+//! Pure domain of `loops`: what a loop, a run, a schedule and a target are, and the
+//! schedule math that decides when slots are due.
+//!
+//! Invariants: nothing here performs I/O, reads the clock or spawns anything. Every
+//! function that depends on time takes `now` (and a time zone, where relevant) as an
+//! argument, so scheduling is testable with plain unit tests.
+
+pub mod cron;
+pub mod duration;
+pub mod ids;
+pub mod model;
+pub mod schedule;
+pub mod validate;
+
+pub use duration::Duration;
+pub use ids::{LoopId, RunId};
+pub use model::*;
+
+/// Timestamps throughout the domain: UTC instants.
+pub type Instant = chrono::DateTime<chrono::Utc>;
+
+/// Formats an instant as RFC 3339 with milliseconds and a `Z` suffix, the one textual
+/// form used in JSON output and storage.
+pub fn format_instant(t: &Instant) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

@@ -1,0 +1,397 @@
+//! The domain records: loops, runs, schedules, targets and workflow specs.
+//!
+//! JSON field names follow OpenLoops 0.3 (camelCase) so existing scripts keep working.
+
+use crate::{Instant, LoopId, RunId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! string_enum {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vdoc])* #[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// The stored and printed form.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!(
+                        "invalid {} {other:?}: expected one of {}",
+                        stringify!($name),
+                        [$($text),+].join(", ")
+                    )),
+                }
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// Whether the scheduler considers a loop.
+    LoopStatus {
+        Active = "active",
+        Paused = "paused",
+        Stopped = "stopped",
+        Expired = "expired",
+    }
+);
+
+string_enum!(
+    /// The state of one attempt.
+    RunStatus {
+        Running = "running",
+        Succeeded = "succeeded",
+        Failed = "failed",
+        TimedOut = "timed_out",
+        Abandoned = "abandoned",
+        Skipped = "skipped",
+    }
+);
+
+impl RunStatus {
+    /// A terminal status that counts as a failed attempt (eligible for retry).
+    pub fn is_failure(self) -> bool {
+        matches!(self, Self::Failed | Self::TimedOut | Self::Abandoned)
+    }
+}
+
+string_enum!(
+    /// What to do with slots missed while no scheduler ran.
+    CatchUp {
+        /// Coalesce missed slots into the latest one.
+        Latest = "latest",
+        /// Run up to `catchUpLimit` missed slots, oldest first.
+        All = "all",
+        /// Run only the persisted next slot.
+        None = "none",
+    }
+);
+
+string_enum!(
+    /// Whether runs of the same loop may overlap.
+    Overlap {
+        Skip = "skip",
+        Allow = "allow",
+    }
+);
+
+string_enum!(
+    /// How interval loops compute the next slot.
+    Anchor {
+        /// From the scheduled slot, advanced past the finish time.
+        FixedRate = "fixed_rate",
+        /// From the finish time.
+        FixedDelay = "fixed_delay",
+    }
+);
+
+string_enum!(
+    /// Agent CLIs loops can drive.
+    Provider {
+        Claude = "claude",
+        Cursor = "cursor",
+        Codewith = "codewith",
+        Aicopilot = "aicopilot",
+        Opencode = "opencode",
+        Codex = "codex",
+    }
+);
+
+string_enum!(
+    /// Whether an agent runs with the user's own configuration or an isolated one.
+    ConfigIsolation {
+        Safe = "safe",
+        None = "none",
+    }
+);
+
+string_enum!(
+    /// How a run came to be started.
+    RunSource {
+        /// Claimed by the scheduler for a due slot.
+        Scheduled = "scheduled",
+        /// `run-now` on the loop's due slot.
+        DueSlot = "due_slot",
+        /// `run-now` on a pending retry slot.
+        RetrySlot = "retry_slot",
+        /// `run-now` at an instant that is not a slot of the schedule.
+        AdHoc = "ad_hoc",
+    }
+);
+
+/// When a loop's slots fall.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum Schedule {
+    /// One slot at an absolute instant.
+    Once { at: Instant },
+    /// A slot every `every_ms`.
+    Interval { every_ms: u64, anchor: Anchor },
+    /// Five-field cron in an IANA zone.
+    Cron {
+        expression: String,
+        timezone: String,
+    },
+    /// `min_interval_ms` after the previous finish, no backfill.
+    Dynamic { min_interval_ms: u64 },
+}
+
+/// An OpenAccounts profile a target runs under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Account {
+    pub profile: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
+/// A shell command or executable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommandTarget {
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub shell: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<Account>,
+}
+
+/// A headless AI coding agent run with a prompt on stdin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentTarget {
+    pub provider: Provider,
+    /// The prompt text (from `--prompt`, or the contents of `promptFile`).
+    pub prompt: String,
+    /// Where the prompt was read from, when it came from a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_profile: Option<String>,
+    #[serde(default = "default_isolation")]
+    pub config_isolation: ConfigIsolation,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<Account>,
+}
+
+fn default_isolation() -> ConfigIsolation {
+    ConfigIsolation::Safe
+}
+
+/// A stored workflow spec, referenced by name (resolved at run time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkflowTarget {
+    pub workflow: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// What a loop runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Target {
+    Command(CommandTarget),
+    Agent(AgentTarget),
+    Workflow(WorkflowTarget),
+}
+
+impl Target {
+    /// `command`, `agent` or `workflow`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::Command(_) => "command",
+            Target::Agent(_) => "agent",
+            Target::Workflow(_) => "workflow",
+        }
+    }
+    /// The target's own timeout, if any.
+    pub fn timeout_ms(&self) -> Option<u64> {
+        match self {
+            Target::Command(t) => t.timeout_ms,
+            Target::Agent(t) => t.timeout_ms,
+            Target::Workflow(t) => t.timeout_ms,
+        }
+    }
+}
+
+/// Scheduling policy shared by every loop, with the documented defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Policy {
+    pub catch_up: CatchUp,
+    pub catch_up_limit: u32,
+    pub overlap: Overlap,
+    pub max_attempts: u32,
+    pub retry_delay_ms: u64,
+    pub lease_ms: u64,
+    pub expires_at: Option<Instant>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            catch_up: CatchUp::Latest,
+            catch_up_limit: DEFAULT_CATCH_UP_LIMIT,
+            overlap: Overlap::Skip,
+            max_attempts: 1,
+            retry_delay_ms: 60_000,
+            lease_ms: 30 * 60_000,
+            expires_at: None,
+        }
+    }
+}
+
+/// Default cap on slots replayed by `catchUp: all`.
+pub const DEFAULT_CATCH_UP_LIMIT: u32 = 10;
+
+/// A loop as requested by a user, before the store gives it an id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewLoop {
+    pub name: String,
+    pub description: Option<String>,
+    pub schedule: Schedule,
+    pub target: Target,
+    pub policy: Policy,
+    /// First slot, computed by [`crate::schedule::initial_next_run`].
+    pub next_run_at: Option<Instant>,
+}
+
+/// A named schedule plus target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Loop {
+    pub id: LoopId,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub status: LoopStatus,
+    pub schedule: Schedule,
+    pub target: Target,
+    pub next_run_at: Option<Instant>,
+    pub retry_scheduled_for: Option<Instant>,
+    pub catch_up: CatchUp,
+    pub catch_up_limit: u32,
+    pub overlap: Overlap,
+    pub max_attempts: u32,
+    pub retry_delay_ms: u64,
+    pub lease_ms: u64,
+    pub expires_at: Option<Instant>,
+    pub created_at: Instant,
+    pub updated_at: Instant,
+}
+
+impl Loop {
+    /// The scheduling policy fields as one value.
+    pub fn policy(&self) -> Policy {
+        Policy {
+            catch_up: self.catch_up,
+            catch_up_limit: self.catch_up_limit,
+            overlap: self.overlap,
+            max_attempts: self.max_attempts,
+            retry_delay_ms: self.retry_delay_ms,
+            lease_ms: self.lease_ms,
+            expires_at: self.expires_at,
+        }
+    }
+}
+
+/// Token usage an agent reported.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+/// One attempt at one slot of one loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    pub id: RunId,
+    pub loop_id: LoopId,
+    pub loop_name: String,
+    pub scheduled_for: Instant,
+    pub attempt: u32,
+    pub status: RunStatus,
+    pub source: RunSource,
+    pub started_at: Option<Instant>,
+    pub finished_at: Option<Instant>,
+    pub exit_code: Option<i32>,
+    pub duration_ms: Option<u64>,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    pub error: Option<String>,
+    pub pid: Option<u32>,
+    /// Start time of `pid` (clock ticks since boot on Linux), so a reused PID is never
+    /// mistaken for the run's process.
+    pub pid_start_time: Option<u64>,
+    pub claimed_by: Option<String>,
+    pub lease_expires_at: Option<Instant>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    pub created_at: Instant,
+    pub updated_at: Instant,
+}
+
+/// How a finished attempt ended, as recorded by `finalize`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    pub status: RunStatus,
+    pub finished_at: Instant,
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub error: Option<String>,
+    pub summary: Option<String>,
+    pub usage: Option<Usage>,
+}

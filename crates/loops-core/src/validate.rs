@@ -1,0 +1,1 @@
+//! Validation of user-supplied targets. Messages name the offending field and value.

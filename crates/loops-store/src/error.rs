@@ -1,0 +1,41 @@
+//! Store errors.
+
+/// What went wrong in the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error("a loop named {0:?} already exists")]
+    DuplicateName(String),
+    #[error("loop {0} not found")]
+    LoopNotFound(String),
+    #[error("run {0} not found")]
+    RunNotFound(String),
+    #[error("run {0} is not running")]
+    NotRunning(String),
+    #[error("daemon lease lost")]
+    LeaseLost,
+    #[error("{path} is not a loops database (or is corrupt): {source}")]
+    Corrupt {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "database {path} was written by a newer loops (schema {found}, this build knows {known})"
+    )]
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("cannot use data dir {path}: {source}")]
+    DataDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid stored data: {0}")]
+    Decode(String),
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}

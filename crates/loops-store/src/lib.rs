@@ -1,0 +1,211 @@
+//! Persistence for `loops`: the [`Store`] trait the engine and CLI program against,
+//! and its SQLite backend.
+//!
+//! Invariants every backend keeps:
+//! - a slot attempt `(loop, scheduledFor, attempt)` is claimed at most once;
+//! - every claim is a single conditional write (ports to PostgreSQL row locks);
+//! - writes made on behalf of a daemon carry a [`Fence`] and apply only while that
+//!   daemon's lease is still held, so a stalled daemon can never overwrite newer state.
+
+mod error;
+mod paths;
+mod sqlite;
+
+pub use error::StoreError;
+pub use paths::{data_dir, prepare_data_dir, DB_FILE};
+pub use sqlite::SqliteStore;
+
+use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource};
+
+/// Result alias for store calls.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Proof that a daemon holds the store's lease. Writes carrying it apply only while the
+/// lease row still has this `token` and has not expired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub token: u64,
+}
+
+/// Who holds (or wants) the daemon lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    pub runner_id: String,
+    pub pid: u32,
+    /// Process start time (clock ticks since boot), to tell a reused PID apart.
+    pub pid_start_time: Option<u64>,
+    pub host: String,
+}
+
+/// The daemon lease row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonLease {
+    pub holder: LeaseHolder,
+    pub token: u64,
+    pub acquired_at: Instant,
+    pub heartbeat_at: Instant,
+    pub expires_at: Instant,
+}
+
+/// Outcome of [`Store::acquire_daemon_lease`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseAcquire {
+    /// The caller now holds the lease.
+    Acquired(DaemonLease),
+    /// Someone else holds a live lease.
+    Held(DaemonLease),
+}
+
+/// A request to claim one attempt of one slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    pub loop_id: LoopId,
+    pub scheduled_for: Instant,
+    pub runner_id: String,
+    pub source: RunSource,
+    pub now: Instant,
+    /// When true (overlap `skip`), the claim fails if the loop has any running row.
+    pub require_no_running: bool,
+}
+
+/// Why a claim did not produce a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimRefused {
+    /// The loop is gone, or no longer `active` (ad-hoc claims ignore status).
+    LoopNotActive,
+    /// This slot already has a running attempt.
+    SlotRunning,
+    /// The slot already succeeded, or used all `maxAttempts`.
+    SlotDone,
+    /// Overlap `skip` and another run of the loop is active.
+    LoopBusy,
+}
+
+/// Changes to a loop's schedule state after a run or a CLI action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopAdvance {
+    pub status: LoopStatus,
+    pub next_run_at: Option<Instant>,
+    pub retry_scheduled_for: Option<Instant>,
+}
+
+/// Filter for [`Store::list_runs`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    pub loop_id: Option<LoopId>,
+    /// Newest first; `None` = all.
+    pub limit: Option<usize>,
+}
+
+/// Retention policy for finished runs. Running rows are never pruned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrunePolicy {
+    /// Delete finished runs that finished before this instant ...
+    pub older_than: Option<Instant>,
+    /// ... but always keep this many newest runs per loop.
+    pub keep_per_loop: Option<usize>,
+}
+
+/// The persistence API. One implementation per backend; the engine never sees SQL.
+pub trait Store: Send + Sync {
+    // ---- loops ----
+    /// Inserts a loop (status `active`); fails with [`StoreError::DuplicateName`] when a
+    /// loop with that name exists.
+    fn create_loop(&self, new: NewLoop, now: Instant) -> Result<Loop>;
+    fn get_loop(&self, id: &LoopId) -> Result<Option<Loop>>;
+    fn get_loop_by_name(&self, name: &str) -> Result<Option<Loop>>;
+    /// Loops whose id starts with `prefix` (at most `limit`).
+    fn loops_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Loop>>;
+    /// All loops ordered by name, optionally by status.
+    fn list_loops(&self, status: Option<LoopStatus>) -> Result<Vec<Loop>>;
+    /// Sets status/nextRunAt/retryScheduledFor. Fenced when `fence` is given.
+    fn update_loop_schedule(
+        &self,
+        id: &LoopId,
+        advance: &LoopAdvance,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<Loop>;
+    /// Deletes a loop and its runs. Returns false when it did not exist.
+    fn remove_loop(&self, id: &LoopId) -> Result<bool>;
+    /// Active loops with `nextRunAt <= now`, earliest first (an index range scan).
+    fn due_loops(&self, now: Instant, limit: usize) -> Result<Vec<Loop>>;
+    /// Earliest `nextRunAt` among active loops (for the daemon's sleep).
+    fn next_due_at(&self) -> Result<Option<Instant>>;
+    /// Marks active loops with `expiresAt <= now` as `expired` (nextRunAt cleared).
+    fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> Result<Vec<Loop>>;
+
+    // ---- runs ----
+    /// Atomically creates the next attempt row for `(loop, scheduledFor)` in status
+    /// `running` with a lease of the loop's `leaseMs`. Exactly one of any number of
+    /// concurrent callers for the same slot attempt wins.
+    fn claim_run(
+        &self,
+        req: &ClaimRequest,
+        fence: Option<&Fence>,
+    ) -> Result<std::result::Result<Run, ClaimRefused>>;
+    /// Records a `skipped` row for a slot (overlap `skip`).
+    fn record_skipped_run(
+        &self,
+        lp: &Loop,
+        scheduled_for: Instant,
+        reason: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<Run>;
+    /// Records the child's pid and its start time on a running row.
+    fn mark_run_pid(
+        &self,
+        run: &RunId,
+        pid: u32,
+        pid_start_time: Option<u64>,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<()>;
+    /// Extends the lease of every listed running row claimed by `runner_id` to
+    /// `now + lease_ms` of its loop, in one write. Returns how many rows were renewed.
+    fn heartbeat_runs(
+        &self,
+        runs: &[RunId],
+        runner_id: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<usize>;
+    /// Moves a running row to its terminal status. Fails with
+    /// [`StoreError::NotRunning`] when the row is not running (already finalized).
+    fn finalize_run(&self, run: &RunId, outcome: &RunOutcome, fence: Option<&Fence>)
+        -> Result<Run>;
+    /// Running rows whose lease expired before `now`.
+    fn expired_running_runs(&self, now: Instant) -> Result<Vec<Run>>;
+    /// All running rows (optionally of one loop).
+    fn running_runs(&self, loop_id: Option<&LoopId>) -> Result<Vec<Run>>;
+    fn get_run(&self, id: &RunId) -> Result<Option<Run>>;
+    /// Runs newest first (by start/creation), filtered.
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>>;
+    /// The oldest slot of `loop_id` other than `except` whose latest attempt failed with
+    /// attempts left under `max_attempts` (a deferred retry).
+    fn next_retryable_slot(
+        &self,
+        loop_id: &LoopId,
+        max_attempts: u32,
+        except: Instant,
+    ) -> Result<Option<Instant>>;
+    /// Deletes finished runs by policy; with `dry_run` only counts. Returns the count.
+    fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize>;
+
+    // ---- daemon lease ----
+    /// Takes the lease when it is free, expired, or `takeover` says the holder is gone;
+    /// otherwise reports the holder. A successful acquire bumps the fencing token.
+    fn acquire_daemon_lease(
+        &self,
+        holder: &LeaseHolder,
+        ttl_ms: u64,
+        now: Instant,
+        takeover: &dyn Fn(&DaemonLease) -> bool,
+    ) -> Result<LeaseAcquire>;
+    /// Extends the lease; false when it is no longer held with this fence.
+    fn heartbeat_daemon_lease(&self, fence: &Fence, ttl_ms: u64, now: Instant) -> Result<bool>;
+    /// Gives the lease up (no-op when not held).
+    fn release_daemon_lease(&self, fence: &Fence) -> Result<()>;
+    fn current_daemon_lease(&self) -> Result<Option<DaemonLease>>;
+}
