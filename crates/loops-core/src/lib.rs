@@ -10,6 +10,8 @@ pub mod duration;
 pub mod ids;
 pub mod model;
 pub mod schedule;
+pub mod timefmt;
+pub mod transitions;
 pub mod validate;
 
 pub use duration::Duration;

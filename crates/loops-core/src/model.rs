@@ -149,7 +149,10 @@ string_enum!(
 )]
 pub enum Schedule {
     /// One slot at an absolute instant.
-    Once { at: Instant },
+    Once {
+        #[serde(with = "crate::timefmt")]
+        at: Instant,
+    },
     /// A slot every `every_ms`.
     Interval { every_ms: u64, anchor: Anchor },
     /// Five-field cron in an IANA zone.
@@ -268,6 +271,7 @@ pub struct Policy {
     pub max_attempts: u32,
     pub retry_delay_ms: u64,
     pub lease_ms: u64,
+    #[serde(default, with = "crate::timefmt::option")]
     pub expires_at: Option<Instant>,
 }
 
@@ -311,7 +315,9 @@ pub struct Loop {
     pub status: LoopStatus,
     pub schedule: Schedule,
     pub target: Target,
+    #[serde(default, with = "crate::timefmt::option")]
     pub next_run_at: Option<Instant>,
+    #[serde(default, with = "crate::timefmt::option")]
     pub retry_scheduled_for: Option<Instant>,
     pub catch_up: CatchUp,
     pub catch_up_limit: u32,
@@ -319,8 +325,11 @@ pub struct Loop {
     pub max_attempts: u32,
     pub retry_delay_ms: u64,
     pub lease_ms: u64,
+    #[serde(default, with = "crate::timefmt::option")]
     pub expires_at: Option<Instant>,
+    #[serde(with = "crate::timefmt")]
     pub created_at: Instant,
+    #[serde(with = "crate::timefmt")]
     pub updated_at: Instant,
 }
 
@@ -358,11 +367,14 @@ pub struct Run {
     pub id: RunId,
     pub loop_id: LoopId,
     pub loop_name: String,
+    #[serde(with = "crate::timefmt")]
     pub scheduled_for: Instant,
     pub attempt: u32,
     pub status: RunStatus,
     pub source: RunSource,
+    #[serde(default, with = "crate::timefmt::option")]
     pub started_at: Option<Instant>,
+    #[serde(default, with = "crate::timefmt::option")]
     pub finished_at: Option<Instant>,
     pub exit_code: Option<i32>,
     pub duration_ms: Option<u64>,
@@ -374,12 +386,15 @@ pub struct Run {
     /// mistaken for the run's process.
     pub pid_start_time: Option<u64>,
     pub claimed_by: Option<String>,
+    #[serde(default, with = "crate::timefmt::option")]
     pub lease_expires_at: Option<Instant>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    #[serde(with = "crate::timefmt")]
     pub created_at: Instant,
+    #[serde(with = "crate::timefmt")]
     pub updated_at: Instant,
 }
 
@@ -394,4 +409,19 @@ pub struct RunOutcome {
     pub error: Option<String>,
     pub summary: Option<String>,
     pub usage: Option<Usage>,
+}
+
+impl Provider {
+    /// The CLI executable the provider is driven through.
+    pub fn executable(self) -> &'static str {
+        match self {
+            Provider::Claude => "claude",
+            // Cursor's standalone CLI is called `agent` (not `cursor-agent`).
+            Provider::Cursor => "agent",
+            Provider::Codewith => "codewith",
+            Provider::Aicopilot => "aicopilot",
+            Provider::Opencode => "opencode",
+            Provider::Codex => "codex",
+        }
+    }
 }

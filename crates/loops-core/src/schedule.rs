@@ -1,43 +1,1039 @@
 //! Schedule math with an injected clock.
 //!
-//! STUB: to be implemented (see schedule helper brief).
+//! Every function takes `now` (or the instants it reasons about) as an argument;
+//! nothing here reads the clock. A *slot* is an instant at which a schedule wants a
+//! run; runs are keyed by their slot, so these functions decide which slots exist,
+//! which are due, and where a loop goes after a run.
+//!
+//! - `once {at}`: the single slot `at`.
+//! - `interval {every, fixed_rate}`: slots on the grid `first + k·every`; after a run
+//!   the next slot is the first grid point strictly after the finish, so a long
+//!   downtime or a slow run never causes a burst of back-to-back runs and the phase
+//!   is kept.
+//! - `interval {every, fixed_delay}`: the next slot is `finish + every`.
+//! - `cron`: the matches of [`CronSchedule`] (DST rules documented there).
+//! - `dynamic {minInterval}`: due at once when created, then `minInterval` after each
+//!   finish; never backfilled.
+//!
+//! Missed slots (the scheduler was down) are handled by the loop's catch-up policy in
+//! [`due_slots`]; interval slots are computed arithmetically and cron slots with a
+//! bounded walk, so a 1-second loop that was down for a week costs microseconds.
 
-use crate::{Instant, Loop, Schedule};
+use crate::cron::{CronError, CronSchedule};
+use crate::{Anchor, CatchUp, Instant, Loop, LoopStatus, Schedule};
+use chrono::TimeDelta;
+use std::collections::VecDeque;
 
 /// Why a schedule cannot produce slots.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ScheduleError {
+    /// The stored cron expression or time zone no longer parses.
     #[error(transparent)]
-    Cron(#[from] crate::cron::CronError),
+    Cron(#[from] CronError),
+    /// An interval or minimum interval of zero would schedule a hot loop.
+    #[error("interval must be greater than zero")]
+    ZeroInterval,
+    /// Instant arithmetic overflowed chrono's range (hundreds of millennia away).
+    #[error("the next slot is beyond the supported range of instants")]
+    OutOfRange,
 }
 
+/// Upper bound on the slots [`due_slots`] returns for `catchUp: all`, whatever
+/// `catchUpLimit` says, so a huge limit cannot allocate or run without bound.
+pub const MAX_CATCH_UP_SLOTS: u32 = 10_000;
+
 /// The first slot of a new (or resumed) schedule, evaluated at `now`.
+///
+/// - `once` → `at`, even when it is already past (the CLI rejects a past `--at`;
+///   a stored past slot is simply due).
+/// - `interval` → `now + every`: the first slot is one period after creation, like
+///   a timer, so creating a loop never runs it immediately.
+/// - `cron` → the first match strictly after `now`.
+/// - `dynamic` → `now`: it runs promptly, then `minInterval` after each finish.
+///
+/// `Ok(None)` only for a cron expression with no match before croner's horizon.
 pub fn initial_next_run(
     schedule: &Schedule,
     now: Instant,
 ) -> Result<Option<Instant>, ScheduleError> {
-    let _ = (schedule, now);
-    unimplemented!()
+    match schedule {
+        Schedule::Once { at } => Ok(Some(*at)),
+        Schedule::Interval { every_ms, .. } => add(now, period(*every_ms)?).map(Some),
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => Ok(CronSchedule::parse(expression, timezone)?.next_after(now)),
+        Schedule::Dynamic { min_interval_ms } => {
+            period(*min_interval_ms)?;
+            Ok(Some(now))
+        }
+    }
 }
 
 /// The slot after `slot` once its run finished at `finished_at`; `None` for `once`.
+///
+/// - `interval fixed_rate` → `slot + every`, advanced by whole periods until it is
+///   strictly after `finished_at` (phase-aligned to `slot`, no catch-up burst).
+/// - `interval fixed_delay` → `finished_at + every`.
+/// - `cron` → the first match strictly after `max(slot, finished_at)`.
+/// - `dynamic` → `finished_at + minInterval`.
 pub fn next_after_finish(
     schedule: &Schedule,
     slot: Instant,
     finished_at: Instant,
 ) -> Result<Option<Instant>, ScheduleError> {
-    let _ = (schedule, slot, finished_at);
-    unimplemented!()
+    match schedule {
+        Schedule::Once { .. } => Ok(None),
+        Schedule::Interval {
+            every_ms,
+            anchor: Anchor::FixedRate,
+        } => fixed_rate_after(slot, *every_ms, finished_at).map(Some),
+        Schedule::Interval {
+            every_ms,
+            anchor: Anchor::FixedDelay,
+        } => add(finished_at, period(*every_ms)?).map(Some),
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => Ok(CronSchedule::parse(expression, timezone)?.next_after(slot.max(finished_at))),
+        Schedule::Dynamic { min_interval_ms } => {
+            add(finished_at, period(*min_interval_ms)?).map(Some)
+        }
+    }
 }
 
 /// The slots of `lp` due at `now`, in the order they must run.
+///
+/// Empty unless the loop is `active` and its `next_run_at` is at or before `now`.
+/// A pending retry comes first and alone: `[retry_scheduled_for]`. Otherwise, by the
+/// loop's catch-up policy:
+///
+/// - `none` → `[next_run_at]`.
+/// - `latest` → the latest slot at or before `now` on the schedule's sequence from
+///   `next_run_at` (missed slots coalesce into it). `once` and `dynamic` have no
+///   sequence: `[next_run_at]`.
+/// - `all` → the slots from `next_run_at` to `now`, oldest first. When more than
+///   `catch_up_limit` were missed, the **most recent** `catch_up_limit` are kept:
+///   the oldest ones are the stalest, and running them first would only delay the
+///   slots that still matter. A limit of 0 counts as 1 (a due loop always runs
+///   something) and limits above [`MAX_CATCH_UP_SLOTS`] are capped. `once` and
+///   `dynamic` are never backfilled: `[next_run_at]`.
+///
+/// Interval slots (either anchor) are the grid `next_run_at + k·every`, computed
+/// arithmetically; cron slots walk the expression for at most `catch_up_limit`
+/// steps and otherwise search backwards from `now`, so the cost never depends on
+/// how long the scheduler was down.
 pub fn due_slots(lp: &Loop, now: Instant) -> Result<Vec<Instant>, ScheduleError> {
-    let _ = (lp, now);
-    unimplemented!()
+    if lp.status != LoopStatus::Active {
+        return Ok(Vec::new());
+    }
+    let Some(next) = lp.next_run_at.filter(|next| *next <= now) else {
+        return Ok(Vec::new());
+    };
+    if let Some(retry) = lp.retry_scheduled_for {
+        return Ok(vec![retry]);
+    }
+    match lp.catch_up {
+        CatchUp::None => Ok(vec![next]),
+        CatchUp::Latest => latest_slot(&lp.schedule, next, now).map(|slot| vec![slot]),
+        CatchUp::All => {
+            let limit = lp.catch_up_limit.clamp(1, MAX_CATCH_UP_SLOTS) as usize;
+            missed_slots(&lp.schedule, next, now, limit)
+        }
+    }
 }
 
 /// Whether `lp` is past its `expiresAt` at `now`.
 pub fn is_expired(lp: &Loop, now: Instant) -> bool {
     lp.expires_at.is_some_and(|e| e <= now)
+}
+
+/// Where a loop goes after one of its runs ended: the fields the store writes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopAdvanceDecision {
+    /// `active`, or `stopped` once a schedule has no slot left (`once`).
+    pub status: LoopStatus,
+    /// The next instant the loop is due (a retry or the next slot).
+    pub next_run_at: Option<Instant>,
+    /// The slot being retried at `next_run_at`, if the next run is a retry.
+    pub retry_scheduled_for: Option<Instant>,
+}
+
+/// Applies DESIGN §2 "After a run ends" to `lp` for a run of slot
+/// `run_scheduled_for` (attempt `attempt`, 1-based) that finished at `finished_at`.
+///
+/// In order:
+/// 1. A loop that is no longer `active` (paused, stopped or expired meanwhile), or
+///    whose pending retry is for another slot, is left unchanged: the decision
+///    repeats its current fields. (This run's slot is not the one the loop waits on.)
+/// 2. Failure with attempts left (`attempt < max_attempts`) → retry the same slot
+///    `retryDelay` after the finish.
+/// 3. `deferred_retry`, an older failed slot that still has attempts (the caller
+///    looks it up in the store), is retried `retryDelay` after the finish, before
+///    the schedule moves on. Ignored when it is this run's own slot.
+/// 4. Otherwise the next slot from [`next_after_finish`]; a schedule without one
+///    (`once`) leaves the loop `stopped` with no `next_run_at`.
+///
+/// Call it only for runs that claimed a slot of the loop, not for `ad_hoc` runs,
+/// which never move the schedule.
+pub fn advance_after_run(
+    lp: &Loop,
+    run_scheduled_for: Instant,
+    attempt: u32,
+    succeeded: bool,
+    finished_at: Instant,
+    deferred_retry: Option<Instant>,
+) -> Result<LoopAdvanceDecision, ScheduleError> {
+    let waiting_on_other_retry = lp
+        .retry_scheduled_for
+        .is_some_and(|retry| retry != run_scheduled_for);
+    if lp.status != LoopStatus::Active || waiting_on_other_retry {
+        return Ok(LoopAdvanceDecision {
+            status: lp.status,
+            next_run_at: lp.next_run_at,
+            retry_scheduled_for: lp.retry_scheduled_for,
+        });
+    }
+    let retry = |slot: Instant| -> Result<LoopAdvanceDecision, ScheduleError> {
+        let delay = i64::try_from(lp.retry_delay_ms)
+            .ok()
+            .and_then(TimeDelta::try_milliseconds)
+            .ok_or(ScheduleError::OutOfRange)?;
+        Ok(LoopAdvanceDecision {
+            status: LoopStatus::Active,
+            next_run_at: Some(add(finished_at, delay)?),
+            retry_scheduled_for: Some(slot),
+        })
+    };
+    if !succeeded && attempt < lp.max_attempts {
+        return retry(run_scheduled_for);
+    }
+    if let Some(older) = deferred_retry.filter(|older| *older != run_scheduled_for) {
+        return retry(older);
+    }
+    Ok(
+        match next_after_finish(&lp.schedule, run_scheduled_for, finished_at)? {
+            Some(next) => LoopAdvanceDecision {
+                status: LoopStatus::Active,
+                next_run_at: Some(next),
+                retry_scheduled_for: None,
+            },
+            None => LoopAdvanceDecision {
+                status: LoopStatus::Stopped,
+                next_run_at: None,
+                retry_scheduled_for: None,
+            },
+        },
+    )
+}
+
+/// A schedule period in milliseconds as a duration; zero is an error, not a hot loop.
+fn period(ms: u64) -> Result<TimeDelta, ScheduleError> {
+    if ms == 0 {
+        return Err(ScheduleError::ZeroInterval);
+    }
+    i64::try_from(ms)
+        .ok()
+        .and_then(TimeDelta::try_milliseconds)
+        .ok_or(ScheduleError::OutOfRange)
+}
+
+fn add(t: Instant, d: TimeDelta) -> Result<Instant, ScheduleError> {
+    t.checked_add_signed(d).ok_or(ScheduleError::OutOfRange)
+}
+
+/// `origin + k·every` for `k` whole periods; `k·every` must not overflow.
+fn grid_point(origin: Instant, every_ms: i64, k: i64) -> Result<Instant, ScheduleError> {
+    let offset = every_ms
+        .checked_mul(k)
+        .and_then(TimeDelta::try_milliseconds)
+        .ok_or(ScheduleError::OutOfRange)?;
+    add(origin, offset)
+}
+
+/// Whole periods of `every_ms` from `origin` to `at` (`at >= origin`), rounded down.
+fn periods_between(origin: Instant, at: Instant, every_ms: i64) -> i64 {
+    // Truncating the sub-millisecond remainder is safe: it only ever rounds down,
+    // and grid points are whole milliseconds apart.
+    (at - origin).num_milliseconds().max(0) / every_ms
+}
+
+/// The first point of the grid `slot + k·every` (k ≥ 1) strictly after `after`.
+fn fixed_rate_after(
+    slot: Instant,
+    every_ms: u64,
+    after: Instant,
+) -> Result<Instant, ScheduleError> {
+    let every = period(every_ms)?.num_milliseconds();
+    let k = if after < slot {
+        1
+    } else {
+        periods_between(slot, after, every) + 1
+    };
+    grid_point(slot, every, k)
+}
+
+/// The latest slot at or before `now` on the sequence that starts at `next`.
+fn latest_slot(schedule: &Schedule, next: Instant, now: Instant) -> Result<Instant, ScheduleError> {
+    match schedule {
+        Schedule::Interval { every_ms, .. } => {
+            let every = period(*every_ms)?.num_milliseconds();
+            grid_point(next, every, periods_between(next, now, every))
+        }
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => {
+            let cron = CronSchedule::parse(expression, timezone)?;
+            // Usually only `next` is due; one step tells, before searching backwards.
+            if cron.next_after(next).is_none_or(|after| after > now) {
+                return Ok(next);
+            }
+            Ok(cron
+                .last_at_or_before(now)
+                .map_or(next, |last| last.max(next)))
+        }
+        Schedule::Once { .. } | Schedule::Dynamic { .. } => Ok(next),
+    }
+}
+
+/// The most recent `limit` slots from `next` to `now`, oldest first.
+fn missed_slots(
+    schedule: &Schedule,
+    next: Instant,
+    now: Instant,
+    limit: usize,
+) -> Result<Vec<Instant>, ScheduleError> {
+    match schedule {
+        Schedule::Interval { every_ms, .. } => {
+            let every = period(*every_ms)?.num_milliseconds();
+            let last = periods_between(next, now, every);
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let first = last.saturating_sub(limit - 1).max(0);
+            (first..=last).map(|k| grid_point(next, every, k)).collect()
+        }
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => {
+            let cron = CronSchedule::parse(expression, timezone)?;
+            Ok(missed_cron_slots(&cron, next, now, limit))
+        }
+        Schedule::Once { .. } | Schedule::Dynamic { .. } => Ok(vec![next]),
+    }
+}
+
+fn missed_cron_slots(
+    cron: &CronSchedule,
+    next: Instant,
+    now: Instant,
+    limit: usize,
+) -> Vec<Instant> {
+    // Walk forward while the slots fit in `limit`; only when more were missed does
+    // the answer depend on `now` alone, and then it is found backwards from `now`,
+    // so the cost is bounded by `limit` either way.
+    let mut slots = Vec::with_capacity(limit.min(64));
+    slots.push(next);
+    let mut cursor = next;
+    loop {
+        match cron.next_after(cursor) {
+            Some(slot) if slot <= now => {
+                if slots.len() == limit {
+                    break;
+                }
+                slots.push(slot);
+                cursor = slot;
+            }
+            _ => return slots,
+        }
+    }
+    let mut recent = VecDeque::with_capacity(limit);
+    let mut at = now;
+    while recent.len() < limit {
+        match cron.last_at_or_before(at) {
+            Some(slot) if slot >= next => {
+                recent.push_front(slot);
+                match slot.checked_sub_signed(TimeDelta::nanoseconds(1)) {
+                    Some(before) => at = before,
+                    None => break,
+                }
+            }
+            _ => break,
+        }
+    }
+    recent.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CommandTarget, LoopId, Overlap, Target};
+    use std::time::Instant as Clock;
+
+    fn t(text: &str) -> Instant {
+        text.parse().unwrap()
+    }
+
+    fn every(ms: u64, anchor: Anchor) -> Schedule {
+        Schedule::Interval {
+            every_ms: ms,
+            anchor,
+        }
+    }
+
+    fn cron(expression: &str, timezone: &str) -> Schedule {
+        Schedule::Cron {
+            expression: expression.to_owned(),
+            timezone: timezone.to_owned(),
+        }
+    }
+
+    fn test_loop(schedule: Schedule, next_run_at: &str, catch_up: CatchUp) -> Loop {
+        let created = t("2025-12-01T00:00:00Z");
+        Loop {
+            id: LoopId::new("abc123"),
+            name: "test".to_owned(),
+            description: None,
+            status: LoopStatus::Active,
+            schedule,
+            target: Target::Command(CommandTarget {
+                command: "true".to_owned(),
+                args: Vec::new(),
+                cwd: None,
+                shell: false,
+                env: Default::default(),
+                timeout_ms: None,
+                account: None,
+            }),
+            next_run_at: Some(t(next_run_at)),
+            retry_scheduled_for: None,
+            catch_up,
+            catch_up_limit: 10,
+            overlap: Overlap::Skip,
+            max_attempts: 1,
+            retry_delay_ms: 60_000,
+            lease_ms: 30 * 60_000,
+            expires_at: None,
+            created_at: created,
+            updated_at: created,
+        }
+    }
+
+    #[test]
+    fn initial_next_run_per_schedule() {
+        let now = t("2026-01-01T00:00:00Z");
+        let cases = [
+            (
+                Schedule::Once {
+                    at: t("2026-02-01T00:00:00Z"),
+                },
+                Some("2026-02-01T00:00:00Z"),
+            ),
+            // A past `at` is kept: the slot is simply due.
+            (
+                Schedule::Once {
+                    at: t("2025-06-01T00:00:00Z"),
+                },
+                Some("2025-06-01T00:00:00Z"),
+            ),
+            (
+                every(90_000, Anchor::FixedRate),
+                Some("2026-01-01T00:01:30Z"),
+            ),
+            (
+                every(3_600_000, Anchor::FixedDelay),
+                Some("2026-01-01T01:00:00Z"),
+            ),
+            // Strictly after now, even when now matches.
+            (cron("0 0 * * *", "UTC"), Some("2026-01-02T00:00:00Z")),
+            (
+                cron("30 9 * * *", "Europe/Berlin"),
+                Some("2026-01-01T08:30:00Z"),
+            ),
+            (
+                Schedule::Dynamic {
+                    min_interval_ms: 60_000,
+                },
+                Some("2026-01-01T00:00:00Z"),
+            ),
+        ];
+        for (schedule, expected) in cases {
+            assert_eq!(
+                initial_next_run(&schedule, now).unwrap(),
+                expected.map(t),
+                "{schedule:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn next_after_finish_per_schedule() {
+        let cases = [
+            // (schedule, slot, finished_at, expected)
+            (
+                Schedule::Once {
+                    at: t("2026-01-01T00:00:00Z"),
+                },
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T00:00:05Z",
+                None,
+            ),
+            // fixed_rate: one period after the slot when the run was quick.
+            (
+                every(60_000, Anchor::FixedRate),
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T00:00:05Z",
+                Some("2026-01-01T00:01:00Z"),
+            ),
+            // A run finishing exactly on the next grid point moves past it.
+            (
+                every(60_000, Anchor::FixedRate),
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T00:01:00Z",
+                Some("2026-01-01T00:02:00Z"),
+            ),
+            // A slow run skips the grid points it overran, keeping the phase.
+            (
+                every(60_000, Anchor::FixedRate),
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T00:03:30.250Z",
+                Some("2026-01-01T00:04:00Z"),
+            ),
+            // Long downtime: no burst, the next point after the finish.
+            (
+                every(3_600_000, Anchor::FixedRate),
+                "2026-01-01T00:15:00Z",
+                "2026-01-08T05:30:00Z",
+                Some("2026-01-08T06:15:00Z"),
+            ),
+            (
+                every(1_000, Anchor::FixedRate),
+                "2026-01-01T00:00:00.500Z",
+                "2026-01-08T00:00:00.200Z",
+                Some("2026-01-08T00:00:00.500Z"),
+            ),
+            // A finish before the slot (clock skew) still yields the next point.
+            (
+                every(60_000, Anchor::FixedRate),
+                "2026-01-01T00:00:00Z",
+                "2025-12-31T23:59:59Z",
+                Some("2026-01-01T00:01:00Z"),
+            ),
+            (
+                every(60_000, Anchor::FixedDelay),
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T00:03:30Z",
+                Some("2026-01-01T00:04:30Z"),
+            ),
+            (
+                cron("30 9 * * *", "UTC"),
+                "2026-01-01T09:30:00Z",
+                "2026-01-01T09:45:00Z",
+                Some("2026-01-02T09:30:00Z"),
+            ),
+            // A run that overran several matches does not replay them.
+            (
+                cron("*/5 * * * *", "UTC"),
+                "2026-01-01T09:30:00Z",
+                "2026-01-01T09:47:00Z",
+                Some("2026-01-01T09:50:00Z"),
+            ),
+            // A finish before the slot counts from the slot.
+            (
+                cron("*/5 * * * *", "UTC"),
+                "2026-01-01T09:30:00Z",
+                "2026-01-01T09:20:00Z",
+                Some("2026-01-01T09:35:00Z"),
+            ),
+            (
+                Schedule::Dynamic {
+                    min_interval_ms: 60_000,
+                },
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T00:10:00Z",
+                Some("2026-01-01T00:11:00Z"),
+            ),
+        ];
+        for (schedule, slot, finished, expected) in cases {
+            assert_eq!(
+                next_after_finish(&schedule, t(slot), t(finished)).unwrap(),
+                expected.map(t),
+                "{schedule:?} slot {slot} finished {finished}"
+            );
+        }
+    }
+
+    #[test]
+    fn zero_intervals_and_bad_cron_are_errors() {
+        let now = t("2026-01-01T00:00:00Z");
+        for schedule in [
+            every(0, Anchor::FixedRate),
+            every(0, Anchor::FixedDelay),
+            Schedule::Dynamic { min_interval_ms: 0 },
+        ] {
+            assert_eq!(
+                initial_next_run(&schedule, now),
+                Err(ScheduleError::ZeroInterval)
+            );
+            assert_eq!(
+                next_after_finish(&schedule, now, now),
+                Err(ScheduleError::ZeroInterval)
+            );
+        }
+        let err = initial_next_run(&cron("61 * * * *", "UTC"), now).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid cron expression \"61 * * * *\": minute value 61 out of range 0-59"
+        );
+        assert!(matches!(
+            initial_next_run(&cron("* * * * *", "Nowhere/City"), now),
+            Err(ScheduleError::Cron(CronError::TimeZone(_)))
+        ));
+    }
+
+    #[test]
+    fn nothing_is_due_unless_active_and_past_next_run() {
+        let now = t("2026-01-01T12:00:00Z");
+        let mut lp = test_loop(
+            every(60_000, Anchor::FixedRate),
+            "2026-01-01T11:00:00Z",
+            CatchUp::All,
+        );
+        for status in [LoopStatus::Paused, LoopStatus::Stopped, LoopStatus::Expired] {
+            lp.status = status;
+            assert_eq!(due_slots(&lp, now).unwrap(), Vec::<Instant>::new());
+        }
+        lp.status = LoopStatus::Active;
+        lp.next_run_at = None;
+        assert!(due_slots(&lp, now).unwrap().is_empty());
+        lp.next_run_at = Some(t("2026-01-01T12:00:00.001Z"));
+        assert!(due_slots(&lp, now).unwrap().is_empty());
+        // Exactly at next_run_at it is due.
+        lp.next_run_at = Some(now);
+        assert_eq!(due_slots(&lp, now).unwrap(), [now]);
+    }
+
+    #[test]
+    fn a_pending_retry_comes_first_and_alone() {
+        let now = t("2026-01-01T12:00:00Z");
+        for catch_up in [CatchUp::All, CatchUp::Latest, CatchUp::None] {
+            let mut lp = test_loop(
+                every(60_000, Anchor::FixedRate),
+                "2026-01-01T11:01:00Z",
+                catch_up,
+            );
+            lp.retry_scheduled_for = Some(t("2026-01-01T11:00:00Z"));
+            assert_eq!(due_slots(&lp, now).unwrap(), [t("2026-01-01T11:00:00Z")]);
+            // Not before the retry delay has passed.
+            lp.next_run_at = Some(t("2026-01-01T12:01:00Z"));
+            assert!(due_slots(&lp, now).unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn catch_up_policies() {
+        let now = t("2026-01-01T12:00:30Z");
+        let hourly = every(3_600_000, Anchor::FixedRate);
+        let cases: Vec<(Schedule, CatchUp, u32, &str, Vec<&str>)> = vec![
+            (
+                hourly.clone(),
+                CatchUp::None,
+                10,
+                "2026-01-01T08:00:00Z",
+                vec!["2026-01-01T08:00:00Z"],
+            ),
+            (
+                hourly.clone(),
+                CatchUp::Latest,
+                10,
+                "2026-01-01T08:00:00Z",
+                vec!["2026-01-01T12:00:00Z"],
+            ),
+            (
+                hourly.clone(),
+                CatchUp::All,
+                10,
+                "2026-01-01T08:00:00Z",
+                vec![
+                    "2026-01-01T08:00:00Z",
+                    "2026-01-01T09:00:00Z",
+                    "2026-01-01T10:00:00Z",
+                    "2026-01-01T11:00:00Z",
+                    "2026-01-01T12:00:00Z",
+                ],
+            ),
+            // More missed than the limit: the most recent ones, oldest first.
+            (
+                hourly.clone(),
+                CatchUp::All,
+                3,
+                "2026-01-01T08:00:00Z",
+                vec![
+                    "2026-01-01T10:00:00Z",
+                    "2026-01-01T11:00:00Z",
+                    "2026-01-01T12:00:00Z",
+                ],
+            ),
+            // A limit of zero still runs one slot.
+            (
+                hourly.clone(),
+                CatchUp::All,
+                0,
+                "2026-01-01T08:00:00Z",
+                vec!["2026-01-01T12:00:00Z"],
+            ),
+            // fixed_delay catches up on the same grid.
+            (
+                every(3_600_000, Anchor::FixedDelay),
+                CatchUp::Latest,
+                10,
+                "2026-01-01T08:20:00Z",
+                vec!["2026-01-01T11:20:00Z"],
+            ),
+            (
+                cron("0 */3 * * *", "UTC"),
+                CatchUp::Latest,
+                10,
+                "2026-01-01T00:00:00Z",
+                vec!["2026-01-01T12:00:00Z"],
+            ),
+            (
+                cron("0 */3 * * *", "UTC"),
+                CatchUp::All,
+                10,
+                "2026-01-01T00:00:00Z",
+                vec![
+                    "2026-01-01T00:00:00Z",
+                    "2026-01-01T03:00:00Z",
+                    "2026-01-01T06:00:00Z",
+                    "2026-01-01T09:00:00Z",
+                    "2026-01-01T12:00:00Z",
+                ],
+            ),
+            (
+                cron("0 */3 * * *", "UTC"),
+                CatchUp::All,
+                2,
+                "2026-01-01T00:00:00Z",
+                vec!["2026-01-01T09:00:00Z", "2026-01-01T12:00:00Z"],
+            ),
+            // Exactly `limit` missed: all of them, via the forward walk.
+            (
+                cron("0 */3 * * *", "UTC"),
+                CatchUp::All,
+                5,
+                "2026-01-01T00:00:00Z",
+                vec![
+                    "2026-01-01T00:00:00Z",
+                    "2026-01-01T03:00:00Z",
+                    "2026-01-01T06:00:00Z",
+                    "2026-01-01T09:00:00Z",
+                    "2026-01-01T12:00:00Z",
+                ],
+            ),
+            // Only the persisted slot is due: every policy runs just it.
+            (
+                cron("0 */3 * * *", "UTC"),
+                CatchUp::Latest,
+                10,
+                "2026-01-01T12:00:00Z",
+                vec!["2026-01-01T12:00:00Z"],
+            ),
+            (
+                cron("0 */3 * * *", "UTC"),
+                CatchUp::All,
+                10,
+                "2026-01-01T12:00:00Z",
+                vec!["2026-01-01T12:00:00Z"],
+            ),
+            // once and dynamic are never backfilled.
+            (
+                Schedule::Once {
+                    at: t("2026-01-01T01:00:00Z"),
+                },
+                CatchUp::All,
+                10,
+                "2026-01-01T01:00:00Z",
+                vec!["2026-01-01T01:00:00Z"],
+            ),
+            (
+                Schedule::Dynamic {
+                    min_interval_ms: 60_000,
+                },
+                CatchUp::Latest,
+                10,
+                "2026-01-01T01:00:00Z",
+                vec!["2026-01-01T01:00:00Z"],
+            ),
+        ];
+        for (schedule, catch_up, limit, next, expected) in cases {
+            let mut lp = test_loop(schedule, next, catch_up);
+            lp.catch_up_limit = limit;
+            let expected: Vec<Instant> = expected.into_iter().map(t).collect();
+            assert_eq!(
+                due_slots(&lp, now).unwrap(),
+                expected,
+                "{:?} {catch_up} limit {limit} next {next}",
+                lp.schedule
+            );
+        }
+    }
+
+    #[test]
+    fn a_week_of_downtime_is_cheap() {
+        let now = t("2026-01-08T00:00:00.250Z");
+        let clock = Clock::now();
+        // 1-second interval: ~604,800 missed slots, computed arithmetically.
+        let mut lp = test_loop(
+            every(1_000, Anchor::FixedRate),
+            "2026-01-01T00:00:00.500Z",
+            CatchUp::Latest,
+        );
+        assert_eq!(
+            due_slots(&lp, now).unwrap(),
+            [t("2026-01-07T23:59:59.500Z")]
+        );
+        lp.catch_up = CatchUp::All;
+        lp.catch_up_limit = 3;
+        assert_eq!(
+            due_slots(&lp, now).unwrap(),
+            [
+                t("2026-01-07T23:59:57.500Z"),
+                t("2026-01-07T23:59:58.500Z"),
+                t("2026-01-07T23:59:59.500Z"),
+            ]
+        );
+        // Every-minute cron: ~10,000 missed slots, found backwards from now.
+        let mut lp = test_loop(
+            cron("* * * * *", "America/New_York"),
+            "2026-01-01T00:00:00Z",
+            CatchUp::Latest,
+        );
+        assert_eq!(due_slots(&lp, now).unwrap(), [t("2026-01-08T00:00:00Z")]);
+        lp.catch_up = CatchUp::All;
+        assert_eq!(
+            due_slots(&lp, now).unwrap(),
+            (0..10)
+                .rev()
+                .map(|i| t("2026-01-08T00:00:00Z") - TimeDelta::minutes(i))
+                .collect::<Vec<_>>()
+        );
+        // Generous bound for debug builds on a busy machine; the point is that
+        // nothing walks 600,000 slots.
+        assert!(clock.elapsed().as_millis() < 500, "{:?}", clock.elapsed());
+    }
+
+    #[test]
+    fn catch_up_latest_across_a_dst_change() {
+        // A fixed-hour job whose 02:30 was skipped ran at 03:00 EDT: that is the slot.
+        let lp = test_loop(
+            cron("30 2 * * *", "America/New_York"),
+            "2026-03-06T07:30:00Z",
+            CatchUp::All,
+        );
+        assert_eq!(
+            due_slots(&lp, t("2026-03-08T12:00:00Z")).unwrap(),
+            [
+                t("2026-03-06T07:30:00Z"),
+                t("2026-03-07T07:30:00Z"),
+                t("2026-03-08T07:00:00Z"),
+            ]
+        );
+    }
+
+    fn decision(
+        status: LoopStatus,
+        next: Option<&str>,
+        retry: Option<&str>,
+    ) -> LoopAdvanceDecision {
+        LoopAdvanceDecision {
+            status,
+            next_run_at: next.map(t),
+            retry_scheduled_for: retry.map(t),
+        }
+    }
+
+    #[test]
+    fn advance_after_run_table() {
+        use LoopStatus::{Active, Paused, Stopped};
+        let slot = "2026-01-01T09:00:00Z";
+        let finished = "2026-01-01T09:00:10Z";
+        let hourly = every(3_600_000, Anchor::FixedRate);
+        let once = Schedule::Once { at: t(slot) };
+        #[derive(Clone)]
+        struct Case {
+            name: &'static str,
+            schedule: Schedule,
+            status: LoopStatus,
+            max_attempts: u32,
+            pending_retry: Option<&'static str>,
+            attempt: u32,
+            succeeded: bool,
+            finished: &'static str,
+            deferred: Option<&'static str>,
+            expected: LoopAdvanceDecision,
+        }
+        let base = Case {
+            name: "",
+            schedule: hourly.clone(),
+            status: Active,
+            max_attempts: 3,
+            pending_retry: None,
+            attempt: 1,
+            succeeded: true,
+            finished,
+            deferred: None,
+            expected: decision(Active, None, None),
+        };
+        let cases = [
+            Case {
+                name: "success moves to the next slot",
+                expected: decision(Active, Some("2026-01-01T10:00:00Z"), None),
+                ..base.clone()
+            },
+            Case {
+                name: "failure with attempts left retries the slot after retryDelay",
+                succeeded: false,
+                expected: decision(Active, Some("2026-01-01T09:01:10Z"), Some(slot)),
+                ..base.clone()
+            },
+            Case {
+                name: "a retry attempt that fails again retries again",
+                pending_retry: Some(slot),
+                attempt: 2,
+                succeeded: false,
+                expected: decision(Active, Some("2026-01-01T09:01:10Z"), Some(slot)),
+                ..base.clone()
+            },
+            Case {
+                name: "the last attempt failing moves on",
+                pending_retry: Some(slot),
+                attempt: 3,
+                succeeded: false,
+                expected: decision(Active, Some("2026-01-01T10:00:00Z"), None),
+                ..base.clone()
+            },
+            Case {
+                name: "a successful retry clears the retry",
+                pending_retry: Some(slot),
+                attempt: 2,
+                expected: decision(Active, Some("2026-01-01T10:00:00Z"), None),
+                ..base.clone()
+            },
+            Case {
+                name: "an older failed slot with attempts is retried first",
+                attempt: 3,
+                succeeded: false,
+                deferred: Some("2026-01-01T08:00:00Z"),
+                expected: decision(
+                    Active,
+                    Some("2026-01-01T09:01:10Z"),
+                    Some("2026-01-01T08:00:00Z"),
+                ),
+                ..base.clone()
+            },
+            Case {
+                name: "also after a success",
+                deferred: Some("2026-01-01T08:00:00Z"),
+                expected: decision(
+                    Active,
+                    Some("2026-01-01T09:01:10Z"),
+                    Some("2026-01-01T08:00:00Z"),
+                ),
+                ..base.clone()
+            },
+            Case {
+                name: "a deferred retry of this very slot is ignored",
+                attempt: 3,
+                succeeded: false,
+                deferred: Some(slot),
+                expected: decision(Active, Some("2026-01-01T10:00:00Z"), None),
+                ..base.clone()
+            },
+            Case {
+                name: "fixed_rate after long downtime stays on the grid",
+                finished: "2026-01-05T13:30:00Z",
+                expected: decision(Active, Some("2026-01-05T14:00:00Z"), None),
+                ..base.clone()
+            },
+            Case {
+                name: "once stops after its slot succeeds",
+                schedule: once.clone(),
+                expected: decision(Stopped, None, None),
+                ..base.clone()
+            },
+            Case {
+                name: "once stops after its last attempt fails",
+                schedule: once.clone(),
+                attempt: 3,
+                succeeded: false,
+                expected: decision(Stopped, None, None),
+                ..base.clone()
+            },
+            Case {
+                name: "once retries while attempts are left",
+                schedule: once.clone(),
+                succeeded: false,
+                expected: decision(Active, Some("2026-01-01T09:01:10Z"), Some(slot)),
+                ..base.clone()
+            },
+            Case {
+                name: "a paused loop is left as it is",
+                status: Paused,
+                succeeded: false,
+                expected: decision(Paused, Some(slot), None),
+                ..base.clone()
+            },
+            Case {
+                name: "a run of another slot does not disturb a pending retry",
+                pending_retry: Some("2026-01-01T08:00:00Z"),
+                expected: decision(Active, Some(slot), Some("2026-01-01T08:00:00Z")),
+                ..base.clone()
+            },
+            Case {
+                name: "cron moves past the finish",
+                schedule: cron("*/5 * * * *", "UTC"),
+                finished: "2026-01-01T09:12:00Z",
+                expected: decision(Active, Some("2026-01-01T09:15:00Z"), None),
+                ..base.clone()
+            },
+            Case {
+                name: "max_attempts 1 never retries",
+                max_attempts: 1,
+                succeeded: false,
+                expected: decision(Active, Some("2026-01-01T10:00:00Z"), None),
+                ..base.clone()
+            },
+        ];
+        for case in cases {
+            let mut lp = test_loop(case.schedule, slot, CatchUp::Latest);
+            lp.status = case.status;
+            lp.max_attempts = case.max_attempts;
+            lp.retry_scheduled_for = case.pending_retry.map(t);
+            let got = advance_after_run(
+                &lp,
+                t(slot),
+                case.attempt,
+                case.succeeded,
+                t(case.finished),
+                case.deferred.map(t),
+            )
+            .unwrap();
+            assert_eq!(got, case.expected, "{}", case.name);
+        }
+    }
+
+    #[test]
+    fn is_expired_at_or_after_expires_at() {
+        let mut lp = test_loop(
+            every(60_000, Anchor::FixedRate),
+            "2026-01-01T00:00:00Z",
+            CatchUp::Latest,
+        );
+        assert!(!is_expired(&lp, t("2030-01-01T00:00:00Z")));
+        lp.expires_at = Some(t("2026-01-02T00:00:00Z"));
+        assert!(!is_expired(&lp, t("2026-01-01T23:59:59Z")));
+        assert!(is_expired(&lp, t("2026-01-02T00:00:00Z")));
+    }
 }

@@ -1,1 +1,19 @@
-//! stub
+//! Runtime of `loops`: the process executor, target → process translation, the
+//! scheduler engine, the daemon, and the library [`client::Client`] the CLI uses.
+//!
+//! Layering: this crate sits on `loops-core` (pure domain) and `loops-store`
+//! (persistence) and is the only one that spawns processes or owns an async runtime.
+
+pub mod capture;
+pub mod client;
+pub mod daemon;
+pub mod engine;
+pub mod env;
+pub mod executor;
+pub mod preflight;
+pub mod process;
+pub mod providers;
+pub mod targets;
+pub mod wake;
+
+pub use client::{Client, ClientError, LoopDefinition};

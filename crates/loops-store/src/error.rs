@@ -34,8 +34,18 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The database file, its directory or the file system does not accept writes.
+    #[error("{path} is read-only (file, directory or file system not writable): {source}")]
+    ReadOnly {
+        path: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("invalid stored data: {0}")]
     Decode(String),
+    /// A caller passed a value the store cannot record (e.g. finalizing as `running`).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
 }

@@ -12,8 +12,8 @@ mod paths;
 mod sqlite;
 
 pub use error::StoreError;
-pub use paths::{data_dir, prepare_data_dir, DB_FILE};
-pub use sqlite::SqliteStore;
+pub use paths::{data_dir, prepare_data_dir, DATA_DIR_ENV, DB_FILE};
+pub use sqlite::{SqliteStore, SCHEMA_VERSION};
 
 use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource};
 
@@ -81,13 +81,9 @@ pub enum ClaimRefused {
     LoopBusy,
 }
 
-/// Changes to a loop's schedule state after a run or a CLI action.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoopAdvance {
-    pub status: LoopStatus,
-    pub next_run_at: Option<Instant>,
-    pub retry_scheduled_for: Option<Instant>,
-}
+/// Changes to a loop's schedule state after a run or a CLI action. The domain computes
+/// it (`loops_core::transitions`); the store persists it.
+pub use loops_core::transitions::LoopAdvance;
 
 /// Filter for [`Store::list_runs`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -98,11 +94,15 @@ pub struct RunFilter {
 }
 
 /// Retention policy for finished runs. Running rows are never pruned.
+///
+/// A finished run is deleted when it matches ANY rule that is set, i.e. it survives
+/// only when it is both newer than `older_than` and among the `keep_per_loop` newest
+/// finished runs of its loop. With no rule set nothing is deleted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PrunePolicy {
-    /// Delete finished runs that finished before this instant ...
+    /// Delete finished runs that finished before this instant.
     pub older_than: Option<Instant>,
-    /// ... but always keep this many newest runs per loop.
+    /// Delete finished runs beyond the newest N (by creation) of each loop.
     pub keep_per_loop: Option<usize>,
 }
 
@@ -144,6 +144,16 @@ pub trait Store: Send + Sync {
         req: &ClaimRequest,
         fence: Option<&Fence>,
     ) -> Result<std::result::Result<Run, ClaimRefused>>;
+    /// [`Store::claim_run`], and when the claim succeeds, sets the loop's schedule state
+    /// to `advance` (as [`Store::update_loop_schedule`] would) in the same transaction,
+    /// so a crash never leaves a claimed slot with the loop still pointing at it. A
+    /// refused claim changes nothing.
+    fn claim_run_and_advance(
+        &self,
+        req: &ClaimRequest,
+        advance: Option<&LoopAdvance>,
+        fence: Option<&Fence>,
+    ) -> Result<std::result::Result<Run, ClaimRefused>>;
     /// Records a `skipped` row for a slot (overlap `skip`).
     fn record_skipped_run(
         &self,
@@ -175,7 +185,8 @@ pub trait Store: Send + Sync {
     /// [`StoreError::NotRunning`] when the row is not running (already finalized).
     fn finalize_run(&self, run: &RunId, outcome: &RunOutcome, fence: Option<&Fence>)
         -> Result<Run>;
-    /// Running rows whose lease expired before `now`.
+    /// Running rows whose lease has expired at `now` (`leaseExpiresAt <= now`), the
+    /// earliest expiry first.
     fn expired_running_runs(&self, now: Instant) -> Result<Vec<Run>>;
     /// All running rows (optionally of one loop).
     fn running_runs(&self, loop_id: Option<&LoopId>) -> Result<Vec<Run>>;

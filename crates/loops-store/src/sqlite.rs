@@ -1,1 +1,1382 @@
-pub struct SqliteStore;
+//! The SQLite backend of [`Store`].
+//!
+//! One connection behind a mutex per [`SqliteStore`]; several processes (or several
+//! stores in one process) share a file through WAL mode and the busy timeout. Every
+//! write runs in a `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so
+//! concurrent writers queue on the busy timeout instead of failing on a stale read
+//! snapshot, and a fenced write checks the daemon lease in the same transaction.
+//!
+//! Instants are stored as INTEGER milliseconds since the epoch, so values read back
+//! carry millisecond precision (sub-millisecond parts of inputs are dropped).
+
+use crate::{
+    ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
+    PrunePolicy, Result, RunFilter, Store, StoreError,
+};
+use loops_core::{
+    Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, RunStatus,
+};
+use rusqlite::types::FromSql;
+use rusqlite::{
+    ffi, params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row, Transaction,
+    TransactionBehavior,
+};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// How long a statement waits for another connection's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// First 16 bytes of every SQLite 3 database file.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+/// `PRAGMA application_id` of a loops database (ASCII "loop"); set by migration 1.
+const APPLICATION_ID: i64 = 0x6C6F_6F70;
+/// `meta` key of the last fencing token handed out, so tokens never repeat even after
+/// the lease row is released.
+const META_LEASE_TOKEN: &str = "daemon_lease_token";
+/// New ids are retried on the (astronomically unlikely) collision of 48 random bits.
+const ID_ATTEMPTS: usize = 8;
+
+/// One embedded schema migration. Applied migrations are never edited: add a file.
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sql: &'static str,
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("../migrations/0001_initial.sql"),
+}];
+
+/// The newest schema version this build knows (the last entry of the migrations).
+pub const SCHEMA_VERSION: i64 = 1;
+
+macro_rules! loop_cols {
+    () => {
+        "id, name, description, status, schedule_json, target_json, next_run_at, \
+         retry_scheduled_for, catch_up, catch_up_limit, overlap, max_attempts, \
+         retry_delay_ms, lease_ms, expires_at, created_at, updated_at"
+    };
+}
+
+macro_rules! run_cols {
+    () => {
+        "id, loop_id, loop_name, scheduled_for, attempt, status, source, started_at, \
+         finished_at, exit_code, duration_ms, stdout, stderr, error, pid, pid_start_time, \
+         claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at"
+    };
+}
+
+/// Failure statuses as a SQL list; must match [`RunStatus::is_failure`] and the
+/// `runs_failed_slot` partial index (SQLite only uses it for an identical term).
+macro_rules! failure_statuses {
+    () => {
+        "('failed', 'timed_out', 'abandoned')"
+    };
+}
+
+/// The SQLite implementation of [`Store`].
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    /// `None` for an in-memory store.
+    path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating when missing, mode 0600) the database at `path`, switches it to
+    /// WAL and applies pending migrations.
+    ///
+    /// A file that is not a loops database yields [`StoreError::Corrupt`] and is left
+    /// byte-for-byte untouched: it is inspected read-only before anything is written. A
+    /// database from a newer build yields [`StoreError::TooNew`], also untouched. A file
+    /// or directory that cannot be written yields [`StoreError::ReadOnly`].
+    pub fn open(path: &Path) -> Result<Self> {
+        create_db_file(path)?;
+        let found = inspect(path)?;
+        let display = path.display().to_string();
+        let readonly = |e: StoreError| match e {
+            StoreError::Sqlite(se) if is_readonly_error(&se, true) => StoreError::ReadOnly {
+                path: display.clone(),
+                source: Box::new(se),
+            },
+            other => other,
+        };
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| readonly(e.into()))?;
+        // SQLite silently falls back to read-only when the file is not writable.
+        if conn.is_readonly(rusqlite::MAIN_DB)? {
+            return Err(StoreError::ReadOnly {
+                path: display,
+                source: "the database file cannot be opened for writing".into(),
+            });
+        }
+        let mut conn = conn;
+        setup_connection(&mut conn, Some(&display), found).map_err(readonly)?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path: Some(path.to_path_buf()),
+        })
+    }
+
+    /// A private in-memory store with the full schema (for tests and dry runs).
+    pub fn open_in_memory() -> Result<Self> {
+        let mut conn = Connection::open_in_memory()?;
+        setup_connection(&mut conn, None, 0)?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path: None,
+        })
+    }
+
+    /// Opens the default store: [`crate::data_dir`], created when missing, then
+    /// [`crate::DB_FILE`] inside it.
+    pub fn open_default() -> Result<Self> {
+        let dir = crate::data_dir()?;
+        crate::prepare_data_dir(&dir)?;
+        Self::open(&dir.join(crate::DB_FILE))
+    }
+
+    /// The database file, or `None` for an in-memory store.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The schema version recorded in `schema_migrations`.
+    pub fn schema_version(&self) -> Result<i64> {
+        let conn = self.lock();
+        Ok(conn.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// `PRAGMA integrity_check`: `["ok"]` for a healthy database, else SQLite's list of
+    /// problems (for `loops doctor`).
+    pub fn integrity_check(&self) -> Result<Vec<String>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare("PRAGMA integrity_check")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave a half-applied write behind (the
+        // transaction rolls back when dropped), so the connection is still usable.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn display_path(&self) -> String {
+        self.path
+            .as_ref()
+            .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string())
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction, after checking `fence` (at the
+    /// given instant) inside it; commits only when `f` succeeds.
+    fn write<T>(
+        &self,
+        fence: Option<(&Fence, Instant)>,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.lock();
+        let result = (|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Some((fence, now)) = fence {
+                check_fence(&tx, fence, now)?;
+            }
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })();
+        result.map_err(|e| match e {
+            StoreError::Sqlite(se) if is_readonly_error(&se, false) => StoreError::ReadOnly {
+                path: self.display_path(),
+                source: Box::new(se),
+            },
+            other => other,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Opening and migrations
+// ---------------------------------------------------------------------------------
+
+/// Creates the database file with mode 0600 when missing, so SQLite never creates it
+/// with the umask's (usually world-readable) mode.
+fn create_db_file(path: &Path) -> Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => {
+            // The umask can only narrow 0600, but an odd umask could drop the owner's
+            // bits; we created the file, so we own its mode.
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| io_error(path, e))?;
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io_error(path, e)),
+    }
+}
+
+/// Maps an I/O error on the database file: permission problems read as "read-only",
+/// anything else is reported against the data dir.
+fn io_error(path: &Path, e: std::io::Error) -> StoreError {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => StoreError::ReadOnly {
+            path: path.display().to_string(),
+            source: Box::new(e),
+        },
+        _ => StoreError::DataDir {
+            path: path
+                .parent()
+                .map_or_else(|| path.display().to_string(), |p| p.display().to_string()),
+            source: e,
+        },
+    }
+}
+
+/// Whether a SQLite error means "cannot write here". While opening, `CANTOPEN` also
+/// counts: the read-only inspection already proved the file readable, so failing to
+/// open it (or its `-wal`/`-shm` companions) for writing is a permission problem.
+fn is_readonly_error(e: &rusqlite::Error, opening: bool) -> bool {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::ReadOnly) => true,
+        Some(ErrorCode::CannotOpen) => opening,
+        _ => false,
+    }
+}
+
+fn not_a_database(detail: &str) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(ffi::Error::new(ffi::SQLITE_NOTADB), Some(detail.to_owned()))
+}
+
+/// Checks, without writing anything, that `path` is empty or a loops database this
+/// build can use. Returns its schema version (0 when empty).
+fn inspect(path: &Path) -> Result<i64> {
+    let display = path.display().to_string();
+    let corrupt = |source: rusqlite::Error| StoreError::Corrupt {
+        path: display.clone(),
+        source,
+    };
+
+    // Cheap pre-check on raw bytes, so SQLite never even sees a foreign file.
+    let mut file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    if !meta.is_file() {
+        return Err(StoreError::DataDir {
+            path: display,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+        });
+    }
+    if meta.len() == 0 {
+        return Ok(0);
+    }
+    let mut head = [0u8; 16];
+    if file.read_exact(&mut head).is_err() || &head != SQLITE_MAGIC {
+        return Err(corrupt(not_a_database("no SQLite header")));
+    }
+    drop(file);
+
+    let classify = |e: rusqlite::Error| match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => corrupt(e),
+        Some(ErrorCode::CannotOpen | ErrorCode::ReadOnly) => StoreError::ReadOnly {
+            path: display.clone(),
+            source: Box::new(e),
+        },
+        _ => StoreError::Sqlite(e),
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(classify)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
+    let app_id: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(classify)?;
+    if app_id != 0 && app_id != APPLICATION_ID {
+        return Err(corrupt(not_a_database(
+            "the file belongs to another application (application_id)",
+        )));
+    }
+    let (tables, has_migrations): (i64, bool) = conn
+        .query_row(
+            "SELECT COUNT(*), COALESCE(MAX(name = 'schema_migrations'), 0) \
+             FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(classify)?;
+    if !has_migrations {
+        if tables > 0 {
+            return Err(corrupt(not_a_database(
+                "a SQLite database without loops' schema_migrations table",
+            )));
+        }
+        return Ok(0);
+    }
+    let version: i64 = conn
+        .query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(classify)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: display,
+            found: version,
+            known: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// Connection pragmas, then migrations when `found` (the inspected version) is behind.
+/// `path` is `None` for an in-memory database.
+fn setup_connection(conn: &mut Connection, path: Option<&str>, found: i64) -> Result<()> {
+    // First, so that the journal-mode switch below also waits for other openers.
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    if path.is_some() {
+        // Readers never block the writer and vice versa; the setting is persistent.
+        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        // In WAL mode NORMAL is durable against application crashes and keeps
+        // the database consistent on power loss; only the last commits may roll back.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+    }
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    if found < SCHEMA_VERSION {
+        migrate(conn, path.unwrap_or(":memory:"))?;
+    } else if path.is_some() {
+        // Migrations prove the file writable; without them, probe the write lock so a
+        // read-only directory (no -wal/-shm possible) fails here rather than at the
+        // first write. SQLite would otherwise serve reads from heap memory.
+        conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;")?;
+    }
+    Ok(())
+}
+
+/// Applies every pending migration, each in its own `BEGIN IMMEDIATE` transaction. The
+/// version is re-read under the write lock, so concurrent openers apply each once.
+fn migrate(conn: &mut Connection, path: &str) -> Result<()> {
+    for m in MIGRATIONS {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                 version    INTEGER PRIMARY KEY,
+                 name       TEXT NOT NULL,
+                 applied_at TEXT NOT NULL
+             )",
+        )?;
+        let current: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            [],
+            |r| r.get(0),
+        )?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_owned(),
+                found: current,
+                known: SCHEMA_VERSION,
+            });
+        }
+        if current >= m.version {
+            continue;
+        }
+        tx.execute_batch(m.sql)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            params![
+                m.version,
+                m.name,
+                loops_core::format_instant(&chrono::Utc::now())
+            ],
+        )?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------
+// Encoding and decoding
+// ---------------------------------------------------------------------------------
+
+fn ms(t: &Instant) -> i64 {
+    t.timestamp_millis()
+}
+
+fn opt_ms(t: Option<&Instant>) -> Option<i64> {
+    t.map(ms)
+}
+
+/// `u64` quantities (durations, tokens, start times) saturate at `i64::MAX` in storage.
+fn sat_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn instant_from_ms(v: i64, col: &str) -> Result<Instant> {
+    chrono::DateTime::from_timestamp_millis(v)
+        .ok_or_else(|| StoreError::Decode(format!("column {col}: instant {v} out of range")))
+}
+
+fn get<T: FromSql>(row: &Row<'_>, idx: usize, col: &str) -> Result<T> {
+    row.get(idx)
+        .map_err(|e| StoreError::Decode(format!("column {col}: {e}")))
+}
+
+fn get_instant(row: &Row<'_>, idx: usize, col: &str) -> Result<Instant> {
+    instant_from_ms(get(row, idx, col)?, col)
+}
+
+fn get_opt_instant(row: &Row<'_>, idx: usize, col: &str) -> Result<Option<Instant>> {
+    get::<Option<i64>>(row, idx, col)?
+        .map(|v| instant_from_ms(v, col))
+        .transpose()
+}
+
+fn get_enum<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize, col: &str) -> Result<T> {
+    let text: String = get(row, idx, col)?;
+    text.parse()
+        .map_err(|e| StoreError::Decode(format!("column {col}: {e}")))
+}
+
+fn get_json<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize, col: &str) -> Result<T> {
+    let text: String = get(row, idx, col)?;
+    serde_json::from_str(&text).map_err(|e| StoreError::Decode(format!("column {col}: {e}")))
+}
+
+fn get_u32(row: &Row<'_>, idx: usize, col: &str) -> Result<u32> {
+    let v: i64 = get(row, idx, col)?;
+    u32::try_from(v).map_err(|_| StoreError::Decode(format!("column {col}: {v} out of range")))
+}
+
+fn get_u64(row: &Row<'_>, idx: usize, col: &str) -> Result<u64> {
+    let v: i64 = get(row, idx, col)?;
+    u64::try_from(v).map_err(|_| StoreError::Decode(format!("column {col}: {v} is negative")))
+}
+
+fn get_opt_u64(row: &Row<'_>, idx: usize, col: &str) -> Result<Option<u64>> {
+    get::<Option<i64>>(row, idx, col)?
+        .map(|v| {
+            u64::try_from(v)
+                .map_err(|_| StoreError::Decode(format!("column {col}: {v} is negative")))
+        })
+        .transpose()
+}
+
+/// Decodes a row selected with `loop_cols!()`.
+fn loop_from_row(row: &Row<'_>) -> Result<Loop> {
+    Ok(Loop {
+        id: LoopId::new(get::<String>(row, 0, "id")?),
+        name: get(row, 1, "name")?,
+        description: get(row, 2, "description")?,
+        status: get_enum(row, 3, "status")?,
+        schedule: get_json(row, 4, "schedule_json")?,
+        target: get_json(row, 5, "target_json")?,
+        next_run_at: get_opt_instant(row, 6, "next_run_at")?,
+        retry_scheduled_for: get_opt_instant(row, 7, "retry_scheduled_for")?,
+        catch_up: get_enum(row, 8, "catch_up")?,
+        catch_up_limit: get_u32(row, 9, "catch_up_limit")?,
+        overlap: get_enum(row, 10, "overlap")?,
+        max_attempts: get_u32(row, 11, "max_attempts")?,
+        retry_delay_ms: get_u64(row, 12, "retry_delay_ms")?,
+        lease_ms: get_u64(row, 13, "lease_ms")?,
+        expires_at: get_opt_instant(row, 14, "expires_at")?,
+        created_at: get_instant(row, 15, "created_at")?,
+        updated_at: get_instant(row, 16, "updated_at")?,
+    })
+}
+
+/// Decodes a row selected with `run_cols!()`.
+fn run_from_row(row: &Row<'_>) -> Result<Run> {
+    let pid: Option<i64> = get(row, 14, "pid")?;
+    let usage: Option<String> = get(row, 19, "usage_json")?;
+    Ok(Run {
+        id: RunId::new(get::<String>(row, 0, "id")?),
+        loop_id: LoopId::new(get::<String>(row, 1, "loop_id")?),
+        loop_name: get(row, 2, "loop_name")?,
+        scheduled_for: get_instant(row, 3, "scheduled_for")?,
+        attempt: get_u32(row, 4, "attempt")?,
+        status: get_enum(row, 5, "status")?,
+        source: get_enum(row, 6, "source")?,
+        started_at: get_opt_instant(row, 7, "started_at")?,
+        finished_at: get_opt_instant(row, 8, "finished_at")?,
+        exit_code: get(row, 9, "exit_code")?,
+        duration_ms: get_opt_u64(row, 10, "duration_ms")?,
+        stdout: get(row, 11, "stdout")?,
+        stderr: get(row, 12, "stderr")?,
+        error: get(row, 13, "error")?,
+        pid: pid
+            .map(|v| {
+                u32::try_from(v)
+                    .map_err(|_| StoreError::Decode(format!("column pid: {v} out of range")))
+            })
+            .transpose()?,
+        pid_start_time: get_opt_u64(row, 15, "pid_start_time")?,
+        claimed_by: get(row, 16, "claimed_by")?,
+        lease_expires_at: get_opt_instant(row, 17, "lease_expires_at")?,
+        summary: get(row, 18, "summary")?,
+        usage: usage
+            .map(|text| {
+                serde_json::from_str(&text)
+                    .map_err(|e| StoreError::Decode(format!("column usage_json: {e}")))
+            })
+            .transpose()?,
+        created_at: get_instant(row, 20, "created_at")?,
+        updated_at: get_instant(row, 21, "updated_at")?,
+    })
+}
+
+/// Decodes a `daemon_lease` row selected in table order without `id`.
+fn lease_from_row(row: &Row<'_>) -> Result<DaemonLease> {
+    let pid: i64 = get(row, 1, "pid")?;
+    Ok(DaemonLease {
+        holder: LeaseHolder {
+            runner_id: get(row, 0, "runner_id")?,
+            pid: u32::try_from(pid)
+                .map_err(|_| StoreError::Decode(format!("column pid: {pid} out of range")))?,
+            pid_start_time: get_opt_u64(row, 2, "pid_start_time")?,
+            host: get(row, 3, "host")?,
+        },
+        token: get_u64(row, 4, "token")?,
+        acquired_at: get_instant(row, 5, "acquired_at")?,
+        heartbeat_at: get_instant(row, 6, "heartbeat_at")?,
+        expires_at: get_instant(row, 7, "expires_at")?,
+    })
+}
+
+/// Runs `stmt` and decodes every row.
+fn query_all<T, P: rusqlite::Params>(
+    stmt: &mut rusqlite::Statement<'_>,
+    params: P,
+    decode: fn(&Row<'_>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut rows = stmt.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(decode(row)?);
+    }
+    Ok(out)
+}
+
+/// Runs `stmt` and decodes the first row, if any.
+fn query_first<T, P: rusqlite::Params>(
+    stmt: &mut rusqlite::Statement<'_>,
+    params: P,
+    decode: fn(&Row<'_>) -> Result<T>,
+) -> Result<Option<T>> {
+    let mut rows = stmt.query(params)?;
+    match rows.next()? {
+        Some(row) => Ok(Some(decode(row)?)),
+        None => Ok(None),
+    }
+}
+
+/// 12 lowercase hex characters (48 random bits): short enough to type.
+fn new_id() -> String {
+    format!("{:012x}", rand::random::<u64>() >> 16)
+}
+
+fn constraint_code(e: &rusqlite::Error) -> Option<i32> {
+    match e {
+        rusqlite::Error::SqliteFailure(err, _) if err.code == ErrorCode::ConstraintViolation => {
+            Some(err.extended_code)
+        }
+        _ => None,
+    }
+}
+
+fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(
+        constraint_code(e),
+        Some(ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
+    )
+}
+
+fn is_foreign_key_violation(e: &rusqlite::Error) -> bool {
+    constraint_code(e) == Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
+}
+
+/// Fails with [`StoreError::LeaseLost`] unless the lease row still carries `fence`'s
+/// token and has not expired at `now`. Runs inside the caller's write transaction.
+fn check_fence(conn: &Connection, fence: &Fence, now: Instant) -> Result<()> {
+    let held: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM daemon_lease WHERE id = 1 AND token = ?1 AND expires_at > ?2)",
+        )?
+        .query_row(params![sat_i64(fence.token), ms(&now)], |r| r.get(0))?;
+    if held {
+        Ok(())
+    } else {
+        Err(StoreError::LeaseLost)
+    }
+}
+
+/// After a guarded update touched no row: tells a missing run from a finished one.
+fn not_running(conn: &Connection, id: &RunId) -> StoreError {
+    let exists = conn
+        .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
+        .and_then(|mut s| s.query_row([id.as_str()], |_| Ok(())).optional());
+    match exists {
+        Ok(Some(())) => StoreError::NotRunning(id.to_string()),
+        Ok(None) => StoreError::RunNotFound(id.to_string()),
+        Err(e) => e.into(),
+    }
+}
+
+fn read_lease(conn: &Connection) -> Result<Option<DaemonLease>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT runner_id, pid, pid_start_time, host, token, acquired_at, heartbeat_at, expires_at \
+         FROM daemon_lease WHERE id = 1",
+    )?;
+    query_first(&mut stmt, [], lease_from_row)
+}
+
+/// The claim itself, inside the caller's write transaction; see [`Store::claim_run`].
+/// On success, applies `advance` to the loop in the same transaction.
+fn claim_in_tx(
+    tx: &Transaction<'_>,
+    req: &ClaimRequest,
+    advance: Option<&LoopAdvance>,
+) -> Result<std::result::Result<Run, ClaimRefused>> {
+    let now = ms(&req.now);
+    let slot = ms(&req.scheduled_for);
+    let ad_hoc = req.source == RunSource::AdHoc;
+    let lp: Option<(String, String, i64, i64)> = tx
+        .prepare_cached("SELECT status, name, max_attempts, lease_ms FROM loops WHERE id = ?1")?
+        .query_row([req.loop_id.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()?;
+    let Some((status, name, max_attempts, lease_ms)) = lp else {
+        return Ok(Err(ClaimRefused::LoopNotActive));
+    };
+    if !ad_hoc && status != LoopStatus::Active.as_str() {
+        return Ok(Err(ClaimRefused::LoopNotActive));
+    }
+
+    let (running, done, last_attempt): (i64, i64, i64) = tx
+        .prepare_cached(
+            "SELECT COALESCE(SUM(status = 'running'), 0), \
+                        COALESCE(SUM(status IN ('succeeded', 'skipped')), 0), \
+                        COALESCE(MAX(attempt), 0) \
+                 FROM runs WHERE loop_id = ?1 AND scheduled_for = ?2",
+        )?
+        .query_row(params![req.loop_id.as_str(), slot], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+    if running > 0 {
+        return Ok(Err(ClaimRefused::SlotRunning));
+    }
+    if done > 0 {
+        return Ok(Err(ClaimRefused::SlotDone));
+    }
+    // An ad-hoc slot gets a single attempt; a loop never gets fewer than one.
+    let allowed = if ad_hoc { 1 } else { max_attempts.max(1) };
+    if last_attempt >= allowed {
+        return Ok(Err(ClaimRefused::SlotDone));
+    }
+    if req.require_no_running {
+        let busy: bool = tx
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE loop_id = ?1 AND status = 'running')",
+            )?
+            .query_row([req.loop_id.as_str()], |r| r.get(0))?;
+        if busy {
+            return Ok(Err(ClaimRefused::LoopBusy));
+        }
+    }
+
+    let mut stmt = tx.prepare_cached(concat!(
+        "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+             started_at, claimed_by, lease_expires_at, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, ?7, ?7) RETURNING ",
+        run_cols!()
+    ))?;
+    for _ in 0..ID_ATTEMPTS {
+        let mut rows = stmt.query(params![
+            new_id(),
+            req.loop_id.as_str(),
+            name,
+            slot,
+            last_attempt + 1,
+            req.source.as_str(),
+            now,
+            req.runner_id,
+            now.saturating_add(lease_ms),
+        ])?;
+        match rows.next() {
+            Ok(Some(row)) => {
+                let run = run_from_row(row)?;
+                drop(rows);
+                if let Some(advance) = advance {
+                    apply_advance(tx, &req.loop_id, advance, req.now)?;
+                }
+                return Ok(Ok(run));
+            }
+            Ok(None) => break,
+            Err(e) if is_unique_violation(&e) => {
+                // The slot-attempt key is the final guard of the claim.
+                if e.to_string().contains("runs.scheduled_for") {
+                    return Ok(Err(ClaimRefused::SlotRunning));
+                }
+                // A run id collision: draw another.
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+        ffi::Error::new(ffi::SQLITE_CONSTRAINT),
+        Some("could not allocate a unique run id".to_owned()),
+    )))
+}
+
+/// Sets a loop's schedule state; false when the loop does not exist.
+fn apply_advance(
+    conn: &Connection,
+    id: &LoopId,
+    advance: &LoopAdvance,
+    now: Instant,
+) -> Result<bool> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4, \
+             updated_at = ?5 WHERE id = ?1",
+        )?
+        .execute(params![
+            id.as_str(),
+            advance.status.as_str(),
+            opt_ms(advance.next_run_at.as_ref()),
+            opt_ms(advance.retry_scheduled_for.as_ref()),
+            ms(&now),
+        ])?;
+    Ok(n > 0)
+}
+
+// ---------------------------------------------------------------------------------
+// The Store implementation
+// ---------------------------------------------------------------------------------
+
+impl Store for SqliteStore {
+    fn create_loop(&self, new: NewLoop, now: Instant) -> Result<Loop> {
+        let schedule = serde_json::to_string(&new.schedule)
+            .map_err(|e| StoreError::InvalidArgument(format!("schedule: {e}")))?;
+        let target = serde_json::to_string(&new.target)
+            .map_err(|e| StoreError::InvalidArgument(format!("target: {e}")))?;
+        let p = &new.policy;
+        self.write(None, |tx| {
+            let mut stmt = tx.prepare_cached(concat!(
+                "INSERT INTO loops (",
+                loop_cols!(),
+                ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15) \
+                 RETURNING ",
+                loop_cols!()
+            ))?;
+            for _ in 0..ID_ATTEMPTS {
+                let id = new_id();
+                let mut rows = stmt.query(params![
+                    id,
+                    new.name,
+                    new.description,
+                    LoopStatus::Active.as_str(),
+                    schedule,
+                    target,
+                    opt_ms(new.next_run_at.as_ref()),
+                    p.catch_up.as_str(),
+                    p.catch_up_limit,
+                    p.overlap.as_str(),
+                    p.max_attempts,
+                    sat_i64(p.retry_delay_ms),
+                    sat_i64(p.lease_ms),
+                    opt_ms(p.expires_at.as_ref()),
+                    ms(&now),
+                ])?;
+                match rows.next() {
+                    Ok(Some(row)) => return loop_from_row(row),
+                    Ok(None) => break,
+                    Err(e) if is_unique_violation(&e) => {
+                        // The UNIQUE constraint is the check (no racy pre-read); the
+                        // message names the column that collided.
+                        if e.to_string().contains("loops.name") {
+                            return Err(StoreError::DuplicateName(new.name.clone()));
+                        }
+                        // An id collision: draw another.
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                ffi::Error::new(ffi::SQLITE_CONSTRAINT),
+                Some("could not allocate a unique loop id".to_owned()),
+            )))
+        })
+    }
+
+    fn get_loop(&self, id: &LoopId) -> Result<Option<Loop>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE id = ?1"
+        ))?;
+        query_first(&mut stmt, [id.as_str()], loop_from_row)
+    }
+
+    fn get_loop_by_name(&self, name: &str) -> Result<Option<Loop>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE name = ?1"
+        ))?;
+        query_first(&mut stmt, [name], loop_from_row)
+    }
+
+    fn loops_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Loop>> {
+        // A primary-key range scan: every string starting with `prefix` sorts in
+        // [prefix, prefix + U+10FFFF) under the binary collation. The Rust-side filter
+        // keeps the result exact for any input.
+        let upper = format!("{prefix}\u{10FFFF}");
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+        ))?;
+        let loops = query_all(
+            &mut stmt,
+            params![prefix, upper, sat_i64(limit as u64)],
+            loop_from_row,
+        )?;
+        Ok(loops
+            .into_iter()
+            .filter(|l| l.id.as_str().starts_with(prefix))
+            .collect())
+    }
+
+    fn list_loops(&self, status: Option<LoopStatus>) -> Result<Vec<Loop>> {
+        let conn = self.lock();
+        match status {
+            Some(status) => {
+                let mut stmt = conn.prepare_cached(concat!(
+                    "SELECT ",
+                    loop_cols!(),
+                    " FROM loops WHERE status = ?1 ORDER BY name"
+                ))?;
+                query_all(&mut stmt, [status.as_str()], loop_from_row)
+            }
+            None => {
+                let mut stmt = conn.prepare_cached(concat!(
+                    "SELECT ",
+                    loop_cols!(),
+                    " FROM loops ORDER BY name"
+                ))?;
+                query_all(&mut stmt, [], loop_from_row)
+            }
+        }
+    }
+
+    fn update_loop_schedule(
+        &self,
+        id: &LoopId,
+        advance: &LoopAdvance,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<Loop> {
+        self.write(fence.map(|f| (f, now)), |tx| {
+            let mut stmt = tx.prepare_cached(concat!(
+                "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4, \
+                 updated_at = ?5 WHERE id = ?1 RETURNING ",
+                loop_cols!()
+            ))?;
+            let params = params![
+                id.as_str(),
+                advance.status.as_str(),
+                opt_ms(advance.next_run_at.as_ref()),
+                opt_ms(advance.retry_scheduled_for.as_ref()),
+                ms(&now),
+            ];
+            query_first(&mut stmt, params, loop_from_row)?
+                .ok_or_else(|| StoreError::LoopNotFound(id.to_string()))
+        })
+    }
+
+    fn remove_loop(&self, id: &LoopId) -> Result<bool> {
+        self.write(None, |tx| {
+            // Explicit, so removal does not depend on the foreign_keys pragma.
+            tx.prepare_cached("DELETE FROM runs WHERE loop_id = ?1")?
+                .execute([id.as_str()])?;
+            let n = tx
+                .prepare_cached("DELETE FROM loops WHERE id = ?1")?
+                .execute([id.as_str()])?;
+            Ok(n > 0)
+        })
+    }
+
+    fn due_loops(&self, now: Instant, limit: usize) -> Result<Vec<Loop>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE status = 'active' AND next_run_at <= ?1 \
+             ORDER BY next_run_at LIMIT ?2"
+        ))?;
+        query_all(
+            &mut stmt,
+            params![ms(&now), sat_i64(limit as u64)],
+            loop_from_row,
+        )
+    }
+
+    fn next_due_at(&self) -> Result<Option<Instant>> {
+        let conn = self.lock();
+        let next: Option<i64> = conn
+            .prepare_cached(
+                "SELECT next_run_at FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL \
+                 ORDER BY next_run_at LIMIT 1",
+            )?
+            .query_row([], |r| r.get(0))
+            .optional()?;
+        next.map(|v| instant_from_ms(v, "next_run_at")).transpose()
+    }
+
+    fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> Result<Vec<Loop>> {
+        self.write(fence.map(|f| (f, now)), |tx| {
+            let mut stmt = tx.prepare_cached(concat!(
+                "UPDATE loops INDEXED BY loops_expiry SET status = 'expired', next_run_at = NULL, updated_at = ?1 \
+                 WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1 \
+                 RETURNING ",
+                loop_cols!()
+            ))?;
+            let mut loops = query_all(&mut stmt, [ms(&now)], loop_from_row)?;
+            loops.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(loops)
+        })
+    }
+
+    fn claim_run(
+        &self,
+        req: &ClaimRequest,
+        fence: Option<&Fence>,
+    ) -> Result<std::result::Result<Run, ClaimRefused>> {
+        self.write(fence.map(|f| (f, req.now)), |tx| claim_in_tx(tx, req, None))
+    }
+
+    fn claim_run_and_advance(
+        &self,
+        req: &ClaimRequest,
+        advance: Option<&LoopAdvance>,
+        fence: Option<&Fence>,
+    ) -> Result<std::result::Result<Run, ClaimRefused>> {
+        self.write(fence.map(|f| (f, req.now)), |tx| {
+            claim_in_tx(tx, req, advance)
+        })
+    }
+
+    fn record_skipped_run(
+        &self,
+        lp: &Loop,
+        scheduled_for: Instant,
+        reason: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<Run> {
+        self.write(fence.map(|f| (f, now)), |tx| {
+            let mut stmt = tx.prepare_cached(concat!(
+                "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+                 started_at, finished_at, duration_ms, error, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, \
+                   (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
+                   'skipped', ?5, ?6, ?6, 0, ?7, ?6, ?6) RETURNING ",
+                run_cols!()
+            ))?;
+            for _ in 0..ID_ATTEMPTS {
+                let mut rows = stmt.query(params![
+                    new_id(),
+                    lp.id.as_str(),
+                    lp.name,
+                    ms(&scheduled_for),
+                    RunSource::Scheduled.as_str(),
+                    ms(&now),
+                    reason,
+                ])?;
+                match rows.next() {
+                    Ok(Some(row)) => return run_from_row(row),
+                    Ok(None) => break,
+                    Err(e) if is_foreign_key_violation(&e) => {
+                        return Err(StoreError::LoopNotFound(lp.id.to_string()))
+                    }
+                    // Run id collision (the attempt number is computed under the lock).
+                    Err(e) if is_unique_violation(&e) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                ffi::Error::new(ffi::SQLITE_CONSTRAINT),
+                Some("could not allocate a unique run id".to_owned()),
+            )))
+        })
+    }
+
+    fn mark_run_pid(
+        &self,
+        run: &RunId,
+        pid: u32,
+        pid_start_time: Option<u64>,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<()> {
+        self.write(fence.map(|f| (f, now)), |tx| {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE runs SET pid = ?2, pid_start_time = ?3, updated_at = ?4 \
+                     WHERE id = ?1 AND status = 'running'",
+                )?
+                .execute(params![
+                    run.as_str(),
+                    pid,
+                    pid_start_time.map(sat_i64),
+                    ms(&now)
+                ])?;
+            if n == 0 {
+                return Err(not_running(tx, run));
+            }
+            Ok(())
+        })
+    }
+
+    fn heartbeat_runs(
+        &self,
+        runs: &[RunId],
+        runner_id: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<usize> {
+        let ids = serde_json::to_string(&runs.iter().map(RunId::as_str).collect::<Vec<_>>())
+            .map_err(|e| StoreError::InvalidArgument(format!("run ids: {e}")))?;
+        self.write(fence.map(|f| (f, now)), |tx| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE runs SET \
+                       lease_expires_at = ?1 + (SELECT l.lease_ms FROM loops l WHERE l.id = runs.loop_id), \
+                       updated_at = ?1 \
+                     WHERE status = 'running' AND claimed_by = ?2 \
+                       AND id IN (SELECT value FROM json_each(?3))",
+                )?
+                .execute(params![ms(&now), runner_id, ids])?)
+        })
+    }
+
+    fn finalize_run(
+        &self,
+        run: &RunId,
+        outcome: &RunOutcome,
+        fence: Option<&Fence>,
+    ) -> Result<Run> {
+        if outcome.status == RunStatus::Running {
+            return Err(StoreError::InvalidArgument(
+                "a run cannot be finalized as running".to_owned(),
+            ));
+        }
+        let usage = outcome
+            .usage
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::InvalidArgument(format!("usage: {e}")))?;
+        self.write(fence.map(|f| (f, outcome.finished_at)), |tx| {
+            let mut stmt = tx.prepare_cached(concat!(
+                "UPDATE runs SET status = ?2, finished_at = ?3, exit_code = ?4, \
+                   duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE MAX(0, ?3 - started_at) END, \
+                   stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3 \
+                 WHERE id = ?1 AND status = 'running' RETURNING ",
+                run_cols!()
+            ))?;
+            let params = params![
+                run.as_str(),
+                outcome.status.as_str(),
+                ms(&outcome.finished_at),
+                outcome.exit_code,
+                outcome.stdout,
+                outcome.stderr,
+                outcome.error,
+                outcome.summary,
+                usage,
+            ];
+            match query_first(&mut stmt, params, run_from_row)? {
+                Some(r) => Ok(r),
+                None => Err(not_running(tx, run)),
+            }
+        })
+    }
+
+    fn expired_running_runs(&self, now: Instant) -> Result<Vec<Run>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            run_cols!(),
+            " FROM runs WHERE status = 'running' AND lease_expires_at <= ?1 \
+             ORDER BY lease_expires_at"
+        ))?;
+        query_all(&mut stmt, [ms(&now)], run_from_row)
+    }
+
+    fn running_runs(&self, loop_id: Option<&LoopId>) -> Result<Vec<Run>> {
+        let conn = self.lock();
+        match loop_id {
+            Some(id) => {
+                let mut stmt = conn.prepare_cached(concat!(
+                    "SELECT ",
+                    run_cols!(),
+                    " FROM runs WHERE status = 'running' AND loop_id = ?1 ORDER BY created_at, rowid"
+                ))?;
+                query_all(&mut stmt, [id.as_str()], run_from_row)
+            }
+            None => {
+                let mut stmt = conn.prepare_cached(concat!(
+                    "SELECT ",
+                    run_cols!(),
+                    " FROM runs WHERE status = 'running' ORDER BY created_at, rowid"
+                ))?;
+                query_all(&mut stmt, [], run_from_row)
+            }
+        }
+    }
+
+    fn get_run(&self, id: &RunId) -> Result<Option<Run>> {
+        let conn = self.lock();
+        let mut stmt =
+            conn.prepare_cached(concat!("SELECT ", run_cols!(), " FROM runs WHERE id = ?1"))?;
+        query_first(&mut stmt, [id.as_str()], run_from_row)
+    }
+
+    /// Newest first by creation time; rows created in the same millisecond are ordered
+    /// by insertion (rowid), newest first.
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
+        // LIMIT -1 is SQLite's "no limit".
+        let limit = filter.limit.map_or(-1, |n| sat_i64(n as u64));
+        let conn = self.lock();
+        match &filter.loop_id {
+            Some(id) => {
+                let mut stmt = conn.prepare_cached(concat!(
+                    "SELECT ",
+                    run_cols!(),
+                    " FROM runs WHERE loop_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
+                ))?;
+                query_all(&mut stmt, params![id.as_str(), limit], run_from_row)
+            }
+            None => {
+                let mut stmt = conn.prepare_cached(concat!(
+                    "SELECT ",
+                    run_cols!(),
+                    " FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?1"
+                ))?;
+                query_all(&mut stmt, [limit], run_from_row)
+            }
+        }
+    }
+
+    fn next_retryable_slot(
+        &self,
+        loop_id: &LoopId,
+        max_attempts: u32,
+        except: Instant,
+    ) -> Result<Option<Instant>> {
+        let conn = self.lock();
+        // Start from failed attempts (partial index), keep those that are the latest
+        // attempt of their slot and whose slot is neither running nor done.
+        let slot: Option<i64> = conn
+            .prepare_cached(concat!(
+                "SELECT f.scheduled_for FROM runs f \
+                 WHERE f.loop_id = ?1 AND f.status IN ",
+                failure_statuses!(),
+                " AND f.source != 'ad_hoc' AND f.scheduled_for != ?3 AND f.attempt < ?2 \
+                   AND NOT EXISTS ( \
+                     SELECT 1 FROM runs x \
+                     WHERE x.loop_id = f.loop_id AND x.scheduled_for = f.scheduled_for \
+                       AND (x.attempt > f.attempt OR x.status IN ('running', 'succeeded', 'skipped'))) \
+                 ORDER BY f.scheduled_for LIMIT 1"
+            ))?
+            .query_row(params![loop_id.as_str(), max_attempts, ms(&except)], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        slot.map(|v| instant_from_ms(v, "scheduled_for"))
+            .transpose()
+    }
+
+    /// Deletes finished runs (never `running` ones) matching EITHER rule of the policy:
+    /// - `older_than`: the run finished before that instant;
+    /// - `keep_per_loop = N`: the run is not among its loop's N newest finished runs
+    ///   (by creation time).
+    ///
+    /// So a run survives only when it satisfies every rule that is set. With neither
+    /// rule set nothing is deleted.
+    fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize> {
+        let older = policy.older_than.as_ref().map(ms);
+        let keep = policy.keep_per_loop.map(|n| sat_i64(n as u64));
+        if older.is_none() && keep.is_none() {
+            return Ok(0);
+        }
+        // The window function is only needed for the per-loop rule.
+        let candidates = if keep.is_some() {
+            "WITH ranked AS ( \
+               SELECT id, finished_at, \
+                      ROW_NUMBER() OVER (PARTITION BY loop_id ORDER BY created_at DESC, rowid DESC) AS rn \
+               FROM runs WHERE status != 'running') \
+             SELECT id FROM ranked \
+             WHERE (?1 IS NOT NULL AND finished_at < ?1) OR rn > ?2"
+        } else {
+            "SELECT id FROM runs WHERE status != 'running' AND finished_at < ?1 AND ?2 IS NULL"
+        };
+        if dry_run {
+            let conn = self.lock();
+            let n: i64 = conn
+                .prepare_cached(&format!("SELECT COUNT(*) FROM ({candidates})"))?
+                .query_row(params![older, keep], |r| r.get(0))?;
+            return Ok(usize::try_from(n).unwrap_or(0));
+        }
+        self.write(None, |tx| {
+            Ok(tx
+                .prepare_cached(&format!("DELETE FROM runs WHERE id IN ({candidates})"))?
+                .execute(params![older, keep])?)
+        })
+    }
+
+    fn acquire_daemon_lease(
+        &self,
+        holder: &LeaseHolder,
+        ttl_ms: u64,
+        now: Instant,
+        takeover: &dyn Fn(&DaemonLease) -> bool,
+    ) -> Result<LeaseAcquire> {
+        self.write(None, |tx| {
+            let existing = read_lease(tx)?;
+            if let Some(cur) = &existing {
+                let live = cur.expires_at > now;
+                if live && cur.holder.runner_id != holder.runner_id && !takeover(cur) {
+                    return Ok(LeaseAcquire::Held(cur.clone()));
+                }
+            }
+            // Tokens only grow, also across releases (the row is deleted then).
+            let last: Option<String> = tx
+                .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+                .query_row([META_LEASE_TOKEN], |r| r.get(0))
+                .optional()?;
+            let last = match last {
+                Some(text) => text.parse::<u64>().map_err(|e| {
+                    StoreError::Decode(format!("meta {META_LEASE_TOKEN}: {e}"))
+                })?,
+                None => 0,
+            };
+            let token = last.max(existing.map_or(0, |l| l.token)).saturating_add(1);
+            tx.prepare_cached(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )?
+            .execute(params![META_LEASE_TOKEN, token.to_string()])?;
+            let now_ms = ms(&now);
+            tx.prepare_cached(
+                "INSERT INTO daemon_lease (id, runner_id, pid, pid_start_time, host, token, \
+                   acquired_at, heartbeat_at, expires_at) \
+                 VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7) \
+                 ON CONFLICT (id) DO UPDATE SET runner_id = excluded.runner_id, pid = excluded.pid, \
+                   pid_start_time = excluded.pid_start_time, host = excluded.host, \
+                   token = excluded.token, acquired_at = excluded.acquired_at, \
+                   heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at",
+            )?
+            .execute(params![
+                holder.runner_id,
+                holder.pid,
+                holder.pid_start_time.map(sat_i64),
+                holder.host,
+                sat_i64(token),
+                now_ms,
+                now_ms.saturating_add(sat_i64(ttl_ms)),
+            ])?;
+            let lease = read_lease(tx)?.ok_or_else(|| {
+                StoreError::Decode("daemon_lease row missing after acquire".to_owned())
+            })?;
+            Ok(LeaseAcquire::Acquired(lease))
+        })
+    }
+
+    fn heartbeat_daemon_lease(&self, fence: &Fence, ttl_ms: u64, now: Instant) -> Result<bool> {
+        let now_ms = ms(&now);
+        self.write(None, |tx| {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE daemon_lease SET heartbeat_at = ?2, expires_at = ?3 \
+                     WHERE id = 1 AND token = ?1 AND expires_at > ?2",
+                )?
+                .execute(params![
+                    sat_i64(fence.token),
+                    now_ms,
+                    now_ms.saturating_add(sat_i64(ttl_ms))
+                ])?;
+            Ok(n == 1)
+        })
+    }
+
+    fn release_daemon_lease(&self, fence: &Fence) -> Result<()> {
+        self.write(None, |tx| {
+            tx.prepare_cached("DELETE FROM daemon_lease WHERE id = 1 AND token = ?1")?
+                .execute([sat_i64(fence.token)])?;
+            Ok(())
+        })
+    }
+
+    fn current_daemon_lease(&self) -> Result<Option<DaemonLease>> {
+        let conn = self.lock();
+        read_lease(&conn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_version_is_the_last_migration() {
+        let last = MIGRATIONS.last().map(|m| m.version);
+        assert_eq!(last, Some(SCHEMA_VERSION));
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "migrations are numbered 1, 2, 3…");
+        }
+    }
+
+    #[test]
+    fn ids_are_12_lowercase_hex() {
+        for _ in 0..100 {
+            let id = new_id();
+            assert_eq!(id.len(), 12);
+            assert!(id.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')));
+        }
+    }
+}

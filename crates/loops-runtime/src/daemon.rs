@@ -1,0 +1,326 @@
+//! The long-running daemon: holds the store's fenced daemon lease, runs scheduler
+//! passes when work is due, sleeps otherwise (no polling tick), applies retention, and
+//! shuts down cleanly: stop claiming, give children a grace period, terminate the
+//! rest, finalize every row, release the lease.
+//!
+//! The entry point [`run`] takes its shutdown signal as a future so tests and
+//! embedders can run a daemon in-process.
+
+use crate::engine::{this_runner_id, Clock, Engine, EngineConfig, EngineError, SystemClock};
+use crate::process::{hostname, is_same_process_alive, process_start_time};
+use crate::wake;
+use loops_core::{format_instant, Instant};
+use loops_store::{Fence, LeaseAcquire, LeaseHolder, PrunePolicy, Store, StoreError};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Pid file name inside the data dir.
+pub const PID_FILE: &str = "daemon.pid";
+/// Log file name inside the data dir (written by `daemon start`).
+pub const LOG_FILE: &str = "daemon.log";
+
+/// Retention defaults: keep at most this many finished runs per loop ...
+pub const DEFAULT_KEEP_RUNS: usize = 1_000;
+/// ... and nothing older than this.
+pub const DEFAULT_KEEP_FOR: Duration = Duration::from_secs(30 * 86_400);
+/// How often the daemon prunes.
+pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// Default daemon lease TTL (heartbeat every third of it).
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+/// Default grace for running children at shutdown.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Daemon settings.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub data_dir: PathBuf,
+    pub lease_ttl: Duration,
+    pub max_concurrent: usize,
+    pub shutdown_grace: Duration,
+    pub kill_grace: Duration,
+    pub keep_runs: Option<usize>,
+    pub keep_for: Option<Duration>,
+    pub prune_every: Duration,
+}
+
+impl DaemonConfig {
+    pub fn new(data_dir: &Path) -> Self {
+        Self {
+            data_dir: data_dir.to_path_buf(),
+            lease_ttl: DEFAULT_LEASE_TTL,
+            max_concurrent: crate::engine::DEFAULT_MAX_CONCURRENT,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            kill_grace: crate::executor::DEFAULT_KILL_GRACE,
+            keep_runs: Some(DEFAULT_KEEP_RUNS),
+            keep_for: Some(DEFAULT_KEEP_FOR),
+            prune_every: DEFAULT_PRUNE_EVERY,
+        }
+    }
+
+    /// The retention policy as of `now`.
+    pub fn prune_policy(&self, now: Instant) -> PrunePolicy {
+        PrunePolicy {
+            older_than: self
+                .keep_for
+                .and_then(|d| chrono::TimeDelta::from_std(d).ok())
+                .map(|d| now - d),
+            keep_per_loop: self.keep_runs,
+        }
+    }
+}
+
+/// Why the daemon stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DaemonError {
+    #[error("a daemon is already running for this store: pid {pid} on host {host}, lease held since {since} (stop it with `loops daemon stop`)")]
+    AlreadyRunning {
+        pid: u32,
+        host: String,
+        since: String,
+    },
+    #[error("daemon lease lost to another daemon; stopped all runs and exiting")]
+    LeaseLost,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<EngineError> for DaemonError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::LeaseLost => DaemonError::LeaseLost,
+            EngineError::Store(s) => DaemonError::Store(s),
+            EngineError::Schedule(s) => DaemonError::Store(StoreError::Decode(s.to_string())),
+        }
+    }
+}
+
+/// Runs the daemon until `shutdown` resolves (clean exit) or the lease is lost.
+pub async fn run(
+    store: Arc<dyn Store>,
+    cfg: DaemonConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let runner_id = this_runner_id();
+    let pid = std::process::id();
+    let host = hostname();
+    let holder = LeaseHolder {
+        runner_id: runner_id.clone(),
+        pid,
+        pid_start_time: process_start_time(pid),
+        host: host.clone(),
+    };
+    let ttl_ms = u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX);
+    // A holder on this host whose process is gone (or a zombie) cannot renew: take over
+    // now rather than waiting out the TTL. A live holder — even a stopped one — keeps it.
+    let takeover = |lease: &loops_store::DaemonLease| {
+        lease.holder.host == host
+            && !is_same_process_alive(lease.holder.pid, lease.holder.pid_start_time)
+    };
+    let fence = match store.acquire_daemon_lease(&holder, ttl_ms, clock.now(), &takeover)? {
+        LeaseAcquire::Acquired(lease) => Fence { token: lease.token },
+        LeaseAcquire::Held(lease) => {
+            return Err(DaemonError::AlreadyRunning {
+                pid: lease.holder.pid,
+                host: lease.holder.host,
+                since: format_instant(&lease.acquired_at),
+            })
+        }
+    };
+    tracing::info!(pid, token = fence.token, data_dir = %cfg.data_dir.display(), "daemon lease acquired");
+    write_pid_file(&cfg.data_dir, pid)?;
+    let socket_path = wake::socket_path(&cfg.data_dir);
+    let _ = std::fs::remove_file(&socket_path);
+    let socket =
+        tokio::net::UnixDatagram::bind(&socket_path).map_err(|source| DaemonError::Io {
+            context: format!("cannot bind wake socket {}", socket_path.display()),
+            source,
+        })?;
+
+    let engine = Engine::new(
+        Arc::clone(&store),
+        EngineConfig {
+            runner_id,
+            max_concurrent: cfg.max_concurrent,
+            kill_grace: cfg.kill_grace,
+            fence: Some(fence.clone()),
+            adopt_orphans: true,
+            ..EngineConfig::for_this_process()
+        },
+        Arc::clone(&clock),
+    );
+    let outcome = main_loop(
+        &engine,
+        &store,
+        &cfg,
+        &fence,
+        &socket,
+        clock.as_ref(),
+        shutdown,
+    )
+    .await;
+
+    // Shutdown (clean or not): let runs finish within the grace period, then stop them.
+    if tokio::time::timeout(cfg.shutdown_grace, engine.drain())
+        .await
+        .is_err()
+    {
+        tracing::info!(
+            running = engine.running_count(),
+            "grace period over; terminating runs"
+        );
+        engine.cancel_all("daemon stopped");
+        let bound = cfg.kill_grace + Duration::from_secs(5);
+        if tokio::time::timeout(bound, engine.drain()).await.is_err() {
+            tracing::warn!("some runs did not finish after termination");
+        }
+    }
+    let _ = std::fs::remove_file(&socket_path);
+    remove_pid_file(&cfg.data_dir, pid);
+    match outcome {
+        Ok(()) => {
+            store.release_daemon_lease(&fence)?;
+            tracing::info!("daemon stopped");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn main_loop(
+    engine: &Arc<Engine>,
+    store: &Arc<dyn Store>,
+    cfg: &DaemonConfig,
+    fence: &Fence,
+    socket: &tokio::net::UnixDatagram,
+    clock: &dyn Clock,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let mut shutdown = std::pin::pin!(shutdown);
+    let ttl_ms = u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX);
+    let mut heartbeat = tokio::time::interval((cfg.lease_ttl / 3).max(Duration::from_millis(50)));
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    heartbeat.tick().await;
+    let mut next_prune = tokio::time::Instant::now();
+    let mut buf = [0u8; 64];
+    loop {
+        let report = match engine.tick() {
+            Ok(r) => r,
+            Err(EngineError::LeaseLost) => return Err(DaemonError::LeaseLost),
+            Err(e) => {
+                tracing::error!(error = %e, "scheduler pass failed; retrying in 1s");
+                Default::default()
+            }
+        };
+        if engine.lease_lost() {
+            return Err(DaemonError::LeaseLost);
+        }
+        if !report.claimed.is_empty() || !report.recovered.is_empty() || !report.skipped.is_empty()
+        {
+            tracing::debug!(
+                claimed = report.claimed.len(),
+                skipped = report.skipped.len(),
+                recovered = report.recovered.len(),
+                "pass"
+            );
+        }
+        if tokio::time::Instant::now() >= next_prune {
+            let policy = cfg.prune_policy(clock.now());
+            match store.prune_runs(&policy, false) {
+                Ok(n) if n > 0 => tracing::info!(pruned = n, "retention"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "retention failed"),
+            }
+            next_prune = tokio::time::Instant::now() + cfg.prune_every;
+        }
+        let deadline = next_deadline(store.as_ref(), &report, clock.now(), next_prune);
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = socket.recv(&mut buf) => {}
+            _ = engine.run_finished() => {}
+            _ = heartbeat.tick() => {
+                match store.heartbeat_daemon_lease(fence, ttl_ms, clock.now()) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        engine.cancel_all("daemon lease lost");
+                        return Err(DaemonError::LeaseLost);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "lease heartbeat failed"),
+                }
+                if let Err(EngineError::LeaseLost) = engine.heartbeat() {
+                    return Err(DaemonError::LeaseLost);
+                }
+            }
+            _ = &mut shutdown => {
+                tracing::info!(running = engine.running_count(), "shutdown requested: no new claims");
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// When the next pass is needed: the earliest due slot, the next prune, or a recovery
+/// check while other runners' rows are running. Saturated passes wait for a run to end.
+fn next_deadline(
+    store: &dyn Store,
+    report: &crate::engine::TickReport,
+    now: Instant,
+    next_prune: tokio::time::Instant,
+) -> tokio::time::Instant {
+    let base = tokio::time::Instant::now();
+    // Wall-clock jumps (suspend, NTP) are bounded by re-planning at least once a minute.
+    let mut deadline = (base + Duration::from_secs(60)).min(next_prune);
+    if !report.saturated {
+        if let Ok(Some(due)) = store.next_due_at() {
+            let wait = (due - now).to_std().unwrap_or(Duration::ZERO);
+            deadline = deadline.min(base + wait);
+        }
+    }
+    if !report.adopted.is_empty() || has_foreign_running(store) {
+        deadline = deadline.min(base + Duration::from_secs(2));
+    }
+    deadline
+}
+
+fn has_foreign_running(store: &dyn Store) -> bool {
+    store.running_runs(None).is_ok_and(|runs| {
+        runs.iter()
+            .any(|r| r.claimed_by.as_deref() != Some(crate::engine::this_runner_id().as_str()))
+    })
+}
+
+fn write_pid_file(dir: &Path, pid: u32) -> Result<(), DaemonError> {
+    let path = dir.join(PID_FILE);
+    let tmp = dir.join(format!(".{PID_FILE}.{pid}"));
+    std::fs::write(&tmp, format!("{pid}\n"))
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|source| DaemonError::Io {
+            context: format!("cannot write pid file {}", path.display()),
+            source,
+        })
+}
+
+fn remove_pid_file(dir: &Path, pid: u32) {
+    let path = dir.join(PID_FILE);
+    if read_pid_file(dir) == Some(pid) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The pid recorded in the data dir's pid file, if any.
+pub fn read_pid_file(dir: &Path) -> Option<u32> {
+    std::fs::read_to_string(dir.join(PID_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}

@@ -1,0 +1,705 @@
+//! The scheduler engine: one `tick` pass (recover → expire → due slots → claim →
+//! dispatch), concurrent execution of claimed runs under a global limit, batched lease
+//! heartbeats, finalization and loop advancement. Used by the daemon, `loops tick` and
+//! `loops run-now`.
+//!
+//! Invariants:
+//! - a slot attempt is claimed through the store's single conditional write, so any
+//!   number of engines (daemon, CLI) never run the same attempt twice;
+//! - a loop is advanced in the same transaction as its claim (see
+//!   `loops_core::transitions`), so a due loop never stays due while its run executes;
+//! - every run this engine claims is finalized, whatever happens to the child;
+//! - with a fence (daemon mode) every write applies only while the daemon lease is held;
+//!   the first rejected write marks the lease lost and cancels every run.
+
+use crate::executor::{execute, ExecResult, ExecStatus};
+use crate::process::{hostname, is_same_process_alive, process_start_time};
+use crate::targets::{exec_spec, SpecError};
+use loops_core::schedule::due_slots;
+use loops_core::transitions::{on_claim, on_finish};
+use loops_core::{
+    format_instant, Instant, Loop, LoopId, Overlap, Run, RunId, RunOutcome, RunSource, RunStatus,
+};
+use loops_store::{ClaimRefused, ClaimRequest, Fence, Store, StoreError};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+
+/// Default bound on runs executing at once.
+pub const DEFAULT_MAX_CONCURRENT: usize = 64;
+/// Most due loops looked at in one pass; the rest are picked up by the next pass.
+const DUE_BATCH: usize = 2_048;
+
+/// Errors that stop the engine (run failures are data, never errors).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    #[error("daemon lease lost")]
+    LeaseLost,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Schedule(#[from] loops_core::schedule::ScheduleError),
+}
+
+impl EngineError {
+    fn from_store(e: StoreError) -> Self {
+        match e {
+            StoreError::LeaseLost => EngineError::LeaseLost,
+            other => EngineError::Store(other),
+        }
+    }
+}
+
+/// Source of the current instant; injected so scheduling decisions are testable.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Instant;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        chrono::Utc::now()
+    }
+}
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Identifies this engine in `claimedBy`: `host/pid/start-time`.
+    pub runner_id: String,
+    pub max_concurrent: usize,
+    pub kill_grace: Duration,
+    pub max_output_bytes: usize,
+    /// Daemon lease fence; `None` for CLI engines.
+    pub fence: Option<Fence>,
+    /// Adopt live processes of runs whose runner died (daemon only).
+    pub adopt_orphans: bool,
+    /// Home dir whose user bin dirs extend PATH.
+    pub home: Option<PathBuf>,
+}
+
+impl EngineConfig {
+    /// Defaults for a runner in this process.
+    pub fn for_this_process() -> Self {
+        Self {
+            runner_id: this_runner_id(),
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
+            kill_grace: crate::executor::DEFAULT_KILL_GRACE,
+            max_output_bytes: crate::executor::DEFAULT_MAX_OUTPUT_BYTES,
+            fence: None,
+            adopt_orphans: false,
+            home: std::env::var_os("HOME").map(PathBuf::from),
+        }
+    }
+}
+
+/// `host/pid/start-time` of the current process.
+pub fn this_runner_id() -> String {
+    let pid = std::process::id();
+    let start = process_start_time(pid).unwrap_or(0);
+    format!("{}/{pid}/{start}", hostname())
+}
+
+/// Splits a runner id into (host, pid, start time).
+pub fn parse_runner_id(id: &str) -> Option<(&str, u32, Option<u64>)> {
+    let mut parts = id.rsplitn(3, '/');
+    let start = parts.next()?.parse::<u64>().ok();
+    let pid = parts.next()?.parse().ok()?;
+    let host = parts.next()?;
+    Some((host, pid, start.filter(|s| *s != 0)))
+}
+
+/// What one `tick` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickReport {
+    pub claimed: Vec<RunId>,
+    pub skipped: Vec<RunId>,
+    pub recovered: Vec<RunId>,
+    pub adopted: Vec<RunId>,
+    pub expired: Vec<LoopId>,
+    /// Due work was left because every concurrency slot is busy.
+    pub saturated: bool,
+}
+
+struct InFlight {
+    cancel: watch::Sender<Option<String>>,
+}
+
+/// The scheduler engine. Cheap to share: wrap in `Arc`.
+pub struct Engine {
+    store: Arc<dyn Store>,
+    cfg: EngineConfig,
+    clock: Arc<dyn Clock>,
+    permits: Arc<Semaphore>,
+    inflight: Mutex<HashMap<RunId, InFlight>>,
+    active_tasks: AtomicUsize,
+    /// Signalled whenever a run finishes (the daemon recomputes its sleep).
+    finished: Notify,
+    lease_lost: AtomicBool,
+    host: String,
+}
+
+impl Engine {
+    pub fn new(store: Arc<dyn Store>, cfg: EngineConfig, clock: Arc<dyn Clock>) -> Arc<Self> {
+        let permits = Arc::new(Semaphore::new(cfg.max_concurrent.max(1)));
+        Arc::new(Self {
+            store,
+            permits,
+            inflight: Mutex::new(HashMap::new()),
+            active_tasks: AtomicUsize::new(0),
+            finished: Notify::new(),
+            lease_lost: AtomicBool::new(false),
+            host: hostname(),
+            cfg,
+            clock,
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    fn fence(&self) -> Option<&Fence> {
+        self.cfg.fence.as_ref()
+    }
+
+    /// Whether a fenced write was rejected.
+    pub fn lease_lost(&self) -> bool {
+        self.lease_lost.load(Ordering::SeqCst)
+    }
+
+    /// Runs currently executing (or being adopted) by this engine.
+    pub fn running_count(&self) -> usize {
+        self.active_tasks.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when some run of this engine finishes.
+    pub async fn run_finished(&self) {
+        self.finished.notified().await;
+    }
+
+    /// Waits until every run this engine started has been finalized.
+    pub async fn drain(&self) {
+        loop {
+            let notified = self.finished.notified();
+            if self.running_count() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Asks every in-flight run to stop (SIGTERM, grace, SIGKILL); each is finalized
+    /// with `reason` as its error.
+    pub fn cancel_all(&self, reason: &str) {
+        let inflight = lock(&self.inflight);
+        for run in inflight.values() {
+            let _ = run.cancel.send(Some(reason.to_owned()));
+        }
+    }
+
+    fn note_store_error(&self, e: StoreError) -> EngineError {
+        let e = EngineError::from_store(e);
+        if matches!(e, EngineError::LeaseLost) && !self.lease_lost.swap(true, Ordering::SeqCst) {
+            tracing::error!("daemon lease lost: cancelling all runs");
+            self.cancel_all("daemon lease lost");
+        }
+        e
+    }
+
+    /// One scheduling pass. Claimed runs execute on spawned tasks; await [`Self::drain`]
+    /// to wait for them.
+    pub fn tick(self: &Arc<Self>) -> Result<TickReport, EngineError> {
+        let now = self.clock.now();
+        let mut report = TickReport::default();
+        self.recover(now, &mut report)?;
+        let expired = self
+            .store
+            .expire_loops(now, self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        report.expired = expired.into_iter().map(|l| l.id).collect();
+        let due = self.store.due_loops(now, DUE_BATCH)?;
+        for lp in due {
+            if !self.dispatch(lp, now, &mut report)? {
+                report.saturated = true;
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Handles one due loop. Returns false when no concurrency slot was free.
+    fn dispatch(
+        self: &Arc<Self>,
+        lp: Loop,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<bool, EngineError> {
+        let slots = due_slots(&lp, now)?;
+        let (Some(&first), Some(&last)) = (slots.first(), slots.last()) else {
+            return Ok(true);
+        };
+        let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
+            return Ok(false);
+        };
+        let advance = on_claim(&lp, last, RunSource::Scheduled, now)?;
+        let req = ClaimRequest {
+            loop_id: lp.id.clone(),
+            scheduled_for: first,
+            runner_id: self.cfg.runner_id.clone(),
+            source: RunSource::Scheduled,
+            now,
+            require_no_running: lp.overlap == Overlap::Skip,
+        };
+        let claimed = self
+            .store
+            .claim_run_and_advance(&req, advance.as_ref(), self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        match claimed {
+            Ok(run) => {
+                report.claimed.push(run.id.clone());
+                self.spawn_batch(lp, run, slots[1..].to_vec(), permit);
+            }
+            Err(ClaimRefused::LoopBusy) => {
+                for slot in &slots {
+                    let skipped = self
+                        .store
+                        .record_skipped_run(
+                            &lp,
+                            *slot,
+                            "previous run still active",
+                            now,
+                            self.fence(),
+                        )
+                        .map_err(|e| self.note_store_error(e))?;
+                    report.skipped.push(skipped.id);
+                }
+                self.advance_without_run(&lp, advance, now)?;
+            }
+            Err(ClaimRefused::SlotDone | ClaimRefused::SlotRunning) => {
+                // Someone else (run-now, another runner) has this slot; move past it.
+                self.advance_without_run(&lp, advance, now)?;
+            }
+            Err(ClaimRefused::LoopNotActive) => {}
+        }
+        Ok(true)
+    }
+
+    fn advance_without_run(
+        &self,
+        lp: &Loop,
+        advance: Option<loops_core::transitions::LoopAdvance>,
+        now: Instant,
+    ) -> Result<(), EngineError> {
+        if let Some(advance) = advance {
+            self.store
+                .update_loop_schedule(&lp.id, &advance, now, self.fence())
+                .map_err(|e| self.note_store_error(e))?;
+        }
+        Ok(())
+    }
+
+    /// Executes `first` and then the remaining catch-up slots of the batch, in order,
+    /// on one task (they are one loop's backlog and must not overlap each other).
+    fn spawn_batch(
+        self: &Arc<Self>,
+        lp: Loop,
+        first: Run,
+        rest: Vec<Instant>,
+        permit: OwnedSemaphorePermit,
+    ) {
+        let engine = Arc::clone(self);
+        self.active_tasks.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut next = Some(first);
+            let mut rest = rest.into_iter();
+            while let Some(run) = next.take() {
+                let finished = engine.execute_claimed(&lp, run).await;
+                let retry_pending = finished
+                    .as_ref()
+                    .is_some_and(|r| r.status.is_failure() && r.attempt < lp.max_attempts);
+                if finished.is_none() || retry_pending || engine.lease_lost() {
+                    break;
+                }
+                // The rest of a catch-up batch: claim each slot in order; skip any that
+                // someone else already ran.
+                for slot in rest.by_ref() {
+                    let req = ClaimRequest {
+                        loop_id: lp.id.clone(),
+                        scheduled_for: slot,
+                        runner_id: engine.cfg.runner_id.clone(),
+                        source: RunSource::Scheduled,
+                        now: engine.clock.now(),
+                        require_no_running: lp.overlap == Overlap::Skip,
+                    };
+                    match engine.store.claim_run(&req, engine.fence()) {
+                        Ok(Ok(claimed)) => {
+                            next = Some(claimed);
+                            break;
+                        }
+                        Ok(Err(_)) => {}
+                        Err(e) => {
+                            let _ = engine.note_store_error(e);
+                            break;
+                        }
+                    }
+                }
+            }
+            engine.active_tasks.fetch_sub(1, Ordering::SeqCst);
+            engine.finished.notify_waiters();
+        });
+    }
+
+    /// Executes one claimed run to its end, finalizes it and advances its loop.
+    /// Returns the finalized run (`None` when finalizing was rejected).
+    pub async fn execute_claimed(&self, lp: &Loop, run: Run) -> Option<Run> {
+        let (cancel_tx, mut cancel_rx) = watch::channel(None::<String>);
+        lock(&self.inflight).insert(run.id.clone(), InFlight { cancel: cancel_tx });
+        if self.lease_lost() {
+            let _ = lock(&self.inflight)
+                .get(&run.id)
+                .map(|f| f.cancel.send(Some("daemon lease lost".into())));
+        }
+        let (result, spec_error) = match exec_spec(lp, &run, &self.cfg) {
+            Ok(spec) => {
+                let store = Arc::clone(&self.store);
+                let fence = self.cfg.fence.clone();
+                let run_id = run.id.clone();
+                let clock = Arc::clone(&self.clock);
+                let on_spawn = move |pid: u32, start: Option<u64>| {
+                    if let Err(e) =
+                        store.mark_run_pid(&run_id, pid, start, clock.now(), fence.as_ref())
+                    {
+                        tracing::warn!(run = %run_id, error = %e, "could not record pid");
+                    }
+                };
+                let cancel = async move {
+                    if cancel_rx.wait_for(Option::is_some).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                (Some(execute(spec, on_spawn, cancel).await), None)
+            }
+            Err(SpecError(message)) => (None, Some(message)),
+        };
+        let reason = lock(&self.inflight)
+            .remove(&run.id)
+            .and_then(|f| f.cancel.borrow().clone());
+        let outcome = match result {
+            Some(result) => outcome_from(result, reason),
+            None => RunOutcome {
+                status: RunStatus::Failed,
+                finished_at: self.clock.now(),
+                exit_code: None,
+                stdout: String::new(),
+                stderr: String::new(),
+                error: spec_error,
+                summary: None,
+                usage: None,
+            },
+        };
+        self.finalize_and_advance(&run, &outcome).await
+    }
+
+    async fn finalize_and_advance(&self, run: &Run, outcome: &RunOutcome) -> Option<Run> {
+        let finished = match self.store.finalize_run(&run.id, outcome, self.fence()) {
+            Ok(r) => r,
+            Err(e) => {
+                let e = self.note_store_error(e);
+                tracing::warn!(run = %run.id, error = %e, "could not finalize run");
+                return None;
+            }
+        };
+        if let Err(e) = self.advance_after(&finished) {
+            tracing::warn!(run = %run.id, error = %e, "could not advance loop");
+        }
+        Some(finished)
+    }
+
+    fn advance_after(&self, run: &Run) -> Result<(), EngineError> {
+        if run.source == RunSource::AdHoc {
+            return Ok(());
+        }
+        let Some(current) = self.store.get_loop(&run.loop_id)? else {
+            return Ok(());
+        };
+        let deferred = if run.status.is_failure() && run.attempt < current.max_attempts {
+            None
+        } else {
+            self.store
+                .next_retryable_slot(&current.id, current.max_attempts, run.scheduled_for)?
+        };
+        if let Some(advance) = on_finish(&current, run, deferred)? {
+            self.store
+                .update_loop_schedule(&current.id, &advance, self.clock.now(), self.fence())
+                .map_err(|e| self.note_store_error(e))?;
+        }
+        Ok(())
+    }
+
+    /// Step 1 of a tick: running rows whose runner is gone (lease expired, or its
+    /// process on this host no longer exists) are adopted when their process still
+    /// lives, and abandoned otherwise.
+    fn recover(self: &Arc<Self>, now: Instant, report: &mut TickReport) -> Result<(), EngineError> {
+        let running = self.store.running_runs(None)?;
+        for run in running {
+            if lock(&self.inflight).contains_key(&run.id) {
+                continue;
+            }
+            if !self.runner_gone(&run, now) {
+                continue;
+            }
+            let on_this_host = run
+                .claimed_by
+                .as_deref()
+                .and_then(parse_runner_id)
+                .is_none_or(|(host, _, _)| host == self.host);
+            let alive = on_this_host
+                && run
+                    .pid
+                    .is_some_and(|pid| is_same_process_alive(pid, run.pid_start_time));
+            if alive {
+                if self.cfg.adopt_orphans {
+                    report.adopted.push(run.id.clone());
+                    self.adopt(run);
+                }
+                continue;
+            }
+            let outcome = RunOutcome {
+                status: RunStatus::Abandoned,
+                finished_at: now,
+                exit_code: None,
+                stdout: run.stdout.clone().unwrap_or_default(),
+                stderr: run.stderr.clone().unwrap_or_default(),
+                error: Some(match run.pid {
+                    Some(pid) => {
+                        format!("abandoned: runner gone and process {pid} no longer exists")
+                    }
+                    None => "abandoned: runner gone before the process started".to_owned(),
+                }),
+                summary: None,
+                usage: None,
+            };
+            match self.store.finalize_run(&run.id, &outcome, self.fence()) {
+                Ok(done) => {
+                    report.recovered.push(done.id.clone());
+                    self.advance_after(&done)?;
+                }
+                Err(StoreError::NotRunning(_)) => {}
+                Err(e) => return Err(self.note_store_error(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the runner that claimed `run` can no longer finish it.
+    fn runner_gone(&self, run: &Run, now: Instant) -> bool {
+        if run.lease_expires_at.is_none_or(|t| t <= now) {
+            return true;
+        }
+        match run.claimed_by.as_deref().and_then(parse_runner_id) {
+            Some((host, pid, start)) if host == self.host => {
+                run.claimed_by.as_deref() != Some(self.cfg.runner_id.as_str())
+                    && !is_same_process_alive(pid, start)
+            }
+            _ => false,
+        }
+    }
+
+    /// Watches a live orphaned process until it exits, keeping its lease fresh, then
+    /// records it as abandoned (its exit status cannot be known: it is not our child).
+    fn adopt(self: &Arc<Self>, run: Run) {
+        let engine = Arc::clone(self);
+        let (cancel_tx, mut cancel_rx) = watch::channel(None::<String>);
+        lock(&self.inflight).insert(run.id.clone(), InFlight { cancel: cancel_tx });
+        self.active_tasks.fetch_add(1, Ordering::SeqCst);
+        tracing::info!(run = %run.id, pid = ?run.pid, "adopting a run whose process outlived its runner");
+        tokio::spawn(async move {
+            let pid = run.pid.unwrap_or(0);
+            let mut cancelled = None;
+            while is_same_process_alive(pid, run.pid_start_time) {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    r = cancel_rx.wait_for(Option::is_some) => {
+                        cancelled = r.ok().and_then(|v| v.clone());
+                        break;
+                    }
+                }
+            }
+            if let Some(reason) = &cancelled {
+                // Shutdown or lease loss: leave the process alone and the row running, so
+                // the next daemon adopts it again.
+                tracing::info!(run = %run.id, %reason, "stopped watching adopted run");
+                lock(&engine.inflight).remove(&run.id);
+            } else {
+                lock(&engine.inflight).remove(&run.id);
+                let outcome = RunOutcome {
+                    status: RunStatus::Abandoned,
+                    finished_at: engine.clock.now(),
+                    exit_code: None,
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    error: Some(format!(
+                        "process {pid} exited while adopted after its runner died; exit status unknown"
+                    )),
+                    summary: None,
+                    usage: None,
+                };
+                engine.finalize_and_advance(&run, &outcome).await;
+            }
+            engine.active_tasks.fetch_sub(1, Ordering::SeqCst);
+            engine.finished.notify_waiters();
+        });
+    }
+
+    /// Renews the lease of every run this engine holds, in one write.
+    pub fn heartbeat(&self) -> Result<usize, EngineError> {
+        let ids: Vec<RunId> = lock(&self.inflight).keys().cloned().collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        self.store
+            .heartbeat_runs(&ids, &self.cfg.runner_id, self.clock.now(), self.fence())
+            .map_err(|e| self.note_store_error(e))
+    }
+
+    /// Spawns the heartbeat task: renews run leases every `every` until the engine is
+    /// dropped by every other owner.
+    pub fn spawn_heartbeat(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(every);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            interval.tick().await;
+            loop {
+                interval.tick().await;
+                let Some(engine) = weak.upgrade() else { return };
+                if let Err(e) = engine.heartbeat() {
+                    tracing::warn!(error = %e, "run heartbeat failed");
+                }
+            }
+        })
+    }
+
+    /// `run-now`: claims the loop's due slot (or pending retry slot) when there is one,
+    /// else an ad-hoc slot at now, executes it here, and returns the finished run.
+    pub async fn run_now(&self, lp: &Loop) -> Result<(Run, RunSource), EngineError> {
+        let now = self.clock.now();
+        let due =
+            lp.status == loops_core::LoopStatus::Active && lp.next_run_at.is_some_and(|t| t <= now);
+        let mut attempt = None;
+        if due {
+            let (slot, source) = match (lp.retry_scheduled_for, lp.next_run_at) {
+                (Some(retry), _) => (retry, RunSource::RetrySlot),
+                (None, Some(next)) => (next, RunSource::DueSlot),
+                (None, None) => (now, RunSource::AdHoc),
+            };
+            let last = if source == RunSource::DueSlot {
+                // Catch-up `latest` would coalesce to the newest due slot; run-now takes the
+                // persisted one and advances past everything due.
+                due_slots(lp, now)?.last().copied().unwrap_or(slot)
+            } else {
+                slot
+            };
+            let advance = on_claim(lp, last, source, now)?;
+            let req = self.claim_request(lp, slot, source, now);
+            match self
+                .store
+                .claim_run_and_advance(&req, advance.as_ref(), self.fence())
+                .map_err(|e| self.note_store_error(e))?
+            {
+                Ok(run) => attempt = Some((run, source)),
+                Err(refused) => tracing::debug!(?refused, "due slot not claimable; running ad hoc"),
+            }
+        }
+        let (run, source) = match attempt {
+            Some(found) => found,
+            None => {
+                let req = self.claim_request(lp, now, RunSource::AdHoc, now);
+                match self
+                    .store
+                    .claim_run(&req, self.fence())
+                    .map_err(|e| self.note_store_error(e))?
+                {
+                    Ok(run) => (run, RunSource::AdHoc),
+                    Err(refused) => {
+                        return Err(EngineError::Store(StoreError::Decode(format!(
+                            "could not claim an ad-hoc run at {}: {refused:?}",
+                            format_instant(&now)
+                        ))))
+                    }
+                }
+            }
+        };
+        self.active_tasks.fetch_add(1, Ordering::SeqCst);
+        let finished = self.execute_claimed(lp, run.clone()).await;
+        self.active_tasks.fetch_sub(1, Ordering::SeqCst);
+        self.finished.notify_waiters();
+        let finished = match finished {
+            Some(r) => r,
+            None => self.store.get_run(&run.id)?.unwrap_or(run),
+        };
+        Ok((finished, source))
+    }
+
+    fn claim_request(
+        &self,
+        lp: &Loop,
+        slot: Instant,
+        source: RunSource,
+        now: Instant,
+    ) -> ClaimRequest {
+        ClaimRequest {
+            loop_id: lp.id.clone(),
+            scheduled_for: slot,
+            runner_id: self.cfg.runner_id.clone(),
+            source,
+            now,
+            require_no_running: false,
+        }
+    }
+}
+
+fn outcome_from(result: ExecResult, cancel_reason: Option<String>) -> RunOutcome {
+    let (status, error) = match result.status {
+        ExecStatus::Succeeded => (RunStatus::Succeeded, None),
+        ExecStatus::Failed => (RunStatus::Failed, result.error),
+        ExecStatus::TimedOut => (RunStatus::TimedOut, result.error),
+        // Interrupted (daemon stop, lease loss): the attempt did not complete.
+        ExecStatus::Cancelled => (
+            RunStatus::Abandoned,
+            Some(format!(
+                "interrupted: {}",
+                cancel_reason.unwrap_or_else(|| "cancelled".into())
+            )),
+        ),
+    };
+    RunOutcome {
+        status,
+        finished_at: result.finished_at,
+        exit_code: result.exit_code,
+        stdout: result.stdout,
+        stderr: result.stderr,
+        error,
+        summary: None,
+        usage: None,
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding this lock cannot leave the map inconsistent (single inserts
+    // and removes), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,517 @@
+//! Runs one resolved command as a child process and reports how it ended.
+//!
+//! [`execute`] takes an [`ExecSpec`] (program, args, cwd, the complete environment,
+//! optional stdin, limits) and always returns an [`ExecResult`]: a command that cannot
+//! be found, a missing working directory, a non-zero exit, a timeout and a
+//! cancellation are all data, never `Err` or a panic (STYLE.md §4).
+//!
+//! Invariants:
+//! - The child leads its own process group, so a timeout or cancel reaches everything
+//!   it started: SIGTERM to the group, up to `kill_grace` to exit, then SIGKILL.
+//! - stdin is `/dev/null` unless the spec carries bytes (an agent's prompt), which are
+//!   written concurrently with reading the output, then the pipe is closed.
+//! - stdout and stderr are always drained and keep a bounded tail
+//!   ([`crate::capture`]). Once the leader has exited, the pipes get a short bounded
+//!   wait: a process that left the group (`setsid`) may hold them open forever.
+//! - One run is one future on the caller's task: no threads, no extra tasks.
+//!
+//! Non-goals: resolving targets, accounts or metadata (see [`crate::env`]) and
+//! recording anything; the caller stores the result.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::pin::{pin, Pin};
+use std::process::{ExitStatus, Stdio};
+use std::task::Poll;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use nix::sys::signal::Signal;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, Command};
+
+use crate::capture::PipeCapture;
+use crate::env::resolve_executable_in;
+use crate::process::{process_start_time, signal_group, signal_name, terminate_group};
+
+/// Time between SIGTERM and SIGKILL when a spec does not say otherwise.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
+/// Bytes of each output stream kept when a spec does not say otherwise.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 256 * 1024;
+/// The shell that runs `shell: true` command lines.
+pub const SHELL: &str = "/bin/sh";
+
+/// After a normal exit, how long to keep reading pipes that something else still
+/// holds open (a backgrounded `cmd &`). Pipes that close at exit end at once.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(250);
+/// The same after a kill: the group is dead, only an escaped process can remain.
+const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
+/// How long after SIGKILL to wait for the kernel to let us reap the leader. Only a
+/// process stuck in uninterruptible I/O takes longer; tokio reaps it later.
+const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
+
+/// What to run, fully resolved: no lookups in the store or the daemon's environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecSpec {
+    /// The executable (looked up on the PATH of `env` unless it contains `/`), or the
+    /// command line when `shell` is true.
+    pub program: String,
+    /// Arguments. With `shell`, they are single-quoted and appended to the command line.
+    pub args: Vec<String>,
+    /// Run `program` as `/bin/sh -c <program>` instead of executing it directly.
+    pub shell: bool,
+    /// Working directory; `None` inherits the daemon's.
+    pub cwd: Option<PathBuf>,
+    /// The child's complete environment (nothing else is inherited); see
+    /// [`crate::env::build_env`].
+    pub env: Vec<(String, String)>,
+    /// Bytes written to the child's stdin, which is then closed; `None` → `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    /// Wall-clock limit from spawn; `None` means no limit.
+    pub timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL on timeout or cancel.
+    pub kill_grace: Duration,
+    /// Bytes kept per output stream (the tail).
+    pub max_output_bytes: usize,
+}
+
+impl ExecSpec {
+    /// Executes `program` directly with `args`, with default limits, no cwd and an
+    /// empty environment.
+    pub fn direct(
+        program: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Self {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            shell: false,
+            cwd: None,
+            env: Vec::new(),
+            stdin: None,
+            timeout: None,
+            kill_grace: DEFAULT_KILL_GRACE,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+        }
+    }
+
+    /// Runs `command_line` through `/bin/sh -c`, with the defaults of [`ExecSpec::direct`].
+    pub fn shell(command_line: impl Into<String>) -> Self {
+        Self {
+            shell: true,
+            ..Self::direct(command_line, Vec::<String>::new())
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExecStatus {
+    /// Exited with status 0.
+    Succeeded,
+    /// Could not start, exited non-zero or was killed by someone else's signal.
+    Failed,
+    /// Killed by us because the timeout expired.
+    TimedOut,
+    /// Killed by us (or never started) because the run was cancelled.
+    Cancelled,
+}
+
+/// The outcome of [`execute`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecResult {
+    pub status: ExecStatus,
+    /// The exit code, if the child exited (rather than being killed or never started).
+    pub exit_code: Option<i32>,
+    /// The signal that killed the child, if any.
+    pub signal: Option<i32>,
+    /// Captured stdout tail, possibly opening with `[truncated N bytes]\n`.
+    pub stdout: String,
+    /// Captured stderr tail, same format.
+    pub stderr: String,
+    /// Human-readable cause for anything but success.
+    pub error: Option<String>,
+    /// The child's PID (also its process group id), if it was spawned.
+    pub pid: Option<u32>,
+    /// The child's start time as read by [`crate::process::process_start_time`].
+    pub pid_start_time: Option<u64>,
+    /// When `execute` began (just before the spawn).
+    pub started_at: DateTime<Utc>,
+    /// When the child was reaped and its output collected.
+    pub finished_at: DateTime<Utc>,
+}
+
+impl ExecResult {
+    /// Wall time from start to finish.
+    pub fn duration(&self) -> chrono::TimeDelta {
+        self.finished_at - self.started_at
+    }
+
+    /// A run that never got a process.
+    fn not_started(status: ExecStatus, error: String, started_at: DateTime<Utc>) -> Self {
+        Self {
+            status,
+            exit_code: None,
+            signal: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: Some(error),
+            pid: None,
+            pid_start_time: None,
+            started_at,
+            finished_at: Utc::now(),
+        }
+    }
+}
+
+/// Runs `spec` to completion and reports the outcome; never fails or panics.
+///
+/// `on_spawn(pid, start_time)` is called once, right after a successful spawn, so the
+/// caller can record the PID before the run ends (it must not block). The run is
+/// cancelled when `cancel` completes; pass `std::future::pending()` for never. A
+/// `watch::Receiver<bool>` adapts as
+/// `async move { if rx.wait_for(|c| *c).await.is_err() { std::future::pending::<()>().await } }`.
+/// A `cancel` that is already complete prevents the spawn.
+///
+/// Dropping the returned future while the child runs sends SIGKILL to its group, so
+/// an aborted task leaves no unsupervised process behind.
+///
+/// ```no_run
+/// # async fn demo() {
+/// use loops_runtime::executor::{execute, ExecSpec, ExecStatus};
+/// let mut spec = ExecSpec::shell("echo hello");
+/// spec.env = loops_runtime::env::build_env(std::env::vars(), None, &Default::default(), &[]);
+/// let result = execute(spec, |_pid, _start| {}, std::future::pending()).await;
+/// assert_eq!(result.status, ExecStatus::Succeeded);
+/// # }
+/// ```
+pub async fn execute<F, C>(mut spec: ExecSpec, on_spawn: F, cancel: C) -> ExecResult
+where
+    F: FnOnce(u32, Option<u64>) + Send,
+    C: Future<Output = ()> + Send,
+{
+    let started_at = Utc::now();
+    let mut cancel = pin!(cancel);
+    if is_ready(cancel.as_mut()).await {
+        return ExecResult::not_started(ExecStatus::Cancelled, "cancelled".to_owned(), started_at);
+    }
+
+    let mut child = match spawn(&spec) {
+        Ok(child) => child,
+        Err(error) => return ExecResult::not_started(ExecStatus::Failed, error, started_at),
+    };
+    // `id()` is only `None` once the child has been reaped, which cannot have happened yet.
+    let pid = child.id();
+    let pid_start_time = pid.and_then(process_start_time);
+    let mut guard = GroupGuard(pid);
+    if let Some(pid) = pid {
+        tracing::debug!(pid, program = %spec.program, "spawned");
+        on_spawn(pid, pid_start_time);
+    }
+
+    let feed = feed_stdin(child.stdin.take(), spec.stdin.take());
+    let mut capture = PipeCapture::new(
+        child.stdout.take(),
+        child.stderr.take(),
+        spec.max_output_bytes,
+    );
+    let (ending, exit) = supervise(&mut child, pid, feed, &mut capture, &spec, cancel).await;
+    // The leader is reaped (or given up on), so its PID may be reused: never signal it again.
+    guard.0 = None;
+
+    let drain_for = match ending {
+        Ending::Exited => DRAIN_AFTER_EXIT,
+        Ending::TimedOut | Ending::Cancelled => DRAIN_AFTER_KILL,
+    };
+    if tokio::time::timeout(drain_for, capture.drain())
+        .await
+        .is_err()
+    {
+        tracing::debug!(
+            ?pid,
+            "output pipes still open after the process ended; stopped reading"
+        );
+    }
+    let (stdout, stderr) = capture.finish();
+
+    let (exit_code, signal) = match &exit {
+        Some(Ok(status)) => (status.code(), status.signal()),
+        _ => (None, None),
+    };
+    let (status, error) = match ending {
+        Ending::TimedOut => (
+            ExecStatus::TimedOut,
+            Some(format!(
+                "timed out after {}",
+                human_duration(spec.timeout.unwrap_or_default())
+            )),
+        ),
+        Ending::Cancelled => (ExecStatus::Cancelled, Some("cancelled".to_owned())),
+        Ending::Exited => match exit {
+            Some(Ok(status)) if status.success() => (ExecStatus::Succeeded, None),
+            Some(Ok(status)) => (ExecStatus::Failed, Some(describe_exit(status))),
+            Some(Err(e)) => (
+                ExecStatus::Failed,
+                Some(format!("failed to wait for the process: {e}")),
+            ),
+            None => (
+                ExecStatus::Failed,
+                Some("the process could not be reaped".to_owned()),
+            ),
+        },
+    };
+    let result = ExecResult {
+        status,
+        exit_code,
+        signal,
+        stdout: stdout.into_string(),
+        stderr: stderr.into_string(),
+        error,
+        pid,
+        pid_start_time,
+        started_at,
+        finished_at: Utc::now(),
+    };
+    tracing::debug!(?pid, status = ?result.status, exit_code = ?result.exit_code, "finished");
+    result
+}
+
+/// Why supervision stopped waiting on the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    Exited,
+    TimedOut,
+    Cancelled,
+}
+
+/// Waits for the child while feeding stdin and draining output; on timeout or cancel,
+/// terminates the group. Returns the leader's exit status, `None` if it could not be
+/// reaped in time after SIGKILL.
+async fn supervise<C, O, E>(
+    child: &mut Child,
+    pid: Option<u32>,
+    feed: impl Future<Output = ()>,
+    capture: &mut PipeCapture<O, E>,
+    spec: &ExecSpec,
+    mut cancel: Pin<&mut C>,
+) -> (Ending, Option<io::Result<ExitStatus>>)
+where
+    C: Future<Output = ()>,
+    O: tokio::io::AsyncRead + Unpin,
+    E: tokio::io::AsyncRead + Unpin,
+{
+    let mut feed = pin!(feed);
+    let mut fed = false;
+    let timeout = spec.timeout;
+    let mut expiry = pin!(async move {
+        match timeout {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    });
+
+    let ending = loop {
+        tokio::select! {
+            // An exit that races the timer wins: the work did finish.
+            biased;
+            status = child.wait() => return (Ending::Exited, Some(status)),
+            () = &mut cancel => break Ending::Cancelled,
+            () = &mut expiry => break Ending::TimedOut,
+            () = &mut feed, if !fed => fed = true,
+            () = capture.read_some(), if capture.is_open() => {}
+        }
+    };
+
+    // Stop the run with SIGTERM → grace → SIGKILL on the whole group, while reaping the
+    // leader (a zombie leader would keep the group alive) and draining the pipes (a
+    // child may print while shutting down and must not block on a full pipe).
+    let Some(pgid) = pid else {
+        // No PID means tokio already reaped the child: there is nothing left to stop.
+        return (ending, None);
+    };
+    let mut terminate = pin!(terminate_group(pgid, spec.kill_grace));
+    let mut terminated = false;
+    let mut give_up = pin!(tokio::time::sleep(
+        spec.kill_grace.saturating_add(REAP_AFTER_KILL)
+    ));
+    let mut exit = None;
+    let mut reaped = false;
+    while !(reaped && terminated) {
+        tokio::select! {
+            biased;
+            status = child.wait(), if !reaped => {
+                exit = Some(status);
+                reaped = true;
+            }
+            _ = &mut terminate, if !terminated => terminated = true,
+            () = &mut give_up, if !reaped => {
+                tracing::warn!(pgid, "process did not exit after SIGKILL; giving up on it");
+                reaped = true;
+            }
+            () = capture.read_some(), if capture.is_open() => {}
+        }
+    }
+    (ending, exit)
+}
+
+/// Builds and spawns the child, or explains why it could not start.
+fn spawn(spec: &ExecSpec) -> Result<Child, String> {
+    if let Some(cwd) = &spec.cwd {
+        check_cwd(cwd)?;
+    }
+    let (mut command, shown) = if spec.shell {
+        let mut command = Command::new(SHELL);
+        command
+            .arg("-c")
+            .arg(shell_command_line(&spec.program, &spec.args));
+        (command, SHELL)
+    } else if spec.program.contains('/') {
+        // execve resolves it relative to the child's cwd; spawn errors say if it is missing.
+        let mut command = Command::new(&spec.program);
+        command.args(&spec.args);
+        (command, spec.program.as_str())
+    } else {
+        let Some(path) = resolve_executable_in(&spec.program, &spec.env, spec.cwd.as_deref())
+        else {
+            return Err(format!("Executable not found in PATH: {}", spec.program));
+        };
+        let mut command = Command::new(path);
+        // argv[0] stays the name as written, as a shell would pass it.
+        command.arg0(&spec.program).args(&spec.args);
+        (command, spec.program.as_str())
+    };
+    command
+        .env_clear()
+        .envs(spec.env.iter().map(|(name, value)| (name, value)))
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so signals reach its descendants and a terminal's Ctrl-C on
+        // the daemon does not reach the runs.
+        .process_group(0);
+    if let Some(cwd) = &spec.cwd {
+        command.current_dir(cwd);
+    }
+    command
+        .spawn()
+        .map_err(|e| spawn_error(shown, spec.cwd.as_deref(), &e))
+}
+
+/// Checks the working directory up front: the OS reports a missing cwd as the same
+/// ENOENT as a missing executable.
+fn check_cwd(cwd: &Path) -> Result<(), String> {
+    match cwd.metadata() {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "working directory {} is not a directory",
+            cwd.display()
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(format!(
+            "working directory {} does not exist",
+            cwd.display()
+        )),
+        Err(e) => Err(format!("working directory {}: {e}", cwd.display())),
+    }
+}
+
+fn spawn_error(program: &str, cwd: Option<&Path>, e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => {
+            let path = Path::new(program);
+            let path = match cwd {
+                Some(cwd) if path.is_relative() => cwd.join(path),
+                _ => path.to_path_buf(),
+            };
+            if path.exists() {
+                // The file is there, so what is missing is its `#!` interpreter.
+                format!("failed to start {program}: its interpreter was not found ({e})")
+            } else {
+                format!("Executable not found: {program}")
+            }
+        }
+        io::ErrorKind::PermissionDenied => format!("permission denied executing {program}"),
+        _ => format!("failed to start {program}: {e}"),
+    }
+}
+
+/// `command_line` followed by each arg as one shell word.
+fn shell_command_line(command_line: &str, args: &[String]) -> String {
+    let mut line = command_line.to_owned();
+    for arg in args {
+        line.push(' ');
+        line.push('\'');
+        // Inside single quotes only `'` is special: close, escape it, reopen.
+        line.push_str(&arg.replace('\'', r"'\''"));
+        line.push('\'');
+    }
+    line
+}
+
+/// Writes the prompt, then closes stdin (by dropping the pipe) so the child sees EOF.
+async fn feed_stdin(pipe: Option<ChildStdin>, data: Option<Vec<u8>>) {
+    if let (Some(mut pipe), Some(data)) = (pipe, data) {
+        if let Err(e) = pipe.write_all(&data).await {
+            // Typically EPIPE: the child exited or closed stdin without reading it all.
+            tracing::debug!(error = %e, "could not write all of stdin");
+        }
+    }
+}
+
+fn describe_exit(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("killed by signal {}", signal_name(signal)),
+        (None, None) => format!("exited abnormally ({status})"),
+    }
+}
+
+/// `2s`, `1500ms`, `5m`: the same rendering as durations elsewhere in loops.
+fn human_duration(duration: Duration) -> String {
+    let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    loops_core::Duration::from_millis(ms).map_or_else(|| format!("{ms}ms"), |d| d.to_string())
+}
+
+/// Polls `future` once: whether it has already completed.
+async fn is_ready<C: Future<Output = ()>>(mut future: Pin<&mut C>) -> bool {
+    poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx).is_ready())).await
+}
+
+/// SIGKILLs the child's group if `execute` is dropped while the leader is unreaped.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            // While the leader is unreaped its PID, hence the group id, cannot be reused.
+            let _ = signal_group(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_args_are_quoted_words() {
+        assert_eq!(shell_command_line("echo", &[]), "echo");
+        assert_eq!(
+            shell_command_line("echo", &["a b".to_owned(), "it's".to_owned()]),
+            r"echo 'a b' 'it'\''s'"
+        );
+    }
+
+    #[test]
+    fn durations_read_like_the_cli() {
+        assert_eq!(human_duration(Duration::from_secs(2)), "2s");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(human_duration(Duration::from_secs(300)), "5m");
+        assert_eq!(human_duration(Duration::ZERO), "0ms");
+    }
+}

@@ -1,0 +1,49 @@
+//! `pause`, `resume`, `stop`, `remove`.
+
+use super::Context;
+use crate::cli::LoopArg;
+use crate::output::{self, print_json};
+use crate::Failure;
+use loops_core::Loop;
+use std::process::ExitCode;
+
+pub fn pause(ctx: &Context, args: LoopArg) -> Result<ExitCode, Failure> {
+    let lp = ctx.client()?.pause(&args.r#loop, output::now())?;
+    report(ctx, &lp, "paused")
+}
+
+pub fn resume(ctx: &Context, args: LoopArg) -> Result<ExitCode, Failure> {
+    let lp = ctx.client()?.resume(&args.r#loop, output::now())?;
+    report(ctx, &lp, "resumed")
+}
+
+pub fn stop(ctx: &Context, args: LoopArg) -> Result<ExitCode, Failure> {
+    let lp = ctx.client()?.stop(&args.r#loop, output::now())?;
+    report(ctx, &lp, "stopped")
+}
+
+pub fn remove(ctx: &Context, args: LoopArg) -> Result<ExitCode, Failure> {
+    let lp = ctx.client()?.remove(&args.r#loop)?;
+    if ctx.json {
+        print_json(&serde_json::json!({ "removed": true, "id": lp.id, "name": lp.name }))?;
+    } else {
+        println!("removed {} ({})", lp.name, lp.id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(ctx: &Context, lp: &Loop, verb: &str) -> Result<ExitCode, Failure> {
+    if ctx.json {
+        let mut shown = lp.clone();
+        output::redact_loop(&mut shown);
+        print_json(&shown)?;
+    } else {
+        println!(
+            "{verb} {} ({}); next run {}",
+            lp.name,
+            lp.id,
+            output::when(lp.next_run_at, output::now())
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

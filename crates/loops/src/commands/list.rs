@@ -1,0 +1,129 @@
+//! `list` and `show`.
+
+use super::Context;
+use crate::cli::{ListArgs, ShowArgs};
+use crate::output::{self, print_json, Table};
+use crate::Failure;
+use loops_core::{LoopStatus, Target};
+use std::process::ExitCode;
+
+pub fn list(ctx: &Context, args: ListArgs) -> Result<ExitCode, Failure> {
+    let status = args
+        .status
+        .as_deref()
+        .map(|s| {
+            s.parse::<LoopStatus>()
+                .map_err(|e| Failure::usage(e.replace("LoopStatus", "--status")))
+        })
+        .transpose()?;
+    let mut loops = ctx.client()?.list(status)?;
+    if !args.show_output {
+        loops.iter_mut().for_each(output::redact_loop);
+    }
+    if ctx.json {
+        print_json(&loops)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if loops.is_empty() {
+        println!("no loops; create one with `loops create command NAME --every 5m --cmd '…'`");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = output::now();
+    let mut table = Table::new(vec![
+        "ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN",
+    ]);
+    for lp in &loops {
+        table.row(vec![
+            lp.id.as_str().into(),
+            lp.name.as_str().into(),
+            output::status_cell(lp.status.as_str()),
+            output::schedule_summary(&lp.schedule).into(),
+            output::target_summary(&lp.target).into(),
+            output::when(lp.next_run_at, now).into(),
+        ]);
+    }
+    table.print()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode, Failure> {
+    let mut lp = ctx.client()?.get(&args.r#loop)?;
+    if !args.show_output {
+        output::redact_loop(&mut lp);
+    }
+    if ctx.json {
+        print_json(&lp)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = output::now();
+    let mut lines: Vec<(&str, String)> = vec![
+        ("id", lp.id.to_string()),
+        ("name", lp.name.clone()),
+        ("status", lp.status.to_string()),
+        ("schedule", output::schedule_summary(&lp.schedule)),
+        ("next run", output::when(lp.next_run_at, now)),
+    ];
+    if let Some(d) = &lp.description {
+        lines.insert(2, ("description", d.clone()));
+    }
+    if let Some(r) = lp.retry_scheduled_for {
+        lines.push(("retrying slot", output::when(Some(r), now)));
+    }
+    lines.push(("target", lp.target.kind().to_owned()));
+    match &lp.target {
+        Target::Command(c) => {
+            lines.push(("command", c.command.clone()));
+            if !c.args.is_empty() {
+                lines.push(("args", format!("{:?}", c.args)));
+            }
+            lines.push(("shell", c.shell.to_string()));
+            push_opt(&mut lines, "cwd", c.cwd.clone());
+            push_env(&mut lines, &c.env);
+        }
+        Target::Agent(a) => {
+            lines.push(("provider", a.provider.to_string()));
+            lines.push(("prompt", a.prompt.clone()));
+            push_opt(&mut lines, "prompt file", a.prompt_file.clone());
+            push_opt(&mut lines, "model", a.model.clone());
+            push_opt(&mut lines, "agent", a.agent.clone());
+            push_opt(&mut lines, "auth profile", a.auth_profile.clone());
+            lines.push(("config isolation", a.config_isolation.to_string()));
+            push_opt(&mut lines, "cwd", a.cwd.clone());
+            push_env(&mut lines, &a.env);
+        }
+        Target::Workflow(w) => lines.push(("workflow", w.workflow.clone())),
+    }
+    if let Some(t) = lp.target.timeout_ms() {
+        lines.push(("timeout", output::duration_text(t)));
+    }
+    lines.extend([
+        (
+            "catch-up",
+            format!("{} (limit {})", lp.catch_up, lp.catch_up_limit),
+        ),
+        ("overlap", lp.overlap.to_string()),
+        ("attempts", lp.max_attempts.to_string()),
+        ("retry delay", output::duration_text(lp.retry_delay_ms)),
+        ("lease", output::duration_text(lp.lease_ms)),
+        ("expires", output::when(lp.expires_at, now)),
+        ("created", output::instant_text(Some(lp.created_at))),
+        ("updated", output::instant_text(Some(lp.updated_at))),
+    ]);
+    let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (key, value) in lines {
+        println!("{key:>width$}  {value}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn push_opt(lines: &mut Vec<(&str, String)>, key: &'static str, value: Option<String>) {
+    if let Some(v) = value {
+        lines.push((key, v));
+    }
+}
+
+fn push_env(lines: &mut Vec<(&str, String)>, env: &std::collections::BTreeMap<String, String>) {
+    for (k, v) in env {
+        lines.push(("env", format!("{k}={v}")));
+    }
+}

@@ -1,0 +1,79 @@
+//! One module per verb; [`run`] dispatches in one line per command.
+
+mod completions;
+mod create;
+mod daemon;
+mod doctor;
+mod lifecycle;
+mod list;
+mod prune;
+mod run_now;
+mod runs;
+mod tick;
+
+use crate::cli::{Cli, Command};
+use crate::Failure;
+use loops_runtime::client::Client;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Global options every command sees.
+pub struct Context {
+    pub json: bool,
+    data_dir: Option<PathBuf>,
+}
+
+impl Context {
+    /// The data dir: `--data-dir` / `$LOOPS_DATA_DIR`, else the platform default.
+    pub fn data_dir(&self) -> Result<PathBuf, Failure> {
+        match &self.data_dir {
+            Some(dir) => Ok(dir.clone()),
+            None => loops_store::data_dir().map_err(|e| Failure {
+                code: 3,
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// Opens the store (creating the data dir on first use).
+    pub fn client(&self) -> Result<Client, Failure> {
+        Ok(Client::open(&self.data_dir()?)?)
+    }
+}
+
+/// A current-thread runtime for commands that execute runs in-process.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))
+}
+
+/// How often run leases are renewed: a third of the lease, at most every 10 s.
+pub fn heartbeat_every(lease_ms: u64) -> std::time::Duration {
+    std::time::Duration::from_millis((lease_ms / 3).clamp(50, 10_000))
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    let ctx = Context {
+        json: cli.json,
+        data_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()),
+    };
+    match cli.command {
+        Command::Create(args) => create::run(&ctx, args),
+        Command::List(args) => list::list(&ctx, args),
+        Command::Show(args) => list::show(&ctx, args),
+        Command::Runs(args) => runs::run(&ctx, args),
+        Command::Pause(args) => lifecycle::pause(&ctx, args),
+        Command::Resume(args) => lifecycle::resume(&ctx, args),
+        Command::Stop(args) => lifecycle::stop(&ctx, args),
+        Command::Remove(args) => lifecycle::remove(&ctx, args),
+        Command::RunNow(args) => run_now::run(&ctx, args),
+        Command::Tick(args) => tick::run(&ctx, args),
+        Command::Doctor => doctor::run(&ctx),
+        Command::Prune(args) => prune::run(&ctx, args),
+        Command::Daemon(cmd) => daemon::run(&ctx, cmd),
+        Command::Completions(args) => completions::run(args),
+    }
+}

@@ -1,0 +1,46 @@
+//! `prune [--older-than D] [--keep N] [--dry-run]`. Without flags the daemon's default
+//! retention policy applies.
+
+use super::Context;
+use crate::cli::PruneArgs;
+use crate::output::{self, print_json};
+use crate::Failure;
+use loops_core::Duration;
+use loops_store::PrunePolicy;
+use std::process::ExitCode;
+
+pub fn run(ctx: &Context, args: PruneArgs) -> Result<ExitCode, Failure> {
+    let now = output::now();
+    let policy = if args.older_than.is_none() && args.keep.is_none() {
+        loops_runtime::daemon::DaemonConfig::new(std::path::Path::new(".")).prune_policy(now)
+    } else {
+        let older_than = args
+            .older_than
+            .as_deref()
+            .map(|d| {
+                Duration::parse(d)
+                    .map(|d| now - d.to_chrono())
+                    .map_err(|e| Failure::usage(format!("--older-than: {e}")))
+            })
+            .transpose()?;
+        PrunePolicy {
+            older_than,
+            keep_per_loop: args.keep,
+        }
+    };
+    let client = ctx.client()?;
+    let count = client
+        .store()
+        .prune_runs(&policy, args.dry_run)
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    if ctx.json {
+        print_json(
+            &serde_json::json!({ "pruned": if args.dry_run { 0 } else { count }, "matched": count, "dryRun": args.dry_run }),
+        )?;
+    } else if args.dry_run {
+        println!("would prune {count} run(s)");
+    } else {
+        println!("pruned {count} run(s)");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,84 @@
+//! `run-now <loop> [--show-output]`: runs the due slot (advancing the loop) when one is
+//! due, else an ad-hoc slot at now; exits non-zero when the run does not succeed.
+
+use super::{runtime, Context};
+use crate::cli::RunNowArgs;
+use crate::output::{self, print_json};
+use crate::Failure;
+use loops_core::{Run, RunSource, RunStatus};
+use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
+use serde::Serialize;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RunNowInfo {
+    source: RunSource,
+    advances_loop: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RunNowOutput<'a> {
+    #[serde(flatten)]
+    run: &'a Run,
+    run_now: RunNowInfo,
+}
+
+pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
+    let client = ctx.client()?;
+    let lp = client.get(&args.r#loop)?;
+    let engine = Engine::new(
+        Arc::clone(client.store()),
+        EngineConfig::for_this_process(),
+        Arc::new(SystemClock),
+    );
+    let (run, source) = runtime()?
+        .block_on(async {
+            let _heartbeat = engine.spawn_heartbeat(super::heartbeat_every(lp.lease_ms));
+            engine.run_now(&lp).await
+        })
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    // The loop's next slot may have moved: let a daemon re-plan.
+    loops_runtime::wake::poke(client.data_dir());
+    let mut shown = run.clone();
+    if !args.show_output {
+        output::redact_run(&mut shown);
+    }
+    if ctx.json {
+        print_json(&RunNowOutput {
+            run: &shown,
+            run_now: RunNowInfo {
+                source,
+                advances_loop: source != RunSource::AdHoc,
+            },
+        })?;
+    } else {
+        println!(
+            "run {} of {} ({}, attempt {}): {}{}{}",
+            run.id,
+            run.loop_name,
+            source,
+            run.attempt,
+            run.status,
+            run.duration_ms
+                .map(|d| format!(" in {}", output::elapsed_text(d)))
+                .unwrap_or_default(),
+            run.exit_code
+                .map(|c| format!(", exit {c}"))
+                .unwrap_or_default(),
+        );
+        if let Some(e) = &run.error {
+            println!("error: {e}");
+        }
+        if args.show_output {
+            output::print_streams(&run);
+        }
+    }
+    Ok(if run.status == RunStatus::Succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,68 @@
+//! `runs [loop] [--limit N] [--show-output]`.
+
+use super::Context;
+use crate::cli::RunsArgs;
+use crate::output::{self, print_json, Table};
+use crate::Failure;
+use std::process::ExitCode;
+
+/// Default number of runs shown when `--limit` is not given.
+const DEFAULT_LIMIT: usize = 20;
+
+pub fn run(ctx: &Context, args: RunsArgs) -> Result<ExitCode, Failure> {
+    let limit = match args.limit {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => Some(DEFAULT_LIMIT),
+    };
+    let mut runs = ctx.client()?.runs(args.r#loop.as_deref(), limit)?;
+    if !args.show_output {
+        runs.iter_mut().for_each(output::redact_run);
+    }
+    if ctx.json {
+        print_json(&runs)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        println!("no runs yet");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = output::now();
+    let mut table = Table::new(vec![
+        "RUN",
+        "LOOP",
+        "SCHEDULED",
+        "ATTEMPT",
+        "STATUS",
+        "DURATION",
+        "EXIT",
+        "ERROR",
+    ]);
+    for run in &runs {
+        table.row(vec![
+            run.id.as_str().into(),
+            run.loop_name.as_str().into(),
+            output::when(Some(run.scheduled_for), now).into(),
+            run.attempt.to_string().into(),
+            output::run_status(run.status),
+            run.duration_ms
+                .map_or_else(|| "-".into(), output::elapsed_text)
+                .into(),
+            run.exit_code
+                .map_or_else(|| "-".into(), |c| c.to_string())
+                .into(),
+            run.error.clone().unwrap_or_default().into(),
+        ]);
+    }
+    table.print()?;
+    if args.show_output {
+        for run in &runs {
+            println!(
+                "\n--- {} {} attempt {} ---",
+                run.id, run.loop_name, run.attempt
+            );
+            output::print_streams(run);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

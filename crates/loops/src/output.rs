@@ -1,0 +1,282 @@
+//! Human and JSON rendering: aligned tables, local + relative times, colour only on a
+//! TTY without `NO_COLOR`, and redaction of prompts, env values and run output.
+
+use chrono::{Local, Utc};
+use loops_core::{format_instant, Instant, Loop, Run, RunStatus, Schedule, Target};
+use serde::Serialize;
+use std::io::{IsTerminal, Write};
+
+/// Whether stdout gets ANSI colour.
+pub fn colour_enabled() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+/// Prints `value` as pretty JSON followed by a newline.
+pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// A table with a header row; columns padded to their widest cell.
+pub struct Table {
+    header: Vec<&'static str>,
+    rows: Vec<Vec<Cell>>,
+}
+
+/// A cell's text and optional colour (ANSI code).
+pub struct Cell {
+    text: String,
+    colour: Option<&'static str>,
+}
+
+impl From<String> for Cell {
+    fn from(text: String) -> Self {
+        Cell { text, colour: None }
+    }
+}
+
+impl From<&str> for Cell {
+    fn from(text: &str) -> Self {
+        Cell {
+            text: text.to_owned(),
+            colour: None,
+        }
+    }
+}
+
+impl Table {
+    pub fn new(header: Vec<&'static str>) -> Self {
+        Self {
+            header,
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<Cell>) {
+        self.rows.push(cells);
+    }
+
+    pub fn print(&self) -> anyhow::Result<()> {
+        let colour = colour_enabled();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate() {
+                widths[i] = widths[i].max(cell.text.chars().count());
+            }
+        }
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let last = widths.len().saturating_sub(1);
+        let mut line = String::new();
+        for (i, h) in self.header.iter().enumerate() {
+            pad(&mut line, h, widths[i], i == last);
+        }
+        if colour {
+            writeln!(out, "\x1b[1m{}\x1b[0m", line.trim_end())?;
+        } else {
+            writeln!(out, "{}", line.trim_end())?;
+        }
+        for row in &self.rows {
+            line.clear();
+            for (i, cell) in row.iter().enumerate() {
+                let start = line.len();
+                pad(&mut line, &cell.text, widths[i], i == last);
+                if let (true, Some(code)) = (colour, cell.colour) {
+                    let end = start + cell.text.len();
+                    line.insert_str(end, "\x1b[0m");
+                    line.insert_str(start, &format!("\x1b[{code}m"));
+                }
+            }
+            writeln!(out, "{}", line.trim_end())?;
+        }
+        out.flush()?;
+        Ok(())
+    }
+}
+
+fn pad(line: &mut String, text: &str, width: usize, last: bool) {
+    line.push_str(text);
+    if !last {
+        let fill = width - text.chars().count() + 2;
+        line.extend(std::iter::repeat_n(' ', fill));
+    }
+}
+
+/// A cell coloured by status word.
+pub fn status_cell(status: &str) -> Cell {
+    let colour = match status {
+        "succeeded" | "active" => Some("32"),
+        "failed" | "timed_out" | "abandoned" | "expired" => Some("31"),
+        "skipped" | "paused" => Some("33"),
+        "running" => Some("36"),
+        _ => None,
+    };
+    Cell {
+        text: status.to_owned(),
+        colour,
+    }
+}
+
+/// `2026-12-01 09:00 (in 4m)` in the local zone; `-` when absent.
+pub fn when(t: Option<Instant>, now: Instant) -> String {
+    match t {
+        None => "-".into(),
+        Some(t) => format!(
+            "{} ({})",
+            t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S"),
+            relative(t, now)
+        ),
+    }
+}
+
+/// `in 4m`, `3h ago`, `now`.
+pub fn relative(t: Instant, now: Instant) -> String {
+    let secs = (t - now).num_seconds();
+    let (abs, future) = (secs.unsigned_abs(), secs > 0);
+    if abs < 1 {
+        return "now".into();
+    }
+    let text = if abs < 60 {
+        format!("{abs}s")
+    } else if abs < 3_600 {
+        format!("{}m", abs / 60)
+    } else if abs < 86_400 {
+        let (h, m) = (abs / 3_600, (abs % 3_600) / 60);
+        if m == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{m}m")
+        }
+    } else {
+        format!("{}d", abs / 86_400)
+    };
+    if future {
+        format!("in {text}")
+    } else {
+        format!("{text} ago")
+    }
+}
+
+/// `every 5m`, `cron 0 9 * * * (Europe/Berlin)`, `once 2026-…`, `dynamic ≥1m`.
+pub fn schedule_summary(s: &Schedule) -> String {
+    match s {
+        Schedule::Once { at } => {
+            format!("once {}", at.with_timezone(&Local).format("%Y-%m-%d %H:%M"))
+        }
+        Schedule::Interval { every_ms, anchor } => {
+            let every = duration_text(*every_ms);
+            match anchor {
+                loops_core::Anchor::FixedRate => format!("every {every}"),
+                loops_core::Anchor::FixedDelay => format!("every {every} after finish"),
+            }
+        }
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => format!("cron {expression} ({timezone})"),
+        Schedule::Dynamic { min_interval_ms } => {
+            format!("dynamic ≥{}", duration_text(*min_interval_ms))
+        }
+    }
+}
+
+/// Milliseconds in the shortest exact duration form.
+pub fn duration_text(ms: u64) -> String {
+    loops_core::Duration::from_millis(ms).map_or_else(|| "0s".into(), |d| d.to_string())
+}
+
+/// `1.2s`, `340ms`, `2m05s`.
+pub fn elapsed_text(ms: u64) -> String {
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1_000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1_000)
+    }
+}
+
+/// One-line description of what a loop runs (prompts never shown here).
+pub fn target_summary(t: &Target) -> String {
+    match t {
+        Target::Command(c) => {
+            let mut text = c.command.clone();
+            for a in &c.args {
+                text.push(' ');
+                text.push_str(a);
+            }
+            truncate(&text, 48)
+        }
+        Target::Agent(a) => match &a.model {
+            Some(m) => format!("agent {} ({m})", a.provider),
+            None => format!("agent {}", a.provider),
+        },
+        Target::Workflow(w) => format!("workflow {}", w.workflow),
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let mut cut: String = text.chars().take(max - 1).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// Replaces prompt bodies and env values with markers (unless revealing).
+pub fn redact_loop(lp: &mut Loop) {
+    match &mut lp.target {
+        Target::Command(c) => redact_env(&mut c.env),
+        Target::Agent(a) => {
+            a.prompt = format!(
+                "[redacted {} chars; use --show-output]",
+                a.prompt.chars().count()
+            );
+            redact_env(&mut a.env);
+        }
+        Target::Workflow(_) => {}
+    }
+}
+
+fn redact_env(env: &mut std::collections::BTreeMap<String, String>) {
+    for value in env.values_mut() {
+        *value = "[redacted]".into();
+    }
+}
+
+/// Replaces run output with a size marker (unless revealing).
+pub fn redact_run(run: &mut Run) {
+    for text in [&mut run.stdout, &mut run.stderr].into_iter().flatten() {
+        if !text.is_empty() {
+            *text = format!("[redacted {} bytes; use --show-output]", text.len());
+        }
+    }
+}
+
+/// A run's status word, for tables.
+pub fn run_status(status: RunStatus) -> Cell {
+    status_cell(status.as_str())
+}
+
+/// Current instant (the CLI's clock).
+pub fn now() -> Instant {
+    Utc::now()
+}
+
+/// RFC 3339 for human detail views.
+pub fn instant_text(t: Option<Instant>) -> String {
+    t.map_or_else(|| "-".into(), |t| format_instant(&t))
+}
+
+/// Prints a run's captured streams under headers.
+pub fn print_streams(run: &Run) {
+    if let Some(out) = run.stdout.as_deref().filter(|s| !s.is_empty()) {
+        println!("[stdout]\n{}", out.trim_end());
+    }
+    if let Some(err) = run.stderr.as_deref().filter(|s| !s.is_empty()) {
+        println!("[stderr]\n{}", err.trim_end());
+    }
+}

@@ -1,0 +1,625 @@
+//! The run engine and daemon through the real binary: concurrency, retries, overlap,
+//! crash safety, fencing, shutdown. Every wait polls a condition with a deadline.
+
+use crate::util::{instant, pid_alive, wait_for, World};
+use serde_json::Value;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn count(runs: &[Value], status: &str) -> usize {
+    runs.iter().filter(|r| r["status"] == status).count()
+}
+
+#[test]
+fn every_second_loop_runs_repeatedly_with_metadata() {
+    let w = World::new();
+    let out = w.root.path().join("env.txt");
+    let cmd = format!(
+        "echo \"$LOOPS_LOOP_NAME $LOOPS_ATTEMPT $LOOPS_SCHEDULED_FOR\" >> {}",
+        out.display()
+    );
+    w.create_cmd("tick", &["--every", "1s"], &cmd);
+    let mut d = w.daemon_ready(&[]);
+    let runs = wait_for("3 succeeded runs", LONG, || {
+        let runs = w.runs("tick");
+        (count(&runs, "succeeded") >= 3).then_some(runs)
+    });
+    assert_eq!(d.stop(), Some(0), "clean exit; log:\n{}", d.log_text());
+    let mut slots: Vec<_> = runs
+        .iter()
+        .filter(|r| r["status"] == "succeeded")
+        .map(|r| instant(&r["scheduledFor"]))
+        .collect();
+    slots.sort();
+    for pair in slots.windows(2) {
+        let gap = (pair[1] - pair[0]).num_milliseconds();
+        assert!(
+            gap >= 1000 && gap % 1000 == 0,
+            "slots are whole seconds apart: {slots:?}"
+        );
+    }
+    let lines = std::fs::read_to_string(&out).expect("env file");
+    assert!(lines.lines().all(|l| l.starts_with("tick 1 ")), "{lines}");
+    assert_eq!(w.json(&["daemon", "status"])["running"], false);
+}
+
+#[test]
+fn slow_run_does_not_starve_other_loops() {
+    let w = World::new();
+    w.create_cmd("slow", &["--dynamic"], "sleep 30");
+    for i in 0..20 {
+        w.create_cmd(&format!("fast{i:02}"), &["--every", "1s"], "true");
+    }
+    let mut d = w.daemon_ready(&[]);
+    wait_for("every fast loop to run 3 times", LONG, || {
+        let runs = w.json(&["runs", "--limit", "0"]);
+        let runs = runs.as_array()?;
+        let ok = (0..20).all(|i| {
+            let name = format!("fast{i:02}");
+            runs.iter()
+                .filter(|r| r["loopName"] == name.as_str() && r["status"] == "succeeded")
+                .count()
+                >= 3
+        });
+        ok.then_some(())
+    });
+    let slow = w.runs("slow");
+    assert_eq!(slow.len(), 1);
+    assert_eq!(slow[0]["status"], "running", "the slow run is still going");
+    // Dispatch lag stays small for the fast loops even with the slow run in flight.
+    let runs = w.json(&["runs", "--limit", "0"]);
+    for r in runs
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|r| r["status"] == "succeeded")
+    {
+        let lag = (instant(&r["startedAt"]) - instant(&r["scheduledFor"])).num_milliseconds();
+        assert!(lag < 900, "run started {lag}ms after its slot: {r}");
+    }
+    assert_eq!(d.stop(), Some(0));
+    let slow = w.runs("slow");
+    assert_eq!(
+        slow[0]["status"], "abandoned",
+        "interrupted run is recorded: {}",
+        slow[0]
+    );
+    assert!(
+        slow[0]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("daemon stopped"),
+        "{}",
+        slow[0]
+    );
+}
+
+#[test]
+fn timeout_kills_grandchildren() {
+    let w = World::new();
+    let pidfile = w.root.path().join("grandchild.pid");
+    let cmd = format!("sleep 300 & echo $! > {}; sleep 300", pidfile.display());
+    w.json(&[
+        "create",
+        "command",
+        "hang",
+        "--every",
+        "1h",
+        "--timeout",
+        "1s",
+        "--cmd",
+        &cmd,
+    ]);
+    let out = w.run(&["--json", "run-now", "hang"]);
+    assert_eq!(out.status.code(), Some(1), "timed-out run exits non-zero");
+    let run: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(run["status"], "timed_out");
+    assert_eq!(run["error"], "timed out after 1s");
+    assert_eq!(run["runNow"]["source"], "ad_hoc");
+    let grandchild: u64 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("num");
+    wait_for("grandchild to die", Duration::from_secs(10), || {
+        (!pid_alive(grandchild)).then_some(())
+    });
+}
+
+#[test]
+fn retries_keep_the_slot_and_count_attempts() {
+    let w = World::new();
+    w.json(&[
+        "create",
+        "command",
+        "flaky",
+        "--dynamic",
+        "1h",
+        "--attempts",
+        "3",
+        "--retry-delay",
+        "200ms",
+        "--cmd",
+        "exit 7",
+    ]);
+    let mut d = w.daemon_ready(&[]);
+    let runs = wait_for("3 failed attempts", LONG, || {
+        let runs = w.runs("flaky");
+        (count(&runs, "failed") == 3).then_some(runs)
+    });
+    d.stop();
+    let slot = &runs[0]["scheduledFor"];
+    let mut attempts: Vec<u64> = runs
+        .iter()
+        .map(|r| r["attempt"].as_u64().expect("attempt"))
+        .collect();
+    attempts.sort();
+    assert_eq!(attempts, vec![1, 2, 3]);
+    assert!(
+        runs.iter()
+            .all(|r| &r["scheduledFor"] == slot && r["exitCode"] == 7),
+        "{runs:?}"
+    );
+    let lp = w.json(&["show", "flaky"]);
+    assert!(lp["retryScheduledFor"].is_null(), "no retry left: {lp}");
+    assert!(
+        instant(&lp["nextRunAt"]) > chrono::Utc::now() + chrono::TimeDelta::minutes(50),
+        "next slot after the exhausted one: {lp}"
+    );
+}
+
+#[test]
+fn overlap_skip_records_skipped_runs() {
+    let w = World::new();
+    w.create_cmd("busy", &["--every", "1s"], "sleep 2.5");
+    let mut d = w.daemon_ready(&[]);
+    let runs = wait_for("a skipped run", LONG, || {
+        let runs = w.runs("busy");
+        (count(&runs, "skipped") >= 1).then_some(runs)
+    });
+    d.stop();
+    let skipped = runs
+        .iter()
+        .find(|r| r["status"] == "skipped")
+        .expect("skipped");
+    assert_eq!(skipped["error"], "previous run still active");
+    let running_at_once = runs.iter().filter(|r| r["status"] == "running").count();
+    assert!(running_at_once <= 1, "{runs:?}");
+}
+
+#[test]
+fn overlap_allow_runs_concurrently() {
+    let w = World::new();
+    w.json(&[
+        "create",
+        "command",
+        "par",
+        "--every",
+        "1s",
+        "--overlap",
+        "allow",
+        "--cmd",
+        "sleep 3",
+    ]);
+    let d = w.daemon_ready(&[]);
+    wait_for("two overlapping runs", LONG, || {
+        let runs = w.runs("par");
+        (count(&runs, "running") >= 2).then_some(())
+    });
+    drop(d);
+}
+
+#[test]
+fn kill_dash_nine_then_restart_adopts_the_live_child() {
+    let w = World::new();
+    let marker = w.root.path().join("done.txt");
+    let cmd = format!("sleep 4; echo done >> {}", marker.display());
+    w.json(&[
+        "create",
+        "command",
+        "job",
+        "--dynamic",
+        "1h",
+        "--attempts",
+        "2",
+        "--retry-delay",
+        "100ms",
+        "--cmd",
+        &cmd,
+    ]);
+    let mut first = w.daemon_ready(&["--lease-ttl", "30s"]);
+    let run = wait_for("run with a pid", LONG, || {
+        w.runs("job")
+            .into_iter()
+            .find(|r| r["status"] == "running" && r["pid"].is_u64())
+    });
+    let child = run["pid"].as_u64().expect("pid");
+    first.signal("KILL");
+    first.wait_exit(Duration::from_secs(5));
+    assert!(
+        pid_alive(child),
+        "the child outlives the daemon (own process group)"
+    );
+    // The holder's process is gone: the new daemon takes over at once, not after 30 s.
+    let started = std::time::Instant::now();
+    let mut second = w.daemon_ready(&["--lease-ttl", "30s"]);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // While the child lives, the row stays running (adopted), never abandoned.
+    assert_eq!(w.runs("job")[0]["status"], "running");
+    let runs = wait_for("adopted run to end and the retry to succeed", LONG, || {
+        let runs = w.runs("job");
+        (count(&runs, "succeeded") == 1).then_some(runs)
+    });
+    assert_eq!(second.stop(), Some(0));
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let first_attempt = runs.iter().find(|r| r["attempt"] == 1).expect("attempt 1");
+    assert_eq!(first_attempt["status"], "abandoned");
+    assert!(
+        first_attempt["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("exit status unknown"),
+        "{first_attempt}"
+    );
+    assert_eq!(
+        runs.iter().find(|r| r["attempt"] == 2).expect("attempt 2")["status"],
+        "succeeded"
+    );
+    assert_eq!(runs[0]["scheduledFor"], runs[1]["scheduledFor"]);
+    // The adopted process really finished (it wrote its marker) before attempt 2 ran.
+    let done = std::fs::read_to_string(&marker).expect("marker");
+    assert_eq!(
+        done.lines().count(),
+        2,
+        "attempt 1's process finished, then attempt 2 ran"
+    );
+}
+
+#[test]
+fn kill_dash_nine_with_dead_child_abandons_and_retries() {
+    let w = World::new();
+    w.json(&[
+        "create",
+        "command",
+        "job",
+        "--dynamic",
+        "1h",
+        "--attempts",
+        "2",
+        "--retry-delay",
+        "100ms",
+        "--cmd",
+        "sleep 60",
+    ]);
+    let mut first = w.daemon_ready(&[]);
+    let run = wait_for("run with a pid", LONG, || {
+        w.runs("job")
+            .into_iter()
+            .find(|r| r["status"] == "running" && r["pid"].is_u64())
+    });
+    first.signal("KILL");
+    first.wait_exit(Duration::from_secs(5));
+    let child = run["pid"].as_u64().expect("pid");
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &format!("-{child}")])
+        .status();
+    wait_for("child gone", Duration::from_secs(5), || {
+        (!pid_alive(child)).then_some(())
+    });
+    let _second = w.daemon_ready(&[]);
+    let runs = wait_for("attempt 2 running", LONG, || {
+        let runs = w.runs("job");
+        (runs.len() == 2 && count(&runs, "running") == 1).then_some(runs)
+    });
+    let first_attempt = runs.iter().find(|r| r["attempt"] == 1).expect("attempt 1");
+    assert_eq!(first_attempt["status"], "abandoned", "{first_attempt}");
+}
+
+#[test]
+fn stopped_daemon_loses_its_lease_and_exits() {
+    let w = World::new();
+    w.create_cmd("job", &["--every", "1s"], "true");
+    let mut first = w.daemon_ready(&["--lease-ttl", "1s"]);
+    first.signal("STOP");
+    // A stopped holder is alive: a second daemon must wait for the TTL to run out.
+    let refused = w.run(&["daemon", "run", "--lease-ttl", "1s"]);
+    assert!(!refused.status.success());
+    let msg = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        msg.contains(&format!("pid {}", first.pid())),
+        "names the holder: {msg}"
+    );
+    wait_for(
+        "the stopped daemon's lease to lapse",
+        Duration::from_secs(10),
+        || {
+            let status = w.json(&["daemon", "status"]);
+            (instant(&status["leaseExpiresAt"]) < chrono::Utc::now()).then_some(())
+        },
+    );
+    let mut second = w.daemon_ready(&["--lease-ttl", "1s"]);
+    first.signal("CONT");
+    let code = first.wait_exit(Duration::from_secs(15));
+    assert_ne!(
+        code,
+        Some(0),
+        "the fenced-out daemon exits non-zero; log:\n{}",
+        first.log_text()
+    );
+    assert!(first.log_text().contains("lease"), "{}", first.log_text());
+    let before = count(&w.runs("job"), "succeeded");
+    wait_for("second daemon keeps running the loop", LONG, || {
+        (count(&w.runs("job"), "succeeded") >= before + 2).then_some(())
+    });
+    assert_eq!(second.stop(), Some(0));
+}
+
+#[test]
+fn two_daemons_started_together_exactly_one_runs() {
+    let w = World::new();
+    let mut a = w.daemon(&[]);
+    let mut b = w.daemon(&[]);
+    let exited = wait_for("one daemon to refuse", Duration::from_secs(10), || {
+        if let Ok(Some(s)) = a.child.try_wait() {
+            return Some((s, b.log_text(), a.log_text()));
+        }
+        if let Ok(Some(s)) = b.child.try_wait() {
+            return Some((s, a.log_text(), b.log_text()));
+        }
+        None
+    });
+    assert!(!exited.0.success());
+    assert!(exited.2.contains("already running"), "{}", exited.2);
+    let status = w.json(&["daemon", "status"]);
+    assert_eq!(status["running"], true);
+    let live = [&mut a, &mut b]
+        .into_iter()
+        .map(|d| matches!(d.child.try_wait(), Ok(None)))
+        .filter(|alive| *alive)
+        .count();
+    assert_eq!(live, 1);
+}
+
+#[test]
+fn daemon_start_stop_finalizes_runs_in_flight() {
+    let w = World::new();
+    w.create_cmd("long", &["--dynamic"], "sleep 60");
+    let started = w.json(&["daemon", "start", "--shutdown-grace", "300ms"]);
+    let pid = started["pid"].as_u64().expect("pid");
+    assert!(w.data.join("daemon.pid").exists());
+    wait_for("run in flight", LONG, || {
+        (count(&w.runs("long"), "running") == 1).then_some(())
+    });
+    let again = w.run(&["daemon", "start"]);
+    assert!(!again.status.success(), "second start refused");
+    let status = w.json(&["daemon", "status"]);
+    assert_eq!(status["pid"].as_u64(), Some(pid));
+    assert_eq!(status["runningRuns"].as_array().map(Vec::len), Some(1));
+    let stop = w.json(&["daemon", "stop"]);
+    assert_eq!(stop["stopped"], true);
+    assert!(!pid_alive(pid));
+    let runs = w.runs("long");
+    assert_eq!(runs[0]["status"], "abandoned", "{}", runs[0]);
+    assert!(!w.data.join("daemon.pid").exists(), "pid file removed");
+    let logs = w.ok(&["daemon", "logs", "-n", "200"]);
+    assert!(logs.contains("daemon lease acquired"), "{logs}");
+    assert!(logs.contains("daemon stopped"), "{logs}");
+    assert_eq!(w.json(&["daemon", "stop"])["running"], false);
+}
+
+#[test]
+fn create_wakes_an_idle_daemon_promptly() {
+    let w = World::new();
+    w.create_cmd("later", &["--every", "1h"], "true");
+    let mut d = w.daemon_ready(&[]);
+    let lp = w.create_cmd("now", &["--dynamic"], "true");
+    let run = wait_for("the new loop's run", Duration::from_secs(10), || {
+        w.runs("now")
+            .into_iter()
+            .find(|r| r["status"] == "succeeded")
+    });
+    let lag = (instant(&run["startedAt"]) - instant(&lp["createdAt"])).num_milliseconds();
+    assert!(
+        lag < 1_000,
+        "idle daemon woke {lag}ms after create (it would sleep ~1h otherwise)"
+    );
+    assert_eq!(d.stop(), Some(0));
+}
+
+#[test]
+fn run_now_sources() {
+    let w = World::new();
+    let hourly = w.create_cmd("hourly", &["--every", "1h"], "echo hi");
+    let out = w.json(&["run-now", "hourly", "--show-output"]);
+    assert_eq!(out["runNow"]["source"], "ad_hoc");
+    assert_eq!(out["runNow"]["advancesLoop"], false);
+    assert_eq!(out["stdout"], "hi\n");
+    assert_eq!(
+        w.json(&["show", "hourly"])["nextRunAt"],
+        hourly["nextRunAt"],
+        "future slot untouched"
+    );
+
+    w.create_cmd("due", &["--dynamic", "1h"], "true");
+    let out = w.json(&["run-now", "due"]);
+    assert_eq!(out["runNow"]["source"], "due_slot");
+    assert_eq!(out["runNow"]["advancesLoop"], true);
+    let lp = w.json(&["show", "due"]);
+    assert!(
+        instant(&lp["nextRunAt"]) > chrono::Utc::now() + chrono::TimeDelta::minutes(50),
+        "{lp}"
+    );
+
+    w.json(&[
+        "create",
+        "command",
+        "retry",
+        "--dynamic",
+        "1h",
+        "--attempts",
+        "2",
+        "--retry-delay",
+        "100ms",
+        "--cmd",
+        "exit 3",
+    ]);
+    let failed = w.run(&["--json", "run-now", "retry"]);
+    assert_eq!(failed.status.code(), Some(1));
+    let failed: Value = serde_json::from_slice(&failed.stdout).expect("json");
+    assert_eq!(failed["runNow"]["source"], "due_slot");
+    assert_eq!(failed["exitCode"], 3);
+    let lp = w.json(&["show", "retry"]);
+    assert_eq!(lp["retryScheduledFor"], failed["scheduledFor"]);
+    wait_for("retry to come due", Duration::from_secs(5), || {
+        (instant(&w.json(&["show", "retry"])["nextRunAt"]) <= chrono::Utc::now()).then_some(())
+    });
+    let again: Value =
+        serde_json::from_slice(&w.run(&["--json", "run-now", "retry"]).stdout).expect("json");
+    assert_eq!(again["runNow"]["source"], "retry_slot");
+    assert_eq!(again["attempt"], 2);
+    assert_eq!(again["scheduledFor"], failed["scheduledFor"]);
+}
+
+#[test]
+fn tick_runs_due_loops_once() {
+    let w = World::new();
+    w.create_cmd("a", &["--dynamic"], "echo a");
+    w.create_cmd("b", &["--every", "1h"], "echo b");
+    let report = w.json(&["tick"]);
+    assert_eq!(report["claimed"].as_array().map(Vec::len), Some(1));
+    assert_eq!(report["claimed"][0]["loopName"], "a");
+    assert_eq!(report["claimed"][0]["status"], "succeeded");
+    let again = w.json(&["tick"]);
+    assert_eq!(
+        again["claimed"].as_array().map(Vec::len),
+        Some(0),
+        "a slot never runs twice"
+    );
+}
+
+#[test]
+fn missing_executable_is_a_failed_run() {
+    let w = World::new();
+    w.json(&[
+        "create",
+        "command",
+        "ghost",
+        "--every",
+        "1h",
+        "--no-shell",
+        "--cmd",
+        "definitely-not-a-real-binary",
+    ]);
+    let out = w.run(&["--json", "run-now", "ghost"]);
+    assert_eq!(out.status.code(), Some(1));
+    let run: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(run["status"], "failed");
+    assert_eq!(
+        run["error"],
+        "Executable not found in PATH: definitely-not-a-real-binary"
+    );
+}
+
+#[test]
+fn prune_and_retention() {
+    let w = World::new();
+    w.create_cmd("p", &["--every", "1h"], "true");
+    for _ in 0..5 {
+        w.ok(&["run-now", "p"]);
+    }
+    assert_eq!(w.json(&["prune", "--keep", "2", "--dry-run"])["matched"], 3);
+    assert_eq!(w.runs("p").len(), 5, "dry run deletes nothing");
+    w.ok(&["prune", "--keep", "2"]);
+    assert_eq!(w.runs("p").len(), 2);
+    let (code, stderr) = w.fail(&["prune", "--older-than", "soon"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--older-than: invalid duration \"soon\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn doctor_reports_and_fails_on_corrupt_db() {
+    let w = World::new();
+    w.create_cmd("good", &["--every", "1h"], "true");
+    w.json(&[
+        "create",
+        "command",
+        "bad",
+        "--every",
+        "1h",
+        "--no-shell",
+        "--cmd",
+        "no-such-tool-xyz",
+    ]);
+    let out = w.run(&["--json", "doctor"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a loop whose executable is missing fails doctor"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let checks = report["checks"].as_array().expect("checks");
+    let find = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c["check"] == name)
+            .cloned()
+            .expect(name)
+    };
+    assert_eq!(find("data dir")["status"], "ok");
+    assert_eq!(find("database")["status"], "ok");
+    assert_eq!(find("daemon")["status"], "warn");
+    assert_eq!(find("loop good")["status"], "ok");
+    assert_eq!(find("loop bad")["status"], "fail");
+    assert!(find("loop bad")["detail"]
+        .as_str()
+        .unwrap_or("")
+        .contains("Executable not found in PATH: no-such-tool-xyz"));
+
+    let corrupt = World::new();
+    std::fs::create_dir_all(&corrupt.data).expect("mkdir");
+    std::fs::write(corrupt.db_path(), vec![0x42u8; 4096]).expect("write");
+    let out = corrupt.run(&["doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("database"))
+        .expect("database line");
+    assert!(
+        line.contains("fail") && line.contains("not a loops database"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read(corrupt.db_path()).expect("read"),
+        vec![0x42u8; 4096]
+    );
+}
+
+#[test]
+fn install_writes_a_systemd_unit() {
+    let w = World::new();
+    let out = w.json(&["daemon", "install"]);
+    let path = std::path::PathBuf::from(out["path"].as_str().expect("path"));
+    assert_eq!(path, w.home.join(".config/systemd/user/loops.service"));
+    let unit = std::fs::read_to_string(&path).expect("unit");
+    assert!(
+        unit.contains(&format!("ExecStart={} daemon run", crate::util::bin())),
+        "{unit}"
+    );
+    assert!(
+        unit.contains(&format!("Environment=LOOPS_DATA_DIR={}", w.data.display())),
+        "{unit}"
+    );
+    assert!(unit.contains("WantedBy=default.target"));
+    assert_eq!(
+        out["commands"],
+        serde_json::json!([
+            "systemctl --user daemon-reload",
+            "systemctl --user enable --now loops.service"
+        ])
+    );
+}

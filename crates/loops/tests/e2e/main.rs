@@ -1,0 +1,11 @@
+//! End-to-end tests: the real `loops` binary against a temp data dir, with real child
+//! processes. One integration-test binary; modules group the verbs.
+
+// Test code: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod util;
+
+mod bad_input;
+mod daemon;
+mod loops_cli;

@@ -1,0 +1,240 @@
+//! Test harness: a scrubbed environment, a temp data dir, and helpers to run `loops`.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Path of the binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_loops")
+}
+
+/// An isolated world: data dir + HOME in a temp dir, user env scrubbed.
+pub struct World {
+    pub root: tempfile::TempDir,
+    pub data: PathBuf,
+    pub home: PathBuf,
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl World {
+    pub fn new() -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        let data = root.path().join("data");
+        let home = root.path().join("home");
+        std::fs::create_dir_all(&home).expect("home");
+        Self {
+            root,
+            data,
+            home,
+            extra_env: Vec::new(),
+        }
+    }
+
+    /// A `loops` command with a scrubbed environment.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin());
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("LOOPS_DATA_DIR", &self.data)
+            .env("TZ", "UTC")
+            .env("NO_COLOR", "1")
+            .args(args)
+            .stdin(Stdio::null());
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("spawn loops")
+    }
+
+    /// Runs and asserts exit 0; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "loops {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs with `--json` and parses stdout.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let text = self.ok(&all);
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("bad json from {args:?}: {e}\n{text}"))
+    }
+
+    /// Runs, asserts failure; returns (exit code, stderr).
+    pub fn fail(&self, args: &[&str]) -> (i32, String) {
+        let out = self.run(args);
+        assert!(
+            !out.status.success(),
+            "loops {args:?} unexpectedly succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.data.join("loops.db")
+    }
+
+    /// Creates a shell command loop.
+    pub fn create_cmd(&self, name: &str, schedule: &[&str], cmd: &str) -> serde_json::Value {
+        let mut args = vec!["create", "command", name, "--cmd", cmd];
+        args.extend_from_slice(schedule);
+        self.json(&args)
+    }
+}
+
+/// Polls `cond` until it returns Some or the deadline passes.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = cond() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Writes an executable script.
+pub fn write_script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, body).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// A `loops daemon run` child process with its stderr captured to a file.
+pub struct Daemon {
+    pub child: std::process::Child,
+    pub log: PathBuf,
+}
+
+impl World {
+    /// Starts `loops daemon run` with the given extra flags.
+    pub fn daemon(&self, extra: &[&str]) -> Daemon {
+        let log = self.root.path().join(format!("daemon-{}.log", unique()));
+        let file = std::fs::File::create(&log).expect("log");
+        let mut args = vec!["daemon", "run"];
+        args.extend_from_slice(extra);
+        let child = self
+            .cmd(&args)
+            .env("LOOPS_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("spawn daemon");
+        Daemon { child, log }
+    }
+
+    /// Starts a daemon and waits until it holds the store lease.
+    pub fn daemon_ready(&self, extra: &[&str]) -> Daemon {
+        let mut d = self.daemon(extra);
+        let pid = d.pid();
+        wait_for("daemon to hold the lease", Duration::from_secs(10), || {
+            if let Ok(Some(status)) = d.child.try_wait() {
+                panic!("daemon exited early ({status}): {}", d.log_text());
+            }
+            let status = self.json(&["daemon", "status"]);
+            (status["pid"].as_u64() == Some(u64::from(pid))).then_some(())
+        });
+        d
+    }
+
+    /// All runs (newest first) as JSON objects.
+    pub fn runs(&self, lp: &str) -> Vec<serde_json::Value> {
+        self.json(&["runs", lp, "--limit", "0"])
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::SeqCst)
+}
+
+impl Daemon {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -{sig}");
+    }
+
+    /// Waits for the daemon to exit and returns its exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "daemon did not exit; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM and wait; returns the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        self.signal("TERM");
+        self.wait_exit(Duration::from_secs(30))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Whether a pid names a live (non-zombie) process.
+pub fn pid_alive(pid: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Parses an RFC 3339 instant from a JSON field.
+pub fn instant(v: &serde_json::Value) -> chrono::DateTime<chrono::Utc> {
+    v.as_str()
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or_else(|| panic!("not an instant: {v}"))
+}
