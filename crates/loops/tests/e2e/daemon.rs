@@ -301,9 +301,9 @@ fn kill_dash_nine_with_dead_child_abandons_and_retries() {
     first.signal("KILL");
     first.wait_exit(Duration::from_secs(5));
     let child = run["pid"].as_u64().expect("pid");
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &format!("-{child}")])
-        .status();
+    let pgid = nix::unistd::Pid::from_raw(i32::try_from(child).expect("pid"));
+    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL)
+        .expect("kill the run's group");
     wait_for("child gone", Duration::from_secs(5), || {
         (!pid_alive(child)).then_some(())
     });
