@@ -13,6 +13,7 @@ pub mod schedule;
 pub mod timefmt;
 pub mod transitions;
 pub mod validate;
+pub mod workflow;
 
 pub use duration::Duration;
 pub use ids::{LoopId, RunId};

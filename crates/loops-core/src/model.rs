@@ -197,7 +197,9 @@ pub struct CommandTarget {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentTarget {
     pub provider: Provider,
-    /// The prompt text (from `--prompt`, or the contents of `promptFile`).
+    /// The prompt text (from `--prompt`, or the contents of `promptFile`, filled in by
+    /// the front end that reads the file).
+    #[serde(default)]
     pub prompt: String,
     /// Where the prompt was read from, when it came from a file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,6 +214,12 @@ pub struct AgentTarget {
     pub auth_profile: Option<String>,
     #[serde(default = "default_isolation")]
     pub config_isolation: ConfigIsolation,
+    /// Provider configuration overrides, dotted key → value (codex and codewith, where
+    /// each becomes `-c key=value`). A typed field rather than free-form argv, so a loop
+    /// can configure its provider (e.g. a custom model endpoint) without being able to
+    /// inject arbitrary flags.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config_overrides: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -425,3 +433,42 @@ impl Provider {
         }
     }
 }
+
+string_enum!(
+    /// Whether a workflow spec can be run and scheduled.
+    WorkflowStatus {
+        Active = "active",
+        Archived = "archived",
+    }
+);
+
+string_enum!(
+    /// The state of one step within a workflow run.
+    StepStatus {
+        Pending = "pending",
+        Running = "running",
+        Succeeded = "succeeded",
+        Failed = "failed",
+        TimedOut = "timed_out",
+        Skipped = "skipped",
+        Cancelled = "cancelled",
+    }
+);
+
+impl StepStatus {
+    /// Whether the step has ended (for this attempt).
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Pending | Self::Running)
+    }
+}
+
+string_enum!(
+    /// The state of a workflow run.
+    WorkflowRunStatus {
+        Running = "running",
+        Succeeded = "succeeded",
+        Failed = "failed",
+        TimedOut = "timed_out",
+        Cancelled = "cancelled",
+    }
+);

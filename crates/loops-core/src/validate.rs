@@ -1,7 +1,7 @@
 //! Validation of user-supplied loop definitions. Every message names the offending
 //! field and value, so a bad flag or JSON field is fixed in one try.
 
-use crate::{AgentTarget, CommandTarget, Provider, Target};
+use crate::{Account, AgentTarget, CommandTarget, Provider, Target};
 
 /// A rejected definition, with a message meant for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,6 +57,16 @@ pub fn command(t: &CommandTarget, label: &str) -> Result<(), ValidationError> {
             t.command
         ));
     }
+    if let Some(account) = &t.account {
+        account_fields(account, label)?;
+        // Agents default the tool to their provider; a bare command has no such hint.
+        if account.tool.is_none() {
+            return invalid(format!(
+                "{label}: account {:?} needs a tool for a command target (--account-tool, e.g. claude)",
+                account.profile
+            ));
+        }
+    }
     env_keys(t.env.keys(), label)?;
     timeout(t.timeout_ms, label)
 }
@@ -80,13 +90,76 @@ pub fn agent(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
             "{label}: provider opencode needs --model provider/model (without it opencode retries forever)"
         ));
     }
-    if let Some(account) = &t.account {
-        if account.profile.trim().is_empty() {
-            return invalid(format!("{label}: account profile is empty"));
+    for (field, value) in [
+        ("model", &t.model),
+        ("agent", &t.agent),
+        ("authProfile", &t.auth_profile),
+        ("cwd", &t.cwd),
+    ] {
+        if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+            return invalid(format!("{label}: {field} is empty"));
         }
+    }
+    config_overrides(t, label)?;
+    if let Some(account) = &t.account {
+        account_fields(account, label)?;
     }
     env_keys(t.env.keys(), label)?;
     timeout(t.timeout_ms, label)
+}
+
+/// `configOverrides` become `-c key=value` for codex-shaped CLIs only; keys are dotted
+/// config paths, so none can pass for a flag.
+fn config_overrides(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
+    if t.config_overrides.is_empty() {
+        return Ok(());
+    }
+    if !matches!(t.provider, Provider::Codex | Provider::Codewith) {
+        return invalid(format!(
+            "{label}: config overrides are only supported by providers codex and codewith, not {}",
+            t.provider
+        ));
+    }
+    for (key, value) in &t.config_overrides {
+        let valid_key = !key.is_empty()
+            && key.split('.').all(|segment| {
+                !segment.is_empty()
+                    && segment
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+            && !key.starts_with('-');
+        if !valid_key {
+            return invalid(format!(
+                "{label}: invalid config override key {key:?}: expected a dotted path like model_providers.mock.base_url"
+            ));
+        }
+        if value.contains('\0') {
+            return invalid(format!(
+                "{label}: config override {key:?} contains a NUL byte"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn account_fields(account: &Account, label: &str) -> Result<(), ValidationError> {
+    if account.profile.trim().is_empty() {
+        return invalid(format!("{label}: account profile is empty"));
+    }
+    // Both end up as argv words of `accounts env <profile> --tool <tool>`.
+    if account.profile.starts_with('-') {
+        return invalid(format!(
+            "{label}: account profile {:?} must not start with '-'",
+            account.profile
+        ));
+    }
+    if let Some(tool) = &account.tool {
+        if tool.trim().is_empty() || tool.starts_with('-') {
+            return invalid(format!("{label}: invalid account tool {tool:?}"));
+        }
+    }
+    Ok(())
 }
 
 fn env_keys<'a>(
@@ -141,6 +214,7 @@ mod tests {
             agent: None,
             auth_profile: None,
             config_isolation: ConfigIsolation::Safe,
+            config_overrides: BTreeMap::new(),
             env: BTreeMap::new(),
             timeout_ms: None,
             account: None,
@@ -173,6 +247,57 @@ mod tests {
         let mut t = agent_target(Provider::Claude);
         t.prompt = " \n".into();
         assert_eq!(agent(&t, "loop").unwrap_err().0, "loop: prompt is empty");
+    }
+
+    #[test]
+    fn config_overrides_only_for_codex_shaped_providers() {
+        let mut t = agent_target(Provider::Codex);
+        t.config_overrides.insert(
+            "model_providers.mock.base_url".into(),
+            "\"http://x\"".into(),
+        );
+        assert!(agent(&t, "loop").is_ok());
+        t.provider = Provider::Codewith;
+        assert!(agent(&t, "loop").is_ok());
+        t.provider = Provider::Claude;
+        assert!(agent(&t, "loop")
+            .unwrap_err()
+            .0
+            .contains("only supported by providers codex and codewith"));
+        for bad in ["", "-c", "a..b", ".a", "a b", "a=b"] {
+            let mut t = agent_target(Provider::Codex);
+            t.config_overrides.insert(bad.into(), "1".into());
+            assert!(agent(&t, "loop").is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn accounts_need_a_profile_and_commands_a_tool() {
+        let account = |profile: &str, tool: Option<&str>| {
+            Some(Account {
+                profile: profile.into(),
+                tool: tool.map(Into::into),
+            })
+        };
+        let mut t = agent_target(Provider::Claude);
+        t.account = account("work", None);
+        assert!(agent(&t, "loop").is_ok());
+        t.account = account(" ", None);
+        assert!(agent(&t, "loop").is_err());
+        t.account = account("--help", None);
+        assert!(agent(&t, "loop").is_err());
+        let mut c = cmd("gh pr list", true);
+        c.account = account("work", None);
+        assert!(command(&c, "loop").unwrap_err().0.contains("needs a tool"));
+        c.account = account("work", Some("gh"));
+        assert!(command(&c, "loop").is_ok());
+    }
+
+    #[test]
+    fn empty_optional_agent_fields_are_rejected() {
+        let mut t = agent_target(Provider::Claude);
+        t.model = Some(" ".into());
+        assert_eq!(agent(&t, "loop").unwrap_err().0, "loop: model is empty");
     }
 
     #[test]

@@ -25,7 +25,10 @@
 
 use loops_core::schedule::{self, ScheduleError};
 use loops_core::validate::{self, ValidationError};
-use loops_core::{Instant, Loop, LoopStatus, NewLoop, Policy, Run, Schedule, Target};
+use loops_core::workflow::{StepRun, WorkflowRecord, WorkflowRun, WorkflowSpec};
+use loops_core::{
+    Instant, Loop, LoopStatus, NewLoop, Policy, Run, Schedule, Target, WorkflowStatus,
+};
 use loops_store::{LoopAdvance, RunFilter, SqliteStore, Store, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,6 +47,14 @@ pub enum ClientError {
     Validation(#[from] ValidationError),
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    #[error("no workflow named or with id {0:?}")]
+    WorkflowNotFound(String),
+    #[error("no workflow run with id {0:?}")]
+    WorkflowRunNotFound(String),
+    #[error(transparent)]
+    Recover(#[from] crate::workflow::RecoverError),
+    #[error(transparent)]
+    Workflow(#[from] loops_core::workflow::WorkflowError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -52,7 +63,10 @@ impl ClientError {
     /// Whether the error is the caller's input (exit code 2) rather than the system's.
     pub fn is_user_error(&self) -> bool {
         match self {
-            ClientError::Store(StoreError::DuplicateName(_)) => true,
+            ClientError::Store(StoreError::DuplicateName(_) | StoreError::DuplicateWorkflow(_)) => {
+                true
+            }
+            ClientError::Recover(crate::workflow::RecoverError::Store(_)) => false,
             ClientError::Store(_) => false,
             _ => true,
         }
@@ -253,6 +267,130 @@ impl Client {
             None => None,
         };
         Ok(self.store.list_runs(&RunFilter { loop_id, limit })?)
+    }
+}
+
+/// Workflow specs and runs.
+impl Client {
+    /// Validates and stores a spec (see [`loops_store::WorkflowStore::create_workflow`]).
+    pub fn create_workflow(
+        &self,
+        spec: &WorkflowSpec,
+        replace: bool,
+        now: Instant,
+    ) -> Result<WorkflowRecord> {
+        loops_core::workflow::validate(spec)?;
+        Ok(self.store.create_workflow(spec, replace, now)?)
+    }
+
+    /// Resolves a workflow by active name, exact id or unambiguous id prefix.
+    pub fn get_workflow(&self, key: &str) -> Result<WorkflowRecord> {
+        if let Some(found) = self.store.get_active_workflow(key)? {
+            return Ok(found);
+        }
+        if key.is_empty() {
+            return Err(ClientError::WorkflowNotFound(key.to_owned()));
+        }
+        let mut matches = self.store.workflows_with_id_prefix(key, 6)?;
+        match matches.len() {
+            0 => Err(ClientError::WorkflowNotFound(key.to_owned())),
+            1 => Ok(matches.remove(0)),
+            _ => Err(ClientError::Ambiguous {
+                key: key.to_owned(),
+                matches: matches
+                    .iter()
+                    .take(5)
+                    .map(|w| format!("{} ({} v{})", w.id, w.name, w.version))
+                    .collect(),
+            }),
+        }
+    }
+
+    /// Specs, optionally of one status.
+    pub fn list_workflows(&self, status: Option<WorkflowStatus>) -> Result<Vec<WorkflowRecord>> {
+        Ok(self.store.list_workflows(status)?)
+    }
+
+    /// Archives a spec (loops naming it stop finding it).
+    pub fn archive_workflow(&self, key: &str, now: Instant) -> Result<WorkflowRecord> {
+        let wf = self.get_workflow(key)?;
+        Ok(self.store.archive_workflow(&wf.id, now)?)
+    }
+
+    /// Resolves a workflow run by exact id or unambiguous id prefix.
+    pub fn get_workflow_run(&self, key: &str) -> Result<WorkflowRun> {
+        if key.is_empty() {
+            return Err(ClientError::WorkflowRunNotFound(key.to_owned()));
+        }
+        let mut matches = self.store.workflow_runs_with_id_prefix(key, 6)?;
+        match matches.len() {
+            0 => Err(ClientError::WorkflowRunNotFound(key.to_owned())),
+            1 => Ok(matches.remove(0)),
+            _ => Err(ClientError::Ambiguous {
+                key: key.to_owned(),
+                matches: matches
+                    .iter()
+                    .take(5)
+                    .map(|r| format!("{} ({})", r.id, r.workflow_name))
+                    .collect(),
+            }),
+        }
+    }
+
+    /// Runs newest first, of one workflow (by name) or all.
+    pub fn workflow_runs(
+        &self,
+        workflow: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<WorkflowRun>> {
+        let name = match workflow {
+            Some(key) => Some(match self.store.get_active_workflow(key)? {
+                Some(w) => w.name,
+                None => self.get_workflow(key).map(|w| w.name).or_else(|_| {
+                    // Archived specs' runs are still listed by name.
+                    let known = self
+                        .store
+                        .list_workflows(None)?
+                        .into_iter()
+                        .any(|w| w.name == key);
+                    if known {
+                        Ok(key.to_owned())
+                    } else {
+                        Err(ClientError::WorkflowNotFound(key.to_owned()))
+                    }
+                })?,
+            }),
+            None => None,
+        };
+        Ok(self.store.list_workflow_runs(name.as_deref(), limit)?)
+    }
+
+    /// Asks a running workflow run to stop; its runner cancels within a second.
+    pub fn cancel_workflow_run(
+        &self,
+        key: &str,
+        reason: &str,
+        now: Instant,
+    ) -> Result<WorkflowRun> {
+        let run = self.get_workflow_run(key)?;
+        if run.status != loops_core::WorkflowRunStatus::Running {
+            return Err(ClientError::Invalid(format!(
+                "workflow run {} is {}, not running",
+                run.id, run.status
+            )));
+        }
+        Ok(self.store.request_workflow_cancel(&run.id, reason, now)?)
+    }
+
+    /// Resets steps whose processes are gone to `pending`; refuses while any lives.
+    pub fn recover_workflow_run(
+        &self,
+        key: &str,
+        reason: &str,
+    ) -> Result<(WorkflowRun, Vec<StepRun>)> {
+        let run = self.get_workflow_run(key)?;
+        let steps = crate::workflow::recover(self.store.as_ref(), &run.id, reason)?;
+        Ok((run, steps))
     }
 }
 

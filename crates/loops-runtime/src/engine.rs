@@ -372,6 +372,11 @@ impl Engine {
                 .get(&run.id)
                 .map(|f| f.cancel.send(Some("daemon lease lost".into())));
         }
+        if let loops_core::Target::Workflow(target) = &lp.target {
+            let outcome = self.run_workflow_target(lp, &run, target, cancel_rx).await;
+            lock(&self.inflight).remove(&run.id);
+            return self.finalize_and_advance(&run, &outcome).await;
+        }
         let (result, spec_error) = match exec_spec(lp, &run, &self.cfg) {
             Ok(spec) => {
                 let store = Arc::clone(&self.store);
@@ -417,6 +422,96 @@ impl Engine {
             },
         };
         self.finalize_and_advance(&run, &outcome).await
+    }
+
+    /// A loop whose target is a workflow: runs (or continues) the slot's workflow run
+    /// and turns its result into the loop run's outcome.
+    async fn run_workflow_target(
+        &self,
+        lp: &Loop,
+        run: &Run,
+        target: &loops_core::WorkflowTarget,
+        interrupt: watch::Receiver<Option<String>>,
+    ) -> RunOutcome {
+        let failed = |error: String| RunOutcome {
+            status: RunStatus::Failed,
+            finished_at: self.clock.now(),
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: Some(error),
+            summary: None,
+            usage: None,
+        };
+        let origin = loops_core::workflow::RunOrigin {
+            loop_id: lp.id.clone(),
+            loop_run_id: run.id.clone(),
+            scheduled_for: run.scheduled_for,
+        };
+        // A continued slot runs the version it started with; a new one the active spec.
+        let workflow = match self.store.get_active_workflow(&target.workflow) {
+            Ok(Some(w)) => w,
+            Ok(None) => return failed(format!("no active workflow named {:?}", target.workflow)),
+            Err(e) => return failed(format!("cannot load workflow {:?}: {e}", target.workflow)),
+        };
+        let ctx = crate::workflow::RunContext {
+            store: Arc::clone(&self.store),
+            cfg: self.cfg.clone(),
+            origin: Some(origin),
+            loop_metadata: crate::targets::run_metadata(lp, run),
+            timeout: target.timeout_ms.map(Duration::from_millis),
+            interrupt,
+        };
+        match crate::workflow::run(&ctx, &workflow).await {
+            Ok(wf_run) => {
+                let steps = self.store.step_runs(&wf_run.id).unwrap_or_default();
+                let status = match wf_run.status {
+                    loops_core::WorkflowRunStatus::Succeeded => RunStatus::Succeeded,
+                    loops_core::WorkflowRunStatus::TimedOut => RunStatus::TimedOut,
+                    _ if wf_run
+                        .error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("interrupted")) =>
+                    {
+                        RunStatus::Abandoned
+                    }
+                    _ => RunStatus::Failed,
+                };
+                let summary: Vec<serde_json::Value> = steps
+                    .iter()
+                    .map(|s| serde_json::json!({"stepId": s.step_id, "status": s.status, "exitCode": s.exit_code, "error": s.error}))
+                    .collect();
+                RunOutcome {
+                    status,
+                    finished_at: self.clock.now(),
+                    exit_code: None,
+                    stdout: serde_json::to_string_pretty(
+                        &serde_json::json!({ "workflowRun": wf_run, "steps": summary }),
+                    )
+                    .unwrap_or_default(),
+                    stderr: String::new(),
+                    error: wf_run
+                        .error
+                        .clone()
+                        .map(|e| format!("workflow run {}: {e}", wf_run.id)),
+                    summary: Some(format!("workflow run {} {}", wf_run.id, wf_run.status)),
+                    usage: None,
+                }
+            }
+            Err(e) => {
+                let _ = self.note_store_error_ref(&e);
+                failed(format!("workflow run failed to record: {e}"))
+            }
+        }
+    }
+
+    fn note_store_error_ref(&self, e: &StoreError) -> bool {
+        if matches!(e, StoreError::LeaseLost) && !self.lease_lost.swap(true, Ordering::SeqCst) {
+            tracing::error!("daemon lease lost: cancelling all runs");
+            self.cancel_all("daemon lease lost");
+            return true;
+        }
+        false
     }
 
     async fn finalize_and_advance(&self, run: &Run, outcome: &RunOutcome) -> Option<Run> {

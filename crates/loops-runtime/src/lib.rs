@@ -4,6 +4,7 @@
 //! Layering: this crate sits on `loops-core` (pure domain) and `loops-store`
 //! (persistence) and is the only one that spawns processes or owns an async runtime.
 
+pub mod accounts;
 pub mod capture;
 pub mod client;
 pub mod daemon;
@@ -15,5 +16,6 @@ pub mod process;
 pub mod providers;
 pub mod targets;
 pub mod wake;
+pub mod workflow;
 
 pub use client::{Client, ClientError, LoopDefinition};

@@ -1,14 +1,27 @@
-//! Preflight: can a target start here and now? Used by `create --preflight` and
-//! `doctor`. Returns problems as user-facing sentences; an empty list means ready.
+//! Preflight: can a target start here and now? Used by `create --preflight`,
+//! workflow validation and `doctor`. Returns problems as user-facing sentences; an
+//! empty list means ready.
+//!
+//! Checks, in order: the definition is valid (required fields, provider rules), the
+//! account's environment resolves (`accounts env` runs, the profile directory exists),
+//! the executable resolves on the *effective* PATH (the one the child would get,
+//! including user bin dirs and whatever the account profile sets), and the working
+//! directory exists.
 
+use crate::accounts;
 use crate::env::{build_env, resolve_executable_in};
+use crate::providers::account_tool;
 use loops_core::Target;
 use std::path::Path;
 
 /// Problems that would stop `target` from starting.
 pub fn check_target(target: &Target) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Err(e) = loops_core::validate::target(target, &format!("{} target", target.kind())) {
+        problems.push(e.0);
+    }
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let (program, cwd, env) = match target {
+    let (program, cwd, env, account, tool_hint) = match target {
         Target::Command(c) => {
             // A shell command's first word is what must resolve (builtins aside).
             let program = if c.shell {
@@ -16,13 +29,29 @@ pub fn check_target(target: &Target) -> Vec<String> {
             } else {
                 c.command.clone()
             };
-            (program, c.cwd.clone(), &c.env)
+            (program, c.cwd.clone(), &c.env, c.account.as_ref(), None)
         }
-        Target::Agent(a) => (a.provider.executable().to_owned(), a.cwd.clone(), &a.env),
-        Target::Workflow(_) => return Vec::new(),
+        Target::Agent(a) => (
+            a.provider.executable().to_owned(),
+            a.cwd.clone(),
+            &a.env,
+            a.account.as_ref(),
+            Some(account_tool(a.provider)),
+        ),
+        Target::Workflow(_) => return problems,
     };
-    let mut problems = Vec::new();
-    let env = build_env(std::env::vars(), home.as_deref(), env, &[]);
+    let inherited: Vec<(String, String)> = std::env::vars().collect();
+    let base = match account {
+        Some(account) => match accounts::resolve(account, tool_hint, &inherited) {
+            Ok(resolved) => resolved.apply(inherited),
+            Err(message) => {
+                problems.push(message);
+                inherited
+            }
+        },
+        None => inherited,
+    };
+    let env = build_env(base, home.as_deref(), env, &[]);
     let shell_syntax = program.contains(['=', '$', '(', '{', '`', ';', '|', '&', '<', '>']);
     if !program.is_empty()
         && !shell_syntax

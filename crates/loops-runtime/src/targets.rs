@@ -1,11 +1,18 @@
 //! Turns a loop's target and a claimed run into an [`ExecSpec`]: executable, argv,
 //! stdin and the environment (DESIGN §3), built in one place.
+//!
+//! Environment layers, lowest first: the daemon's environment, then (under an
+//! account) that environment scrubbed of auth variables with the profile applied,
+//! then PATH extension, the target's `env`, and the `LOOPS_*` metadata (including
+//! `LOOPS_ACCOUNT_*`). Account resolution runs `accounts env` synchronously, before
+//! anything is spawned, so a failure fails the run before a provider sees the prompt.
 
+use crate::accounts;
 use crate::engine::EngineConfig;
 use crate::env::build_env;
 use crate::executor::ExecSpec;
-use crate::providers::agent_args;
-use loops_core::{format_instant, Loop, Run, Target};
+use crate::providers::{account_tool, agent_args};
+use loops_core::{format_instant, Account, Loop, Run, Target};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -24,12 +31,46 @@ pub fn run_metadata(lp: &Loop, run: &Run) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The inherited part of a child's environment (to be passed to [`build_env`]):
+/// the daemon's own, or under `account` the scrubbed environment with the profile
+/// applied; in that case `LOOPS_ACCOUNT_PROFILE` / `LOOPS_ACCOUNT_TOOL` are appended to
+/// `metadata`. `tool_hint` is the provider's tool for agents, `None` for commands.
+///
+/// Blocks while `accounts env` runs (bounded by [`accounts::ACCOUNTS_TIMEOUT`]); on a
+/// multi-threaded runtime the worker is handed off first so other runs keep going.
+pub fn inherited_env(
+    account: Option<&Account>,
+    tool_hint: Option<&str>,
+    metadata: &mut Vec<(&'static str, String)>,
+) -> Result<Vec<(String, String)>, SpecError> {
+    let inherited: Vec<(String, String)> = std::env::vars().collect();
+    let Some(account) = account else {
+        return Ok(inherited);
+    };
+    let resolved =
+        blocking(|| accounts::resolve(account, tool_hint, &inherited)).map_err(SpecError)?;
+    metadata.extend(resolved.metadata());
+    Ok(resolved.apply(inherited))
+}
+
+/// Runs blocking work from sync code that may sit on a Tokio worker thread.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        // A current-thread runtime (`run-now`, `tick`) runs one run at a time anyway.
+        _ => work(),
+    }
+}
+
 /// The process to start for `run` of `lp`.
 pub fn exec_spec(lp: &Loop, run: &Run, cfg: &EngineConfig) -> Result<ExecSpec, SpecError> {
-    let metadata = run_metadata(lp, run);
+    let mut metadata = run_metadata(lp, run);
     let home = cfg.home.as_deref();
     let (mut spec, timeout_ms) = match &lp.target {
         Target::Command(c) => {
+            let base = inherited_env(c.account.as_ref(), None, &mut metadata)?;
             let mut spec = if c.shell {
                 ExecSpec::shell(c.command.clone())
             } else {
@@ -38,18 +79,16 @@ pub fn exec_spec(lp: &Loop, run: &Run, cfg: &EngineConfig) -> Result<ExecSpec, S
             // With a shell, args are appended as single-quoted words.
             spec.args = c.args.clone();
             spec.cwd = c.cwd.as_ref().map(PathBuf::from);
-            spec.env = build_env(std::env::vars(), home, &c.env, &metadata);
+            spec.env = build_env(base, home, &c.env, &metadata);
             (spec, c.timeout_ms)
         }
         Target::Agent(a) => {
-            if a.account.is_some() {
-                return Err(SpecError(
-                    "agent accounts are not supported by this build yet".into(),
-                ));
-            }
+            let tool = account_tool(a.provider);
+            let base = inherited_env(a.account.as_ref(), Some(tool), &mut metadata)?;
             let mut spec = ExecSpec::direct(a.provider.executable(), agent_args(a));
             spec.cwd = a.cwd.as_ref().map(PathBuf::from);
-            spec.env = build_env(std::env::vars(), home, &a.env, &metadata);
+            spec.env = build_env(base, home, &a.env, &metadata);
+            // The prompt goes to stdin only: argv is visible to every user via /proc.
             spec.stdin = Some(a.prompt.clone().into_bytes());
             (spec, a.timeout_ms)
         }

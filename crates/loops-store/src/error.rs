@@ -6,6 +6,12 @@
 pub enum StoreError {
     #[error("a loop named {0:?} already exists")]
     DuplicateName(String),
+    #[error("an active workflow named {0:?} already exists (use --replace to archive it and store a new version)")]
+    DuplicateWorkflow(String),
+    #[error("workflow {0} not found")]
+    WorkflowNotFound(String),
+    #[error("workflow run {0} not found")]
+    WorkflowRunNotFound(String),
     #[error("loop {0} not found")]
     LoopNotFound(String),
     #[error("run {0} not found")]

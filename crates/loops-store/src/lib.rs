@@ -15,7 +15,12 @@ pub use error::StoreError;
 pub use paths::{data_dir, prepare_data_dir, DATA_DIR_ENV, DB_FILE};
 pub use sqlite::{SqliteStore, SCHEMA_VERSION};
 
-use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource};
+use loops_core::workflow::{
+    NewEvent, RunOrigin, StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec,
+};
+use loops_core::{
+    Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, WorkflowStatus,
+};
 
 /// Result alias for store calls.
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -107,7 +112,7 @@ pub struct PrunePolicy {
 }
 
 /// The persistence API. One implementation per backend; the engine never sees SQL.
-pub trait Store: Send + Sync {
+pub trait Store: WorkflowStore + Send + Sync {
     // ---- loops ----
     /// Inserts a loop (status `active`); fails with [`StoreError::DuplicateName`] when a
     /// loop with that name exists.
@@ -219,4 +224,75 @@ pub trait Store: Send + Sync {
     /// Gives the lease up (no-op when not held).
     fn release_daemon_lease(&self, fence: &Fence) -> Result<()>;
     fn current_daemon_lease(&self) -> Result<Option<DaemonLease>>;
+}
+
+/// Persistence of workflow specs, workflow runs, step runs and their event logs.
+/// Runner writes carry the daemon's fence like every other daemon write.
+pub trait WorkflowStore {
+    /// Stores a new spec. An active spec with the same name is an error
+    /// ([`StoreError::DuplicateWorkflow`]) unless `replace`, which archives it and gives
+    /// the new one a higher version, in one transaction.
+    fn create_workflow(
+        &self,
+        spec: &WorkflowSpec,
+        replace: bool,
+        now: Instant,
+    ) -> Result<WorkflowRecord>;
+    fn get_workflow(&self, id: &str) -> Result<Option<WorkflowRecord>>;
+    /// The active spec with this name.
+    fn get_active_workflow(&self, name: &str) -> Result<Option<WorkflowRecord>>;
+    /// Specs whose id starts with `prefix` (at most `limit`).
+    fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<WorkflowRecord>>;
+    /// Specs by name then version, optionally of one status.
+    fn list_workflows(&self, status: Option<WorkflowStatus>) -> Result<Vec<WorkflowRecord>>;
+    /// Marks a spec archived.
+    fn archive_workflow(&self, id: &str, now: Instant) -> Result<WorkflowRecord>;
+
+    /// Creates a run of `workflow` with every step `pending` and a `created` event —
+    /// or, when `origin`'s slot already has a run, returns that one (`false`): a slot
+    /// never has two workflow runs.
+    fn create_workflow_run(
+        &self,
+        workflow: &WorkflowRecord,
+        origin: Option<&RunOrigin>,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<(WorkflowRun, bool)>;
+    fn get_workflow_run(&self, id: &str) -> Result<Option<WorkflowRun>>;
+    fn workflow_runs_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<WorkflowRun>>;
+    /// Runs newest first, optionally of one workflow name.
+    fn list_workflow_runs(
+        &self,
+        workflow_name: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<WorkflowRun>>;
+    /// Step runs of a run, in spec order.
+    fn step_runs(&self, run_id: &str) -> Result<Vec<StepRun>>;
+    /// Events of a run in sequence order; with `limit`, the last `limit` of them.
+    fn workflow_events(&self, run_id: &str, limit: Option<usize>) -> Result<Vec<WorkflowEvent>>;
+    /// Writes a run's mutable fields and appends `events`, in one transaction.
+    fn save_workflow_run(
+        &self,
+        run: &WorkflowRun,
+        events: &[NewEvent],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<()>;
+    /// Writes a step run's mutable fields and appends `events`, in one transaction.
+    fn save_step_run(
+        &self,
+        step: &StepRun,
+        events: &[NewEvent],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<()>;
+    /// Records a cancellation request (from any process); the runner acts on it.
+    fn request_workflow_cancel(
+        &self,
+        run_id: &str,
+        reason: &str,
+        now: Instant,
+    ) -> Result<WorkflowRun>;
+    /// Deletes finished workflow runs by the same policy as loop runs (per workflow).
+    fn prune_workflow_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize>;
 }

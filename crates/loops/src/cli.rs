@@ -52,6 +52,9 @@ pub enum Command {
     /// Run and control the background daemon.
     #[command(subcommand)]
     Daemon(DaemonCommand),
+    /// Define, run and inspect workflows (DAGs of steps).
+    #[command(subcommand)]
+    Workflows(WorkflowsCommand),
     /// Print shell completions.
     Completions(CompletionsArgs),
 }
@@ -286,6 +289,10 @@ pub struct CreateAgentArgs {
     /// safe (default: ignore user config) or none.
     #[arg(long, value_name = "MODE")]
     pub config_isolation: Option<String>,
+    /// Provider config override KEY=VALUE (repeatable; codex and codewith, passed as
+    /// `-c KEY=VALUE`, VALUE parsed as TOML), e.g. model_provider=mock.
+    #[arg(long = "config-override", value_name = "KEY=VALUE")]
+    pub config_overrides: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -338,4 +345,112 @@ pub struct LoopArg {
 pub struct CompletionsArgs {
     /// bash, zsh or fish.
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkflowsCommand {
+    /// Check a workflow spec file without storing it.
+    Validate(WorkflowFileArgs),
+    /// Store a workflow spec from a JSON file.
+    Create(WorkflowCreateArgs),
+    /// List stored workflows.
+    List(WorkflowListArgs),
+    /// Show one workflow spec.
+    Show(WorkflowArg),
+    /// Run a workflow now, in this process; exits non-zero unless it succeeds.
+    Run(WorkflowRunArgs),
+    /// List workflow runs, newest first.
+    Runs(WorkflowRunsArgs),
+    /// Show a workflow run: its DAG with each step's state, and its events.
+    Inspect(WorkflowRunArg),
+    /// Print a workflow run's event log.
+    Events(WorkflowEventsArgs),
+    /// Stop a running workflow run (from any process).
+    Cancel(WorkflowReasonArgs),
+    /// Reset steps whose processes are gone to pending, for the next attempt.
+    Recover(WorkflowReasonArgs),
+    /// Archive a workflow (loops naming it stop finding it).
+    Archive(WorkflowArg),
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowFileArgs {
+    /// Path of the JSON spec.
+    pub file: PathBuf,
+    /// Override the spec's name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Also check that every step's target can start here.
+    #[arg(long)]
+    pub preflight: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowCreateArgs {
+    #[command(flatten)]
+    pub file: WorkflowFileArgs,
+    /// Archive the active spec of the same name and store this one as a new version.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowListArgs {
+    /// Only workflows with this status (active, archived).
+    #[arg(long)]
+    pub status: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowArg {
+    /// Workflow name, id, or unambiguous id prefix.
+    pub workflow: String,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowRunArgs {
+    /// Workflow name, id, or unambiguous id prefix.
+    pub workflow: String,
+    /// Print every step's stdout and stderr.
+    #[arg(long)]
+    pub show_output: bool,
+    /// Stop the whole run after DURATION.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowRunsArgs {
+    /// Only runs of this workflow.
+    pub workflow: Option<String>,
+    /// At most N runs (default 20; 0 = all).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowRunArg {
+    /// Workflow run id or unambiguous prefix.
+    pub run: String,
+    /// Include step output.
+    #[arg(long)]
+    pub show_output: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowEventsArgs {
+    /// Workflow run id or unambiguous prefix.
+    pub run: String,
+    /// Only the last N events.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowReasonArgs {
+    /// Workflow run id or unambiguous prefix.
+    pub run: String,
+    /// Recorded with the event.
+    #[arg(long)]
+    pub reason: Option<String>,
 }

@@ -189,6 +189,7 @@ fn agent_target(args: CreateAgentArgs) -> Result<(CommonCreate, Target), Failure
         agent: args.agent.clone(),
         auth_profile: args.auth_profile.clone(),
         config_isolation,
+        config_overrides: config_overrides(&args.config_overrides)?,
         env: env_map(&c.env)?,
         timeout_ms: timeout(c)?,
         account: account(c),
@@ -227,6 +228,21 @@ fn env_map(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
         env.insert(k.to_owned(), v.to_owned());
     }
     Ok(env)
+}
+
+/// `--config-override KEY=VALUE` pairs; only the first `=` splits (TOML values may
+/// contain `=`, as in `model_providers.mock={name="Mock"}`).
+fn config_overrides(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+    let mut overrides = BTreeMap::new();
+    for pair in pairs {
+        let (k, v) = pair.split_once('=').ok_or_else(|| {
+            Failure::usage(format!(
+                "invalid --config-override {pair:?}: expected KEY=VALUE"
+            ))
+        })?;
+        overrides.insert(k.to_owned(), v.to_owned());
+    }
+    Ok(overrides)
 }
 
 fn duration(flag: &str, text: &str) -> Result<u64, Failure> {

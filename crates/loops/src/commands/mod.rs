@@ -10,6 +10,7 @@ mod prune;
 mod run_now;
 mod runs;
 mod tick;
+mod workflows;
 
 use crate::cli::{Cli, Command};
 use crate::Failure;
@@ -74,6 +75,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Doctor => doctor::run(&ctx),
         Command::Prune(args) => prune::run(&ctx, args),
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
+        Command::Workflows(cmd) => workflows::run(&ctx, cmd),
         Command::Completions(args) => completions::run(args),
     }
 }

@@ -9,3 +9,4 @@ mod util;
 mod bad_input;
 mod daemon;
 mod loops_cli;
+mod workflows;

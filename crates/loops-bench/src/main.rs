@@ -1,0 +1,1194 @@
+//! `loops-bench`: benchmarks of the `loops` CLI, daemon and store. Not a test suite:
+//! every subcommand sets up a fresh temporary data dir (`LOOPS_DATA_DIR`), measures one
+//! thing against the real release binary and prints markdown table rows.
+//!
+//! Build both binaries in release mode first, then run one benchmark at a time:
+//!
+//! ```sh
+//! cargo build --release -p loops -p loops-bench
+//! cargo run --release -p loops-bench -- cli-list               # `loops --json list`, 1k and 10k loops
+//! cargo run --release -p loops-bench -- cli-create             # `loops create` into 1k loops
+//! cargo run --release -p loops-bench -- dispatch --secs 60     # 1k loops every 1 s: dispatch lag
+//! cargo run --release -p loops-bench -- throughput             # 5k due runs end to end
+//! cargo run --release -p loops-bench -- rss                    # daemon RSS and idle CPU
+//! cargo run --release -p loops-bench -- tick-cost              # scheduling cost with 100k loops
+//! cargo run --release -p loops-bench -- soak --secs 120        # bounded store under retention
+//! ```
+//!
+//! The `loops` binary is `target/release/loops` of this workspace unless
+//! `--loops-bin PATH` says otherwise. Results and the machine they were taken on are
+//! recorded in `BENCHMARKS.md` at the workspace root.
+
+use anyhow::{bail, ensure, Context as _, Result};
+use chrono::{TimeDelta, Utc};
+use clap::{Parser, Subcommand};
+use loops_core::{Anchor, CommandTarget, Instant, Policy, Run, RunStatus, Schedule, Target};
+use loops_runtime::client::{Client, LoopDefinition};
+use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
+use loops_store::{RunFilter, SqliteStore, Store};
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant as Mono};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "loops-bench",
+    about = "Benchmarks of the loops CLI, daemon and store"
+)]
+struct Cli {
+    /// The `loops` binary to measure (default: target/release/loops of this workspace).
+    #[arg(long, global = true, value_name = "PATH")]
+    loops_bin: Option<PathBuf>,
+    /// Keep the temporary data dirs (their paths are printed) instead of deleting them.
+    #[arg(long, global = true)]
+    keep_dirs: bool,
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// Wall clock of `loops --json list` (and `loops list`) over stores of N loops.
+    CliList {
+        /// Store sizes to measure.
+        #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 10_000])]
+        sizes: Vec<usize>,
+        /// Timed invocations per size.
+        #[arg(long, default_value_t = 30)]
+        runs: usize,
+    },
+    /// Wall clock of `loops create command … --every 1m --cmd true` into a populated store.
+    CliCreate {
+        /// Loops already in the store.
+        #[arg(long, default_value_t = 1_000)]
+        existing: usize,
+        /// Timed invocations.
+        #[arg(long, default_value_t = 100)]
+        calls: usize,
+    },
+    /// Dispatch lag of the real daemon with N loops every 1 s running `true`.
+    Dispatch {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        /// How long the daemon runs.
+        #[arg(long, default_value_t = 60)]
+        secs: u64,
+        #[arg(long, default_value_t = 256)]
+        max_concurrent: usize,
+        /// Give every loop the same phase (all N due at the same instant each second)
+        /// instead of spreading the phases evenly over the second.
+        #[arg(long)]
+        aligned: bool,
+        /// Run `true` through `sh -c` (the CLI's default) instead of exec'ing it.
+        #[arg(long)]
+        shell: bool,
+    },
+    /// End-to-end runs/s: N loops due at once, from daemon start to the last finalized run.
+    Throughput {
+        #[arg(long, default_value_t = 5_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 256)]
+        max_concurrent: usize,
+        #[arg(long)]
+        shell: bool,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout_secs: u64,
+    },
+    /// Daemon RSS and idle CPU with 0 loops and with N loops due far in the future.
+    Rss {
+        #[arg(long, default_value_t = 10_000)]
+        loops: usize,
+        /// Length of the idle CPU sample.
+        #[arg(long, default_value_t = 10)]
+        idle_secs: u64,
+    },
+    /// Scheduling cost of one pass with DUE due loops among N stored loops.
+    TickCost {
+        #[arg(long, default_value_t = 100_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 10)]
+        due: usize,
+        /// Timed repetitions of each measurement.
+        #[arg(long, default_value_t = 30)]
+        runs: usize,
+    },
+    /// Long run of N loops every 1 s under scaled-down retention; samples the DB size.
+    Soak {
+        #[arg(long, default_value_t = 200)]
+        loops: usize,
+        #[arg(long, default_value_t = 600)]
+        secs: u64,
+        /// Seconds between samples.
+        #[arg(long, default_value_t = 10)]
+        sample_every: u64,
+        /// Daemon `--keep-runs`.
+        #[arg(long, default_value_t = 20)]
+        keep_runs: usize,
+        /// Daemon `--prune-every`.
+        #[arg(long, default_value = "10s")]
+        prune_every: String,
+    },
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let bin = match cli.loops_bin {
+        Some(path) => path,
+        None => default_loops_bin(),
+    };
+    ensure!(
+        bin.is_file(),
+        "loops binary not found at {} (run `cargo build --release -p loops` or pass --loops-bin)",
+        bin.display()
+    );
+    let bench = Bencher {
+        bin,
+        keep_dirs: cli.keep_dirs,
+    };
+    match cli.bench {
+        Bench::CliList { sizes, runs } => bench.cli_list(&sizes, runs),
+        Bench::CliCreate { existing, calls } => bench.cli_create(existing, calls),
+        Bench::Dispatch {
+            loops,
+            secs,
+            max_concurrent,
+            aligned,
+            shell,
+        } => bench.dispatch(loops, secs, max_concurrent, aligned, shell),
+        Bench::Throughput {
+            loops,
+            max_concurrent,
+            shell,
+            timeout_secs,
+        } => bench.throughput(loops, max_concurrent, shell, timeout_secs),
+        Bench::Rss { loops, idle_secs } => bench.rss(loops, idle_secs),
+        Bench::TickCost { loops, due, runs } => bench.tick_cost(loops, due, runs),
+        Bench::Soak {
+            loops,
+            secs,
+            sample_every,
+            keep_runs,
+            prune_every,
+        } => bench.soak(loops, secs, sample_every, keep_runs, &prune_every),
+    }
+}
+
+fn default_loops_bin() -> PathBuf {
+    let in_workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/loops");
+    match in_workspace.canonicalize() {
+        Ok(path) => path,
+        Err(_) => PathBuf::from("target/release/loops"),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------
+
+struct Bencher {
+    bin: PathBuf,
+    keep_dirs: bool,
+}
+
+/// A fresh temporary directory; the store lives in its `data` subdir.
+struct BenchDir {
+    tmp: Option<tempfile::TempDir>,
+    root: PathBuf,
+}
+
+impl BenchDir {
+    fn data(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    fn db(&self) -> PathBuf {
+        self.data().join(loops_store::DB_FILE)
+    }
+
+    fn log(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+}
+
+impl Drop for BenchDir {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = tmp.close();
+        }
+    }
+}
+
+impl Bencher {
+    fn fresh_dir(&self) -> Result<BenchDir> {
+        let tmp = tempfile::Builder::new()
+            .prefix("loops-bench-")
+            .tempdir()
+            .context("cannot create a temporary directory")?;
+        let root = tmp.path().to_path_buf();
+        let tmp = if self.keep_dirs {
+            eprintln!("data dir kept: {}", root.display());
+            let _ = tmp.keep();
+            None
+        } else {
+            Some(tmp)
+        };
+        Ok(BenchDir { tmp, root })
+    }
+
+    /// Runs `loops ARGS` against `data`, stdout discarded; the wall clock of spawn → exit.
+    fn time_cli(&self, data: &Path, args: &[&str]) -> Result<Duration> {
+        let start = Mono::now();
+        let out = Command::new(&self.bin)
+            .args(args)
+            .env("LOOPS_DATA_DIR", data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .with_context(|| format!("cannot run {}", self.bin.display()))?;
+        let elapsed = start.elapsed();
+        if !out.status.success() {
+            bail!(
+                "`loops {}` failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(elapsed)
+    }
+
+    fn time_cli_n(&self, data: &Path, args: &[&str], runs: usize) -> Result<Stats> {
+        let mut samples = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            samples.push(ms(self.time_cli(data, args)?));
+        }
+        Ok(Stats::of(samples))
+    }
+
+    fn start_daemon(&self, dir: &BenchDir, log_name: &str, flags: &[&str]) -> Result<Daemon> {
+        Daemon::start(&self.bin, &dir.data(), &dir.log(log_name), flags)
+    }
+}
+
+fn command_def(name: String, schedule: Schedule, shell: bool) -> LoopDefinition {
+    LoopDefinition {
+        name,
+        description: None,
+        schedule,
+        target: Target::Command(CommandTarget {
+            command: "true".into(),
+            args: vec![],
+            cwd: None,
+            shell,
+            env: Default::default(),
+            timeout_ms: None,
+            account: None,
+        }),
+        policy: Policy::default(),
+    }
+}
+
+fn every(ms: u64) -> Schedule {
+    Schedule::Interval {
+        every_ms: ms,
+        anchor: Anchor::FixedRate,
+    }
+}
+
+/// Creates `n` command loops named `{prefix}-{i}` through the library, one transaction
+/// each (as the CLI does). `plan(i)` gives the schedule and the creation instant.
+/// Returns the loops' first slots by id and the time taken.
+fn populate(
+    client: &Client,
+    n: usize,
+    prefix: &str,
+    shell: bool,
+    mut plan: impl FnMut(usize) -> (Schedule, Instant),
+) -> Result<(HashMap<String, Option<Instant>>, Duration)> {
+    let start = Mono::now();
+    let mut first = HashMap::with_capacity(n);
+    for i in 0..n {
+        let (schedule, now) = plan(i);
+        let created = client
+            .create(command_def(format!("{prefix}-{i}"), schedule, shell), now)
+            .with_context(|| format!("cannot create loop {prefix}-{i}"))?;
+        first.insert(created.id.to_string(), created.next_run_at);
+    }
+    Ok((first, start.elapsed()))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1_000.0
+}
+
+fn delta_ms(d: TimeDelta) -> f64 {
+    match d.num_microseconds() {
+        Some(us) => us as f64 / 1_000.0,
+        None => d.num_milliseconds() as f64,
+    }
+}
+
+fn millis(n: usize) -> TimeDelta {
+    TimeDelta::milliseconds(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+/// Order statistics of a sample (nearest-rank percentiles).
+#[derive(Debug, Clone, Default)]
+struct Stats {
+    n: usize,
+    p50: f64,
+    p90: f64,
+    p99: f64,
+    max: f64,
+}
+
+impl Stats {
+    fn of(mut v: Vec<f64>) -> Self {
+        if v.is_empty() {
+            return Self::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+            v[rank - 1]
+        };
+        Self {
+            n: v.len(),
+            p50: pct(0.50),
+            p90: pct(0.90),
+            p99: pct(0.99),
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+fn sleep(d: Duration) {
+    std::thread::sleep(d);
+}
+
+// ---------------------------------------------------------------------------------
+// The daemon under test, and /proc readers
+// ---------------------------------------------------------------------------------
+
+/// A `loops daemon run` child. Dropped without `stop`, it is killed.
+struct Daemon {
+    child: Child,
+    pid: u32,
+    /// Wall clock just before spawn.
+    spawned_at: Instant,
+    spawned_mono: Mono,
+    /// When the pid file appeared (the lease is held and the socket about to be bound).
+    ready_at: Instant,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(bin: &Path, data: &Path, log: &Path, flags: &[&str]) -> Result<Self> {
+        let log_file = std::fs::File::create(log)
+            .with_context(|| format!("cannot create {}", log.display()))?;
+        let spawned_at = Utc::now();
+        let spawned_mono = Mono::now();
+        let child = Command::new(bin)
+            .args(["daemon", "run"])
+            .args(flags)
+            .env("LOOPS_DATA_DIR", data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .with_context(|| format!("cannot start {} daemon run", bin.display()))?;
+        let pid = child.id();
+        let mut daemon = Self {
+            child,
+            pid,
+            spawned_at,
+            spawned_mono,
+            ready_at: spawned_at,
+            log: log.to_path_buf(),
+        };
+        let pid_file = data.join(loops_runtime::daemon::PID_FILE);
+        loop {
+            if loops_runtime::daemon::read_pid_file(data) == Some(pid) {
+                break;
+            }
+            if let Some(status) = daemon.child.try_wait()? {
+                bail!(
+                    "daemon exited at startup ({status}); log: {}",
+                    daemon.log_tail()
+                );
+            }
+            if spawned_mono.elapsed() > Duration::from_secs(15) {
+                bail!(
+                    "daemon did not write {} within 15 s; log: {}",
+                    pid_file.display(),
+                    daemon.log_tail()
+                );
+            }
+            sleep(Duration::from_millis(1));
+        }
+        daemon.ready_at = Utc::now();
+        Ok(daemon)
+    }
+
+    fn startup_ms(&self) -> f64 {
+        delta_ms(self.ready_at - self.spawned_at)
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(10)..].join("\n")
+    }
+
+    fn rss_kb(&self) -> Result<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
+        let field = |name: &str| -> Result<u64> {
+            let line = status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .with_context(|| format!("{name} missing from /proc/{}/status", self.pid))?;
+            let kb = line
+                .split_whitespace()
+                .nth(1)
+                .with_context(|| format!("malformed line {line:?}"))?;
+            Ok(kb.parse()?)
+        };
+        Ok((field("VmRSS:")?, field("VmHWM:")?))
+    }
+
+    fn cpu(&self) -> Result<CpuTicks> {
+        CpuTicks::of(self.pid)
+    }
+
+    /// SIGTERM, then waits for a clean exit. Returns how long the shutdown took.
+    fn stop(&mut self) -> Result<Duration> {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid)?);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+            .context("cannot SIGTERM the daemon")?;
+        let start = Mono::now();
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                ensure!(
+                    status.success(),
+                    "daemon exited with {status}; log: {}",
+                    self.log_tail()
+                );
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                bail!("daemon did not exit within 60 s of SIGTERM");
+            }
+            sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// CPU time of a process from /proc/PID/stat, in clock ticks.
+#[derive(Debug, Clone, Copy)]
+struct CpuTicks {
+    own: u64,
+    children: u64,
+}
+
+impl CpuTicks {
+    fn of(pid: u32) -> Result<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        let after = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .context("malformed /proc stat")?;
+        // Fields after the command name start at field 3 (state): utime is field 14.
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let num = |i: usize| -> Result<u64> {
+            Ok(fields
+                .get(i)
+                .with_context(|| format!("/proc/{pid}/stat has no field {}", i + 3))?
+                .parse()?)
+        };
+        Ok(Self {
+            own: num(11)? + num(12)?,
+            children: num(13)? + num(14)?,
+        })
+    }
+
+    /// (own, children) CPU milliseconds since `earlier`.
+    fn since_ms(&self, earlier: &Self, tck: u64) -> (f64, f64) {
+        let to_ms = |t: u64| t as f64 * 1_000.0 / tck as f64;
+        (
+            to_ms(self.own.saturating_sub(earlier.own)),
+            to_ms(self.children.saturating_sub(earlier.children)),
+        )
+    }
+}
+
+fn clock_ticks_per_sec() -> u64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|t| *t > 0)
+        .unwrap_or(100)
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+fn all_runs(db: &Path) -> Result<Vec<Run>> {
+    let store = SqliteStore::open(db)?;
+    Ok(store.list_runs(&RunFilter {
+        loop_id: None,
+        limit: None,
+    })?)
+}
+
+fn flush() {
+    let _ = std::io::stdout().flush();
+}
+
+// ---------------------------------------------------------------------------------
+// The benchmarks
+// ---------------------------------------------------------------------------------
+
+impl Bencher {
+    /// 1. `loops --json list` over 1k and 10k loops.
+    fn cli_list(&self, sizes: &[usize], runs: usize) -> Result<()> {
+        let floor = {
+            let dir = self.fresh_dir()?;
+            self.time_cli_n(&dir.data(), &["--version"], runs)?
+        };
+        println!(
+            "process floor: `loops --version` median {:.2} ms, p90 {:.2} ms ({runs} runs)\n",
+            floor.p50, floor.p90
+        );
+        println!("| loops | `--json list` median ms | p90 ms | max ms | `list` (table) median ms | p90 ms | JSON bytes | in-process open ms | list ms | serialize ms | target ≤ 15 ms @1k |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        for &n in sizes {
+            let dir = self.fresh_dir()?;
+            let data = dir.data();
+            let client = Client::open(&data)?;
+            let now = Utc::now();
+            let (_, setup) = populate(&client, n, "bench", true, |_| (every(60_000), now))?;
+            drop(client);
+            eprintln!("populated {n} loops in {:.1} s", setup.as_secs_f64());
+            // Warm the page cache and the binary.
+            for _ in 0..3 {
+                self.time_cli(&data, &["--json", "list"])?;
+            }
+            let json = self.time_cli_n(&data, &["--json", "list"], runs)?;
+            let table = self.time_cli_n(&data, &["list"], runs)?;
+            let bytes = Command::new(&self.bin)
+                .args(["--json", "list"])
+                .env("LOOPS_DATA_DIR", &data)
+                .output()?
+                .stdout
+                .len();
+            // The same work in-process, split into its steps.
+            let (mut open, mut list, mut ser) = (vec![], vec![], vec![]);
+            for _ in 0..runs {
+                let t = Mono::now();
+                let client = Client::open(&data)?;
+                open.push(ms(t.elapsed()));
+                let t = Mono::now();
+                let loops = client.list(None)?;
+                list.push(ms(t.elapsed()));
+                let t = Mono::now();
+                let text = serde_json::to_vec_pretty(&loops)?;
+                ser.push(ms(t.elapsed()));
+                std::hint::black_box(text);
+            }
+            let target = if n == 1_000 {
+                format!("{} ({:.2} ms)", verdict(json.p50 <= 15.0), json.p50)
+            } else {
+                "—".into()
+            };
+            println!(
+                "| {n} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {bytes} | {:.2} | {:.2} | {:.2} | {target} |",
+                json.p50,
+                json.p90,
+                json.max,
+                table.p50,
+                table.p90,
+                Stats::of(open).p50,
+                Stats::of(list).p50,
+                Stats::of(ser).p50,
+            );
+            flush();
+        }
+        Ok(())
+    }
+
+    /// 2. `loops create command …` into a store of 1k loops.
+    fn cli_create(&self, existing: usize, calls: usize) -> Result<()> {
+        let dir = self.fresh_dir()?;
+        let data = dir.data();
+        let client = Client::open(&data)?;
+        let now = Utc::now();
+        populate(&client, existing, "existing", true, |_| {
+            (every(60_000), now)
+        })?;
+        let floor = self.time_cli_n(&data, &["--version"], 30)?;
+        let mut samples = Vec::with_capacity(calls);
+        for i in 0..calls {
+            let name = format!("bench-{i}");
+            let args = ["create", "command", &name, "--every", "1m", "--cmd", "true"];
+            samples.push(ms(self.time_cli(&data, &args)?));
+        }
+        let cli = Stats::of(samples);
+        // The library call alone (validation + one insert transaction), for comparison.
+        let mut lib = Vec::with_capacity(calls);
+        for i in 0..calls {
+            let def = command_def(format!("lib-{i}"), every(60_000), true);
+            let t = Mono::now();
+            client.create(def, Utc::now())?;
+            lib.push(ms(t.elapsed()));
+        }
+        let lib = Stats::of(lib);
+        let mut opens = Vec::with_capacity(calls);
+        for _ in 0..calls {
+            let t = Mono::now();
+            let c = Client::open(&data)?;
+            opens.push(ms(t.elapsed()));
+            drop(c);
+        }
+        let opens = Stats::of(opens);
+        println!("| store | calls | `loops create` median ms | p90 ms | max ms | `loops --version` median ms | in-process `Client::open` median ms | in-process `Client::create` median ms | target ≤ 10 ms |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+        println!(
+            "| {existing} loops | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {} ({:.2} ms) |",
+            cli.n,
+            cli.p50,
+            cli.p90,
+            cli.max,
+            floor.p50,
+            opens.p50,
+            lib.p50,
+            verdict(cli.p50 <= 10.0),
+            cli.p50
+        );
+        Ok(())
+    }
+
+    /// 3. Dispatch lag with N loops every 1 s.
+    fn dispatch(
+        &self,
+        n: usize,
+        secs: u64,
+        max_concurrent: usize,
+        aligned: bool,
+        shell: bool,
+    ) -> Result<()> {
+        ensure!(n > 0 && secs >= 6, "need at least one loop and --secs >= 6");
+        let dir = self.fresh_dir()?;
+        let client = Client::open(&dir.data())?;
+        let period = 1_000usize;
+        // Creation instants in the near future, so no slot is missed before the daemon
+        // is up; spread evenly over one period unless --aligned.
+        let base = Utc::now() + TimeDelta::seconds(2);
+        let (first_slots, setup) = populate(&client, n, "tick", shell, |i| {
+            let offset = if aligned { 0 } else { i * period / n };
+            (every(1_000), base + millis(offset))
+        })?;
+        drop(client);
+        eprintln!(
+            "created {n} loops in {:.2} s; first slots from {}",
+            setup.as_secs_f64(),
+            base + TimeDelta::seconds(1)
+        );
+        let mc = max_concurrent.to_string();
+        let mut daemon = self.start_daemon(
+            &dir,
+            "daemon.log",
+            &[
+                "--max-concurrent",
+                &mc,
+                "--keep-runs",
+                "0",
+                "--keep-for",
+                "0",
+            ],
+        )?;
+        let tck = clock_ticks_per_sec();
+        let cpu0 = daemon.cpu()?;
+        sleep(Duration::from_secs(secs));
+        let cpu1 = daemon.cpu()?;
+        let (rss, hwm) = daemon.rss_kb()?;
+        let stopped_at = Utc::now();
+        let shutdown = daemon.stop()?;
+        let (cpu_own, cpu_children) = cpu1.since_ms(&cpu0, tck);
+
+        let runs = all_runs(&dir.db())?;
+        // Measure only slots well inside the daemon's lifetime.
+        let ws = daemon.ready_at.max(base + TimeDelta::seconds(1)) + TimeDelta::seconds(2);
+        let we = stopped_at - TimeDelta::seconds(2);
+        let window_s = delta_ms(we - ws) / 1_000.0;
+        let in_window = |r: &&Run| r.scheduled_for >= ws && r.scheduled_for <= we;
+        let mut claim_lag = vec![];
+        let mut finish_lag = vec![];
+        let mut skipped = 0usize;
+        let mut not_ok = 0usize;
+        let mut executed = 0usize;
+        let mut slots: HashMap<&str, BTreeSet<Instant>> = HashMap::new();
+        let mut off_grid = 0usize;
+        for r in runs.iter().filter(in_window) {
+            let id = r.loop_id.as_str();
+            if let Some(Some(first)) = first_slots.get(id) {
+                if (r.scheduled_for - *first).num_milliseconds() % 1_000 != 0 {
+                    off_grid += 1;
+                }
+            }
+            slots.entry(id).or_default().insert(r.scheduled_for);
+            match r.status {
+                RunStatus::Skipped => skipped += 1,
+                status => {
+                    executed += 1;
+                    if status != RunStatus::Succeeded {
+                        not_ok += 1;
+                    }
+                    if let Some(started) = r.started_at {
+                        claim_lag.push(delta_ms(started - r.scheduled_for));
+                    }
+                    if let Some(finished) = r.finished_at {
+                        finish_lag.push(delta_ms(finished - r.scheduled_for));
+                    }
+                }
+            }
+        }
+        // Missed slots: grid points of each loop inside the window without any row.
+        let mut expected = 0i64;
+        let mut missed = 0i64;
+        for (id, first) in &first_slots {
+            let Some(first) = first else { continue };
+            let k0 = ((ws - *first).num_milliseconds() + 999)
+                .div_euclid(1_000)
+                .max(0);
+            let k1 = (we - *first).num_milliseconds().div_euclid(1_000);
+            let want = (k1 - k0 + 1).max(0);
+            expected += want;
+            let have = slots.get(id.as_str()).map_or(0, |s| {
+                s.iter()
+                    .filter(|t| (**t - *first).num_milliseconds() % 1_000 == 0)
+                    .count()
+            });
+            missed += want - i64::try_from(have).unwrap_or(0);
+        }
+        let claim = Stats::of(claim_lag);
+        let finish = Stats::of(finish_lag);
+        let phase = if aligned { "aligned" } else { "spread" };
+        let target_met = claim.p50 <= 5.0 && claim.p99 <= 50.0 && missed == 0 && skipped == 0;
+        println!(
+            "daemon: startup {:.1} ms, shutdown {:.0} ms, window {window_s:.1} s ({} .. {}), {} runs in the store",
+            daemon.startup_ms(),
+            ms(shutdown),
+            ws.format("%H:%M:%S%.3f"),
+            we.format("%H:%M:%S%.3f"),
+            runs.len()
+        );
+        println!();
+        println!("| loops | phases | exec | runs in window | expected slots | runs/s | lag p50 ms | p99 ms | max ms | start→finish p50 ms | p99 ms | max ms | missed slots | skipped | not succeeded | off-grid | daemon CPU | children CPU | RSS / HWM MB | target p50 ≤ 5, p99 ≤ 50, none missed |");
+        println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
+        println!(
+            "| {n} | {phase} | {} | {executed} | {expected} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {missed} | {skipped} | {not_ok} | {off_grid} | {:.0}% | {:.0}% | {:.1} / {:.1} | {} |",
+            if shell { "sh -c true" } else { "exec true" },
+            executed as f64 / window_s,
+            claim.p50,
+            claim.p99,
+            claim.max,
+            finish.p50,
+            finish.p99,
+            finish.max,
+            cpu_own / (secs as f64 * 10.0),
+            cpu_children / (secs as f64 * 10.0),
+            rss as f64 / 1024.0,
+            hwm as f64 / 1024.0,
+            verdict(target_met),
+        );
+        println!();
+        println!("(lag = startedAt − scheduledFor as recorded; start→finish = finishedAt − scheduledFor, an upper bound on the real spawn lag)");
+        Ok(())
+    }
+
+    /// 4. End-to-end runs/s.
+    fn throughput(
+        &self,
+        n: usize,
+        max_concurrent: usize,
+        shell: bool,
+        timeout_secs: u64,
+    ) -> Result<()> {
+        let dir = self.fresh_dir()?;
+        let client = Client::open(&dir.data())?;
+        // `dynamic` loops: the first slot is the creation instant (due at once), the
+        // next one a day after the finish, so each runs exactly once here.
+        let now = Utc::now();
+        let (_, setup) = populate(&client, n, "burst", shell, |_| {
+            (
+                Schedule::Dynamic {
+                    min_interval_ms: 86_400_000,
+                },
+                now,
+            )
+        })?;
+        eprintln!("created {n} due loops in {:.2} s", setup.as_secs_f64());
+        let store = Arc::clone(client.store());
+        let mc = max_concurrent.to_string();
+        let tck = clock_ticks_per_sec();
+        let mut daemon = self.start_daemon(
+            &dir,
+            "daemon.log",
+            &[
+                "--max-concurrent",
+                &mc,
+                "--keep-runs",
+                "0",
+                "--keep-for",
+                "0",
+            ],
+        )?;
+        let cpu0 = daemon.cpu()?;
+        // Done when nothing is due (checked first) and then nothing runs.
+        loop {
+            sleep(Duration::from_millis(50));
+            if store.due_loops(Utc::now(), 1)?.is_empty() && store.running_runs(None)?.is_empty() {
+                break;
+            }
+            if daemon.spawned_mono.elapsed() > Duration::from_secs(timeout_secs) {
+                bail!("not finished after {timeout_secs} s");
+            }
+        }
+        let observed = daemon.spawned_mono.elapsed();
+        let cpu1 = daemon.cpu()?;
+        let (rss, hwm) = daemon.rss_kb()?;
+        daemon.stop()?;
+        let (cpu_own, cpu_children) = cpu1.since_ms(&cpu0, tck);
+        let runs = all_runs(&dir.db())?;
+        let ok = runs
+            .iter()
+            .filter(|r| r.status == RunStatus::Succeeded)
+            .count();
+        let first_start = runs.iter().filter_map(|r| r.started_at).min();
+        let last_finish = runs.iter().filter_map(|r| r.finished_at).max();
+        let (Some(first_start), Some(last_finish)) = (first_start, last_finish) else {
+            bail!("no finished runs");
+        };
+        let e2e_s = delta_ms(last_finish - daemon.spawned_at) / 1_000.0;
+        let steady_s = delta_ms(last_finish - first_start) / 1_000.0;
+        let rate = runs.len() as f64 / e2e_s;
+        let durations = Stats::of(
+            runs.iter()
+                .filter_map(|r| r.duration_ms)
+                .map(|d| d as f64)
+                .collect(),
+        );
+        println!("| loops | exec | --max-concurrent | runs | succeeded | daemon start → last finalized s | runs/s end to end | first claim → last finalized s | runs/s steady | durationMs p50 / p99 | daemon CPU s | children CPU s | RSS / HWM MB | target ≥ 1,000 runs/s |");
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        println!(
+            "| {n} | {} | {max_concurrent} | {} | {ok} | {e2e_s:.2} | {rate:.0} | {steady_s:.2} | {:.0} | {:.0} / {:.0} | {:.2} | {:.2} | {:.1} / {:.1} | {} |",
+            if shell { "sh -c true" } else { "exec true" },
+            runs.len(),
+            runs.len() as f64 / steady_s,
+            durations.p50,
+            durations.p99,
+            cpu_own / 1_000.0,
+            cpu_children / 1_000.0,
+            rss as f64 / 1024.0,
+            hwm as f64 / 1024.0,
+            verdict(rate >= 1_000.0 && ok == n),
+        );
+        println!();
+        println!(
+            "(completion observed by polling after {:.2} s; the figures use the recorded finishedAt)",
+            observed.as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// 5. Daemon RSS and idle CPU.
+    fn rss(&self, n: usize, idle_secs: u64) -> Result<()> {
+        let tck = clock_ticks_per_sec();
+        println!("| loops defined | settle s | VmRSS MB | VmHWM MB | idle CPU ms per {idle_secs} s | target |");
+        println!("|---:|---:|---:|---:|---:|---|");
+        for (loops, settle) in [(0usize, 3u64), (n, 5)] {
+            let dir = self.fresh_dir()?;
+            let client = Client::open(&dir.data())?;
+            let now = Utc::now();
+            let yearly = Schedule::Cron {
+                expression: "0 0 1 1 *".into(),
+                timezone: "UTC".into(),
+            };
+            let (_, setup) = populate(&client, loops, "idle", true, |_| (yearly.clone(), now))?;
+            drop(client);
+            if loops > 0 {
+                eprintln!("created {loops} loops in {:.1} s", setup.as_secs_f64());
+            }
+            let mut daemon = self.start_daemon(&dir, "daemon.log", &[])?;
+            sleep(Duration::from_secs(settle));
+            let (rss, hwm) = daemon.rss_kb()?;
+            let cpu0 = daemon.cpu()?;
+            sleep(Duration::from_secs(idle_secs));
+            let cpu1 = daemon.cpu()?;
+            daemon.stop()?;
+            let (cpu, _) = cpu1.since_ms(&cpu0, tck);
+            let mb = rss as f64 / 1024.0;
+            let limit = if loops == 0 { 20.0 } else { 40.0 };
+            println!(
+                "| {loops} | {settle} | {mb:.1} | {:.1} | {cpu:.0} | ≤ {limit:.0} MB, CPU ≈ 0: {} |",
+                hwm as f64 / 1024.0,
+                verdict(mb <= limit && cpu <= 10.0 * idle_secs as f64)
+            );
+            flush();
+        }
+        println!();
+        println!(
+            "(CPU is utime+stime from /proc/PID/stat at {tck} ticks/s, i.e. {:.0} ms resolution)",
+            1_000.0 / tck as f64
+        );
+        Ok(())
+    }
+
+    /// 6. Scheduling cost of a pass with a few due loops among many.
+    fn tick_cost(&self, n: usize, due: usize, runs: usize) -> Result<()> {
+        ensure!(due <= n, "--due must not exceed --loops");
+        let mut rows = vec![];
+        for total in [due, n] {
+            let dir = self.fresh_dir()?;
+            let data = dir.data();
+            let client = Client::open(&data)?;
+            let now = Utc::now();
+            // `due` loops that are due again 1 ms after each finish; the rest daily,
+            // first slot a day from now.
+            let (_, setup) = populate(&client, total, "cost", false, |i| {
+                if i < due {
+                    (Schedule::Dynamic { min_interval_ms: 1 }, now)
+                } else {
+                    (every(86_400_000), now)
+                }
+            })?;
+            drop(client);
+            let insert_rate = total as f64 / setup.as_secs_f64();
+            eprintln!(
+                "{total} loops created in {:.1} s ({insert_rate:.0} loops/s), db {:.1} MB",
+                setup.as_secs_f64(),
+                file_len(&dir.db()) as f64 / 1e6
+            );
+            let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.db())?);
+
+            // The raw queries of a pass, in-process.
+            let mut q_due = vec![];
+            let mut q_exp = vec![];
+            let mut q_run = vec![];
+            let mut q_next = vec![];
+            for _ in 0..runs.max(50) {
+                let now = Utc::now();
+                let t = Mono::now();
+                let found = store.due_loops(now, 2_048)?;
+                q_due.push(ms(t.elapsed()));
+                ensure!(
+                    found.len() == due,
+                    "expected {due} due, found {}",
+                    found.len()
+                );
+                let t = Mono::now();
+                store.expire_loops(now, None)?;
+                q_exp.push(ms(t.elapsed()));
+                let t = Mono::now();
+                store.running_runs(None)?;
+                q_run.push(ms(t.elapsed()));
+                let t = Mono::now();
+                store.next_due_at()?;
+                q_next.push(ms(t.elapsed()));
+            }
+
+            // A whole in-process pass: `Engine::tick` claims and advances the due loops
+            // and spawns their tasks, which only execute at `drain` (not timed).
+            let engine = Engine::new(
+                Arc::clone(&store),
+                EngineConfig::for_this_process(),
+                Arc::new(SystemClock),
+            );
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let tick = rt.block_on(async {
+                let mut samples = vec![];
+                for _ in 0..runs {
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                    let t = Mono::now();
+                    let report = engine.tick()?;
+                    samples.push(ms(t.elapsed()));
+                    ensure!(
+                        report.claimed.len() == due,
+                        "tick claimed {} of {due}",
+                        report.claimed.len()
+                    );
+                    engine.drain().await;
+                }
+                Ok(Stats::of(samples))
+            })?;
+            drop(engine);
+            drop(store);
+
+            // `loops tick` wall clock: process + open + pass + running `true` ×due.
+            sleep(Duration::from_millis(5));
+            let mut cli = vec![];
+            for _ in 0..runs {
+                sleep(Duration::from_millis(3));
+                cli.push(ms(self.time_cli(&data, &["tick"])?));
+            }
+            let cli = Stats::of(cli);
+            rows.push((
+                total,
+                Stats::of(q_due),
+                Stats::of(q_exp),
+                Stats::of(q_run),
+                Stats::of(q_next),
+                tick,
+                cli,
+            ));
+        }
+        // A pass with nothing due, over the big store.
+        println!("| loops stored | due | `due_loops` median ms | `expire_loops` median ms | `running_runs` median ms | `next_due_at` median ms | `Engine::tick` median ms | p90 ms | `loops tick` median ms | p90 ms | target ≤ 5 ms |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        for (total, qd, qe, qr, qn, tick, cli) in &rows {
+            println!(
+                "| {total} | {due} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+                qd.p50,
+                qe.p50,
+                qr.p50,
+                qn.p50,
+                tick.p50,
+                tick.p90,
+                cli.p50,
+                cli.p90,
+                if *total == n {
+                    format!("{} ({:.2} ms)", verdict(tick.p50 <= 5.0), tick.p50)
+                } else {
+                    "baseline".into()
+                }
+            );
+        }
+        Ok(())
+    }
+
+    /// 7. Soak: bounded store under retention.
+    fn soak(
+        &self,
+        n: usize,
+        secs: u64,
+        sample_every: u64,
+        keep_runs: usize,
+        prune_every: &str,
+    ) -> Result<()> {
+        ensure!(sample_every > 0, "--sample-every must be positive");
+        let dir = self.fresh_dir()?;
+        let client = Client::open(&dir.data())?;
+        let base = Utc::now() + TimeDelta::seconds(2);
+        populate(&client, n, "soak", false, |i| {
+            (every(1_000), base + millis(i * 1_000 / n.max(1)))
+        })?;
+        let store = Arc::clone(client.store());
+        let keep = keep_runs.to_string();
+        let tck = clock_ticks_per_sec();
+        let mut daemon = self.start_daemon(
+            &dir,
+            "daemon.log",
+            &[
+                "--max-concurrent",
+                "256",
+                "--keep-runs",
+                &keep,
+                "--prune-every",
+                prune_every,
+            ],
+        )?;
+        let db = dir.db();
+        let wal = dir.data().join(format!("{}-wal", loops_store::DB_FILE));
+        let cpu0 = daemon.cpu()?;
+        println!("| t s | loops.db KB | -wal KB | total KB | run rows | daemon RSS MB | daemon CPU % (interval) |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        let mut series: Vec<(u64, u64)> = vec![];
+        let mut prev_cpu = cpu0;
+        let start = Mono::now();
+        let mut next = sample_every;
+        while next <= secs {
+            let wake = Duration::from_secs(next).saturating_sub(start.elapsed());
+            sleep(wake);
+            let (d, w) = (file_len(&db), file_len(&wal));
+            let rows = store
+                .list_runs(&RunFilter {
+                    loop_id: None,
+                    limit: None,
+                })?
+                .len();
+            let (rss, _) = daemon.rss_kb()?;
+            let cpu = daemon.cpu()?;
+            let (own, _) = cpu.since_ms(&prev_cpu, tck);
+            prev_cpu = cpu;
+            series.push((next, d + w));
+            println!(
+                "| {next} | {} | {} | {} | {rows} | {:.1} | {:.1} |",
+                d / 1024,
+                w / 1024,
+                (d + w) / 1024,
+                rss as f64 / 1024.0,
+                own / (sample_every as f64 * 10.0)
+            );
+            flush();
+            next += sample_every;
+        }
+        let cpu_end = daemon.cpu()?;
+        daemon.stop()?;
+        let (own, children) = cpu_end.since_ms(&cpu0, tck);
+        let runs = all_runs(&db)?;
+        let sizes: Vec<u64> = series.iter().map(|(_, s)| *s).collect();
+        let min = sizes.iter().copied().min().unwrap_or(0);
+        let max = sizes.iter().copied().max().unwrap_or(0);
+        let half = sizes.len() / 2;
+        let first_half = sizes[..half].iter().copied().max().unwrap_or(0);
+        let second_half = sizes[half..].iter().copied().max().unwrap_or(0);
+        let plateau = second_half as f64 <= first_half as f64 * 1.10;
+        let failed = runs
+            .iter()
+            .filter(|r| !matches!(r.status, RunStatus::Succeeded | RunStatus::Running))
+            .count();
+        println!();
+        println!("| loops | secs | keep-runs | prune-every | size min KB | size max KB | max 1st half KB | max 2nd half KB | rows at end | not succeeded at end | daemon CPU % | children CPU % | plateau (2nd-half max ≤ 1.1 × 1st-half max) |");
+        println!("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        println!(
+            "| {n} | {secs} | {keep_runs} | {prune_every} | {} | {} | {} | {} | {} | {failed} | {:.1} | {:.1} | {} |",
+            min / 1024,
+            max / 1024,
+            first_half / 1024,
+            second_half / 1024,
+            runs.len(),
+            own / (secs as f64 * 10.0),
+            children / (secs as f64 * 10.0),
+            verdict(plateau)
+        );
+        Ok(())
+    }
+}

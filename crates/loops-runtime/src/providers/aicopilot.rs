@@ -1,0 +1,14 @@
+//! aicopilot, an opencode-shaped CLI: the same `run --format json [--pure] [--dir DIR]
+//! [--model M] [--agent A]` argv and the same JSONL events.
+
+use loops_core::AgentTarget;
+
+use super::{opencode, Report};
+
+pub(super) fn args(t: &AgentTarget) -> Vec<String> {
+    opencode::args(t)
+}
+
+pub(super) fn parse(stdout: &str) -> Report {
+    opencode::parse(stdout)
+}

@@ -1,0 +1,96 @@
+//! Claude Code (`claude`).
+//!
+//! argv: `[--safe-mode --setting-sources local --no-session-persistence] -p
+//! --output-format json [--model M] [--agent A]`, the first group under
+//! `configIsolation: safe`. The prompt is read from stdin by `-p`.
+//!
+//! Output: one JSON object (`"type": "result"`). Success is `is_error == false` (and
+//! exit 0): `subtype` says `"success"` even for API errors, so it is not consulted.
+//! `result` holds the final text, or the error message when `is_error`. `--agent` must
+//! name an existing agent, else claude exits 1 with a message on stderr only.
+
+use loops_core::{AgentTarget, ConfigIsolation};
+use serde_json::Value;
+
+use super::output::{add_usage, json_lines, str_at, strip_truncation_marker, sum_present, u64_at};
+use super::Report;
+
+pub(super) fn args(t: &AgentTarget) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
+    if t.config_isolation == ConfigIsolation::Safe {
+        // No CLAUDE.md, hooks, plugins or MCP servers from the user's setup, and no
+        // session files left behind by an unattended run.
+        args.extend(
+            [
+                "--safe-mode",
+                "--setting-sources",
+                "local",
+                "--no-session-persistence",
+            ]
+            .map(String::from),
+        );
+    }
+    args.extend(["-p", "--output-format", "json"].map(String::from));
+    if let Some(model) = &t.model {
+        args.extend(["--model".to_owned(), model.clone()]);
+    }
+    if let Some(agent) = &t.agent {
+        args.extend(["--agent".to_owned(), agent.clone()]);
+    }
+    args
+}
+
+pub(super) fn parse(stdout: &str) -> Report {
+    result_object(stdout).map_or_else(Report::default, |v| parse_result(&v))
+}
+
+/// The `"type": "result"` object: the whole output, or (for wrappers that print more)
+/// the last JSON line that is one.
+pub(super) fn result_object(stdout: &str) -> Option<Value> {
+    let whole = strip_truncation_marker(stdout).trim();
+    if let Ok(v) = serde_json::from_str::<Value>(whole) {
+        if v.is_object() {
+            return Some(v);
+        }
+    }
+    json_lines(stdout)
+        .filter(|v| str_at(v, &["type"]) == Some("result"))
+        .last()
+}
+
+/// Reads a claude-shaped result object (cursor's `agent` prints the same shape).
+pub(super) fn parse_result(v: &Value) -> Report {
+    let mut usage = None;
+    // Anthropic's `input_tokens` excludes cache reads and writes; the run consumed all
+    // three, so the reported input is their sum.
+    let input = sum_present(&[
+        u64_at(v, &["usage", "input_tokens"]),
+        u64_at(v, &["usage", "cache_creation_input_tokens"]),
+        u64_at(v, &["usage", "cache_read_input_tokens"]),
+    ]);
+    let output = u64_at(v, &["usage", "output_tokens"]);
+    let cost = v.get("total_cost_usd").and_then(Value::as_f64);
+    add_usage(&mut usage, input, output, cost);
+    let result = str_at(v, &["result"]).map(str::to_owned);
+    let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+    if is_error {
+        let message = result
+            .filter(|r| !r.trim().is_empty())
+            .or_else(|| {
+                str_at(v, &["subtype"])
+                    .filter(|s| *s != "success")
+                    .map(|s| format!("claude reported an error ({s})"))
+            })
+            .unwrap_or_else(|| "claude reported an error".to_owned());
+        return Report {
+            text: None,
+            usage,
+            error: Some(message),
+        };
+    }
+    Report {
+        text: result,
+        usage,
+        error: None,
+    }
+}

@@ -1,0 +1,104 @@
+//! OpenAI Codex CLI (`codex`), and the codex-shaped argv and JSONL shared with
+//! codewith.
+//!
+//! argv: `codex --ask-for-approval never exec --json --ephemeral --sandbox
+//! workspace-write --skip-git-repo-check [--ignore-rules] [-c KEY=VALUE]… [--cd DIR]
+//! [--model M]`. `--ask-for-approval` is a top-level option: after `exec` codex
+//! rejects it. `exec` reads the prompt from stdin when none is given on argv. There is
+//! no `--agent` (validation rejects the field). `configOverrides` become `-c` pairs;
+//! this is how a loop points codex at a custom provider (`model_provider`,
+//! `model_providers.NAME={…}`), since codex ignores `OPENAI_BASE_URL`.
+//!
+//! Output: JSON lines. The final text is the last `item.completed` whose item is an
+//! `agent_message`; usage comes from `turn.completed`; failure is `turn.failed` (or a
+//! non-zero exit). An `item.completed` of type `error` is a warning codex recovered
+//! from and does not fail the run; a top-level `error` event is fatal only when no
+//! turn completed.
+
+use loops_core::{AgentTarget, ConfigIsolation};
+
+use super::output::{add_usage, json_lines, readable_error, str_at, u64_at};
+use super::Report;
+
+pub(super) fn args(t: &AgentTarget) -> Vec<String> {
+    codex_shaped(t, &[])
+}
+
+/// The codex argv with `global` options inserted before `exec` (codewith's
+/// `--auth-profile`).
+pub(super) fn codex_shaped(t: &AgentTarget, global: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = ["--ask-for-approval", "never"].map(String::from).into();
+    args.extend(global.iter().cloned());
+    args.extend(
+        [
+            "exec",
+            "--json",
+            "--ephemeral",
+            "--sandbox",
+            "workspace-write",
+            "--skip-git-repo-check",
+        ]
+        .map(String::from),
+    );
+    if t.config_isolation == ConfigIsolation::Safe {
+        args.push("--ignore-rules".to_owned());
+    }
+    for (key, value) in &t.config_overrides {
+        // One argv word per pair: the value cannot become a flag of its own.
+        args.extend(["-c".to_owned(), format!("{key}={value}")]);
+    }
+    if let Some(dir) = &t.cwd {
+        args.extend(["--cd".to_owned(), dir.clone()]);
+    }
+    if let Some(model) = &t.model {
+        args.extend(["--model".to_owned(), model.clone()]);
+    }
+    args
+}
+
+pub(super) fn parse(stdout: &str) -> Report {
+    let mut text = None;
+    let mut usage = None;
+    let mut turn_failed: Option<String> = None;
+    let mut fatal: Option<String> = None;
+    let mut turn_completed = false;
+    for event in json_lines(stdout) {
+        match str_at(&event, &["type"]) {
+            Some("item.completed") => {
+                if str_at(&event, &["item", "type"]) == Some("agent_message") {
+                    if let Some(t) = str_at(&event, &["item", "text"]) {
+                        text = Some(t.to_owned());
+                    }
+                }
+            }
+            Some("turn.completed") => {
+                turn_completed = true;
+                // `input_tokens` already includes `cached_input_tokens`, and
+                // `output_tokens` the reasoning tokens.
+                add_usage(
+                    &mut usage,
+                    u64_at(&event, &["usage", "input_tokens"]),
+                    u64_at(&event, &["usage", "output_tokens"]),
+                    None,
+                );
+            }
+            Some("turn.failed") => {
+                let message = str_at(&event, &["error", "message"])
+                    .map_or_else(|| "codex turn failed".to_owned(), readable_error);
+                turn_failed = Some(message);
+            }
+            Some("error") => {
+                if let Some(m) = str_at(&event, &["message"]) {
+                    fatal = Some(readable_error(m));
+                }
+            }
+            _ => {}
+        }
+    }
+    let error = turn_failed.or(if turn_completed { None } else { fatal });
+    Report {
+        text: if error.is_some() { None } else { text },
+        usage,
+        error,
+    }
+}

@@ -1,0 +1,101 @@
+//! opencode (`opencode`), and the `run --format json` argv and JSONL shared with
+//! aicopilot.
+//!
+//! argv: `opencode run --format json [--pure] [--dir DIR] [--model provider/model]
+//! [--agent A]`; `--pure` (no external plugins) under `configIsolation: safe`. The
+//! prompt is read from stdin. Without an explicit model opencode retries forever, so
+//! validation requires `model` for opencode.
+//!
+//! Output: JSON lines (`step_start`, `text`, `tool_use`, `step_finish`, `error`).
+//! The final text is the text of the last step that produced any; usage is summed
+//! over `step_finish` parts; an `error` event fails the run. Exit 1 with nothing on
+//! stdout means the CLI rejected its arguments or input (it prints usage to stderr).
+
+use loops_core::{AgentTarget, ConfigIsolation};
+use serde_json::Value;
+
+use super::output::{add_usage, at, json_lines, str_at, sum_present, u64_at};
+use super::Report;
+
+pub(super) fn args(t: &AgentTarget) -> Vec<String> {
+    let mut args: Vec<String> = ["run", "--format", "json"].map(String::from).into();
+    if t.config_isolation == ConfigIsolation::Safe {
+        args.push("--pure".to_owned());
+    }
+    if let Some(dir) = &t.cwd {
+        args.extend(["--dir".to_owned(), dir.clone()]);
+    }
+    if let Some(model) = &t.model {
+        args.extend(["--model".to_owned(), model.clone()]);
+    }
+    if let Some(agent) = &t.agent {
+        args.extend(["--agent".to_owned(), agent.clone()]);
+    }
+    args
+}
+
+pub(super) fn parse(stdout: &str) -> Report {
+    // Text of each step; the answer is the last step that said something (earlier
+    // steps narrate tool calls).
+    let mut steps: Vec<String> = vec![String::new()];
+    let mut usage = None;
+    let mut error = None;
+    for event in json_lines(stdout) {
+        match str_at(&event, &["type"]) {
+            Some("step_start") => {
+                if steps.last().is_some_and(|s| !s.is_empty()) {
+                    steps.push(String::new());
+                }
+            }
+            Some("text") => {
+                if let (Some(text), Some(step)) =
+                    (str_at(&event, &["part", "text"]), steps.last_mut())
+                {
+                    if !step.is_empty() {
+                        step.push('\n');
+                    }
+                    step.push_str(text);
+                }
+            }
+            Some("step_finish") => {
+                let tokens = |path: &[&str]| {
+                    let mut full = vec!["part", "tokens"];
+                    full.extend_from_slice(path);
+                    u64_at(&event, &full)
+                };
+                // opencode splits cache reads/writes out of `input` and reasoning out
+                // of `output`; the run consumed all of them.
+                let input = sum_present(&[
+                    tokens(&["input"]),
+                    tokens(&["cache", "read"]),
+                    tokens(&["cache", "write"]),
+                ]);
+                let output = sum_present(&[tokens(&["output"]), tokens(&["reasoning"])]);
+                // opencode writes 0 when it knows no price for the model: not a cost.
+                let cost = at(&event, &["part", "cost"])
+                    .and_then(Value::as_f64)
+                    .filter(|c| *c > 0.0);
+                add_usage(&mut usage, input, output, cost);
+            }
+            Some("error") => error = Some(error_message(&event)),
+            _ => {}
+        }
+    }
+    let text = steps.into_iter().rev().find(|s| !s.trim().is_empty());
+    Report {
+        text: if error.is_some() { None } else { text },
+        usage,
+        error,
+    }
+}
+
+/// `error.data.message` (API errors), else `error.message`, else the error's name.
+fn error_message(event: &Value) -> String {
+    str_at(event, &["error", "data", "message"])
+        .or_else(|| str_at(event, &["error", "message"]))
+        .or_else(|| str_at(event, &["error", "name"]))
+        .map_or_else(
+            || format!("opencode reported an error: {event}"),
+            str::to_owned,
+        )
+}

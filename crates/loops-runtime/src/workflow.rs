@@ -1,0 +1,564 @@
+//! The workflow runner: executes a workflow run's DAG with independent steps in
+//! parallel (bounded by `maxParallel`), records every step transition and an event for
+//! it, stops the run on the first failure that does not `continueOnFailure` (running
+//! siblings are terminated, the rest skipped), honours per-step and workflow timeouts,
+//! and cancellation requested from any process.
+//!
+//! A run started by a loop belongs to its slot (`loopId:scheduledFor`): a later attempt
+//! of that slot continues the same run, rerunning only the steps that did not succeed.
+
+use crate::engine::EngineConfig;
+use crate::env::build_env;
+use crate::executor::{execute, ExecResult, ExecSpec, ExecStatus};
+use crate::process::is_same_process_alive;
+use crate::providers::agent_args;
+use loops_core::workflow::{
+    Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, WorkflowRecord, WorkflowRun,
+};
+use loops_core::{format_instant, Instant, StepStatus, WorkflowRunStatus};
+use loops_store::{Fence, Store, StoreError};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// How often the runner looks for a cancellation requested by another process.
+const CANCEL_POLL: Duration = Duration::from_millis(200);
+
+/// Everything a workflow run needs besides its spec.
+pub struct RunContext {
+    pub store: Arc<dyn Store>,
+    pub cfg: EngineConfig,
+    /// The loop slot this run belongs to, when a loop started it.
+    pub origin: Option<RunOrigin>,
+    /// `LOOPS_*` metadata of the loop run, when a loop started it.
+    pub loop_metadata: Vec<(&'static str, String)>,
+    /// Whole-run timeout.
+    pub timeout: Option<Duration>,
+    /// Set by the owner to interrupt the run (daemon stop, lease loss).
+    pub interrupt: watch::Receiver<Option<String>>,
+}
+
+impl RunContext {
+    fn fence(&self) -> Option<&Fence> {
+        self.cfg.fence.as_ref()
+    }
+
+    fn now(&self) -> Instant {
+        chrono::Utc::now()
+    }
+}
+
+/// Why the run stopped starting steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stop {
+    Failed { step: String, status: StepStatus },
+    TimedOut(String),
+    Cancelled(String),
+    Interrupted(String),
+}
+
+/// Runs (or continues) a workflow run to its end and returns the final run record.
+pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<WorkflowRun, StoreError> {
+    let now = ctx.now();
+    let (mut run, created) =
+        ctx.store
+            .create_workflow_run(workflow, ctx.origin.as_ref(), now, ctx.fence())?;
+    // A continued run executes the spec version it was created with.
+    let workflow = if created || run.workflow_id == workflow.id {
+        workflow.clone()
+    } else {
+        ctx.store
+            .get_workflow(&run.workflow_id)?
+            .ok_or_else(|| StoreError::WorkflowNotFound(run.workflow_id.clone()))?
+    };
+    let mut steps = ctx.store.step_runs(&run.id)?;
+    if !created {
+        wait_for_orphans(&steps).await;
+    }
+    // Every (re)start of the run: reset what did not succeed, count the attempt.
+    let mut reset = Vec::new();
+    for step in steps
+        .iter_mut()
+        .filter(|s| s.status != StepStatus::Succeeded && s.status != StepStatus::Pending)
+    {
+        reset.push(step.step_id.clone());
+        reset_step(step);
+        ctx.store.save_step_run(step, &[], now, ctx.fence())?;
+    }
+    run.attempt += 1;
+    run.status = WorkflowRunStatus::Running;
+    run.finished_at = None;
+    run.duration_ms = None;
+    run.error = None;
+    run.cancel_requested = None;
+    let attempt_event = NewEvent::new(
+        "attempt_started",
+        None,
+        json!({ "attempt": run.attempt, "continued": !created, "rerunSteps": reset }),
+    );
+    ctx.store
+        .save_workflow_run(&run, &[attempt_event], now, ctx.fence())?;
+
+    let stop = drive(ctx, &workflow, &run, &mut steps).await?;
+    let finished = ctx.now();
+    let (status, error, event) = match &stop {
+        None => (WorkflowRunStatus::Succeeded, None, "succeeded"),
+        Some(Stop::Failed { step, status }) => (
+            if *status == StepStatus::TimedOut {
+                WorkflowRunStatus::TimedOut
+            } else {
+                WorkflowRunStatus::Failed
+            },
+            Some(format!("step {step:?} {status}")),
+            if *status == StepStatus::TimedOut {
+                "timed_out"
+            } else {
+                "failed"
+            },
+        ),
+        Some(Stop::TimedOut(why)) => (WorkflowRunStatus::TimedOut, Some(why.clone()), "timed_out"),
+        Some(Stop::Cancelled(why)) => (
+            WorkflowRunStatus::Cancelled,
+            Some(format!("cancelled: {why}")),
+            "cancelled",
+        ),
+        Some(Stop::Interrupted(why)) => (
+            WorkflowRunStatus::Failed,
+            Some(format!("interrupted: {why}")),
+            "interrupted",
+        ),
+    };
+    run.status = status;
+    run.error = error.clone();
+    run.finished_at = Some(finished);
+    run.duration_ms = run
+        .started_at
+        .map(|s| u64::try_from((finished - s).num_milliseconds()).unwrap_or(0));
+    let event = NewEvent::new(
+        event,
+        None,
+        json!({ "attempt": run.attempt, "error": error }),
+    );
+    ctx.store
+        .save_workflow_run(&run, &[event], finished, ctx.fence())?;
+    Ok(run)
+}
+
+/// Steps left `running` by a runner that died may still have live processes: never
+/// start a second copy while the first runs.
+async fn wait_for_orphans(steps: &[StepRun]) {
+    loop {
+        let alive = steps.iter().any(|s| {
+            s.status == StepStatus::Running
+                && s.pid
+                    .is_some_and(|pid| is_same_process_alive(pid, s.pid_start_time))
+        });
+        if !alive {
+            return;
+        }
+        tokio::time::sleep(CANCEL_POLL).await;
+    }
+}
+
+fn reset_step(step: &mut StepRun) {
+    step.status = StepStatus::Pending;
+    step.started_at = None;
+    step.finished_at = None;
+    step.exit_code = None;
+    step.pid = None;
+    step.pid_start_time = None;
+    step.duration_ms = None;
+    step.stdout = None;
+    step.stderr = None;
+    step.error = None;
+}
+
+/// The scheduling loop. Returns why it stopped early, or `None` when every step ended
+/// without stopping the run.
+async fn drive(
+    ctx: &RunContext,
+    workflow: &WorkflowRecord,
+    run: &WorkflowRun,
+    steps: &mut [StepRun],
+) -> Result<Option<Stop>, StoreError> {
+    let spec = &workflow.spec;
+    let dag = Dag::new(spec);
+    let ids: Vec<&str> = spec.steps.iter().map(|s| s.id.as_str()).collect();
+    let mut order: Vec<usize> = Vec::with_capacity(steps.len());
+    for (i, step) in spec.steps.iter().enumerate() {
+        if steps.iter().any(|s| s.step_id == step.id) {
+            order.push(i);
+        }
+    }
+    // steps[] follows spec order (sequence); map spec index → slot in `steps`.
+    let slot_of: Vec<Option<usize>> = spec
+        .steps
+        .iter()
+        .map(|s| steps.iter().position(|r| r.step_id == s.id))
+        .collect();
+    let max_parallel = spec.max_parallel();
+    let deadline = ctx.timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut interrupt = ctx.interrupt.clone();
+    let mut running: JoinSet<(usize, ExecResult)> = JoinSet::new();
+    let mut cancels: Vec<Option<watch::Sender<bool>>> = vec![None; spec.steps.len()];
+    let mut stop: Option<Stop> = None;
+    let mut last_poll = tokio::time::Instant::now();
+
+    loop {
+        let states: Vec<StepStatus> = spec
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, _)| slot_of[i].map_or(StepStatus::Skipped, |s| steps[s].status))
+            .collect();
+        if stop.is_none() {
+            for &i in &order {
+                let Some(slot) = slot_of[i] else { continue };
+                if steps[slot].status != StepStatus::Pending {
+                    continue;
+                }
+                match dag.readiness(i, &states, &ids) {
+                    Readiness::Waiting => {}
+                    Readiness::Blocked(reason) => {
+                        let step = &mut steps[slot];
+                        step.status = StepStatus::Skipped;
+                        step.error = Some(reason.clone());
+                        let ev = NewEvent::new(
+                            "step_skipped",
+                            Some(&step.step_id),
+                            json!({ "reason": reason }),
+                        );
+                        ctx.store
+                            .save_step_run(step, &[ev], ctx.now(), ctx.fence())?;
+                    }
+                    Readiness::Ready if running.len() < max_parallel => {
+                        let (tx, rx) = watch::channel(false);
+                        cancels[i] = Some(tx);
+                        start_step(
+                            ctx,
+                            workflow,
+                            run,
+                            &spec.steps[i],
+                            &mut steps[slot],
+                            rx,
+                            &mut running,
+                            i,
+                        )?;
+                    }
+                    Readiness::Ready => {}
+                }
+            }
+        }
+        if running.is_empty() {
+            let pending = steps.iter().any(|s| s.status == StepStatus::Pending);
+            if stop.is_some() || !pending {
+                break;
+            }
+            // Pending steps whose dependencies are all terminal were handled above; if
+            // any remain, their dependencies were just skipped: go round again.
+            continue;
+        }
+        let sleep_until =
+            deadline.map_or(last_poll + CANCEL_POLL, |d| d.min(last_poll + CANCEL_POLL));
+        tokio::select! {
+            joined = running.join_next() => {
+                let Some(joined) = joined else { continue };
+                let (i, result) = match joined {
+                    Ok(v) => v,
+                    Err(e) => {
+                        tracing::error!(error = %e, "workflow step task failed");
+                        continue;
+                    }
+                };
+                cancels[i] = None;
+                let Some(slot) = slot_of[i] else { continue };
+                let status = finish_step(ctx, &mut steps[slot], result, stop.as_ref())?;
+                if stop.is_none()
+                    && matches!(status, StepStatus::Failed | StepStatus::TimedOut)
+                    && dag.failure_stops_run(i)
+                {
+                    stop = Some(Stop::Failed { step: ids[i].to_owned(), status });
+                    cancel_all(&cancels);
+                }
+            }
+            changed = interrupt.changed(), if stop.is_none() => {
+                if changed.is_ok() {
+                    if let Some(why) = interrupt.borrow().clone() {
+                        stop = Some(Stop::Interrupted(why));
+                        cancel_all(&cancels);
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(sleep_until) => {
+                last_poll = tokio::time::Instant::now();
+                if stop.is_none() {
+                    if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                        let limit = ctx
+                            .timeout
+                            .and_then(|t| loops_core::Duration::from_millis(u64::try_from(t.as_millis()).unwrap_or(u64::MAX)))
+                            .map(|d| d.to_string())
+                            .unwrap_or_default();
+                        stop = Some(Stop::TimedOut(format!("workflow timed out after {limit}")));
+                        cancel_all(&cancels);
+                    } else if let Some(reason) = ctx.store.get_workflow_run(&run.id)?.and_then(|r| r.cancel_requested) {
+                        stop = Some(Stop::Cancelled(reason));
+                        cancel_all(&cancels);
+                    }
+                }
+            }
+        }
+    }
+
+    // Whatever never started: skipped after a failure or timeout, cancelled on cancel.
+    if let Some(stop) = &stop {
+        let (status, reason, event) = match stop {
+            Stop::Failed { step, status } => (
+                StepStatus::Skipped,
+                format!("workflow stopped: step {step:?} {status}"),
+                "step_skipped",
+            ),
+            Stop::TimedOut(why) => (
+                StepStatus::Skipped,
+                format!("workflow stopped: {why}"),
+                "step_skipped",
+            ),
+            Stop::Cancelled(why) => (
+                StepStatus::Cancelled,
+                format!("cancelled: {why}"),
+                "step_cancelled",
+            ),
+            Stop::Interrupted(why) => (
+                StepStatus::Cancelled,
+                format!("interrupted: {why}"),
+                "step_cancelled",
+            ),
+        };
+        for step in steps.iter_mut().filter(|s| s.status == StepStatus::Pending) {
+            step.status = status;
+            step.error = Some(reason.clone());
+            let ev = NewEvent::new(event, Some(&step.step_id), json!({ "reason": reason }));
+            ctx.store
+                .save_step_run(step, &[ev], ctx.now(), ctx.fence())?;
+        }
+    }
+    Ok(stop)
+}
+
+fn cancel_all(cancels: &[Option<watch::Sender<bool>>]) {
+    for tx in cancels.iter().flatten() {
+        let _ = tx.send(true);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn start_step(
+    ctx: &RunContext,
+    workflow: &WorkflowRecord,
+    run: &WorkflowRun,
+    step: &Step,
+    record: &mut StepRun,
+    mut cancel: watch::Receiver<bool>,
+    running: &mut JoinSet<(usize, ExecResult)>,
+    index: usize,
+) -> Result<(), StoreError> {
+    let now = ctx.now();
+    record.status = StepStatus::Running;
+    record.attempts += 1;
+    record.started_at = Some(now);
+    let ev = NewEvent::new(
+        "step_started",
+        Some(&step.id),
+        json!({ "attempt": run.attempt, "stepAttempt": record.attempts }),
+    );
+    ctx.store.save_step_run(record, &[ev], now, ctx.fence())?;
+
+    let spec = step_spec(ctx, workflow, run, step);
+    let store = Arc::clone(&ctx.store);
+    let fence = ctx.cfg.fence.clone();
+    let snapshot = record.clone();
+    running.spawn(async move {
+        let on_spawn = move |pid: u32, start: Option<u64>| {
+            let mut with_pid = snapshot;
+            with_pid.pid = Some(pid);
+            with_pid.pid_start_time = start;
+            if let Err(e) = store.save_step_run(&with_pid, &[], chrono::Utc::now(), fence.as_ref())
+            {
+                tracing::warn!(step = %with_pid.step_id, error = %e, "could not record step pid");
+            }
+        };
+        let cancelled = async move {
+            if cancel.wait_for(|c| *c).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let result = match spec {
+            Ok(spec) => execute(spec, on_spawn, cancelled).await,
+            Err(message) => ExecResult {
+                status: ExecStatus::Failed,
+                exit_code: None,
+                signal: None,
+                stdout: String::new(),
+                stderr: String::new(),
+                error: Some(message),
+                pid: None,
+                pid_start_time: None,
+                started_at: chrono::Utc::now(),
+                finished_at: chrono::Utc::now(),
+            },
+        };
+        (index, result)
+    });
+    Ok(())
+}
+
+fn finish_step(
+    ctx: &RunContext,
+    record: &mut StepRun,
+    result: ExecResult,
+    stop: Option<&Stop>,
+) -> Result<StepStatus, StoreError> {
+    // The pid is kept: it tells `recover` and a continuing run which process ran.
+    let current = ctx.store.step_runs(&record.workflow_run_id)?;
+    if let Some(saved) = current.iter().find(|s| s.id == record.id) {
+        record.pid = saved.pid.or(result.pid);
+        record.pid_start_time = saved.pid_start_time.or(result.pid_start_time);
+    }
+    let status = match result.status {
+        ExecStatus::Succeeded => StepStatus::Succeeded,
+        ExecStatus::Failed => StepStatus::Failed,
+        ExecStatus::TimedOut => StepStatus::TimedOut,
+        ExecStatus::Cancelled => StepStatus::Cancelled,
+    };
+    let error = match (status, stop) {
+        (StepStatus::Cancelled, Some(Stop::Failed { step, status })) => {
+            Some(format!("cancelled: step {step:?} {status}"))
+        }
+        (StepStatus::Cancelled, Some(Stop::TimedOut(why))) => Some(format!("cancelled: {why}")),
+        (StepStatus::Cancelled, Some(Stop::Cancelled(why))) => Some(format!("cancelled: {why}")),
+        (StepStatus::Cancelled, Some(Stop::Interrupted(why))) => {
+            Some(format!("interrupted: {why}"))
+        }
+        _ => result.error.clone(),
+    };
+    record.status = status;
+    record.finished_at = Some(result.finished_at);
+    record.exit_code = result.exit_code;
+    record.duration_ms = record
+        .started_at
+        .map(|s| u64::try_from((result.finished_at - s).num_milliseconds()).unwrap_or(0));
+    record.stdout = Some(result.stdout);
+    record.stderr = Some(result.stderr);
+    record.error = error.clone();
+    let event = match status {
+        StepStatus::Succeeded => "step_succeeded",
+        StepStatus::TimedOut => "step_timed_out",
+        StepStatus::Cancelled => "step_cancelled",
+        _ => "step_failed",
+    };
+    let ev = NewEvent::new(
+        event,
+        Some(&record.step_id),
+        json!({ "exitCode": record.exit_code, "durationMs": record.duration_ms, "error": error }),
+    );
+    ctx.store
+        .save_step_run(record, &[ev], ctx.now(), ctx.fence())?;
+    Ok(status)
+}
+
+/// The process for one step: direct exec unless `shell: true`, prompt on stdin for
+/// agents, the `LOOPS_WORKFLOW_*` metadata on top of the loop's.
+fn step_spec(
+    ctx: &RunContext,
+    workflow: &WorkflowRecord,
+    run: &WorkflowRun,
+    step: &Step,
+) -> Result<ExecSpec, String> {
+    let mut metadata = ctx.loop_metadata.clone();
+    metadata.extend([
+        ("LOOPS_WORKFLOW_ID", workflow.id.clone()),
+        ("LOOPS_WORKFLOW_NAME", workflow.name.clone()),
+        ("LOOPS_WORKFLOW_RUN_ID", run.id.clone()),
+        ("LOOPS_WORKFLOW_STEP_ID", step.id.clone()),
+    ]);
+    if step.account().is_some() {
+        return Err("accounts in workflow steps are not supported by this build yet".into());
+    }
+    let home = ctx.cfg.home.as_deref();
+    let mut spec = match &step.target {
+        StepTarget::Command(c) => {
+            let mut spec = if c.shell {
+                ExecSpec::shell(c.command.clone())
+            } else {
+                ExecSpec::direct(c.command.clone(), Vec::<String>::new())
+            };
+            spec.args = c.args.clone();
+            spec.cwd = c.cwd.as_ref().map(PathBuf::from);
+            spec.env = build_env(std::env::vars(), home, &c.env, &metadata);
+            spec
+        }
+        StepTarget::Agent(a) => {
+            let mut spec = ExecSpec::direct(a.provider.executable(), agent_args(a));
+            spec.cwd = a.cwd.as_ref().map(PathBuf::from);
+            spec.env = build_env(std::env::vars(), home, &a.env, &metadata);
+            spec.stdin = Some(a.prompt.clone().into_bytes());
+            spec
+        }
+    };
+    spec.timeout = step.timeout_ms().map(Duration::from_millis);
+    spec.kill_grace = ctx.cfg.kill_grace;
+    spec.max_output_bytes = ctx.cfg.max_output_bytes;
+    Ok(spec)
+}
+
+/// `workflows recover`: resets `running` steps whose process is gone to `pending` so a
+/// later attempt reruns them; refuses while any of those processes is alive.
+pub fn recover(
+    store: &dyn Store,
+    run_id: &str,
+    reason: &str,
+) -> Result<Vec<StepRun>, RecoverError> {
+    let steps = store.step_runs(run_id)?;
+    let running: Vec<&StepRun> = steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Running)
+        .collect();
+    let live: Vec<String> = running
+        .iter()
+        .filter(|s| {
+            s.pid
+                .is_some_and(|pid| is_same_process_alive(pid, s.pid_start_time))
+        })
+        .map(|s| format!("{} (pid {})", s.step_id, s.pid.unwrap_or(0)))
+        .collect();
+    if !live.is_empty() {
+        return Err(RecoverError::Alive(live.join(", ")));
+    }
+    let now = chrono::Utc::now();
+    let mut recovered = Vec::new();
+    for step in running {
+        let mut step = step.clone();
+        reset_step(&mut step);
+        step.error = Some(reason.to_owned());
+        let ev = NewEvent::new(
+            "recovered",
+            Some(&step.step_id),
+            json!({ "reason": reason, "at": format_instant(&now) }),
+        );
+        store.save_step_run(&step, &[ev], now, None)?;
+        recovered.push(step);
+    }
+    Ok(recovered)
+}
+
+/// Why `recover` refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecoverError {
+    #[error("cannot recover while step processes are still alive: {0}")]
+    Alive(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

@@ -1,0 +1,455 @@
+//! Provider adapters: argv per provider and option combination (table tests), and the
+//! output parsers on outputs captured from the real CLIs (see `fixtures/README.md`).
+
+// Test code: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use loops_core::{AgentTarget, ConfigIsolation, Provider, RunOutcome, RunStatus, Usage};
+use loops_runtime::providers::{
+    account_tool, agent_args, bounded_summary, interpret, parse_output, SUMMARY_MAX_BYTES,
+};
+
+fn fixture(name: &str) -> String {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn target(provider: Provider) -> AgentTarget {
+    AgentTarget {
+        provider,
+        prompt: "review the diff".into(),
+        prompt_file: None,
+        cwd: None,
+        model: None,
+        agent: None,
+        auth_profile: None,
+        config_isolation: ConfigIsolation::Safe,
+        config_overrides: BTreeMap::new(),
+        env: BTreeMap::new(),
+        timeout_ms: None,
+        account: None,
+    }
+}
+
+/// Options applied to a base target, for the table.
+#[derive(Default, Clone, Copy)]
+struct Opts {
+    none: bool,
+    model: Option<&'static str>,
+    agent: Option<&'static str>,
+    cwd: Option<&'static str>,
+    auth: Option<&'static str>,
+    config: &'static [(&'static str, &'static str)],
+}
+
+fn build(provider: Provider, o: Opts) -> AgentTarget {
+    let mut t = target(provider);
+    if o.none {
+        t.config_isolation = ConfigIsolation::None;
+    }
+    t.model = o.model.map(Into::into);
+    t.agent = o.agent.map(Into::into);
+    t.cwd = o.cwd.map(Into::into);
+    t.auth_profile = o.auth.map(Into::into);
+    t.config_overrides = o
+        .config
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    t
+}
+
+#[test]
+fn argv_table() {
+    use Provider::*;
+    let o = Opts::default();
+    let cases: Vec<(Provider, Opts, &str)> = vec![
+        // claude
+        (Claude, o, "--safe-mode --setting-sources local --no-session-persistence -p --output-format json"),
+        (Claude, Opts { none: true, ..o }, "-p --output-format json"),
+        (
+            Claude,
+            Opts { model: Some("sonnet"), agent: Some("reviewer"), ..o },
+            "--safe-mode --setting-sources local --no-session-persistence -p --output-format json --model sonnet --agent reviewer",
+        ),
+        // cwd is the process's working directory for claude, not a flag
+        (Claude, Opts { none: true, cwd: Some("/src"), ..o }, "-p --output-format json"),
+        // codex
+        (
+            Codex,
+            o,
+            "--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --ignore-rules",
+        ),
+        (
+            Codex,
+            Opts { none: true, cwd: Some("/src"), model: Some("gpt-5"), ..o },
+            "--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --cd /src --model gpt-5",
+        ),
+        (
+            Codex,
+            Opts {
+                config: &[
+                    ("model_providers.mock", r#"{name="Mock",base_url="http://127.0.0.1:1/v1"}"#),
+                    ("model_provider", "mock"),
+                ],
+                ..o
+            },
+            // BTreeMap order: keys sorted
+            r#"--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --ignore-rules -c model_provider=mock -c model_providers.mock={name="Mock",base_url="http://127.0.0.1:1/v1"}"#,
+        ),
+        // codewith: codex-shaped, --auth-profile before exec
+        (
+            Codewith,
+            Opts { auth: Some("work"), cwd: Some("/src"), model: Some("m"), ..o },
+            "--ask-for-approval never --auth-profile work exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --ignore-rules --cd /src --model m",
+        ),
+        (
+            Codewith,
+            Opts { none: true, ..o },
+            "--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check",
+        ),
+        // opencode / aicopilot
+        (Opencode, Opts { model: Some("anthropic/claude"), ..o }, "run --format json --pure --model anthropic/claude"),
+        (
+            Opencode,
+            Opts { none: true, cwd: Some("/src"), model: Some("p/m"), agent: Some("build"), ..o },
+            "run --format json --dir /src --model p/m --agent build",
+        ),
+        (Aicopilot, o, "run --format json --pure"),
+        (
+            Aicopilot,
+            Opts { cwd: Some("/w"), model: Some("p/m"), agent: Some("plan"), ..o },
+            "run --format json --pure --dir /w --model p/m --agent plan",
+        ),
+        // cursor's `agent`
+        (Cursor, o, "-p"),
+        (Cursor, Opts { none: true, model: Some("gpt-5"), agent: Some("a"), cwd: Some("/x"), ..o }, "-p --model gpt-5 --agent a"),
+    ];
+    for (provider, opts, expected) in cases {
+        let t = build(provider, opts);
+        assert_eq!(agent_args(&t).join(" "), expected, "{provider}");
+    }
+}
+
+#[test]
+fn prompt_never_reaches_argv() {
+    for provider in Provider::ALL {
+        let mut t = build(
+            *provider,
+            Opts {
+                model: Some("p/m"),
+                ..Opts::default()
+            },
+        );
+        t.prompt = "SECRET-PROMPT-TEXT".into();
+        assert!(
+            agent_args(&t)
+                .iter()
+                .all(|a| !a.contains("SECRET-PROMPT-TEXT")),
+            "{provider}"
+        );
+    }
+}
+
+#[test]
+fn config_override_values_stay_one_word() {
+    let mut t = target(Provider::Codex);
+    t.config_overrides.insert(
+        "model".into(),
+        "x --dangerously-bypass-approvals-and-sandbox".into(),
+    );
+    let args = agent_args(&t);
+    assert!(args.contains(&"model=x --dangerously-bypass-approvals-and-sandbox".to_owned()));
+    assert!(!args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_owned()));
+}
+
+#[test]
+fn account_tool_defaults_to_the_provider() {
+    assert_eq!(account_tool(Provider::Claude), "claude");
+    assert_eq!(account_tool(Provider::Cursor), "cursor");
+    assert_eq!(account_tool(Provider::Codex), "codex");
+}
+
+fn outcome(status: RunStatus, exit_code: Option<i32>, stdout: &str, stderr: &str) -> RunOutcome {
+    RunOutcome {
+        status,
+        finished_at: chrono::Utc::now(),
+        exit_code,
+        stdout: stdout.to_owned(),
+        stderr: stderr.to_owned(),
+        error: match status {
+            RunStatus::Succeeded => None,
+            _ => exit_code.map(|c| format!("exited with status {c}")),
+        },
+        summary: None,
+        usage: None,
+    }
+}
+
+fn interpreted(provider: Provider, exit_code: i32, stdout: &str, stderr: &str) -> RunOutcome {
+    let status = if exit_code == 0 {
+        RunStatus::Succeeded
+    } else {
+        RunStatus::Failed
+    };
+    let mut o = outcome(status, Some(exit_code), stdout, stderr);
+    let model = (provider == Provider::Opencode).then(|| "p/m");
+    interpret(
+        &build(
+            provider,
+            Opts {
+                model,
+                ..Opts::default()
+            },
+        ),
+        &mut o,
+    );
+    o
+}
+
+#[test]
+fn claude_success() {
+    let o = interpreted(Provider::Claude, 0, &fixture("claude_success.json"), "");
+    assert_eq!(o.status, RunStatus::Succeeded);
+    assert_eq!(o.summary.as_deref(), Some("Hello from the mock model."));
+    let usage = o.usage.unwrap();
+    assert_eq!(usage.input_tokens, Some(11));
+    assert_eq!(usage.output_tokens, Some(7));
+    assert!(usage.cost_usd.is_some_and(|c| c > 0.0));
+    assert_eq!(o.error, None);
+}
+
+#[test]
+fn claude_api_error_is_a_failure_even_with_exit_zero() {
+    let text = fixture("claude_api_error.json");
+    // As captured: exit 1.
+    let o = interpreted(Provider::Claude, 1, &text, "");
+    assert_eq!(o.status, RunStatus::Failed);
+    let error = o.error.unwrap();
+    assert!(
+        error.starts_with("API Error: 400 mock says: bad request"),
+        "{error}"
+    );
+    assert!(error.contains("exited with status 1"), "{error}");
+    assert_eq!(o.summary, None);
+    // `subtype: "success"` with `is_error: true` and exit 0 must still fail.
+    let o = interpreted(Provider::Claude, 0, &text, "");
+    assert_eq!(o.status, RunStatus::Failed);
+    assert_eq!(
+        o.error.as_deref(),
+        Some("API Error: 400 mock says: bad request")
+    );
+}
+
+#[test]
+fn claude_unknown_agent_quotes_stderr() {
+    let o = interpreted(
+        Provider::Claude,
+        1,
+        "",
+        "--agent 'nosuch' not found. Available agents: claude, Explore, general-purpose, Plan\n",
+    );
+    assert_eq!(o.status, RunStatus::Failed);
+    assert_eq!(
+        o.error.as_deref(),
+        Some("claude exited with status 1: --agent 'nosuch' not found. Available agents: claude, Explore, general-purpose, Plan")
+    );
+}
+
+#[test]
+fn codex_success_and_turn_failure() {
+    let o = interpreted(Provider::Codex, 0, &fixture("codex_success.jsonl"), "");
+    assert_eq!(o.status, RunStatus::Succeeded);
+    assert_eq!(o.summary.as_deref(), Some("Hello from the mock model."));
+    assert_eq!(
+        o.usage,
+        Some(Usage {
+            input_tokens: Some(12),
+            output_tokens: Some(8),
+            cost_usd: None
+        })
+    );
+    let o = interpreted(Provider::Codex, 1, &fixture("codex_turn_failed.jsonl"), "");
+    assert_eq!(o.status, RunStatus::Failed);
+    assert!(
+        o.error
+            .as_deref()
+            .unwrap()
+            .starts_with("mock says: bad request"),
+        "{o:?}"
+    );
+    // A turn.failed with exit 0 still fails the run.
+    let o = interpreted(Provider::Codex, 0, &fixture("codex_turn_failed.jsonl"), "");
+    assert_eq!(o.status, RunStatus::Failed);
+    assert_eq!(o.error.as_deref(), Some("mock says: bad request"));
+}
+
+#[test]
+fn codex_error_item_alone_is_a_warning() {
+    let o = interpreted(
+        Provider::Codewith,
+        0,
+        &fixture("codex_item_error_warning.jsonl"),
+        "",
+    );
+    assert_eq!(o.status, RunStatus::Succeeded, "{o:?}");
+    assert_eq!(
+        o.summary.as_deref(),
+        Some("The workspace has one Cargo.toml.")
+    );
+    assert_eq!(o.usage.unwrap().input_tokens, Some(1200));
+}
+
+#[test]
+fn codex_rejected_flag_quotes_stderr() {
+    let stderr = "WARNING: proceeding, even though we could not create PATH aliases\n\
+                  error: unexpected argument '--ask-for-approval' found\n\n  tip: to pass it as a value, use '-- --ask-for-approval'\n";
+    let o = interpreted(Provider::Codex, 2, "", stderr);
+    assert_eq!(
+        o.error.as_deref(),
+        Some("codex exited with status 2: error: unexpected argument '--ask-for-approval' found")
+    );
+}
+
+#[test]
+fn opencode_success_error_and_rejection() {
+    let o = interpreted(
+        Provider::Opencode,
+        0,
+        &fixture("opencode_success.jsonl"),
+        "",
+    );
+    assert_eq!(o.status, RunStatus::Succeeded);
+    assert_eq!(o.summary.as_deref(), Some("Hello from the mock model."));
+    assert_eq!(
+        o.usage,
+        Some(Usage {
+            input_tokens: Some(13),
+            output_tokens: Some(9),
+            cost_usd: None
+        })
+    );
+    let o = interpreted(
+        Provider::Opencode,
+        1,
+        &fixture("opencode_api_error.jsonl"),
+        "",
+    );
+    assert_eq!(o.status, RunStatus::Failed);
+    assert!(
+        o.error
+            .as_deref()
+            .unwrap()
+            .starts_with("mock says: bad request"),
+        "{o:?}"
+    );
+    // An error event with exit 0 fails too.
+    let o = interpreted(
+        Provider::Aicopilot,
+        0,
+        &fixture("opencode_api_error.jsonl"),
+        "",
+    );
+    assert_eq!(o.status, RunStatus::Failed);
+    // Exit 1 with nothing on stdout: the CLI rejected its arguments.
+    let o = interpreted(
+        Provider::Opencode,
+        1,
+        "",
+        "opencode run [message..]\n\n  --pure  [boolean]\n",
+    );
+    let error = o.error.unwrap();
+    assert!(error.contains("rejected its arguments"), "{error}");
+    assert!(!error.contains("[boolean]"), "{error}");
+    let o = interpreted(
+        Provider::Aicopilot,
+        1,
+        "",
+        "\u{1b}[91m\u{1b}[1mError: \u{1b}[0mYou must provide a message or a command\n",
+    );
+    assert_eq!(
+        o.error.as_deref(),
+        Some("aicopilot exited with status 1 and no output: the CLI rejected its arguments or input: Error: You must provide a message or a command")
+    );
+}
+
+#[test]
+fn opencode_final_text_is_the_last_step() {
+    let report = parse_output(Provider::Opencode, &fixture("opencode_multi_step.jsonl"));
+    assert_eq!(report.text.as_deref(), Some("There is one Cargo.toml."));
+    let usage = report.usage.unwrap();
+    assert_eq!(usage.input_tokens, Some(100 + 5 + 140 + 10));
+    assert_eq!(usage.output_tokens, Some(20 + 5 + 10));
+    assert!((usage.cost_usd.unwrap() - 0.003).abs() < 1e-9);
+}
+
+#[test]
+fn cursor_text_and_json() {
+    let o = interpreted(Provider::Cursor, 0, &fixture("cursor_text.txt"), "");
+    assert_eq!(o.status, RunStatus::Succeeded);
+    assert_eq!(
+        o.summary.as_deref(),
+        Some("All 42 tests pass.\nNo changes were needed.")
+    );
+    assert_eq!(o.usage, None);
+    let o = interpreted(Provider::Cursor, 0, &fixture("cursor_result.json"), "");
+    assert_eq!(o.summary.as_deref(), Some("Refactored the parser."));
+    let errored =
+        r#"{"type":"result","subtype":"error","is_error":true,"result":"quota exceeded"}"#;
+    let o = interpreted(Provider::Cursor, 0, errored, "");
+    assert_eq!(o.status, RunStatus::Failed);
+    assert_eq!(o.error.as_deref(), Some("quota exceeded"));
+}
+
+#[test]
+fn summaries_are_bounded() {
+    let long = "x".repeat(SUMMARY_MAX_BYTES * 3);
+    let stdout =
+        serde_json::json!({"type": "result", "is_error": false, "result": long}).to_string();
+    let o = interpreted(Provider::Claude, 0, &stdout, "");
+    let summary = o.summary.unwrap();
+    assert!(summary.len() <= SUMMARY_MAX_BYTES + 64, "{}", summary.len());
+    assert!(summary.ends_with(&format!("[truncated {} bytes]", SUMMARY_MAX_BYTES * 2)));
+    assert_eq!(bounded_summary("ok"), "ok");
+}
+
+#[test]
+fn unreadable_output_never_breaks_a_run() {
+    for provider in Provider::ALL {
+        for stdout in [
+            "",
+            "garbage",
+            "{\"type\":",
+            "[truncated 10 bytes]\n}}}",
+            "null",
+        ] {
+            let o = interpreted(*provider, 0, stdout, "");
+            assert_eq!(o.status, RunStatus::Succeeded, "{provider} {stdout:?}");
+        }
+    }
+}
+
+#[test]
+fn timeouts_keep_their_error_and_record_progress() {
+    let mut o = outcome(
+        RunStatus::TimedOut,
+        None,
+        &fixture("codex_success.jsonl"),
+        "",
+    );
+    o.error = Some("timed out after 1m".into());
+    interpret(&target(Provider::Codex), &mut o);
+    assert_eq!(o.status, RunStatus::TimedOut);
+    assert_eq!(o.error.as_deref(), Some("timed out after 1m"));
+    assert_eq!(o.summary.as_deref(), Some("Hello from the mock model."));
+    // A process that never started keeps the executor's message.
+    let mut o = outcome(RunStatus::Failed, None, "", "");
+    o.error = Some("Executable not found in PATH: claude".into());
+    interpret(&target(Provider::Claude), &mut o);
+    assert_eq!(
+        o.error.as_deref(),
+        Some("Executable not found in PATH: claude")
+    );
+}

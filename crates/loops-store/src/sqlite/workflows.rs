@@ -1,0 +1,488 @@
+//! [`WorkflowStore`] for SQLite: specs, runs, step runs and the event log.
+
+use super::{
+    get, get_enum, get_instant, get_json, get_opt_instant, get_opt_u64, get_u32, get_u64, ms,
+    new_id, opt_ms, query_all, query_first, sat_i64, SqliteStore,
+};
+use crate::{Fence, PrunePolicy, Result, StoreError, WorkflowStore};
+use loops_core::workflow::{
+    NewEvent, RunOrigin, StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec,
+};
+use loops_core::{Instant, StepStatus, WorkflowRunStatus, WorkflowStatus};
+use rusqlite::{params, Row, Transaction};
+
+const WORKFLOW_COLS: &str = "id, name, version, status, spec_json, created_at, updated_at";
+const RUN_COLS: &str = "id, workflow_id, workflow_name, loop_id, loop_run_id, scheduled_for, idempotency_key, \
+     status, attempt, started_at, finished_at, duration_ms, error, cancel_requested, created_at, updated_at";
+const STEP_COLS: &str = "id, workflow_run_id, step_id, sequence, status, attempts, started_at, finished_at, \
+     exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, account_tool, \
+     created_at, updated_at";
+
+fn workflow_from_row(row: &Row<'_>) -> Result<WorkflowRecord> {
+    Ok(WorkflowRecord {
+        id: get(row, 0, "id")?,
+        name: get(row, 1, "name")?,
+        version: get_u32(row, 2, "version")?,
+        status: get_enum::<WorkflowStatus>(row, 3, "status")?,
+        spec: get_json(row, 4, "spec_json")?,
+        created_at: get_instant(row, 5, "created_at")?,
+        updated_at: get_instant(row, 6, "updated_at")?,
+    })
+}
+
+fn run_from_row(row: &Row<'_>) -> Result<WorkflowRun> {
+    Ok(WorkflowRun {
+        id: get(row, 0, "id")?,
+        workflow_id: get(row, 1, "workflow_id")?,
+        workflow_name: get(row, 2, "workflow_name")?,
+        loop_id: get(row, 3, "loop_id")?,
+        loop_run_id: get(row, 4, "loop_run_id")?,
+        scheduled_for: get_opt_instant(row, 5, "scheduled_for")?,
+        idempotency_key: get(row, 6, "idempotency_key")?,
+        status: get_enum::<WorkflowRunStatus>(row, 7, "status")?,
+        attempt: get_u32(row, 8, "attempt")?,
+        started_at: get_opt_instant(row, 9, "started_at")?,
+        finished_at: get_opt_instant(row, 10, "finished_at")?,
+        duration_ms: get_opt_u64(row, 11, "duration_ms")?,
+        error: get(row, 12, "error")?,
+        cancel_requested: get(row, 13, "cancel_requested")?,
+        created_at: get_instant(row, 14, "created_at")?,
+        updated_at: get_instant(row, 15, "updated_at")?,
+    })
+}
+
+fn step_from_row(row: &Row<'_>) -> Result<StepRun> {
+    Ok(StepRun {
+        id: get(row, 0, "id")?,
+        workflow_run_id: get(row, 1, "workflow_run_id")?,
+        step_id: get(row, 2, "step_id")?,
+        sequence: get_u32(row, 3, "sequence")?,
+        status: get_enum::<StepStatus>(row, 4, "status")?,
+        attempts: get_u32(row, 5, "attempts")?,
+        started_at: get_opt_instant(row, 6, "started_at")?,
+        finished_at: get_opt_instant(row, 7, "finished_at")?,
+        exit_code: get(row, 8, "exit_code")?,
+        pid: get::<Option<u32>>(row, 9, "pid")?,
+        pid_start_time: get_opt_u64(row, 10, "pid_start_time")?,
+        duration_ms: get_opt_u64(row, 11, "duration_ms")?,
+        stdout: get(row, 12, "stdout")?,
+        stderr: get(row, 13, "stderr")?,
+        error: get(row, 14, "error")?,
+        account_profile: get(row, 15, "account_profile")?,
+        account_tool: get(row, 16, "account_tool")?,
+        created_at: get_instant(row, 17, "created_at")?,
+        updated_at: get_instant(row, 18, "updated_at")?,
+    })
+}
+
+fn event_from_row(row: &Row<'_>) -> Result<WorkflowEvent> {
+    let payload: String = get(row, 5, "payload_json")?;
+    Ok(WorkflowEvent {
+        id: get(row, 0, "id")?,
+        workflow_run_id: get(row, 1, "workflow_run_id")?,
+        sequence: get_u64(row, 2, "sequence")?,
+        event_type: get(row, 3, "event_type")?,
+        step_id: get(row, 4, "step_id")?,
+        payload: serde_json::from_str(&payload)
+            .map_err(|e| StoreError::Decode(format!("column payload_json: {e}")))?,
+        created_at: get_instant(row, 6, "created_at")?,
+    })
+}
+
+/// Appends events with the next sequence numbers of the run.
+fn append_events(
+    tx: &Transaction<'_>,
+    run_id: &str,
+    events: &[NewEvent],
+    now: Instant,
+) -> Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let first: i64 = tx
+        .prepare_cached(
+            "SELECT COALESCE(MAX(sequence), 0) + 1 FROM workflow_events WHERE workflow_run_id = ?1",
+        )?
+        .query_row([run_id], |r| r.get(0))?;
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, step_id, payload_json, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for (sequence, event) in (first..).zip(events) {
+        let payload =
+            serde_json::to_string(&event.payload).map_err(|e| StoreError::Decode(e.to_string()))?;
+        insert.execute(params![
+            new_id(),
+            run_id,
+            sequence,
+            event.event_type,
+            event.step_id,
+            payload,
+            ms(&now)
+        ])?;
+    }
+    Ok(())
+}
+
+fn spec_json(spec: &WorkflowSpec) -> Result<String> {
+    serde_json::to_string(spec).map_err(|e| StoreError::Decode(format!("spec: {e}")))
+}
+
+impl WorkflowStore for SqliteStore {
+    fn create_workflow(
+        &self,
+        spec: &WorkflowSpec,
+        replace: bool,
+        now: Instant,
+    ) -> Result<WorkflowRecord> {
+        let json = spec_json(spec)?;
+        self.write(None, |tx| {
+            let existing = query_first(
+                &mut *tx.prepare_cached(&format!(
+                    "SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"
+                ))?,
+                [&spec.name],
+                workflow_from_row,
+            )?;
+            let mut version = spec.version.max(1);
+            if let Some(old) = existing {
+                if !replace {
+                    return Err(StoreError::DuplicateWorkflow(spec.name.clone()));
+                }
+                tx.execute(
+                    "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
+                    params![old.id, ms(&now)],
+                )?;
+                version = version.max(old.version + 1);
+            }
+            let mut record_spec = spec.clone();
+            record_spec.version = version;
+            let json = if version == spec.version { json.clone() } else { spec_json(&record_spec)? };
+            let id = new_id();
+            tx.execute(
+                "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, 'active', ?4, ?5, ?5)",
+                params![id, spec.name, version, json, ms(&now)],
+            )?;
+            Ok(WorkflowRecord {
+                id,
+                name: spec.name.clone(),
+                version,
+                status: WorkflowStatus::Active,
+                spec: record_spec,
+                created_at: now,
+                updated_at: now,
+            })
+        })
+    }
+
+    fn get_workflow(&self, id: &str) -> Result<Option<WorkflowRecord>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {WORKFLOW_COLS} FROM workflows WHERE id = ?1"
+        ))?;
+        query_first(&mut stmt, [id], workflow_from_row)
+    }
+
+    fn get_active_workflow(&self, name: &str) -> Result<Option<WorkflowRecord>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"
+        ))?;
+        query_first(&mut stmt, [name], workflow_from_row)
+    }
+
+    fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<WorkflowRecord>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {WORKFLOW_COLS} FROM workflows WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2"
+        ))?;
+        query_all(
+            &mut stmt,
+            params![prefix, sat_i64(limit as u64)],
+            workflow_from_row,
+        )
+    }
+
+    fn list_workflows(&self, status: Option<WorkflowStatus>) -> Result<Vec<WorkflowRecord>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {WORKFLOW_COLS} FROM workflows WHERE ?1 IS NULL OR status = ?1 ORDER BY name, version"
+        ))?;
+        query_all(&mut stmt, [status.map(|s| s.as_str())], workflow_from_row)
+    }
+
+    fn archive_workflow(&self, id: &str, now: Instant) -> Result<WorkflowRecord> {
+        self.write(None, |tx| {
+            tx.execute(
+                "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
+                params![id, ms(&now)],
+            )?;
+            query_first(
+                &mut *tx.prepare_cached(&format!(
+                    "SELECT {WORKFLOW_COLS} FROM workflows WHERE id = ?1"
+                ))?,
+                [id],
+                workflow_from_row,
+            )?
+            .ok_or_else(|| StoreError::WorkflowNotFound(id.to_owned()))
+        })
+    }
+
+    fn create_workflow_run(
+        &self,
+        workflow: &WorkflowRecord,
+        origin: Option<&RunOrigin>,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<(WorkflowRun, bool)> {
+        let key = origin.map(RunOrigin::key);
+        self.write(fence.map(|f| (f, now)), |tx| {
+            if let Some(key) = &key {
+                let existing = query_first(
+                    &mut *tx.prepare_cached(&format!(
+                        "SELECT {RUN_COLS} FROM workflow_runs WHERE idempotency_key = ?1"
+                    ))?,
+                    [key],
+                    run_from_row,
+                )?;
+                if let Some(run) = existing {
+                    return Ok((run, false));
+                }
+            }
+            let run = WorkflowRun {
+                id: new_id(),
+                workflow_id: workflow.id.clone(),
+                workflow_name: workflow.name.clone(),
+                loop_id: origin.map(|o| o.loop_id.to_string()),
+                loop_run_id: origin.map(|o| o.loop_run_id.to_string()),
+                scheduled_for: origin.map(|o| o.scheduled_for),
+                idempotency_key: key.clone(),
+                status: WorkflowRunStatus::Running,
+                attempt: 0,
+                started_at: Some(now),
+                finished_at: None,
+                duration_ms: None,
+                error: None,
+                cancel_requested: None,
+                created_at: now,
+                updated_at: now,
+            };
+            tx.execute(
+                &format!("INSERT INTO workflow_runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, NULL, NULL, NULL, ?11, ?11)"),
+                params![
+                    run.id,
+                    run.workflow_id,
+                    run.workflow_name,
+                    run.loop_id,
+                    run.loop_run_id,
+                    opt_ms(run.scheduled_for.as_ref()),
+                    run.idempotency_key,
+                    run.status.as_str(),
+                    run.attempt,
+                    ms(&now),
+                    ms(&now),
+                ],
+            )?;
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, attempts, \
+                 account_profile, account_tool, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5, ?6, ?7, ?7)",
+            )?;
+            for (sequence, step) in workflow.spec.steps.iter().enumerate() {
+                let account = step.account();
+                insert.execute(params![
+                    new_id(),
+                    run.id,
+                    step.id,
+                    sequence as i64,
+                    account.map(|a| a.profile.clone()),
+                    account.and_then(|a| a.tool.clone()),
+                    ms(&now),
+                ])?;
+            }
+            append_events(
+                tx,
+                &run.id,
+                &[NewEvent::new(
+                    "created",
+                    None,
+                    serde_json::json!({
+                        "workflowId": workflow.id,
+                        "workflowName": workflow.name,
+                        "version": workflow.version,
+                        "stepCount": workflow.spec.steps.len(),
+                        "loopId": run.loop_id,
+                        "loopRunId": run.loop_run_id,
+                        "idempotencyKey": run.idempotency_key,
+                    }),
+                )],
+                now,
+            )?;
+            Ok((run, true))
+        })
+    }
+
+    fn get_workflow_run(&self, id: &str) -> Result<Option<WorkflowRun>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {RUN_COLS} FROM workflow_runs WHERE id = ?1"
+        ))?;
+        query_first(&mut stmt, [id], run_from_row)
+    }
+
+    fn workflow_runs_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<WorkflowRun>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {RUN_COLS} FROM workflow_runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2"
+        ))?;
+        query_all(
+            &mut stmt,
+            params![prefix, sat_i64(limit as u64)],
+            run_from_row,
+        )
+    }
+
+    fn list_workflow_runs(
+        &self,
+        workflow_name: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<WorkflowRun>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {RUN_COLS} FROM workflow_runs WHERE ?1 IS NULL OR workflow_name = ?1 \
+             ORDER BY created_at DESC, rowid DESC LIMIT ?2"
+        ))?;
+        let limit = limit.map_or(-1, |l| sat_i64(l as u64));
+        query_all(&mut stmt, params![workflow_name, limit], run_from_row)
+    }
+
+    fn step_runs(&self, run_id: &str) -> Result<Vec<StepRun>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {STEP_COLS} FROM workflow_step_runs WHERE workflow_run_id = ?1 ORDER BY sequence"
+        ))?;
+        query_all(&mut stmt, [run_id], step_from_row)
+    }
+
+    fn workflow_events(&self, run_id: &str, limit: Option<usize>) -> Result<Vec<WorkflowEvent>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT * FROM (SELECT id, workflow_run_id, sequence, event_type, step_id, payload_json, created_at \
+             FROM workflow_events WHERE workflow_run_id = ?1 ORDER BY sequence DESC LIMIT ?2) ORDER BY sequence",
+        )?;
+        let limit = limit.map_or(-1, |l| sat_i64(l as u64));
+        query_all(&mut stmt, params![run_id, limit], event_from_row)
+    }
+
+    fn save_workflow_run(
+        &self,
+        run: &WorkflowRun,
+        events: &[NewEvent],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<()> {
+        self.write(fence.map(|f| (f, now)), |tx| {
+            let changed = tx.execute(
+                "UPDATE workflow_runs SET status = ?2, attempt = ?3, started_at = ?4, finished_at = ?5, \
+                 duration_ms = ?6, error = ?7, cancel_requested = ?8, updated_at = ?9 WHERE id = ?1",
+                params![
+                    run.id,
+                    run.status.as_str(),
+                    run.attempt,
+                    opt_ms(run.started_at.as_ref()),
+                    opt_ms(run.finished_at.as_ref()),
+                    run.duration_ms.map(sat_i64),
+                    run.error,
+                    run.cancel_requested,
+                    ms(&now),
+                ],
+            )?;
+            if changed == 0 {
+                return Err(StoreError::WorkflowRunNotFound(run.id.clone()));
+            }
+            append_events(tx, &run.id, events, now)
+        })
+    }
+
+    fn save_step_run(
+        &self,
+        step: &StepRun,
+        events: &[NewEvent],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<()> {
+        self.write(fence.map(|f| (f, now)), |tx| {
+            let changed = tx.execute(
+                "UPDATE workflow_step_runs SET status = ?2, attempts = ?3, started_at = ?4, finished_at = ?5, \
+                 exit_code = ?6, pid = ?7, pid_start_time = ?8, duration_ms = ?9, stdout = ?10, stderr = ?11, \
+                 error = ?12, updated_at = ?13 WHERE id = ?1",
+                params![
+                    step.id,
+                    step.status.as_str(),
+                    step.attempts,
+                    opt_ms(step.started_at.as_ref()),
+                    opt_ms(step.finished_at.as_ref()),
+                    step.exit_code,
+                    step.pid,
+                    step.pid_start_time.map(sat_i64),
+                    step.duration_ms.map(sat_i64),
+                    step.stdout,
+                    step.stderr,
+                    step.error,
+                    ms(&now),
+                ],
+            )?;
+            if changed == 0 {
+                return Err(StoreError::WorkflowRunNotFound(step.workflow_run_id.clone()));
+            }
+            append_events(tx, &step.workflow_run_id, events, now)
+        })
+    }
+
+    fn request_workflow_cancel(
+        &self,
+        run_id: &str,
+        reason: &str,
+        now: Instant,
+    ) -> Result<WorkflowRun> {
+        self.write(None, |tx| {
+            tx.execute(
+                "UPDATE workflow_runs SET cancel_requested = ?2, updated_at = ?3 WHERE id = ?1 AND status = 'running'",
+                params![run_id, reason, ms(&now)],
+            )?;
+            query_first(
+                &mut *tx.prepare_cached(&format!("SELECT {RUN_COLS} FROM workflow_runs WHERE id = ?1"))?,
+                [run_id],
+                run_from_row,
+            )?
+            .ok_or_else(|| StoreError::WorkflowRunNotFound(run_id.to_owned()))
+        })
+    }
+
+    fn prune_workflow_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize> {
+        if policy.older_than.is_none() && policy.keep_per_loop.is_none() {
+            return Ok(0);
+        }
+        let older = policy.older_than.as_ref().map(ms);
+        let keep = policy.keep_per_loop.map(|k| sat_i64(k as u64));
+        let select = "SELECT id FROM (SELECT id, finished_at, ROW_NUMBER() OVER \
+             (PARTITION BY workflow_name ORDER BY created_at DESC, rowid DESC) AS rn \
+             FROM workflow_runs WHERE status != 'running') \
+             WHERE (?1 IS NOT NULL AND finished_at < ?1) OR (?2 IS NOT NULL AND rn > ?2)";
+        if dry_run {
+            let conn = self.lock();
+            let n: i64 = conn
+                .prepare_cached(&format!("SELECT COUNT(*) FROM ({select})"))?
+                .query_row(params![older, keep], |r| r.get(0))?;
+            return Ok(usize::try_from(n).unwrap_or(0));
+        }
+        self.write(None, |tx| {
+            let n = tx.execute(
+                &format!("DELETE FROM workflow_runs WHERE id IN ({select})"),
+                params![older, keep],
+            )?;
+            Ok(n)
+        })
+    }
+}

@@ -1,0 +1,622 @@
+//! `workflows validate|create|list|show|run|runs|inspect|events|cancel|recover|archive`.
+
+use super::{runtime, Context};
+use crate::cli::{
+    WorkflowArg, WorkflowCreateArgs, WorkflowEventsArgs, WorkflowFileArgs, WorkflowListArgs,
+    WorkflowReasonArgs, WorkflowRunArg, WorkflowRunArgs, WorkflowRunsArgs, WorkflowsCommand,
+};
+use crate::output::{self, print_json, Table};
+use crate::Failure;
+use loops_core::workflow::{
+    parse_spec, validate, Dag, StepRun, StepTarget, WorkflowRecord, WorkflowSpec,
+};
+use loops_core::{Duration, StepStatus, Target, WorkflowRunStatus, WorkflowStatus};
+use loops_runtime::client::Client;
+use loops_runtime::engine::EngineConfig;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub fn run(ctx: &Context, cmd: WorkflowsCommand) -> Result<ExitCode, Failure> {
+    match cmd {
+        WorkflowsCommand::Validate(args) => validate_cmd(ctx, args),
+        WorkflowsCommand::Create(args) => create(ctx, args),
+        WorkflowsCommand::List(args) => list(ctx, args),
+        WorkflowsCommand::Show(args) => show(ctx, args),
+        WorkflowsCommand::Run(args) => run_now(ctx, args),
+        WorkflowsCommand::Runs(args) => runs(ctx, args),
+        WorkflowsCommand::Inspect(args) => inspect(ctx, args),
+        WorkflowsCommand::Events(args) => events(ctx, args),
+        WorkflowsCommand::Cancel(args) => cancel(ctx, args),
+        WorkflowsCommand::Recover(args) => recover(ctx, args),
+        WorkflowsCommand::Archive(args) => archive(ctx, args),
+    }
+}
+
+/// Reads, parses and validates a spec file: `promptFile`s are read relative to the
+/// spec's directory and stored as text with their absolute source path.
+fn load_spec(args: &WorkflowFileArgs) -> Result<WorkflowSpec, Failure> {
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|e| Failure::usage(format!("cannot read {}: {e}", args.file.display())))?;
+    let mut spec =
+        parse_spec(&text).map_err(|e| Failure::usage(format!("{}: {e}", args.file.display())))?;
+    if let Some(name) = &args.name {
+        spec.name = name.clone();
+    }
+    let base = args.file.parent().unwrap_or(Path::new("."));
+    for step in &mut spec.steps {
+        if let StepTarget::Agent(agent) = &mut step.target {
+            if let Some(file) = agent.prompt_file.clone() {
+                let path = base.join(&file);
+                agent.prompt = std::fs::read_to_string(&path).map_err(|e| {
+                    Failure::usage(format!(
+                        "step {:?}: cannot read promptFile {}: {e}",
+                        step.id,
+                        path.display()
+                    ))
+                })?;
+                agent.prompt_file = Some(
+                    std::path::absolute(&path)
+                        .unwrap_or(path)
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    validate(&spec).map_err(|e| Failure::usage(format!("{}: {e}", args.file.display())))?;
+    if args.preflight {
+        let mut problems = Vec::new();
+        for step in &spec.steps {
+            let target = match &step.target {
+                StepTarget::Command(c) => Target::Command(c.clone()),
+                StepTarget::Agent(a) => Target::Agent(a.clone()),
+            };
+            for p in loops_runtime::preflight::check_target(&target) {
+                problems.push(format!("step {:?}: {p}", step.id));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Failure::usage(format!(
+                "preflight failed: {}",
+                problems.join("; ")
+            )));
+        }
+    }
+    Ok(spec)
+}
+
+fn redacted(mut spec: WorkflowSpec) -> WorkflowSpec {
+    for step in &mut spec.steps {
+        match &mut step.target {
+            StepTarget::Agent(a) => {
+                a.prompt = format!("[redacted {} chars]", a.prompt.chars().count());
+                a.env.values_mut().for_each(|v| *v = "[redacted]".into());
+            }
+            StepTarget::Command(c) => c.env.values_mut().for_each(|v| *v = "[redacted]".into()),
+        }
+    }
+    spec
+}
+
+fn record_json(record: &WorkflowRecord) -> serde_json::Value {
+    let mut shown = record.clone();
+    shown.spec = redacted(shown.spec);
+    let mut value = serde_json::to_value(&shown).unwrap_or_default();
+    // OpenLoops shape: the spec's fields at top level.
+    if let Some(obj) = value.as_object_mut() {
+        if let Some(serde_json::Value::Object(spec)) = obj.remove("spec") {
+            for (k, v) in spec {
+                if k != "name" && k != "version" {
+                    obj.insert(k, v);
+                }
+            }
+        }
+    }
+    value
+}
+
+fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<ExitCode, Failure> {
+    let spec = load_spec(&args)?;
+    if ctx.json {
+        print_json(
+            &serde_json::json!({ "valid": true, "name": spec.name, "steps": spec.steps.len() }),
+        )?;
+    } else {
+        println!(
+            "{}: valid workflow {:?} with {} step(s)",
+            args.file.display(),
+            spec.name,
+            spec.steps.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<ExitCode, Failure> {
+    let spec = load_spec(&args.file)?;
+    let record = ctx
+        .client()?
+        .create_workflow(&spec, args.replace, output::now())?;
+    if ctx.json {
+        print_json(&record_json(&record))?;
+    } else {
+        println!(
+            "created workflow {} v{} ({}) with {} step(s)",
+            record.name,
+            record.version,
+            record.id,
+            spec.steps.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(ctx: &Context, args: WorkflowListArgs) -> Result<ExitCode, Failure> {
+    let status = args
+        .status
+        .as_deref()
+        .map(|s| {
+            s.parse::<WorkflowStatus>()
+                .map_err(|e| Failure::usage(e.replace("WorkflowStatus", "--status")))
+        })
+        .transpose()?;
+    let list = ctx.client()?.list_workflows(status)?;
+    if ctx.json {
+        print_json(&list.iter().map(record_json).collect::<Vec<_>>())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if list.is_empty() {
+        println!("no workflows; store one with `loops workflows create FILE`");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut table = Table::new(vec!["ID", "NAME", "VERSION", "STATUS", "STEPS", "CREATED"]);
+    for w in &list {
+        table.row(vec![
+            w.id.as_str().into(),
+            w.name.as_str().into(),
+            w.version.to_string().into(),
+            output::status_cell(w.status.as_str()),
+            w.spec.steps.len().to_string().into(),
+            output::when(Some(w.created_at), output::now()).into(),
+        ]);
+    }
+    table.print()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
+    let record = ctx.client()?.get_workflow(&args.workflow)?;
+    if ctx.json {
+        print_json(&record_json(&record))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "workflow {} v{} ({}) {}",
+        record.name, record.version, record.id, record.status
+    );
+    if let Some(d) = &record.spec.description {
+        println!("{d}");
+    }
+    println!("max parallel: {}", record.spec.max_parallel());
+    let dag = Dag::new(&record.spec);
+    let levels = dag.levels();
+    for (i, step) in record.spec.steps.iter().enumerate() {
+        let what = match &step.target {
+            StepTarget::Command(c) => format!(
+                "command {}{}",
+                c.command,
+                if c.args.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", c.args.join(" "))
+                }
+            ),
+            StepTarget::Agent(a) => match &a.prompt_file {
+                Some(f) => format!("agent {} (prompt from {f})", a.provider),
+                None => format!("agent {}", a.provider),
+            },
+        };
+        let deps = if step.depends_on.is_empty() {
+            String::new()
+        } else {
+            format!(" ← {}", step.depends_on.join(", "))
+        };
+        println!("{}{}: {what}{deps}", "  ".repeat(levels[i] + 1), step.id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
+    let client = ctx.client()?;
+    let workflow = client.get_workflow(&args.workflow)?;
+    if workflow.status != WorkflowStatus::Active {
+        return Err(Failure::usage(format!(
+            "workflow {} v{} is archived",
+            workflow.name, workflow.version
+        )));
+    }
+    let timeout = args
+        .timeout
+        .as_deref()
+        .map(|t| Duration::parse(t).map_err(|e| Failure::usage(format!("--timeout: {e}"))))
+        .transpose()?
+        .map(|d| std::time::Duration::from_millis(d.as_millis()));
+    let store = Arc::clone(client.store());
+    let live = !ctx.json && std::io::stdout().is_terminal();
+    let rt = runtime()?;
+    let result = rt.block_on(async {
+        let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(None::<String>);
+        let ctx_run = loops_runtime::workflow::RunContext {
+            store: Arc::clone(&store),
+            cfg: EngineConfig::for_this_process(),
+            origin: None,
+            loop_metadata: Vec::new(),
+            timeout,
+            interrupt: interrupt_rx,
+        };
+        let signals = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                let _ = interrupt_tx.send(Some("interrupted by the user".into()));
+            }
+        });
+        let progress = live.then(|| spawn_progress(Arc::clone(&store), workflow.name.clone()));
+        let result = loops_runtime::workflow::run(&ctx_run, &workflow).await;
+        signals.abort();
+        if let Some(p) = progress {
+            p.abort();
+            let _ = p.await;
+        }
+        result
+    });
+    let run = result.map_err(|e| Failure::failed(e.to_string()))?;
+    let steps = client
+        .store()
+        .step_runs(&run.id)
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    if ctx.json {
+        let steps: Vec<StepRun> = steps
+            .into_iter()
+            .map(|s| redact_step(s, args.show_output))
+            .collect();
+        print_json(&serde_json::json!({ "workflowRun": run, "steps": steps }))?;
+    } else {
+        if live {
+            draw_steps(&steps, true)?;
+        }
+        println!(
+            "workflow run {} {}: {}{}",
+            run.id,
+            run.workflow_name,
+            run.status,
+            run.duration_ms
+                .map(|d| format!(" in {}", output::elapsed_text(d)))
+                .unwrap_or_default()
+        );
+        if let Some(e) = &run.error {
+            println!("error: {e}");
+        }
+        if !live {
+            step_table(&steps)?;
+        }
+        if args.show_output {
+            print_step_output(&steps);
+        }
+    }
+    Ok(if run.status == WorkflowRunStatus::Succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Redraws one line per step (state and elapsed time) while a run executes on a TTY.
+fn spawn_progress(store: Arc<dyn loops_store::Store>, name: String) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut drawn = 0usize;
+        let mut run_id = None;
+        loop {
+            if run_id.is_none() {
+                run_id = store
+                    .list_workflow_runs(Some(&name), Some(1))
+                    .ok()
+                    .and_then(|mut r| r.pop())
+                    .map(|r| r.id);
+            }
+            if let Some(id) = &run_id {
+                if let Ok(steps) = store.step_runs(id) {
+                    let mut out = std::io::stdout().lock();
+                    if drawn > 0 {
+                        let _ = write!(out, "\x1b[{drawn}A");
+                    }
+                    for s in &steps {
+                        let _ = writeln!(out, "\x1b[2K{}", step_line(s));
+                    }
+                    let _ = out.flush();
+                    drawn = steps.len();
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    })
+}
+
+fn draw_steps(steps: &[StepRun], clear_previous: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if clear_previous && !steps.is_empty() {
+        write!(out, "\x1b[{}A", steps.len())?;
+    }
+    for s in steps {
+        writeln!(out, "\x1b[2K{}", step_line(s))?;
+    }
+    Ok(())
+}
+
+fn step_line(s: &StepRun) -> String {
+    let elapsed = match (s.status, s.started_at, s.duration_ms) {
+        (_, _, Some(ms)) => output::elapsed_text(ms),
+        (StepStatus::Running, Some(start), _) => output::elapsed_text(
+            u64::try_from((output::now() - start).num_milliseconds()).unwrap_or(0),
+        ),
+        _ => String::new(),
+    };
+    let mark = match s.status {
+        StepStatus::Succeeded => "✓",
+        StepStatus::Failed | StepStatus::TimedOut => "✗",
+        StepStatus::Running => "…",
+        StepStatus::Skipped | StepStatus::Cancelled => "-",
+        StepStatus::Pending => " ",
+    };
+    format!(
+        "{mark} {:<20} {:<10} {elapsed}",
+        s.step_id,
+        s.status.as_str()
+    )
+}
+
+fn step_table(steps: &[StepRun]) -> anyhow::Result<()> {
+    let mut table = Table::new(vec!["STEP", "STATUS", "DURATION", "EXIT", "ERROR"]);
+    for s in steps {
+        table.row(vec![
+            s.step_id.as_str().into(),
+            output::status_cell(s.status.as_str()),
+            s.duration_ms
+                .map_or_else(|| "-".into(), output::elapsed_text)
+                .into(),
+            s.exit_code
+                .map_or_else(|| "-".into(), |c| c.to_string())
+                .into(),
+            s.error.clone().unwrap_or_default().into(),
+        ]);
+    }
+    table.print()
+}
+
+fn print_step_output(steps: &[StepRun]) {
+    for s in steps {
+        let out = s.stdout.as_deref().unwrap_or("");
+        let err = s.stderr.as_deref().unwrap_or("");
+        if out.is_empty() && err.is_empty() {
+            continue;
+        }
+        println!("\n--- step {} ---", s.step_id);
+        if !out.is_empty() {
+            println!("[stdout]\n{}", out.trim_end());
+        }
+        if !err.is_empty() {
+            println!("[stderr]\n{}", err.trim_end());
+        }
+    }
+}
+
+fn redact_step(mut s: StepRun, reveal: bool) -> StepRun {
+    if !reveal {
+        for text in [&mut s.stdout, &mut s.stderr].into_iter().flatten() {
+            if !text.is_empty() {
+                *text = format!("[redacted {} bytes; use --show-output]", text.len());
+            }
+        }
+    }
+    s
+}
+
+fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
+    let limit = match args.limit {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => Some(20),
+    };
+    let runs = ctx
+        .client()?
+        .workflow_runs(args.workflow.as_deref(), limit)?;
+    if ctx.json {
+        print_json(&runs)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        println!("no workflow runs yet");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = output::now();
+    let mut table = Table::new(vec![
+        "RUN", "WORKFLOW", "STATUS", "ATTEMPT", "STARTED", "DURATION", "LOOP", "ERROR",
+    ]);
+    for r in &runs {
+        table.row(vec![
+            r.id.as_str().into(),
+            r.workflow_name.as_str().into(),
+            output::status_cell(r.status.as_str()),
+            r.attempt.to_string().into(),
+            output::when(r.started_at, now).into(),
+            r.duration_ms
+                .map_or_else(|| "-".into(), output::elapsed_text)
+                .into(),
+            r.loop_id.clone().unwrap_or_else(|| "-".into()).into(),
+            r.error.clone().unwrap_or_default().into(),
+        ]);
+    }
+    table.print()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
+    let client = ctx.client()?;
+    let run = client.get_workflow_run(&args.run)?;
+    let store = client.store();
+    let steps: Vec<StepRun> = store
+        .step_runs(&run.id)
+        .map_err(|e| Failure::failed(e.to_string()))?
+        .into_iter()
+        .map(|s| redact_step(s, args.show_output))
+        .collect();
+    let events = store
+        .workflow_events(&run.id, None)
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    if ctx.json {
+        print_json(&serde_json::json!({ "workflowRun": run, "steps": steps, "events": events }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "workflow run {} of {} — {} (attempt {}){}",
+        run.id,
+        run.workflow_name,
+        run.status,
+        run.attempt,
+        run.duration_ms
+            .map(|d| format!(", {}", output::elapsed_text(d)))
+            .unwrap_or_default()
+    );
+    if let Some(e) = &run.error {
+        println!("error: {e}");
+    }
+    if let Some(k) = &run.idempotency_key {
+        println!("slot: {k}");
+    }
+    let workflow = store
+        .get_workflow(&run.workflow_id)
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    let levels = workflow.as_ref().map(|w| Dag::new(&w.spec).levels());
+    let mut rows: Vec<(usize, &StepRun)> = steps
+        .iter()
+        .map(|s| {
+            let level = workflow
+                .as_ref()
+                .and_then(|w| w.spec.steps.iter().position(|st| st.id == s.step_id))
+                .and_then(|i| levels.as_ref().map(|l| l[i]))
+                .unwrap_or(0);
+            (level, s)
+        })
+        .collect();
+    rows.sort_by_key(|(level, s)| (*level, s.sequence));
+    let mut table = Table::new(vec!["LEVEL", "STEP", "STATUS", "DURATION", "EXIT", "ERROR"]);
+    for (level, s) in rows {
+        table.row(vec![
+            level.to_string().into(),
+            format!("{}{}", "  ".repeat(level), s.step_id).into(),
+            output::status_cell(s.status.as_str()),
+            s.duration_ms
+                .map_or_else(|| "-".into(), output::elapsed_text)
+                .into(),
+            s.exit_code
+                .map_or_else(|| "-".into(), |c| c.to_string())
+                .into(),
+            s.error.clone().unwrap_or_default().into(),
+        ]);
+    }
+    table.print()?;
+    println!("\nevents:");
+    for e in &events {
+        println!(
+            "  {:>3} {} {:<16} {}",
+            e.sequence,
+            e.created_at
+                .with_timezone(&chrono::Local)
+                .format("%H:%M:%S%.3f"),
+            e.event_type,
+            e.step_id.as_deref().unwrap_or("")
+        );
+    }
+    if args.show_output {
+        print_step_output(&steps);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn events(ctx: &Context, args: WorkflowEventsArgs) -> Result<ExitCode, Failure> {
+    let client = ctx.client()?;
+    let run = client.get_workflow_run(&args.run)?;
+    let events = client
+        .store()
+        .workflow_events(&run.id, args.limit)
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    if ctx.json {
+        print_json(&events)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut table = Table::new(vec!["SEQ", "TIME", "EVENT", "STEP", "PAYLOAD"]);
+    for e in &events {
+        table.row(vec![
+            e.sequence.to_string().into(),
+            loops_core::format_instant(&e.created_at).into(),
+            e.event_type.as_str().into(),
+            e.step_id.clone().unwrap_or_default().into(),
+            e.payload.to_string().into(),
+        ]);
+    }
+    table.print()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cancel(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure> {
+    let reason = args
+        .reason
+        .unwrap_or_else(|| "cancelled from the CLI".into());
+    let run = ctx
+        .client()?
+        .cancel_workflow_run(&args.run, &reason, output::now())?;
+    if ctx.json {
+        print_json(&run)?;
+    } else {
+        println!("cancel requested for workflow run {} ({reason})", run.id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn recover(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure> {
+    let reason = args
+        .reason
+        .unwrap_or_else(|| "workflow run recovered for retry".into());
+    let (run, steps) = ctx.client()?.recover_workflow_run(&args.run, &reason)?;
+    if ctx.json {
+        print_json(&serde_json::json!({ "workflowRun": run, "recoveredSteps": steps }))?;
+    } else if steps.is_empty() {
+        println!("workflow run {}: no running steps to recover", run.id);
+    } else {
+        let ids: Vec<&str> = steps.iter().map(|s| s.step_id.as_str()).collect();
+        println!(
+            "workflow run {}: reset {} to pending",
+            run.id,
+            ids.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn archive(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
+    let record = ctx
+        .client()?
+        .archive_workflow(&args.workflow, output::now())?;
+    if ctx.json {
+        print_json(&record_json(&record))?;
+    } else {
+        println!(
+            "archived workflow {} v{} ({})",
+            record.name, record.version, record.id
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[allow(dead_code)]
+fn _client_type_check(_: &Client) {}
