@@ -149,7 +149,8 @@ fn main() -> Result<()> {
         bin,
         keep_dirs: cli.keep_dirs,
     };
-    match cli.bench {
+    println!("1-min load average at start: {}\n", loadavg());
+    let result = match cli.bench {
         Bench::CliList { sizes, runs } => bench.cli_list(&sizes, runs),
         Bench::CliCreate { existing, calls } => bench.cli_create(existing, calls),
         Bench::Dispatch {
@@ -174,7 +175,9 @@ fn main() -> Result<()> {
             keep_runs,
             prune_every,
         } => bench.soak(loops, secs, sample_every, keep_runs, &prune_every),
-    }
+    };
+    println!("\n1-min load average at end: {}", loadavg());
+    result
 }
 
 fn default_loops_bin() -> PathBuf {
@@ -566,6 +569,14 @@ fn all_runs(db: &Path) -> Result<Vec<Run>> {
     })?)
 }
 
+/// The 1-minute load average (other work on the machine skews every figure).
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn flush() {
     let _ = std::io::stdout().flush();
 }
@@ -575,7 +586,8 @@ fn flush() {
 // ---------------------------------------------------------------------------------
 
 impl Bencher {
-    /// 1. `loops --json list` over 1k and 10k loops.
+    /// 1. `loops --json list` over 1k and 10k loops, with no daemon and with an idle
+    /// daemon holding the store open.
     fn cli_list(&self, sizes: &[usize], runs: usize) -> Result<()> {
         let floor = {
             let dir = self.fresh_dir()?;
@@ -585,22 +597,16 @@ impl Bencher {
             "process floor: `loops --version` median {:.2} ms, p90 {:.2} ms ({runs} runs)\n",
             floor.p50, floor.p90
         );
-        println!("| loops | `--json list` median ms | p90 ms | max ms | `list` (table) median ms | p90 ms | JSON bytes | in-process open ms | list ms | serialize ms | target ≤ 15 ms @1k |");
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        println!("| loops | daemon | `--json list` median ms | p90 ms | max ms | `list` (table) median ms | p90 ms | JSON bytes | in-process open ms | list ms | serialize ms | target ≤ 15 ms @1k |");
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
         for &n in sizes {
             let dir = self.fresh_dir()?;
             let data = dir.data();
             let client = Client::open(&data)?;
             let now = Utc::now();
-            let (_, setup) = populate(&client, n, "bench", true, |_| (every(60_000), now))?;
+            let (_, setup) = populate(&client, n, "bench", true, |_| (every(3_600_000), now))?;
             drop(client);
             eprintln!("populated {n} loops in {:.1} s", setup.as_secs_f64());
-            // Warm the page cache and the binary.
-            for _ in 0..3 {
-                self.time_cli(&data, &["--json", "list"])?;
-            }
-            let json = self.time_cli_n(&data, &["--json", "list"], runs)?;
-            let table = self.time_cli_n(&data, &["list"], runs)?;
             let bytes = Command::new(&self.bin)
                 .args(["--json", "list"])
                 .env("LOOPS_DATA_DIR", &data)
@@ -621,75 +627,105 @@ impl Bencher {
                 ser.push(ms(t.elapsed()));
                 std::hint::black_box(text);
             }
-            let target = if n == 1_000 {
-                format!("{} ({:.2} ms)", verdict(json.p50 <= 15.0), json.p50)
-            } else {
-                "—".into()
-            };
-            println!(
-                "| {n} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {bytes} | {:.2} | {:.2} | {:.2} | {target} |",
-                json.p50,
-                json.p90,
-                json.max,
-                table.p50,
-                table.p90,
-                Stats::of(open).p50,
-                Stats::of(list).p50,
-                Stats::of(ser).p50,
-            );
-            flush();
+            let (open, list, ser) = (Stats::of(open), Stats::of(list), Stats::of(ser));
+            for with_daemon in [false, true] {
+                let mut daemon = if with_daemon {
+                    Some(self.start_daemon(&dir, "daemon.log", &[])?)
+                } else {
+                    None
+                };
+                // Warm the page cache and the binary.
+                for _ in 0..3 {
+                    self.time_cli(&data, &["--json", "list"])?;
+                }
+                let json = self.time_cli_n(&data, &["--json", "list"], runs)?;
+                let table = self.time_cli_n(&data, &["list"], runs)?;
+                if let Some(d) = daemon.as_mut() {
+                    d.stop()?;
+                }
+                let target = if n == 1_000 {
+                    format!("{} ({:.2} ms)", verdict(json.p50 <= 15.0), json.p50)
+                } else {
+                    "—".into()
+                };
+                println!(
+                    "| {n} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {bytes} | {:.2} | {:.2} | {:.2} | {target} |",
+                    if with_daemon { "running" } else { "none" },
+                    json.p50,
+                    json.p90,
+                    json.max,
+                    table.p50,
+                    table.p90,
+                    open.p50,
+                    list.p50,
+                    ser.p50,
+                );
+                flush();
+            }
         }
         Ok(())
     }
 
-    /// 2. `loops create command …` into a store of 1k loops.
+    /// 2. `loops create command …` into a store of 1k loops, with no daemon (the CLI
+    /// is the last connection and checkpoints the WAL on exit) and with an idle daemon.
     fn cli_create(&self, existing: usize, calls: usize) -> Result<()> {
-        let dir = self.fresh_dir()?;
-        let data = dir.data();
-        let client = Client::open(&data)?;
-        let now = Utc::now();
-        populate(&client, existing, "existing", true, |_| {
-            (every(60_000), now)
-        })?;
-        let floor = self.time_cli_n(&data, &["--version"], 30)?;
-        let mut samples = Vec::with_capacity(calls);
-        for i in 0..calls {
-            let name = format!("bench-{i}");
-            let args = ["create", "command", &name, "--every", "1m", "--cmd", "true"];
-            samples.push(ms(self.time_cli(&data, &args)?));
+        println!("| store | daemon | calls | `loops create` median ms | p90 ms | max ms | `loops --version` median ms | in-process `Client::open` median ms | in-process `Client::create` median ms | target ≤ 10 ms |");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
+        for with_daemon in [false, true] {
+            let dir = self.fresh_dir()?;
+            let data = dir.data();
+            let client = Client::open(&data)?;
+            let now = Utc::now();
+            populate(&client, existing, "existing", true, |_| {
+                (every(3_600_000), now)
+            })?;
+            drop(client);
+            let mut daemon = if with_daemon {
+                Some(self.start_daemon(&dir, "daemon.log", &[])?)
+            } else {
+                None
+            };
+            let floor = self.time_cli_n(&data, &["--version"], 30)?;
+            let mut samples = Vec::with_capacity(calls);
+            for i in 0..calls {
+                let name = format!("bench-{i}");
+                let args = [
+                    "create", "command", &name, "--every", "1m", "--cmd", "true",
+                ];
+                samples.push(ms(self.time_cli(&data, &args)?));
+            }
+            let cli = Stats::of(samples);
+            // The library calls alone, for comparison.
+            let mut opens = Vec::with_capacity(calls);
+            let mut lib = Vec::with_capacity(calls);
+            for i in 0..calls {
+                let t = Mono::now();
+                let client = Client::open(&data)?;
+                opens.push(ms(t.elapsed()));
+                let def = command_def(format!("lib-{i}"), every(60_000), true);
+                let t = Mono::now();
+                client.create(def, Utc::now())?;
+                lib.push(ms(t.elapsed()));
+            }
+            if let Some(d) = daemon.as_mut() {
+                d.stop()?;
+            }
+            let (opens, lib) = (Stats::of(opens), Stats::of(lib));
+            println!(
+                "| {existing} loops | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {} ({:.2} ms) |",
+                if with_daemon { "running" } else { "none" },
+                cli.n,
+                cli.p50,
+                cli.p90,
+                cli.max,
+                floor.p50,
+                opens.p50,
+                lib.p50,
+                verdict(cli.p50 <= 10.0),
+                cli.p50
+            );
+            flush();
         }
-        let cli = Stats::of(samples);
-        // The library call alone (validation + one insert transaction), for comparison.
-        let mut lib = Vec::with_capacity(calls);
-        for i in 0..calls {
-            let def = command_def(format!("lib-{i}"), every(60_000), true);
-            let t = Mono::now();
-            client.create(def, Utc::now())?;
-            lib.push(ms(t.elapsed()));
-        }
-        let lib = Stats::of(lib);
-        let mut opens = Vec::with_capacity(calls);
-        for _ in 0..calls {
-            let t = Mono::now();
-            let c = Client::open(&data)?;
-            opens.push(ms(t.elapsed()));
-            drop(c);
-        }
-        let opens = Stats::of(opens);
-        println!("| store | calls | `loops create` median ms | p90 ms | max ms | `loops --version` median ms | in-process `Client::open` median ms | in-process `Client::create` median ms | target ≤ 10 ms |");
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
-        println!(
-            "| {existing} loops | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {} ({:.2} ms) |",
-            cli.n,
-            cli.p50,
-            cli.p90,
-            cli.max,
-            floor.p50,
-            opens.p50,
-            lib.p50,
-            verdict(cli.p50 <= 10.0),
-            cli.p50
-        );
         Ok(())
     }
 

@@ -29,18 +29,24 @@ pub fn run(ctx: &Context, args: PruneArgs) -> Result<ExitCode, Failure> {
         }
     };
     let client = ctx.client()?;
-    let count = client
-        .store()
+    let store = client.store();
+    let count = store
         .prune_runs(&policy, args.dry_run)
         .map_err(|e| Failure::failed(e.to_string()))?;
+    let workflow_runs = store
+        .prune_workflow_runs(&policy, args.dry_run)
+        .map_err(|e| Failure::failed(e.to_string()))?;
     if ctx.json {
-        print_json(
-            &serde_json::json!({ "pruned": if args.dry_run { 0 } else { count }, "matched": count, "dryRun": args.dry_run }),
-        )?;
+        print_json(&serde_json::json!({
+            "pruned": if args.dry_run { 0 } else { count },
+            "matched": count,
+            "workflowRunsMatched": workflow_runs,
+            "dryRun": args.dry_run,
+        }))?;
     } else if args.dry_run {
-        println!("would prune {count} run(s)");
+        println!("would prune {count} run(s) and {workflow_runs} workflow run(s)");
     } else {
-        println!("pruned {count} run(s)");
+        println!("pruned {count} run(s) and {workflow_runs} workflow run(s)");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,9 @@
 
 mod util;
 
+mod agents;
 mod bad_input;
 mod daemon;
 mod loops_cli;
+mod mock_model;
 mod workflows;

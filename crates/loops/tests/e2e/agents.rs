@@ -1,0 +1,832 @@
+//! Agent targets through the real binary.
+//!
+//! Fake providers: scripts named like each provider CLI (`claude`, `codex`, `agent`,
+//! `codewith`, `aicopilot`, `opencode`) first on PATH record their argv, stdin and
+//! environment and print canned output captured from the real CLIs; the tests check
+//! the argv each adapter builds, that the prompt arrives on stdin only, the account
+//! handling, and the run's `summary` / `usage` / status.
+//!
+//! Real CLIs (`real_*`): the pinned claude, codex and opencode installed by
+//! `ci/install-agent-clis.sh` run real agent loops through the daemon against
+//! [`crate::mock_model`] on 127.0.0.1. Without the CLIs these tests print
+//! "skipped: real CLIs not installed" and pass, except under `CI=true`, where a
+//! missing CLI fails them so CI can never skip them silently.
+
+use crate::mock_model::{MockModel, Mode};
+use crate::util::{wait_for, write_script, World};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../loops-runtime/tests/fixtures");
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{FIXTURES}/{name}")).expect("fixture")
+}
+
+/// The fake provider CLIs of one world.
+struct Fakes {
+    bin: PathBuf,
+    log: PathBuf,
+    out: PathBuf,
+}
+
+const FAKE_CLIS: [&str; 6] = ["claude", "codex", "agent", "codewith", "aicopilot", "opencode"];
+
+impl Fakes {
+    /// Installs the fakes in `w` and puts them first on its PATH.
+    fn install(w: &mut World) -> Self {
+        let bin = w.root.path().join("fakebin");
+        let log = w.root.path().join("fakelog");
+        let out = w.root.path().join("fakeout");
+        for dir in [&bin, &log, &out] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let script = format!(
+            r#"#!/bin/sh
+# Fake provider CLI: records argv, stdin and env, then prints canned output.
+name="${{0##*/}}"
+dir="{log}/$name"
+mkdir -p "$dir"
+: > "$dir/argv"
+for a in "$@"; do printf '%s\n' "$a" >> "$dir/argv"; done
+cat > "$dir/stdin"
+env > "$dir/env"
+[ -f "{out}/$name.out" ] && cat "{out}/$name.out"
+code=0
+[ -f "{out}/$name.exit" ] && code=$(cat "{out}/$name.exit")
+exit "$code"
+"#,
+            log = log.display(),
+            out = out.display()
+        );
+        for name in FAKE_CLIS {
+            write_script(&bin.join(name), &script);
+        }
+        w.extra_env
+            .push(("PATH".into(), format!("{}:/usr/bin:/bin", bin.display())));
+        Self { bin, log, out }
+    }
+
+    /// What `exe` prints and how it exits.
+    fn canned(&self, exe: &str, stdout: &str, exit: i32) {
+        std::fs::write(self.out.join(format!("{exe}.out")), stdout).unwrap();
+        std::fs::write(self.out.join(format!("{exe}.exit")), exit.to_string()).unwrap();
+    }
+
+    fn ran(&self, exe: &str) -> bool {
+        self.log.join(exe).join("argv").exists()
+    }
+
+    fn argv(&self, exe: &str) -> Vec<String> {
+        let text = std::fs::read_to_string(self.log.join(exe).join("argv"))
+            .unwrap_or_else(|_| panic!("{exe} never ran"));
+        text.lines().map(str::to_owned).collect()
+    }
+
+    fn stdin(&self, exe: &str) -> String {
+        std::fs::read_to_string(self.log.join(exe).join("stdin")).unwrap()
+    }
+
+    fn env(&self, exe: &str) -> HashMap<String, String> {
+        std::fs::read_to_string(self.log.join(exe).join("env"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+}
+
+/// `loops --json run-now <name>`: (exit code, the run).
+fn run_now(w: &World, name: &str) -> (i32, Value) {
+    let out = w.run(&["--json", "run-now", name]);
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "bad run-now json ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), run)
+}
+
+/// `create agent NAME --provider P …`, every hour unless `extra` has a schedule.
+fn create_agent(w: &World, name: &str, provider: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["create", "agent", name, "--provider", provider];
+    if !extra.contains(&"--dynamic") {
+        args.extend(["--every", "1h"]);
+    }
+    args.extend_from_slice(extra);
+    w.json(&args)
+}
+
+#[test]
+fn every_provider_gets_its_argv_and_the_prompt_on_stdin() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    let work = w.root.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let work_s = work.display().to_string();
+    // (provider, executable, extra flags, canned output, expected argv, summary, usage)
+    let cases: Vec<(&str, &str, Vec<&str>, String, String, &str, Value)> = vec![
+        (
+            "claude",
+            "claude",
+            vec!["--model", "sonnet", "--agent", "reviewer"],
+            fixture("claude_success.json"),
+            "--safe-mode --setting-sources local --no-session-persistence -p --output-format json --model sonnet --agent reviewer".into(),
+            "Hello from the mock model.",
+            serde_json::json!({"inputTokens": 11, "outputTokens": 7}),
+        ),
+        (
+            "cursor",
+            "agent",
+            vec!["--model", "gpt-5"],
+            fixture("cursor_text.txt"),
+            "-p --model gpt-5".into(),
+            "All 42 tests pass.\nNo changes were needed.",
+            Value::Null,
+        ),
+        (
+            "codex",
+            "codex",
+            vec!["--cwd", &work_s, "--model", "gpt-5", "--config-isolation", "none"],
+            fixture("codex_success.jsonl"),
+            format!("--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --cd {work_s} --model gpt-5"),
+            "Hello from the mock model.",
+            serde_json::json!({"inputTokens": 12, "outputTokens": 8}),
+        ),
+        (
+            "codewith",
+            "codewith",
+            vec!["--auth-profile", "work"],
+            fixture("codex_item_error_warning.jsonl"),
+            "--ask-for-approval never --auth-profile work exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --ignore-rules".into(),
+            "The workspace has one Cargo.toml.",
+            serde_json::json!({"inputTokens": 1200, "outputTokens": 40}),
+        ),
+        (
+            "opencode",
+            "opencode",
+            vec!["--model", "mock/mock-model", "--cwd", &work_s],
+            fixture("opencode_success.jsonl"),
+            format!("run --format json --pure --dir {work_s} --model mock/mock-model"),
+            "Hello from the mock model.",
+            serde_json::json!({"inputTokens": 13, "outputTokens": 9}),
+        ),
+        (
+            "aicopilot",
+            "aicopilot",
+            vec!["--agent", "plan"],
+            fixture("opencode_multi_step.jsonl"),
+            "run --format json --pure --agent plan".into(),
+            "There is one Cargo.toml.",
+            serde_json::json!({"inputTokens": 255, "outputTokens": 35, "costUsd": 0.003}),
+        ),
+    ];
+    for (provider, exe, extra, stdout, argv, summary, usage) in cases {
+        fakes.canned(exe, &stdout, 0);
+        let name = format!("{provider}-loop");
+        let prompt = format!("Prompt for {provider}:\n  keep 'quotes' and $dollars\n");
+        let mut flags = vec!["--prompt", prompt.as_str(), "--env", "TARGET_VAR=1"];
+        flags.extend(extra.iter().copied());
+        create_agent(&w, &name, provider, &flags);
+        let (code, run) = run_now(&w, &name);
+        assert_eq!(code, 0, "{provider}: {run}");
+        assert_eq!(run["status"], "succeeded", "{provider}: {run}");
+        assert_eq!(run["summary"], summary, "{provider}");
+        if usage.is_null() {
+            assert!(run.get("usage").is_none(), "{provider}: {run}");
+        } else {
+            let got = &run["usage"];
+            assert_eq!(got["inputTokens"], usage["inputTokens"], "{provider}: {got}");
+            assert_eq!(got["outputTokens"], usage["outputTokens"], "{provider}: {got}");
+            if let Some(cost) = usage["costUsd"].as_f64() {
+                assert!((got["costUsd"].as_f64().unwrap() - cost).abs() < 1e-9, "{got}");
+            }
+        }
+        assert_eq!(fakes.argv(exe).join(" "), argv, "{provider} argv");
+        assert_eq!(fakes.stdin(exe), prompt, "{provider} stdin");
+        assert!(
+            fakes.argv(exe).iter().all(|a| !a.contains("Prompt for")),
+            "{provider}: prompt leaked into argv"
+        );
+        let env = fakes.env(exe);
+        assert_eq!(env.get("LOOPS_LOOP_NAME"), Some(&name), "{provider}");
+        assert_eq!(env.get("LOOPS_RUN_ID"), run["id"].as_str().map(str::to_owned).as_ref());
+        assert_eq!(env.get("TARGET_VAR").map(String::as_str), Some("1"));
+        assert!(!env.contains_key("LOOPS_ACCOUNT_PROFILE"), "{provider}");
+        // The same fields through `runs`.
+        let listed = &w.runs(&name)[0];
+        assert_eq!(listed["summary"], summary);
+    }
+}
+
+#[test]
+fn prompt_file_is_stored_with_its_source_and_sent_on_stdin() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("claude", &fixture("claude_success.json"), 0);
+    let file = w.root.path().join("review.md");
+    std::fs::write(&file, "Review the latest commit.\nBe brief.\n").unwrap();
+    let lp = create_agent(
+        &w,
+        "review",
+        "claude",
+        &["--prompt-file", file.to_str().unwrap()],
+    );
+    assert_eq!(lp["target"]["promptFile"], file.display().to_string());
+    let shown = w.json(&["show", "review"]);
+    assert!(
+        shown["target"]["prompt"].as_str().unwrap().starts_with("[redacted"),
+        "{shown}"
+    );
+    assert_eq!(shown["target"]["promptFile"], file.display().to_string());
+    let (code, _) = run_now(&w, "review");
+    assert_eq!(code, 0);
+    assert_eq!(fakes.stdin("claude"), "Review the latest commit.\nBe brief.\n");
+}
+
+#[test]
+fn reported_errors_fail_the_run_with_the_providers_message() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    // claude: `is_error: true` (subtype "success") with exit 0.
+    fakes.canned("claude", &fixture("claude_api_error.json"), 0);
+    create_agent(&w, "c", "claude", &["--prompt", "hi"]);
+    let (code, run) = run_now(&w, "c");
+    assert_eq!(code, 1, "{run}");
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["exitCode"], 0);
+    assert_eq!(run["error"], "API Error: 400 mock says: bad request");
+    assert!(run.get("summary").is_none(), "{run}");
+    // codex: turn.failed.
+    fakes.canned("codex", &fixture("codex_turn_failed.jsonl"), 1);
+    create_agent(&w, "x", "codex", &["--prompt", "hi"]);
+    let (_, run) = run_now(&w, "x");
+    assert_eq!(run["status"], "failed");
+    assert_eq!(
+        run["error"],
+        "mock says: bad request (codex exited with status 1)"
+    );
+    // opencode: exit 1 and no stdout means it rejected its arguments.
+    fakes.canned("opencode", "", 1);
+    create_agent(&w, "o", "opencode", &["--prompt", "hi", "--model", "p/m"]);
+    let (_, run) = run_now(&w, "o");
+    assert_eq!(run["status"], "failed");
+    let error = run["error"].as_str().unwrap();
+    assert!(error.contains("rejected its arguments"), "{error}");
+    // opencode: an error event.
+    fakes.canned("aicopilot", &fixture("opencode_api_error.jsonl"), 0);
+    create_agent(&w, "a", "aicopilot", &["--prompt", "hi"]);
+    let (_, run) = run_now(&w, "a");
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["error"], "mock says: bad request");
+}
+
+/// A fake `accounts` CLI recording its argv and printing `stdout` (exit `code`).
+fn fake_accounts(fakes: &Fakes, stdout: &str, stderr: &str, code: i32) -> PathBuf {
+    let record = fakes.log.join("accounts.argv");
+    let script = format!(
+        "#!/bin/sh\nprintf '%s ' \"$@\" > '{}'\ncat <<'EOF'\n{stdout}\nEOF\nprintf '%s' '{stderr}' >&2\nexit {code}\n",
+        record.display()
+    );
+    write_script(&fakes.bin.join("accounts"), &script);
+    record
+}
+
+#[test]
+fn accounts_apply_the_profile_and_scrub_inherited_auth() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("claude", &fixture("claude_success.json"), 0);
+    let profile = w.root.path().join("accounts/work claude");
+    std::fs::create_dir_all(&profile).unwrap();
+    let record = fake_accounts(
+        &fakes,
+        &format!(
+            "# profile work\nexport CLAUDE_CONFIG_DIR='{}'\nexport ANTHROPIC_BASE_URL=\"https://profile.example\"\nexport XDG_CONFIG_HOME='{}/xdg'",
+            profile.display(),
+            profile.display()
+        ),
+        "",
+        0,
+    );
+    for (k, v) in [
+        ("ANTHROPIC_API_KEY", "daemon-secret"),
+        ("OPENAI_API_KEY", "daemon-secret"),
+        ("GH_TOKEN", "daemon-secret"),
+        ("GITHUB_TOKEN", "daemon-secret"),
+        ("CLAUDE_CONFIG_DIR", "/daemon/claude"),
+        ("CODEX_HOME", "/daemon/codex"),
+        ("XDG_CONFIG_HOME", "/daemon/config"),
+        ("XDG_DATA_HOME", "/daemon/data"),
+        ("KEEP_ME", "1"),
+    ] {
+        w.extra_env.push((k.into(), v.into()));
+    }
+    create_agent(
+        &w,
+        "acct",
+        "claude",
+        &["--prompt", "hi", "--account", "work", "--env", "EXTRA=1"],
+    );
+    let (code, run) = run_now(&w, "acct");
+    assert_eq!(code, 0, "{run}");
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap().trim_end(),
+        "env work --tool claude"
+    );
+    let env = fakes.env("claude");
+    for gone in [
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "GH_TOKEN",
+        "GITHUB_TOKEN",
+        "CODEX_HOME",
+        "XDG_DATA_HOME",
+    ] {
+        assert!(!env.contains_key(gone), "{gone} leaked: {env:?}");
+    }
+    let get = |k: &str| env.get(k).map(String::as_str);
+    assert_eq!(get("CLAUDE_CONFIG_DIR"), profile.to_str());
+    assert_eq!(get("ANTHROPIC_BASE_URL"), Some("https://profile.example"));
+    assert_eq!(
+        get("XDG_CONFIG_HOME").map(PathBuf::from),
+        Some(profile.join("xdg"))
+    );
+    assert_eq!(get("LOOPS_ACCOUNT_PROFILE"), Some("work"));
+    assert_eq!(get("LOOPS_ACCOUNT_TOOL"), Some("claude"));
+    assert_eq!(get("KEEP_ME"), Some("1"));
+    assert_eq!(get("EXTRA"), Some("1"));
+}
+
+#[test]
+fn accounts_work_for_command_targets_with_an_explicit_tool() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    let profile = w.root.path().join("gh-profile");
+    std::fs::create_dir_all(&profile).unwrap();
+    let record = fake_accounts(
+        &fakes,
+        &format!(
+            "export GH_CONFIG_DIR={}\nexport GH_TOKEN=profile-token",
+            profile.display()
+        ),
+        "",
+        0,
+    );
+    w.extra_env.push(("GH_TOKEN".into(), "daemon-token".into()));
+    let out = w.root.path().join("cmd-env.txt");
+    // Without a tool, a command target cannot know which credentials to fetch.
+    let (code, err) = w.fail(&[
+        "create", "command", "gh", "--every", "1h", "--account", "work", "--cmd", "true",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("needs a tool"), "{err}");
+    w.json(&[
+        "create",
+        "command",
+        "gh",
+        "--every",
+        "1h",
+        "--account",
+        "work",
+        "--account-tool",
+        "gh",
+        "--cmd",
+        &format!("env > '{}'", out.display()),
+    ]);
+    let (code, run) = run_now(&w, "gh");
+    assert_eq!(code, 0, "{run}");
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap().trim_end(),
+        "env work --tool gh"
+    );
+    let env = std::fs::read_to_string(&out).unwrap();
+    assert!(env.lines().any(|l| l == "GH_TOKEN=profile-token"), "{env}");
+    assert!(env.lines().any(|l| l == "LOOPS_ACCOUNT_TOOL=gh"), "{env}");
+    assert!(!env.contains("daemon-token"), "{env}");
+}
+
+#[test]
+fn account_failures_fail_the_run_before_the_provider_starts() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("claude", &fixture("claude_success.json"), 0);
+    create_agent(&w, "acct", "claude", &["--prompt", "hi", "--account", "work"]);
+    let missing_dir = w.root.path().join("no-such-profile-dir");
+    let cases: Vec<(Box<dyn Fn()>, String)> = vec![
+        (
+            Box::new(|| {}),
+            "account work/claude: Executable not found in PATH: accounts".into(),
+        ),
+        (
+            Box::new(|| {
+                fake_accounts(&fakes, "", "no profile named work", 3);
+            }),
+            "accounts env failed for work/claude (status 3): no profile named work".into(),
+        ),
+        (
+            Box::new(|| {
+                fake_accounts(&fakes, "export CLAUDE_CONFIG_DIR='unterminated", "", 0);
+            }),
+            "accounts env for work/claude printed an unreadable line 1: unterminated single quote: export CLAUDE_CONFIG_DIR='unterminated".into(),
+        ),
+        (
+            Box::new(|| {
+                fake_accounts(&fakes, "# nothing to export", "", 0);
+            }),
+            "accounts env returned no profile directory for work/claude".into(),
+        ),
+        (
+            Box::new(|| {
+                fake_accounts(
+                    &fakes,
+                    &format!("export CLAUDE_CONFIG_DIR={}", missing_dir.display()),
+                    "",
+                    0,
+                );
+            }),
+            format!(
+                "account profile directory does not exist for work/claude: {}",
+                missing_dir.display()
+            ),
+        ),
+    ];
+    for (setup, expected) in cases {
+        setup();
+        let (code, run) = run_now(&w, "acct");
+        assert_eq!(code, 1, "{run}");
+        assert_eq!(run["status"], "failed");
+        assert_eq!(run["error"], expected.as_str());
+        assert!(run["pid"].is_null(), "{run}");
+        assert!(!fakes.ran("claude"), "the provider must not start");
+    }
+}
+
+#[test]
+fn preflight_checks_executable_account_and_fields() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    // The executable must resolve on the effective PATH.
+    std::fs::remove_file(fakes.bin.join("aicopilot")).unwrap();
+    let (code, err) = w.fail(&[
+        "create", "agent", "a", "--every", "1h", "--provider", "aicopilot", "--prompt", "hi",
+        "--preflight",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("preflight failed: Executable not found in PATH: aicopilot"),
+        "{err}"
+    );
+    // Found in a user bin dir that the daemon's PATH lacks: preflight passes.
+    let user_bin = w.home.join(".local/bin");
+    std::fs::create_dir_all(&user_bin).unwrap();
+    std::fs::copy(fakes.bin.join("opencode"), user_bin.join("aicopilot")).unwrap();
+    w.json(&[
+        "create", "agent", "a", "--every", "1h", "--provider", "aicopilot", "--prompt", "hi",
+        "--preflight",
+    ]);
+    // Accounts must resolve.
+    fake_accounts(&fakes, "", "no such profile", 1);
+    let (code, err) = w.fail(&[
+        "create", "agent", "b", "--every", "1h", "--provider", "claude", "--prompt", "hi",
+        "--account", "nope", "--preflight",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("preflight failed: accounts env failed for nope/claude (status 1): no such profile"),
+        "{err}"
+    );
+    // Nothing was written by the failed creates.
+    let names: Vec<String> = w
+        .json(&["list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["a"]);
+}
+
+#[test]
+fn provider_rules_are_validated_at_create() {
+    let w = World::new();
+    let base = ["create", "agent", "x", "--every", "1h", "--prompt", "hi"];
+    let cases: [(&[&str], &str); 6] = [
+        (&["--provider", "codex", "--agent", "a"], "codex has no --agent"),
+        (&["--provider", "opencode"], "needs --model provider/model"),
+        (&["--provider", "claude", "--auth-profile", "p"], "only supported by provider codewith"),
+        (
+            &["--provider", "claude", "--config-override", "model=x"],
+            "only supported by providers codex and codewith",
+        ),
+        (&["--provider", "codex", "--config-override=--sandbox=x"], "invalid config override key"),
+        (&["--provider", "codex", "--config-override", "novalue"], "expected KEY=VALUE"),
+    ];
+    for (extra, message) in cases {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let (code, err) = w.fail(&args);
+        assert_eq!(code, 2, "{extra:?}");
+        assert!(err.contains(message), "{extra:?}: {err}");
+    }
+    assert_eq!(w.json(&["list"]).as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn config_overrides_reach_codex_as_c_pairs() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("codex", &fixture("codex_success.jsonl"), 0);
+    let lp = create_agent(
+        &w,
+        "cx",
+        "codex",
+        &[
+            "--prompt",
+            "hi",
+            "--config-override",
+            "model_provider=mock",
+            "--config-override",
+            r#"model_providers.mock={name="Mock",base_url="http://127.0.0.1:9/v1"}"#,
+        ],
+    );
+    assert_eq!(lp["target"]["configOverrides"]["model_provider"], "mock");
+    run_now(&w, "cx");
+    let argv = fakes.argv("codex");
+    let pairs: Vec<&str> = argv
+        .windows(2)
+        .filter(|p| p[0] == "-c")
+        .map(|p| p[1].as_str())
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            "model_provider=mock",
+            r#"model_providers.mock={name="Mock",base_url="http://127.0.0.1:9/v1"}"#
+        ]
+    );
+    let exec = argv.iter().position(|a| a == "exec").unwrap();
+    assert!(argv.iter().position(|a| a == "-c").unwrap() > exec);
+}
+
+// ---------------------------------------------------------------------------------
+// Real CLIs against the mock model server.
+
+/// Where the pinned real CLIs live: `$LOOPS_TEST_AGENT_BIN`, else the default prefix
+/// of `ci/install-agent-clis.sh`.
+fn real_bin_dir() -> PathBuf {
+    std::env::var_os("LOOPS_TEST_AGENT_BIN").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci-npm/node_modules/.bin"),
+        PathBuf::from,
+    )
+}
+
+/// The bin dir when `cli` is installed; otherwise says why the test is skipped (and
+/// fails under CI, which installs the CLIs).
+fn real_cli(cli: &str) -> Option<PathBuf> {
+    let dir = real_bin_dir();
+    if dir.join(cli).exists() {
+        return Some(dir);
+    }
+    let message = format!(
+        "skipped: real CLIs not installed ({} missing; run ci/install-agent-clis.sh)",
+        dir.join(cli).display()
+    );
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "{message}"
+    );
+    eprintln!("{message}");
+    None
+}
+
+/// A world whose PATH starts with the real CLIs, and a scratch working dir.
+fn real_world(bin: &Path) -> (World, PathBuf) {
+    let mut w = World::new();
+    let path = std::env::var("PATH").unwrap_or_default();
+    w.extra_env
+        .push(("PATH".into(), format!("{}:{path}", bin.display())));
+    let work = w.root.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    (w, work)
+}
+
+/// Starts the daemon, waits for the loop's first finished run, stops the daemon.
+fn first_run_through_daemon(w: &World, name: &str) -> Value {
+    let mut d = w.daemon_ready(&[]);
+    let run = wait_for(
+        &format!("{name} to finish a run"),
+        Duration::from_secs(90),
+        || {
+            let runs = w.json(&["runs", name, "--limit", "0", "--show-output"]);
+            runs.as_array()?
+                .iter()
+                .find(|r| r["status"] != "running")
+                .cloned()
+        },
+    );
+    assert_eq!(d.stop(), Some(0), "daemon log:\n{}", d.log_text());
+    run
+}
+
+/// With `LOOPS_CAPTURE_FIXTURES=DIR`, saves a real CLI's stdout as a parser fixture.
+fn capture_fixture(run: &Value, file: &str) {
+    if let Some(dir) = std::env::var_os("LOOPS_CAPTURE_FIXTURES") {
+        let stdout = run["stdout"].as_str().unwrap_or_default();
+        std::fs::write(Path::new(&dir).join(file), stdout).unwrap();
+    }
+}
+
+fn assert_real_success(run: &Value, mock: &MockModel, prompt: &str, reply: &str) {
+    assert_eq!(run["status"], "succeeded", "{run:#}");
+    assert!(mock.saw(prompt), "the model never saw the prompt: {:?}", mock.requests());
+    assert_eq!(run["summary"], reply, "{run:#}");
+    assert!(run["usage"]["outputTokens"].as_u64().is_some(), "{run:#}");
+}
+
+fn assert_real_failure(run: &Value, mock: &MockModel, message: &str) {
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert!(!mock.requests().is_empty(), "the CLI never called the mock");
+    let error = run["error"].as_str().unwrap_or_default();
+    assert!(error.contains(message), "error {error:?} lacks {message:?}: {run:#}");
+}
+
+fn claude_loop(w: &World, work: &Path, mock: &MockModel, prompt: &str) {
+    let base_url = format!("ANTHROPIC_BASE_URL={}", mock.url());
+    create_agent(
+        w,
+        "real-claude",
+        "claude",
+        &[
+            "--dynamic",
+            "--prompt",
+            prompt,
+            "--cwd",
+            work.to_str().unwrap(),
+            "--timeout",
+            "60s",
+            "--env",
+            &base_url,
+            "--env",
+            "ANTHROPIC_API_KEY=dummy",
+            "--env",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+            "--env",
+            "CLAUDE_CODE_MAX_RETRIES=0",
+        ],
+    );
+}
+
+fn codex_loop(w: &World, work: &Path, mock: &MockModel, prompt: &str) {
+    // Codex ignores OPENAI_BASE_URL: a custom provider is configured through the
+    // modeled `configOverrides` (`-c` pairs), retries off.
+    let provider = format!(
+        r#"model_providers.mock={{name="Mock",base_url="{}/v1",env_key="MOCK_API_KEY",wire_api="responses",request_max_retries=0,stream_max_retries=0}}"#,
+        mock.url()
+    );
+    create_agent(
+        w,
+        "real-codex",
+        "codex",
+        &[
+            "--dynamic",
+            "--prompt",
+            prompt,
+            "--cwd",
+            work.to_str().unwrap(),
+            "--timeout",
+            "60s",
+            "--config-override",
+            "model_provider=mock",
+            "--config-override",
+            &provider,
+            "--env",
+            "MOCK_API_KEY=dummy",
+        ],
+    );
+}
+
+fn opencode_loop(w: &World, work: &Path, mock: &MockModel, prompt: &str) {
+    let config = serde_json::json!({"provider": {"mock": {
+        "npm": "@ai-sdk/openai-compatible",
+        "options": {"baseURL": format!("{}/v1", mock.url()), "apiKey": "dummy"},
+        "models": {"mock-model": {}}
+    }}});
+    let config = format!("OPENCODE_CONFIG_CONTENT={config}");
+    create_agent(
+        w,
+        "real-opencode",
+        "opencode",
+        &[
+            "--dynamic",
+            "--prompt",
+            prompt,
+            "--model",
+            "mock/mock-model",
+            "--cwd",
+            work.to_str().unwrap(),
+            "--timeout",
+            "60s",
+            "--env",
+            &config,
+            // Offline: no models.dev fetch, no self-update, no LSP downloads.
+            "--env",
+            "OPENCODE_DISABLE_MODELS_FETCH=1",
+            "--env",
+            "OPENCODE_DISABLE_AUTOUPDATE=1",
+            "--env",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
+            "--env",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
+        ],
+    );
+}
+
+const REPLY: &str = "Hello from the mock model.";
+
+#[test]
+fn real_claude_succeeds_against_the_mock() {
+    let Some(bin) = real_cli("claude") else { return };
+    let (w, work) = real_world(&bin);
+    let mock = MockModel::start(Mode::Reply(REPLY.into()));
+    let prompt = "Say hello (real-claude-prompt-7f3a)";
+    claude_loop(&w, &work, &mock, prompt);
+    let run = first_run_through_daemon(&w, "real-claude");
+    capture_fixture(&run, "claude_success.json");
+    assert_real_success(&run, &mock, prompt, REPLY);
+    assert!(run["usage"]["costUsd"].as_f64().is_some(), "{run:#}");
+    assert!(mock.requests().iter().any(|r| r.method == "POST" && r.path.starts_with("/v1/messages")));
+}
+
+#[test]
+fn real_claude_http_400_fails_the_run() {
+    let Some(bin) = real_cli("claude") else { return };
+    let (w, work) = real_world(&bin);
+    let mock = MockModel::start(Mode::Fail {
+        status: 400,
+        message: "mock says: bad request".into(),
+    });
+    claude_loop(&w, &work, &mock, "Say hello");
+    let run = first_run_through_daemon(&w, "real-claude");
+    capture_fixture(&run, "claude_api_error.json");
+    assert_real_failure(&run, &mock, "mock says: bad request");
+}
+
+#[test]
+fn real_codex_succeeds_against_the_mock() {
+    let Some(bin) = real_cli("codex") else { return };
+    let (w, work) = real_world(&bin);
+    let mock = MockModel::start(Mode::Reply(REPLY.into()));
+    let prompt = "Say hello (real-codex-prompt-91c2)";
+    codex_loop(&w, &work, &mock, prompt);
+    let run = first_run_through_daemon(&w, "real-codex");
+    capture_fixture(&run, "codex_success.jsonl");
+    assert_real_success(&run, &mock, prompt, REPLY);
+    assert!(mock.requests().iter().any(|r| r.method == "POST" && r.path == "/v1/responses"));
+}
+
+#[test]
+fn real_codex_http_400_fails_the_run() {
+    let Some(bin) = real_cli("codex") else { return };
+    let (w, work) = real_world(&bin);
+    let mock = MockModel::start(Mode::Fail {
+        status: 400,
+        message: "mock says: bad request".into(),
+    });
+    codex_loop(&w, &work, &mock, "Say hello");
+    let run = first_run_through_daemon(&w, "real-codex");
+    capture_fixture(&run, "codex_turn_failed.jsonl");
+    assert_real_failure(&run, &mock, "mock says: bad request");
+}
+
+#[test]
+fn real_opencode_succeeds_against_the_mock() {
+    let Some(bin) = real_cli("opencode") else { return };
+    let (w, work) = real_world(&bin);
+    let mock = MockModel::start(Mode::Reply(REPLY.into()));
+    let prompt = "Say hello (real-opencode-prompt-5d0e)";
+    opencode_loop(&w, &work, &mock, prompt);
+    let run = first_run_through_daemon(&w, "real-opencode");
+    capture_fixture(&run, "opencode_success.jsonl");
+    assert_real_success(&run, &mock, prompt, REPLY);
+    assert!(mock.requests().iter().any(|r| r.method == "POST" && r.path == "/v1/chat/completions"));
+}
+
+#[test]
+fn real_opencode_http_400_fails_the_run() {
+    let Some(bin) = real_cli("opencode") else { return };
+    let (w, work) = real_world(&bin);
+    let mock = MockModel::start(Mode::Fail {
+        status: 400,
+        message: "mock says: bad request".into(),
+    });
+    opencode_loop(&w, &work, &mock, "Say hello");
+    let run = first_run_through_daemon(&w, "real-opencode");
+    capture_fixture(&run, "opencode_api_error.jsonl");
+    assert_real_failure(&run, &mock, "mock says: bad request");
+}
