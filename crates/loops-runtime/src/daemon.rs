@@ -236,15 +236,25 @@ async fn main_loop(
         if tokio::time::Instant::now() >= next_prune {
             let policy = cfg.prune_policy(clock.now());
             match store.prune_runs(&policy, false).and_then(|runs| {
-                store.prune_workflow_runs(&policy, false).map(|wf| (runs, wf))
+                store
+                    .prune_workflow_runs(&policy, false)
+                    .map(|wf| (runs, wf))
             }) {
-                Ok((runs, wf)) if runs + wf > 0 => tracing::info!(runs, workflow_runs = wf, "retention"),
+                Ok((runs, wf)) if runs + wf > 0 => {
+                    tracing::info!(runs, workflow_runs = wf, "retention")
+                }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "retention failed"),
             }
             next_prune = tokio::time::Instant::now() + cfg.prune_every;
         }
-        let deadline = next_deadline(store.as_ref(), &report, clock.now(), next_prune, &engine.config().runner_id);
+        let deadline = next_deadline(
+            store.as_ref(),
+            &report,
+            clock.now(),
+            next_prune,
+            &engine.config().runner_id,
+        );
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => {}
             _ = socket.recv(&mut buf) => {}
@@ -297,9 +307,10 @@ fn next_deadline(
 /// Whether rows claimed by other runners are running: they may need recovery once
 /// their runner dies, so the daemon re-checks every couple of seconds meanwhile.
 fn has_foreign_running(store: &dyn Store, runner_id: &str) -> bool {
-    store
-        .running_runs(None)
-        .is_ok_and(|runs| runs.iter().any(|r| r.claimed_by.as_deref() != Some(runner_id)))
+    store.running_runs(None).is_ok_and(|runs| {
+        runs.iter()
+            .any(|r| r.claimed_by.as_deref() != Some(runner_id))
+    })
 }
 
 fn write_pid_file(dir: &Path, pid: u32) -> Result<(), DaemonError> {

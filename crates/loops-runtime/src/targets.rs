@@ -12,7 +12,7 @@ use crate::engine::EngineConfig;
 use crate::env::build_env;
 use crate::executor::ExecSpec;
 use crate::providers::{account_tool, agent_args};
-use loops_core::{format_instant, Account, Loop, Run, Target};
+use loops_core::{format_instant, Account, AgentTarget, CommandTarget, Loop, Run, Target};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -64,13 +64,52 @@ fn blocking<T>(work: impl FnOnce() -> T) -> T {
     }
 }
 
+/// A target that runs as one process: a loop's command or agent target, or a
+/// workflow step's.
+#[derive(Debug, Clone, Copy)]
+pub enum ProcessTarget<'a> {
+    Command(&'a CommandTarget),
+    Agent(&'a AgentTarget),
+}
+
 /// The process to start for `run` of `lp`.
 pub fn exec_spec(lp: &Loop, run: &Run, cfg: &EngineConfig) -> Result<ExecSpec, SpecError> {
-    let mut metadata = run_metadata(lp, run);
+    let metadata = run_metadata(lp, run);
+    match &lp.target {
+        Target::Command(c) => process_spec(
+            ProcessTarget::Command(c),
+            c.account.as_ref(),
+            c.timeout_ms,
+            metadata,
+            cfg,
+        ),
+        Target::Agent(a) => process_spec(
+            ProcessTarget::Agent(a),
+            a.account.as_ref(),
+            a.timeout_ms,
+            metadata,
+            cfg,
+        ),
+        Target::Workflow(w) => Err(SpecError(format!(
+            "workflow {:?} runs through the workflow runner, not as one process",
+            w.workflow
+        ))),
+    }
+}
+
+/// Executable, argv, stdin and environment for a process target, under `account` (if
+/// any) with `timeout_ms` and the given `LOOPS_*` metadata.
+pub fn process_spec(
+    target: ProcessTarget<'_>,
+    account: Option<&Account>,
+    timeout_ms: Option<u64>,
+    mut metadata: Vec<(&'static str, String)>,
+    cfg: &EngineConfig,
+) -> Result<ExecSpec, SpecError> {
     let home = cfg.home.as_deref();
-    let (mut spec, timeout_ms) = match &lp.target {
-        Target::Command(c) => {
-            let base = inherited_env(c.account.as_ref(), None, &mut metadata)?;
+    let mut spec = match target {
+        ProcessTarget::Command(c) => {
+            let base = inherited_env(account, None, &mut metadata)?;
             let mut spec = if c.shell {
                 ExecSpec::shell(c.command.clone())
             } else {
@@ -80,23 +119,17 @@ pub fn exec_spec(lp: &Loop, run: &Run, cfg: &EngineConfig) -> Result<ExecSpec, S
             spec.args = c.args.clone();
             spec.cwd = c.cwd.as_ref().map(PathBuf::from);
             spec.env = build_env(base, home, &c.env, &metadata);
-            (spec, c.timeout_ms)
+            spec
         }
-        Target::Agent(a) => {
+        ProcessTarget::Agent(a) => {
             let tool = account_tool(a.provider);
-            let base = inherited_env(a.account.as_ref(), Some(tool), &mut metadata)?;
+            let base = inherited_env(account, Some(tool), &mut metadata)?;
             let mut spec = ExecSpec::direct(a.provider.executable(), agent_args(a));
             spec.cwd = a.cwd.as_ref().map(PathBuf::from);
             spec.env = build_env(base, home, &a.env, &metadata);
             // The prompt goes to stdin only: argv is visible to every user via /proc.
             spec.stdin = Some(a.prompt.clone().into_bytes());
-            (spec, a.timeout_ms)
-        }
-        Target::Workflow(w) => {
-            return Err(SpecError(format!(
-                "workflow {:?}: workflow targets are not supported by this build yet",
-                w.workflow
-            )))
+            spec
         }
     };
     spec.timeout = timeout_ms.map(Duration::from_millis);

@@ -8,17 +8,15 @@
 //! of that slot continues the same run, rerunning only the steps that did not succeed.
 
 use crate::engine::EngineConfig;
-use crate::env::build_env;
 use crate::executor::{execute, ExecResult, ExecSpec, ExecStatus};
 use crate::process::is_same_process_alive;
-use crate::providers::agent_args;
+use crate::targets::{process_spec, ProcessTarget};
 use loops_core::workflow::{
     Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, WorkflowRecord, WorkflowRun,
 };
 use loops_core::{format_instant, Instant, StepStatus, WorkflowRunStatus};
 use loops_store::{Fence, Store, StoreError};
 use serde_json::json;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -275,7 +273,7 @@ async fn drive(
                 };
                 cancels[i] = None;
                 let Some(slot) = slot_of[i] else { continue };
-                let status = finish_step(ctx, &mut steps[slot], result, stop.as_ref())?;
+                let status = finish_step(ctx, &spec.steps[i], &mut steps[slot], result, stop.as_ref())?;
                 if stop.is_none()
                     && matches!(status, StepStatus::Failed | StepStatus::TimedOut)
                     && dag.failure_stops_run(i)
@@ -416,6 +414,7 @@ fn start_step(
 
 fn finish_step(
     ctx: &RunContext,
+    step: &Step,
     record: &mut StepRun,
     result: ExecResult,
     stop: Option<&Stop>,
@@ -426,12 +425,41 @@ fn finish_step(
         record.pid = saved.pid.or(result.pid);
         record.pid_start_time = saved.pid_start_time.or(result.pid_start_time);
     }
-    let status = match result.status {
+    let mut status = match result.status {
         ExecStatus::Succeeded => StepStatus::Succeeded,
         ExecStatus::Failed => StepStatus::Failed,
         ExecStatus::TimedOut => StepStatus::TimedOut,
         ExecStatus::Cancelled => StepStatus::Cancelled,
     };
+    let mut result = result;
+    if let (StepTarget::Agent(agent), StepStatus::Succeeded | StepStatus::Failed) =
+        (&step.target, status)
+    {
+        // The provider's own verdict (e.g. claude's `is_error` with exit 0) decides.
+        let mut outcome = loops_core::RunOutcome {
+            status: if status == StepStatus::Succeeded {
+                loops_core::RunStatus::Succeeded
+            } else {
+                loops_core::RunStatus::Failed
+            },
+            finished_at: result.finished_at,
+            exit_code: result.exit_code,
+            stdout: std::mem::take(&mut result.stdout),
+            stderr: std::mem::take(&mut result.stderr),
+            error: result.error.take(),
+            summary: None,
+            usage: None,
+        };
+        crate::providers::interpret(agent, &mut outcome);
+        status = if outcome.status == loops_core::RunStatus::Succeeded {
+            StepStatus::Succeeded
+        } else {
+            StepStatus::Failed
+        };
+        result.stdout = outcome.stdout;
+        result.stderr = outcome.stderr;
+        result.error = outcome.error;
+    }
     let error = match (status, stop) {
         (StepStatus::Cancelled, Some(Stop::Failed { step, status })) => {
             Some(format!("cancelled: step {step:?} {status}"))
@@ -469,7 +497,7 @@ fn finish_step(
 }
 
 /// The process for one step: direct exec unless `shell: true`, prompt on stdin for
-/// agents, the `LOOPS_WORKFLOW_*` metadata on top of the loop's.
+/// agents, the step's account, the `LOOPS_WORKFLOW_*` metadata on top of the loop's.
 fn step_spec(
     ctx: &RunContext,
     workflow: &WorkflowRecord,
@@ -483,34 +511,18 @@ fn step_spec(
         ("LOOPS_WORKFLOW_RUN_ID", run.id.clone()),
         ("LOOPS_WORKFLOW_STEP_ID", step.id.clone()),
     ]);
-    if step.account().is_some() {
-        return Err("accounts in workflow steps are not supported by this build yet".into());
-    }
-    let home = ctx.cfg.home.as_deref();
-    let mut spec = match &step.target {
-        StepTarget::Command(c) => {
-            let mut spec = if c.shell {
-                ExecSpec::shell(c.command.clone())
-            } else {
-                ExecSpec::direct(c.command.clone(), Vec::<String>::new())
-            };
-            spec.args = c.args.clone();
-            spec.cwd = c.cwd.as_ref().map(PathBuf::from);
-            spec.env = build_env(std::env::vars(), home, &c.env, &metadata);
-            spec
-        }
-        StepTarget::Agent(a) => {
-            let mut spec = ExecSpec::direct(a.provider.executable(), agent_args(a));
-            spec.cwd = a.cwd.as_ref().map(PathBuf::from);
-            spec.env = build_env(std::env::vars(), home, &a.env, &metadata);
-            spec.stdin = Some(a.prompt.clone().into_bytes());
-            spec
-        }
+    let target = match &step.target {
+        StepTarget::Command(c) => ProcessTarget::Command(c),
+        StepTarget::Agent(a) => ProcessTarget::Agent(a),
     };
-    spec.timeout = step.timeout_ms().map(Duration::from_millis);
-    spec.kill_grace = ctx.cfg.kill_grace;
-    spec.max_output_bytes = ctx.cfg.max_output_bytes;
-    Ok(spec)
+    process_spec(
+        target,
+        step.account(),
+        step.timeout_ms(),
+        metadata,
+        &ctx.cfg,
+    )
+    .map_err(|e| e.0)
 }
 
 /// `workflows recover`: resets `running` steps whose process is gone to `pending` so a

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use loops_core::{AgentTarget, ConfigIsolation, Provider, RunOutcome, RunStatus, Usage};
 use loops_runtime::providers::{
-    account_tool, agent_args, bounded_summary, interpret, parse_output, SUMMARY_MAX_BYTES,
+    account_tool, agent_args, bounded_summary, detect_providers, interpret, parse_output,
+    SUMMARY_MAX_BYTES,
 };
 
 fn fixture(name: &str) -> String {
@@ -195,7 +196,7 @@ fn interpreted(provider: Provider, exit_code: i32, stdout: &str, stderr: &str) -
         RunStatus::Failed
     };
     let mut o = outcome(status, Some(exit_code), stdout, stderr);
-    let model = (provider == Provider::Opencode).then(|| "p/m");
+    let model = (provider == Provider::Opencode).then_some("p/m");
     interpret(
         &build(
             provider,
@@ -452,4 +453,36 @@ fn timeouts_keep_their_error_and_record_progress() {
         o.error.as_deref(),
         Some("Executable not found in PATH: claude")
     );
+}
+
+#[test]
+fn detect_providers_finds_clis_on_the_given_path_with_versions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let script = |name: &str, body: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    script("claude", "echo '2.1.332 (Claude Code)'");
+    script("agent", "echo 'cursor 1.0' >&2");
+    script("opencode", "exit 3");
+    let env = vec![(
+        "PATH".to_owned(),
+        format!("{}:/usr/bin:/bin", dir.path().display()),
+    )];
+    let found = detect_providers(&env);
+    let summary: Vec<(Provider, Option<&str>)> = found
+        .iter()
+        .map(|p| (p.provider, p.version.as_deref()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (Provider::Claude, Some("2.1.332 (Claude Code)")),
+            (Provider::Cursor, Some("cursor 1.0")),
+            (Provider::Opencode, None),
+        ]
+    );
+    assert_eq!(found[0].path, dir.path().join("claude"));
 }

@@ -280,3 +280,34 @@ pub fn print_streams(run: &Run) {
         println!("[stderr]\n{}", err.trim_end());
     }
 }
+
+/// Prints an agent run's final text and token usage, when the provider reported them.
+pub fn print_agent_result(run: &Run) {
+    if let Some(summary) = run.summary.as_deref().filter(|s| !s.is_empty()) {
+        println!("[summary]\n{}", summary.trim_end());
+    }
+    if let Some(usage) = &run.usage {
+        println!("[usage] {}", usage_text(usage));
+    }
+}
+
+/// `in 1200 / out 340 tokens, $0.0123`.
+pub fn usage_text(u: &loops_core::Usage) -> String {
+    let mut parts = Vec::new();
+    if u.input_tokens.is_some() || u.output_tokens.is_some() {
+        parts.push(format!(
+            "in {} / out {} tokens",
+            u.input_tokens.map_or_else(|| "?".into(), |v| v.to_string()),
+            u.output_tokens
+                .map_or_else(|| "?".into(), |v| v.to_string())
+        ));
+    }
+    if let Some(cost) = u.cost_usd {
+        parts.push(format!("${cost:.4}"));
+    }
+    if parts.is_empty() {
+        "not reported".into()
+    } else {
+        parts.join(", ")
+    }
+}

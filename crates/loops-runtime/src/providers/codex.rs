@@ -64,11 +64,11 @@ pub(super) fn parse(stdout: &str) -> Report {
     let mut turn_completed = false;
     for event in json_lines(stdout) {
         match str_at(&event, &["type"]) {
-            Some("item.completed") => {
-                if str_at(&event, &["item", "type"]) == Some("agent_message") {
-                    if let Some(t) = str_at(&event, &["item", "text"]) {
-                        text = Some(t.to_owned());
-                    }
+            Some("item.completed")
+                if str_at(&event, &["item", "type"]) == Some("agent_message") =>
+            {
+                if let Some(t) = str_at(&event, &["item", "text"]) {
+                    text = Some(t.to_owned());
                 }
             }
             Some("turn.completed") => {

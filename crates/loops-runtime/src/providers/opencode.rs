@@ -42,10 +42,9 @@ pub(super) fn parse(stdout: &str) -> Report {
     let mut error = None;
     for event in json_lines(stdout) {
         match str_at(&event, &["type"]) {
-            Some("step_start") => {
-                if steps.last().is_some_and(|s| !s.is_empty()) {
-                    steps.push(String::new());
-                }
+            // A new step starts a new text group, unless the last one said nothing.
+            Some("step_start") if steps.last().is_some_and(|s| !s.is_empty()) => {
+                steps.push(String::new());
             }
             Some("text") => {
                 if let (Some(text), Some(step)) =

@@ -118,6 +118,7 @@ pub fn run(ctx: &Context) -> Result<ExitCode, Failure> {
     if let Some(store) = &store {
         loop_checks(store, &mut checks);
     }
+    provider_checks(&mut checks);
     let failed = checks.iter().any(|c| c.status == "fail");
     if ctx.json {
         print_json(&serde_json::json!({ "ok": !failed, "checks": checks }))?;
@@ -190,6 +191,42 @@ fn loop_checks(store: &SqliteStore, checks: &mut Vec<Check>) {
             "failed runs",
             "warn",
             format!("last run failed: {}", failing.join(", ")),
+        );
+    }
+}
+
+/// Lists each agent CLI found on the effective PATH with its version.
+fn provider_checks(checks: &mut Vec<Check>) {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let env =
+        loops_runtime::env::build_env(std::env::vars(), home.as_deref(), &Default::default(), &[]);
+    let found = loops_runtime::providers::detect_providers(&env);
+    for info in &found {
+        check(
+            checks,
+            format!("provider {}", info.provider),
+            "ok",
+            format!(
+                "{} ({})",
+                info.path.display(),
+                info.version.as_deref().unwrap_or("version unknown")
+            ),
+        );
+    }
+    let missing: Vec<&str> = loops_core::Provider::ALL
+        .iter()
+        .filter(|p| !found.iter().any(|f| f.provider == **p))
+        .map(|p| p.as_str())
+        .collect();
+    if !missing.is_empty() {
+        check(
+            checks,
+            "providers",
+            "ok",
+            format!(
+                "not installed: {} (needed only by agent loops that use them)",
+                missing.join(", ")
+            ),
         );
     }
 }

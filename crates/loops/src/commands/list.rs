@@ -47,7 +47,8 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<ExitCode, Failure> {
 }
 
 pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode, Failure> {
-    let mut lp = ctx.client()?.get(&args.r#loop)?;
+    let client = ctx.client()?;
+    let mut lp = client.get(&args.r#loop)?;
     if !args.show_output {
         output::redact_loop(&mut lp);
     }
@@ -109,6 +110,34 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode, Failure> {
         ("created", output::instant_text(Some(lp.created_at))),
         ("updated", output::instant_text(Some(lp.updated_at))),
     ]);
+    let last = client
+        .runs(Some(lp.id.as_str()), Some(1))
+        .ok()
+        .and_then(|mut r| r.pop());
+    if let Some(run) = last {
+        lines.push((
+            "last run",
+            format!(
+                "{} {} (attempt {}){}",
+                run.status,
+                output::when(run.started_at.or(Some(run.created_at)), now),
+                run.attempt,
+                run.error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            ),
+        ));
+        if let Some(summary) = run.summary.as_deref().filter(|s| !s.is_empty()) {
+            lines.push((
+                "last summary",
+                summary.lines().next().unwrap_or("").to_owned(),
+            ));
+        }
+        if let Some(usage) = &run.usage {
+            lines.push(("last usage", output::usage_text(usage)));
+        }
+    }
     let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (key, value) in lines {
         println!("{key:>width$}  {value}");

@@ -72,6 +72,12 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
         if let Some(e) = &run.error {
             println!("error: {e}");
         }
+        if let Some(summary) = run.summary.as_deref().filter(|s| !s.is_empty()) {
+            println!("summary: {}", summary.lines().next().unwrap_or(""));
+        }
+        if let Some(usage) = &run.usage {
+            println!("usage: {}", output::usage_text(usage));
+        }
         if args.show_output {
             output::print_streams(&run);
         }

@@ -61,6 +61,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<ExitCode, Failure> {
                 "\n--- {} {} attempt {} ---",
                 run.id, run.loop_name, run.attempt
             );
+            output::print_agent_result(run);
             output::print_streams(run);
         }
     }

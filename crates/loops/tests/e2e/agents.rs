@@ -19,7 +19,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../loops-runtime/tests/fixtures");
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../loops-runtime/tests/fixtures"
+);
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!("{FIXTURES}/{name}")).expect("fixture")
@@ -32,7 +35,14 @@ struct Fakes {
     out: PathBuf,
 }
 
-const FAKE_CLIS: [&str; 6] = ["claude", "codex", "agent", "codewith", "aicopilot", "opencode"];
+const FAKE_CLIS: [&str; 6] = [
+    "claude",
+    "codex",
+    "agent",
+    "codewith",
+    "aicopilot",
+    "opencode",
+];
 
 impl Fakes {
     /// Installs the fakes in `w` and puts them first on its PATH.
@@ -122,6 +132,22 @@ fn create_agent(w: &World, name: &str, provider: &str, extra: &[&str]) -> Value 
     w.json(&args)
 }
 
+/// One row of the per-provider table.
+struct Case<'a> {
+    provider: &'a str,
+    /// The CLI's executable name.
+    exe: &'a str,
+    /// Extra `create agent` flags.
+    extra: Vec<&'a str>,
+    /// What the fake CLI prints.
+    stdout: String,
+    /// The argv the adapter must build, space-joined.
+    argv: String,
+    summary: &'a str,
+    /// Expected `usage` (`null`: none).
+    usage: Value,
+}
+
 #[test]
 fn every_provider_gets_its_argv_and_the_prompt_on_stdin() {
     let mut w = World::new();
@@ -129,64 +155,72 @@ fn every_provider_gets_its_argv_and_the_prompt_on_stdin() {
     let work = w.root.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let work_s = work.display().to_string();
-    // (provider, executable, extra flags, canned output, expected argv, summary, usage)
-    let cases: Vec<(&str, &str, Vec<&str>, String, String, &str, Value)> = vec![
-        (
-            "claude",
-            "claude",
-            vec!["--model", "sonnet", "--agent", "reviewer"],
-            fixture("claude_success.json"),
-            "--safe-mode --setting-sources local --no-session-persistence -p --output-format json --model sonnet --agent reviewer".into(),
-            "Hello from the mock model.",
-            serde_json::json!({"inputTokens": 11, "outputTokens": 7}),
-        ),
-        (
-            "cursor",
-            "agent",
-            vec!["--model", "gpt-5"],
-            fixture("cursor_text.txt"),
-            "-p --model gpt-5".into(),
-            "All 42 tests pass.\nNo changes were needed.",
-            Value::Null,
-        ),
-        (
-            "codex",
-            "codex",
-            vec!["--cwd", &work_s, "--model", "gpt-5", "--config-isolation", "none"],
-            fixture("codex_success.jsonl"),
-            format!("--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --cd {work_s} --model gpt-5"),
-            "Hello from the mock model.",
-            serde_json::json!({"inputTokens": 12, "outputTokens": 8}),
-        ),
-        (
-            "codewith",
-            "codewith",
-            vec!["--auth-profile", "work"],
-            fixture("codex_item_error_warning.jsonl"),
-            "--ask-for-approval never --auth-profile work exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --ignore-rules".into(),
-            "The workspace has one Cargo.toml.",
-            serde_json::json!({"inputTokens": 1200, "outputTokens": 40}),
-        ),
-        (
-            "opencode",
-            "opencode",
-            vec!["--model", "mock/mock-model", "--cwd", &work_s],
-            fixture("opencode_success.jsonl"),
-            format!("run --format json --pure --dir {work_s} --model mock/mock-model"),
-            "Hello from the mock model.",
-            serde_json::json!({"inputTokens": 13, "outputTokens": 9}),
-        ),
-        (
-            "aicopilot",
-            "aicopilot",
-            vec!["--agent", "plan"],
-            fixture("opencode_multi_step.jsonl"),
-            "run --format json --pure --agent plan".into(),
-            "There is one Cargo.toml.",
-            serde_json::json!({"inputTokens": 255, "outputTokens": 35, "costUsd": 0.003}),
-        ),
+    let cases = vec![
+        Case {
+            provider: "claude",
+            exe: "claude",
+            extra: vec!["--model", "sonnet", "--agent", "reviewer"],
+            stdout: fixture("claude_success.json"),
+            argv: "--safe-mode --setting-sources local --no-session-persistence -p --output-format json --model sonnet --agent reviewer".into(),
+            summary: "Hello from the mock model.",
+            usage: serde_json::json!({"inputTokens": 11, "outputTokens": 7}),
+        },
+        Case {
+            provider: "cursor",
+            exe: "agent",
+            extra: vec!["--model", "gpt-5"],
+            stdout: fixture("cursor_text.txt"),
+            argv: "-p --model gpt-5".into(),
+            summary: "All 42 tests pass.\nNo changes were needed.",
+            usage: Value::Null,
+        },
+        Case {
+            provider: "codex",
+            exe: "codex",
+            extra: vec!["--cwd", &work_s, "--model", "gpt-5", "--config-isolation", "none"],
+            stdout: fixture("codex_success.jsonl"),
+            argv: format!("--ask-for-approval never exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --cd {work_s} --model gpt-5"),
+            summary: "Hello from the mock model.",
+            usage: serde_json::json!({"inputTokens": 12, "outputTokens": 8}),
+        },
+        Case {
+            provider: "codewith",
+            exe: "codewith",
+            extra: vec!["--auth-profile", "work"],
+            stdout: fixture("codex_item_error_warning.jsonl"),
+            argv: "--ask-for-approval never --auth-profile work exec --json --ephemeral --sandbox workspace-write --skip-git-repo-check --ignore-rules".into(),
+            summary: "The workspace has one Cargo.toml.",
+            usage: serde_json::json!({"inputTokens": 1200, "outputTokens": 40}),
+        },
+        Case {
+            provider: "opencode",
+            exe: "opencode",
+            extra: vec!["--model", "mock/mock-model", "--cwd", &work_s],
+            stdout: fixture("opencode_success.jsonl"),
+            argv: format!("run --format json --pure --dir {work_s} --model mock/mock-model"),
+            summary: "Hello from the mock model.",
+            usage: serde_json::json!({"inputTokens": 13, "outputTokens": 9}),
+        },
+        Case {
+            provider: "aicopilot",
+            exe: "aicopilot",
+            extra: vec!["--agent", "plan"],
+            stdout: fixture("opencode_multi_step.jsonl"),
+            argv: "run --format json --pure --agent plan".into(),
+            summary: "There is one Cargo.toml.",
+            usage: serde_json::json!({"inputTokens": 255, "outputTokens": 35, "costUsd": 0.003}),
+        },
     ];
-    for (provider, exe, extra, stdout, argv, summary, usage) in cases {
+    for Case {
+        provider,
+        exe,
+        extra,
+        stdout,
+        argv,
+        summary,
+        usage,
+    } in cases
+    {
         fakes.canned(exe, &stdout, 0);
         let name = format!("{provider}-loop");
         let prompt = format!("Prompt for {provider}:\n  keep 'quotes' and $dollars\n");
@@ -201,10 +235,19 @@ fn every_provider_gets_its_argv_and_the_prompt_on_stdin() {
             assert!(run.get("usage").is_none(), "{provider}: {run}");
         } else {
             let got = &run["usage"];
-            assert_eq!(got["inputTokens"], usage["inputTokens"], "{provider}: {got}");
-            assert_eq!(got["outputTokens"], usage["outputTokens"], "{provider}: {got}");
+            assert_eq!(
+                got["inputTokens"], usage["inputTokens"],
+                "{provider}: {got}"
+            );
+            assert_eq!(
+                got["outputTokens"], usage["outputTokens"],
+                "{provider}: {got}"
+            );
             if let Some(cost) = usage["costUsd"].as_f64() {
-                assert!((got["costUsd"].as_f64().unwrap() - cost).abs() < 1e-9, "{got}");
+                assert!(
+                    (got["costUsd"].as_f64().unwrap() - cost).abs() < 1e-9,
+                    "{got}"
+                );
             }
         }
         assert_eq!(fakes.argv(exe).join(" "), argv, "{provider} argv");
@@ -215,7 +258,10 @@ fn every_provider_gets_its_argv_and_the_prompt_on_stdin() {
         );
         let env = fakes.env(exe);
         assert_eq!(env.get("LOOPS_LOOP_NAME"), Some(&name), "{provider}");
-        assert_eq!(env.get("LOOPS_RUN_ID"), run["id"].as_str().map(str::to_owned).as_ref());
+        assert_eq!(
+            env.get("LOOPS_RUN_ID"),
+            run["id"].as_str().map(str::to_owned).as_ref()
+        );
         assert_eq!(env.get("TARGET_VAR").map(String::as_str), Some("1"));
         assert!(!env.contains_key("LOOPS_ACCOUNT_PROFILE"), "{provider}");
         // The same fields through `runs`.
@@ -240,13 +286,19 @@ fn prompt_file_is_stored_with_its_source_and_sent_on_stdin() {
     assert_eq!(lp["target"]["promptFile"], file.display().to_string());
     let shown = w.json(&["show", "review"]);
     assert!(
-        shown["target"]["prompt"].as_str().unwrap().starts_with("[redacted"),
+        shown["target"]["prompt"]
+            .as_str()
+            .unwrap()
+            .starts_with("[redacted"),
         "{shown}"
     );
     assert_eq!(shown["target"]["promptFile"], file.display().to_string());
     let (code, _) = run_now(&w, "review");
     assert_eq!(code, 0);
-    assert_eq!(fakes.stdin("claude"), "Review the latest commit.\nBe brief.\n");
+    assert_eq!(
+        fakes.stdin("claude"),
+        "Review the latest commit.\nBe brief.\n"
+    );
 }
 
 #[test]
@@ -364,6 +416,48 @@ fn accounts_apply_the_profile_and_scrub_inherited_auth() {
 }
 
 #[test]
+fn accounts_resolve_for_runs_started_by_the_daemon() {
+    // The daemon prepares runs on a multi-threaded runtime, where `accounts env` must
+    // not stall other work; this is the path `run-now` does not take.
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("codex", &fixture("codex_success.jsonl"), 0);
+    let profile = w.root.path().join("codex-profile");
+    std::fs::create_dir_all(&profile).unwrap();
+    let record = fake_accounts(
+        &fakes,
+        &format!("export CODEX_HOME={}", profile.display()),
+        "",
+        0,
+    );
+    create_agent(
+        &w,
+        "d",
+        "codex",
+        &["--dynamic", "--prompt", "hi", "--account", "team"],
+    );
+    let mut d = w.daemon_ready(&[]);
+    let run = wait_for("the daemon's run", Duration::from_secs(30), || {
+        w.runs("d").into_iter().find(|r| r["status"] != "running")
+    });
+    assert_eq!(d.stop(), Some(0), "{}", d.log_text());
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap().trim_end(),
+        "env team --tool codex"
+    );
+    let env = fakes.env("codex");
+    assert_eq!(
+        env.get("CODEX_HOME"),
+        profile.to_str().map(str::to_owned).as_ref()
+    );
+    assert_eq!(
+        env.get("LOOPS_ACCOUNT_TOOL").map(String::as_str),
+        Some("codex")
+    );
+}
+
+#[test]
 fn accounts_work_for_command_targets_with_an_explicit_tool() {
     let mut w = World::new();
     let fakes = Fakes::install(&mut w);
@@ -382,7 +476,15 @@ fn accounts_work_for_command_targets_with_an_explicit_tool() {
     let out = w.root.path().join("cmd-env.txt");
     // Without a tool, a command target cannot know which credentials to fetch.
     let (code, err) = w.fail(&[
-        "create", "command", "gh", "--every", "1h", "--account", "work", "--cmd", "true",
+        "create",
+        "command",
+        "gh",
+        "--every",
+        "1h",
+        "--account",
+        "work",
+        "--cmd",
+        "true",
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("needs a tool"), "{err}");
@@ -416,7 +518,12 @@ fn account_failures_fail_the_run_before_the_provider_starts() {
     let mut w = World::new();
     let fakes = Fakes::install(&mut w);
     fakes.canned("claude", &fixture("claude_success.json"), 0);
-    create_agent(&w, "acct", "claude", &["--prompt", "hi", "--account", "work"]);
+    create_agent(
+        &w,
+        "acct",
+        "claude",
+        &["--prompt", "hi", "--account", "work"],
+    );
     let missing_dir = w.root.path().join("no-such-profile-dir");
     let cases: Vec<(Box<dyn Fn()>, String)> = vec![
         (
@@ -474,7 +581,15 @@ fn preflight_checks_executable_account_and_fields() {
     // The executable must resolve on the effective PATH.
     std::fs::remove_file(fakes.bin.join("aicopilot")).unwrap();
     let (code, err) = w.fail(&[
-        "create", "agent", "a", "--every", "1h", "--provider", "aicopilot", "--prompt", "hi",
+        "create",
+        "agent",
+        "a",
+        "--every",
+        "1h",
+        "--provider",
+        "aicopilot",
+        "--prompt",
+        "hi",
         "--preflight",
     ]);
     assert_eq!(code, 2);
@@ -487,18 +602,38 @@ fn preflight_checks_executable_account_and_fields() {
     std::fs::create_dir_all(&user_bin).unwrap();
     std::fs::copy(fakes.bin.join("opencode"), user_bin.join("aicopilot")).unwrap();
     w.json(&[
-        "create", "agent", "a", "--every", "1h", "--provider", "aicopilot", "--prompt", "hi",
+        "create",
+        "agent",
+        "a",
+        "--every",
+        "1h",
+        "--provider",
+        "aicopilot",
+        "--prompt",
+        "hi",
         "--preflight",
     ]);
     // Accounts must resolve.
     fake_accounts(&fakes, "", "no such profile", 1);
     let (code, err) = w.fail(&[
-        "create", "agent", "b", "--every", "1h", "--provider", "claude", "--prompt", "hi",
-        "--account", "nope", "--preflight",
+        "create",
+        "agent",
+        "b",
+        "--every",
+        "1h",
+        "--provider",
+        "claude",
+        "--prompt",
+        "hi",
+        "--account",
+        "nope",
+        "--preflight",
     ]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("preflight failed: accounts env failed for nope/claude (status 1): no such profile"),
+        err.contains(
+            "preflight failed: accounts env failed for nope/claude (status 1): no such profile"
+        ),
         "{err}"
     );
     // Nothing was written by the failed creates.
@@ -517,15 +652,27 @@ fn provider_rules_are_validated_at_create() {
     let w = World::new();
     let base = ["create", "agent", "x", "--every", "1h", "--prompt", "hi"];
     let cases: [(&[&str], &str); 6] = [
-        (&["--provider", "codex", "--agent", "a"], "codex has no --agent"),
+        (
+            &["--provider", "codex", "--agent", "a"],
+            "codex has no --agent",
+        ),
         (&["--provider", "opencode"], "needs --model provider/model"),
-        (&["--provider", "claude", "--auth-profile", "p"], "only supported by provider codewith"),
+        (
+            &["--provider", "claude", "--auth-profile", "p"],
+            "only supported by provider codewith",
+        ),
         (
             &["--provider", "claude", "--config-override", "model=x"],
             "only supported by providers codex and codewith",
         ),
-        (&["--provider", "codex", "--config-override=--sandbox=x"], "invalid config override key"),
-        (&["--provider", "codex", "--config-override", "novalue"], "expected KEY=VALUE"),
+        (
+            &["--provider", "codex", "--config-override=--sandbox=x"],
+            "invalid config override key",
+        ),
+        (
+            &["--provider", "codex", "--config-override", "novalue"],
+            "expected KEY=VALUE",
+        ),
     ];
     for (extra, message) in cases {
         let mut args = base.to_vec();
@@ -644,7 +791,11 @@ fn capture_fixture(run: &Value, file: &str) {
 
 fn assert_real_success(run: &Value, mock: &MockModel, prompt: &str, reply: &str) {
     assert_eq!(run["status"], "succeeded", "{run:#}");
-    assert!(mock.saw(prompt), "the model never saw the prompt: {:?}", mock.requests());
+    assert!(
+        mock.saw(prompt),
+        "the model never saw the prompt: {:?}",
+        mock.requests()
+    );
     assert_eq!(run["summary"], reply, "{run:#}");
     assert!(run["usage"]["outputTokens"].as_u64().is_some(), "{run:#}");
 }
@@ -653,7 +804,10 @@ fn assert_real_failure(run: &Value, mock: &MockModel, message: &str) {
     assert_eq!(run["status"], "failed", "{run:#}");
     assert!(!mock.requests().is_empty(), "the CLI never called the mock");
     let error = run["error"].as_str().unwrap_or_default();
-    assert!(error.contains(message), "error {error:?} lacks {message:?}: {run:#}");
+    assert!(
+        error.contains(message),
+        "error {error:?} lacks {message:?}: {run:#}"
+    );
 }
 
 fn claude_loop(w: &World, work: &Path, mock: &MockModel, prompt: &str) {
@@ -751,7 +905,9 @@ const REPLY: &str = "Hello from the mock model.";
 
 #[test]
 fn real_claude_succeeds_against_the_mock() {
-    let Some(bin) = real_cli("claude") else { return };
+    let Some(bin) = real_cli("claude") else {
+        return;
+    };
     let (w, work) = real_world(&bin);
     let mock = MockModel::start(Mode::Reply(REPLY.into()));
     let prompt = "Say hello (real-claude-prompt-7f3a)";
@@ -760,12 +916,17 @@ fn real_claude_succeeds_against_the_mock() {
     capture_fixture(&run, "claude_success.json");
     assert_real_success(&run, &mock, prompt, REPLY);
     assert!(run["usage"]["costUsd"].as_f64().is_some(), "{run:#}");
-    assert!(mock.requests().iter().any(|r| r.method == "POST" && r.path.starts_with("/v1/messages")));
+    assert!(mock
+        .requests()
+        .iter()
+        .any(|r| r.method == "POST" && r.path.starts_with("/v1/messages")));
 }
 
 #[test]
 fn real_claude_http_400_fails_the_run() {
-    let Some(bin) = real_cli("claude") else { return };
+    let Some(bin) = real_cli("claude") else {
+        return;
+    };
     let (w, work) = real_world(&bin);
     let mock = MockModel::start(Mode::Fail {
         status: 400,
@@ -787,7 +948,10 @@ fn real_codex_succeeds_against_the_mock() {
     let run = first_run_through_daemon(&w, "real-codex");
     capture_fixture(&run, "codex_success.jsonl");
     assert_real_success(&run, &mock, prompt, REPLY);
-    assert!(mock.requests().iter().any(|r| r.method == "POST" && r.path == "/v1/responses"));
+    assert!(mock
+        .requests()
+        .iter()
+        .any(|r| r.method == "POST" && r.path == "/v1/responses"));
 }
 
 #[test]
@@ -806,7 +970,9 @@ fn real_codex_http_400_fails_the_run() {
 
 #[test]
 fn real_opencode_succeeds_against_the_mock() {
-    let Some(bin) = real_cli("opencode") else { return };
+    let Some(bin) = real_cli("opencode") else {
+        return;
+    };
     let (w, work) = real_world(&bin);
     let mock = MockModel::start(Mode::Reply(REPLY.into()));
     let prompt = "Say hello (real-opencode-prompt-5d0e)";
@@ -814,12 +980,17 @@ fn real_opencode_succeeds_against_the_mock() {
     let run = first_run_through_daemon(&w, "real-opencode");
     capture_fixture(&run, "opencode_success.jsonl");
     assert_real_success(&run, &mock, prompt, REPLY);
-    assert!(mock.requests().iter().any(|r| r.method == "POST" && r.path == "/v1/chat/completions"));
+    assert!(mock
+        .requests()
+        .iter()
+        .any(|r| r.method == "POST" && r.path == "/v1/chat/completions"));
 }
 
 #[test]
 fn real_opencode_http_400_fails_the_run() {
-    let Some(bin) = real_cli("opencode") else { return };
+    let Some(bin) = real_cli("opencode") else {
+        return;
+    };
     let (w, work) = real_world(&bin);
     let mock = MockModel::start(Mode::Fail {
         status: 400,

@@ -542,7 +542,16 @@ fn prune_and_retention() {
 
 #[test]
 fn doctor_reports_and_fails_on_corrupt_db() {
-    let w = World::new();
+    let mut w = World::new();
+    let bin = w.root.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    crate::util::write_script(&bin.join("codex"), "#!/bin/sh\necho 'codex-cli 0.171.0'\n");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    w.extra_env.push(("PATH".into(), path));
     w.create_cmd("good", &["--every", "1h"], "true");
     w.json(&[
         "create",

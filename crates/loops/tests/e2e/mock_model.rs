@@ -151,8 +151,8 @@ fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
     loop {
         let mut size = String::new();
         reader.read_line(&mut size)?;
-        let size = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
-            .unwrap_or(0);
+        let size =
+            usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
         if size == 0 {
             let mut trailer = String::new();
             reader.read_line(&mut trailer)?;
@@ -166,16 +166,29 @@ fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
     }
 }
 
-fn respond(out: &mut TcpStream, mode: &Mode, method: &str, path: &str, body: &str) -> std::io::Result<()> {
+fn respond(
+    out: &mut TcpStream,
+    mode: &Mode,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> std::io::Result<()> {
     let route = path.split('?').next().unwrap_or(path);
     let request: Value = serde_json::from_str(body).unwrap_or(Value::Null);
-    let streaming = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let streaming = request
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     if method == "GET" && route.ends_with("/models") {
         let models = json!({"object": "list", "data": [{"id": "mock-model", "object": "model", "created": 0, "owned_by": "mock"}]});
         return send_json(out, 200, &models);
     }
     if method != "POST" {
-        return send_json(out, 404, &json!({"error": {"message": format!("no route {method} {path}")}}));
+        return send_json(
+            out,
+            404,
+            &json!({"error": {"message": format!("no route {method} {path}")}}),
+        );
     }
     if route.ends_with("/count_tokens") {
         return send_json(out, 200, &json!({"input_tokens": 10}));
@@ -194,7 +207,11 @@ fn respond(out: &mut TcpStream, mode: &Mode, method: &str, path: &str, body: &st
         "/v1/responses" => send_sse(out, &responses_events(reply)),
         "/v1/chat/completions" if streaming => send_sse(out, &chat_events(reply)),
         "/v1/chat/completions" => send_json(out, 200, &chat_completion(reply)),
-        _ => send_json(out, 404, &json!({"error": {"message": format!("no route {method} {path}")}})),
+        _ => send_json(
+            out,
+            404,
+            &json!({"error": {"message": format!("no route {method} {path}")}}),
+        ),
     }
 }
 
@@ -218,7 +235,7 @@ fn send_sse(out: &mut TcpStream, events: &[(Option<&str>, Value)]) -> std::io::R
     )?;
     for (name, data) in events {
         if let Some(name) = name {
-            write!(out, "event: {name}\n")?;
+            writeln!(out, "event: {name}")?;
         }
         match data {
             Value::String(s) => write!(out, "data: {s}\n\n")?,
@@ -251,14 +268,29 @@ fn anthropic_message(reply: &str) -> Value {
 
 fn anthropic_events(reply: &str) -> Vec<(Option<&'static str>, Value)> {
     vec![
-        (Some("message_start"), json!({"type": "message_start", "message": {
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {
             "id": "msg_mock", "type": "message", "role": "assistant", "model": "claude-mock",
             "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": 11, "output_tokens": 1}}})),
-        (Some("content_block_start"), json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
-        (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": reply}})),
-        (Some("content_block_stop"), json!({"type": "content_block_stop", "index": 0})),
-        (Some("message_delta"), json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 7}})),
+            "usage": {"input_tokens": 11, "output_tokens": 1}}}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": reply}}),
+        ),
+        (
+            Some("content_block_stop"),
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 7}}),
+        ),
         (Some("message_stop"), json!({"type": "message_stop"})),
     ]
 }
@@ -267,11 +299,20 @@ fn responses_events(reply: &str) -> Vec<(Option<&'static str>, Value)> {
     let item = json!({"type": "message", "role": "assistant", "id": "msg_mock", "status": "completed",
         "content": [{"type": "output_text", "text": reply, "annotations": []}]});
     vec![
-        (Some("response.created"), json!({"type": "response.created", "response": {"id": "resp_mock"}})),
-        (Some("response.output_item.done"), json!({"type": "response.output_item.done", "output_index": 0, "item": item})),
-        (Some("response.completed"), json!({"type": "response.completed", "response": {"id": "resp_mock",
+        (
+            Some("response.created"),
+            json!({"type": "response.created", "response": {"id": "resp_mock"}}),
+        ),
+        (
+            Some("response.output_item.done"),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        ),
+        (
+            Some("response.completed"),
+            json!({"type": "response.completed", "response": {"id": "resp_mock",
             "usage": {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0},
-                      "output_tokens": 8, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 20}}})),
+                      "output_tokens": 8, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 20}}}),
+        ),
     ]
 }
 
@@ -291,8 +332,16 @@ fn chat_events(reply: &str) -> Vec<(Option<&'static str>, Value)> {
         (None, c)
     };
     vec![
-        chunk(json!({"role": "assistant", "content": reply}), Value::Null, None),
-        chunk(json!({}), json!("stop"), Some(json!({"prompt_tokens": 13, "completion_tokens": 9, "total_tokens": 22}))),
+        chunk(
+            json!({"role": "assistant", "content": reply}),
+            Value::Null,
+            None,
+        ),
+        chunk(
+            json!({}),
+            json!("stop"),
+            Some(json!({"prompt_tokens": 13, "completion_tokens": 9, "total_tokens": 22})),
+        ),
         (None, Value::String("[DONE]".into())),
     ]
 }
