@@ -165,28 +165,14 @@ impl Client {
         if key.is_empty() {
             return Err(ClientError::NotFound(key.to_owned()));
         }
-        let mut matches = self.store.loops_with_id_prefix(key, 6)?;
-        match matches.len() {
-            0 => Err(ClientError::NotFound(key.to_owned())),
-            1 => Ok(matches.remove(0)),
-            _ => {
-                if let Some(exact) = matches.iter().position(|l| l.id.as_str() == key) {
-                    return Ok(matches.remove(exact));
-                }
-                let mut shown: Vec<String> = matches
-                    .iter()
-                    .take(5)
-                    .map(|l| format!("{} ({})", l.id, l.name))
-                    .collect();
-                if matches.len() > 5 {
-                    shown.push("…".into());
-                }
-                Err(ClientError::Ambiguous {
-                    key: key.to_owned(),
-                    matches: shown,
-                })
-            }
-        }
+        let matches = self.store.loops_with_id_prefix(key, PREFIX_MATCHES)?;
+        one_match(
+            key,
+            matches,
+            |l| l.id.as_str(),
+            |l| format!("{} ({})", l.id, l.name),
+        )?
+        .ok_or_else(|| ClientError::NotFound(key.to_owned()))
     }
 
     /// Stops scheduling a loop until `resume`; its next slot is kept.
@@ -291,19 +277,14 @@ impl Client {
         if key.is_empty() {
             return Err(ClientError::WorkflowNotFound(key.to_owned()));
         }
-        let mut matches = self.store.workflows_with_id_prefix(key, 6)?;
-        match matches.len() {
-            0 => Err(ClientError::WorkflowNotFound(key.to_owned())),
-            1 => Ok(matches.remove(0)),
-            _ => Err(ClientError::Ambiguous {
-                key: key.to_owned(),
-                matches: matches
-                    .iter()
-                    .take(5)
-                    .map(|w| format!("{} ({} v{})", w.id, w.name, w.version))
-                    .collect(),
-            }),
-        }
+        let matches = self.store.workflows_with_id_prefix(key, PREFIX_MATCHES)?;
+        one_match(
+            key,
+            matches,
+            |w| w.id.as_str(),
+            |w| format!("{} ({} v{})", w.id, w.name, w.version),
+        )?
+        .ok_or_else(|| ClientError::WorkflowNotFound(key.to_owned()))
     }
 
     /// Specs, optionally of one status.
@@ -322,19 +303,16 @@ impl Client {
         if key.is_empty() {
             return Err(ClientError::WorkflowRunNotFound(key.to_owned()));
         }
-        let mut matches = self.store.workflow_runs_with_id_prefix(key, 6)?;
-        match matches.len() {
-            0 => Err(ClientError::WorkflowRunNotFound(key.to_owned())),
-            1 => Ok(matches.remove(0)),
-            _ => Err(ClientError::Ambiguous {
-                key: key.to_owned(),
-                matches: matches
-                    .iter()
-                    .take(5)
-                    .map(|r| format!("{} ({})", r.id, r.workflow_name))
-                    .collect(),
-            }),
-        }
+        let matches = self
+            .store
+            .workflow_runs_with_id_prefix(key, PREFIX_MATCHES)?;
+        one_match(
+            key,
+            matches,
+            |r| r.id.as_str(),
+            |r| format!("{} ({})", r.id, r.workflow_name),
+        )?
+        .ok_or_else(|| ClientError::WorkflowRunNotFound(key.to_owned()))
     }
 
     /// Runs newest first, of one workflow (by name) or all.
@@ -392,6 +370,37 @@ impl Client {
         let steps = crate::workflow::recover(self.store.as_ref(), &run.id, reason)?;
         Ok((run, steps))
     }
+}
+
+/// How many id-prefix matches are fetched: enough to name a few in an "ambiguous" error.
+const PREFIX_MATCHES: usize = 6;
+
+/// The single record an id prefix names: `None` for no match, the exact id when it is
+/// among several, else an "ambiguous" error listing a few of them.
+fn one_match<T>(
+    key: &str,
+    mut matches: Vec<T>,
+    id: impl Fn(&T) -> &str,
+    label: impl Fn(&T) -> String,
+) -> Result<Option<T>> {
+    if matches.len() <= 1 {
+        return Ok(matches.pop());
+    }
+    if let Some(exact) = matches.iter().position(|m| id(m) == key) {
+        return Ok(Some(matches.swap_remove(exact)));
+    }
+    let mut shown: Vec<String> = matches
+        .iter()
+        .take(PREFIX_MATCHES - 1)
+        .map(&label)
+        .collect();
+    if matches.len() >= PREFIX_MATCHES {
+        shown.push("…".into());
+    }
+    Err(ClientError::Ambiguous {
+        key: key.to_owned(),
+        matches: shown,
+    })
 }
 
 /// The first slot of `schedule` strictly after `now`, phase-aligned to `slot` where the

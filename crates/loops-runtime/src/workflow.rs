@@ -420,11 +420,8 @@ fn finish_step(
     stop: Option<&Stop>,
 ) -> Result<StepStatus, StoreError> {
     // The pid is kept: it tells `recover` and a continuing run which process ran.
-    let current = ctx.store.step_runs(&record.workflow_run_id)?;
-    if let Some(saved) = current.iter().find(|s| s.id == record.id) {
-        record.pid = saved.pid.or(result.pid);
-        record.pid_start_time = saved.pid_start_time.or(result.pid_start_time);
-    }
+    record.pid = result.pid.or(record.pid);
+    record.pid_start_time = result.pid_start_time.or(record.pid_start_time);
     let mut status = match result.status {
         ExecStatus::Succeeded => StepStatus::Succeeded,
         ExecStatus::Failed => StepStatus::Failed,
