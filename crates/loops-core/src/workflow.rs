@@ -254,7 +254,7 @@ pub enum Readiness {
 }
 
 impl Dag {
-    /// Builds the DAG; the spec must have passed [`validate`].
+    /// Builds the DAG; the spec must have passed [`validate()`].
     pub fn new(spec: &WorkflowSpec) -> Self {
         let index: BTreeMap<&str, usize> = spec
             .steps
