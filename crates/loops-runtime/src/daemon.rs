@@ -29,6 +29,8 @@ pub const DEFAULT_KEEP_FOR: Duration = Duration::from_secs(30 * 86_400);
 pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// Default daemon lease TTL (heartbeat every third of it).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+/// Minimum spacing of recovery scans in a busy daemon.
+const RECOVER_EVERY: Duration = Duration::from_secs(1);
 /// Default grace for running children at shutdown.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -212,8 +214,17 @@ async fn main_loop(
     heartbeat.tick().await;
     let mut next_prune = tokio::time::Instant::now();
     let mut buf = [0u8; 64];
+    let mut last_recover = None;
+    let mut foreign_running = false;
     loop {
-        let report = match engine.tick() {
+        // Reconciling other runners' rows scans every running row: at most once a
+        // second, not on every wake-up of a busy daemon.
+        let recover =
+            last_recover.is_none_or(|t: tokio::time::Instant| t.elapsed() >= RECOVER_EVERY);
+        if recover {
+            last_recover = Some(tokio::time::Instant::now());
+        }
+        let report = match engine.pass(recover) {
             Ok(r) => r,
             Err(EngineError::LeaseLost) => return Err(DaemonError::LeaseLost),
             Err(e) => {
@@ -223,6 +234,9 @@ async fn main_loop(
         };
         if engine.lease_lost() {
             return Err(DaemonError::LeaseLost);
+        }
+        if recover {
+            foreign_running = report.foreign_running;
         }
         if !report.claimed.is_empty() || !report.recovered.is_empty() || !report.skipped.is_empty()
         {
@@ -253,12 +267,12 @@ async fn main_loop(
             &report,
             clock.now(),
             next_prune,
-            &engine.config().runner_id,
+            foreign_running,
         );
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => {}
             _ = socket.recv(&mut buf) => {}
-            _ = engine.run_finished() => {}
+            _ = engine.replan_needed() => {}
             _ = heartbeat.tick() => {
                 match store.heartbeat_daemon_lease(fence, ttl_ms, clock.now()) {
                     Ok(true) => {}
@@ -287,7 +301,7 @@ fn next_deadline(
     report: &crate::engine::TickReport,
     now: Instant,
     next_prune: tokio::time::Instant,
-    runner_id: &str,
+    foreign_running: bool,
 ) -> tokio::time::Instant {
     let base = tokio::time::Instant::now();
     // Wall-clock jumps (suspend, NTP) are bounded by re-planning at least once a minute.
@@ -298,19 +312,10 @@ fn next_deadline(
             deadline = deadline.min(base + wait);
         }
     }
-    if !report.adopted.is_empty() || has_foreign_running(store, runner_id) {
+    if foreign_running {
         deadline = deadline.min(base + Duration::from_secs(2));
     }
     deadline
-}
-
-/// Whether rows claimed by other runners are running: they may need recovery once
-/// their runner dies, so the daemon re-checks every couple of seconds meanwhile.
-fn has_foreign_running(store: &dyn Store, runner_id: &str) -> bool {
-    store.running_runs(None).is_ok_and(|runs| {
-        runs.iter()
-            .any(|r| r.claimed_by.as_deref() != Some(runner_id))
-    })
 }
 
 fn write_pid_file(dir: &Path, pid: u32) -> Result<(), DaemonError> {

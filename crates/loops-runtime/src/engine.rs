@@ -126,6 +126,9 @@ pub struct TickReport {
     pub expired: Vec<LoopId>,
     /// Due work was left because every concurrency slot is busy.
     pub saturated: bool,
+    /// Rows of other runners are running (known only after a recovering pass): they
+    /// need another look once their runner dies or their lease expires.
+    pub foreign_running: bool,
 }
 
 struct InFlight {
@@ -140,8 +143,12 @@ pub struct Engine {
     permits: Arc<Semaphore>,
     inflight: Mutex<HashMap<RunId, InFlight>>,
     active_tasks: AtomicUsize,
-    /// Signalled whenever a run finishes (the daemon recomputes its sleep).
+    /// Signalled whenever a run finishes (`drain`, `tick` waits).
     finished: Notify,
+    /// Signalled when a finished run changes what is due (see [`Engine::replan_needed`]).
+    replan: Notify,
+    /// The last pass left due work for want of a free slot.
+    saturated: AtomicBool,
     lease_lost: AtomicBool,
     host: String,
 }
@@ -155,6 +162,8 @@ impl Engine {
             inflight: Mutex::new(HashMap::new()),
             active_tasks: AtomicUsize::new(0),
             finished: Notify::new(),
+            replan: Notify::new(),
+            saturated: AtomicBool::new(false),
             lease_lost: AtomicBool::new(false),
             host: hostname(),
             cfg,
@@ -218,25 +227,54 @@ impl Engine {
         e
     }
 
-    /// One scheduling pass. Claimed runs execute on spawned tasks; await [`Self::drain`]
-    /// to wait for them.
+    /// One full scheduling pass (recover, expire, dispatch). Claimed runs execute on
+    /// spawned tasks; await [`Self::drain`] to wait for them.
     pub fn tick(self: &Arc<Self>) -> Result<TickReport, EngineError> {
+        self.pass(true)
+    }
+
+    /// A scheduling pass; `recover` includes the (costlier) reconciliation of other
+    /// runners' rows, which the daemon runs on its own cadence rather than on every
+    /// wake-up.
+    pub fn pass(self: &Arc<Self>, recover: bool) -> Result<TickReport, EngineError> {
         let now = self.clock.now();
         let mut report = TickReport::default();
-        self.recover(now, &mut report)?;
+        self.saturated.store(false, Ordering::SeqCst);
+        if recover {
+            self.recover(now, &mut report)?;
+        }
         let expired = self
             .store
             .expire_loops(now, self.fence())
             .map_err(|e| self.note_store_error(e))?;
         report.expired = expired.into_iter().map(|l| l.id).collect();
-        let due = self.store.due_loops(now, DUE_BATCH)?;
-        for lp in due {
-            if !self.dispatch(lp, now, &mut report)? {
-                report.saturated = true;
-                break;
+        // Fetch no more due loops than can start now: decoding rows that must wait for
+        // a free slot is wasted work on every pass.
+        let free = self.permits.available_permits();
+        if free == 0 {
+            report.saturated = true;
+        } else {
+            let due = self.store.due_loops(now, free.min(DUE_BATCH))?;
+            let full = due.len() >= free.min(DUE_BATCH);
+            for lp in due {
+                if !self.dispatch(lp, now, &mut report)? {
+                    report.saturated = true;
+                    break;
+                }
             }
+            // More may be due than were fetched: come back once a run frees a slot.
+            report.saturated |= full && self.permits.available_permits() == 0;
+        }
+        if report.saturated {
+            self.saturated.store(true, Ordering::SeqCst);
         }
         Ok(report)
+    }
+
+    /// Resolves when the daemon should plan again: a run finished while every slot was
+    /// busy, or a finished run moved its loop's next slot.
+    pub async fn replan_needed(&self) {
+        self.replan.notified().await;
     }
 
     /// Handles one due loop. Returns false when no concurrency slot was free.
@@ -259,7 +297,8 @@ impl Engine {
             scheduled_for: first,
             runner_id: self.cfg.runner_id.clone(),
             source: RunSource::Scheduled,
-            now,
+            // The claim's own instant: `startedAt` must not be the pass's start.
+            now: self.clock.now(),
             require_no_running: lp.overlap == Overlap::Skip,
         };
         let claimed = self
@@ -523,31 +562,43 @@ impl Engine {
                 return None;
             }
         };
-        if let Err(e) = self.advance_after(&finished) {
-            tracing::warn!(run = %run.id, error = %e, "could not advance loop");
+        match self.advance_after(&finished) {
+            Ok(moved) => {
+                if moved || self.saturated.load(Ordering::SeqCst) {
+                    self.replan.notify_one();
+                }
+            }
+            Err(e) => tracing::warn!(run = %run.id, error = %e, "could not advance loop"),
         }
         Some(finished)
     }
 
-    fn advance_after(&self, run: &Run) -> Result<(), EngineError> {
+    /// Applies the loop transition after `run` finished; true when the loop's schedule
+    /// state changed (so what is due may have changed).
+    fn advance_after(&self, run: &Run) -> Result<bool, EngineError> {
         if run.source == RunSource::AdHoc {
-            return Ok(());
+            return Ok(false);
         }
         let Some(current) = self.store.get_loop(&run.loop_id)? else {
-            return Ok(());
+            return Ok(false);
         };
-        let deferred = if run.status.is_failure() && run.attempt < current.max_attempts {
+        // Deferred retries exist only when a slot may be attempted more than once.
+        let retry_pending = run.status.is_failure() && run.attempt < current.max_attempts;
+        let deferred = if retry_pending || current.max_attempts <= 1 {
             None
         } else {
             self.store
                 .next_retryable_slot(&current.id, current.max_attempts, run.scheduled_for)?
         };
-        if let Some(advance) = on_finish(&current, run, deferred)? {
-            self.store
-                .update_loop_schedule(&current.id, &advance, self.clock.now(), self.fence())
-                .map_err(|e| self.note_store_error(e))?;
+        match on_finish(&current, run, deferred)? {
+            Some(advance) => {
+                self.store
+                    .update_loop_schedule(&current.id, &advance, self.clock.now(), self.fence())
+                    .map_err(|e| self.note_store_error(e))?;
+                Ok(true)
+            }
+            None => Ok(false),
         }
-        Ok(())
     }
 
     /// Step 1 of a tick: running rows whose runner is gone (lease expired, or its
@@ -560,6 +611,7 @@ impl Engine {
                 continue;
             }
             if !self.runner_gone(&run, now) {
+                report.foreign_running = true;
                 continue;
             }
             let on_this_host = run
@@ -572,6 +624,7 @@ impl Engine {
                     .pid
                     .is_some_and(|pid| is_same_process_alive(pid, run.pid_start_time));
             if alive {
+                report.foreign_running = true;
                 if self.cfg.adopt_orphans {
                     report.adopted.push(run.id.clone());
                     self.adopt(run);
@@ -597,6 +650,7 @@ impl Engine {
                 Ok(done) => {
                     report.recovered.push(done.id.clone());
                     self.advance_after(&done)?;
+                    self.replan.notify_one();
                 }
                 Err(StoreError::NotRunning(_)) => {}
                 Err(e) => return Err(self.note_store_error(e)),

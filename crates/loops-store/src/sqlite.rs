@@ -1172,25 +1172,30 @@ impl Store for SqliteStore {
     }
 
     fn running_runs(&self, loop_id: Option<&LoopId>) -> Result<Vec<Run>> {
+        // Through the partial index of running rows only, so the cost follows the number
+        // of running rows, not the run history; an ORDER BY would let the planner pick
+        // the creation-order index and scan every run, so sort here instead.
         let conn = self.lock();
-        match loop_id {
+        let mut runs = match loop_id {
             Some(id) => {
                 let mut stmt = conn.prepare_cached(concat!(
                     "SELECT ",
                     run_cols!(),
-                    " FROM runs WHERE status = 'running' AND loop_id = ?1 ORDER BY created_at, rowid"
+                    " FROM runs INDEXED BY runs_running_loop WHERE status = 'running' AND loop_id = ?1"
                 ))?;
-                query_all(&mut stmt, [id.as_str()], run_from_row)
+                query_all(&mut stmt, [id.as_str()], run_from_row)?
             }
             None => {
                 let mut stmt = conn.prepare_cached(concat!(
                     "SELECT ",
                     run_cols!(),
-                    " FROM runs WHERE status = 'running' ORDER BY created_at, rowid"
+                    " FROM runs INDEXED BY runs_running_loop WHERE status = 'running'"
                 ))?;
-                query_all(&mut stmt, [], run_from_row)
+                query_all(&mut stmt, [], run_from_row)?
             }
-        }
+        };
+        runs.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(runs)
     }
 
     fn get_run(&self, id: &RunId) -> Result<Option<Run>> {
