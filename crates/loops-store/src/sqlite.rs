@@ -392,6 +392,9 @@ fn setup_connection(conn: &mut Connection, path: Option<&str>, found: i64) -> Re
         // In WAL mode NORMAL is durable against application crashes and keeps
         // the database consistent on power loss; only the last commits may roll back.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // After a checkpoint, truncate the WAL back to 1 MiB instead of keeping its
+        // high-water size forever.
+        conn.pragma_update(None, "journal_size_limit", 1_048_576)?;
     }
     conn.pragma_update(None, "foreign_keys", true)?;
     conn.set_prepared_statement_cache_capacity(64);
