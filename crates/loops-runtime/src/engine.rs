@@ -219,12 +219,8 @@ impl Engine {
     }
 
     fn note_store_error(&self, e: StoreError) -> EngineError {
-        let e = EngineError::from_store(e);
-        if matches!(e, EngineError::LeaseLost) && !self.lease_lost.swap(true, Ordering::SeqCst) {
-            tracing::error!("daemon lease lost: cancelling all runs");
-            self.cancel_all("daemon lease lost");
-        }
-        e
+        self.note_store_error_ref(&e);
+        EngineError::from_store(e)
     }
 
     /// One full scheduling pass (recover, expire, dispatch). Claimed runs execute on
@@ -538,19 +534,18 @@ impl Engine {
                 }
             }
             Err(e) => {
-                let _ = self.note_store_error_ref(&e);
+                self.note_store_error_ref(&e);
                 failed(format!("workflow run failed to record: {e}"))
             }
         }
     }
 
-    fn note_store_error_ref(&self, e: &StoreError) -> bool {
+    /// The first rejected fenced write marks the lease lost and cancels every run.
+    fn note_store_error_ref(&self, e: &StoreError) {
         if matches!(e, StoreError::LeaseLost) && !self.lease_lost.swap(true, Ordering::SeqCst) {
             tracing::error!("daemon lease lost: cancelling all runs");
             self.cancel_all("daemon lease lost");
-            return true;
         }
-        false
     }
 
     async fn finalize_and_advance(&self, run: &Run, outcome: &RunOutcome) -> Option<Run> {

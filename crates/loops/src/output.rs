@@ -252,7 +252,12 @@ fn redact_env(env: &mut std::collections::BTreeMap<String, String>) {
 
 /// Replaces run output with a size marker (unless revealing).
 pub fn redact_run(run: &mut Run) {
-    for text in [&mut run.stdout, &mut run.stderr].into_iter().flatten() {
+    redact_streams(&mut run.stdout, &mut run.stderr);
+}
+
+/// Replaces captured stdout/stderr with size markers.
+pub fn redact_streams(stdout: &mut Option<String>, stderr: &mut Option<String>) {
+    for text in [stdout, stderr].into_iter().flatten() {
         if !text.is_empty() {
             *text = format!("[redacted {} bytes; use --show-output]", text.len());
         }

@@ -5,7 +5,7 @@ use crate::cli::{DaemonCommand, DaemonInstallArgs, DaemonLogsArgs, DaemonRunArgs
 use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::{format_instant, Duration};
-use loops_runtime::daemon::{self as d, DaemonConfig, DaemonError, LOG_FILE, PID_FILE};
+use loops_runtime::daemon::{self as d, DaemonConfig, LOG_FILE, PID_FILE};
 use loops_runtime::process::{is_same_process_alive, process_start_time};
 use loops_store::Store;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -83,7 +83,6 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
     rt.shutdown_timeout(StdDuration::from_secs(1));
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e @ DaemonError::AlreadyRunning { .. }) => Err(Failure::failed(e.to_string())),
         Err(e) => Err(Failure::failed(e.to_string())),
     }
 }

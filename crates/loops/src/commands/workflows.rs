@@ -11,7 +11,6 @@ use loops_core::workflow::{
     parse_spec, validate, Dag, StepRun, StepTarget, WorkflowRecord, WorkflowSpec,
 };
 use loops_core::{Duration, StepStatus, Target, WorkflowRunStatus, WorkflowStatus};
-use loops_runtime::client::Client;
 use loops_runtime::engine::EngineConfig;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -283,7 +282,7 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         print_json(&serde_json::json!({ "workflowRun": run, "steps": steps }))?;
     } else {
         if live {
-            draw_steps(&steps, true)?;
+            draw_steps(&steps, steps.len())?;
         }
         println!(
             "workflow run {} {}: {}{}",
@@ -326,14 +325,7 @@ fn spawn_progress(store: Arc<dyn loops_store::Store>, name: String) -> tokio::ta
             }
             if let Some(id) = &run_id {
                 if let Ok(steps) = store.step_runs(id) {
-                    let mut out = std::io::stdout().lock();
-                    if drawn > 0 {
-                        let _ = write!(out, "\x1b[{drawn}A");
-                    }
-                    for s in &steps {
-                        let _ = writeln!(out, "\x1b[2K{}", step_line(s));
-                    }
-                    let _ = out.flush();
+                    let _ = draw_steps(&steps, drawn);
                     drawn = steps.len();
                 }
             }
@@ -342,14 +334,16 @@ fn spawn_progress(store: Arc<dyn loops_store::Store>, name: String) -> tokio::ta
     })
 }
 
-fn draw_steps(steps: &[StepRun], clear_previous: bool) -> anyhow::Result<()> {
+/// Draws one line per step, first moving up over the `drawn` lines of the last frame.
+fn draw_steps(steps: &[StepRun], drawn: usize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    if clear_previous && !steps.is_empty() {
-        write!(out, "\x1b[{}A", steps.len())?;
+    if drawn > 0 {
+        write!(out, "\x1b[{drawn}A")?;
     }
     for s in steps {
         writeln!(out, "\x1b[2K{}", step_line(s))?;
     }
+    out.flush()?;
     Ok(())
 }
 
@@ -412,11 +406,7 @@ fn print_step_output(steps: &[StepRun]) {
 
 fn redact_step(mut s: StepRun, reveal: bool) -> StepRun {
     if !reveal {
-        for text in [&mut s.stdout, &mut s.stderr].into_iter().flatten() {
-            if !text.is_empty() {
-                *text = format!("[redacted {} bytes; use --show-output]", text.len());
-            }
-        }
+        output::redact_streams(&mut s.stdout, &mut s.stderr);
     }
     s
 }
@@ -617,6 +607,3 @@ fn archive(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
     }
     Ok(ExitCode::SUCCESS)
 }
-
-#[allow(dead_code)]
-fn _client_type_check(_: &Client) {}
