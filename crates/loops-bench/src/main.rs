@@ -1279,7 +1279,7 @@ impl Bencher {
             Arc::clone(&store),
             EngineConfig::for_this_process(),
             Arc::new(SystemClock),
-        );
+        )?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

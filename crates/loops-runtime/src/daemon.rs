@@ -101,6 +101,10 @@ impl From<EngineError> for DaemonError {
             EngineError::LeaseLost => DaemonError::LeaseLost,
             EngineError::Store(s) => DaemonError::Store(s),
             EngineError::Schedule(s) => DaemonError::Store(StoreError::Decode(s.to_string())),
+            EngineError::Thread(source) => DaemonError::Io {
+                context: "cannot start the run recorder thread".to_owned(),
+                source,
+            },
         }
     }
 }
@@ -139,6 +143,10 @@ pub async fn run(
         }
     };
     tracing::info!(pid, token = fence.token, data_dir = %cfg.data_dir.display(), "daemon lease acquired");
+    if let Err(e) = store.start_background_maintenance() {
+        // Commits then checkpoint the WAL themselves: slower, still correct.
+        tracing::warn!(error = %e, "cannot start background WAL checkpoints");
+    }
     write_pid_file(&cfg.data_dir, pid)?;
     let socket_path = wake::socket_path(&cfg.data_dir);
     let _ = std::fs::remove_file(&socket_path);
@@ -159,7 +167,11 @@ pub async fn run(
             ..EngineConfig::for_this_process()
         },
         Arc::clone(&clock),
-    );
+    )
+    .inspect_err(|_| {
+        let _ = store.release_daemon_lease(&fence);
+        remove_pid_file(&cfg.data_dir, pid);
+    })?;
     let outcome = main_loop(
         &engine,
         &store,

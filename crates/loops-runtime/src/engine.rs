@@ -14,13 +14,16 @@
 
 use crate::executor::{execute, ExecResult, ExecStatus};
 use crate::process::{hostname, is_same_process_alive, process_start_time};
+use crate::recorder::{plan_after_finish, Recorder};
 use crate::targets::{exec_spec, SpecError};
 use loops_core::schedule::due_slots;
-use loops_core::transitions::{on_claim, on_finish};
+use loops_core::transitions::on_claim;
 use loops_core::{
     format_instant, Instant, Loop, LoopId, Overlap, Run, RunId, RunOutcome, RunSource, RunStatus,
 };
-use loops_store::{ClaimRefused, ClaimRequest, Fence, Store, StoreError};
+use loops_store::{
+    BatchClaim, ClaimRefused, ClaimRequest, Fence, RunWrite, RunWritten, Store, StoreError,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -43,6 +46,8 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Schedule(#[from] loops_core::schedule::ScheduleError),
+    #[error("cannot start the run recorder thread: {0}")]
+    Thread(#[source] std::io::Error),
 }
 
 impl EngineError {
@@ -142,6 +147,8 @@ pub struct Engine {
     clock: Arc<dyn Clock>,
     permits: Arc<Semaphore>,
     inflight: Mutex<HashMap<RunId, InFlight>>,
+    /// Group-commits pid records and finalizations (see [`crate::recorder`]).
+    recorder: Recorder,
     active_tasks: AtomicUsize,
     /// Signalled whenever a run finishes (`drain`, `tick` waits).
     finished: Notify,
@@ -154,12 +161,19 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(store: Arc<dyn Store>, cfg: EngineConfig, clock: Arc<dyn Clock>) -> Arc<Self> {
+    pub fn new(
+        store: Arc<dyn Store>,
+        cfg: EngineConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Self>, EngineError> {
         let permits = Arc::new(Semaphore::new(cfg.max_concurrent.max(1)));
-        Arc::new(Self {
+        let recorder = Recorder::start(Arc::clone(&store), cfg.fence.clone(), Arc::clone(&clock))
+            .map_err(EngineError::Thread)?;
+        Ok(Arc::new(Self {
             store,
             permits,
             inflight: Mutex::new(HashMap::new()),
+            recorder,
             active_tasks: AtomicUsize::new(0),
             finished: Notify::new(),
             replan: Notify::new(),
@@ -168,7 +182,7 @@ impl Engine {
             host: hostname(),
             cfg,
             clock,
-        })
+        }))
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -252,12 +266,7 @@ impl Engine {
         } else {
             let due = self.store.due_loops(now, free.min(DUE_BATCH))?;
             let full = due.len() >= free.min(DUE_BATCH);
-            for lp in due {
-                if !self.dispatch(lp, now, &mut report)? {
-                    report.saturated = true;
-                    break;
-                }
-            }
+            report.saturated |= !self.dispatch(due, now, &mut report)?;
             // More may be due than were fetched: come back once a run frees a slot.
             report.saturated |= full && self.permits.available_permits() == 0;
         }
@@ -273,62 +282,83 @@ impl Engine {
         self.replan.notified().await;
     }
 
-    /// Handles one due loop. Returns false when no concurrency slot was free.
+    /// Claims a due slot of every loop in `due` in one transaction (each claim advancing
+    /// its loop) and starts the claimed runs. Returns false when it ran out of
+    /// concurrency slots before the end of `due`.
     fn dispatch(
         self: &Arc<Self>,
-        lp: Loop,
+        due: Vec<Loop>,
         now: Instant,
         report: &mut TickReport,
     ) -> Result<bool, EngineError> {
-        let slots = due_slots(&lp, now)?;
-        let (Some(&first), Some(&last)) = (slots.first(), slots.last()) else {
-            return Ok(true);
-        };
-        let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
-            return Ok(false);
-        };
-        let advance = on_claim(&lp, last, RunSource::Scheduled, now)?;
-        let req = ClaimRequest {
-            loop_id: lp.id.clone(),
-            scheduled_for: first,
-            runner_id: self.cfg.runner_id.clone(),
-            source: RunSource::Scheduled,
-            // The claim's own instant: `startedAt` must not be the pass's start.
-            now: self.clock.now(),
-            require_no_running: lp.overlap == Overlap::Skip,
-        };
-        let claimed = self
-            .store
-            .claim_run_and_advance(&req, advance.as_ref(), self.fence())
-            .map_err(|e| self.note_store_error(e))?;
-        match claimed {
-            Ok(run) => {
-                report.claimed.push(run.id.clone());
-                self.spawn_batch(lp, run, slots[1..].to_vec(), permit);
-            }
-            Err(ClaimRefused::LoopBusy) => {
-                for slot in &slots {
-                    let skipped = self
-                        .store
-                        .record_skipped_run(
-                            &lp,
-                            *slot,
-                            "previous run still active",
-                            now,
-                            self.fence(),
-                        )
-                        .map_err(|e| self.note_store_error(e))?;
-                    report.skipped.push(skipped.id);
-                }
-                self.advance_without_run(&lp, advance, now)?;
-            }
-            Err(ClaimRefused::SlotDone | ClaimRefused::SlotRunning) => {
-                // Someone else (run-now, another runner) has this slot; move past it.
-                self.advance_without_run(&lp, advance, now)?;
-            }
-            Err(ClaimRefused::LoopNotActive) => {}
+        struct Planned {
+            lp: Loop,
+            slots: Vec<Instant>,
+            permit: OwnedSemaphorePermit,
         }
-        Ok(true)
+        let mut planned = Vec::with_capacity(due.len());
+        let mut claims = Vec::with_capacity(due.len());
+        let mut all_fit = true;
+        // The claims' own instant: `startedAt` must not be the pass's start.
+        let claim_now = self.clock.now();
+        for lp in due {
+            let slots = due_slots(&lp, now)?;
+            let (Some(&first), Some(&last)) = (slots.first(), slots.last()) else {
+                continue;
+            };
+            let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
+                all_fit = false;
+                break;
+            };
+            claims.push(BatchClaim {
+                request: ClaimRequest {
+                    loop_id: lp.id.clone(),
+                    scheduled_for: first,
+                    runner_id: self.cfg.runner_id.clone(),
+                    source: RunSource::Scheduled,
+                    now: claim_now,
+                    require_no_running: lp.overlap == Overlap::Skip,
+                },
+                advance: on_claim(&lp, last, RunSource::Scheduled, now)?,
+            });
+            planned.push(Planned { lp, slots, permit });
+        }
+        let results = self
+            .store
+            .claim_runs(&claims, self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        for ((plan, claim), result) in planned.into_iter().zip(claims).zip(results) {
+            let Planned { lp, slots, permit } = plan;
+            match result {
+                Ok(run) => {
+                    report.claimed.push(run.id.clone());
+                    self.spawn_batch(lp, run, slots[1..].to_vec(), permit);
+                }
+                Err(ClaimRefused::LoopBusy) => {
+                    drop(permit);
+                    for slot in &slots {
+                        let skipped = self
+                            .store
+                            .record_skipped_run(
+                                &lp,
+                                *slot,
+                                "previous run still active",
+                                now,
+                                self.fence(),
+                            )
+                            .map_err(|e| self.note_store_error(e))?;
+                        report.skipped.push(skipped.id);
+                    }
+                    self.advance_without_run(&lp, claim.advance, now)?;
+                }
+                Err(ClaimRefused::SlotDone | ClaimRefused::SlotRunning) => {
+                    // Someone else (run-now, another runner) has this slot; move past it.
+                    self.advance_without_run(&lp, claim.advance, now)?;
+                }
+                Err(ClaimRefused::LoopNotActive) => {}
+            }
+        }
+        Ok(all_fit)
     }
 
     fn advance_without_run(
@@ -414,16 +444,13 @@ impl Engine {
         }
         let (result, spec_error) = match exec_spec(lp, &run, &self.cfg) {
             Ok(spec) => {
-                let store = Arc::clone(&self.store);
-                let fence = self.cfg.fence.clone();
-                let run_id = run.id.clone();
-                let clock = Arc::clone(&self.clock);
-                let on_spawn = move |pid: u32, start: Option<u64>| {
-                    if let Err(e) =
-                        store.mark_run_pid(&run_id, pid, start, clock.now(), fence.as_ref())
-                    {
-                        tracing::warn!(run = %run_id, error = %e, "could not record pid");
-                    }
+                let on_spawn = |pid: u32, start: Option<u64>| {
+                    self.recorder.send(RunWrite::Spawned {
+                        run: run.id.clone(),
+                        pid,
+                        pid_start_time: start,
+                        at: self.clock.now(),
+                    });
                 };
                 let cancel = async move {
                     if cancel_rx.wait_for(Option::is_some).await.is_err() {
@@ -548,51 +575,26 @@ impl Engine {
         }
     }
 
+    /// Finalizes `run` and moves its loop in one transaction (shared with other runs'
+    /// writes by the recorder). Returns the finalized run, `None` when rejected.
     async fn finalize_and_advance(&self, run: &Run, outcome: &RunOutcome) -> Option<Run> {
-        let finished = match self.store.finalize_run(&run.id, outcome, self.fence()) {
-            Ok(r) => r,
+        let write = RunWrite::Finished {
+            run: run.id.clone(),
+            outcome: outcome.clone(),
+        };
+        match self.recorder.write(write).await {
+            Ok(RunWritten::Finished { run, loop_moved }) => {
+                if loop_moved || self.saturated.load(Ordering::SeqCst) {
+                    self.replan.notify_one();
+                }
+                Some(*run)
+            }
+            Ok(RunWritten::Spawned) => None,
             Err(e) => {
                 let e = self.note_store_error(e);
                 tracing::warn!(run = %run.id, error = %e, "could not finalize run");
-                return None;
+                None
             }
-        };
-        match self.advance_after(&finished) {
-            Ok(moved) => {
-                if moved || self.saturated.load(Ordering::SeqCst) {
-                    self.replan.notify_one();
-                }
-            }
-            Err(e) => tracing::warn!(run = %run.id, error = %e, "could not advance loop"),
-        }
-        Some(finished)
-    }
-
-    /// Applies the loop transition after `run` finished; true when the loop's schedule
-    /// state changed (so what is due may have changed).
-    fn advance_after(&self, run: &Run) -> Result<bool, EngineError> {
-        if run.source == RunSource::AdHoc {
-            return Ok(false);
-        }
-        let Some(current) = self.store.get_loop(&run.loop_id)? else {
-            return Ok(false);
-        };
-        // Deferred retries exist only when a slot may be attempted more than once.
-        let retry_pending = run.status.is_failure() && run.attempt < current.max_attempts;
-        let deferred = if retry_pending || current.max_attempts <= 1 {
-            None
-        } else {
-            self.store
-                .next_retryable_slot(&current.id, current.max_attempts, run.scheduled_for)?
-        };
-        match on_finish(&current, run, deferred)? {
-            Some(advance) => {
-                self.store
-                    .update_loop_schedule(&current.id, &advance, self.clock.now(), self.fence())
-                    .map_err(|e| self.note_store_error(e))?;
-                Ok(true)
-            }
-            None => Ok(false),
         }
     }
 
@@ -641,14 +643,21 @@ impl Engine {
                 summary: None,
                 usage: None,
             };
-            match self.store.finalize_run(&run.id, &outcome, self.fence()) {
-                Ok(done) => {
-                    report.recovered.push(done.id.clone());
-                    self.advance_after(&done)?;
+            let write = RunWrite::Finished {
+                run: run.id.clone(),
+                outcome,
+            };
+            let written = self
+                .store
+                .record_run_writes(&[write], now, self.fence(), &plan_after_finish)
+                .map_err(|e| self.note_store_error(e))?;
+            match written.into_iter().next() {
+                Some(Ok(_)) => {
+                    report.recovered.push(run.id.clone());
                     self.replan.notify_one();
                 }
-                Err(StoreError::NotRunning(_)) => {}
-                Err(e) => return Err(self.note_store_error(e)),
+                Some(Err(StoreError::NotRunning(_))) | None => {}
+                Some(Err(e)) => return Err(self.note_store_error(e)),
             }
         }
         Ok(())

@@ -14,6 +14,7 @@ pub mod executor;
 pub mod preflight;
 pub mod process;
 pub mod providers;
+mod recorder;
 pub mod targets;
 pub mod wake;
 pub mod workflow;

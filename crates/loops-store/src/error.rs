@@ -55,3 +55,11 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
 }
+
+impl StoreError {
+    /// Errors about one row's state (it is missing or no longer running): in a batch
+    /// they fail that row alone.
+    pub fn is_per_row(&self) -> bool {
+        matches!(self, StoreError::NotRunning(_) | StoreError::RunNotFound(_))
+    }
+}

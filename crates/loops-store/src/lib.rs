@@ -73,6 +73,48 @@ pub struct ClaimRequest {
     pub require_no_running: bool,
 }
 
+/// One claim of a batch ([`Store::claim_runs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchClaim {
+    pub request: ClaimRequest,
+    /// Loop transition applied in the same transaction when this claim succeeds.
+    pub advance: Option<LoopAdvance>,
+}
+
+/// A write about a claimed run; many are applied in one transaction by
+/// [`Store::record_run_writes`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunWrite {
+    /// The run's child was spawned: record its pid and process start time.
+    Spawned {
+        run: RunId,
+        pid: u32,
+        pid_start_time: Option<u64>,
+        at: Instant,
+    },
+    /// The run ended: finalize it, then move its loop as the planner decides.
+    Finished { run: RunId, outcome: RunOutcome },
+}
+
+/// What one [`RunWrite`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunWritten {
+    Spawned,
+    /// The finalized row, and whether the loop's schedule state was changed.
+    Finished {
+        run: Box<Run>,
+        loop_moved: bool,
+    },
+}
+
+/// Decides, inside the finalizing transaction, how a loop moves after one of its runs
+/// ended. Given the loop as stored, the finalized run and a lookup of the loop's
+/// earliest earlier slot that still has attempts left (a deferred retry), it returns the
+/// transition to persist, if any. The policy lives in the domain
+/// (`loops_core::transitions`); the store only applies it atomically.
+pub type FinishPlanner<'a> =
+    dyn Fn(&Loop, &Run, &mut dyn FnMut() -> Result<Option<Instant>>) -> Option<LoopAdvance> + 'a;
+
 /// Why a claim did not produce a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimRefused {
@@ -159,6 +201,13 @@ pub trait Store: WorkflowStore + Send + Sync {
         advance: Option<&LoopAdvance>,
         fence: Option<&Fence>,
     ) -> Result<std::result::Result<Run, ClaimRefused>>;
+    /// Many [`Store::claim_run_and_advance`] calls in one transaction: one result per
+    /// claim, in order. The fence is checked once, at the first request's instant.
+    fn claim_runs(
+        &self,
+        claims: &[BatchClaim],
+        fence: Option<&Fence>,
+    ) -> Result<Vec<std::result::Result<Run, ClaimRefused>>>;
     /// Records a `skipped` row for a slot (overlap `skip`).
     fn record_skipped_run(
         &self,
@@ -190,6 +239,18 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// [`StoreError::NotRunning`] when the row is not running (already finalized).
     fn finalize_run(&self, run: &RunId, outcome: &RunOutcome, fence: Option<&Fence>)
         -> Result<Run>;
+    /// Applies `writes` in order in one transaction (fenced at `now`): pid records and
+    /// finalizations, each finalization followed by the loop transition `plan` returns.
+    /// A write about a row that is no longer running fails alone
+    /// ([`StoreError::NotRunning`] / [`StoreError::RunNotFound`]); any other error
+    /// fails the whole batch and writes nothing.
+    fn record_run_writes(
+        &self,
+        writes: &[RunWrite],
+        now: Instant,
+        fence: Option<&Fence>,
+        plan: &FinishPlanner<'_>,
+    ) -> Result<Vec<Result<RunWritten>>>;
     /// Running rows whose lease has expired at `now` (`leaseExpiresAt <= now`), the
     /// earliest expiry first.
     fn expired_running_runs(&self, now: Instant) -> Result<Vec<Run>>;
@@ -224,6 +285,14 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// Gives the lease up (no-op when not held).
     fn release_daemon_lease(&self, fence: &Fence) -> Result<()>;
     fn current_daemon_lease(&self) -> Result<Option<DaemonLease>>;
+
+    // ---- maintenance ----
+    /// Tunes the store for a long-lived, write-heavy owner (the daemon): housekeeping
+    /// that would otherwise stall a commit now and then (SQLite's WAL checkpoints with
+    /// their fsyncs) moves to a background thread. Lasts until the store is dropped.
+    fn start_background_maintenance(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Persistence of workflow specs, workflow runs, step runs and their event logs.

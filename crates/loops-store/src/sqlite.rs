@@ -10,8 +10,9 @@
 //! carry millisecond precision (sub-millisecond parts of inputs are dropped).
 
 use crate::{
-    ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
-    PrunePolicy, Result, RunFilter, Store, StoreError,
+    BatchClaim, ClaimRefused, ClaimRequest, DaemonLease, Fence, FinishPlanner, LeaseAcquire,
+    LeaseHolder, LoopAdvance, PrunePolicy, Result, RunFilter, RunWrite, RunWritten, Store,
+    StoreError,
 };
 use loops_core::{
     Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, RunStatus,
@@ -93,6 +94,8 @@ pub struct SqliteStore {
     conn: Mutex<Connection>,
     /// `None` for an in-memory store.
     path: Option<PathBuf>,
+    /// Dropping it stops the background checkpointer, if one was started.
+    checkpointer: Mutex<Option<std::sync::mpsc::Sender<()>>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -139,6 +142,7 @@ impl SqliteStore {
         Ok(Self {
             conn: Mutex::new(conn),
             path: Some(path.to_path_buf()),
+            checkpointer: Mutex::new(None),
         })
     }
 
@@ -149,6 +153,7 @@ impl SqliteStore {
         Ok(Self {
             conn: Mutex::new(conn),
             path: None,
+            checkpointer: Mutex::new(None),
         })
     }
 
@@ -806,6 +811,142 @@ fn apply_advance(
     Ok(n > 0)
 }
 
+/// See [`Store::next_retryable_slot`]; usable inside a transaction.
+fn retryable_slot(
+    conn: &Connection,
+    loop_id: &LoopId,
+    max_attempts: u32,
+    except: Instant,
+) -> Result<Option<Instant>> {
+    // Start from failed attempts (partial index), keep those that are the latest
+    // attempt of their slot and whose slot is neither running nor done.
+    let slot: Option<i64> = conn
+        .prepare_cached(concat!(
+            "SELECT f.scheduled_for FROM runs f \
+             WHERE f.loop_id = ?1 AND f.status IN ",
+            failure_statuses!(),
+            " AND f.source != 'ad_hoc' AND f.scheduled_for != ?3 AND f.attempt < ?2 \
+               AND NOT EXISTS ( \
+                 SELECT 1 FROM runs x \
+                 WHERE x.loop_id = f.loop_id AND x.scheduled_for = f.scheduled_for \
+                   AND (x.attempt > f.attempt OR x.status IN ('running', 'succeeded', 'skipped'))) \
+             ORDER BY f.scheduled_for LIMIT 1"
+        ))?
+        .query_row(params![loop_id.as_str(), max_attempts, ms(&except)], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    slot.map(|v| instant_from_ms(v, "scheduled_for"))
+        .transpose()
+}
+
+fn usage_json(outcome: &RunOutcome) -> Result<Option<String>> {
+    if outcome.status == RunStatus::Running {
+        return Err(StoreError::InvalidArgument(
+            "a run cannot be finalized as running".to_owned(),
+        ));
+    }
+    outcome
+        .usage
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::InvalidArgument(format!("usage: {e}")))
+}
+
+/// See [`Store::mark_run_pid`]; inside the caller's transaction.
+fn mark_pid_in(
+    conn: &Connection,
+    run: &RunId,
+    pid: u32,
+    pid_start_time: Option<u64>,
+    now: Instant,
+) -> Result<()> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE runs SET pid = ?2, pid_start_time = ?3, updated_at = ?4 \
+             WHERE id = ?1 AND status = 'running'",
+        )?
+        .execute(params![
+            run.as_str(),
+            pid,
+            pid_start_time.map(sat_i64),
+            ms(&now)
+        ])?;
+    if n == 0 {
+        return Err(not_running(conn, run));
+    }
+    Ok(())
+}
+
+/// See [`Store::finalize_run`]; inside the caller's transaction.
+fn finalize_in(
+    conn: &Connection,
+    run: &RunId,
+    outcome: &RunOutcome,
+    usage: Option<&str>,
+) -> Result<Run> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "UPDATE runs SET status = ?2, finished_at = ?3, exit_code = ?4, \
+           duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE MAX(0, ?3 - started_at) END, \
+           stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3 \
+         WHERE id = ?1 AND status = 'running' RETURNING ",
+        run_cols!()
+    ))?;
+    let params = params![
+        run.as_str(),
+        outcome.status.as_str(),
+        ms(&outcome.finished_at),
+        outcome.exit_code,
+        outcome.stdout,
+        outcome.stderr,
+        outcome.error,
+        outcome.summary,
+        usage,
+    ];
+    match query_first(&mut stmt, params, run_from_row)? {
+        Some(r) => Ok(r),
+        None => Err(not_running(conn, run)),
+    }
+}
+
+/// After `run` was finalized in this transaction: applies the transition `plan` picks
+/// for its loop. True when the loop's schedule state changed.
+fn advance_after_finish(conn: &Connection, run: &Run, plan: &FinishPlanner<'_>) -> Result<bool> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        loop_cols!(),
+        " FROM loops WHERE id = ?1"
+    ))?;
+    let Some(lp) = query_first(&mut stmt, [run.loop_id.as_str()], loop_from_row)? else {
+        return Ok(false);
+    };
+    let mut deferred = || retryable_slot(conn, &lp.id, lp.max_attempts, run.scheduled_for);
+    match plan(&lp, run, &mut deferred) {
+        Some(advance) => apply_advance(
+            conn,
+            &lp.id,
+            &advance,
+            run.finished_at.unwrap_or(run.updated_at),
+        ),
+        None => Ok(false),
+    }
+}
+
+/// How often the background checkpointer copies the WAL into the database.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+
+/// Body of the checkpoint thread; returns when the store is dropped.
+fn checkpoint_loop(conn: &Connection, stop: &std::sync::mpsc::Receiver<()>) {
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY)
+    {
+        let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0));
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "WAL checkpoint failed");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // The Store implementation
 // ---------------------------------------------------------------------------------
@@ -1026,6 +1167,22 @@ impl Store for SqliteStore {
         })
     }
 
+    fn claim_runs(
+        &self,
+        claims: &[BatchClaim],
+        fence: Option<&Fence>,
+    ) -> Result<Vec<std::result::Result<Run, ClaimRefused>>> {
+        let Some(first) = claims.first() else {
+            return Ok(Vec::new());
+        };
+        self.write(fence.map(|f| (f, first.request.now)), |tx| {
+            claims
+                .iter()
+                .map(|c| claim_in_tx(tx, &c.request, c.advance.as_ref()))
+                .collect()
+        })
+    }
+
     fn record_skipped_run(
         &self,
         lp: &Loop,
@@ -1080,21 +1237,7 @@ impl Store for SqliteStore {
         fence: Option<&Fence>,
     ) -> Result<()> {
         self.write(fence.map(|f| (f, now)), |tx| {
-            let n = tx
-                .prepare_cached(
-                    "UPDATE runs SET pid = ?2, pid_start_time = ?3, updated_at = ?4 \
-                     WHERE id = ?1 AND status = 'running'",
-                )?
-                .execute(params![
-                    run.as_str(),
-                    pid,
-                    pid_start_time.map(sat_i64),
-                    ms(&now)
-                ])?;
-            if n == 0 {
-                return Err(not_running(tx, run));
-            }
-            Ok(())
+            mark_pid_in(tx, run, pid, pid_start_time, now)
         })
     }
 
@@ -1126,40 +1269,70 @@ impl Store for SqliteStore {
         outcome: &RunOutcome,
         fence: Option<&Fence>,
     ) -> Result<Run> {
-        if outcome.status == RunStatus::Running {
-            return Err(StoreError::InvalidArgument(
-                "a run cannot be finalized as running".to_owned(),
-            ));
-        }
-        let usage = outcome
-            .usage
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| StoreError::InvalidArgument(format!("usage: {e}")))?;
+        let usage = usage_json(outcome)?;
         self.write(fence.map(|f| (f, outcome.finished_at)), |tx| {
-            let mut stmt = tx.prepare_cached(concat!(
-                "UPDATE runs SET status = ?2, finished_at = ?3, exit_code = ?4, \
-                   duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE MAX(0, ?3 - started_at) END, \
-                   stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3 \
-                 WHERE id = ?1 AND status = 'running' RETURNING ",
-                run_cols!()
-            ))?;
-            let params = params![
-                run.as_str(),
-                outcome.status.as_str(),
-                ms(&outcome.finished_at),
-                outcome.exit_code,
-                outcome.stdout,
-                outcome.stderr,
-                outcome.error,
-                outcome.summary,
-                usage,
-            ];
-            match query_first(&mut stmt, params, run_from_row)? {
-                Some(r) => Ok(r),
-                None => Err(not_running(tx, run)),
+            finalize_in(tx, run, outcome, usage.as_deref())
+        })
+    }
+
+    fn record_run_writes(
+        &self,
+        writes: &[RunWrite],
+        now: Instant,
+        fence: Option<&Fence>,
+        plan: &FinishPlanner<'_>,
+    ) -> Result<Vec<Result<RunWritten>>> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Serialize outside the lock; a bad outcome fails alone, like a finished row.
+        let usages: Vec<Option<Result<Option<String>>>> = writes
+            .iter()
+            .map(|w| match w {
+                RunWrite::Finished { outcome, .. } => Some(usage_json(outcome)),
+                RunWrite::Spawned { .. } => None,
+            })
+            .collect();
+        self.write(fence.map(|f| (f, now)), |tx| {
+            let mut done = Vec::with_capacity(writes.len());
+            for (write, usage) in writes.iter().zip(usages) {
+                let result = match (write, usage) {
+                    (
+                        RunWrite::Spawned {
+                            run,
+                            pid,
+                            pid_start_time,
+                            at,
+                        },
+                        _,
+                    ) => match mark_pid_in(tx, run, *pid, *pid_start_time, *at) {
+                        Ok(()) => Ok(RunWritten::Spawned),
+                        Err(e) if e.is_per_row() => Err(e),
+                        Err(e) => return Err(e),
+                    },
+                    (RunWrite::Finished { .. }, Some(Err(e))) => Err(e),
+                    (RunWrite::Finished { run, outcome }, Some(Ok(usage))) => {
+                        match finalize_in(tx, run, outcome, usage.as_deref()) {
+                            Ok(finished) => {
+                                let loop_moved = advance_after_finish(tx, &finished, plan)?;
+                                Ok(RunWritten::Finished {
+                                    run: Box::new(finished),
+                                    loop_moved,
+                                })
+                            }
+                            Err(e) if e.is_per_row() => Err(e),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    (RunWrite::Finished { .. }, None) => {
+                        return Err(StoreError::InvalidArgument(
+                            "run write batch out of step".to_owned(),
+                        ))
+                    }
+                };
+                done.push(result);
             }
+            Ok(done)
         })
     }
 
@@ -1240,27 +1413,7 @@ impl Store for SqliteStore {
         max_attempts: u32,
         except: Instant,
     ) -> Result<Option<Instant>> {
-        let conn = self.lock();
-        // Start from failed attempts (partial index), keep those that are the latest
-        // attempt of their slot and whose slot is neither running nor done.
-        let slot: Option<i64> = conn
-            .prepare_cached(concat!(
-                "SELECT f.scheduled_for FROM runs f \
-                 WHERE f.loop_id = ?1 AND f.status IN ",
-                failure_statuses!(),
-                " AND f.source != 'ad_hoc' AND f.scheduled_for != ?3 AND f.attempt < ?2 \
-                   AND NOT EXISTS ( \
-                     SELECT 1 FROM runs x \
-                     WHERE x.loop_id = f.loop_id AND x.scheduled_for = f.scheduled_for \
-                       AND (x.attempt > f.attempt OR x.status IN ('running', 'succeeded', 'skipped'))) \
-                 ORDER BY f.scheduled_for LIMIT 1"
-            ))?
-            .query_row(params![loop_id.as_str(), max_attempts, ms(&except)], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        slot.map(|v| instant_from_ms(v, "scheduled_for"))
-            .transpose()
+        retryable_slot(&self.lock(), loop_id, max_attempts, except)
     }
 
     /// Deletes finished runs (never `running` ones) matching EITHER rule of the policy:
@@ -1382,6 +1535,44 @@ impl Store for SqliteStore {
                 .execute([sat_i64(fence.token)])?;
             Ok(())
         })
+    }
+
+    /// Checkpoints the WAL from a thread with its own connection, every
+    /// [`CHECKPOINT_EVERY`], and turns off the automatic checkpoint of this connection.
+    /// An automatic checkpoint runs inside the commit that crosses 1,000 WAL pages and
+    /// fsyncs the WAL and the database there, stalling that commit (and every caller
+    /// waiting on this connection) for up to tens of milliseconds. A `PASSIVE`
+    /// checkpoint from another connection never blocks writers or readers, and once it
+    /// has copied the whole WAL, the next commit rewinds the WAL to its start, so the
+    /// file stays small (and `journal_size_limit` still caps it).
+    fn start_background_maintenance(&self) -> Result<()> {
+        let Some(path) = self.path.clone() else {
+            return Ok(());
+        };
+        let mut running = self
+            .checkpointer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if running.is_some() {
+            return Ok(());
+        }
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("loops-checkpoint".into())
+            .spawn(move || checkpoint_loop(&conn, &stopped))
+            .map_err(|e| StoreError::DataDir {
+                path: path.display().to_string(),
+                source: e,
+            })?;
+        // Only now that checkpoints are taken care of.
+        self.lock().pragma_update(None, "wal_autocheckpoint", 0)?;
+        *running = Some(stop);
+        Ok(())
     }
 
     fn current_daemon_lease(&self) -> Result<Option<DaemonLease>> {

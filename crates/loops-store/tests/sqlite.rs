@@ -9,8 +9,9 @@ use loops_core::{
     RunOutcome, RunSource, RunStatus, Schedule, Target, Usage,
 };
 use loops_store::{
-    ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
-    PrunePolicy, RunFilter, SqliteStore, Store, StoreError, DB_FILE, SCHEMA_VERSION,
+    BatchClaim, ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire, LeaseHolder,
+    LoopAdvance, PrunePolicy, RunFilter, RunWrite, RunWritten, SqliteStore, Store, StoreError,
+    DB_FILE, SCHEMA_VERSION,
 };
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
@@ -671,6 +672,223 @@ fn mark_run_pid_records_and_guards() {
 }
 
 #[test]
+fn claim_runs_claims_each_in_order_and_advances_only_the_winners() {
+    let f = fixture();
+    let a = f
+        .store
+        .create_loop(new_loop("a", Some(t(0))), t(0))
+        .unwrap();
+    let b = f
+        .store
+        .create_loop(new_loop("b", Some(t(0))), t(0))
+        .unwrap();
+    let c = f
+        .store
+        .create_loop(new_loop("c", Some(t(0))), t(0))
+        .unwrap();
+    // b's slot already succeeded; c is paused.
+    let done = claim(&f.store, &claim_req(&b, t(0), t(1))).unwrap();
+    f.store
+        .finalize_run(&done.id, &outcome(RunStatus::Succeeded, t(2)), None)
+        .unwrap();
+    let pause = LoopAdvance {
+        status: LoopStatus::Paused,
+        next_run_at: None,
+        retry_scheduled_for: None,
+    };
+    f.store
+        .update_loop_schedule(&c.id, &pause, t(3), None)
+        .unwrap();
+
+    let advance = |next: i64| LoopAdvance {
+        status: LoopStatus::Active,
+        next_run_at: Some(t(next)),
+        retry_scheduled_for: None,
+    };
+    let batch: Vec<BatchClaim> = [(&a, 60_000), (&b, 60_000), (&c, 60_000), (&a, 120_000)]
+        .iter()
+        .map(|(lp, next)| BatchClaim {
+            request: claim_req(lp, t(0), t(10)),
+            advance: Some(advance(*next)),
+        })
+        .collect();
+    let results = f.store.claim_runs(&batch, None).unwrap();
+    assert_eq!(results.len(), 4);
+    let won = results[0].as_ref().unwrap();
+    assert_eq!((won.loop_id.clone(), won.attempt), (a.id.clone(), 1));
+    assert_eq!(won.started_at, Some(t(10)));
+    assert_eq!(results[1], Err(ClaimRefused::SlotDone));
+    assert_eq!(results[2], Err(ClaimRefused::LoopNotActive));
+    // The same slot twice in one batch: the second sees the first's running row.
+    assert_eq!(results[3], Err(ClaimRefused::SlotRunning));
+    // Only the winning claim moved its loop, and only by its own transition.
+    assert_eq!(
+        f.store.get_loop(&a.id).unwrap().unwrap().next_run_at,
+        Some(t(60_000))
+    );
+    assert_eq!(
+        f.store.get_loop(&b.id).unwrap().unwrap().next_run_at,
+        Some(t(0))
+    );
+    assert_eq!(
+        f.store.get_loop(&c.id).unwrap().unwrap().status,
+        LoopStatus::Paused
+    );
+    assert!(f.store.claim_runs(&[], None).unwrap().is_empty());
+}
+
+#[test]
+fn record_run_writes_applies_in_order_and_fails_rows_alone() {
+    let f = fixture();
+    let lp = f
+        .store
+        .create_loop(with_attempts(new_loop("a", Some(t(0))), 3), t(0))
+        .unwrap();
+    let other = f
+        .store
+        .create_loop(new_loop("b", Some(t(0))), t(0))
+        .unwrap();
+    // An older slot of `lp` failed with attempts left: a deferred retry.
+    let old = claim(&f.store, &claim_req(&lp, t(-60_000), t(-59_000))).unwrap();
+    f.store
+        .finalize_run(&old.id, &outcome(RunStatus::Failed, t(-58_000)), None)
+        .unwrap();
+    let run = claim(&f.store, &claim_req(&lp, t(0), t(1))).unwrap();
+    let run_b = claim(&f.store, &claim_req(&other, t(0), t(1))).unwrap();
+    let missing = RunId::new("ffffffffffff");
+
+    let writes = vec![
+        RunWrite::Spawned {
+            run: run.id.clone(),
+            pid: 4321,
+            pid_start_time: Some(99),
+            at: t(2),
+        },
+        RunWrite::Finished {
+            run: run.id.clone(),
+            outcome: outcome(RunStatus::Succeeded, t(5)),
+        },
+        // After its finalization in the same batch: fails alone.
+        RunWrite::Spawned {
+            run: run.id.clone(),
+            pid: 1,
+            pid_start_time: None,
+            at: t(6),
+        },
+        RunWrite::Finished {
+            run: missing.clone(),
+            outcome: outcome(RunStatus::Failed, t(6)),
+        },
+        RunWrite::Finished {
+            run: run_b.id.clone(),
+            outcome: outcome(RunStatus::Failed, t(7)),
+        },
+    ];
+    let seen = std::sync::Mutex::new(Vec::new());
+    let plan = |lp: &Loop,
+                run: &Run,
+                deferred: &mut dyn FnMut() -> loops_store::Result<Option<Instant>>| {
+        let slot = deferred().unwrap();
+        seen.lock()
+            .unwrap()
+            .push((lp.name.clone(), run.status, slot));
+        (lp.name == "a").then(|| LoopAdvance {
+            status: LoopStatus::Active,
+            next_run_at: Some(t(9_000)),
+            retry_scheduled_for: slot,
+        })
+    };
+    let results = f
+        .store
+        .record_run_writes(&writes, t(8), None, &plan)
+        .unwrap();
+    assert_eq!(results.len(), 5);
+    assert!(
+        matches!(results[0], Ok(RunWritten::Spawned)),
+        "{:?}",
+        results[0]
+    );
+    match &results[1] {
+        Ok(RunWritten::Finished {
+            run: done,
+            loop_moved,
+        }) => {
+            assert!(*loop_moved);
+            assert_eq!(done.status, RunStatus::Succeeded);
+            assert_eq!(done.pid, Some(4321), "the pid write came first");
+            assert_eq!(done.duration_ms, Some(4));
+        }
+        other => panic!("expected a finished run, got {other:?}"),
+    }
+    assert!(
+        matches!(results[2], Err(StoreError::NotRunning(_))),
+        "{:?}",
+        results[2]
+    );
+    assert!(
+        matches!(results[3], Err(StoreError::RunNotFound(_))),
+        "{:?}",
+        results[3]
+    );
+    match &results[4] {
+        Ok(RunWritten::Finished {
+            run: done,
+            loop_moved,
+        }) => {
+            assert!(!*loop_moved, "the planner left loop b alone");
+            assert_eq!(done.status, RunStatus::Failed);
+        }
+        other => panic!("expected a finished run, got {other:?}"),
+    }
+    // The planner saw each loop as stored, with the deferred-retry lookup of its own.
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            ("a".to_owned(), RunStatus::Succeeded, Some(t(-60_000))),
+            ("b".to_owned(), RunStatus::Failed, None),
+        ]
+    );
+    let a = f.store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(a.next_run_at, Some(t(9_000)));
+    assert_eq!(a.retry_scheduled_for, Some(t(-60_000)));
+    assert_eq!(f.store.get_run(&run.id).unwrap().unwrap().pid, Some(4321));
+    assert!(f
+        .store
+        .record_run_writes(&[], t(9), None, &plan)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn background_maintenance_checkpoints_the_wal() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    let store = SqliteStore::open(&path).unwrap();
+    let db_len = || std::fs::metadata(&path).unwrap().len();
+    let before = db_len();
+    store.start_background_maintenance().unwrap();
+    // Far fewer pages than SQLite's automatic checkpoint threshold: without the
+    // background thread these would stay in the WAL.
+    for i in 0..200 {
+        store
+            .create_loop(new_loop(&format!("loop-{i:03}"), Some(t(0))), t(0))
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db_len() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the WAL was not checkpointed into {} within 10 s",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A second start is a no-op, and the store keeps working.
+    store.start_background_maintenance().unwrap();
+    assert_eq!(store.list_loops(None).unwrap().len(), 200);
+}
+
+#[test]
 fn heartbeat_extends_only_listed_rows_of_the_runner() {
     let f = fixture();
     let mut n = new_loop("a", Some(t(0)));
@@ -1137,6 +1355,36 @@ fn fenced_writes_after_losing_the_lease_write_nothing() {
             .map(|_| ()),
     );
     lost(f.store.expire_loops(t(100), Some(&old_fence)).map(|_| ()));
+    lost(
+        f.store
+            .claim_runs(
+                &[BatchClaim {
+                    request: claim_req(&lp, t(60_000), now),
+                    advance: None,
+                }],
+                Some(&old_fence),
+            )
+            .map(|_| ()),
+    );
+    let writes = [
+        RunWrite::Spawned {
+            run: running.id.clone(),
+            pid: 99,
+            pid_start_time: None,
+            at: now,
+        },
+        RunWrite::Finished {
+            run: running.id.clone(),
+            outcome: outcome(RunStatus::Failed, now),
+        },
+    ];
+    lost(
+        f.store
+            .record_run_writes(&writes, now, Some(&old_fence), &|_, _, _| {
+                Some(advance.clone())
+            })
+            .map(|_| ()),
+    );
     assert!(!f
         .store
         .heartbeat_daemon_lease(&old_fence, 60_000, now)

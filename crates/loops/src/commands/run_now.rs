@@ -33,7 +33,8 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
         Arc::clone(client.store()),
         EngineConfig::for_this_process(),
         Arc::new(SystemClock),
-    );
+    )
+    .map_err(|e| Failure::failed(e.to_string()))?;
     let (run, source) = runtime()?
         .block_on(async {
             let _heartbeat = engine.spawn_heartbeat(super::heartbeat_every(lp.lease_ms));

@@ -15,7 +15,8 @@ pub fn run(ctx: &Context, args: TickArgs) -> Result<ExitCode, Failure> {
         max_concurrent: args.max_concurrent.max(1),
         ..EngineConfig::for_this_process()
     };
-    let engine = Engine::new(Arc::clone(client.store()), cfg, Arc::new(SystemClock));
+    let engine = Engine::new(Arc::clone(client.store()), cfg, Arc::new(SystemClock))
+        .map_err(|e| Failure::failed(e.to_string()))?;
     let report = runtime()?.block_on(async {
         let _heartbeat = engine.spawn_heartbeat(std::time::Duration::from_secs(10));
         let mut total = loops_runtime::engine::TickReport::default();

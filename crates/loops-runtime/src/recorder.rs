@@ -1,0 +1,163 @@
+//! Group commit of run writes. Every claimed run causes two writes after its claim:
+//! its child's pid (right after spawn) and its finalization with the loop transition
+//! (when it ends). At hundreds of runs a second, one SQLite transaction each makes the
+//! commits themselves the bottleneck (locks, WAL frames for the same pages written over
+//! and over). The recorder is one thread that takes every write queued since its last
+//! commit and applies them in a single transaction, in the order they were sent.
+//!
+//! Latency is not traded for it: an idle recorder commits a lone write at once; writes
+//! only share a transaction when they arrive while the previous one is committing.
+
+use crate::engine::Clock;
+use loops_core::transitions::{on_finish, LoopAdvance};
+use loops_core::{Instant, Loop, Run, RunSource};
+use loops_store::{Fence, RunWrite, RunWritten, Store, StoreError};
+use std::sync::mpsc;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// Most writes committed in one transaction (bounds the time the store lock is held).
+const MAX_BATCH: usize = 512;
+
+type Reply = oneshot::Sender<Result<RunWritten, StoreError>>;
+
+struct Job {
+    write: RunWrite,
+    reply: Option<Reply>,
+}
+
+/// Handle to the recorder thread; the thread ends when the last handle is dropped,
+/// after committing everything queued.
+pub(crate) struct Recorder {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Recorder {
+    pub(crate) fn start(
+        store: Arc<dyn Store>,
+        fence: Option<Fence>,
+        clock: Arc<dyn Clock>,
+    ) -> std::io::Result<Self> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("loops-recorder".into())
+            .spawn(move || commit_loop(&queue, store.as_ref(), fence.as_ref(), clock.as_ref()))?;
+        Ok(Self { jobs })
+    }
+
+    /// Queues a write without waiting for it (a pid record).
+    pub(crate) fn send(&self, write: RunWrite) {
+        if self.jobs.send(Job { write, reply: None }).is_err() {
+            tracing::warn!("run recorder is gone; a pid record was dropped");
+        }
+    }
+
+    /// Queues a write and waits until its transaction committed (or failed).
+    pub(crate) async fn write(&self, write: RunWrite) -> Result<RunWritten, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job {
+                write,
+                reply: Some(reply),
+            })
+            .map_err(|_| recorder_gone())?;
+        answer.await.map_err(|_| recorder_gone())?
+    }
+}
+
+fn recorder_gone() -> StoreError {
+    StoreError::InvalidArgument("the run recorder stopped".to_owned())
+}
+
+fn commit_loop(
+    queue: &mpsc::Receiver<Job>,
+    store: &dyn Store,
+    fence: Option<&Fence>,
+    clock: &dyn Clock,
+) {
+    let mut batch: Vec<Job> = Vec::new();
+    while let Ok(job) = queue.recv() {
+        batch.push(job);
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let (writes, replies): (Vec<RunWrite>, Vec<Option<Reply>>) =
+            batch.drain(..).map(|j| (j.write, j.reply)).unzip();
+        let results = store.record_run_writes(&writes, clock.now(), fence, &plan_after_finish);
+        match results {
+            Ok(results) => {
+                for ((write, reply), result) in writes.iter().zip(replies).zip(results) {
+                    deliver(write, reply, result);
+                }
+            }
+            Err(e) => {
+                if !matches!(e, StoreError::LeaseLost) {
+                    tracing::warn!(error = %e, writes = writes.len(), "could not record run writes");
+                }
+                for (write, reply) in writes.iter().zip(replies) {
+                    deliver(write, reply, Err(copy_error(&e)));
+                }
+            }
+        }
+    }
+}
+
+fn deliver(write: &RunWrite, reply: Option<Reply>, result: Result<RunWritten, StoreError>) {
+    match reply {
+        // The waiter may have gone away (its task was aborted); nothing to tell then.
+        Some(reply) => {
+            let _ = reply.send(result);
+        }
+        None => {
+            if let (Err(e), RunWrite::Spawned { run, .. }) = (&result, write) {
+                tracing::warn!(run = %run, error = %e, "could not record pid");
+            }
+        }
+    }
+}
+
+/// A batch failure is reported to every writer in it; `StoreError` is not `Clone`
+/// (it carries SQLite and I/O errors), so each gets an equivalent copy.
+fn copy_error(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::LeaseLost => StoreError::LeaseLost,
+        StoreError::NotRunning(id) => StoreError::NotRunning(id.clone()),
+        StoreError::RunNotFound(id) => StoreError::RunNotFound(id.clone()),
+        other => StoreError::InvalidArgument(format!("batch write failed: {other}")),
+    }
+}
+
+/// The loop transition after a run ended (see [`loops_core::transitions::on_finish`]).
+/// Deferred retries are looked up only when a slot may be attempted more than once and
+/// this run's own slot is not retrying.
+pub(crate) fn plan_after_finish(
+    current: &Loop,
+    run: &Run,
+    deferred_lookup: &mut dyn FnMut() -> Result<Option<Instant>, StoreError>,
+) -> Option<LoopAdvance> {
+    if run.source == RunSource::AdHoc {
+        return None;
+    }
+    let retry_pending = run.status.is_failure() && run.attempt < current.max_attempts;
+    let deferred = if retry_pending || current.max_attempts <= 1 {
+        None
+    } else {
+        match deferred_lookup() {
+            Ok(slot) => slot,
+            Err(e) => {
+                tracing::warn!(loop_id = %current.id, error = %e, "could not look up deferred retries");
+                None
+            }
+        }
+    };
+    match on_finish(current, run, deferred) {
+        Ok(advance) => advance,
+        Err(e) => {
+            tracing::warn!(loop_id = %current.id, error = %e, "could not plan the loop's next run");
+            None
+        }
+    }
+}
