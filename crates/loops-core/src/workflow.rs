@@ -407,7 +407,7 @@ pub struct WorkflowRun {
 }
 
 /// One step of one workflow run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepRun {
     pub id: String,
@@ -434,6 +434,12 @@ pub struct StepRun {
     pub created_at: Instant,
     #[serde(with = "crate::timefmt")]
     pub updated_at: Instant,
+    /// An agent step's final message, parsed from its provider's output.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// An agent step's token and cost usage, when its provider reports it.
+    #[serde(default)]
+    pub usage: Option<crate::Usage>,
 }
 
 /// An entry of a workflow run's append-only event log.

@@ -541,7 +541,7 @@ impl Engine {
                 };
                 let summary: Vec<serde_json::Value> = steps
                     .iter()
-                    .map(|s| serde_json::json!({"stepId": s.step_id, "status": s.status, "exitCode": s.exit_code, "error": s.error}))
+                    .map(|s| serde_json::json!({"stepId": s.step_id, "status": s.status, "exitCode": s.exit_code, "error": s.error, "summary": s.summary}))
                     .collect();
                 RunOutcome {
                     status,

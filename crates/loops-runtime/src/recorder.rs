@@ -86,7 +86,16 @@ fn commit_loop(
         }
         let (writes, replies): (Vec<RunWrite>, Vec<Option<Reply>>) =
             batch.drain(..).map(|j| (j.write, j.reply)).unzip();
-        let results = store.record_run_writes(&writes, clock.now(), fence, &plan_after_finish);
+        // A panic in one batch (a bug) must not take every later finalization with it:
+        // the batch fails like a store error and the thread goes on.
+        let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            store.record_run_writes(&writes, clock.now(), fence, &plan_after_finish)
+        }))
+        .unwrap_or_else(|_| {
+            Err(StoreError::InvalidArgument(
+                "recording run writes panicked".to_owned(),
+            ))
+        });
         match results {
             Ok(results) => {
                 for ((write, reply), result) in writes.iter().zip(replies).zip(results) {

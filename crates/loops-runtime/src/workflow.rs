@@ -456,6 +456,8 @@ fn finish_step(
         result.stdout = outcome.stdout;
         result.stderr = outcome.stderr;
         result.error = outcome.error;
+        record.summary = outcome.summary;
+        record.usage = outcome.usage;
     }
     let error = match (status, stop) {
         (StepStatus::Cancelled, Some(Stop::Failed { step, status })) => {

@@ -58,10 +58,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "workflows",
         sql: include_str!("../migrations/0002_workflows.sql"),
     },
+    Migration {
+        version: 3,
+        name: "step summaries",
+        sql: include_str!("../migrations/0003_step_summaries.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 mod workflows;
 
@@ -1135,6 +1140,18 @@ impl Store for SqliteStore {
     }
 
     fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> Result<Vec<Loop>> {
+        // Every scheduling pass asks; almost always nothing is due to expire, and a
+        // read is much cheaper than an (empty) write transaction.
+        let any: bool = self
+            .lock()
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM loops INDEXED BY loops_expiry \
+                 WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1)",
+            )?
+            .query_row([ms(&now)], |r| r.get(0))?;
+        if !any {
+            return Ok(Vec::new());
+        }
         self.write(fence.map(|f| (f, now)), |tx| {
             let mut stmt = tx.prepare_cached(concat!(
                 "UPDATE loops INDEXED BY loops_expiry SET status = 'expired', next_run_at = NULL, updated_at = ?1 \

@@ -16,7 +16,7 @@ const RUN_COLS: &str = "id, workflow_id, workflow_name, loop_id, loop_run_id, sc
      status, attempt, started_at, finished_at, duration_ms, error, cancel_requested, created_at, updated_at";
 const STEP_COLS: &str = "id, workflow_run_id, step_id, sequence, status, attempts, started_at, finished_at, \
      exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, account_tool, \
-     created_at, updated_at";
+     created_at, updated_at, summary, usage_json";
 
 fn workflow_from_row(row: &Row<'_>) -> Result<WorkflowRecord> {
     Ok(WorkflowRecord {
@@ -72,6 +72,13 @@ fn step_from_row(row: &Row<'_>) -> Result<StepRun> {
         account_tool: get(row, 16, "account_tool")?,
         created_at: get_instant(row, 17, "created_at")?,
         updated_at: get_instant(row, 18, "updated_at")?,
+        summary: get(row, 19, "summary")?,
+        usage: get::<Option<String>>(row, 20, "usage_json")?
+            .map(|json| {
+                serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Decode(format!("column usage_json: {e}")))
+            })
+            .transpose()?,
     })
 }
 
@@ -412,11 +419,17 @@ impl WorkflowStore for SqliteStore {
         now: Instant,
         fence: Option<&Fence>,
     ) -> Result<()> {
+        let usage = step
+            .usage
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::InvalidArgument(format!("usage: {e}")))?;
         self.write(fence.map(|f| (f, now)), |tx| {
             let changed = tx.execute(
                 "UPDATE workflow_step_runs SET status = ?2, attempts = ?3, started_at = ?4, finished_at = ?5, \
                  exit_code = ?6, pid = ?7, pid_start_time = ?8, duration_ms = ?9, stdout = ?10, stderr = ?11, \
-                 error = ?12, updated_at = ?13 WHERE id = ?1",
+                 error = ?12, updated_at = ?13, summary = ?14, usage_json = ?15 WHERE id = ?1",
                 params![
                     step.id,
                     step.status.as_str(),
@@ -431,6 +444,8 @@ impl WorkflowStore for SqliteStore {
                     step.stderr,
                     step.error,
                     ms(&now),
+                    step.summary,
+                    usage,
                 ],
             )?;
             if changed == 0 {

@@ -299,6 +299,7 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         if !live {
             step_table(&steps)?;
         }
+        print_step_results(&steps);
         if args.show_output {
             print_step_output(&steps);
         }
@@ -385,6 +386,24 @@ fn step_table(steps: &[StepRun]) -> anyhow::Result<()> {
         ]);
     }
     table.print()
+}
+
+/// Agent steps' final text and usage, one block per step. Shown without
+/// `--show-output`: it is the step's result, not its captured streams.
+fn print_step_results(steps: &[StepRun]) {
+    for s in steps {
+        let summary = s.summary.as_deref().filter(|t| !t.is_empty());
+        if summary.is_none() && s.usage.is_none() {
+            continue;
+        }
+        println!("\n--- step {} result ---", s.step_id);
+        if let Some(summary) = summary {
+            println!("[summary]\n{}", summary.trim_end());
+        }
+        if let Some(usage) = &s.usage {
+            println!("[usage] {}", output::usage_text(usage));
+        }
+    }
 }
 
 fn print_step_output(steps: &[StepRun]) {
@@ -515,6 +534,7 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
         ]);
     }
     table.print()?;
+    print_step_results(&steps);
     println!("\nevents:");
     for e in &events {
         println!(

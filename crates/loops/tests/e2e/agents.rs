@@ -302,6 +302,62 @@ fn prompt_file_is_stored_with_its_source_and_sent_on_stdin() {
 }
 
 #[test]
+fn agent_workflow_steps_keep_their_summary_and_usage() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("claude", &fixture("claude_success.json"), 0);
+    let spec = serde_json::json!({"name": "agentic", "steps": [
+        {"id": "review", "target": {"type": "agent", "provider": "claude", "prompt": "Review it."}},
+        {"id": "after", "dependsOn": ["review"], "target": {"type": "command", "command": "true"}}
+    ]});
+    let path = w.root.path().join("wf.json");
+    std::fs::write(&path, spec.to_string()).unwrap();
+    w.ok(&["workflows", "create", path.to_str().unwrap()]);
+    let out = w.run(&["--json", "workflows", "run", "agentic"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let step = |id: &str| {
+        doc["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stepId"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no step {id} in {doc}"))
+    };
+    assert_eq!(step("review")["summary"], "Hello from the mock model.");
+    let usage = &step("review")["usage"];
+    assert_eq!(
+        (&usage["inputTokens"], &usage["outputTokens"]),
+        (&11.into(), &7.into()),
+        "{usage}"
+    );
+    assert!(
+        usage["costUsd"].as_f64().is_some_and(|c| c > 0.0),
+        "{usage}"
+    );
+    assert_eq!(step("after")["summary"], Value::Null);
+    assert_eq!(fakes.stdin("claude"), "Review it.");
+
+    // Stored, not only printed: `inspect` reads them back, and the text view shows them.
+    let run_id = doc["workflowRun"]["id"].as_str().unwrap();
+    let inspected = w.json(&["workflows", "inspect", run_id]);
+    let stored = &inspected["steps"][0];
+    assert_eq!(stored["stepId"], "review");
+    assert_eq!(stored["summary"], "Hello from the mock model.");
+    let text = w.ok(&["workflows", "inspect", run_id]);
+    assert!(
+        text.contains("--- step review result ---\n[summary]\nHello from the mock model."),
+        "{text}"
+    );
+}
+
+#[test]
 fn reported_errors_fail_the_run_with_the_providers_message() {
     let mut w = World::new();
     let fakes = Fakes::install(&mut w);
