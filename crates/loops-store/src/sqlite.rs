@@ -25,7 +25,8 @@ use rusqlite::{
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// How long a statement waits for another connection's lock before failing.
@@ -99,8 +100,16 @@ pub struct SqliteStore {
     conn: Mutex<Connection>,
     /// `None` for an in-memory store.
     path: Option<PathBuf>,
-    /// Dropping it stops the background checkpointer, if one was started.
-    checkpointer: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    /// The background checkpointer, once started; dropping it stops the thread.
+    checkpointer: OnceLock<Checkpointer>,
+}
+
+/// Handle to the background checkpoint thread: commits nudge it.
+struct Checkpointer {
+    nudge: mpsc::SyncSender<()>,
+    /// A nudge is on its way and not yet acted on, so a busy writer sends one, not one
+    /// per commit.
+    pending: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -147,7 +156,7 @@ impl SqliteStore {
         Ok(Self {
             conn: Mutex::new(conn),
             path: Some(path.to_path_buf()),
-            checkpointer: Mutex::new(None),
+            checkpointer: OnceLock::new(),
         })
     }
 
@@ -158,7 +167,7 @@ impl SqliteStore {
         Ok(Self {
             conn: Mutex::new(conn),
             path: None,
-            checkpointer: Mutex::new(None),
+            checkpointer: OnceLock::new(),
         })
     }
 
@@ -206,6 +215,16 @@ impl SqliteStore {
             .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string())
     }
 
+    /// Tells the background checkpointer (if any) that the WAL grew.
+    fn nudge_checkpointer(&self) {
+        if let Some(cp) = self.checkpointer.get() {
+            if !cp.pending.swap(true, Ordering::AcqRel) {
+                // Full means a nudge is already queued; gone means the thread ended.
+                let _ = cp.nudge.try_send(());
+            }
+        }
+    }
+
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction, after checking `fence` (at the
     /// given instant) inside it; commits only when `f` succeeds.
     fn write<T>(
@@ -223,6 +242,10 @@ impl SqliteStore {
             tx.commit()?;
             Ok(out)
         })();
+        drop(conn);
+        if result.is_ok() {
+            self.nudge_checkpointer();
+        }
         result.map_err(|e| match e {
             StoreError::Sqlite(se) if is_readonly_error(&se, false) => StoreError::ReadOnly {
                 path: self.display_path(),
@@ -938,13 +961,17 @@ fn advance_after_finish(conn: &Connection, run: &Run, plan: &FinishPlanner<'_>) 
     }
 }
 
-/// How often the background checkpointer copies the WAL into the database.
+/// How long the background checkpointer lets commits accumulate before it copies the
+/// WAL into the database: at most one checkpoint per period while writes go on.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
-/// Body of the checkpoint thread; returns when the store is dropped.
-fn checkpoint_loop(conn: &Connection, stop: &std::sync::mpsc::Receiver<()>) {
-    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY)
-    {
+/// Body of the checkpoint thread; returns when the store is dropped. An idle store
+/// sends no nudge, so the thread sleeps in `recv` with no wake-ups at all.
+fn checkpoint_loop(conn: &Connection, nudges: &mpsc::Receiver<()>, pending: &AtomicBool) {
+    while nudges.recv().is_ok() {
+        std::thread::sleep(CHECKPOINT_EVERY);
+        // Cleared before checkpointing: a commit landing during it nudges again.
+        pending.store(false, Ordering::Release);
         let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0));
         if let Err(e) = result {
             tracing::warn!(error = %e, "WAL checkpoint failed");
@@ -1554,8 +1581,9 @@ impl Store for SqliteStore {
         })
     }
 
-    /// Checkpoints the WAL from a thread with its own connection, every
-    /// [`CHECKPOINT_EVERY`], and turns off the automatic checkpoint of this connection.
+    /// Checkpoints the WAL from a thread with its own connection, [`CHECKPOINT_EVERY`]
+    /// after a commit of this store (no wake-ups while idle), and turns off the
+    /// automatic checkpoint of this connection.
     /// An automatic checkpoint runs inside the commit that crosses 1,000 WAL pages and
     /// fsyncs the WAL and the database there, stalling that commit (and every caller
     /// waiting on this connection) for up to tens of milliseconds. A `PASSIVE`
@@ -1566,11 +1594,7 @@ impl Store for SqliteStore {
         let Some(path) = self.path.clone() else {
             return Ok(());
         };
-        let mut running = self
-            .checkpointer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if running.is_some() {
+        if self.checkpointer.get().is_some() {
             return Ok(());
         }
         let conn = Connection::open_with_flags(
@@ -1578,17 +1602,22 @@ impl Store for SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (nudge, nudges) = mpsc::sync_channel::<()>(1);
+        let pending = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&pending);
         std::thread::Builder::new()
             .name("loops-checkpoint".into())
-            .spawn(move || checkpoint_loop(&conn, &stopped))
+            .spawn(move || checkpoint_loop(&conn, &nudges, &flag))
             .map_err(|e| StoreError::DataDir {
                 path: path.display().to_string(),
                 source: e,
             })?;
         // Only now that checkpoints are taken care of.
         self.lock().pragma_update(None, "wal_autocheckpoint", 0)?;
-        *running = Some(stop);
+        // A concurrent second start loses here; its thread ends with its dropped handle.
+        let _ = self.checkpointer.set(Checkpointer { nudge, pending });
+        // Whatever is in the WAL already.
+        self.nudge_checkpointer();
         Ok(())
     }
 
