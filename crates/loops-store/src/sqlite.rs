@@ -26,7 +26,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 /// How long a statement waits for another connection's lock before failing.
@@ -97,7 +97,8 @@ macro_rules! failure_statuses {
 
 /// The SQLite implementation of [`Store`].
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    /// Shared (weakly) with the background checkpointer, which briefly holds it.
+    conn: Arc<Mutex<Connection>>,
     /// `None` for an in-memory store.
     path: Option<PathBuf>,
     /// The background checkpointer, once started; dropping it stops the thread.
@@ -154,7 +155,7 @@ impl SqliteStore {
         let mut conn = conn;
         setup_connection(&mut conn, Some(&display), found).map_err(readonly)?;
         Ok(Self {
-            conn: Mutex::new(conn),
+            conn: Arc::new(Mutex::new(conn)),
             path: Some(path.to_path_buf()),
             checkpointer: OnceLock::new(),
         })
@@ -165,7 +166,7 @@ impl SqliteStore {
         let mut conn = Connection::open_in_memory()?;
         setup_connection(&mut conn, None, 0)?;
         Ok(Self {
-            conn: Mutex::new(conn),
+            conn: Arc::new(Mutex::new(conn)),
             path: None,
             checkpointer: OnceLock::new(),
         })
@@ -967,16 +968,53 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 /// Body of the checkpoint thread; returns when the store is dropped. An idle store
 /// sends no nudge, so the thread sleeps in `recv` with no wake-ups at all.
-fn checkpoint_loop(conn: &Connection, nudges: &mpsc::Receiver<()>, pending: &AtomicBool) {
+///
+/// Each round has two phases. The first copies the WAL into the database and fsyncs
+/// both without holding the store's connection, so the store's writers go on. But
+/// they go on appending: a checkpoint that runs beside writers never ends with the
+/// whole WAL copied, and SQLite rewinds the WAL only after such a complete checkpoint
+/// — without more, the WAL would grow for as long as the daemon is busy. The second
+/// phase therefore finishes the job while holding the store's connection (so this
+/// process cannot append): only the frames of the last few milliseconds remain.
+fn checkpoint_loop(
+    ckpt: &Connection,
+    store_conn: &Weak<Mutex<Connection>>,
+    nudges: &mpsc::Receiver<()>,
+    pending: &AtomicBool,
+) {
     while nudges.recv().is_ok() {
         std::thread::sleep(CHECKPOINT_EVERY);
         // Cleared before checkpointing: a commit landing during it nudges again.
         pending.store(false, Ordering::Release);
-        let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0));
-        if let Err(e) = result {
+        match passive_checkpoint(ckpt) {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "WAL checkpoint failed");
+                continue;
+            }
+        }
+        let Some(store_conn) = store_conn.upgrade() else {
+            return;
+        };
+        let _writers_held = store_conn.lock().unwrap_or_else(PoisonError::into_inner);
+        // Still incomplete when another process writes or reads an old snapshot; the
+        // next round tries again.
+        if let Err(e) = passive_checkpoint(ckpt) {
             tracing::warn!(error = %e, "WAL checkpoint failed");
         }
     }
+}
+
+/// `PRAGMA wal_checkpoint(PASSIVE)`: true when every frame of the WAL is now in the
+/// database (so the next write rewinds the WAL).
+fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        let busy: i64 = r.get(0)?;
+        let frames: i64 = r.get(1)?;
+        let copied: i64 = r.get(2)?;
+        Ok(busy == 0 && frames == copied)
+    })
 }
 
 // ---------------------------------------------------------------------------------
@@ -1586,10 +1624,11 @@ impl Store for SqliteStore {
     /// automatic checkpoint of this connection.
     /// An automatic checkpoint runs inside the commit that crosses 1,000 WAL pages and
     /// fsyncs the WAL and the database there, stalling that commit (and every caller
-    /// waiting on this connection) for up to tens of milliseconds. A `PASSIVE`
-    /// checkpoint from another connection never blocks writers or readers, and once it
-    /// has copied the whole WAL, the next commit rewinds the WAL to its start, so the
-    /// file stays small (and `journal_size_limit` still caps it).
+    /// waiting on this connection) for up to tens of milliseconds; a busy daemon crossed
+    /// it several times a second. The bulk of the copy and its fsyncs now happen on
+    /// another connection beside the writers; only the short tail that makes the
+    /// checkpoint complete (so the WAL rewinds, see [`checkpoint_loop`]) holds this
+    /// connection.
     fn start_background_maintenance(&self) -> Result<()> {
         let Some(path) = self.path.clone() else {
             return Ok(());
@@ -1605,9 +1644,10 @@ impl Store for SqliteStore {
         let (nudge, nudges) = mpsc::sync_channel::<()>(1);
         let pending = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&pending);
+        let store_conn = Arc::downgrade(&self.conn);
         std::thread::Builder::new()
             .name("loops-checkpoint".into())
-            .spawn(move || checkpoint_loop(&conn, &nudges, &flag))
+            .spawn(move || checkpoint_loop(&conn, &store_conn, &nudges, &flag))
             .map_err(|e| StoreError::DataDir {
                 path: path.display().to_string(),
                 source: e,
