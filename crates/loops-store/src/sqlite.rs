@@ -962,6 +962,10 @@ fn advance_after_finish(conn: &Connection, run: &Run, plan: &FinishPlanner<'_>) 
     }
 }
 
+/// Size the daemon's WAL is cut back to when it rewinds (see
+/// [`Store::start_background_maintenance`]).
+const DAEMON_WAL_LIMIT: i64 = 64 * 1_048_576;
+
 /// How long the background checkpointer lets commits accumulate before it copies the
 /// WAL into the database: at most one checkpoint per period while writes go on.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
@@ -986,7 +990,10 @@ fn checkpoint_loop(
         std::thread::sleep(CHECKPOINT_EVERY);
         // Cleared before checkpointing: a commit landing during it nudges again.
         pending.store(false, Ordering::Release);
-        match passive_checkpoint(ckpt) {
+        let t0 = std::time::Instant::now();
+        let first = passive_checkpoint(ckpt);
+        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, complete = ?first, "WAL checkpoint");
+        match first {
             Ok(true) => continue,
             Ok(false) => {}
             Err(e) => {
@@ -997,10 +1004,19 @@ fn checkpoint_loop(
         let Some(store_conn) = store_conn.upgrade() else {
             return;
         };
+        let t1 = std::time::Instant::now();
         let _writers_held = store_conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let t2 = std::time::Instant::now();
         // Still incomplete when another process writes or reads an old snapshot; the
         // next round tries again.
-        if let Err(e) = passive_checkpoint(ckpt) {
+        let second = passive_checkpoint(ckpt);
+        tracing::debug!(
+            wait_ms = (t2 - t1).as_secs_f64() * 1e3,
+            ms = t2.elapsed().as_secs_f64() * 1e3,
+            complete = ?second,
+            "WAL checkpoint, finished with writers held"
+        );
+        if let Err(e) = second {
             tracing::warn!(error = %e, "WAL checkpoint failed");
         }
     }
@@ -1653,7 +1669,15 @@ impl Store for SqliteStore {
                 source: e,
             })?;
         // Only now that checkpoints are taken care of.
-        self.lock().pragma_update(None, "wal_autocheckpoint", 0)?;
+        let conn = self.lock();
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        // The WAL now rewinds several times a second under load. Cutting it back to
+        // 1 MiB at each rewind (the default set in `setup_connection`) made every
+        // rewind free and re-allocate its blocks, and those truncations stalled
+        // commits for up to hundreds of milliseconds on ext4. The daemon's WAL keeps
+        // its working size instead, capped here.
+        conn.pragma_update(None, "journal_size_limit", DAEMON_WAL_LIMIT)?;
+        drop(conn);
         // A concurrent second start loses here; its thread ends with its dropped handle.
         let _ = self.checkpointer.set(Checkpointer { nudge, pending });
         // Whatever is in the WAL already.
