@@ -1631,7 +1631,7 @@ impl Store for SqliteStore {
         })
     }
 
-    /// Checkpoints the WAL from a thread with its own connection, [`CHECKPOINT_EVERY`]
+    /// Checkpoints the WAL from a thread with its own connection, `CHECKPOINT_EVERY`
     /// after a commit of this store (no wake-ups while idle), and turns off the
     /// automatic checkpoint of this connection.
     /// An automatic checkpoint runs inside the commit that crosses 1,000 WAL pages and
@@ -1639,7 +1639,7 @@ impl Store for SqliteStore {
     /// waiting on this connection) for up to tens of milliseconds; a busy daemon crossed
     /// it several times a second. The bulk of the copy and its fsyncs now happen on
     /// another connection beside the writers; only the short tail, and the reset that
-    /// makes the WAL rewind (see [`checkpoint_loop`]), hold this connection.
+    /// makes the WAL rewind (see `checkpoint_loop`), hold this connection.
     fn start_background_maintenance(&self) -> Result<()> {
         let Some(path) = self.path.clone() else {
             return Ok(());
