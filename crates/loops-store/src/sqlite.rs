@@ -15,7 +15,7 @@ use crate::{
     StoreError,
 };
 use loops_core::{
-    Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, RunStatus,
+    Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, RunStatus, Usage,
 };
 use rusqlite::types::FromSql;
 use rusqlite::{
@@ -577,7 +577,6 @@ fn loop_from_row(row: &Row<'_>) -> Result<Loop> {
 /// Decodes a row selected with `run_cols!()`.
 fn run_from_row(row: &Row<'_>) -> Result<Run> {
     let pid: Option<i64> = get(row, 14, "pid")?;
-    let usage: Option<String> = get(row, 19, "usage_json")?;
     Ok(Run {
         id: RunId::new(get::<String>(row, 0, "id")?),
         loop_id: LoopId::new(get::<String>(row, 1, "loop_id")?),
@@ -603,12 +602,7 @@ fn run_from_row(row: &Row<'_>) -> Result<Run> {
         claimed_by: get(row, 16, "claimed_by")?,
         lease_expires_at: get_opt_instant(row, 17, "lease_expires_at")?,
         summary: get(row, 18, "summary")?,
-        usage: usage
-            .map(|text| {
-                serde_json::from_str(&text)
-                    .map_err(|e| StoreError::Decode(format!("column usage_json: {e}")))
-            })
-            .transpose()?,
+        usage: get_usage(row, 19)?,
         created_at: get_instant(row, 20, "created_at")?,
         updated_at: get_instant(row, 21, "updated_at")?,
     })
@@ -869,18 +863,32 @@ fn retryable_slot(
         .transpose()
 }
 
-fn usage_json(outcome: &RunOutcome) -> Result<Option<String>> {
+/// The `usage_json` column of a run or step run.
+fn encode_usage(usage: Option<&Usage>) -> Result<Option<String>> {
+    usage
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::InvalidArgument(format!("usage: {e}")))
+}
+
+/// Reads a `usage_json` column back.
+fn get_usage(row: &Row<'_>, idx: usize) -> Result<Option<Usage>> {
+    get::<Option<String>>(row, idx, "usage_json")?
+        .map(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| StoreError::Decode(format!("column usage_json: {e}")))
+        })
+        .transpose()
+}
+
+/// Checks that `outcome` can end a run and encodes its usage.
+fn outcome_usage_json(outcome: &RunOutcome) -> Result<Option<String>> {
     if outcome.status == RunStatus::Running {
         return Err(StoreError::InvalidArgument(
             "a run cannot be finalized as running".to_owned(),
         ));
     }
-    outcome
-        .usage
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| StoreError::InvalidArgument(format!("usage: {e}")))
+    encode_usage(outcome.usage.as_ref())
 }
 
 /// See [`Store::mark_run_pid`]; inside the caller's transaction.
@@ -1363,7 +1371,7 @@ impl Store for SqliteStore {
         outcome: &RunOutcome,
         fence: Option<&Fence>,
     ) -> Result<Run> {
-        let usage = usage_json(outcome)?;
+        let usage = outcome_usage_json(outcome)?;
         self.write(fence.map(|f| (f, outcome.finished_at)), |tx| {
             finalize_in(tx, run, outcome, usage.as_deref())
         })
@@ -1379,52 +1387,34 @@ impl Store for SqliteStore {
         if writes.is_empty() {
             return Ok(Vec::new());
         }
-        // Serialize outside the lock; a bad outcome fails alone, like a finished row.
-        let usages: Vec<Option<Result<Option<String>>>> = writes
-            .iter()
-            .map(|w| match w {
-                RunWrite::Finished { outcome, .. } => Some(usage_json(outcome)),
-                RunWrite::Spawned { .. } => None,
-            })
-            .collect();
         self.write(fence.map(|f| (f, now)), |tx| {
             let mut done = Vec::with_capacity(writes.len());
-            for (write, usage) in writes.iter().zip(usages) {
-                let result = match (write, usage) {
-                    (
-                        RunWrite::Spawned {
-                            run,
-                            pid,
-                            pid_start_time,
-                            at,
-                        },
-                        _,
-                    ) => match mark_pid_in(tx, run, *pid, *pid_start_time, *at) {
-                        Ok(()) => Ok(RunWritten::Spawned),
-                        Err(e) if e.is_per_row() => Err(e),
-                        Err(e) => return Err(e),
-                    },
-                    (RunWrite::Finished { .. }, Some(Err(e))) => Err(e),
-                    (RunWrite::Finished { run, outcome }, Some(Ok(usage))) => {
-                        match finalize_in(tx, run, outcome, usage.as_deref()) {
-                            Ok(finished) => {
-                                let loop_moved = advance_after_finish(tx, &finished, plan)?;
-                                Ok(RunWritten::Finished {
-                                    run: Box::new(finished),
-                                    loop_moved,
-                                })
-                            }
-                            Err(e) if e.is_per_row() => Err(e),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    (RunWrite::Finished { .. }, None) => {
-                        return Err(StoreError::InvalidArgument(
-                            "run write batch out of step".to_owned(),
-                        ))
-                    }
+            for write in writes {
+                let result = match write {
+                    RunWrite::Spawned {
+                        run,
+                        pid,
+                        pid_start_time,
+                        at,
+                    } => mark_pid_in(tx, run, *pid, *pid_start_time, *at)
+                        .map(|()| RunWritten::Spawned),
+                    RunWrite::Finished { run, outcome } => outcome_usage_json(outcome)
+                        .and_then(|usage| finalize_in(tx, run, outcome, usage.as_deref()))
+                        .and_then(|finished| {
+                            let loop_moved = advance_after_finish(tx, &finished, plan)?;
+                            Ok(RunWritten::Finished {
+                                run: Box::new(finished),
+                                loop_moved,
+                            })
+                        }),
                 };
-                done.push(result);
+                match result {
+                    // A bad outcome fails alone, like a row that is no longer running.
+                    Err(e) if !e.is_per_row() && !matches!(e, StoreError::InvalidArgument(_)) => {
+                        return Err(e)
+                    }
+                    result => done.push(result),
+                }
             }
             Ok(done)
         })

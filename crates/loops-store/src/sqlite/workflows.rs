@@ -1,8 +1,8 @@
 //! [`WorkflowStore`] for SQLite: specs, runs, step runs and the event log.
 
 use super::{
-    get, get_enum, get_instant, get_json, get_opt_instant, get_opt_u64, get_u32, get_u64, ms,
-    new_id, opt_ms, query_all, query_first, sat_i64, SqliteStore,
+    encode_usage, get, get_enum, get_instant, get_json, get_opt_instant, get_opt_u64, get_u32,
+    get_u64, get_usage, ms, new_id, opt_ms, query_all, query_first, sat_i64, SqliteStore,
 };
 use crate::{Fence, PrunePolicy, Result, StoreError, WorkflowStore};
 use loops_core::workflow::{
@@ -73,12 +73,7 @@ fn step_from_row(row: &Row<'_>) -> Result<StepRun> {
         created_at: get_instant(row, 17, "created_at")?,
         updated_at: get_instant(row, 18, "updated_at")?,
         summary: get(row, 19, "summary")?,
-        usage: get::<Option<String>>(row, 20, "usage_json")?
-            .map(|json| {
-                serde_json::from_str(&json)
-                    .map_err(|e| StoreError::Decode(format!("column usage_json: {e}")))
-            })
-            .transpose()?,
+        usage: get_usage(row, 20)?,
     })
 }
 
@@ -419,12 +414,7 @@ impl WorkflowStore for SqliteStore {
         now: Instant,
         fence: Option<&Fence>,
     ) -> Result<()> {
-        let usage = step
-            .usage
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| StoreError::InvalidArgument(format!("usage: {e}")))?;
+        let usage = encode_usage(step.usage.as_ref())?;
         self.write(fence.map(|f| (f, now)), |tx| {
             let changed = tx.execute(
                 "UPDATE workflow_step_runs SET status = ?2, attempts = ?3, started_at = ?4, finished_at = ?5, \
