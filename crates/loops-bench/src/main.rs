@@ -679,7 +679,11 @@ struct PassCost {
 /// loops, through the store's own claim and finalize calls. Returns the time taken.
 fn add_history(db: &Path, loops: usize, count: usize) -> Result<Duration> {
     let store = SqliteStore::open(db)?;
-    let targets = store.due_loops(Utc::now(), loops)?;
+    let targets: Vec<_> = store
+        .due_loops(Utc::now(), loops)?
+        .into_iter()
+        .filter_map(Result::ok)
+        .collect();
     ensure!(!targets.is_empty(), "no loops to attach runs to");
     let origin = chrono::DateTime::from_timestamp_millis(1_577_836_800_000).unwrap_or_default();
     let start = Mono::now();

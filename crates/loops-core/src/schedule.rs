@@ -144,6 +144,37 @@ pub fn due_slots(lp: &Loop, now: Instant) -> Result<Vec<Instant>, ScheduleError>
     }
 }
 
+/// The `nextRunAt` a loop should have after the wall clock went backwards, when its
+/// stored one lies further ahead than its schedule can explain; `None` when it is fine.
+///
+/// Slots are wall-clock instants, so after a backwards jump (NTP stepping a clock that
+/// ran ahead, a VM restored from a snapshot) a loop advanced under the old clock would
+/// sit idle until the old time came back — a day, for a clock that was a day ahead.
+/// Normally `nextRunAt` is at most one period away (`every` for intervals, `minInterval`
+/// for dynamic loops, `retryDelay` while a retry is pending) and a cron loop's is its
+/// next match after now; anything further is moved back to that bound. `once` slots
+/// are absolute and never move.
+pub fn replan_after_clock_jump(lp: &Loop, now: Instant) -> Result<Option<Instant>, ScheduleError> {
+    let Some(next) = lp.next_run_at.filter(|_| lp.status == LoopStatus::Active) else {
+        return Ok(None);
+    };
+    let bound = |ms: u64| -> Result<Option<Instant>, ScheduleError> {
+        let bound = add(now, period(ms)?)?;
+        Ok((next > bound).then_some(bound))
+    };
+    if lp.retry_scheduled_for.is_some() {
+        return bound(lp.retry_delay_ms.max(1));
+    }
+    match &lp.schedule {
+        Schedule::Once { .. } => Ok(None),
+        Schedule::Interval { every_ms, .. } => bound(*every_ms),
+        Schedule::Dynamic { min_interval_ms } => bound(*min_interval_ms),
+        cron @ Schedule::Cron { .. } => {
+            Ok(initial_next_run(cron, now)?.filter(|fresh| *fresh < next))
+        }
+    }
+}
+
 /// Whether `lp` is past its `expiresAt` at `now`.
 pub fn is_expired(lp: &Loop, now: Instant) -> bool {
     lp.expires_at.is_some_and(|e| e <= now)
@@ -1035,5 +1066,69 @@ mod tests {
         lp.expires_at = Some(t("2026-01-02T00:00:00Z"));
         assert!(!is_expired(&lp, t("2026-01-01T23:59:59Z")));
         assert!(is_expired(&lp, t("2026-01-02T00:00:00Z")));
+    }
+
+    #[test]
+    fn clock_jump_replan_moves_only_slots_too_far_ahead() {
+        let now = t("2026-01-01T12:00:00Z");
+        // A day ahead: the clock was a day fast when the loop was advanced.
+        let ahead = "2026-01-02T12:00:00Z";
+        let lp = test_loop(every(60_000, Anchor::FixedRate), ahead, CatchUp::Latest);
+        assert_eq!(
+            replan_after_clock_jump(&lp, now).unwrap(),
+            Some(t("2026-01-01T12:01:00Z"))
+        );
+        // Within one period: untouched.
+        let lp = test_loop(
+            every(60_000, Anchor::FixedDelay),
+            "2026-01-01T12:00:30Z",
+            CatchUp::Latest,
+        );
+        assert_eq!(replan_after_clock_jump(&lp, now).unwrap(), None);
+        // Overdue: untouched (catch-up handles it).
+        let lp = test_loop(
+            every(60_000, Anchor::FixedRate),
+            "2026-01-01T11:00:00Z",
+            CatchUp::Latest,
+        );
+        assert_eq!(replan_after_clock_jump(&lp, now).unwrap(), None);
+        // Cron: back to its next match after now.
+        let lp = test_loop(cron("0 * * * *", "UTC"), ahead, CatchUp::Latest);
+        assert_eq!(
+            replan_after_clock_jump(&lp, now).unwrap(),
+            Some(t("2026-01-01T13:00:00Z"))
+        );
+        let lp = test_loop(
+            cron("0 * * * *", "UTC"),
+            "2026-01-01T13:00:00Z",
+            CatchUp::Latest,
+        );
+        assert_eq!(replan_after_clock_jump(&lp, now).unwrap(), None);
+        // Dynamic: one minimum interval.
+        let lp = test_loop(
+            Schedule::Dynamic {
+                min_interval_ms: 300_000,
+            },
+            ahead,
+            CatchUp::Latest,
+        );
+        assert_eq!(
+            replan_after_clock_jump(&lp, now).unwrap(),
+            Some(t("2026-01-01T12:05:00Z"))
+        );
+        // A pending retry: one retry delay.
+        let mut lp = test_loop(every(3_600_000, Anchor::FixedRate), ahead, CatchUp::Latest);
+        lp.retry_scheduled_for = Some(t("2026-01-02T11:00:00Z"));
+        lp.retry_delay_ms = 10_000;
+        assert_eq!(
+            replan_after_clock_jump(&lp, now).unwrap(),
+            Some(t("2026-01-01T12:00:10Z"))
+        );
+        // Once: absolute; paused loops: left alone.
+        let lp = test_loop(Schedule::Once { at: t(ahead) }, ahead, CatchUp::Latest);
+        assert_eq!(replan_after_clock_jump(&lp, now).unwrap(), None);
+        let mut lp = test_loop(every(60_000, Anchor::FixedRate), ahead, CatchUp::Latest);
+        lp.status = LoopStatus::Paused;
+        assert_eq!(replan_after_clock_jump(&lp, now).unwrap(), None);
     }
 }

@@ -440,6 +440,11 @@ pub struct StepRun {
     /// An agent step's token and cost usage, when its provider reports it.
     #[serde(default)]
     pub usage: Option<crate::Usage>,
+    /// The step's process outlived a runner that died, so its exit status could not
+    /// be known. Recorded as `failed`; never started again, by the continuing run or
+    /// by a later attempt of its slot (its side effects may have happened).
+    #[serde(default)]
+    pub exit_status_unknown: bool,
 }
 
 /// An entry of a workflow run's append-only event log.

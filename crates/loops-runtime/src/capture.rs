@@ -8,13 +8,16 @@
 //! [`PipeCapture`] reads both pipes of one child. Its [`PipeCapture::read_some`] is
 //! cancel-safe, so the executor can poll it inside `select!` next to the child's exit,
 //! a timeout and a cancellation, and simply stop calling it when it gives up on pipes
-//! that a stray grandchild keeps open. Non-goal: streaming output to a live viewer.
+//! that a stray grandchild keeps open. With a spool, the tails are also copied to files
+//! while the child runs, so a runner that dies does not take the output with it.
 
 use std::collections::VecDeque;
 use std::future::pending;
 use std::io;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::spool::{write_atomic, SpoolFiles, SPILL_EVERY};
 
 /// Bytes asked from a pipe per read. A Linux pipe holds 64 KiB, so a flooding child
 /// is drained in a few large reads; the buffer is allocated once per stream.
@@ -94,7 +97,11 @@ impl TailBuffer {
     }
 }
 
-/// Reads a child's stdout and stderr into two [`TailBuffer`]s.
+/// `read_some`'s event for "the pending spill is due" (0 and 1 are the streams).
+const SPILL: usize = 2;
+
+/// Reads a child's stdout and stderr into two [`TailBuffer`]s, optionally spilling the
+/// tails to spool files while the child runs ([`crate::spool`]).
 #[derive(Debug)]
 pub struct PipeCapture<O, E> {
     stdout: Option<O>,
@@ -103,6 +110,13 @@ pub struct PipeCapture<O, E> {
     err: TailBuffer,
     out_chunk: Vec<u8>,
     err_chunk: Vec<u8>,
+    spool: Option<SpoolFiles>,
+    /// New output not yet spilled, per stream.
+    dirty: [bool; 2],
+    /// When the pending spill is due (set by the first unspilled output).
+    spill_at: Option<tokio::time::Instant>,
+    /// A spill failed (disk full, say); said once per run, then retried quietly.
+    spill_failed: bool,
 }
 
 impl<O, E> PipeCapture<O, E>
@@ -121,6 +135,59 @@ where
             stderr,
             out: TailBuffer::new(max),
             err: TailBuffer::new(max),
+            spool: None,
+            dirty: [false; 2],
+            spill_at: None,
+            spill_failed: false,
+        }
+    }
+
+    /// Spills the captured tails to `spool` while the child runs (see
+    /// [`Self::spill_when_due`]).
+    pub fn with_spool(mut self, spool: Option<SpoolFiles>) -> Self {
+        self.spool = spool;
+        self
+    }
+
+    /// Whether output awaits a spill.
+    pub fn spill_pending(&self) -> bool {
+        self.spill_at.is_some()
+    }
+
+    /// Waits until the pending spill is due, then writes the changed tails to the spool
+    /// files. Never resolves while nothing is pending. Cancel-safe: nothing happens
+    /// before the wait ends, and the write itself does not await.
+    pub async fn spill_when_due(&mut self) {
+        let Some(at) = self.spill_at else {
+            return pending().await;
+        };
+        tokio::time::sleep_until(at).await;
+        self.spill();
+    }
+
+    fn spill(&mut self) {
+        self.spill_at = None;
+        let Some(spool) = &self.spool else { return };
+        let streams = [(&self.out, &spool.stdout), (&self.err, &spool.stderr)];
+        for (i, (tail, path)) in streams.into_iter().enumerate() {
+            if !std::mem::take(&mut self.dirty[i]) {
+                continue;
+            }
+            if let Err(e) = write_atomic(path, &tail.clone().into_string()) {
+                if !std::mem::replace(&mut self.spill_failed, true) {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot spool run output; it is kept in memory");
+                }
+                // Try again with the next output.
+                self.dirty[i] = true;
+            }
+        }
+    }
+
+    fn note_output(&mut self, stream: usize) {
+        if self.spool.is_some() {
+            self.dirty[stream] = true;
+            self.spill_at
+                .get_or_insert_with(|| tokio::time::Instant::now() + SPILL_EVERY);
         }
     }
 
@@ -129,8 +196,9 @@ where
         self.stdout.is_some() || self.stderr.is_some()
     }
 
-    /// Waits until one open pipe yields data, end of file or an error, and records it.
-    /// Returns at once when both pipes are closed.
+    /// Waits until one open pipe yields data, end of file or an error, and records it
+    /// (or until a pending spill is due, and spills). Returns at once when both pipes
+    /// are closed.
     ///
     /// Cancel-safe: dropping the future loses no bytes already read from a pipe, so it
     /// can sit in a `select!` loop.
@@ -142,15 +210,29 @@ where
             err,
             out_chunk,
             err_chunk,
+            ..
         } = self;
-        tokio::select! {
+        let spill_at = self.spill_at;
+        let spill_due = async move {
+            match spill_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => pending().await,
+            }
+        };
+        let event = tokio::select! {
             res = read_chunk(stdout.as_mut(), out_chunk), if stdout.is_some() => {
-                record(res, stdout, out, out_chunk, "stdout");
+                record(res, stdout, out, out_chunk, "stdout").then_some(0)
             }
             res = read_chunk(stderr.as_mut(), err_chunk), if stderr.is_some() => {
-                record(res, stderr, err, err_chunk, "stderr");
+                record(res, stderr, err, err_chunk, "stderr").then_some(1)
             }
-            else => {}
+            () = spill_due => Some(SPILL),
+            else => None,
+        };
+        match event {
+            Some(SPILL) => self.spill(),
+            Some(stream) => self.note_output(stream),
+            None => {}
         }
     }
 
@@ -180,19 +262,21 @@ async fn read_chunk<R: AsyncRead + Unpin>(
     }
 }
 
+/// Records one read; true when it added output.
 fn record<R>(
     res: io::Result<usize>,
     pipe: &mut Option<R>,
     tail: &mut TailBuffer,
     chunk: &mut Vec<u8>,
     name: &str,
-) {
+) -> bool {
     match res {
         Ok(0) => *pipe = None,
         Ok(_) => {
             tail.push(chunk);
             // Keeps the capacity, so the next read gets a full chunk again.
             chunk.clear();
+            return true;
         }
         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
         Err(e) => {
@@ -201,11 +285,13 @@ fn record<R>(
             *pipe = None;
         }
     }
+    false
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn tail(max: usize, chunks: &[&[u8]]) -> TailBuffer {
         let mut buf = TailBuffer::new(max);
@@ -254,6 +340,31 @@ mod tests {
     fn invalid_utf8_inside_is_replaced_not_fatal() {
         let buf = tail(16, &[b"a\xffb"]);
         assert_eq!(buf.into_string(), "a\u{FFFD}b");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn spills_tails_after_output_then_waits_for_more() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = SpoolFiles {
+            stdout: dir.path().join("o"),
+            stderr: dir.path().join("e"),
+        };
+        let out: &[u8] = b"0123456789";
+        let mut capture =
+            PipeCapture::new(Some(out), None::<&[u8]>, 4).with_spool(Some(files.clone()));
+        assert!(!capture.spill_pending());
+        capture.drain().await;
+        assert!(capture.spill_pending());
+        assert!(!files.stdout.exists(), "no spill before it is due");
+        capture.spill_when_due().await;
+        assert!(!capture.spill_pending());
+        assert_eq!(
+            std::fs::read_to_string(&files.stdout).expect("spooled"),
+            "[truncated 6 bytes]\n6789"
+        );
+        assert!(!files.stderr.exists(), "an untouched stream is not written");
+        let nothing = tokio::time::timeout(Duration::from_secs(5), capture.spill_when_due());
+        assert!(nothing.await.is_err(), "nothing pending: never resolves");
     }
 
     #[tokio::test]

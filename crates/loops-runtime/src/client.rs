@@ -43,6 +43,10 @@ pub enum ClientError {
     Ambiguous { key: String, matches: Vec<String> },
     #[error("{0}")]
     Invalid(String),
+    /// The operation was refused in the store's current state (e.g. removing a loop
+    /// with a run in flight); nothing was changed.
+    #[error("{0}")]
+    Refused(String),
     #[error(transparent)]
     Validation(#[from] ValidationError),
     #[error(transparent)]
@@ -67,7 +71,7 @@ impl ClientError {
                 true
             }
             ClientError::Recover(crate::workflow::RecoverError::Store(_)) => false,
-            ClientError::Store(_) => false,
+            ClientError::Store(_) | ClientError::Refused(_) => false,
             _ => true,
         }
     }
@@ -239,11 +243,110 @@ impl Client {
         Ok(resumed)
     }
 
-    /// Deletes a loop and its run history.
-    pub fn remove(&self, key: &str) -> Result<Loop> {
+    /// Deletes a loop and its run history. A loop with a run in flight is refused
+    /// unless `force`, which first stops its runs (process groups terminated; a
+    /// workflow run cancelled) and waits for them to end, so removing a loop never
+    /// leaves one of its processes running unsupervised.
+    pub fn remove(&self, key: &str, force: bool) -> Result<Loop> {
         let lp = self.get(key)?;
+        let running = self.store.running_runs(Some(&lp.id))?;
+        if !running.is_empty() {
+            if !force {
+                return Err(ClientError::Refused(format!(
+                    "loop {:?} has {} run(s) in flight ({}); stop them first, or pass --force to terminate them and remove the loop",
+                    lp.name,
+                    running.len(),
+                    running
+                        .iter()
+                        .map(describe_running)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            self.stop_runs(&lp, &running)?;
+        }
         self.store.remove_loop(&lp.id)?;
         Ok(lp)
+    }
+
+    /// Terminates the runs in flight of `lp` and waits until they have ended.
+    fn stop_runs(&self, lp: &Loop, running: &[Run]) -> Result<()> {
+        let host = crate::process::hostname();
+        for run in running {
+            let elsewhere = run
+                .claimed_by
+                .as_deref()
+                .and_then(crate::engine::parse_runner_id)
+                .filter(|(h, _, _)| *h != host);
+            if let Some((h, _, _)) = elsewhere {
+                return Err(ClientError::Refused(format!(
+                    "run {} of loop {:?} runs on host {h}; stop it there",
+                    run.id, lp.name
+                )));
+            }
+        }
+        let now = chrono::Utc::now();
+        // Every process of these runs: a run's own, and the steps of a workflow target's
+        // run (cancelled too, so its runner stops starting steps).
+        let mut processes: Vec<(u32, Option<u64>)> = Vec::new();
+        for run in running {
+            processes.extend(run.pid.map(|pid| (pid, run.pid_start_time)));
+            for wf in self.store.list_workflow_runs(None, None)? {
+                if wf.loop_run_id.as_deref() != Some(run.id.as_str())
+                    || wf.status != loops_core::WorkflowRunStatus::Running
+                {
+                    continue;
+                }
+                self.store
+                    .request_workflow_cancel(&wf.id, "loop removed", now)?;
+                for step in self.store.step_runs(&wf.id)? {
+                    if step.status == loops_core::StepStatus::Running {
+                        processes.extend(step.pid.map(|pid| (pid, step.pid_start_time)));
+                    }
+                }
+            }
+        }
+        let alive = |list: &[(u32, Option<u64>)]| -> Vec<u32> {
+            list.iter()
+                .filter(|(pid, start)| crate::process::is_same_process_alive(*pid, *start))
+                .map(|(pid, _)| *pid)
+                .collect()
+        };
+        for pid in alive(&processes) {
+            let _ = crate::process::signal_group(pid, nix::sys::signal::Signal::SIGTERM);
+        }
+        let begun = std::time::Instant::now();
+        let grace = crate::executor::DEFAULT_KILL_GRACE;
+        let mut killed = false;
+        let mut gone_at = None;
+        loop {
+            let live = alive(&processes);
+            let elapsed = begun.elapsed();
+            if live.is_empty() {
+                // Give the runners a moment to record how the runs ended; a row whose
+                // runner died is removed with the loop anyway.
+                let gone = *gone_at.get_or_insert(elapsed);
+                let finalized = self
+                    .store
+                    .running_runs(Some(&lp.id))?
+                    .iter()
+                    .all(|r| !running.iter().any(|o| o.id == r.id));
+                if finalized || elapsed >= gone + STOP_WAIT {
+                    return Ok(());
+                }
+            } else if !killed && elapsed >= grace {
+                for pid in &live {
+                    let _ = crate::process::signal_group(*pid, nix::sys::signal::Signal::SIGKILL);
+                }
+                killed = true;
+            } else if elapsed >= grace + STOP_WAIT {
+                return Err(ClientError::Refused(format!(
+                    "the runs of loop {:?} did not stop (pids {live:?}); nothing was removed",
+                    lp.name
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// Runs newest first, of one loop or all, up to `limit`.
@@ -374,6 +477,17 @@ impl Client {
 
 /// How many id-prefix matches are fetched: enough to name a few in an "ambiguous" error.
 const PREFIX_MATCHES: usize = 6;
+
+/// How long `remove --force` waits, after SIGTERM plus the kill grace, for a run's
+/// runner to record its end.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn describe_running(run: &Run) -> String {
+    match run.pid {
+        Some(pid) => format!("run {} pid {pid}", run.id),
+        None => format!("run {}", run.id),
+    }
+}
 
 /// The single record an id prefix names: `None` for no match, the exact id when it is
 /// among several, else an "ambiguous" error listing a few of them.

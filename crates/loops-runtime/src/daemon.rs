@@ -6,6 +6,7 @@
 //! The entry point [`run`] takes its shutdown signal as a future so tests and
 //! embedders can run a daemon in-process.
 
+use crate::backoff::Backoff;
 use crate::engine::{this_runner_id, Clock, Engine, EngineConfig, EngineError, SystemClock};
 use crate::process::{hostname, is_same_process_alive, process_start_time};
 use crate::wake;
@@ -83,8 +84,10 @@ pub enum DaemonError {
         host: String,
         since: String,
     },
-    #[error("daemon lease lost to another daemon; stopped all runs and exiting")]
-    LeaseLost,
+    /// Another daemon acquired the store's lease (this one was stalled or cut off past
+    /// its TTL): every write of ours is refused from now on.
+    #[error("daemon lease lost: {0}; stopped all runs and exiting")]
+    LeaseLost(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{context}: {source}")]
@@ -98,7 +101,10 @@ pub enum DaemonError {
 impl From<EngineError> for DaemonError {
     fn from(e: EngineError) -> Self {
         match e {
-            EngineError::LeaseLost => DaemonError::LeaseLost,
+            EngineError::LeaseLost => DaemonError::LeaseLost("another daemon holds it".to_owned()),
+            e @ EngineError::Busy { .. } => {
+                DaemonError::Store(StoreError::InvalidArgument(e.to_string()))
+            }
             EngineError::Store(s) => DaemonError::Store(s),
             EngineError::Schedule(s) => DaemonError::Store(StoreError::Decode(s.to_string())),
             EngineError::Thread(source) => DaemonError::Io {
@@ -164,7 +170,7 @@ pub async fn run(
             kill_grace: cfg.kill_grace,
             fence: Some(fence.clone()),
             adopt_orphans: true,
-            ..EngineConfig::for_this_process()
+            ..EngineConfig::for_data_dir(&cfg.data_dir)
         },
         Arc::clone(&clock),
     )
@@ -210,6 +216,44 @@ pub async fn run(
     }
 }
 
+/// Back-off of failing scheduler passes (a full disk, a locked or read-only store).
+const PASS_RETRY_FIRST: Duration = Duration::from_millis(100);
+const PASS_RETRY_CAP: Duration = Duration::from_secs(30);
+/// A wall clock that moved back by more than this (against the monotonic clock)
+/// between two passes triggers a re-plan of loops advanced under the old time.
+const CLOCK_JUMP: Duration = Duration::from_secs(2);
+
+/// What the lease loss means, for the exit message: who holds the lease now.
+fn lease_loss(store: &dyn Store) -> DaemonError {
+    let detail = match store.current_daemon_lease() {
+        Ok(Some(lease)) => format!(
+            "taken over by pid {} on host {} at {}",
+            lease.holder.pid,
+            lease.holder.host,
+            format_instant(&lease.acquired_at)
+        ),
+        Ok(None) => "the lease row was removed".to_owned(),
+        Err(e) => format!("another daemon holds it (cannot read it: {e})"),
+    };
+    DaemonError::LeaseLost(detail)
+}
+
+/// Logs the first failure of a streak loudly and the rest quietly, so a persistent
+/// fault is said once rather than many times a second.
+fn note_failure(backoff: &Backoff, what: &str, error: &dyn std::fmt::Display) {
+    if backoff.failures() == 1 {
+        tracing::error!(error = %error, retry_in_ms = backoff.delay().as_millis() as u64, "{what} failed; retrying with back-off");
+    } else {
+        tracing::debug!(error = %error, failures = backoff.failures(), retry_in_ms = backoff.delay().as_millis() as u64, "{what} failed again");
+    }
+}
+
+fn note_recovery(failures: u32, what: &str) {
+    if failures > 0 {
+        tracing::info!(failures, "{what} works again");
+    }
+}
+
 async fn main_loop(
     engine: &Arc<Engine>,
     store: &Arc<dyn Store>,
@@ -228,7 +272,35 @@ async fn main_loop(
     let mut buf = [0u8; 64];
     let mut last_recover = None;
     let mut foreign_running = false;
+    let mut pass_backoff = Backoff::new(PASS_RETRY_FIRST, PASS_RETRY_CAP);
+    let mut lease_backoff = Backoff::new(PASS_RETRY_FIRST, PASS_RETRY_CAP);
+    let mut wake_socket_ok = true;
+    // The clock may have been set back while no daemon ran.
+    let mut replan_clock = true;
+    let mut last_clock = (clock.now(), tokio::time::Instant::now());
     loop {
+        let (wall, mono) = (clock.now(), tokio::time::Instant::now());
+        let wall_ms = (wall - last_clock.0).num_milliseconds();
+        let mono_ms =
+            i64::try_from(mono.duration_since(last_clock.1).as_millis()).unwrap_or(i64::MAX);
+        let went_back = wall_ms.saturating_add(CLOCK_JUMP.as_millis() as i64) < mono_ms;
+        if went_back {
+            tracing::warn!(
+                was = %format_instant(&last_clock.0),
+                now = %format_instant(&wall),
+                "the wall clock went back; re-planning loops"
+            );
+            replan_clock = true;
+        }
+        last_clock = (wall, mono);
+        if std::mem::take(&mut replan_clock) {
+            match engine.replan_after_clock_jump() {
+                Ok(_) => {}
+                Err(EngineError::LeaseLost) => return Err(lease_loss(store.as_ref())),
+                // Said once; loops left far ahead are moved at the next jump or start.
+                Err(e) => tracing::warn!(error = %e, "cannot re-plan loops after a clock change"),
+            }
+        }
         // Reconciling other runners' rows scans every running row: at most once a
         // second, not on every wake-up of a busy daemon.
         let recover =
@@ -237,15 +309,21 @@ async fn main_loop(
             last_recover = Some(tokio::time::Instant::now());
         }
         let report = match engine.pass(recover) {
-            Ok(r) => r,
-            Err(EngineError::LeaseLost) => return Err(DaemonError::LeaseLost),
+            Ok(r) => {
+                note_recovery(pass_backoff.succeed(), "scheduler pass");
+                r
+            }
+            Err(EngineError::LeaseLost) => return Err(lease_loss(store.as_ref())),
             Err(e) => {
-                tracing::error!(error = %e, "scheduler pass failed; retrying in 1s");
+                pass_backoff.fail();
+                note_failure(&pass_backoff, "scheduler pass", &e);
+                // Recovery is retried with the next pass that works.
+                last_recover = None;
                 Default::default()
             }
         };
         if engine.lease_lost() {
-            return Err(DaemonError::LeaseLost);
+            return Err(lease_loss(store.as_ref()));
         }
         if recover {
             foreign_running = report.foreign_running;
@@ -259,7 +337,8 @@ async fn main_loop(
                 "pass"
             );
         }
-        if tokio::time::Instant::now() >= next_prune {
+        let failing = pass_backoff.failures() > 0;
+        if !failing && tokio::time::Instant::now() >= next_prune {
             let policy = cfg.prune_policy(clock.now());
             match store.prune_runs(&policy, false).and_then(|runs| {
                 store
@@ -274,28 +353,48 @@ async fn main_loop(
             }
             next_prune = tokio::time::Instant::now() + cfg.prune_every;
         }
-        let deadline = next_deadline(
-            store.as_ref(),
-            &report,
-            clock.now(),
-            next_prune,
-            foreign_running,
-        );
+        // A failing pass is retried after its back-off, whatever is due meanwhile: due
+        // work would otherwise make the deadline "now" and spin.
+        let deadline = if failing {
+            tokio::time::Instant::now() + pass_backoff.delay()
+        } else {
+            next_deadline(
+                store.as_ref(),
+                &report,
+                clock.now(),
+                next_prune,
+                foreign_running,
+            )
+        };
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => {}
-            _ = socket.recv(&mut buf) => {}
-            _ = engine.replan_needed() => {}
+            received = socket.recv(&mut buf), if wake_socket_ok && !failing => {
+                // Any datagram is only a wake-up; its bytes are never interpreted.
+                if let Err(e) = received {
+                    // Should not happen on a bound datagram socket; never spin on it.
+                    tracing::warn!(error = %e, "wake socket failed; relying on deadlines from now on");
+                    wake_socket_ok = false;
+                }
+            }
+            _ = engine.replan_needed(), if !failing => {}
             _ = heartbeat.tick() => {
                 match store.heartbeat_daemon_lease(fence, ttl_ms, clock.now()) {
-                    Ok(true) => {}
+                    Ok(true) => note_recovery(lease_backoff.succeed(), "daemon lease heartbeat"),
                     Ok(false) => {
                         engine.cancel_all("daemon lease lost");
-                        return Err(DaemonError::LeaseLost);
+                        return Err(lease_loss(store.as_ref()));
                     }
-                    Err(e) => tracing::warn!(error = %e, "lease heartbeat failed"),
+                    Err(e) => {
+                        // The lease stays ours until another daemon takes it; the next
+                        // heartbeat that works renews it.
+                        lease_backoff.fail();
+                        note_failure(&lease_backoff, "daemon lease heartbeat", &e);
+                    }
                 }
-                if let Err(EngineError::LeaseLost) = engine.heartbeat() {
-                    return Err(DaemonError::LeaseLost);
+                match engine.heartbeat() {
+                    Ok(_) => {}
+                    Err(EngineError::LeaseLost) => return Err(lease_loss(store.as_ref())),
+                    Err(e) => tracing::debug!(error = %e, "run lease heartbeat failed"),
                 }
             }
             _ = &mut shutdown => {

@@ -15,6 +15,7 @@
 use crate::executor::{execute, ExecResult, ExecStatus};
 use crate::process::{hostname, is_same_process_alive, process_start_time};
 use crate::recorder::{plan_after_finish, Recorder};
+use crate::spool::Spool;
 use crate::targets::{exec_spec, SpecError};
 use loops_core::schedule::due_slots;
 use loops_core::transitions::on_claim;
@@ -23,6 +24,7 @@ use loops_core::{
 };
 use loops_store::{
     BatchClaim, ClaimRefused, ClaimRequest, Fence, RunWrite, RunWritten, Store, StoreError,
+    UnreadableLoop,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -42,6 +44,13 @@ const DUE_BATCH: usize = 2_048;
 pub enum EngineError {
     #[error("daemon lease lost")]
     LeaseLost,
+    /// `run-now` of a loop with overlap `skip` while one of its runs is in flight.
+    #[error("loop {name:?} is already running (run {run}, started {since}); its overlap policy is skip (use --allow-overlap to start another run anyway)")]
+    Busy {
+        name: String,
+        run: RunId,
+        since: String,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -88,6 +97,9 @@ pub struct EngineConfig {
     pub adopt_orphans: bool,
     /// Home dir whose user bin dirs extend PATH.
     pub home: Option<PathBuf>,
+    /// Where running output is spooled (`<data dir>/spool`); `None` keeps it in memory
+    /// only, so a runner that dies loses it.
+    pub spool: Option<Spool>,
 }
 
 impl EngineConfig {
@@ -101,6 +113,15 @@ impl EngineConfig {
             fence: None,
             adopt_orphans: false,
             home: std::env::var_os("HOME").map(PathBuf::from),
+            spool: None,
+        }
+    }
+
+    /// [`Self::for_this_process`], spooling output in `data_dir`.
+    pub fn for_data_dir(data_dir: &std::path::Path) -> Self {
+        Self {
+            spool: Some(Spool::in_data_dir(data_dir)),
+            ..Self::for_this_process()
         }
     }
 }
@@ -134,6 +155,8 @@ pub struct TickReport {
     /// Rows of other runners are running (known only after a recovering pass): they
     /// need another look once their runner dies or their lease expires.
     pub foreign_running: bool,
+    /// Loops taken out of scheduling because they can no longer be scheduled.
+    pub parked: Vec<LoopId>,
 }
 
 struct InFlight {
@@ -167,6 +190,12 @@ impl Engine {
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>, EngineError> {
         let permits = Arc::new(Semaphore::new(cfg.max_concurrent.max(1)));
+        if let Some(spool) = &cfg.spool {
+            if let Err(e) = spool.ensure() {
+                // Runs still work; their output is only kept in memory until they end.
+                tracing::warn!(dir = %spool.dir().display(), error = %e, "cannot create the output spool");
+            }
+        }
         let recorder = Recorder::start(Arc::clone(&store), cfg.fence.clone(), Arc::clone(&clock))
             .map_err(EngineError::Thread)?;
         Ok(Arc::new(Self {
@@ -287,7 +316,7 @@ impl Engine {
     /// concurrency slots before the end of `due`.
     fn dispatch(
         self: &Arc<Self>,
-        due: Vec<Loop>,
+        due: Vec<Result<Loop, UnreadableLoop>>,
         now: Instant,
         report: &mut TickReport,
     ) -> Result<bool, EngineError> {
@@ -302,8 +331,33 @@ impl Engine {
         // The claims' own instant: `startedAt` must not be the pass's start.
         let claim_now = self.clock.now();
         for lp in due {
-            let slots = due_slots(&lp, now)?;
-            let (Some(&first), Some(&last)) = (slots.first(), slots.last()) else {
+            // One loop that cannot be scheduled must not stop the others (nor come
+            // back due on every pass): it is parked, and the pass goes on.
+            let lp = match lp {
+                Ok(lp) => lp,
+                Err(UnreadableLoop { id, name, error }) => {
+                    let reason = format!("its stored definition cannot be read: {error}");
+                    self.park(&id, &name, &reason, now, report)?;
+                    continue;
+                }
+            };
+            let plan = due_slots(&lp, now).and_then(|slots| {
+                let last = slots.last().copied();
+                let advance = match last {
+                    Some(last) => on_claim(&lp, last, RunSource::Scheduled, now)?,
+                    None => None,
+                };
+                Ok((slots, advance))
+            });
+            let (slots, advance) = match plan {
+                Ok(plan) => plan,
+                Err(e) => {
+                    let reason = format!("its schedule cannot be computed: {e}");
+                    self.park(&lp.id, &lp.name, &reason, now, report)?;
+                    continue;
+                }
+            };
+            let Some(&first) = slots.first() else {
                 continue;
             };
             let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
@@ -319,7 +373,7 @@ impl Engine {
                     now: claim_now,
                     require_no_running: lp.overlap == Overlap::Skip,
                 },
-                advance: on_claim(&lp, last, RunSource::Scheduled, now)?,
+                advance,
             });
             planned.push(Planned { lp, slots, permit });
         }
@@ -327,38 +381,84 @@ impl Engine {
             .store
             .claim_runs(&claims, self.fence())
             .map_err(|e| self.note_store_error(e))?;
+        // Every claimed run is started, whatever happens to the others: an error while
+        // recording one loop's skipped slot must not strand the runs claimed beside it.
+        let mut failed = None;
         for ((plan, claim), result) in planned.into_iter().zip(claims).zip(results) {
             let Planned { lp, slots, permit } = plan;
-            match result {
+            let name = lp.name.clone();
+            let recorded = match result {
                 Ok(run) => {
                     report.claimed.push(run.id.clone());
                     self.spawn_batch(lp, run, slots[1..].to_vec(), permit);
+                    Ok(())
                 }
                 Err(ClaimRefused::LoopBusy) => {
                     drop(permit);
-                    for slot in &slots {
-                        let skipped = self
-                            .store
-                            .record_skipped_run(
-                                &lp,
-                                *slot,
-                                "previous run still active",
-                                now,
-                                self.fence(),
-                            )
-                            .map_err(|e| self.note_store_error(e))?;
-                        report.skipped.push(skipped.id);
-                    }
-                    self.advance_without_run(&lp, claim.advance, now)?;
+                    self.skip_slots(&lp, &slots, claim.advance, now, report)
                 }
                 Err(ClaimRefused::SlotDone | ClaimRefused::SlotRunning) => {
                     // Someone else (run-now, another runner) has this slot; move past it.
-                    self.advance_without_run(&lp, claim.advance, now)?;
+                    self.advance_without_run(&lp, claim.advance, now)
                 }
-                Err(ClaimRefused::LoopNotActive) => {}
+                Err(ClaimRefused::LoopNotActive) => Ok(()),
+            };
+            match recorded {
+                // Removed meanwhile: nothing left to record.
+                Err(EngineError::Store(StoreError::LoopNotFound(_))) => {}
+                Err(e) => {
+                    // The loop was not advanced, so the next pass sees the slot again.
+                    tracing::debug!(loop_name = %name, error = %e, "could not record a refused claim");
+                    failed.get_or_insert(e);
+                }
+                Ok(()) => {}
             }
         }
-        Ok(all_fit)
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(all_fit),
+        }
+    }
+
+    /// Overlap `skip`: records a `skipped` run for each due slot and advances the loop.
+    fn skip_slots(
+        &self,
+        lp: &Loop,
+        slots: &[Instant],
+        advance: Option<loops_core::transitions::LoopAdvance>,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<(), EngineError> {
+        for slot in slots {
+            let skipped = self
+                .store
+                .record_skipped_run(lp, *slot, "previous run still active", now, self.fence())
+                .map_err(|e| self.note_store_error(e))?;
+            report.skipped.push(skipped.id);
+        }
+        self.advance_without_run(lp, advance, now)
+    }
+
+    /// Takes a loop that cannot be scheduled out of scheduling: paused, with a failed
+    /// run saying why. Logged once: a parked loop is no longer due.
+    fn park(
+        &self,
+        id: &LoopId,
+        name: &str,
+        reason: &str,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<(), EngineError> {
+        let reason = format!("loop parked (paused): {reason}; fix it, then `loops resume`");
+        let parked = self
+            .store
+            .park_loop(id, &reason, now, self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        if let Some(run) = parked {
+            tracing::error!(loop_id = %id, name, run = %run.id, %reason, "loop parked");
+            report.parked.push(id.clone());
+        }
+        Ok(())
     }
 
     fn advance_without_run(
@@ -440,10 +540,14 @@ impl Engine {
         if let loops_core::Target::Workflow(target) = &lp.target {
             let outcome = self.run_workflow_target(lp, &run, target, cancel_rx).await;
             lock(&self.inflight).remove(&run.id);
-            return self.finalize_and_advance(&run, &outcome).await;
+            return match outcome {
+                Some(outcome) => self.finalize_and_advance(&run, &outcome).await,
+                None => None,
+            };
         }
         let (result, spec_error) = match exec_spec(lp, &run, &self.cfg) {
-            Ok(spec) => {
+            Ok(mut spec) => {
+                spec.spool = self.cfg.spool.as_ref().map(|s| s.for_run(&run.id));
                 let on_spawn = |pid: u32, start: Option<u64>| {
                     self.recorder.send(RunWrite::Spawned {
                         run: run.id.clone(),
@@ -487,14 +591,15 @@ impl Engine {
     }
 
     /// A loop whose target is a workflow: runs (or continues) the slot's workflow run
-    /// and turns its result into the loop run's outcome.
+    /// and turns its result into the loop run's outcome. `None` when the run was
+    /// interrupted before it changed anything (the loop run stays running).
     async fn run_workflow_target(
         &self,
         lp: &Loop,
         run: &Run,
         target: &loops_core::WorkflowTarget,
         interrupt: watch::Receiver<Option<String>>,
-    ) -> RunOutcome {
+    ) -> Option<RunOutcome> {
         let failed = |error: String| RunOutcome {
             status: RunStatus::Failed,
             finished_at: self.clock.now(),
@@ -513,8 +618,18 @@ impl Engine {
         // A continued slot runs the version it started with; a new one the active spec.
         let workflow = match self.store.get_active_workflow(&target.workflow) {
             Ok(Some(w)) => w,
-            Ok(None) => return failed(format!("no active workflow named {:?}", target.workflow)),
-            Err(e) => return failed(format!("cannot load workflow {:?}: {e}", target.workflow)),
+            Ok(None) => {
+                return Some(failed(format!(
+                    "no active workflow named {:?}",
+                    target.workflow
+                )))
+            }
+            Err(e) => {
+                return Some(failed(format!(
+                    "cannot load workflow {:?}: {e}",
+                    target.workflow
+                )))
+            }
         };
         let ctx = crate::workflow::RunContext {
             store: Arc::clone(&self.store),
@@ -525,6 +640,9 @@ impl Engine {
             interrupt,
         };
         match crate::workflow::run(&ctx, &workflow).await {
+            // Interrupted before the run changed (still waiting on a step process that
+            // outlived a runner): left as it is, for the next daemon to adopt.
+            Ok(wf_run) if wf_run.status == loops_core::WorkflowRunStatus::Running => None,
             Ok(wf_run) => {
                 let steps = self.store.step_runs(&wf_run.id).unwrap_or_default();
                 let status = match wf_run.status {
@@ -543,7 +661,7 @@ impl Engine {
                     .iter()
                     .map(|s| serde_json::json!({"stepId": s.step_id, "status": s.status, "exitCode": s.exit_code, "error": s.error, "summary": s.summary}))
                     .collect();
-                RunOutcome {
+                Some(RunOutcome {
                     status,
                     finished_at: self.clock.now(),
                     exit_code: None,
@@ -558,11 +676,11 @@ impl Engine {
                         .map(|e| format!("workflow run {}: {e}", wf_run.id)),
                     summary: Some(format!("workflow run {} {}", wf_run.id, wf_run.status)),
                     usage: None,
-                }
+                })
             }
             Err(e) => {
                 self.note_store_error_ref(&e);
-                failed(format!("workflow run failed to record: {e}"))
+                Some(failed(format!("workflow run failed to record: {e}")))
             }
         }
     }
@@ -584,6 +702,9 @@ impl Engine {
         };
         match self.recorder.write(write).await {
             Ok(RunWritten::Finished { run, loop_moved }) => {
+                if let Some(spool) = &self.cfg.spool {
+                    spool.for_run(&run.id).remove();
+                }
                 if loop_moved || self.saturated.load(Ordering::SeqCst) {
                     self.replan.notify_one();
                 }
@@ -599,8 +720,10 @@ impl Engine {
     }
 
     /// Step 1 of a tick: running rows whose runner is gone (lease expired, or its
-    /// process on this host no longer exists) are adopted when their process still
-    /// lives, and abandoned otherwise.
+    /// process on this host no longer exists). A daemon adopts a row whose process
+    /// still lives (watched until it exits) and a workflow target's row (its workflow
+    /// run is continued where it stopped); every other such row is abandoned, keeping
+    /// the output spooled before its runner died.
     fn recover(self: &Arc<Self>, now: Instant, report: &mut TickReport) -> Result<(), EngineError> {
         let running = self.store.running_runs(None)?;
         for run in running {
@@ -623,18 +746,41 @@ impl Engine {
             if alive {
                 report.foreign_running = true;
                 if self.cfg.adopt_orphans {
-                    report.adopted.push(run.id.clone());
-                    self.adopt(run);
+                    self.adopt(run, now, report)?;
                 }
                 continue;
             }
+            let lp = self.store.get_loop(&run.loop_id)?;
+            let workflow = lp
+                .as_ref()
+                .is_some_and(|l| matches!(l.target, loops_core::Target::Workflow(_)));
+            if let (true, true, Some(lp)) = (workflow, self.cfg.adopt_orphans, lp) {
+                self.continue_workflow(lp, run, now, report)?;
+                continue;
+            }
+            let spooled = self.cfg.spool.as_ref().map(|s| s.for_run(&run.id));
+            let (stdout, stderr) = spooled
+                .as_ref()
+                .map(|files| files.read(self.cfg.max_output_bytes))
+                .unwrap_or_default();
             let outcome = RunOutcome {
                 status: RunStatus::Abandoned,
                 finished_at: now,
                 exit_code: None,
-                stdout: run.stdout.clone().unwrap_or_default(),
-                stderr: run.stderr.clone().unwrap_or_default(),
+                stdout: run
+                    .stdout
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or(stdout),
+                stderr: run
+                    .stderr
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or(stderr),
                 error: Some(match run.pid {
+                    _ if workflow => "abandoned: runner gone; the slot's workflow run continues \
+                                      with its next attempt"
+                        .to_owned(),
                     Some(pid) => {
                         format!("abandoned: runner gone and process {pid} no longer exists")
                     }
@@ -653,6 +799,9 @@ impl Engine {
                 .map_err(|e| self.note_store_error(e))?;
             match written.into_iter().next() {
                 Some(Ok(_)) => {
+                    if let Some(files) = spooled {
+                        files.remove();
+                    }
                     report.recovered.push(run.id.clone());
                     self.replan.notify_one();
                 }
@@ -660,6 +809,47 @@ impl Engine {
                 Some(Err(e)) => return Err(self.note_store_error(e)),
             }
         }
+        Ok(())
+    }
+
+    /// Moves a dead runner's row to this engine (fresh lease, renewed by our
+    /// heartbeat). `None` when someone else finalized or took it meanwhile.
+    fn take_over(&self, run: &Run, now: Instant) -> Result<Option<Run>, EngineError> {
+        match self.store.take_over_run(
+            &run.id,
+            run.claimed_by.as_deref(),
+            &self.cfg.runner_id,
+            now,
+            self.fence(),
+        ) {
+            Ok(run) => Ok(Some(run)),
+            Err(e) if e.is_per_row() => Ok(None),
+            Err(e) => Err(self.note_store_error(e)),
+        }
+    }
+
+    /// Continues a workflow target's run whose runner died: the slot's workflow run
+    /// picks up where it stopped (finished steps kept, a step whose process outlived
+    /// the runner recorded, never started again), as this engine's run.
+    fn continue_workflow(
+        self: &Arc<Self>,
+        lp: Loop,
+        run: Run,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<(), EngineError> {
+        let Some(run) = self.take_over(&run, now)? else {
+            return Ok(());
+        };
+        tracing::info!(run = %run.id, loop_name = %lp.name, "continuing a workflow run whose runner died");
+        report.adopted.push(run.id.clone());
+        let engine = Arc::clone(self);
+        self.active_tasks.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            engine.execute_claimed(&lp, run).await;
+            engine.active_tasks.fetch_sub(1, Ordering::SeqCst);
+            engine.finished.notify_waiters();
+        });
         Ok(())
     }
 
@@ -678,8 +868,18 @@ impl Engine {
     }
 
     /// Watches a live orphaned process until it exits, keeping its lease fresh, then
-    /// records it as abandoned (its exit status cannot be known: it is not our child).
-    fn adopt(self: &Arc<Self>, run: Run) {
+    /// records it as abandoned (its exit status cannot be known: it is not our child)
+    /// with the output spooled before its runner died.
+    fn adopt(
+        self: &Arc<Self>,
+        run: Run,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<(), EngineError> {
+        let Some(run) = self.take_over(&run, now)? else {
+            return Ok(());
+        };
+        report.adopted.push(run.id.clone());
         let engine = Arc::clone(self);
         let (cancel_tx, mut cancel_rx) = watch::channel(None::<String>);
         lock(&self.inflight).insert(run.id.clone(), InFlight { cancel: cancel_tx });
@@ -697,19 +897,24 @@ impl Engine {
                     }
                 }
             }
+            lock(&engine.inflight).remove(&run.id);
             if let Some(reason) = &cancelled {
                 // Shutdown or lease loss: leave the process alone and the row running, so
                 // the next daemon adopts it again.
                 tracing::info!(run = %run.id, %reason, "stopped watching adopted run");
-                lock(&engine.inflight).remove(&run.id);
             } else {
-                lock(&engine.inflight).remove(&run.id);
+                let (stdout, stderr) = engine
+                    .cfg
+                    .spool
+                    .as_ref()
+                    .map(|s| s.for_run(&run.id).read(engine.cfg.max_output_bytes))
+                    .unwrap_or_default();
                 let outcome = RunOutcome {
                     status: RunStatus::Abandoned,
                     finished_at: engine.clock.now(),
                     exit_code: None,
-                    stdout: String::new(),
-                    stderr: String::new(),
+                    stdout,
+                    stderr,
                     error: Some(format!(
                         "process {pid} exited while adopted after its runner died; exit status unknown"
                     )),
@@ -721,6 +926,40 @@ impl Engine {
             engine.active_tasks.fetch_sub(1, Ordering::SeqCst);
             engine.finished.notify_waiters();
         });
+        Ok(())
+    }
+
+    /// Moves back every active loop whose next slot lies further ahead than its
+    /// schedule can explain, as after the wall clock went backwards (see
+    /// [`loops_core::schedule::replan_after_clock_jump`]). Returns the loops moved.
+    /// A loop whose schedule does not compute is left to the next pass, which parks it.
+    pub fn replan_after_clock_jump(&self) -> Result<Vec<LoopId>, EngineError> {
+        let now = self.clock.now();
+        let mut moved = Vec::new();
+        for lp in self
+            .store
+            .list_loops(Some(loops_core::LoopStatus::Active))?
+        {
+            let Ok(Some(next)) = loops_core::schedule::replan_after_clock_jump(&lp, now) else {
+                continue;
+            };
+            let advance = loops_core::transitions::LoopAdvance {
+                status: lp.status,
+                next_run_at: Some(next),
+                retry_scheduled_for: lp.retry_scheduled_for,
+            };
+            self.store
+                .update_loop_schedule(&lp.id, &advance, now, self.fence())
+                .map_err(|e| self.note_store_error(e))?;
+            tracing::warn!(
+                loop_name = %lp.name,
+                was = %lp.next_run_at.map(|t| format_instant(&t)).unwrap_or_default(),
+                now = %format_instant(&next),
+                "next slot lay further ahead than the schedule allows (the clock went back?); moved it"
+            );
+            moved.push(lp.id);
+        }
+        Ok(moved)
     }
 
     /// Renews the lease of every run this engine holds, in one write.
@@ -754,8 +993,18 @@ impl Engine {
 
     /// `run-now`: claims the loop's due slot (or pending retry slot) when there is one,
     /// else an ad-hoc slot at now, executes it here, and returns the finished run.
-    pub async fn run_now(&self, lp: &Loop) -> Result<(Run, RunSource), EngineError> {
+    ///
+    /// A loop with overlap `skip` gets no second concurrent run: while one of its runs
+    /// is in flight (daemon-started or another run-now) this fails with
+    /// [`EngineError::Busy`] and claims nothing, unless `allow_overlap`. The check is
+    /// part of the claim's transaction, so two concurrent run-nows cannot both pass.
+    pub async fn run_now(
+        &self,
+        lp: &Loop,
+        allow_overlap: bool,
+    ) -> Result<(Run, RunSource), EngineError> {
         let now = self.clock.now();
+        let exclusive = lp.overlap == Overlap::Skip && !allow_overlap;
         let due =
             lp.status == loops_core::LoopStatus::Active && lp.next_run_at.is_some_and(|t| t <= now);
         let mut attempt = None;
@@ -773,26 +1022,28 @@ impl Engine {
                 slot
             };
             let advance = on_claim(lp, last, source, now)?;
-            let req = self.claim_request(lp, slot, source, now);
+            let req = self.claim_request(lp, slot, source, now, exclusive);
             match self
                 .store
                 .claim_run_and_advance(&req, advance.as_ref(), self.fence())
                 .map_err(|e| self.note_store_error(e))?
             {
                 Ok(run) => attempt = Some((run, source)),
+                Err(ClaimRefused::LoopBusy) => return Err(self.busy(lp)),
                 Err(refused) => tracing::debug!(?refused, "due slot not claimable; running ad hoc"),
             }
         }
         let (run, source) = match attempt {
             Some(found) => found,
             None => {
-                let req = self.claim_request(lp, now, RunSource::AdHoc, now);
+                let req = self.claim_request(lp, now, RunSource::AdHoc, now, exclusive);
                 match self
                     .store
                     .claim_run(&req, self.fence())
                     .map_err(|e| self.note_store_error(e))?
                 {
                     Ok(run) => (run, RunSource::AdHoc),
+                    Err(ClaimRefused::LoopBusy) => return Err(self.busy(lp)),
                     Err(refused) => {
                         return Err(EngineError::Store(StoreError::Decode(format!(
                             "could not claim an ad-hoc run at {}: {refused:?}",
@@ -813,12 +1064,29 @@ impl Engine {
         Ok((finished, source))
     }
 
+    /// The error for a run-now refused by overlap `skip`, naming the run in flight.
+    fn busy(&self, lp: &Loop) -> EngineError {
+        let running = self.store.running_runs(Some(&lp.id)).unwrap_or_default();
+        let first = running.first();
+        EngineError::Busy {
+            name: lp.name.clone(),
+            run: first
+                .map(|r| r.id.clone())
+                .unwrap_or_else(|| RunId::new("?")),
+            since: first
+                .and_then(|r| r.started_at)
+                .map(|t| format_instant(&t))
+                .unwrap_or_else(|| "just now".to_owned()),
+        }
+    }
+
     fn claim_request(
         &self,
         lp: &Loop,
         slot: Instant,
         source: RunSource,
         now: Instant,
+        require_no_running: bool,
     ) -> ClaimRequest {
         ClaimRequest {
             loop_id: lp.id.clone(),
@@ -826,7 +1094,7 @@ impl Engine {
             runner_id: self.cfg.runner_id.clone(),
             source,
             now,
-            require_no_running: false,
+            require_no_running,
         }
     }
 }

@@ -35,6 +35,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use crate::capture::PipeCapture;
 use crate::env::resolve_executable_in;
 use crate::process::{process_start_time, signal_group, signal_name, terminate_group};
+use crate::spool::SpoolFiles;
 
 /// Time between SIGTERM and SIGKILL when a spec does not say otherwise.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
@@ -75,6 +76,9 @@ pub struct ExecSpec {
     pub kill_grace: Duration,
     /// Bytes kept per output stream (the tail).
     pub max_output_bytes: usize,
+    /// Where the output tails are spilled while the child runs; `None` keeps them in
+    /// memory only.
+    pub spool: Option<SpoolFiles>,
 }
 
 impl ExecSpec {
@@ -94,6 +98,7 @@ impl ExecSpec {
             timeout: None,
             kill_grace: DEFAULT_KILL_GRACE,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            spool: None,
         }
     }
 
@@ -216,7 +221,8 @@ where
         child.stdout.take(),
         child.stderr.take(),
         spec.max_output_bytes,
-    );
+    )
+    .with_spool(spec.spool.take());
     let (ending, exit) = supervise(&mut child, pid, feed, &mut capture, &spec, cancel).await;
     // The leader is reaped (or given up on), so its PID may be reused: never signal it again.
     guard.0 = None;

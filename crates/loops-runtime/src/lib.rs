@@ -5,6 +5,7 @@
 //! (persistence) and is the only one that spawns processes or owns an async runtime.
 
 pub mod accounts;
+pub mod backoff;
 pub mod capture;
 pub mod client;
 pub mod daemon;
@@ -15,6 +16,7 @@ pub mod preflight;
 pub mod process;
 pub mod providers;
 mod recorder;
+pub mod spool;
 pub mod targets;
 pub mod wake;
 pub mod workflow;

@@ -7,7 +7,13 @@
 //!
 //! Latency is not traded for it: an idle recorder commits a lone write at once; writes
 //! only share a transaction when they arrive while the previous one is committing.
+//!
+//! A batch that fails for a reason that passes (a full disk, a store locked by another
+//! process; [`StoreError::is_transient`]) is kept and retried with capped exponential
+//! back-off, so a finished run's outcome is recorded once the store accepts writes
+//! again instead of being lost.
 
+use crate::backoff::Backoff;
 use crate::engine::Clock;
 use loops_core::transitions::{on_finish, LoopAdvance};
 use loops_core::{Instant, Loop, Run, RunSource};
@@ -69,23 +75,35 @@ fn recorder_gone() -> StoreError {
     StoreError::InvalidArgument("the run recorder stopped".to_owned())
 }
 
+/// Delays between tries of a batch that failed for a reason that passes (a full disk, a
+/// database locked by another process): nothing queued is dropped meanwhile.
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(50);
+const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn commit_loop(
     queue: &mpsc::Receiver<Job>,
     store: &dyn Store,
     fence: Option<&Fence>,
     clock: &dyn Clock,
 ) {
-    let mut batch: Vec<Job> = Vec::new();
-    while let Ok(job) = queue.recv() {
-        batch.push(job);
-        while batch.len() < MAX_BATCH {
+    let mut writes: Vec<RunWrite> = Vec::new();
+    let mut replies: Vec<Option<Reply>> = Vec::new();
+    let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP);
+    loop {
+        if writes.is_empty() {
+            let Ok(job) = queue.recv() else { return };
+            writes.push(job.write);
+            replies.push(job.reply);
+        }
+        while writes.len() < MAX_BATCH {
             match queue.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(job) => {
+                    writes.push(job.write);
+                    replies.push(job.reply);
+                }
                 Err(_) => break,
             }
         }
-        let (writes, replies): (Vec<RunWrite>, Vec<Option<Reply>>) =
-            batch.drain(..).map(|j| (j.write, j.reply)).unzip();
         // A panic in one batch (a bug) must not take every later finalization with it:
         // the batch fails like a store error and the thread goes on.
         let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -97,20 +115,36 @@ fn commit_loop(
             ))
         });
         match results {
+            Err(e) if e.is_transient() => {
+                // Keep every write (a finished run's outcome exists nowhere else) and try
+                // again, more slowly each time, with whatever is queued meanwhile.
+                let delay = backoff.fail();
+                if backoff.failures() == 1 {
+                    tracing::warn!(error = %e, writes = writes.len(), "cannot record run writes; retrying with back-off until the store accepts them");
+                }
+                std::thread::sleep(delay);
+                continue;
+            }
             Ok(results) => {
-                for ((write, reply), result) in writes.iter().zip(replies).zip(results) {
+                let failures = backoff.succeed();
+                if failures > 0 {
+                    tracing::info!(failures, writes = writes.len(), "run writes recorded again");
+                }
+                for ((write, reply), result) in writes.iter().zip(replies.drain(..)).zip(results) {
                     deliver(write, reply, result);
                 }
             }
             Err(e) => {
+                backoff.succeed();
                 if !matches!(e, StoreError::LeaseLost) {
                     tracing::warn!(error = %e, writes = writes.len(), "could not record run writes");
                 }
-                for (write, reply) in writes.iter().zip(replies) {
+                for (write, reply) in writes.iter().zip(replies.drain(..)) {
                     deliver(write, reply, Err(copy_error(&e)));
                 }
             }
         }
+        writes.clear();
     }
 }
 

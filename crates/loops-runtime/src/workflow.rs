@@ -6,6 +6,11 @@
 //!
 //! A run started by a loop belongs to its slot (`loopId:scheduledFor`): a later attempt
 //! of that slot continues the same run, rerunning only the steps that did not succeed.
+//! A run whose runner died (still `running` when it is picked up again) continues the
+//! same attempt: every step that finished keeps its result, and a step whose process
+//! outlived the runner is waited for and recorded `failed` with its exit status unknown
+//! — it is never started again, by this run or by a later attempt of its slot, since
+//! its side effects may already have happened.
 
 use crate::engine::EngineConfig;
 use crate::executor::{execute, ExecResult, ExecSpec, ExecStatus};
@@ -73,18 +78,36 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
             .ok_or_else(|| StoreError::WorkflowNotFound(run.workflow_id.clone()))?
     };
     let mut steps = ctx.store.step_runs(&run.id)?;
-    if !created {
-        wait_for_orphans(&steps).await;
-    }
-    // Every (re)start of the run: reset what did not succeed, count the attempt.
+    // Still `running`: its runner died mid-run, and this continues the same attempt.
+    let interrupted = !created && run.status == WorkflowRunStatus::Running;
     let mut reset = Vec::new();
-    for step in steps
-        .iter_mut()
-        .filter(|s| s.status != StepStatus::Succeeded && s.status != StepStatus::Pending)
-    {
-        reset.push(step.step_id.clone());
-        reset_step(step);
-        ctx.store.save_step_run(step, &[], now, ctx.fence())?;
+    let mut unknown = Vec::new();
+    if !created {
+        if !wait_for_orphans(&steps, &ctx.interrupt).await {
+            // Stopped while a step's process still runs: leave everything as it is
+            // for whoever continues the run next.
+            return Ok(run);
+        }
+        for step in steps.iter_mut() {
+            let rerun = match step.status {
+                StepStatus::Running if step.pid.is_some() => {
+                    record_orphan_outcome(ctx, step, now)?;
+                    unknown.push(step.step_id.clone());
+                    false
+                }
+                // Never got a process (its runner died before the spawn was recorded).
+                StepStatus::Running => true,
+                StepStatus::Succeeded | StepStatus::Pending => false,
+                // The same attempt continues with what finished; a new attempt of the
+                // slot reruns what did not succeed, unless it may have run already.
+                _ => !interrupted && !step.exit_status_unknown,
+            };
+            if rerun {
+                reset.push(step.step_id.clone());
+                reset_step(step);
+                ctx.store.save_step_run(step, &[], now, ctx.fence())?;
+            }
+        }
     }
     run.attempt += 1;
     run.status = WorkflowRunStatus::Running;
@@ -95,7 +118,13 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
     let attempt_event = NewEvent::new(
         "attempt_started",
         None,
-        json!({ "attempt": run.attempt, "continued": !created, "rerunSteps": reset }),
+        json!({
+            "attempt": run.attempt,
+            "continued": !created,
+            "afterRunnerDied": interrupted,
+            "rerunSteps": reset,
+            "exitStatusUnknownSteps": unknown,
+        }),
     );
     ctx.store
         .save_workflow_run(&run, &[attempt_event], now, ctx.fence())?;
@@ -146,8 +175,9 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
 }
 
 /// Steps left `running` by a runner that died may still have live processes: never
-/// start a second copy while the first runs.
-async fn wait_for_orphans(steps: &[StepRun]) {
+/// start a second copy while the first runs. False when interrupted while waiting.
+async fn wait_for_orphans(steps: &[StepRun], interrupt: &watch::Receiver<Option<String>>) -> bool {
+    let mut interrupt = interrupt.clone();
     loop {
         let alive = steps.iter().any(|s| {
             s.status == StepStatus::Running
@@ -155,14 +185,62 @@ async fn wait_for_orphans(steps: &[StepRun]) {
                     .is_some_and(|pid| is_same_process_alive(pid, s.pid_start_time))
         });
         if !alive {
-            return;
+            return true;
         }
-        tokio::time::sleep(CANCEL_POLL).await;
+        if interrupt.borrow().is_some() {
+            return false;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(CANCEL_POLL) => {}
+            changed = interrupt.changed() => if changed.is_err() {
+                // The owner is gone: nothing will interrupt us any more.
+                tokio::time::sleep(CANCEL_POLL).await;
+            }
+        }
     }
+}
+
+/// A step whose process outlived the runner that started it, and has now exited: not
+/// our child, so its exit status is unknown. Recorded `failed` (what follows is
+/// decided by `continueOnFailure`) with the output spooled before the runner died.
+fn record_orphan_outcome(
+    ctx: &RunContext,
+    step: &mut StepRun,
+    now: Instant,
+) -> Result<(), StoreError> {
+    let pid = step.pid.unwrap_or(0);
+    let spooled = ctx.cfg.spool.as_ref().map(|s| s.for_step(&step.id));
+    if let Some(files) = &spooled {
+        let (stdout, stderr) = files.read(ctx.cfg.max_output_bytes);
+        step.stdout = Some(stdout);
+        step.stderr = Some(stderr);
+    }
+    let error = format!(
+        "exit status unknown: process {pid} outlived the runner that started it; not started again"
+    );
+    step.status = StepStatus::Failed;
+    step.exit_status_unknown = true;
+    step.exit_code = None;
+    step.finished_at = Some(now);
+    step.duration_ms = step
+        .started_at
+        .map(|s| u64::try_from((now - s).num_milliseconds()).unwrap_or(0));
+    step.error = Some(error.clone());
+    let ev = NewEvent::new(
+        "step_failed",
+        Some(&step.step_id),
+        json!({ "exitCode": null, "exitStatusUnknown": true, "pid": pid, "error": error }),
+    );
+    ctx.store.save_step_run(step, &[ev], now, ctx.fence())?;
+    if let Some(files) = spooled {
+        files.remove();
+    }
+    Ok(())
 }
 
 fn reset_step(step: &mut StepRun) {
     step.status = StepStatus::Pending;
+    step.exit_status_unknown = false;
     step.started_at = None;
     step.finished_at = None;
     step.exit_code = None;
@@ -202,7 +280,16 @@ async fn drive(
     let mut interrupt = ctx.interrupt.clone();
     let mut running: JoinSet<(usize, ExecResult)> = JoinSet::new();
     let mut cancels: Vec<Option<watch::Sender<bool>>> = vec![None; spec.steps.len()];
-    let mut stop: Option<Stop> = None;
+    // A continued run keeps its finished steps: one that already failed in a way that
+    // stops the run stops it again, before anything new starts.
+    let mut stop: Option<Stop> = spec.steps.iter().enumerate().find_map(|(i, step)| {
+        let status = slot_of[i].map(|slot| steps[slot].status)?;
+        (matches!(status, StepStatus::Failed | StepStatus::TimedOut) && dag.failure_stops_run(i))
+            .then(|| Stop::Failed {
+                step: step.id.clone(),
+                status,
+            })
+    });
     let mut last_poll = tokio::time::Instant::now();
 
     loop {
@@ -373,7 +460,10 @@ fn start_step(
     );
     ctx.store.save_step_run(record, &[ev], now, ctx.fence())?;
 
-    let spec = step_spec(ctx, workflow, run, step);
+    let spec = step_spec(ctx, workflow, run, step).map(|mut spec| {
+        spec.spool = ctx.cfg.spool.as_ref().map(|s| s.for_step(&record.id));
+        spec
+    });
     let store = Arc::clone(&ctx.store);
     let fence = ctx.cfg.fence.clone();
     let snapshot = record.clone();
@@ -492,6 +582,9 @@ fn finish_step(
     );
     ctx.store
         .save_step_run(record, &[ev], ctx.now(), ctx.fence())?;
+    if let Some(spool) = &ctx.cfg.spool {
+        spool.for_step(&record.id).remove();
+    }
     Ok(status)
 }
 

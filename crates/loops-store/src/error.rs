@@ -63,3 +63,28 @@ impl StoreError {
         matches!(self, StoreError::NotRunning(_) | StoreError::RunNotFound(_))
     }
 }
+
+impl StoreError {
+    /// Errors that go away by themselves (a full disk, a busy or locked database, an
+    /// I/O error, a file system remounted read-only): a daemon backs off and retries
+    /// them, keeping what it has not yet recorded, instead of giving up on it.
+    pub fn is_transient(&self) -> bool {
+        use rusqlite::ErrorCode;
+        match self {
+            StoreError::Sqlite(e) => matches!(
+                e.sqlite_error_code(),
+                Some(
+                    ErrorCode::DiskFull
+                        | ErrorCode::DatabaseBusy
+                        | ErrorCode::DatabaseLocked
+                        | ErrorCode::SystemIoFailure
+                        | ErrorCode::OutOfMemory
+                        | ErrorCode::CannotOpen
+                        | ErrorCode::ReadOnly
+                )
+            ),
+            StoreError::ReadOnly { .. } | StoreError::DataDir { .. } => true,
+            _ => false,
+        }
+    }
+}

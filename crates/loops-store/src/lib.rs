@@ -26,7 +26,10 @@ use loops_core::{
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// Proof that a daemon holds the store's lease. Writes carrying it apply only while the
-/// lease row still has this `token` and has not expired.
+/// lease row still has this `token`: nobody else has acquired the lease since. The
+/// lease's expiry decides only when another daemon may take it over; a daemon whose
+/// lease expired without anyone taking it (it was stalled, or its writes failed on a
+/// full disk) still holds it and renews it with its next heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fence {
     pub token: u64,
@@ -132,6 +135,17 @@ pub enum ClaimRefused {
 /// it (`loops_core::transitions`); the store persists it.
 pub use loops_core::transitions::LoopAdvance;
 
+/// A due loop row that can no longer be decoded (a stored time zone, cron expression
+/// or enum value this build does not understand). The engine parks it
+/// ([`Store::park_loop`]) so it neither stops nor spins the other loops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableLoop {
+    pub id: LoopId,
+    pub name: String,
+    /// Why the row could not be decoded.
+    pub error: String,
+}
+
 /// Filter for [`Store::list_runs`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunFilter {
@@ -175,10 +189,28 @@ pub trait Store: WorkflowStore + Send + Sync {
     ) -> Result<Loop>;
     /// Deletes a loop and its runs. Returns false when it did not exist.
     fn remove_loop(&self, id: &LoopId) -> Result<bool>;
-    /// Active loops with `nextRunAt <= now`, earliest first (an index range scan).
-    fn due_loops(&self, now: Instant, limit: usize) -> Result<Vec<Loop>>;
+    /// Active loops with `nextRunAt <= now`, earliest first (an index range scan). A
+    /// row that cannot be decoded is returned as an [`UnreadableLoop`] in its place, so
+    /// one bad row never hides the others.
+    fn due_loops(
+        &self,
+        now: Instant,
+        limit: usize,
+    ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>>;
     /// Earliest `nextRunAt` among active loops (for the daemon's sleep).
     fn next_due_at(&self) -> Result<Option<Instant>>;
+    /// Takes an active loop out of scheduling because it can no longer be scheduled
+    /// (its stored schedule does not parse, or its row does not decode): sets it
+    /// `paused` (its `nextRunAt` kept, so `resume` tries again) and records a `failed`
+    /// run at that slot (or `now`) whose error is `reason`, in one transaction. Returns
+    /// that run; `None` when the loop is gone or no longer active.
+    fn park_loop(
+        &self,
+        id: &LoopId,
+        reason: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<Option<Run>>;
     /// Marks active loops with `expiresAt <= now` as `expired` (nextRunAt cleared).
     fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> Result<Vec<Loop>>;
 
@@ -251,6 +283,18 @@ pub trait Store: WorkflowStore + Send + Sync {
         fence: Option<&Fence>,
         plan: &FinishPlanner<'_>,
     ) -> Result<Vec<Result<RunWritten>>>;
+    /// Moves a running row claimed by `from` (`None`: by nobody) to `runner_id`, with a
+    /// fresh lease of its loop's `leaseMs` from `now`: a daemon adopting the run of a
+    /// runner that died. Fails with [`StoreError::NotRunning`] when the row is no longer
+    /// running or was taken by someone else meanwhile.
+    fn take_over_run(
+        &self,
+        run: &RunId,
+        from: Option<&str>,
+        runner_id: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<Run>;
     /// Running rows whose lease has expired at `now` (`leaseExpiresAt <= now`), the
     /// earliest expiry first.
     fn expired_running_runs(&self, now: Instant) -> Result<Vec<Run>>;
@@ -280,7 +324,8 @@ pub trait Store: WorkflowStore + Send + Sync {
         now: Instant,
         takeover: &dyn Fn(&DaemonLease) -> bool,
     ) -> Result<LeaseAcquire>;
-    /// Extends the lease; false when it is no longer held with this fence.
+    /// Extends the lease (also one that expired while nobody took it over); false when
+    /// it is no longer held with this fence.
     fn heartbeat_daemon_lease(&self, fence: &Fence, ttl_ms: u64, now: Instant) -> Result<bool>;
     /// Gives the lease up (no-op when not held).
     fn release_daemon_lease(&self, fence: &Fence) -> Result<()>;

@@ -12,7 +12,7 @@
 use crate::{
     BatchClaim, ClaimRefused, ClaimRequest, DaemonLease, Fence, FinishPlanner, LeaseAcquire,
     LeaseHolder, LoopAdvance, PrunePolicy, Result, RunFilter, RunWrite, RunWritten, Store,
-    StoreError,
+    StoreError, UnreadableLoop,
 };
 use loops_core::{
     Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, RunStatus, Usage,
@@ -64,10 +64,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "step summaries",
         sql: include_str!("../migrations/0003_step_summaries.sql"),
     },
+    Migration {
+        version: 4,
+        name: "step exit status unknown",
+        sql: include_str!("../migrations/0004_step_exit_status_unknown.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 mod workflows;
 
@@ -679,13 +684,12 @@ fn is_foreign_key_violation(e: &rusqlite::Error) -> bool {
 }
 
 /// Fails with [`StoreError::LeaseLost`] unless the lease row still carries `fence`'s
-/// token and has not expired at `now`. Runs inside the caller's write transaction.
-fn check_fence(conn: &Connection, fence: &Fence, now: Instant) -> Result<()> {
+/// token, i.e. nobody acquired the lease since (see [`Fence`]). Runs inside the
+/// caller's write transaction, so it is serialized with any acquire.
+fn check_fence(conn: &Connection, fence: &Fence, _now: Instant) -> Result<()> {
     let held: bool = conn
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM daemon_lease WHERE id = 1 AND token = ?1 AND expires_at > ?2)",
-        )?
-        .query_row(params![sat_i64(fence.token), ms(&now)], |r| r.get(0))?;
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM daemon_lease WHERE id = 1 AND token = ?1)")?
+        .query_row(params![sat_i64(fence.token)], |r| r.get(0))?;
     if held {
         Ok(())
     } else {
@@ -1197,7 +1201,11 @@ impl Store for SqliteStore {
         })
     }
 
-    fn due_loops(&self, now: Instant, limit: usize) -> Result<Vec<Loop>> {
+    fn due_loops(
+        &self,
+        now: Instant,
+        limit: usize,
+    ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(concat!(
             "SELECT ",
@@ -1205,11 +1213,63 @@ impl Store for SqliteStore {
             " FROM loops WHERE status = 'active' AND next_run_at <= ?1 \
              ORDER BY next_run_at LIMIT ?2"
         ))?;
-        query_all(
-            &mut stmt,
-            params![ms(&now), sat_i64(limit as u64)],
-            loop_from_row,
-        )
+        let mut rows = stmt.query(params![ms(&now), sat_i64(limit as u64)])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            // A row that does not decode is reported in its place, not as the error of
+            // the whole query: one bad loop must not stop the others.
+            out.push(loop_from_row(row).map_err(|e| UnreadableLoop {
+                id: LoopId::new(row.get::<_, String>(0).unwrap_or_default()),
+                name: row.get::<_, String>(1).unwrap_or_default(),
+                error: e.to_string(),
+            }));
+        }
+        Ok(out)
+    }
+
+    fn park_loop(
+        &self,
+        id: &LoopId,
+        reason: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<Option<Run>> {
+        self.write(fence.map(|f| (f, now)), |tx| {
+            let found: Option<(String, Option<i64>)> = tx
+                .prepare_cached(
+                    "UPDATE loops SET status = 'paused', updated_at = ?2 \
+                     WHERE id = ?1 AND status = 'active' RETURNING name, next_run_at",
+                )?
+                .query_row(params![id.as_str(), ms(&now)], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let Some((name, slot)) = found else {
+                return Ok(None);
+            };
+            let mut stmt = tx.prepare_cached(concat!(
+                "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+                 started_at, finished_at, duration_ms, error, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, \
+                   (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
+                   'failed', 'scheduled', ?5, ?5, 0, ?6, ?5, ?5) RETURNING ",
+                run_cols!()
+            ))?;
+            let slot = slot.unwrap_or_else(|| ms(&now));
+            for _ in 0..ID_ATTEMPTS {
+                let mut rows =
+                    stmt.query(params![new_id(), id.as_str(), name, slot, ms(&now), reason])?;
+                match rows.next() {
+                    Ok(Some(row)) => return run_from_row(row).map(Some),
+                    Ok(None) => break,
+                    // A run id collision: draw another.
+                    Err(e) if is_unique_violation(&e) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                ffi::Error::new(ffi::SQLITE_CONSTRAINT),
+                Some("could not allocate a unique run id".to_owned()),
+            )))
+        })
     }
 
     fn next_due_at(&self) -> Result<Option<Instant>> {
@@ -1420,6 +1480,33 @@ impl Store for SqliteStore {
         })
     }
 
+    fn take_over_run(
+        &self,
+        run: &RunId,
+        from: Option<&str>,
+        runner_id: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<Run> {
+        self.write(fence.map(|f| (f, now)), |tx| {
+            let mut stmt = tx.prepare_cached(concat!(
+                "UPDATE runs SET claimed_by = ?3, \
+                   lease_expires_at = ?4 + (SELECT l.lease_ms FROM loops l WHERE l.id = runs.loop_id), \
+                   updated_at = ?4 \
+                 WHERE id = ?1 AND status = 'running' AND claimed_by IS ?2 RETURNING ",
+                run_cols!()
+            ))?;
+            match query_first(
+                &mut stmt,
+                params![run.as_str(), from, runner_id, ms(&now)],
+                run_from_row,
+            )? {
+                Some(r) => Ok(r),
+                None => Err(not_running(tx, run)),
+            }
+        })
+    }
+
     fn expired_running_runs(&self, now: Instant) -> Result<Vec<Run>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(concat!(
@@ -1602,7 +1689,7 @@ impl Store for SqliteStore {
             let n = tx
                 .prepare_cached(
                     "UPDATE daemon_lease SET heartbeat_at = ?2, expires_at = ?3 \
-                     WHERE id = 1 AND token = ?1 AND expires_at > ?2",
+                     WHERE id = 1 AND token = ?1",
                 )?
                 .execute(params![
                     sat_i64(fence.token),

@@ -265,7 +265,7 @@ fn due_loops_order_limit_and_paused_excluded() {
         .due_loops(t(500), 10)
         .unwrap()
         .into_iter()
-        .map(|l| l.id)
+        .map(|l| l.unwrap().id)
         .collect();
     assert_eq!(due, [a.id.clone(), b.id.clone(), c.id.clone()]);
     let due: Vec<_> = f
@@ -273,7 +273,7 @@ fn due_loops_order_limit_and_paused_excluded() {
         .due_loops(t(500), 2)
         .unwrap()
         .into_iter()
-        .map(|l| l.id)
+        .map(|l| l.unwrap().id)
         .collect();
     assert_eq!(due, [a.id.clone(), b.id.clone()]);
     // Boundary: next_run_at == now is due.
@@ -293,7 +293,7 @@ fn due_loops_order_limit_and_paused_excluded() {
         .due_loops(t(500), 10)
         .unwrap()
         .into_iter()
-        .map(|l| l.id)
+        .map(|l| l.unwrap().id)
         .collect();
     assert_eq!(due, [b.id, c.id]);
     assert_eq!(f.store.next_due_at().unwrap(), Some(t(200)));
@@ -1262,18 +1262,28 @@ fn daemon_lease_lifecycle() {
     );
     assert_eq!(l3.token, 4);
     let fence3 = Fence { token: 4 };
-    // Heartbeat after expiry fails.
-    assert!(!f
+    // Expired but taken by nobody: still d3's, and its heartbeat renews it (a daemon
+    // whose writes failed on a full disk resumes once they work again).
+    assert!(f
         .store
         .heartbeat_daemon_lease(&fence3, 1000, t(3000))
         .unwrap());
+    assert_eq!(
+        f.store.current_daemon_lease().unwrap().unwrap().expires_at,
+        t(4000)
+    );
 
     // Release by a stale fence is a no-op; by the holder removes it.
     let l4 = acquired(
         f.store
-            .acquire_daemon_lease(&holder("d3"), 1000, t(3000), &never)
+            .acquire_daemon_lease(&holder("d3"), 1000, t(4000), &never)
             .unwrap(),
     );
+    // Once someone else holds it, the old fence's heartbeat fails.
+    assert!(!f
+        .store
+        .heartbeat_daemon_lease(&fence3, 1000, t(4001))
+        .unwrap());
     f.store.release_daemon_lease(&fence3).unwrap();
     assert_eq!(f.store.current_daemon_lease().unwrap(), Some(l4.clone()));
     f.store
@@ -1447,7 +1457,7 @@ fn fenced_writes_after_losing_the_lease_write_nothing() {
         before_runs
     );
 
-    // The new holder's fence works; an expired fence does not.
+    // The new holder's fence works, even past its expiry while nobody took it over.
     let new_fence = Fence { token: new.token };
     f.store
         .finalize_run(
@@ -1456,9 +1466,18 @@ fn fenced_writes_after_losing_the_lease_write_nothing() {
             Some(&new_fence),
         )
         .unwrap();
+    f.store
+        .expire_loops(t(20 + 60_000), Some(&new_fence))
+        .unwrap();
+    // Taken over by a third daemon: now it fails.
+    acquired(
+        f.store
+            .acquire_daemon_lease(&holder("d3"), 60_000, t(20 + 60_001), &never)
+            .unwrap(),
+    );
     lost(
         f.store
-            .expire_loops(t(20 + 60_000), Some(&new_fence))
+            .update_loop_schedule(&lp.id, &advance, t(20 + 60_002), Some(&new_fence))
             .map(|_| ()),
     );
 }
@@ -1763,11 +1782,16 @@ fn claim_and_advance_is_one_write() {
     assert_eq!(refused, Err(ClaimRefused::SlotRunning));
     assert_eq!(f.store.get_loop(&lp.id).unwrap().unwrap(), after);
 
-    // Fenced with a lost lease: nothing written.
+    // Fenced with a lease another daemon took over: nothing written.
     let never = |_: &DaemonLease| false;
     let l = acquired(
         f.store
             .acquire_daemon_lease(&holder("d1"), 10, t(0), &never)
+            .unwrap(),
+    );
+    acquired(
+        f.store
+            .acquire_daemon_lease(&holder("d2"), 10, t(20), &never)
             .unwrap(),
     );
     let err = f
@@ -1781,4 +1805,166 @@ fn claim_and_advance_is_one_write() {
     assert!(matches!(err, StoreError::LeaseLost), "{err:?}");
     assert_eq!(f.store.get_loop(&lp.id).unwrap().unwrap(), after);
     assert_eq!(run_count(&f.store), 1);
+}
+
+// ---- loops that cannot be scheduled, adoption ----
+
+/// Overwrites one column of a loop row with raw SQL, as a newer or older build (or a
+/// hand edit) might have left it.
+fn poke_loop_column(f: &Fixture, id: &LoopId, column: &str, value: &str) {
+    let path = f._dir.path().join(DB_FILE);
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute(
+        &format!("UPDATE loops SET {column} = ?1 WHERE id = ?2"),
+        rusqlite::params![value, id.as_str()],
+    )
+    .unwrap();
+}
+
+#[test]
+fn due_loops_reports_an_unreadable_row_in_its_place() {
+    let f = fixture();
+    let good = f
+        .store
+        .create_loop(new_loop("good", Some(t(10))), t(0))
+        .unwrap();
+    let bad = f
+        .store
+        .create_loop(new_loop("bad", Some(t(5))), t(0))
+        .unwrap();
+    poke_loop_column(&f, &bad.id, "catch_up", "sometimes");
+    let due = f.store.due_loops(t(100), 10).unwrap();
+    assert_eq!(due.len(), 2, "the bad row does not hide the good one");
+    let unreadable = due[0].as_ref().unwrap_err();
+    assert_eq!(unreadable.id, bad.id);
+    assert_eq!(unreadable.name, "bad");
+    assert!(unreadable.error.contains("catch_up"), "{unreadable:?}");
+    assert_eq!(due[1].as_ref().unwrap().id, good.id);
+}
+
+#[test]
+fn park_loop_pauses_it_and_records_why_in_one_write() {
+    let f = fixture();
+    let lp = f
+        .store
+        .create_loop(new_loop("tz", Some(t(10))), t(0))
+        .unwrap();
+    let run = f
+        .store
+        .park_loop(&lp.id, "cannot parse", t(20), None)
+        .unwrap()
+        .expect("parked");
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(run.scheduled_for, t(10), "at the slot it could not run");
+    assert_eq!(run.error.as_deref(), Some("cannot parse"));
+    assert_eq!(run.attempt, 1);
+    let parked = f.store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(parked.status, LoopStatus::Paused);
+    assert_eq!(
+        parked.next_run_at,
+        Some(t(10)),
+        "resume tries the slot again"
+    );
+    assert!(f.store.due_loops(t(100), 10).unwrap().is_empty());
+    assert_eq!(
+        f.store.next_due_at().unwrap(),
+        None,
+        "no longer wakes anyone"
+    );
+    // Parking again (no longer active) changes nothing.
+    assert!(f
+        .store
+        .park_loop(&lp.id, "again", t(30), None)
+        .unwrap()
+        .is_none());
+    assert_eq!(run_count(&f.store), 1);
+    // Fenced like every daemon write.
+    let other = f
+        .store
+        .create_loop(new_loop("other", Some(t(10))), t(0))
+        .unwrap();
+    let never = |_: &DaemonLease| false;
+    let always = |_: &DaemonLease| true;
+    let old = acquired(
+        f.store
+            .acquire_daemon_lease(&holder("d1"), 60_000, t(0), &never)
+            .unwrap(),
+    );
+    acquired(
+        f.store
+            .acquire_daemon_lease(&holder("d2"), 60_000, t(1), &always)
+            .unwrap(),
+    );
+    let err = f
+        .store
+        .park_loop(&other.id, "x", t(40), Some(&Fence { token: old.token }))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::LeaseLost), "{err:?}");
+    assert_eq!(
+        f.store.get_loop(&other.id).unwrap().unwrap().status,
+        LoopStatus::Active
+    );
+}
+
+#[test]
+fn take_over_run_moves_a_running_row_to_a_new_runner() {
+    let f = fixture();
+    let lp = f
+        .store
+        .create_loop(new_loop("a", Some(t(0))), t(0))
+        .unwrap();
+    let run = claim(&f.store, &claim_req(&lp, t(0), t(1)));
+    let run = run.unwrap();
+    assert_eq!(run.claimed_by.as_deref(), Some("runner-a"));
+    // Only from the runner that holds it.
+    let err = f
+        .store
+        .take_over_run(&run.id, Some("runner-x"), "runner-b", t(5), None)
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotRunning(_)), "{err:?}");
+    let moved = f
+        .store
+        .take_over_run(&run.id, Some("runner-a"), "runner-b", t(5), None)
+        .unwrap();
+    assert_eq!(moved.claimed_by.as_deref(), Some("runner-b"));
+    assert_eq!(
+        moved.lease_expires_at,
+        Some(t(5) + chrono::TimeDelta::milliseconds(lp.lease_ms as i64))
+    );
+    // The new runner's heartbeat now renews it.
+    let renewed = f
+        .store
+        .heartbeat_runs(std::slice::from_ref(&run.id), "runner-b", t(9), None)
+        .unwrap();
+    assert_eq!(renewed, 1);
+    // A finished row cannot be taken.
+    f.store
+        .finalize_run(&run.id, &outcome(RunStatus::Succeeded, t(10)), None)
+        .unwrap();
+    let err = f
+        .store
+        .take_over_run(&run.id, Some("runner-b"), "runner-c", t(11), None)
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotRunning(_)), "{err:?}");
+}
+
+#[test]
+fn transient_errors_are_told_apart() {
+    let full = StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+        None,
+    ));
+    assert!(full.is_transient());
+    let busy = StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+        None,
+    ));
+    assert!(busy.is_transient());
+    assert!(!StoreError::LeaseLost.is_transient());
+    assert!(!StoreError::NotRunning("x".into()).is_transient());
+    let corrupt = StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+        None,
+    ));
+    assert!(!corrupt.is_transient());
 }

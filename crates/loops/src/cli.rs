@@ -39,8 +39,8 @@ pub enum Command {
     Resume(LoopArg),
     /// Stop a loop (it stays listed with its history).
     Stop(LoopArg),
-    /// Delete a loop and its run history.
-    Remove(LoopArg),
+    /// Delete a loop and its run history (refused while it runs, unless --force).
+    Remove(RemoveArgs),
     /// Run a loop now: its due slot when one is due, else a one-off (ad-hoc) run.
     RunNow(RunNowArgs),
     /// One scheduler pass (for use from system cron); waits for the runs it starts.
@@ -66,6 +66,10 @@ pub struct RunNowArgs {
     /// Print the run's stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
+    /// Start the run even while another run of the loop is in flight (by default a
+    /// loop with overlap `skip` refuses a second concurrent run).
+    #[arg(long)]
+    pub allow_overlap: bool,
 }
 
 #[derive(Debug, Args)]
@@ -333,6 +337,16 @@ pub struct RunsArgs {
     /// Include stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// Loop name, id, or unambiguous id prefix.
+    pub r#loop: String,
+    /// Stop the loop's runs in flight first (SIGTERM to their process groups, SIGKILL
+    /// after the kill grace), then remove it.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -16,7 +16,7 @@ const RUN_COLS: &str = "id, workflow_id, workflow_name, loop_id, loop_run_id, sc
      status, attempt, started_at, finished_at, duration_ms, error, cancel_requested, created_at, updated_at";
 const STEP_COLS: &str = "id, workflow_run_id, step_id, sequence, status, attempts, started_at, finished_at, \
      exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, account_tool, \
-     created_at, updated_at, summary, usage_json";
+     created_at, updated_at, summary, usage_json, exit_status_unknown";
 
 fn workflow_from_row(row: &Row<'_>) -> Result<WorkflowRecord> {
     Ok(WorkflowRecord {
@@ -74,6 +74,7 @@ fn step_from_row(row: &Row<'_>) -> Result<StepRun> {
         updated_at: get_instant(row, 18, "updated_at")?,
         summary: get(row, 19, "summary")?,
         usage: get_usage(row, 20)?,
+        exit_status_unknown: get(row, 21, "exit_status_unknown")?,
     })
 }
 
@@ -419,7 +420,8 @@ impl WorkflowStore for SqliteStore {
             let changed = tx.execute(
                 "UPDATE workflow_step_runs SET status = ?2, attempts = ?3, started_at = ?4, finished_at = ?5, \
                  exit_code = ?6, pid = ?7, pid_start_time = ?8, duration_ms = ?9, stdout = ?10, stderr = ?11, \
-                 error = ?12, updated_at = ?13, summary = ?14, usage_json = ?15 WHERE id = ?1",
+                 error = ?12, updated_at = ?13, summary = ?14, usage_json = ?15, \
+                 exit_status_unknown = ?16 WHERE id = ?1",
                 params![
                     step.id,
                     step.status.as_str(),
@@ -436,6 +438,7 @@ impl WorkflowStore for SqliteStore {
                     ms(&now),
                     step.summary,
                     usage,
+                    step.exit_status_unknown,
                 ],
             )?;
             if changed == 0 {

@@ -1,7 +1,7 @@
 //! `pause`, `resume`, `stop`, `remove`.
 
 use super::Context;
-use crate::cli::LoopArg;
+use crate::cli::{LoopArg, RemoveArgs};
 use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::Loop;
@@ -22,8 +22,8 @@ pub fn stop(ctx: &Context, args: LoopArg) -> Result<ExitCode, Failure> {
     report(ctx, &lp, "stopped")
 }
 
-pub fn remove(ctx: &Context, args: LoopArg) -> Result<ExitCode, Failure> {
-    let lp = ctx.client()?.remove(&args.r#loop)?;
+pub fn remove(ctx: &Context, args: RemoveArgs) -> Result<ExitCode, Failure> {
+    let lp = ctx.client()?.remove(&args.r#loop, args.force)?;
     if ctx.json {
         print_json(&serde_json::json!({ "removed": true, "id": lp.id, "name": lp.name }))?;
     } else {

@@ -31,14 +31,14 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
     let lp = client.get(&args.r#loop)?;
     let engine = Engine::new(
         Arc::clone(client.store()),
-        EngineConfig::for_this_process(),
+        EngineConfig::for_data_dir(client.data_dir()),
         Arc::new(SystemClock),
     )
     .map_err(|e| Failure::failed(e.to_string()))?;
     let (run, source) = runtime()?
         .block_on(async {
             let _heartbeat = engine.spawn_heartbeat(super::heartbeat_every(lp.lease_ms));
-            engine.run_now(&lp).await
+            engine.run_now(&lp, args.allow_overlap).await
         })
         .map_err(|e| Failure::failed(e.to_string()))?;
     // The loop's next slot may have moved: let a daemon re-plan.

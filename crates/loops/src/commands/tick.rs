@@ -13,7 +13,7 @@ pub fn run(ctx: &Context, args: TickArgs) -> Result<ExitCode, Failure> {
     let client = ctx.client()?;
     let cfg = EngineConfig {
         max_concurrent: args.max_concurrent.max(1),
-        ..EngineConfig::for_this_process()
+        ..EngineConfig::for_data_dir(client.data_dir())
     };
     let engine = Engine::new(Arc::clone(client.store()), cfg, Arc::new(SystemClock))
         .map_err(|e| Failure::failed(e.to_string()))?;

@@ -249,7 +249,7 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(None::<String>);
         let ctx_run = loops_runtime::workflow::RunContext {
             store: Arc::clone(&store),
-            cfg: EngineConfig::for_this_process(),
+            cfg: EngineConfig::for_data_dir(client.data_dir()),
             origin: None,
             loop_metadata: Vec::new(),
             timeout,

@@ -465,21 +465,32 @@ fn slot_retry_reruns_only_what_failed() {
     assert_eq!(events_of(&doc, "attempt_started").len(), 2);
 }
 
-#[test]
-fn daemon_crash_mid_workflow_continues_the_same_run() {
-    let w = World::new();
+/// A workflow a → b → c whose step b counts its starts and waits for a gate, run by
+/// a loop; kills the daemon (-9) while b runs. Returns (workflow run id, b's pid).
+fn crash_during_b(w: &World, b_extra: Value, attempts: &str) -> (String, u64) {
     let counter = w.root.path().join("a-runs");
+    let b_starts = w.root.path().join("b-starts");
     let gate = w.root.path().join("gate");
+    let mut b = step(
+        "b",
+        &format!(
+            "echo start >> {}; n=0; while [ ! -e {} ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done",
+            b_starts.display(),
+            gate.display()
+        ),
+        &["a"],
+    );
+    if let (Some(obj), Some(extra)) = (b.as_object_mut(), b_extra.as_object()) {
+        for (k, v) in extra {
+            obj.insert(k.clone(), v.clone());
+        }
+    }
     create(
-        &w,
+        w,
         "crash",
         vec![
             step("a", &format!("echo run >> {}", counter.display()), &[]),
-            step(
-                "b",
-                &format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display()),
-                &["a"],
-            ),
+            b,
             step("c", "true", &["b"]),
         ],
         json!({}),
@@ -489,11 +500,11 @@ fn daemon_crash_mid_workflow_continues_the_same_run() {
         "workflow",
         "wf",
         "--dynamic",
-        "1h",
+        "1s",
         "--workflow",
         "crash",
         "--attempts",
-        "2",
+        attempts,
         "--retry-delay",
         "100ms",
     ]);
@@ -501,15 +512,29 @@ fn daemon_crash_mid_workflow_continues_the_same_run() {
     let run_id = wait_for("step b running", LONG, || {
         let runs = w.json(&["workflows", "runs", "crash"]);
         let id = runs[0]["id"].as_str()?.to_owned();
-        (step_of(&inspect(&w, &id), "b")["status"] == "running").then_some(id)
+        let b = step_of(&inspect(w, &id), "b").clone();
+        (b["status"] == "running" && b["pid"].is_u64()).then_some(id)
     });
-    let b_pid = step_of(&inspect(&w, &run_id), "b")["pid"]
+    let b_pid = step_of(&inspect(w, &run_id), "b")["pid"]
         .as_u64()
         .expect("pid");
     first.signal("KILL");
     first.wait_exit(Duration::from_secs(5));
+    (run_id, b_pid)
+}
+
+fn lines(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn daemon_crash_mid_workflow_continues_the_same_run() {
+    let w = World::new();
+    let (run_id, b_pid) = crash_during_b(&w, json!({ "continueOnFailure": true }), "2");
     // Step b's process outlived the daemon; let it finish on its own.
-    std::fs::write(&gate, b"open").expect("gate");
+    std::fs::write(w.root.path().join("gate"), b"open").expect("gate");
     wait_for("b's orphan to exit", Duration::from_secs(10), || {
         (!pid_alive(b_pid)).then_some(())
     });
@@ -526,17 +551,77 @@ fn daemon_crash_mid_workflow_continues_the_same_run() {
         Some(1),
         "no duplicate run for the slot"
     );
+    assert_eq!(lines(&w.root.path().join("a-runs")), 1, "a was not rerun");
     assert_eq!(
-        std::fs::read_to_string(&counter)
-            .expect("counter")
-            .lines()
-            .count(),
+        lines(&w.root.path().join("b-starts")),
         1,
-        "a was not rerun"
+        "b's process outlived the daemon: it is never started again"
     );
     assert_eq!(step_of(&doc, "a")["attempts"], 1);
+    let b = step_of(&doc, "b");
+    assert_eq!(b["status"], "failed", "{b}");
+    assert_eq!(b["exitStatusUnknown"], true, "{b}");
+    assert!(
+        b["error"].as_str().unwrap().contains("exit status unknown"),
+        "{b}"
+    );
+    // continueOnFailure decides from b's (unknown) outcome: c runs.
     assert_eq!(step_of(&doc, "c")["status"], "succeeded");
     assert_eq!(doc["workflowRun"]["attempt"], 2);
+    // The loop run was continued by the second daemon, not abandoned.
+    let loop_runs = w.runs("wf");
+    assert_eq!(loop_runs.len(), 1, "{loop_runs:?}");
+    assert_eq!(loop_runs[0]["status"], "succeeded", "{loop_runs:?}");
+}
+
+#[test]
+fn a_step_that_outlived_a_crash_is_not_rerun_by_later_attempts() {
+    let w = World::new();
+    let (run_id, b_pid) = crash_during_b(&w, json!({}), "3");
+    std::fs::write(w.root.path().join("gate"), b"open").expect("gate");
+    wait_for("b's orphan to exit", Duration::from_secs(10), || {
+        (!pid_alive(b_pid)).then_some(())
+    });
+    let mut second = w.daemon_ready(&[]);
+    wait_for("every attempt of the slot to end", LONG, || {
+        let runs = w.runs("wf");
+        (runs.len() == 3 && runs.iter().all(|r| r["status"] == "failed")).then_some(())
+    });
+    assert_eq!(second.stop(), Some(0));
+    assert_eq!(
+        lines(&w.root.path().join("b-starts")),
+        1,
+        "b is never started again, by the continued run or by a retry"
+    );
+    let doc = inspect(&w, &run_id);
+    assert_eq!(doc["workflowRun"]["status"], "failed");
+    assert_eq!(step_of(&doc, "b")["exitStatusUnknown"], true);
+    assert_eq!(step_of(&doc, "c")["status"], "skipped");
+    assert!(doc["workflowRun"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("\"b\""));
+}
+
+#[test]
+fn a_workflow_run_abandoned_by_tick_says_its_run_continues() {
+    let w = World::new();
+    let (_run_id, b_pid) = crash_during_b(&w, json!({}), "2");
+    let pgid = nix::unistd::Pid::from_raw(i32::try_from(b_pid).expect("pid"));
+    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    wait_for("b gone", Duration::from_secs(5), || {
+        (!pid_alive(b_pid)).then_some(())
+    });
+    // `loops tick` (no daemon) recovers the loop run; it cannot continue it itself.
+    w.ok(&["tick"]);
+    let runs = w.runs("wf");
+    let first = runs.iter().find(|r| r["attempt"] == 1).expect("attempt 1");
+    assert_eq!(first["status"], "abandoned", "{first}");
+    let error = first["error"].as_str().unwrap();
+    assert!(
+        error.contains("workflow run continues") && !error.contains("before the process started"),
+        "{error}"
+    );
 }
 
 #[test]
