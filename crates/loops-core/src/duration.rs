@@ -91,7 +91,7 @@ impl fmt::Display for Duration {
             (1_000, "s"),
         ];
         for (size, unit) in UNITS {
-            if self.0 % size == 0 {
+            if self.0.is_multiple_of(size) {
                 return write!(f, "{}{unit}", self.0 / size);
             }
         }
