@@ -425,6 +425,7 @@ fn slot_retry_reruns_only_what_failed() {
         "--retry-delay",
         "100ms",
     ]);
+    w.make_due("nightly");
     let first = w.run(&["--json", "run-now", "nightly"]);
     assert_eq!(first.status.code(), Some(1));
     wait_for("retry due", Duration::from_secs(5), || {
@@ -497,6 +498,7 @@ fn daemon_crash_mid_workflow_continues_the_same_run() {
         "--retry-delay",
         "100ms",
     ]);
+    w.make_due("wf");
     let mut first = w.daemon_ready(&[]);
     let run_id = wait_for("step b running", LONG, || {
         let runs = w.json(&["workflows", "runs", "crash"]);
