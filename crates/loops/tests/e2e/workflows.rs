@@ -227,7 +227,7 @@ fn invalid_specs_are_rejected_naming_the_problem() {
         "--replace",
     ]);
     assert_eq!(v2["version"], 2);
-    let all = w.json(&["workflows", "list"]);
+    let all = w.json(&["workflows", "list", "--all"]);
     let statuses: Vec<&str> = all
         .as_array()
         .expect("list")
