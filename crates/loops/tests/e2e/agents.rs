@@ -391,8 +391,8 @@ fn reported_errors_fail_the_run_with_the_providers_message() {
     assert!(error.contains("rejected its arguments"), "{error}");
     // opencode: an error event.
     fakes.canned("aicopilot", &fixture("opencode_api_error.jsonl"), 0);
-    create_agent(&w, "a", "aicopilot", &["--prompt", "hi"]);
-    let (_, run) = run_now(&w, "a");
+    create_agent(&w, "copilot", "aicopilot", &["--prompt", "hi"]);
+    let (_, run) = run_now(&w, "copilot");
     assert_eq!(run["status"], "failed");
     assert_eq!(run["error"], "mock says: bad request");
 }
