@@ -1049,15 +1049,16 @@ impl Bencher {
     ) -> Result<()> {
         let dir = self.fresh_dir()?;
         let client = Client::open(&dir.data())?;
-        // `dynamic` loops: the first slot is the creation instant (due at once), the
-        // next one a day after the finish, so each runs exactly once here.
-        let now = Utc::now();
+        // `dynamic` loops created a day ago: the first slot (one minimum interval after
+        // creation) is now, the next one a day after the finish, so each runs exactly
+        // once here.
+        let created = Utc::now() - TimeDelta::days(1);
         let (_, setup) = populate(&client, n, "burst", Exec::pick(shell), |_| {
             (
                 Schedule::Dynamic {
                     min_interval_ms: 86_400_000,
                 },
-                now,
+                created,
             )
         })?;
         eprintln!("created {n} due loops in {:.2} s", setup.as_secs_f64());

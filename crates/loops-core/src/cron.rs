@@ -91,6 +91,12 @@ pub fn parse_timezone(name: &str) -> Result<Tz, CronError> {
         .ok_or_else(|| CronError::TimeZone(name.to_owned()))
 }
 
+/// The canonical IANA spelling of a zone name accepted by [`parse_timezone`]
+/// (`europe/berlin` → `Europe/Berlin`), the form loops store.
+pub fn canonical_timezone(name: &str) -> Result<&'static str, CronError> {
+    parse_timezone(name).map(|tz| tz.name())
+}
+
 /// A parsed cron expression bound to its time zone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CronSchedule {
@@ -1105,6 +1111,9 @@ mod tests {
         );
         assert_eq!(parse_timezone("UTC").unwrap(), chrono_tz::UTC);
         assert_eq!(parse_timezone(""), Err(CronError::TimeZone(String::new())));
+        assert_eq!(canonical_timezone("europe/berlin"), Ok("Europe/Berlin"));
+        assert_eq!(canonical_timezone("utc"), Ok("UTC"));
+        assert!(canonical_timezone("Mars/Olympus").is_err());
         let s = schedule("0 9 * * *", "Asia/Kolkata");
         assert_eq!(s.timezone(), chrono_tz::Asia::Kolkata);
         assert_eq!(s.expression(), "0 9 * * *");

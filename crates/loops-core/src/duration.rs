@@ -17,6 +17,9 @@ pub enum DurationError {
     Syntax(String),
     #[error("invalid duration {0:?}: must be greater than zero")]
     NotPositive(String),
+    /// Positive but shorter than the 1 ms resolution (`0.0001s`).
+    #[error("invalid duration {0:?}: the smallest duration is 1ms")]
+    BelowResolution(String),
     #[error("invalid duration {0:?}: too large")]
     TooLarge(String),
 }
@@ -36,12 +39,20 @@ impl Duration {
     }
     /// Parses `500ms`, `30s`, `15m`, `1.5h`, `2d` (case-insensitive units, optional
     /// whitespace between number and unit).
+    ///
+    /// Every rejection says why: zero or a negative number (with or without a unit, so
+    /// `0` reads as zero rather than as a missing unit) is "must be greater than
+    /// zero", a positive span under 1 ms is "the smallest duration is 1ms", anything
+    /// else that is not a number and a unit is a syntax error.
     pub fn parse(input: &str) -> Result<Self, DurationError> {
         let text = input.trim();
         let syntax = || DurationError::Syntax(input.to_owned());
-        let split = text
-            .find(|c: char| c.is_ascii_alphabetic())
-            .ok_or_else(syntax)?;
+        let Some(split) = text.find(|c: char| c.is_ascii_alphabetic()) else {
+            return match text.parse::<f64>() {
+                Ok(n) if n <= 0.0 => Err(DurationError::NotPositive(input.to_owned())),
+                _ => Err(syntax()),
+            };
+        };
         let (number, unit) = text.split_at(split);
         let number = number.trim();
         if number.is_empty() {
@@ -62,13 +73,14 @@ impl Duration {
         if value <= 0.0 {
             return Err(DurationError::NotPositive(input.to_owned()));
         }
-        let ms = (value * multiplier).round();
+        let exact = value * multiplier;
+        if exact < 1.0 {
+            return Err(DurationError::BelowResolution(input.to_owned()));
+        }
+        let ms = exact.round();
         // 100 years is far beyond any sensible schedule and keeps i64 math safe.
         if ms > 100.0 * 365.0 * 86_400_000.0 {
             return Err(DurationError::TooLarge(input.to_owned()));
-        }
-        if ms < 1.0 {
-            return Err(DurationError::NotPositive(input.to_owned()));
         }
         Ok(Self(ms as u64))
     }
@@ -91,7 +103,7 @@ impl fmt::Display for Duration {
             (1_000, "s"),
         ];
         for (size, unit) in UNITS {
-            if self.0 % size == 0 {
+            if self.0.is_multiple_of(size) {
                 return write!(f, "{}{unit}", self.0 / size);
             }
         }
@@ -135,6 +147,31 @@ mod tests {
             Duration::parse("-5m").unwrap_err().to_string(),
             "invalid duration \"-5m\": must be greater than zero"
         );
+    }
+
+    #[test]
+    fn zero_without_a_unit_is_zero_and_sub_millisecond_names_the_resolution() {
+        for zero in ["0", " 0 ", "0.0", "-1"] {
+            assert_eq!(
+                Duration::parse(zero),
+                Err(DurationError::NotPositive(zero.to_owned())),
+                "{zero:?}"
+            );
+        }
+        assert_eq!(
+            Duration::parse("5"),
+            Err(DurationError::Syntax("5".to_owned())),
+            "a bare positive number still needs a unit"
+        );
+        for tiny in ["0.0001s", "0.5ms", "0.0001ms"] {
+            assert_eq!(
+                Duration::parse(tiny).unwrap_err().to_string(),
+                format!("invalid duration {tiny:?}: the smallest duration is 1ms")
+            );
+        }
+        assert_eq!(Duration::parse("1ms").map(Duration::as_millis), Ok(1));
+        assert_eq!(Duration::parse("1.4ms").map(Duration::as_millis), Ok(1));
+        assert_eq!(Duration::parse("0.001s").map(Duration::as_millis), Ok(1));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod cron;
 pub mod duration;
 pub mod ids;
+pub mod limits;
 pub mod model;
 pub mod schedule;
 pub mod timefmt;

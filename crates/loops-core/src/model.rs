@@ -3,7 +3,8 @@
 //! JSON field names follow OpenLoops 0.3 (camelCase) so existing scripts keep working.
 
 use crate::{Instant, LoopId, RunId};
-use serde::{Deserialize, Serialize};
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -184,7 +185,11 @@ pub struct CommandTarget {
     pub cwd: Option<String>,
     #[serde(default)]
     pub shell: bool,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "unique_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
@@ -218,9 +223,17 @@ pub struct AgentTarget {
     /// each becomes `-c key=value`). A typed field rather than free-form argv, so a loop
     /// can configure its provider (e.g. a custom model endpoint) without being able to
     /// inject arbitrary flags.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "unique_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub config_overrides: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "unique_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
@@ -230,6 +243,29 @@ pub struct AgentTarget {
 
 fn default_isolation() -> ConfigIsolation {
     ConfigIsolation::Safe
+}
+
+/// Deserializes a string map, refusing a key given twice: serde_json would silently
+/// keep the last one, so `{"A": "1", "A": "2"}` in a spec would lose a value unseen.
+fn unique_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    struct Unique;
+    impl<'de> Visitor<'de> for Unique {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object of string values")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((key, value)) = map.next_entry::<String, String>()? {
+                if out.contains_key(&key) {
+                    return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
+                }
+                out.insert(key, value);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Unique)
 }
 
 /// A stored workflow spec, referenced by name (resolved at run time).
@@ -472,3 +508,27 @@ string_enum!(
         Cancelled = "cancelled",
     }
 );
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn env_and_config_overrides_refuse_duplicate_keys() {
+        let dup = r#"{"command": "true", "env": {"A": "1", "A": "2"}}"#;
+        let err = serde_json::from_str::<CommandTarget>(dup).unwrap_err();
+        assert!(err.to_string().contains("duplicate key \"A\""), "{err}");
+        // Through the internally tagged enum (buffered content) too.
+        let dup = r#"{"type": "agent", "provider": "codex", "prompt": "p",
+            "configOverrides": {"model": "a", "model": "b"}}"#;
+        let err = serde_json::from_str::<Target>(dup).unwrap_err();
+        assert!(err.to_string().contains("duplicate key \"model\""), "{err}");
+        // Struct fields given twice are already an error in serde.
+        let dup = r#"{"command": "true", "command": "false"}"#;
+        assert!(serde_json::from_str::<CommandTarget>(dup).is_err());
+        let ok = r#"{"command": "true", "env": {"A": "1", "B": "2"}}"#;
+        let t: CommandTarget = serde_json::from_str(ok).unwrap();
+        assert_eq!(t.env.len(), 2);
+    }
+}

@@ -12,8 +12,8 @@
 //!   is kept.
 //! - `interval {every, fixed_delay}`: the next slot is `finish + every`.
 //! - `cron`: the matches of [`CronSchedule`] (DST rules documented there).
-//! - `dynamic {minInterval}`: due at once when created, then `minInterval` after each
-//!   finish; never backfilled.
+//! - `dynamic {minInterval}`: first due `minInterval` after creation (as OpenLoops 0.3
+//!   and interval loops do), then `minInterval` after each finish; never backfilled.
 //!
 //! Missed slots (the scheduler was down) are handled by the loop's catch-up policy in
 //! [`due_slots`]; interval slots are computed arithmetically and cron slots with a
@@ -50,7 +50,8 @@ pub const MAX_CATCH_UP_SLOTS: u32 = 10_000;
 /// - `interval` → `now + every`: the first slot is one period after creation, like
 ///   a timer, so creating a loop never runs it immediately.
 /// - `cron` → the first match strictly after `now`.
-/// - `dynamic` → `now`: it runs promptly, then `minInterval` after each finish.
+/// - `dynamic` → `now + minInterval`: like an interval, creating a loop never runs it
+///   immediately; afterwards `minInterval` after each finish.
 ///
 /// `Ok(None)` only for a cron expression with no match before croner's horizon.
 pub fn initial_next_run(
@@ -64,10 +65,7 @@ pub fn initial_next_run(
             expression,
             timezone,
         } => Ok(CronSchedule::parse(expression, timezone)?.next_after(now)),
-        Schedule::Dynamic { min_interval_ms } => {
-            period(*min_interval_ms)?;
-            Ok(Some(now))
-        }
+        Schedule::Dynamic { min_interval_ms } => add(now, period(*min_interval_ms)?).map(Some),
     }
 }
 
@@ -482,11 +480,12 @@ mod tests {
                 cron("30 9 * * *", "Europe/Berlin"),
                 Some("2026-01-01T08:30:00Z"),
             ),
+            // One minimum interval after creation, like an interval loop.
             (
                 Schedule::Dynamic {
                     min_interval_ms: 60_000,
                 },
-                Some("2026-01-01T00:00:00Z"),
+                Some("2026-01-01T00:01:00Z"),
             ),
         ];
         for (schedule, expected) in cases {

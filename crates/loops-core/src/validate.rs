@@ -1,7 +1,12 @@
 //! Validation of user-supplied loop definitions. Every message names the offending
-//! field and value, so a bad flag or JSON field is fixed in one try.
+//! field and value, so a bad flag or JSON field is fixed in one try. Sizes are checked
+//! against [`crate::limits`] here too, so no front end (or library caller) can store an
+//! unbounded prompt, command or environment.
 
+use crate::limits::{self, MAX_FIELD_BYTES};
 use crate::{Account, AgentTarget, CommandTarget, Provider, Target};
+use std::collections::BTreeMap;
+use std::path::Path;
 
 /// A rejected definition, with a message meant for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,6 +36,49 @@ pub fn loop_name(name: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// Whether `text` has the shape of a record id: exactly 12 lowercase hex characters
+/// (what the store generates). Such names are refused, so a name never shadows an id.
+pub fn is_id_shaped(text: &str) -> bool {
+    text.len() == ID_LEN && is_lower_hex(text)
+}
+
+/// Length of the ids the store generates.
+pub const ID_LEN: usize = 12;
+
+/// Whether `text` is non-empty and all lowercase hex digits: the only names that can be
+/// confused with an id prefix.
+pub fn is_lower_hex(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Checks a description (of a loop, workflow or step): at most
+/// [`limits::MAX_DESCRIPTION_BYTES`].
+pub fn description(text: Option<&str>, label: &str) -> Result<(), ValidationError> {
+    let len = text.map_or(0, str::len);
+    limits::check("description", len, limits::MAX_DESCRIPTION_BYTES)
+        .or_else(|e| invalid(format!("{label}: {e}")))
+}
+
+/// A short text field: at most [`MAX_FIELD_BYTES`].
+fn field(name: &str, value: Option<&str>, label: &str) -> Result<(), ValidationError> {
+    let len = value.map_or(0, str::len);
+    limits::check(name, len, MAX_FIELD_BYTES).or_else(|e| invalid(format!("{label}: {e}")))
+}
+
+/// A working directory: stored absolute, so a run never depends on where its runner
+/// was started (front ends resolve what the user typed before validation).
+fn cwd(value: Option<&str>, label: &str) -> Result<(), ValidationError> {
+    let Some(dir) = value else { return Ok(()) };
+    if dir.trim().is_empty() {
+        return invalid(format!("{label}: cwd is empty"));
+    }
+    field("cwd", Some(dir), label)?;
+    if !Path::new(dir).is_absolute() {
+        return invalid(format!("{label}: cwd {dir:?} is not an absolute path"));
+    }
+    Ok(())
+}
+
 /// Checks a target of any kind. `label` prefixes messages (e.g. `step "build"`).
 pub fn target(target: &Target, label: &str) -> Result<(), ValidationError> {
     match target {
@@ -40,6 +88,7 @@ pub fn target(target: &Target, label: &str) -> Result<(), ValidationError> {
             if t.workflow.trim().is_empty() {
                 return invalid(format!("{label}: workflow name is empty"));
             }
+            field("workflow name", Some(&t.workflow), label)?;
             timeout(t.timeout_ms, label)
         }
     }
@@ -57,6 +106,17 @@ pub fn command(t: &CommandTarget, label: &str) -> Result<(), ValidationError> {
             t.command
         ));
     }
+    let argv_len = t.command.len() + t.args.iter().map(String::len).sum::<usize>();
+    limits::check(
+        "command line (command and arguments)",
+        argv_len,
+        limits::MAX_COMMAND_BYTES,
+    )
+    .or_else(|e| invalid(format!("{label}: {e}")))?;
+    if t.command.contains('\0') || t.args.iter().any(|a| a.contains('\0')) {
+        return invalid(format!("{label}: command or arguments contain a NUL byte"));
+    }
+    cwd(t.cwd.as_deref(), label)?;
     if let Some(account) = &t.account {
         account_fields(account, label)?;
         // Agents default the tool to their provider; a bare command has no such hint.
@@ -67,7 +127,7 @@ pub fn command(t: &CommandTarget, label: &str) -> Result<(), ValidationError> {
             ));
         }
     }
-    env_keys(t.env.keys(), label)?;
+    env(&t.env, label)?;
     timeout(t.timeout_ms, label)
 }
 
@@ -76,6 +136,8 @@ pub fn agent(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
     if t.prompt.trim().is_empty() {
         return invalid(format!("{label}: prompt is empty"));
     }
+    limits::check("prompt", t.prompt.len(), limits::MAX_PROMPT_BYTES)
+        .or_else(|e| invalid(format!("{label}: {e}")))?;
     if t.provider == Provider::Codex && t.agent.is_some() {
         return invalid(format!("{label}: provider codex has no --agent option"));
     }
@@ -90,21 +152,23 @@ pub fn agent(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
             "{label}: provider opencode needs --model provider/model (without it opencode retries forever)"
         ));
     }
-    for (field, value) in [
+    for (name, value) in [
         ("model", &t.model),
         ("agent", &t.agent),
         ("authProfile", &t.auth_profile),
-        ("cwd", &t.cwd),
+        ("promptFile", &t.prompt_file),
     ] {
         if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
-            return invalid(format!("{label}: {field} is empty"));
+            return invalid(format!("{label}: {name} is empty"));
         }
+        field(name, value.as_deref(), label)?;
     }
+    cwd(t.cwd.as_deref(), label)?;
     config_overrides(t, label)?;
     if let Some(account) = &t.account {
         account_fields(account, label)?;
     }
-    env_keys(t.env.keys(), label)?;
+    env(&t.env, label)?;
     timeout(t.timeout_ms, label)
 }
 
@@ -120,6 +184,13 @@ fn config_overrides(t: &AgentTarget, label: &str) -> Result<(), ValidationError>
             t.provider
         ));
     }
+    let total: usize = t
+        .config_overrides
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 1)
+        .sum();
+    limits::check("configOverrides", total, limits::MAX_COMMAND_BYTES)
+        .or_else(|e| invalid(format!("{label}: {e}")))?;
     for (key, value) in &t.config_overrides {
         let valid_key = !key.is_empty()
             && key.split('.').all(|segment| {
@@ -147,6 +218,8 @@ fn account_fields(account: &Account, label: &str) -> Result<(), ValidationError>
     if account.profile.trim().is_empty() {
         return invalid(format!("{label}: account profile is empty"));
     }
+    field("account profile", Some(&account.profile), label)?;
+    field("account tool", account.tool.as_deref(), label)?;
     // Both end up as argv words of `accounts env <profile> --tool <tool>`.
     if account.profile.starts_with('-') {
         return invalid(format!(
@@ -162,11 +235,11 @@ fn account_fields(account: &Account, label: &str) -> Result<(), ValidationError>
     Ok(())
 }
 
-fn env_keys<'a>(
-    keys: impl Iterator<Item = &'a String>,
-    label: &str,
-) -> Result<(), ValidationError> {
-    for key in keys {
+/// Environment variables: valid names, values without NUL bytes, each value at most
+/// [`limits::MAX_ENV_VALUE_BYTES`] and all of them at most [`limits::MAX_ENV_BYTES`].
+fn env(vars: &BTreeMap<String, String>, label: &str) -> Result<(), ValidationError> {
+    let mut total = 0;
+    for (key, value) in vars {
         let valid = !key.is_empty()
             && !key.starts_with(|c: char| c.is_ascii_digit())
             && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -175,8 +248,21 @@ fn env_keys<'a>(
                 "{label}: invalid environment variable name {key:?}"
             ));
         }
+        if value.contains('\0') {
+            return invalid(format!(
+                "{label}: environment variable {key:?} contains a NUL byte"
+            ));
+        }
+        limits::check(
+            &format!("environment variable {key:?}"),
+            value.len(),
+            limits::MAX_ENV_VALUE_BYTES,
+        )
+        .or_else(|e| invalid(format!("{label}: {e}")))?;
+        total += key.len() + value.len() + 1;
     }
-    Ok(())
+    limits::check("environment", total, limits::MAX_ENV_BYTES)
+        .or_else(|e| invalid(format!("{label}: {e}")))
 }
 
 fn timeout(timeout_ms: Option<u64>, label: &str) -> Result<(), ValidationError> {
@@ -298,6 +384,97 @@ mod tests {
         let mut t = agent_target(Provider::Claude);
         t.model = Some(" ".into());
         assert_eq!(agent(&t, "loop").unwrap_err().0, "loop: model is empty");
+    }
+
+    #[test]
+    fn id_shaped_names() {
+        assert!(is_id_shaped("0d410cf0c607"));
+        assert!(!is_id_shaped("0D410CF0C607"), "ids are lowercase");
+        assert!(!is_id_shaped("0d410cf0c60"), "too short");
+        assert!(!is_id_shaped("0d410cf0c6070"), "too long");
+        assert!(!is_id_shaped("0d410cf0c60g"));
+        assert!(is_lower_hex("cafe"));
+        assert!(!is_lower_hex("backup"));
+        assert!(!is_lower_hex(""));
+    }
+
+    #[test]
+    fn sizes_are_bounded() {
+        use crate::limits::*;
+        let mut t = agent_target(Provider::Claude);
+        t.prompt = "p".repeat(MAX_PROMPT_BYTES);
+        assert!(agent(&t, "loop").is_ok(), "the limit itself is allowed");
+        t.prompt.push('p');
+        assert_eq!(
+            agent(&t, "loop").unwrap_err().0,
+            "loop: prompt is larger than 1 MiB"
+        );
+        let mut c = cmd("echo", false);
+        c.args = vec!["a".repeat(MAX_COMMAND_BYTES)];
+        assert_eq!(
+            command(&c, "loop").unwrap_err().0,
+            "loop: command line (command and arguments) is larger than 64 KiB"
+        );
+        let mut c = cmd("true", true);
+        c.env
+            .insert("BIG".into(), "v".repeat(MAX_ENV_VALUE_BYTES + 1));
+        assert_eq!(
+            command(&c, "loop").unwrap_err().0,
+            "loop: environment variable \"BIG\" is larger than 64 KiB"
+        );
+        let mut c = cmd("true", true);
+        for i in 0..5 {
+            c.env
+                .insert(format!("V{i}"), "v".repeat(MAX_ENV_VALUE_BYTES));
+        }
+        assert_eq!(
+            command(&c, "loop").unwrap_err().0,
+            "loop: environment is larger than 256 KiB"
+        );
+        let long = "d".repeat(MAX_DESCRIPTION_BYTES + 1);
+        assert_eq!(
+            description(Some(&long), "loop").unwrap_err().0,
+            "loop: description is larger than 4 KiB"
+        );
+        assert!(description(None, "loop").is_ok());
+        let mut t = agent_target(Provider::Claude);
+        t.model = Some("m".repeat(MAX_FIELD_BYTES + 1));
+        assert_eq!(
+            agent(&t, "loop").unwrap_err().0,
+            "loop: model is larger than 4 KiB"
+        );
+        let mut t = agent_target(Provider::Codex);
+        t.config_overrides
+            .insert("k".into(), "v".repeat(MAX_COMMAND_BYTES));
+        assert_eq!(
+            agent(&t, "loop").unwrap_err().0,
+            "loop: configOverrides is larger than 64 KiB"
+        );
+    }
+
+    #[test]
+    fn cwd_must_be_absolute() {
+        let mut c = cmd("true", true);
+        c.cwd = Some("sub".into());
+        assert_eq!(
+            command(&c, "loop").unwrap_err().0,
+            "loop: cwd \"sub\" is not an absolute path"
+        );
+        c.cwd = Some("/srv/sub".into());
+        assert!(command(&c, "loop").is_ok());
+        let mut t = agent_target(Provider::Claude);
+        t.cwd = Some(" ".into());
+        assert_eq!(agent(&t, "loop").unwrap_err().0, "loop: cwd is empty");
+    }
+
+    #[test]
+    fn nul_bytes_are_refused() {
+        let mut c = cmd("echo", false);
+        c.args = vec!["a\0b".into()];
+        assert!(command(&c, "loop").is_err());
+        let mut c = cmd("true", true);
+        c.env.insert("A".into(), "x\0".into());
+        assert!(command(&c, "loop").is_err());
     }
 
     #[test]

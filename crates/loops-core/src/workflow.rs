@@ -115,7 +115,10 @@ fn duration_or_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Err
 pub struct WorkflowError(pub String);
 
 /// Parses spec JSON; errors carry the JSON path (`steps[1].dependOn: unknown field …`).
+/// Text longer than [`crate::limits::MAX_SPEC_BYTES`] is refused before parsing.
 pub fn parse_spec(json: &str) -> Result<WorkflowSpec, WorkflowError> {
+    crate::limits::check("workflow spec", json.len(), crate::limits::MAX_SPEC_BYTES)
+        .map_err(WorkflowError)?;
     let de = &mut serde_json::Deserializer::from_str(json);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -140,6 +143,42 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
     if spec.max_parallel == Some(0) {
         problems.push("maxParallel must be at least 1".to_owned());
     }
+    let mut sized = |what: String, len: usize, limit: usize| {
+        if let Err(e) = crate::limits::check(&what, len, limit) {
+            problems.push(e);
+        }
+    };
+    use crate::limits::{MAX_DESCRIPTION_BYTES, MAX_FIELD_BYTES, MAX_WORKFLOW_PROMPTS_BYTES};
+    sized("workflow name".into(), spec.name.len(), MAX_FIELD_BYTES);
+    let len = |t: &Option<String>| t.as_deref().map_or(0, str::len);
+    sized(
+        "workflow description".into(),
+        len(&spec.description),
+        MAX_DESCRIPTION_BYTES,
+    );
+    for step in &spec.steps {
+        let label = format!("step {:?}", truncated(&step.id));
+        sized(format!("{label}: id"), step.id.len(), MAX_FIELD_BYTES);
+        sized(format!("{label}: name"), len(&step.name), MAX_FIELD_BYTES);
+        sized(
+            format!("{label}: description"),
+            len(&step.description),
+            MAX_DESCRIPTION_BYTES,
+        );
+    }
+    let prompts: usize = spec
+        .steps
+        .iter()
+        .map(|s| match &s.target {
+            StepTarget::Agent(a) => a.prompt.len(),
+            StepTarget::Command(_) => 0,
+        })
+        .sum();
+    sized(
+        "all prompts of the workflow together".into(),
+        prompts,
+        MAX_WORKFLOW_PROMPTS_BYTES,
+    );
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for step in &spec.steps {
         if step.id.trim().is_empty() {
@@ -176,6 +215,14 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
         Ok(())
     } else {
         Err(WorkflowError(problems.join("; ")))
+    }
+}
+
+/// At most the first 40 characters of a (possibly huge) user string, for messages.
+fn truncated(text: &str) -> String {
+    match text.char_indices().nth(40) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
     }
 }
 
@@ -600,6 +647,49 @@ mod tests {
             let err = spec(&json).unwrap_err();
             assert!(err.0.contains(needle), "{json}: {err}");
         }
+    }
+
+    #[test]
+    fn sizes_are_bounded() {
+        use crate::limits::*;
+        let padded = format!(
+            "{}{}",
+            wf(&[cmd_step("a", &[])]),
+            " ".repeat(MAX_SPEC_BYTES)
+        );
+        assert_eq!(
+            parse_spec(&padded).unwrap_err().0,
+            "workflow spec is larger than 1 MiB"
+        );
+        let agent = |id: &str, bytes: usize| {
+            format!(
+                r#"{{"id":"{id}","target":{{"type":"agent","provider":"claude","prompt":"{}"}}}}"#,
+                "p".repeat(bytes)
+            )
+        };
+        let big = agent("a", MAX_PROMPT_BYTES + 1);
+        let err = validate(&serde_json::from_str(&wf(&[big])).unwrap()).unwrap_err();
+        assert!(
+            err.0.contains("step \"a\": prompt is larger than 1 MiB"),
+            "{err}"
+        );
+        let steps: Vec<String> = (0..5)
+            .map(|i| agent(&format!("s{i}"), MAX_PROMPT_BYTES))
+            .collect();
+        let err = validate(&serde_json::from_str(&wf(&steps)).unwrap()).unwrap_err();
+        assert_eq!(
+            err.0,
+            "all prompts of the workflow together is larger than 4 MiB"
+        );
+        let described = format!(
+            r#"{{"name":"w","description":"{}","steps":[{}]}}"#,
+            "d".repeat(MAX_DESCRIPTION_BYTES + 1),
+            cmd_step("a", &[])
+        );
+        assert_eq!(
+            spec(&described).unwrap_err().0,
+            "workflow description is larger than 4 KiB"
+        );
     }
 
     #[test]

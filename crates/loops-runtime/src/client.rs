@@ -27,11 +27,39 @@ use loops_core::schedule::{self, ScheduleError};
 use loops_core::validate::{self, ValidationError};
 use loops_core::workflow::{StepRun, WorkflowRecord, WorkflowRun, WorkflowSpec};
 use loops_core::{
-    Instant, Loop, LoopStatus, NewLoop, Policy, Run, Schedule, Target, WorkflowStatus,
+    Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, Schedule, Target, WorkflowStatus,
 };
 use loops_store::{LoopAdvance, RunFilter, SqliteStore, Store, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// The kinds of record a key typed by the user can name. Every kind resolves the same
+/// way (see [`Client::get`]): an exact id wins, then an exact name (loops and
+/// workflows), then an unambiguous id prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordKind {
+    Loop,
+    Workflow,
+    WorkflowRun,
+}
+
+impl RecordKind {
+    /// `loop`, `workflow`, `workflow run`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Loop => "loop",
+            RecordKind::Workflow => "workflow",
+            RecordKind::WorkflowRun => "workflow run",
+        }
+    }
+}
+
+impl std::fmt::Display for RecordKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Errors from client calls. Display strings are complete one-line messages.
 #[derive(Debug, thiserror::Error)]
@@ -39,8 +67,12 @@ use std::sync::Arc;
 pub enum ClientError {
     #[error("no loop named or with id {0:?}")]
     NotFound(String),
-    #[error("ambiguous loop {key:?}: matches {}", .matches.join(", "))]
-    Ambiguous { key: String, matches: Vec<String> },
+    #[error("ambiguous {kind} {key:?}: matches {}", .matches.join(", "))]
+    Ambiguous {
+        kind: RecordKind,
+        key: String,
+        matches: Vec<String>,
+    },
     #[error("{0}")]
     Invalid(String),
     /// The operation was refused in the store's current state (e.g. removing a loop
@@ -130,10 +162,22 @@ impl Client {
     }
 
     /// Validates and stores a new loop, computing its first slot from `now`.
-    pub fn create(&self, def: LoopDefinition, now: Instant) -> Result<Loop> {
+    ///
+    /// Refused (nothing written): an invalid name or target, a name that could be
+    /// mistaken for an id ([`Client::check_new_name`]), a workflow target naming no
+    /// active workflow, a schedule that produces no slot. A cron zone is stored in its
+    /// canonical IANA spelling (`europe/berlin` → `Europe/Berlin`).
+    pub fn create(&self, mut def: LoopDefinition, now: Instant) -> Result<Loop> {
         validate::loop_name(&def.name)?;
-        validate::target(&def.target, &format!("loop {:?}", def.name))?;
+        let label = format!("loop {:?}", def.name);
+        validate::description(def.description.as_deref(), &label)?;
+        validate::target(&def.target, &label)?;
         validate_policy(&def.policy)?;
+        if let Schedule::Cron { timezone, .. } = &mut def.schedule {
+            *timezone = loops_core::cron::canonical_timezone(timezone)
+                .map_err(ScheduleError::from)?
+                .to_owned();
+        }
         let next_run_at = schedule::initial_next_run(&def.schedule, now)?;
         if let Some(expires) = def.policy.expires_at {
             if expires <= now {
@@ -143,6 +187,10 @@ impl Client {
                 )));
             }
         }
+        if let Target::Workflow(w) = &def.target {
+            self.active_workflow(&w.workflow)?;
+        }
+        self.check_new_name(RecordKind::Loop, &def.name)?;
         let new = NewLoop {
             name: def.name,
             description: def.description,
@@ -161,22 +209,67 @@ impl Client {
         Ok(self.store.list_loops(status)?)
     }
 
-    /// Resolves a loop by exact name, exact id, or unambiguous id prefix.
+    /// Resolves a loop: an exact id wins, then an exact name, then an unambiguous id
+    /// prefix. ([`Client::check_new_name`] keeps new names from looking like an id or
+    /// an existing id's prefix; a name equal to an id exists only in rows stored before
+    /// that rule, and a loop created later may get an id that starts with an existing
+    /// name — the name still wins over the prefix.)
     pub fn get(&self, key: &str) -> Result<Loop> {
-        if let Some(found) = self.store.get_loop_by_name(key)? {
-            return Ok(found);
-        }
-        if key.is_empty() {
-            return Err(ClientError::NotFound(key.to_owned()));
-        }
-        let matches = self.store.loops_with_id_prefix(key, PREFIX_MATCHES)?;
-        one_match(
+        let store = self.store.as_ref();
+        resolve(
+            RecordKind::Loop,
             key,
-            matches,
-            |l| l.id.as_str(),
+            |id| store.get_loop(&LoopId::new(id)),
+            Some(&|name: &str| store.get_loop_by_name(name)),
+            |prefix, limit| store.loops_with_id_prefix(prefix, limit),
             |l| format!("{} ({})", l.id, l.name),
-        )?
-        .ok_or_else(|| ClientError::NotFound(key.to_owned()))
+        )
+    }
+
+    /// Refuses a name for a new (or renamed) record of `kind` that could be mistaken
+    /// for an id: exactly 12 lowercase hex characters (the shape of every id), or
+    /// lowercase hex that is a prefix of an existing record's id. Loops and workflows
+    /// each check against their own ids. `create` and `create_workflow` call this; a
+    /// future `rename` must too.
+    pub fn check_new_name(&self, kind: RecordKind, name: &str) -> Result<()> {
+        if validate::is_id_shaped(name) {
+            return Err(ClientError::Invalid(format!(
+                "{kind} name {name:?} looks like a {kind} id (12 lowercase hex characters); choose another name"
+            )));
+        }
+        if !validate::is_lower_hex(name) {
+            return Ok(());
+        }
+        let shadowed = match kind {
+            RecordKind::Loop => self
+                .store
+                .loops_with_id_prefix(name, 1)?
+                .into_iter()
+                .next()
+                .map(|l| l.id.to_string()),
+            // Earlier versions of the same workflow (replaced by this one) don't count.
+            RecordKind::Workflow => self
+                .store
+                .workflows_with_id_prefix(name, PREFIX_MATCHES)?
+                .into_iter()
+                .find(|w| w.name != name)
+                .map(|w| w.id),
+            // Runs have no names.
+            RecordKind::WorkflowRun => None,
+        };
+        match shadowed {
+            Some(id) => Err(ClientError::Invalid(format!(
+                "{kind} name {name:?} is a prefix of {kind} id {id}, so it could be mistaken for it; choose another name"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The active workflow a workflow target names (targets name workflows by name).
+    fn active_workflow(&self, name: &str) -> Result<WorkflowRecord> {
+        self.store
+            .get_active_workflow(name)?
+            .ok_or_else(|| ClientError::Invalid(format!("no active workflow named {name:?}")))
     }
 
     /// Stops scheduling a loop until `resume`; its next slot is kept.
@@ -369,25 +462,23 @@ impl Client {
         now: Instant,
     ) -> Result<WorkflowRecord> {
         loops_core::workflow::validate(spec)?;
+        self.check_new_name(RecordKind::Workflow, &spec.name)?;
         Ok(self.store.create_workflow(spec, replace, now)?)
     }
 
-    /// Resolves a workflow by active name, exact id or unambiguous id prefix.
+    /// Resolves a workflow like [`Client::get`] resolves a loop: an exact id (of any
+    /// version, archived or not) wins, then an active spec's exact name, then an
+    /// unambiguous id prefix.
     pub fn get_workflow(&self, key: &str) -> Result<WorkflowRecord> {
-        if let Some(found) = self.store.get_active_workflow(key)? {
-            return Ok(found);
-        }
-        if key.is_empty() {
-            return Err(ClientError::WorkflowNotFound(key.to_owned()));
-        }
-        let matches = self.store.workflows_with_id_prefix(key, PREFIX_MATCHES)?;
-        one_match(
+        let store = self.store.as_ref();
+        resolve(
+            RecordKind::Workflow,
             key,
-            matches,
-            |w| w.id.as_str(),
+            |id| store.get_workflow(id),
+            Some(&|name: &str| store.get_active_workflow(name)),
+            |prefix, limit| store.workflows_with_id_prefix(prefix, limit),
             |w| format!("{} ({} v{})", w.id, w.name, w.version),
-        )?
-        .ok_or_else(|| ClientError::WorkflowNotFound(key.to_owned()))
+        )
     }
 
     /// Specs, optionally of one status.
@@ -401,21 +492,18 @@ impl Client {
         Ok(self.store.archive_workflow(&wf.id, now)?)
     }
 
-    /// Resolves a workflow run by exact id or unambiguous id prefix.
+    /// Resolves a workflow run by exact id, then unambiguous id prefix (runs have no
+    /// names).
     pub fn get_workflow_run(&self, key: &str) -> Result<WorkflowRun> {
-        if key.is_empty() {
-            return Err(ClientError::WorkflowRunNotFound(key.to_owned()));
-        }
-        let matches = self
-            .store
-            .workflow_runs_with_id_prefix(key, PREFIX_MATCHES)?;
-        one_match(
+        let store = self.store.as_ref();
+        resolve(
+            RecordKind::WorkflowRun,
             key,
-            matches,
-            |r| r.id.as_str(),
+            |id| store.get_workflow_run(id),
+            None,
+            |prefix, limit| store.workflow_runs_with_id_prefix(prefix, limit),
             |r| format!("{} ({})", r.id, r.workflow_name),
-        )?
-        .ok_or_else(|| ClientError::WorkflowRunNotFound(key.to_owned()))
+        )
     }
 
     /// Runs newest first, of one workflow (by name) or all.
@@ -425,21 +513,21 @@ impl Client {
         limit: Option<usize>,
     ) -> Result<Vec<WorkflowRun>> {
         let name = match workflow {
-            Some(key) => Some(match self.store.get_active_workflow(key)? {
-                Some(w) => w.name,
-                None => self.get_workflow(key).map(|w| w.name).or_else(|_| {
+            Some(key) => Some(match self.get_workflow(key) {
+                Ok(w) => w.name,
+                Err(ClientError::WorkflowNotFound(_)) => {
                     // Archived specs' runs are still listed by name.
                     let known = self
                         .store
                         .list_workflows(None)?
                         .into_iter()
                         .any(|w| w.name == key);
-                    if known {
-                        Ok(key.to_owned())
-                    } else {
-                        Err(ClientError::WorkflowNotFound(key.to_owned()))
+                    if !known {
+                        return Err(ClientError::WorkflowNotFound(key.to_owned()));
                     }
-                })?,
+                    key.to_owned()
+                }
+                Err(e) => return Err(e),
             }),
             None => None,
         };
@@ -489,19 +577,39 @@ fn describe_running(run: &Run) -> String {
     }
 }
 
-/// The single record an id prefix names: `None` for no match, the exact id when it is
-/// among several, else an "ambiguous" error listing a few of them.
-fn one_match<T>(
+type Lookup<'a, T> = &'a dyn Fn(&str) -> std::result::Result<Option<T>, StoreError>;
+
+/// The one resolution rule for every kind of record: an exact id wins, then an exact
+/// name (`by_name`, for kinds that have names), then an id prefix that matches exactly
+/// one record. No match is `*NotFound`, several are [`ClientError::Ambiguous`] naming a
+/// few of them with `label`.
+fn resolve<T>(
+    kind: RecordKind,
     key: &str,
-    mut matches: Vec<T>,
-    id: impl Fn(&T) -> &str,
+    by_id: impl Fn(&str) -> std::result::Result<Option<T>, StoreError>,
+    by_name: Option<Lookup<'_, T>>,
+    by_prefix: impl Fn(&str, usize) -> std::result::Result<Vec<T>, StoreError>,
     label: impl Fn(&T) -> String,
-) -> Result<Option<T>> {
-    if matches.len() <= 1 {
-        return Ok(matches.pop());
+) -> Result<T> {
+    let not_found = || match kind {
+        RecordKind::Loop => ClientError::NotFound(key.to_owned()),
+        RecordKind::Workflow => ClientError::WorkflowNotFound(key.to_owned()),
+        RecordKind::WorkflowRun => ClientError::WorkflowRunNotFound(key.to_owned()),
+    };
+    if key.is_empty() {
+        return Err(not_found());
     }
-    if let Some(exact) = matches.iter().position(|m| id(m) == key) {
-        return Ok(Some(matches.swap_remove(exact)));
+    if let Some(found) = by_id(key)? {
+        return Ok(found);
+    }
+    if let Some(by_name) = by_name {
+        if let Some(found) = by_name(key)? {
+            return Ok(found);
+        }
+    }
+    let mut matches = by_prefix(key, PREFIX_MATCHES)?;
+    if matches.len() <= 1 {
+        return matches.pop().ok_or_else(not_found);
     }
     let mut shown: Vec<String> = matches
         .iter()
@@ -512,6 +620,7 @@ fn one_match<T>(
         shown.push("…".into());
     }
     Err(ClientError::Ambiguous {
+        kind,
         key: key.to_owned(),
         matches: shown,
     })

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod engine;
 pub mod env;
 pub mod executor;
+pub mod input;
 pub mod preflight;
 pub mod process;
 pub mod providers;

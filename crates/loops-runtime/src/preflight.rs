@@ -1,5 +1,6 @@
 //! Preflight: can a target start here and now? Used by `create --preflight`,
-//! workflow validation and `doctor`. Returns problems as user-facing sentences; an
+//! workflow validation and `doctor` (which also looks a workflow target's workflow up,
+//! [`check_loop_target`]). Returns problems as user-facing sentences; an
 //! empty list means ready.
 //!
 //! Checks, in order: the definition is valid (required fields, provider rules), the
@@ -11,8 +12,43 @@
 use crate::accounts;
 use crate::env::{build_env, resolve_executable_in};
 use crate::providers::account_tool;
+use loops_core::workflow::StepTarget;
 use loops_core::Target;
+use loops_store::Store;
 use std::path::Path;
+
+/// Problems that would stop a stored loop's target from starting: [`check_target`],
+/// and for a workflow target, that `store` has an active workflow of that name and
+/// that every step's target passes [`check_target`] (each problem prefixed with its
+/// step, `step "build": Executable not found in PATH: cargo`). Used by `doctor` and
+/// `create --preflight`.
+pub fn check_loop_target(store: &dyn Store, target: &Target) -> Vec<String> {
+    let mut problems = check_target(target);
+    let Target::Workflow(w) = target else {
+        return problems;
+    };
+    let workflow = match store.get_active_workflow(&w.workflow) {
+        Ok(Some(workflow)) => workflow,
+        Ok(None) => {
+            problems.push(format!("no active workflow named {:?}", w.workflow));
+            return problems;
+        }
+        Err(e) => {
+            problems.push(format!("cannot load workflow {:?}: {e}", w.workflow));
+            return problems;
+        }
+    };
+    for step in &workflow.spec.steps {
+        let target = match &step.target {
+            StepTarget::Command(c) => Target::Command(c.clone()),
+            StepTarget::Agent(a) => Target::Agent(a.clone()),
+        };
+        for p in check_target(&target) {
+            problems.push(format!("step {:?}: {p}", step.id));
+        }
+    }
+    problems
+}
 
 /// Problems that would stop `target` from starting.
 pub fn check_target(target: &Target) -> Vec<String> {

@@ -171,7 +171,9 @@ pub enum CreateCommand {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("schedule").required(true).multiple(false)))]
 pub struct CommonCreate {
-    /// Unique loop name.
+    /// Unique loop name. Names that look like an id (12 lowercase hex characters) or
+    /// like a prefix of an existing loop's id are refused: loops are resolved by exact
+    /// id first, then exact name, then unambiguous id prefix.
     pub name: String,
 
     /// One run at an instant: RFC 3339, local "YYYY-MM-DD HH:MM", or +DURATION.
@@ -193,14 +195,16 @@ pub struct CommonCreate {
     /// Five-field cron expression ("*/15 * * * *", "0 9 * * MON-FRI").
     #[arg(long, group = "schedule", value_name = "EXPR")]
     pub cron: Option<String>,
-    /// Run again DURATION after each run finishes (default 1m), no backfill.
+    /// First run MIN_INTERVAL after creation, then MIN_INTERVAL after each run
+    /// finishes (default 1m), no backfill.
     #[arg(long, group = "schedule", value_name = "MIN_INTERVAL", num_args = 0..=1, default_missing_value = "1m")]
     pub dynamic: Option<String>,
-    /// IANA time zone for --cron (default: this host's zone).
-    #[arg(long, value_name = "ZONE", requires = "cron")]
+    /// IANA time zone for --cron (default: this host's zone); stored canonical
+    /// (europe/berlin → Europe/Berlin). Only with --cron.
+    #[arg(long, value_name = "ZONE")]
     pub tz: Option<String>,
-    /// Interval anchoring: fixed_rate (default) or fixed_delay.
-    #[arg(long, value_name = "ANCHOR", requires = "every")]
+    /// Interval anchoring: fixed_rate (default) or fixed_delay. Only with --every.
+    #[arg(long, value_name = "ANCHOR")]
     pub anchor: Option<String>,
 
     /// Missed slots after downtime: latest (default), all, none.
@@ -224,17 +228,18 @@ pub struct CommonCreate {
     /// Stop scheduling after this instant (status becomes expired).
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub expires_at: Option<String>,
-    /// Free-text description.
+    /// Free-text description (at most 4 KiB).
     #[arg(short = 'd', long = "description", value_name = "TEXT")]
     pub description: Option<String>,
 
-    /// Working directory of the run.
+    /// Working directory of the run; stored absolute (relative to the current
+    /// directory, a leading ~/ is $HOME).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
-    /// Kill the run after DURATION.
+    /// Kill the run after DURATION (omit for no limit).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub timeout: Option<String>,
-    /// Extra environment variable (repeatable).
+    /// Extra environment variable (repeatable, each key once; values at most 64 KiB).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
     /// OpenAccounts profile to run under.
@@ -252,7 +257,7 @@ pub struct CommonCreate {
 pub struct CreateCommandArgs {
     #[command(flatten)]
     pub common: CommonCreate,
-    /// The command line (run by /bin/sh unless --no-shell).
+    /// The command line (run by /bin/sh unless --no-shell); with ARGS at most 64 KiB.
     #[arg(long, value_name = "COMMAND")]
     pub cmd: String,
     /// Execute the command directly; arguments go after `--`.
@@ -270,7 +275,7 @@ pub struct CreateAgentArgs {
     /// claude, cursor, codewith, aicopilot, opencode or codex.
     #[arg(long, value_name = "PROVIDER")]
     pub provider: String,
-    /// The prompt, written to the agent's stdin.
+    /// The prompt, written to the agent's stdin (at most 1 MiB).
     #[arg(
         long,
         value_name = "TEXT",
@@ -278,7 +283,8 @@ pub struct CreateAgentArgs {
         required_unless_present = "prompt_file"
     )]
     pub prompt: Option<String>,
-    /// Read the prompt from a file (stored as text, with its path).
+    /// Read the prompt from a file (at most 1 MiB; stored as text, with its absolute
+    /// path).
     #[arg(long, value_name = "FILE")]
     pub prompt_file: Option<PathBuf>,
     /// Model name passed to the provider.
@@ -293,8 +299,9 @@ pub struct CreateAgentArgs {
     /// safe (default: ignore user config) or none.
     #[arg(long, value_name = "MODE")]
     pub config_isolation: Option<String>,
-    /// Provider config override KEY=VALUE (repeatable; codex and codewith, passed as
-    /// `-c KEY=VALUE`, VALUE parsed as TOML), e.g. model_provider=mock.
+    /// Provider config override KEY=VALUE (repeatable, each key once; codex and
+    /// codewith, passed as `-c KEY=VALUE`, VALUE parsed as TOML), e.g.
+    /// model_provider=mock.
     #[arg(long = "config-override", value_name = "KEY=VALUE")]
     pub config_overrides: Vec<String>,
 }
@@ -303,7 +310,7 @@ pub struct CreateAgentArgs {
 pub struct CreateWorkflowArgs {
     #[command(flatten)]
     pub common: CommonCreate,
-    /// Name of the stored workflow to run.
+    /// Name of the stored workflow to run (an active workflow of that name must exist).
     #[arg(long, value_name = "WORKFLOW")]
     pub workflow: String,
 }
@@ -320,7 +327,7 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// Loop name, id, or unambiguous id prefix.
+    /// Loop id, name, or unambiguous id prefix (tried in that order).
     pub r#loop: String,
     /// Reveal the prompt and env values.
     #[arg(long)]
@@ -351,7 +358,7 @@ pub struct RemoveArgs {
 
 #[derive(Debug, Args)]
 pub struct LoopArg {
-    /// Loop name, id, or unambiguous id prefix.
+    /// Loop id, name, or unambiguous id prefix (tried in that order).
     pub r#loop: String,
 }
 
@@ -363,11 +370,11 @@ pub struct CompletionsArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum WorkflowsCommand {
-    /// Check a workflow spec file without storing it.
+    /// Check a workflow spec file (at most 1 MiB) without storing it.
     Validate(WorkflowFileArgs),
-    /// Store a workflow spec from a JSON file.
+    /// Store a workflow spec from a JSON file (at most 1 MiB).
     Create(WorkflowCreateArgs),
-    /// List stored workflows.
+    /// List active workflows (--all or --status archived for archived versions).
     List(WorkflowListArgs),
     /// Show one workflow spec.
     Show(WorkflowArg),
@@ -410,25 +417,28 @@ pub struct WorkflowCreateArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkflowListArgs {
-    /// Only workflows with this status (active, archived).
-    #[arg(long)]
+    /// Only workflows with this status (active, archived; default active).
+    #[arg(long, conflicts_with = "all")]
     pub status: Option<String>,
+    /// Include archived versions.
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct WorkflowArg {
-    /// Workflow name, id, or unambiguous id prefix.
+    /// Workflow id, active name, or unambiguous id prefix (tried in that order).
     pub workflow: String,
 }
 
 #[derive(Debug, Args)]
 pub struct WorkflowRunArgs {
-    /// Workflow name, id, or unambiguous id prefix.
+    /// Workflow id, active name, or unambiguous id prefix (tried in that order).
     pub workflow: String,
     /// Print every step's stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
-    /// Stop the whole run after DURATION.
+    /// Stop the whole run after DURATION (omit for no limit).
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
 }
@@ -444,7 +454,7 @@ pub struct WorkflowRunsArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkflowRunArg {
-    /// Workflow run id or unambiguous prefix.
+    /// Workflow run id, or unambiguous id prefix.
     pub run: String,
     /// Include step output.
     #[arg(long)]
@@ -453,7 +463,7 @@ pub struct WorkflowRunArg {
 
 #[derive(Debug, Args)]
 pub struct WorkflowEventsArgs {
-    /// Workflow run id or unambiguous prefix.
+    /// Workflow run id, or unambiguous id prefix.
     pub run: String,
     /// Only the last N events.
     #[arg(long, value_name = "N")]
@@ -462,7 +472,7 @@ pub struct WorkflowEventsArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkflowReasonArgs {
-    /// Workflow run id or unambiguous prefix.
+    /// Workflow run id, or unambiguous id prefix.
     pub run: String,
     /// Recorded with the event.
     #[arg(long)]

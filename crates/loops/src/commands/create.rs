@@ -9,12 +9,16 @@ use crate::output::{self, print_json};
 use crate::timeparse::parse_instant;
 use crate::Failure;
 use loops_core::cron::CronSchedule;
+use loops_core::duration::DurationError;
+use loops_core::limits::MAX_PROMPT_BYTES;
 use loops_core::{
     Account, AgentTarget, Anchor, CommandTarget, ConfigIsolation, Duration, Instant, Policy,
     Provider, Schedule, Target, WorkflowTarget,
 };
 use loops_runtime::client::LoopDefinition;
+use loops_runtime::input::{absolute_path, read_text};
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::ExitCode;
 use std::str::FromStr;
 
@@ -32,10 +36,10 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<ExitCode, Failure> {
         target,
         policy: policy(&common, now)?,
     };
-    if common.preflight {
-        preflight(&def.target)?;
-    }
     let client = ctx.client()?;
+    if common.preflight {
+        preflight(client.store().as_ref(), &def.target)?;
+    }
     let mut lp = client.create(def, now)?;
     if ctx.json {
         output::redact_loop(&mut lp);
@@ -52,6 +56,16 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<ExitCode, Failure> {
 }
 
 fn schedule(c: &CommonCreate, now: Instant) -> Result<Schedule, Failure> {
+    // clap's `requires` cannot say this: the schedule flags conflict with each other,
+    // and clap counts a required flag that conflicts with a given one as satisfied.
+    if c.tz.is_some() && c.cron.is_none() {
+        return Err(Failure::usage(
+            "--tz is for --cron (other schedules do not use a time zone)",
+        ));
+    }
+    if c.anchor.is_some() && c.every.is_none() {
+        return Err(Failure::usage("--anchor is for --every"));
+    }
     if let Some(at) = &c.at {
         let at = parse_instant("--at", at, now).map_err(Failure::usage)?;
         if at <= now {
@@ -144,7 +158,7 @@ fn command_target(args: CreateCommandArgs) -> Result<(CommonCreate, Target), Fai
     let target = CommandTarget {
         command: args.cmd.clone(),
         args: args.args.clone(),
-        cwd: c.cwd.clone(),
+        cwd: cwd(c)?,
         shell: !args.no_shell,
         env: env_map(&c.env)?,
         timeout_ms: timeout(c)?,
@@ -165,11 +179,19 @@ fn agent_target(args: CreateAgentArgs) -> Result<(CommonCreate, Target), Failure
     let (prompt, prompt_file) = match (&args.prompt, &args.prompt_file) {
         (Some(p), _) => (p.clone(), None),
         (None, Some(path)) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                Failure::usage(format!("cannot read --prompt-file {}: {e}", path.display()))
+            let typed = path.to_str().ok_or_else(|| {
+                Failure::usage(format!(
+                    "--prompt-file {} is not valid UTF-8",
+                    path.display()
+                ))
             })?;
-            let abs = std::path::absolute(path).unwrap_or_else(|_| path.clone());
-            (text, Some(abs.display().to_string()))
+            let abs = absolute_path(typed, None, "--prompt-file").map_err(Failure::usage)?;
+            let text = read_text(Path::new(&abs), MAX_PROMPT_BYTES, "--prompt-file")
+                .map_err(Failure::usage)?;
+            if text.trim().is_empty() {
+                return Err(Failure::usage(format!("--prompt-file {abs} is empty")));
+            }
+            (text, Some(abs))
         }
         (None, None) => return Err(Failure::usage("--prompt or --prompt-file is required")),
     };
@@ -184,7 +206,7 @@ fn agent_target(args: CreateAgentArgs) -> Result<(CommonCreate, Target), Failure
         provider,
         prompt,
         prompt_file,
-        cwd: c.cwd.clone(),
+        cwd: cwd(c)?,
         model: args.model.clone(),
         agent: args.agent.clone(),
         auth_profile: args.auth_profile.clone(),
@@ -205,11 +227,33 @@ fn workflow_target(args: CreateWorkflowArgs) -> Result<(CommonCreate, Target), F
     Ok((args.common, Target::Workflow(target)))
 }
 
+/// `--timeout`: zero is refused with the way to say "no limit" (leave the flag out).
 fn timeout(c: &CommonCreate) -> Result<Option<u64>, Failure> {
-    c.timeout
-        .as_deref()
-        .map(|t| duration("--timeout", t))
-        .transpose()
+    c.timeout.as_deref().map(timeout_ms).transpose()
+}
+
+/// Parses a `--timeout` value (shared with `workflows run --timeout`).
+pub fn timeout_ms(text: &str) -> Result<u64, Failure> {
+    match Duration::parse(text) {
+        Ok(d) => Ok(d.as_millis()),
+        Err(e @ DurationError::NotPositive(_)) => Err(Failure::usage(format!(
+            "--timeout: {e} (omit --timeout for no limit)"
+        ))),
+        Err(e) => Err(Failure::usage(format!("--timeout: {e}"))),
+    }
+}
+
+/// `--cwd`, made absolute against this process's directory (`~/` is `$HOME`), so the
+/// run does not depend on where its runner was started.
+fn cwd(c: &CommonCreate) -> Result<Option<String>, Failure> {
+    match c.cwd.as_deref() {
+        // Left for validation to name ("cwd is empty").
+        Some(dir) if dir.trim().is_empty() => Ok(Some(dir.to_owned())),
+        Some(dir) => absolute_path(dir, None, "--cwd")
+            .map(Some)
+            .map_err(Failure::usage),
+        None => Ok(None),
+    }
 }
 
 fn account(c: &CommonCreate) -> Option<Account> {
@@ -220,29 +264,30 @@ fn account(c: &CommonCreate) -> Option<Account> {
 }
 
 fn env_map(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
-    let mut env = BTreeMap::new();
-    for pair in pairs {
-        let (k, v) = pair
-            .split_once('=')
-            .ok_or_else(|| Failure::usage(format!("invalid --env {pair:?}: expected KEY=VALUE")))?;
-        env.insert(k.to_owned(), v.to_owned());
-    }
-    Ok(env)
+    key_values("--env", pairs)
 }
 
-/// `--config-override KEY=VALUE` pairs; only the first `=` splits (TOML values may
-/// contain `=`, as in `model_providers.mock={name="Mock"}`).
+/// `--config-override KEY=VALUE` pairs.
 fn config_overrides(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
-    let mut overrides = BTreeMap::new();
+    key_values("--config-override", pairs)
+}
+
+/// Repeated `KEY=VALUE` flags; only the first `=` splits (values may contain `=`, as
+/// TOML does in `model_providers.mock={name="Mock"}`). A key given twice is refused
+/// rather than silently keeping the last value.
+fn key_values(flag: &str, pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+    let mut map = BTreeMap::new();
     for pair in pairs {
         let (k, v) = pair.split_once('=').ok_or_else(|| {
-            Failure::usage(format!(
-                "invalid --config-override {pair:?}: expected KEY=VALUE"
-            ))
+            Failure::usage(format!("invalid {flag} {pair:?}: expected KEY=VALUE"))
         })?;
-        overrides.insert(k.to_owned(), v.to_owned());
+        if map.insert(k.to_owned(), v.to_owned()).is_some() {
+            return Err(Failure::usage(format!(
+                "{flag} {k} is given twice; give each key once"
+            )));
+        }
     }
-    Ok(overrides)
+    Ok(map)
 }
 
 fn duration(flag: &str, text: &str) -> Result<u64, Failure> {
@@ -261,9 +306,10 @@ fn parse_enum<T: FromStr<Err = String>>(flag: &str, text: &str) -> Result<T, Fai
 }
 
 /// Checks that the target could start now: its executable resolves on the effective
-/// PATH and a working directory exists.
-fn preflight(target: &Target) -> Result<(), Failure> {
-    let problems = loops_runtime::preflight::check_target(target);
+/// PATH and a working directory exists (for a workflow target: the workflow is active
+/// and every step's target can start).
+fn preflight(store: &dyn loops_store::Store, target: &Target) -> Result<(), Failure> {
+    let problems = loops_runtime::preflight::check_loop_target(store, target);
     if let Some(first) = problems.first() {
         return Err(Failure::usage(format!("preflight failed: {first}")));
     }

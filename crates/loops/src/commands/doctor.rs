@@ -5,7 +5,7 @@ use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::{LoopStatus, RunStatus};
 use loops_runtime::daemon::PID_FILE;
-use loops_runtime::preflight::check_target;
+use loops_runtime::preflight::check_loop_target;
 use loops_runtime::process::is_same_process_alive;
 use loops_store::{SqliteStore, Store, DB_FILE};
 use serde::Serialize;
@@ -147,7 +147,7 @@ fn loop_checks(store: &SqliteStore, checks: &mut Vec<Check>) {
     };
     let mut failing = Vec::new();
     for lp in &loops {
-        let problems = check_target(&lp.target);
+        let problems = check_loop_target(store, &lp.target);
         if problems.is_empty() {
             check(
                 checks,

@@ -7,11 +7,13 @@ use crate::cli::{
 };
 use crate::output::{self, print_json, Table};
 use crate::Failure;
+use loops_core::limits::{MAX_PROMPT_BYTES, MAX_SPEC_BYTES};
 use loops_core::workflow::{
     parse_spec, validate, Dag, StepRun, StepTarget, WorkflowRecord, WorkflowSpec,
 };
-use loops_core::{Duration, StepStatus, Target, WorkflowRunStatus, WorkflowStatus};
+use loops_core::{StepStatus, Target, WorkflowRunStatus, WorkflowStatus};
 use loops_runtime::engine::EngineConfig;
+use loops_runtime::input::{absolute_path, read_text};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
@@ -33,35 +35,35 @@ pub fn run(ctx: &Context, cmd: WorkflowsCommand) -> Result<ExitCode, Failure> {
     }
 }
 
-/// Reads, parses and validates a spec file: `promptFile`s are read relative to the
-/// spec's directory and stored as text with their absolute source path.
+/// Reads, parses and validates a spec file (at most [`MAX_SPEC_BYTES`]). Paths in it
+/// are relative to the spec's directory (`~/` is `$HOME`) and stored absolute: a step's
+/// `cwd`, and each `promptFile`, which is read (at most [`MAX_PROMPT_BYTES`]) and stored
+/// as text with its absolute source path.
 fn load_spec(args: &WorkflowFileArgs) -> Result<WorkflowSpec, Failure> {
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|e| Failure::usage(format!("cannot read {}: {e}", args.file.display())))?;
-    let mut spec =
-        parse_spec(&text).map_err(|e| Failure::usage(format!("{}: {e}", args.file.display())))?;
+    let file = args.file.display();
+    let text = read_text(&args.file, MAX_SPEC_BYTES, "workflow spec").map_err(Failure::usage)?;
+    let mut spec = parse_spec(&text).map_err(|e| Failure::usage(format!("{file}: {e}")))?;
     if let Some(name) = &args.name {
         spec.name = name.clone();
     }
     let base = args.file.parent().unwrap_or(Path::new("."));
     for step in &mut spec.steps {
-        if let StepTarget::Agent(agent) = &mut step.target {
-            if let Some(file) = agent.prompt_file.clone() {
-                let path = base.join(&file);
-                agent.prompt = std::fs::read_to_string(&path).map_err(|e| {
-                    Failure::usage(format!(
-                        "step {:?}: cannot read promptFile {}: {e}",
-                        step.id,
-                        path.display()
-                    ))
-                })?;
-                agent.prompt_file = Some(
-                    std::path::absolute(&path)
-                        .unwrap_or(path)
-                        .display()
-                        .to_string(),
-                );
-            }
+        let label = format!("step {:?}", step.id);
+        let (cwd, prompt_file) = match &mut step.target {
+            StepTarget::Command(c) => (&mut c.cwd, None),
+            StepTarget::Agent(a) => (&mut a.cwd, Some((&mut a.prompt_file, &mut a.prompt))),
+        };
+        if let Some(dir) = cwd.as_mut().filter(|d| !d.trim().is_empty()) {
+            *dir = absolute_path(dir, Some(base), &format!("{label}: cwd"))
+                .map_err(|e| Failure::usage(format!("{file}: {e}")))?;
+        }
+        if let Some((Some(path), prompt)) = prompt_file {
+            let abs = absolute_path(path, Some(base), &format!("{label}: promptFile"))
+                .map_err(|e| Failure::usage(format!("{file}: {e}")))?;
+            let what = format!("{label}: promptFile");
+            *prompt =
+                read_text(Path::new(&abs), MAX_PROMPT_BYTES, &what).map_err(Failure::usage)?;
+            *path = abs;
         }
     }
     validate(&spec).map_err(|e| Failure::usage(format!("{}: {e}", args.file.display())))?;
@@ -152,15 +154,16 @@ fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<ExitCode, Failure> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// Active specs only, unless `--all` or `--status archived` (as OpenLoops 0.3 lists).
 fn list(ctx: &Context, args: WorkflowListArgs) -> Result<ExitCode, Failure> {
-    let status = args
-        .status
-        .as_deref()
-        .map(|s| {
+    let status = match args.status.as_deref() {
+        Some(s) => Some(
             s.parse::<WorkflowStatus>()
-                .map_err(|e| Failure::usage(e.replace("WorkflowStatus", "--status")))
-        })
-        .transpose()?;
+                .map_err(|e| Failure::usage(e.replace("WorkflowStatus", "--status")))?,
+        ),
+        None if args.all => None,
+        None => Some(WorkflowStatus::Active),
+    };
     let list = ctx.client()?.list_workflows(status)?;
     if ctx.json {
         print_json(&list.iter().map(record_json).collect::<Vec<_>>())?;
@@ -239,9 +242,9 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
     let timeout = args
         .timeout
         .as_deref()
-        .map(|t| Duration::parse(t).map_err(|e| Failure::usage(format!("--timeout: {e}"))))
+        .map(super::create::timeout_ms)
         .transpose()?
-        .map(|d| std::time::Duration::from_millis(d.as_millis()));
+        .map(std::time::Duration::from_millis);
     let store = Arc::clone(client.store());
     let live = !ctx.json && std::io::stdout().is_terminal();
     let rt = runtime()?;

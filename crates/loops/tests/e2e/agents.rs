@@ -125,7 +125,10 @@ fn run_now(w: &World, name: &str) -> (i32, Value) {
 /// `create agent NAME --provider P …`, every hour unless `extra` has a schedule.
 fn create_agent(w: &World, name: &str, provider: &str, extra: &[&str]) -> Value {
     let mut args = vec!["create", "agent", name, "--provider", provider];
-    if !extra.contains(&"--dynamic") {
+    if !extra
+        .iter()
+        .any(|a| ["--dynamic", "--at", "--every", "--cron"].contains(a))
+    {
         args.extend(["--every", "1h"]);
     }
     args.extend_from_slice(extra);
@@ -388,8 +391,8 @@ fn reported_errors_fail_the_run_with_the_providers_message() {
     assert!(error.contains("rejected its arguments"), "{error}");
     // opencode: an error event.
     fakes.canned("aicopilot", &fixture("opencode_api_error.jsonl"), 0);
-    create_agent(&w, "a", "aicopilot", &["--prompt", "hi"]);
-    let (_, run) = run_now(&w, "a");
+    create_agent(&w, "copilot", "aicopilot", &["--prompt", "hi"]);
+    let (_, run) = run_now(&w, "copilot");
     assert_eq!(run["status"], "failed");
     assert_eq!(run["error"], "mock says: bad request");
 }
@@ -488,13 +491,15 @@ fn accounts_resolve_for_runs_started_by_the_daemon() {
     );
     create_agent(
         &w,
-        "d",
+        "teamed",
         "codex",
-        &["--dynamic", "--prompt", "hi", "--account", "team"],
+        &["--at", "+1s", "--prompt", "hi", "--account", "team"],
     );
     let mut d = w.daemon_ready(&[]);
     let run = wait_for("the daemon's run", Duration::from_secs(30), || {
-        w.runs("d").into_iter().find(|r| r["status"] != "running")
+        w.runs("teamed")
+            .into_iter()
+            .find(|r| r["status"] != "running")
     });
     assert_eq!(d.stop(), Some(0), "{}", d.log_text());
     assert_eq!(run["status"], "succeeded", "{run}");
@@ -873,7 +878,8 @@ fn claude_loop(w: &World, work: &Path, mock: &MockModel, prompt: &str) {
         "real-claude",
         "claude",
         &[
-            "--dynamic",
+            "--at",
+            "+1s",
             "--prompt",
             prompt,
             "--cwd",
@@ -904,7 +910,8 @@ fn codex_loop(w: &World, work: &Path, mock: &MockModel, prompt: &str) {
         "real-codex",
         "codex",
         &[
-            "--dynamic",
+            "--at",
+            "+1s",
             "--prompt",
             prompt,
             "--cwd",
@@ -933,7 +940,8 @@ fn opencode_loop(w: &World, work: &Path, mock: &MockModel, prompt: &str) {
         "real-opencode",
         "opencode",
         &[
-            "--dynamic",
+            "--at",
+            "+1s",
             "--prompt",
             prompt,
             "--model",

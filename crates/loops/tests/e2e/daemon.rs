@@ -47,7 +47,7 @@ fn every_second_loop_runs_repeatedly_with_metadata() {
 #[test]
 fn slow_run_does_not_starve_other_loops() {
     let w = World::new();
-    w.create_cmd("slow", &["--dynamic"], "sleep 30");
+    w.create_cmd("slow", &["--dynamic", "1s"], "sleep 30");
     for i in 0..20 {
         w.create_cmd(&format!("fast{i:02}"), &["--every", "1s"], "true");
     }
@@ -143,6 +143,7 @@ fn retries_keep_the_slot_and_count_attempts() {
         "--cmd",
         "exit 7",
     ]);
+    w.make_due("flaky");
     let mut d = w.daemon_ready(&[]);
     let runs = wait_for("3 failed attempts", LONG, || {
         let runs = w.runs("flaky");
@@ -228,6 +229,7 @@ fn kill_dash_nine_then_restart_adopts_the_live_child() {
         "--cmd",
         &cmd,
     ]);
+    w.make_due("job");
     let mut first = w.daemon_ready(&["--lease-ttl", "30s"]);
     let run = wait_for("run with a pid", LONG, || {
         w.runs("job")
@@ -292,6 +294,7 @@ fn kill_dash_nine_with_dead_child_abandons_and_retries() {
         "--cmd",
         "sleep 60",
     ]);
+    w.make_due("job");
     let mut first = w.daemon_ready(&[]);
     let run = wait_for("run with a pid", LONG, || {
         w.runs("job")
@@ -384,7 +387,7 @@ fn two_daemons_started_together_exactly_one_runs() {
 #[test]
 fn daemon_start_stop_finalizes_runs_in_flight() {
     let w = World::new();
-    w.create_cmd("long", &["--dynamic"], "sleep 60");
+    w.create_cmd("long", &["--dynamic", "1s"], "sleep 60");
     let started = w.json(&["daemon", "start", "--shutdown-grace", "300ms"]);
     let pid = started["pid"].as_u64().expect("pid");
     assert!(w.data.join("daemon.pid").exists());
@@ -413,16 +416,16 @@ fn create_wakes_an_idle_daemon_promptly() {
     let w = World::new();
     w.create_cmd("later", &["--every", "1h"], "true");
     let mut d = w.daemon_ready(&[]);
-    let lp = w.create_cmd("now", &["--dynamic"], "true");
+    let lp = w.create_cmd("now", &["--dynamic", "1s"], "true");
     let run = wait_for("the new loop's run", Duration::from_secs(10), || {
         w.runs("now")
             .into_iter()
             .find(|r| r["status"] == "succeeded")
     });
-    let lag = (instant(&run["startedAt"]) - instant(&lp["createdAt"])).num_milliseconds();
+    let lag = (instant(&run["startedAt"]) - instant(&lp["nextRunAt"])).num_milliseconds();
     assert!(
         lag < 1_000,
-        "idle daemon woke {lag}ms after create (it would sleep ~1h otherwise)"
+        "idle daemon started the new loop {lag}ms after its first slot (it would sleep ~1h otherwise)"
     );
     assert_eq!(d.stop(), Some(0));
 }
@@ -442,6 +445,7 @@ fn run_now_sources() {
     );
 
     w.create_cmd("due", &["--dynamic", "1h"], "true");
+    w.make_due("due");
     let out = w.json(&["run-now", "due"]);
     assert_eq!(out["runNow"]["source"], "due_slot");
     assert_eq!(out["runNow"]["advancesLoop"], true);
@@ -464,6 +468,7 @@ fn run_now_sources() {
         "--cmd",
         "exit 3",
     ]);
+    w.make_due("retry");
     let failed = w.run(&["--json", "run-now", "retry"]);
     assert_eq!(failed.status.code(), Some(1));
     let failed: Value = serde_json::from_slice(&failed.stdout).expect("json");
@@ -484,11 +489,12 @@ fn run_now_sources() {
 #[test]
 fn tick_runs_due_loops_once() {
     let w = World::new();
-    w.create_cmd("a", &["--dynamic"], "echo a");
-    w.create_cmd("b", &["--every", "1h"], "echo b");
+    w.create_cmd("due", &["--dynamic"], "echo due");
+    w.make_due("due");
+    w.create_cmd("hourly", &["--every", "1h"], "echo hourly");
     let report = w.json(&["tick"]);
     assert_eq!(report["claimed"].as_array().map(Vec::len), Some(1));
-    assert_eq!(report["claimed"][0]["loopName"], "a");
+    assert_eq!(report["claimed"][0]["loopName"], "due");
     assert_eq!(report["claimed"][0]["status"], "succeeded");
     let again = w.json(&["tick"]);
     assert_eq!(

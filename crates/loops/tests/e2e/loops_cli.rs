@@ -135,7 +135,7 @@ fn every_schedule_kind_and_target_kind() {
     let local_cron = w.json(&[
         "create",
         "command",
-        "c2",
+        "cron2",
         "--cron",
         "0 * * * *",
         "--cmd",
@@ -150,14 +150,14 @@ fn every_schedule_kind_and_target_kind() {
     assert_eq!(once["schedule"]["type"], "once");
     assert_eq!(once["schedule"]["at"], once["nextRunAt"]);
 
-    let dynamic = w.json(&["create", "command", "d", "--dynamic", "--cmd", "true"]);
+    let dynamic = w.json(&["create", "command", "dyn", "--dynamic", "--cmd", "true"]);
     assert_eq!(dynamic["schedule"]["type"], "dynamic");
     assert_eq!(dynamic["schedule"]["minIntervalMs"], 60_000);
 
     let delay = w.json(&[
         "create",
         "command",
-        "fd",
+        "delay",
         "--every",
         "1.5h",
         "--anchor",
@@ -216,6 +216,13 @@ fn every_schedule_kind_and_target_kind() {
     let revealed = w.json(&["show", "reviewer", "--show-output"]);
     assert_eq!(revealed["target"]["prompt"], "Review the open PRs.\n");
 
+    // A workflow loop needs an active workflow of that name.
+    let spec = w.root.path().join("release.json");
+    let release = serde_json::json!({"name": "release", "steps": [
+        {"id": "build", "target": {"type": "command", "command": "true"}}
+    ]});
+    std::fs::write(&spec, release.to_string()).expect("spec");
+    w.json(&["workflows", "create", spec.to_str().expect("utf8")]);
     let wf = w.json(&[
         "create",
         "workflow",

@@ -12,4 +12,5 @@ mod daemon;
 mod loops_cli;
 mod mock_model;
 mod trust_engine;
+mod trust_input;
 mod workflows;

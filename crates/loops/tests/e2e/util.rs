@@ -238,3 +238,27 @@ pub fn instant(v: &serde_json::Value) -> chrono::DateTime<chrono::Utc> {
         .map(|t| t.with_timezone(&chrono::Utc))
         .unwrap_or_else(|| panic!("not an instant: {v}"))
 }
+
+impl World {
+    /// Moves a loop's next slot to now, through the store (a clock jump for one loop):
+    /// how tests get "due now, next slot far away" — e.g. `--dynamic 1h` — without
+    /// waiting, since a new loop's first slot is always one period ahead. Call it
+    /// before the daemon starts (a running daemon is not woken).
+    pub fn make_due(&self, name: &str) {
+        use loops::store::Store;
+        let store = loops::store::SqliteStore::open(&self.db_path()).expect("open store");
+        let lp = store
+            .get_loop_by_name(name)
+            .expect("read loop")
+            .unwrap_or_else(|| panic!("no loop {name}"));
+        let now = chrono::Utc::now();
+        let advance = loops::core::transitions::LoopAdvance {
+            status: lp.status,
+            next_run_at: Some(now),
+            retry_scheduled_for: lp.retry_scheduled_for,
+        };
+        store
+            .update_loop_schedule(&lp.id, &advance, now, None)
+            .expect("make due");
+    }
+}

@@ -227,7 +227,7 @@ fn invalid_specs_are_rejected_naming_the_problem() {
         "--replace",
     ]);
     assert_eq!(v2["version"], 2);
-    let all = w.json(&["workflows", "list"]);
+    let all = w.json(&["workflows", "list", "--all"]);
     let statuses: Vec<&str> = all
         .as_array()
         .expect("list")
@@ -425,6 +425,7 @@ fn slot_retry_reruns_only_what_failed() {
         "--retry-delay",
         "100ms",
     ]);
+    w.make_due("nightly");
     let first = w.run(&["--json", "run-now", "nightly"]);
     assert_eq!(first.status.code(), Some(1));
     wait_for("retry due", Duration::from_secs(5), || {
@@ -508,6 +509,7 @@ fn crash_during_b(w: &World, b_extra: Value, attempts: &str) -> (String, u64) {
         "--retry-delay",
         "100ms",
     ]);
+    w.make_due("wf");
     let mut first = w.daemon_ready(&[]);
     let run_id = wait_for("step b running", LONG, || {
         let runs = w.json(&["workflows", "runs", "crash"]);
