@@ -7,8 +7,10 @@
 //! embedders can run a daemon in-process.
 
 use crate::backoff::Backoff;
-use crate::engine::{this_runner_id, Clock, Engine, EngineConfig, EngineError, SystemClock};
+use crate::clock::{Clock, SystemClock};
+use crate::engine::{this_runner_id, Engine, EngineConfig, EngineError};
 use crate::process::{hostname, is_same_process_alive, process_start_time};
+use crate::targets::ExecSettings;
 use crate::wake;
 use loops_core::{format_instant, Instant};
 use loops_store::{Fence, LeaseAcquire, LeaseHolder, PrunePolicy, Store, StoreError};
@@ -121,7 +123,17 @@ pub async fn run(
     cfg: DaemonConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    run_with_clock(store, cfg, Arc::new(SystemClock), shutdown).await
+}
+
+/// [`run`] with the wall clock injected: in-process tests drive the daemon loop's
+/// scheduling decisions with a [`crate::clock::ManualClock`].
+pub async fn run_with_clock(
+    store: Arc<dyn Store>,
+    cfg: DaemonConfig,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
     let runner_id = this_runner_id();
     let pid = std::process::id();
     let host = hostname();
@@ -167,10 +179,12 @@ pub async fn run(
         EngineConfig {
             runner_id,
             max_concurrent: cfg.max_concurrent,
-            kill_grace: cfg.kill_grace,
+            exec: ExecSettings {
+                kill_grace: cfg.kill_grace,
+                ..ExecSettings::for_data_dir(&cfg.data_dir)
+            },
             fence: Some(fence.clone()),
             adopt_orphans: true,
-            ..EngineConfig::for_data_dir(&cfg.data_dir)
         },
         Arc::clone(&clock),
     )

@@ -8,6 +8,7 @@ pub mod accounts;
 pub mod backoff;
 pub mod capture;
 pub mod client;
+pub mod clock;
 pub mod daemon;
 pub mod engine;
 pub mod env;

@@ -14,7 +14,7 @@
 //! again instead of being lost.
 
 use crate::backoff::Backoff;
-use crate::engine::Clock;
+use crate::clock::Clock;
 use loops_core::transitions::{on_finish, LoopAdvance};
 use loops_core::{Instant, Loop, Run, RunSource};
 use loops_store::{Fence, RunWrite, RunWritten, Store, StoreError};

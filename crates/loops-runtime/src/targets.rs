@@ -8,13 +8,48 @@
 //! anything is spawned, so a failure fails the run before a provider sees the prompt.
 
 use crate::accounts;
-use crate::engine::EngineConfig;
 use crate::env::build_env;
-use crate::executor::ExecSpec;
+use crate::executor::{ExecSpec, DEFAULT_KILL_GRACE, DEFAULT_MAX_OUTPUT_BYTES};
 use crate::providers::{account_tool, agent_args};
+use crate::spool::Spool;
 use loops_core::{format_instant, Account, AgentTarget, CommandTarget, Loop, Run, Target};
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// How processes are run — the process layer's knobs, the same for loop runs and
+/// workflow steps.
+#[derive(Debug, Clone)]
+pub struct ExecSettings {
+    /// Time between SIGTERM and SIGKILL when a run is stopped.
+    pub kill_grace: Duration,
+    /// Bytes kept of each output stream (the tail).
+    pub max_output_bytes: usize,
+    /// Home dir whose user bin dirs extend PATH.
+    pub home: Option<PathBuf>,
+    /// Where running output is spooled (`<data dir>/spool`); `None` keeps it in memory
+    /// only, so a runner that dies loses it.
+    pub spool: Option<Spool>,
+}
+
+impl ExecSettings {
+    /// Defaults for this process: its `HOME`, no spool.
+    pub fn for_this_process() -> Self {
+        Self {
+            kill_grace: DEFAULT_KILL_GRACE,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            home: std::env::var_os("HOME").map(PathBuf::from),
+            spool: None,
+        }
+    }
+
+    /// [`Self::for_this_process`], spooling output in `data_dir`.
+    pub fn for_data_dir(data_dir: &std::path::Path) -> Self {
+        Self {
+            spool: Some(Spool::in_data_dir(data_dir)),
+            ..Self::for_this_process()
+        }
+    }
+}
 
 /// A target that cannot be turned into a process; the message becomes the run's error.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +108,7 @@ pub enum ProcessTarget<'a> {
 }
 
 /// The process to start for `run` of `lp`.
-pub fn exec_spec(lp: &Loop, run: &Run, cfg: &EngineConfig) -> Result<ExecSpec, SpecError> {
+pub fn exec_spec(lp: &Loop, run: &Run, cfg: &ExecSettings) -> Result<ExecSpec, SpecError> {
     let metadata = run_metadata(lp, run);
     match &lp.target {
         Target::Command(c) => process_spec(
@@ -104,7 +139,7 @@ pub fn process_spec(
     account: Option<&Account>,
     timeout_ms: Option<u64>,
     mut metadata: Vec<(&'static str, String)>,
-    cfg: &EngineConfig,
+    cfg: &ExecSettings,
 ) -> Result<ExecSpec, SpecError> {
     let home = cfg.home.as_deref();
     let mut spec = match target {

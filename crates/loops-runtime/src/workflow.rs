@@ -12,10 +12,10 @@
 //! — it is never started again, by this run or by a later attempt of its slot, since
 //! its side effects may already have happened.
 
-use crate::engine::EngineConfig;
+use crate::clock::Clock;
 use crate::executor::{execute, ExecResult, ExecSpec, ExecStatus};
 use crate::process::is_same_process_alive;
-use crate::targets::{process_spec, ProcessTarget};
+use crate::targets::{process_spec, ExecSettings, ProcessTarget};
 use loops_core::workflow::{
     Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, WorkflowRecord, WorkflowRun,
 };
@@ -33,7 +33,12 @@ const CANCEL_POLL: Duration = Duration::from_millis(200);
 /// Everything a workflow run needs besides its spec.
 pub struct RunContext {
     pub store: Arc<dyn Store>,
-    pub cfg: EngineConfig,
+    /// The daemon lease fence every write carries; `None` outside a daemon.
+    pub fence: Option<Fence>,
+    /// How step processes are started and supervised.
+    pub exec: ExecSettings,
+    /// Where `now` comes from (step and run timestamps).
+    pub clock: Arc<dyn Clock>,
     /// The loop slot this run belongs to, when a loop started it.
     pub origin: Option<RunOrigin>,
     /// `LOOPS_*` metadata of the loop run, when a loop started it.
@@ -46,11 +51,11 @@ pub struct RunContext {
 
 impl RunContext {
     fn fence(&self) -> Option<&Fence> {
-        self.cfg.fence.as_ref()
+        self.fence.as_ref()
     }
 
     fn now(&self) -> Instant {
-        chrono::Utc::now()
+        self.clock.now()
     }
 }
 
@@ -209,9 +214,9 @@ fn record_orphan_outcome(
     now: Instant,
 ) -> Result<(), StoreError> {
     let pid = step.pid.unwrap_or(0);
-    let spooled = ctx.cfg.spool.as_ref().map(|s| s.for_step(&step.id));
+    let spooled = ctx.exec.spool.as_ref().map(|s| s.for_step(&step.id));
     if let Some(files) = &spooled {
-        let (stdout, stderr) = files.read(ctx.cfg.max_output_bytes);
+        let (stdout, stderr) = files.read(ctx.exec.max_output_bytes);
         step.stdout = Some(stdout);
         step.stderr = Some(stderr);
     }
@@ -461,19 +466,19 @@ fn start_step(
     ctx.store.save_step_run(record, &[ev], now, ctx.fence())?;
 
     let spec = step_spec(ctx, workflow, run, step).map(|mut spec| {
-        spec.spool = ctx.cfg.spool.as_ref().map(|s| s.for_step(&record.id));
+        spec.spool = ctx.exec.spool.as_ref().map(|s| s.for_step(&record.id));
         spec
     });
     let store = Arc::clone(&ctx.store);
-    let fence = ctx.cfg.fence.clone();
+    let fence = ctx.fence.clone();
+    let clock = Arc::clone(&ctx.clock);
     let snapshot = record.clone();
     running.spawn(async move {
         let on_spawn = move |pid: u32, start: Option<u64>| {
             let mut with_pid = snapshot;
             with_pid.pid = Some(pid);
             with_pid.pid_start_time = start;
-            if let Err(e) = store.save_step_run(&with_pid, &[], chrono::Utc::now(), fence.as_ref())
-            {
+            if let Err(e) = store.save_step_run(&with_pid, &[], clock.now(), fence.as_ref()) {
                 tracing::warn!(step = %with_pid.step_id, error = %e, "could not record step pid");
             }
         };
@@ -493,8 +498,8 @@ fn start_step(
                 error: Some(message),
                 pid: None,
                 pid_start_time: None,
-                started_at: chrono::Utc::now(),
-                finished_at: chrono::Utc::now(),
+                started_at: now,
+                finished_at: now,
             },
         };
         (index, result)
@@ -582,7 +587,7 @@ fn finish_step(
     );
     ctx.store
         .save_step_run(record, &[ev], ctx.now(), ctx.fence())?;
-    if let Some(spool) = &ctx.cfg.spool {
+    if let Some(spool) = &ctx.exec.spool {
         spool.for_step(&record.id).remove();
     }
     Ok(status)
@@ -612,7 +617,7 @@ fn step_spec(
         step.account(),
         step.timeout_ms(),
         metadata,
-        &ctx.cfg,
+        &ctx.exec,
     )
     .map_err(|e| e.0)
 }

@@ -740,6 +740,19 @@ fn claim_in_tx(
         return Ok(Err(ClaimRefused::LoopNotActive));
     }
 
+    // Before the slot's own state: "the loop is busy" is the answer that explains a
+    // refused exclusive claim, whatever its slot looks like.
+    if req.require_no_running {
+        let busy: bool = tx
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE loop_id = ?1 AND status = 'running')",
+            )?
+            .query_row([req.loop_id.as_str()], |r| r.get(0))?;
+        if busy {
+            return Ok(Err(ClaimRefused::LoopBusy));
+        }
+    }
+
     let (running, done, last_attempt): (i64, i64, i64) = tx
         .prepare_cached(
             "SELECT COALESCE(SUM(status = 'running'), 0), \
@@ -760,16 +773,6 @@ fn claim_in_tx(
     let allowed = if ad_hoc { 1 } else { max_attempts.max(1) };
     if last_attempt >= allowed {
         return Ok(Err(ClaimRefused::SlotDone));
-    }
-    if req.require_no_running {
-        let busy: bool = tx
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM runs WHERE loop_id = ?1 AND status = 'running')",
-            )?
-            .query_row([req.loop_id.as_str()], |r| r.get(0))?;
-        if busy {
-            return Ok(Err(ClaimRefused::LoopBusy));
-        }
     }
 
     let mut stmt = tx.prepare_cached(concat!(

@@ -12,8 +12,9 @@ use loops_core::workflow::{
     parse_spec, validate, Dag, StepRun, StepTarget, WorkflowRecord, WorkflowSpec,
 };
 use loops_core::{StepStatus, Target, WorkflowRunStatus, WorkflowStatus};
-use loops_runtime::engine::EngineConfig;
+use loops_runtime::clock::SystemClock;
 use loops_runtime::input::{absolute_path, read_text};
+use loops_runtime::targets::ExecSettings;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
@@ -252,7 +253,9 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(None::<String>);
         let ctx_run = loops_runtime::workflow::RunContext {
             store: Arc::clone(&store),
-            cfg: EngineConfig::for_data_dir(client.data_dir()),
+            fence: None,
+            exec: ExecSettings::for_data_dir(client.data_dir()),
+            clock: Arc::new(SystemClock),
             origin: None,
             loop_metadata: Vec::new(),
             timeout,

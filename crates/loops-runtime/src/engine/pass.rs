@@ -1,0 +1,256 @@
+//! The scheduling pass: recover → expire → due slots → claim (with each loop's advance,
+//! in one transaction) → start the claimed runs. A loop that cannot be scheduled is
+//! parked; a backwards clock jump re-plans the loops it left far ahead.
+
+use super::{Engine, EngineError, TickReport, DUE_BATCH};
+use loops_core::schedule::due_slots;
+use loops_core::transitions::on_claim;
+use loops_core::{format_instant, Instant, Loop, LoopId, Overlap, RunSource};
+use loops_store::{BatchClaim, ClaimRefused, ClaimRequest, StoreError, UnreadableLoop};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::sync::OwnedSemaphorePermit;
+
+impl Engine {
+    /// One full scheduling pass (recover, expire, dispatch). Claimed runs execute on
+    /// spawned tasks; await [`Self::drain`] to wait for them.
+    pub fn tick(self: &Arc<Self>) -> Result<TickReport, EngineError> {
+        self.pass(true)
+    }
+
+    /// A scheduling pass; `recover` includes the (costlier) reconciliation of other
+    /// runners' rows, which the daemon runs on its own cadence rather than on every
+    /// wake-up.
+    pub fn pass(self: &Arc<Self>, recover: bool) -> Result<TickReport, EngineError> {
+        let now = self.clock.now();
+        let mut report = TickReport::default();
+        self.saturated.store(false, Ordering::SeqCst);
+        if recover {
+            self.recover(now, &mut report)?;
+        }
+        let expired = self
+            .store
+            .expire_loops(now, self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        report.expired = expired.into_iter().map(|l| l.id).collect();
+        // Fetch no more due loops than can start now: decoding rows that must wait for
+        // a free slot is wasted work on every pass.
+        let free = self.permits.available_permits();
+        if free == 0 {
+            report.saturated = true;
+        } else {
+            let due = self.store.due_loops(now, free.min(DUE_BATCH))?;
+            let full = due.len() >= free.min(DUE_BATCH);
+            report.saturated |= !self.dispatch(due, now, &mut report)?;
+            // More may be due than were fetched: come back once a run frees a slot.
+            report.saturated |= full && self.permits.available_permits() == 0;
+        }
+        if report.saturated {
+            self.saturated.store(true, Ordering::SeqCst);
+        }
+        Ok(report)
+    }
+
+    /// Resolves when the daemon should plan again: a run finished while every slot was
+    /// busy, or a finished run moved its loop's next slot.
+    pub async fn replan_needed(&self) {
+        self.replan.notified().await;
+    }
+
+    /// Claims a due slot of every loop in `due` in one transaction (each claim advancing
+    /// its loop) and starts the claimed runs. Returns false when it ran out of
+    /// concurrency slots before the end of `due`.
+    pub(super) fn dispatch(
+        self: &Arc<Self>,
+        due: Vec<Result<Loop, UnreadableLoop>>,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<bool, EngineError> {
+        struct Planned {
+            lp: Loop,
+            slots: Vec<Instant>,
+            permit: OwnedSemaphorePermit,
+        }
+        let mut planned = Vec::with_capacity(due.len());
+        let mut claims = Vec::with_capacity(due.len());
+        let mut all_fit = true;
+        // The claims' own instant: `startedAt` must not be the pass's start.
+        let claim_now = self.clock.now();
+        for lp in due {
+            // One loop that cannot be scheduled must not stop the others (nor come
+            // back due on every pass): it is parked, and the pass goes on.
+            let lp = match lp {
+                Ok(lp) => lp,
+                Err(UnreadableLoop { id, name, error }) => {
+                    let reason = format!("its stored definition cannot be read: {error}");
+                    self.park(&id, &name, &reason, now, report)?;
+                    continue;
+                }
+            };
+            let plan = due_slots(&lp, now).and_then(|slots| {
+                let last = slots.last().copied();
+                let advance = match last {
+                    Some(last) => on_claim(&lp, last, RunSource::Scheduled, now)?,
+                    None => None,
+                };
+                Ok((slots, advance))
+            });
+            let (slots, advance) = match plan {
+                Ok(plan) => plan,
+                Err(e) => {
+                    let reason = format!("its schedule cannot be computed: {e}");
+                    self.park(&lp.id, &lp.name, &reason, now, report)?;
+                    continue;
+                }
+            };
+            let Some(&first) = slots.first() else {
+                continue;
+            };
+            let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
+                all_fit = false;
+                break;
+            };
+            claims.push(BatchClaim {
+                request: ClaimRequest {
+                    loop_id: lp.id.clone(),
+                    scheduled_for: first,
+                    runner_id: self.cfg.runner_id.clone(),
+                    source: RunSource::Scheduled,
+                    now: claim_now,
+                    require_no_running: lp.overlap == Overlap::Skip,
+                },
+                advance,
+            });
+            planned.push(Planned { lp, slots, permit });
+        }
+        let results = self
+            .store
+            .claim_runs(&claims, self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        // Every claimed run is started, whatever happens to the others: an error while
+        // recording one loop's skipped slot must not strand the runs claimed beside it.
+        let mut failed = None;
+        for ((plan, claim), result) in planned.into_iter().zip(claims).zip(results) {
+            let Planned { lp, slots, permit } = plan;
+            let name = lp.name.clone();
+            let recorded = match result {
+                Ok(run) => {
+                    report.claimed.push(run.id.clone());
+                    self.spawn_batch(lp, run, slots[1..].to_vec(), permit);
+                    Ok(())
+                }
+                Err(ClaimRefused::LoopBusy) => {
+                    drop(permit);
+                    self.skip_slots(&lp, &slots, claim.advance, now, report)
+                }
+                Err(ClaimRefused::SlotDone | ClaimRefused::SlotRunning) => {
+                    // Someone else (run-now, another runner) has this slot; move past it.
+                    self.advance_without_run(&lp, claim.advance, now)
+                }
+                Err(ClaimRefused::LoopNotActive) => Ok(()),
+            };
+            match recorded {
+                // Removed meanwhile: nothing left to record.
+                Err(EngineError::Store(StoreError::LoopNotFound(_))) => {}
+                Err(e) => {
+                    // The loop was not advanced, so the next pass sees the slot again.
+                    tracing::debug!(loop_name = %name, error = %e, "could not record a refused claim");
+                    failed.get_or_insert(e);
+                }
+                Ok(()) => {}
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(all_fit),
+        }
+    }
+
+    /// Overlap `skip`: records a `skipped` run for each due slot and advances the loop.
+    pub(super) fn skip_slots(
+        &self,
+        lp: &Loop,
+        slots: &[Instant],
+        advance: Option<loops_core::transitions::LoopAdvance>,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<(), EngineError> {
+        for slot in slots {
+            let skipped = self
+                .store
+                .record_skipped_run(lp, *slot, "previous run still active", now, self.fence())
+                .map_err(|e| self.note_store_error(e))?;
+            report.skipped.push(skipped.id);
+        }
+        self.advance_without_run(lp, advance, now)
+    }
+
+    /// Takes a loop that cannot be scheduled out of scheduling: paused, with a failed
+    /// run saying why. Logged once: a parked loop is no longer due.
+    pub(super) fn park(
+        &self,
+        id: &LoopId,
+        name: &str,
+        reason: &str,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<(), EngineError> {
+        let reason = format!("loop parked (paused): {reason}; fix it, then `loops resume`");
+        let parked = self
+            .store
+            .park_loop(id, &reason, now, self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        if let Some(run) = parked {
+            tracing::error!(loop_id = %id, name, run = %run.id, %reason, "loop parked");
+            report.parked.push(id.clone());
+        }
+        Ok(())
+    }
+
+    pub(super) fn advance_without_run(
+        &self,
+        lp: &Loop,
+        advance: Option<loops_core::transitions::LoopAdvance>,
+        now: Instant,
+    ) -> Result<(), EngineError> {
+        if let Some(advance) = advance {
+            self.store
+                .update_loop_schedule(&lp.id, &advance, now, self.fence())
+                .map_err(|e| self.note_store_error(e))?;
+        }
+        Ok(())
+    }
+
+    /// Moves back every active loop whose next slot lies further ahead than its
+    /// schedule can explain, as after the wall clock went backwards (see
+    /// [`loops_core::schedule::replan_after_clock_jump`]). Returns the loops moved.
+    /// A loop whose schedule does not compute is left to the next pass, which parks it.
+    pub fn replan_after_clock_jump(&self) -> Result<Vec<LoopId>, EngineError> {
+        let now = self.clock.now();
+        let mut moved = Vec::new();
+        for lp in self
+            .store
+            .list_loops(Some(loops_core::LoopStatus::Active))?
+        {
+            let Ok(Some(next)) = loops_core::schedule::replan_after_clock_jump(&lp, now) else {
+                continue;
+            };
+            let advance = loops_core::transitions::LoopAdvance {
+                status: lp.status,
+                next_run_at: Some(next),
+                retry_scheduled_for: lp.retry_scheduled_for,
+            };
+            self.store
+                .update_loop_schedule(&lp.id, &advance, now, self.fence())
+                .map_err(|e| self.note_store_error(e))?;
+            tracing::warn!(
+                loop_name = %lp.name,
+                was = %lp.next_run_at.map(|t| format_instant(&t)).unwrap_or_default(),
+                now = %format_instant(&next),
+                "next slot lay further ahead than the schedule allows (the clock went back?); moved it"
+            );
+            moved.push(lp.id);
+        }
+        Ok(moved)
+    }
+}

@@ -1,0 +1,226 @@
+//! Recovery of rows whose runner is gone: adopted when their process lives (or when
+//! they are a workflow loop's run, continued in place), abandoned otherwise.
+
+use super::{lock, parse_runner_id, Engine, EngineError, InFlight, TickReport};
+use crate::process::is_same_process_alive;
+use crate::recorder::plan_after_finish;
+use loops_core::{Instant, Loop, Run, RunOutcome, RunStatus};
+use loops_store::{RunWrite, StoreError};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+impl Engine {
+    /// Step 1 of a tick: running rows whose runner is gone (lease expired, or its
+    /// process on this host no longer exists). A daemon adopts a row whose process
+    /// still lives (watched until it exits) and a workflow target's row (its workflow
+    /// run is continued where it stopped); every other such row is abandoned, keeping
+    /// the output spooled before its runner died.
+    pub(super) fn recover(
+        self: &Arc<Self>,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<(), EngineError> {
+        let running = self.store.running_runs(None)?;
+        for run in running {
+            if lock(&self.inflight).contains_key(&run.id) {
+                continue;
+            }
+            if !self.runner_gone(&run, now) {
+                report.foreign_running = true;
+                continue;
+            }
+            let on_this_host = run
+                .claimed_by
+                .as_deref()
+                .and_then(parse_runner_id)
+                .is_none_or(|(host, _, _)| host == self.host);
+            let alive = on_this_host
+                && run
+                    .pid
+                    .is_some_and(|pid| is_same_process_alive(pid, run.pid_start_time));
+            if alive {
+                report.foreign_running = true;
+                if self.cfg.adopt_orphans {
+                    self.adopt(run, now, report)?;
+                }
+                continue;
+            }
+            let lp = self.store.get_loop(&run.loop_id)?;
+            let workflow = lp
+                .as_ref()
+                .is_some_and(|l| matches!(l.target, loops_core::Target::Workflow(_)));
+            if let (true, true, Some(lp)) = (workflow, self.cfg.adopt_orphans, lp) {
+                self.continue_workflow(lp, run, now, report)?;
+                continue;
+            }
+            let spooled = self.cfg.exec.spool.as_ref().map(|s| s.for_run(&run.id));
+            let (stdout, stderr) = spooled
+                .as_ref()
+                .map(|files| files.read(self.cfg.exec.max_output_bytes))
+                .unwrap_or_default();
+            let outcome = RunOutcome {
+                status: RunStatus::Abandoned,
+                finished_at: now,
+                exit_code: None,
+                stdout: run
+                    .stdout
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or(stdout),
+                stderr: run
+                    .stderr
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or(stderr),
+                error: Some(match run.pid {
+                    _ if workflow => "abandoned: runner gone; the slot's workflow run continues \
+                                      with its next attempt"
+                        .to_owned(),
+                    Some(pid) => {
+                        format!("abandoned: runner gone and process {pid} no longer exists")
+                    }
+                    None => "abandoned: runner gone before the process started".to_owned(),
+                }),
+                summary: None,
+                usage: None,
+            };
+            let write = RunWrite::Finished {
+                run: run.id.clone(),
+                outcome,
+            };
+            let written = self
+                .store
+                .record_run_writes(&[write], now, self.fence(), &plan_after_finish)
+                .map_err(|e| self.note_store_error(e))?;
+            match written.into_iter().next() {
+                Some(Ok(_)) => {
+                    if let Some(files) = spooled {
+                        files.remove();
+                    }
+                    report.recovered.push(run.id.clone());
+                    self.replan.notify_one();
+                }
+                Some(Err(StoreError::NotRunning(_))) | None => {}
+                Some(Err(e)) => return Err(self.note_store_error(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a dead runner's row to this engine (fresh lease, renewed by our
+    /// heartbeat). `None` when someone else finalized or took it meanwhile.
+    pub(super) fn take_over(&self, run: &Run, now: Instant) -> Result<Option<Run>, EngineError> {
+        match self.store.take_over_run(
+            &run.id,
+            run.claimed_by.as_deref(),
+            &self.cfg.runner_id,
+            now,
+            self.fence(),
+        ) {
+            Ok(run) => Ok(Some(run)),
+            Err(e) if e.is_per_row() => Ok(None),
+            Err(e) => Err(self.note_store_error(e)),
+        }
+    }
+
+    /// Continues a workflow target's run whose runner died: the slot's workflow run
+    /// picks up where it stopped (finished steps kept, a step whose process outlived
+    /// the runner recorded, never started again), as this engine's run.
+    pub(super) fn continue_workflow(
+        self: &Arc<Self>,
+        lp: Loop,
+        run: Run,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<(), EngineError> {
+        let Some(run) = self.take_over(&run, now)? else {
+            return Ok(());
+        };
+        tracing::info!(run = %run.id, loop_name = %lp.name, "continuing a workflow run whose runner died");
+        report.adopted.push(run.id.clone());
+        let engine = Arc::clone(self);
+        let task = self.task();
+        tokio::spawn(async move {
+            let _task = task;
+            engine.execute_claimed(&lp, run).await;
+        });
+        Ok(())
+    }
+
+    /// Whether the runner that claimed `run` can no longer finish it.
+    pub(super) fn runner_gone(&self, run: &Run, now: Instant) -> bool {
+        if run.lease_expires_at.is_none_or(|t| t <= now) {
+            return true;
+        }
+        match run.claimed_by.as_deref().and_then(parse_runner_id) {
+            Some((host, pid, start)) if host == self.host => {
+                run.claimed_by.as_deref() != Some(self.cfg.runner_id.as_str())
+                    && !is_same_process_alive(pid, start)
+            }
+            _ => false,
+        }
+    }
+
+    /// Watches a live orphaned process until it exits, keeping its lease fresh, then
+    /// records it as abandoned (its exit status cannot be known: it is not our child)
+    /// with the output spooled before its runner died.
+    pub(super) fn adopt(
+        self: &Arc<Self>,
+        run: Run,
+        now: Instant,
+        report: &mut TickReport,
+    ) -> Result<(), EngineError> {
+        let Some(run) = self.take_over(&run, now)? else {
+            return Ok(());
+        };
+        report.adopted.push(run.id.clone());
+        let engine = Arc::clone(self);
+        let (cancel_tx, mut cancel_rx) = watch::channel(None::<String>);
+        lock(&self.inflight).insert(run.id.clone(), InFlight { cancel: cancel_tx });
+        let task = self.task();
+        tracing::info!(run = %run.id, pid = ?run.pid, "adopting a run whose process outlived its runner");
+        tokio::spawn(async move {
+            let _task = task;
+            let pid = run.pid.unwrap_or(0);
+            let mut cancelled = None;
+            while is_same_process_alive(pid, run.pid_start_time) {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    r = cancel_rx.wait_for(Option::is_some) => {
+                        cancelled = r.ok().and_then(|v| v.clone());
+                        break;
+                    }
+                }
+            }
+            lock(&engine.inflight).remove(&run.id);
+            if let Some(reason) = &cancelled {
+                // Shutdown or lease loss: leave the process alone and the row running, so
+                // the next daemon adopts it again.
+                tracing::info!(run = %run.id, %reason, "stopped watching adopted run");
+            } else {
+                let (stdout, stderr) = engine
+                    .cfg
+                    .exec
+                    .spool
+                    .as_ref()
+                    .map(|s| s.for_run(&run.id).read(engine.cfg.exec.max_output_bytes))
+                    .unwrap_or_default();
+                let outcome = RunOutcome {
+                    status: RunStatus::Abandoned,
+                    finished_at: engine.clock.now(),
+                    exit_code: None,
+                    stdout,
+                    stderr,
+                    error: Some(format!(
+                        "process {pid} exited while adopted after its runner died; exit status unknown"
+                    )),
+                    summary: None,
+                    usage: None,
+                };
+                engine.finalize_and_advance(&run, &outcome).await;
+            }
+        });
+        Ok(())
+    }
+}

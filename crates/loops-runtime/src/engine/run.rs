@@ -1,0 +1,152 @@
+//! Executing one claimed run: its process (or workflow), then its finalization; and
+//! the rest of a catch-up batch on the same task.
+
+use super::{lock, Engine, InFlight};
+use crate::executor::{execute, ExecResult, ExecStatus};
+use crate::targets::{exec_spec, SpecError};
+use loops_core::{Instant, Loop, Overlap, Run, RunOutcome, RunSource, RunStatus};
+use loops_store::{ClaimRequest, RunWrite};
+use std::sync::Arc;
+use tokio::sync::{watch, OwnedSemaphorePermit};
+
+impl Engine {
+    /// Executes `first` and then the remaining catch-up slots of the batch, in order,
+    /// on one task (they are one loop's backlog and must not overlap each other).
+    pub(super) fn spawn_batch(
+        self: &Arc<Self>,
+        lp: Loop,
+        first: Run,
+        rest: Vec<Instant>,
+        permit: OwnedSemaphorePermit,
+    ) {
+        let engine = Arc::clone(self);
+        let task = self.task();
+        tokio::spawn(async move {
+            let _task = task;
+            let _permit = permit;
+            let mut next = Some(first);
+            let mut rest = rest.into_iter();
+            while let Some(run) = next.take() {
+                let finished = engine.execute_claimed(&lp, run).await;
+                let retry_pending = finished
+                    .as_ref()
+                    .is_some_and(|r| r.status.is_failure() && r.attempt < lp.max_attempts);
+                if finished.is_none() || retry_pending || engine.lease_lost() {
+                    break;
+                }
+                // The rest of a catch-up batch: claim each slot in order; skip any that
+                // someone else already ran.
+                for slot in rest.by_ref() {
+                    let req = ClaimRequest {
+                        loop_id: lp.id.clone(),
+                        scheduled_for: slot,
+                        runner_id: engine.cfg.runner_id.clone(),
+                        source: RunSource::Scheduled,
+                        now: engine.clock.now(),
+                        require_no_running: lp.overlap == Overlap::Skip,
+                    };
+                    match engine.store.claim_run(&req, engine.fence()) {
+                        Ok(Ok(claimed)) => {
+                            next = Some(claimed);
+                            break;
+                        }
+                        Ok(Err(_)) => {}
+                        Err(e) => {
+                            let _ = engine.note_store_error(e);
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Executes one claimed run to its end, finalizes it and advances its loop.
+    /// Returns the finalized run (`None` when finalizing was rejected).
+    pub async fn execute_claimed(&self, lp: &Loop, run: Run) -> Option<Run> {
+        let (cancel_tx, mut cancel_rx) = watch::channel(None::<String>);
+        lock(&self.inflight).insert(run.id.clone(), InFlight { cancel: cancel_tx });
+        if self.lease_lost() {
+            let _ = lock(&self.inflight)
+                .get(&run.id)
+                .map(|f| f.cancel.send(Some("daemon lease lost".into())));
+        }
+        if let loops_core::Target::Workflow(target) = &lp.target {
+            let outcome = self.run_workflow_target(lp, &run, target, cancel_rx).await;
+            lock(&self.inflight).remove(&run.id);
+            return match outcome {
+                Some(outcome) => self.finalize_and_advance(&run, &outcome).await,
+                None => None,
+            };
+        }
+        let (result, spec_error) = match exec_spec(lp, &run, &self.cfg.exec) {
+            Ok(mut spec) => {
+                spec.spool = self.cfg.exec.spool.as_ref().map(|s| s.for_run(&run.id));
+                let on_spawn = |pid: u32, start: Option<u64>| {
+                    self.recorder.send(RunWrite::Spawned {
+                        run: run.id.clone(),
+                        pid,
+                        pid_start_time: start,
+                        at: self.clock.now(),
+                    });
+                };
+                let cancel = async move {
+                    if cancel_rx.wait_for(Option::is_some).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                (Some(execute(spec, on_spawn, cancel).await), None)
+            }
+            Err(SpecError(message)) => (None, Some(message)),
+        };
+        let reason = lock(&self.inflight)
+            .remove(&run.id)
+            .and_then(|f| f.cancel.borrow().clone());
+        let outcome = match result {
+            Some(result) => {
+                let mut outcome = outcome_from(result, reason);
+                if let loops_core::Target::Agent(agent) = &lp.target {
+                    crate::providers::interpret(agent, &mut outcome);
+                }
+                outcome
+            }
+            None => RunOutcome {
+                status: RunStatus::Failed,
+                finished_at: self.clock.now(),
+                exit_code: None,
+                stdout: String::new(),
+                stderr: String::new(),
+                error: spec_error,
+                summary: None,
+                usage: None,
+            },
+        };
+        self.finalize_and_advance(&run, &outcome).await
+    }
+}
+
+fn outcome_from(result: ExecResult, cancel_reason: Option<String>) -> RunOutcome {
+    let (status, error) = match result.status {
+        ExecStatus::Succeeded => (RunStatus::Succeeded, None),
+        ExecStatus::Failed => (RunStatus::Failed, result.error),
+        ExecStatus::TimedOut => (RunStatus::TimedOut, result.error),
+        // Interrupted (daemon stop, lease loss): the attempt did not complete.
+        ExecStatus::Cancelled => (
+            RunStatus::Abandoned,
+            Some(format!(
+                "interrupted: {}",
+                cancel_reason.unwrap_or_else(|| "cancelled".into())
+            )),
+        ),
+    };
+    RunOutcome {
+        status,
+        finished_at: result.finished_at,
+        exit_code: result.exit_code,
+        stdout: result.stdout,
+        stderr: result.stderr,
+        error,
+        summary: None,
+        usage: None,
+    }
+}

@@ -1,0 +1,107 @@
+//! A loop whose target is a workflow: the slot's workflow run, started or continued,
+//! and its result as the loop run's outcome.
+
+use super::Engine;
+use loops_core::{Loop, Run, RunOutcome, RunStatus};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+impl Engine {
+    /// A loop whose target is a workflow: runs (or continues) the slot's workflow run
+    /// and turns its result into the loop run's outcome. `None` when the run was
+    /// interrupted before it changed anything (the loop run stays running).
+    pub(super) async fn run_workflow_target(
+        &self,
+        lp: &Loop,
+        run: &Run,
+        target: &loops_core::WorkflowTarget,
+        interrupt: watch::Receiver<Option<String>>,
+    ) -> Option<RunOutcome> {
+        let failed = |error: String| RunOutcome {
+            status: RunStatus::Failed,
+            finished_at: self.clock.now(),
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: Some(error),
+            summary: None,
+            usage: None,
+        };
+        let origin = loops_core::workflow::RunOrigin {
+            loop_id: lp.id.clone(),
+            loop_run_id: run.id.clone(),
+            scheduled_for: run.scheduled_for,
+        };
+        // A continued slot runs the version it started with; a new one the active spec.
+        let workflow = match self.store.get_active_workflow(&target.workflow) {
+            Ok(Some(w)) => w,
+            Ok(None) => {
+                return Some(failed(format!(
+                    "no active workflow named {:?}",
+                    target.workflow
+                )))
+            }
+            Err(e) => {
+                return Some(failed(format!(
+                    "cannot load workflow {:?}: {e}",
+                    target.workflow
+                )))
+            }
+        };
+        let ctx = crate::workflow::RunContext {
+            store: Arc::clone(&self.store),
+            fence: self.cfg.fence.clone(),
+            exec: self.cfg.exec.clone(),
+            clock: Arc::clone(&self.clock),
+            origin: Some(origin),
+            loop_metadata: crate::targets::run_metadata(lp, run),
+            timeout: target.timeout_ms.map(Duration::from_millis),
+            interrupt,
+        };
+        match crate::workflow::run(&ctx, &workflow).await {
+            // Interrupted before the run changed (still waiting on a step process that
+            // outlived a runner): left as it is, for the next daemon to adopt.
+            Ok(wf_run) if wf_run.status == loops_core::WorkflowRunStatus::Running => None,
+            Ok(wf_run) => {
+                let steps = self.store.step_runs(&wf_run.id).unwrap_or_default();
+                let status = match wf_run.status {
+                    loops_core::WorkflowRunStatus::Succeeded => RunStatus::Succeeded,
+                    loops_core::WorkflowRunStatus::TimedOut => RunStatus::TimedOut,
+                    _ if wf_run
+                        .error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("interrupted")) =>
+                    {
+                        RunStatus::Abandoned
+                    }
+                    _ => RunStatus::Failed,
+                };
+                let summary: Vec<serde_json::Value> = steps
+                    .iter()
+                    .map(|s| serde_json::json!({"stepId": s.step_id, "status": s.status, "exitCode": s.exit_code, "error": s.error, "summary": s.summary}))
+                    .collect();
+                Some(RunOutcome {
+                    status,
+                    finished_at: self.clock.now(),
+                    exit_code: None,
+                    stdout: serde_json::to_string_pretty(
+                        &serde_json::json!({ "workflowRun": wf_run, "steps": summary }),
+                    )
+                    .unwrap_or_default(),
+                    stderr: String::new(),
+                    error: wf_run
+                        .error
+                        .clone()
+                        .map(|e| format!("workflow run {}: {e}", wf_run.id)),
+                    summary: Some(format!("workflow run {} {}", wf_run.id, wf_run.status)),
+                    usage: None,
+                })
+            }
+            Err(e) => {
+                self.note_store_error_ref(&e);
+                Some(failed(format!("workflow run failed to record: {e}")))
+            }
+        }
+    }
+}
