@@ -248,7 +248,7 @@ fn disk_full_backs_off_keeps_the_lease_and_resumes_when_space_returns() {
     let ran = assert_no_duplicates(&journal);
     assert_eq!(
         ran,
-        runs.len(),
+        runs.len() - count(&runs, "skipped"),
         "every run that executed is recorded, and only those"
     );
 }
