@@ -106,6 +106,14 @@ pub fn on_finish(
     }))
 }
 
+/// Whether deciding the transition after `run` needs the loop's oldest other slot that
+/// still has attempts left (a deferred retry; see [`on_finish`]): only when the loop
+/// allows several attempts, the run is not ad hoc, and its own slot is not retrying.
+pub fn wants_deferred_retry(current: &Loop, run: &Run) -> bool {
+    let retry_pending = run.status.is_failure() && run.attempt < current.max_attempts;
+    run.source != RunSource::AdHoc && !retry_pending && current.max_attempts > 1
+}
+
 /// Whether a finished run counts as done for its slot (no further attempt).
 pub fn slot_finished(run: &Run, max_attempts: u32) -> bool {
     matches!(run.status, RunStatus::Succeeded | RunStatus::Skipped) || run.attempt >= max_attempts

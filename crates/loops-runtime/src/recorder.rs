@@ -15,8 +15,6 @@
 
 use crate::backoff::Backoff;
 use crate::clock::Clock;
-use loops_core::transitions::{on_finish, LoopAdvance};
-use loops_core::{Instant, Loop, Run, RunSource};
 use loops_store::{Fence, RunWrite, RunWritten, Store, StoreError};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -107,7 +105,7 @@ fn commit_loop(
         // A panic in one batch (a bug) must not take every later finalization with it:
         // the batch fails like a store error and the thread goes on.
         let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            store.record_run_writes(&writes, clock.now(), fence, &plan_after_finish)
+            store.record_run_writes(&writes, clock.now(), fence)
         }))
         .unwrap_or_else(|_| {
             Err(StoreError::InvalidArgument(
@@ -170,37 +168,5 @@ fn copy_error(e: &StoreError) -> StoreError {
         StoreError::NotRunning(id) => StoreError::NotRunning(id.clone()),
         StoreError::RunNotFound(id) => StoreError::RunNotFound(id.clone()),
         other => StoreError::InvalidArgument(format!("batch write failed: {other}")),
-    }
-}
-
-/// The loop transition after a run ended (see [`loops_core::transitions::on_finish`]).
-/// Deferred retries are looked up only when a slot may be attempted more than once and
-/// this run's own slot is not retrying.
-pub(crate) fn plan_after_finish(
-    current: &Loop,
-    run: &Run,
-    deferred_lookup: &mut dyn FnMut() -> Result<Option<Instant>, StoreError>,
-) -> Option<LoopAdvance> {
-    if run.source == RunSource::AdHoc {
-        return None;
-    }
-    let retry_pending = run.status.is_failure() && run.attempt < current.max_attempts;
-    let deferred = if retry_pending || current.max_attempts <= 1 {
-        None
-    } else {
-        match deferred_lookup() {
-            Ok(slot) => slot,
-            Err(e) => {
-                tracing::warn!(loop_id = %current.id, error = %e, "could not look up deferred retries");
-                None
-            }
-        }
-    };
-    match on_finish(current, run, deferred) {
-        Ok(advance) => advance,
-        Err(e) => {
-            tracing::warn!(loop_id = %current.id, error = %e, "could not plan the loop's next run");
-            None
-        }
     }
 }

@@ -80,8 +80,28 @@ pub struct ClaimRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchClaim {
     pub request: ClaimRequest,
-    /// Loop transition applied in the same transaction when this claim succeeds.
+    /// Loop transition applied in the same transaction when this claim succeeds, or
+    /// when its slot turns out to be another runner's or the loop is busy.
     pub advance: Option<LoopAdvance>,
+    /// The slots recorded `skipped` when the loop is busy (overlap `skip`): every due
+    /// slot of the batch, the request's first.
+    pub skip_slots: Vec<Instant>,
+}
+
+/// What one claim of a batch did ([`Store::claim_runs`]); every change it made is part
+/// of the batch's one transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimOutcome {
+    /// The slot attempt is ours: a `running` row, and the loop advanced.
+    Claimed(Run),
+    /// The loop is busy (overlap `skip`): each of `skip_slots` recorded `skipped`, and
+    /// the loop advanced.
+    Skipped(Vec<Run>),
+    /// Someone else has the slot (running it, or done with it): the loop advanced past
+    /// it.
+    Moved,
+    /// The loop is gone or no longer active: nothing changed.
+    NotActive,
 }
 
 /// A write about a claimed run; many are applied in one transaction by
@@ -95,7 +115,8 @@ pub enum RunWrite {
         pid_start_time: Option<u64>,
         at: Instant,
     },
-    /// The run ended: finalize it, then move its loop as the planner decides.
+    /// The run ended: finalize it, then move its loop as the domain's transition rules
+    /// decide (`loops_core::transitions::on_finish`).
     Finished { run: RunId, outcome: RunOutcome },
 }
 
@@ -109,14 +130,6 @@ pub enum RunWritten {
         loop_moved: bool,
     },
 }
-
-/// Decides, inside the finalizing transaction, how a loop moves after one of its runs
-/// ended. Given the loop as stored, the finalized run and a lookup of the loop's
-/// earliest earlier slot that still has attempts left (a deferred retry), it returns the
-/// transition to persist, if any. The policy lives in the domain
-/// (`loops_core::transitions`); the store only applies it atomically.
-pub type FinishPlanner<'a> =
-    dyn Fn(&Loop, &Run, &mut dyn FnMut() -> Result<Option<Instant>>) -> Option<LoopAdvance> + 'a;
 
 /// Why a claim did not produce a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,13 +246,13 @@ pub trait Store: WorkflowStore + Send + Sync {
         advance: Option<&LoopAdvance>,
         fence: Option<&Fence>,
     ) -> Result<std::result::Result<Run, ClaimRefused>>;
-    /// Many [`Store::claim_run_and_advance`] calls in one transaction: one result per
-    /// claim, in order. The fence is checked once, at the first request's instant.
-    fn claim_runs(
-        &self,
-        claims: &[BatchClaim],
-        fence: Option<&Fence>,
-    ) -> Result<Vec<std::result::Result<Run, ClaimRefused>>>;
+    /// A scheduling pass's claims in one transaction, one outcome per claim, in order:
+    /// each claim as [`Store::claim_run_and_advance`], and for a refused one what the
+    /// pass does about it — a busy loop's slots recorded `skipped` and the loop
+    /// advanced, a slot that is someone else's passed over — in that same transaction.
+    /// The fence is checked once, at the first request's instant.
+    fn claim_runs(&self, claims: &[BatchClaim], fence: Option<&Fence>)
+        -> Result<Vec<ClaimOutcome>>;
     /// Records a `skipped` row for a slot (overlap `skip`).
     fn record_skipped_run(
         &self,
@@ -272,7 +285,9 @@ pub trait Store: WorkflowStore + Send + Sync {
     fn finalize_run(&self, run: &RunId, outcome: &RunOutcome, fence: Option<&Fence>)
         -> Result<Run>;
     /// Applies `writes` in order in one transaction (fenced at `now`): pid records and
-    /// finalizations, each finalization followed by the loop transition `plan` returns.
+    /// finalizations, each finalization followed by its loop's transition, decided by
+    /// the domain (`loops_core::transitions::on_finish`, with the loop as stored and its
+    /// deferred retry looked up in the same transaction).
     /// A write about a row that is no longer running fails alone
     /// ([`StoreError::NotRunning`] / [`StoreError::RunNotFound`]); any other error
     /// fails the whole batch and writes nothing.
@@ -281,7 +296,6 @@ pub trait Store: WorkflowStore + Send + Sync {
         writes: &[RunWrite],
         now: Instant,
         fence: Option<&Fence>,
-        plan: &FinishPlanner<'_>,
     ) -> Result<Vec<Result<RunWritten>>>;
     /// Moves a running row claimed by `from` (`None`: by nobody) to `runner_id`, with a
     /// fresh lease of its loop's `leaseMs` from `now`: a daemon adopting the run of a

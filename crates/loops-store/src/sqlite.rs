@@ -10,10 +10,11 @@
 //! carry millisecond precision (sub-millisecond parts of inputs are dropped).
 
 use crate::{
-    BatchClaim, ClaimRefused, ClaimRequest, DaemonLease, Fence, FinishPlanner, LeaseAcquire,
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire,
     LeaseHolder, LoopAdvance, PrunePolicy, Result, RunFilter, RunWrite, RunWritten, Store,
     StoreError, UnreadableLoop,
 };
+use loops_core::transitions;
 use loops_core::{
     Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, RunStatus, Usage,
 };
@@ -954,9 +955,11 @@ fn finalize_in(
     }
 }
 
-/// After `run` was finalized in this transaction: applies the transition `plan` picks
-/// for its loop. True when the loop's schedule state changed.
-fn advance_after_finish(conn: &Connection, run: &Run, plan: &FinishPlanner<'_>) -> Result<bool> {
+/// After `run` was finalized in this transaction: applies its loop's transition, as
+/// the domain decides it from the loop as stored. True when the loop's schedule state
+/// changed. A loop whose schedule no longer computes is left as it is (logged): the
+/// next scheduling pass parks it.
+fn advance_after_finish(conn: &Connection, run: &Run) -> Result<bool> {
     let mut stmt = conn.prepare_cached(concat!(
         "SELECT ",
         loop_cols!(),
@@ -965,15 +968,100 @@ fn advance_after_finish(conn: &Connection, run: &Run, plan: &FinishPlanner<'_>) 
     let Some(lp) = query_first(&mut stmt, [run.loop_id.as_str()], loop_from_row)? else {
         return Ok(false);
     };
-    let mut deferred = || retryable_slot(conn, &lp.id, lp.max_attempts, run.scheduled_for);
-    match plan(&lp, run, &mut deferred) {
-        Some(advance) => apply_advance(
+    let deferred = if transitions::wants_deferred_retry(&lp, run) {
+        retryable_slot(conn, &lp.id, lp.max_attempts, run.scheduled_for)?
+    } else {
+        None
+    };
+    match transitions::on_finish(&lp, run, deferred) {
+        Ok(Some(advance)) => apply_advance(
             conn,
             &lp.id,
             &advance,
             run.finished_at.unwrap_or(run.updated_at),
         ),
-        None => Ok(false),
+        Ok(None) => Ok(false),
+        Err(e) => {
+            tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");
+            Ok(false)
+        }
+    }
+}
+
+/// Records a `skipped` row for `slot` of `lp` inside the caller's transaction.
+fn skip_in(
+    conn: &Connection,
+    lp: &LoopId,
+    name: &str,
+    slot: Instant,
+    reason: &str,
+    now: Instant,
+) -> Result<Run> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+         started_at, finished_at, duration_ms, error, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, \
+           (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
+           'skipped', ?5, ?6, ?6, 0, ?7, ?6, ?6) RETURNING ",
+        run_cols!()
+    ))?;
+    for _ in 0..ID_ATTEMPTS {
+        let mut rows = stmt.query(params![
+            new_id(),
+            lp.as_str(),
+            name,
+            ms(&slot),
+            RunSource::Scheduled.as_str(),
+            ms(&now),
+            reason,
+        ])?;
+        match rows.next() {
+            Ok(Some(row)) => return run_from_row(row),
+            Ok(None) => break,
+            Err(e) if is_foreign_key_violation(&e) => {
+                return Err(StoreError::LoopNotFound(lp.to_string()))
+            }
+            // Run id collision (the attempt number is computed under the lock).
+            Err(e) if is_unique_violation(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+        ffi::Error::new(ffi::SQLITE_CONSTRAINT),
+        Some("could not allocate a unique run id".to_owned()),
+    )))
+}
+
+/// The reason recorded on a slot skipped because its loop was still running.
+const SKIPPED_BUSY: &str = "previous run still active";
+
+/// One claim of a batch and what a refusal implies, inside the caller's transaction.
+fn batch_claim_in(tx: &Transaction<'_>, claim: &BatchClaim) -> Result<ClaimOutcome> {
+    let req = &claim.request;
+    let advance = claim.advance.as_ref();
+    match claim_in_tx(tx, req, advance)? {
+        Ok(run) => Ok(ClaimOutcome::Claimed(run)),
+        Err(ClaimRefused::LoopBusy) => {
+            let name: String = tx
+                .prepare_cached("SELECT name FROM loops WHERE id = ?1")?
+                .query_row([req.loop_id.as_str()], |r| r.get(0))?;
+            let skipped = claim
+                .skip_slots
+                .iter()
+                .map(|slot| skip_in(tx, &req.loop_id, &name, *slot, SKIPPED_BUSY, req.now))
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(advance) = advance {
+                apply_advance(tx, &req.loop_id, advance, req.now)?;
+            }
+            Ok(ClaimOutcome::Skipped(skipped))
+        }
+        Err(ClaimRefused::SlotDone | ClaimRefused::SlotRunning) => {
+            if let Some(advance) = advance {
+                apply_advance(tx, &req.loop_id, advance, req.now)?;
+            }
+            Ok(ClaimOutcome::Moved)
+        }
+        Err(ClaimRefused::LoopNotActive) => Ok(ClaimOutcome::NotActive),
     }
 }
 
@@ -1336,15 +1424,12 @@ impl Store for SqliteStore {
         &self,
         claims: &[BatchClaim],
         fence: Option<&Fence>,
-    ) -> Result<Vec<std::result::Result<Run, ClaimRefused>>> {
+    ) -> Result<Vec<ClaimOutcome>> {
         let Some(first) = claims.first() else {
             return Ok(Vec::new());
         };
         self.write(fence.map(|f| (f, first.request.now)), |tx| {
-            claims
-                .iter()
-                .map(|c| claim_in_tx(tx, &c.request, c.advance.as_ref()))
-                .collect()
+            claims.iter().map(|c| batch_claim_in(tx, c)).collect()
         })
     }
 
@@ -1357,39 +1442,7 @@ impl Store for SqliteStore {
         fence: Option<&Fence>,
     ) -> Result<Run> {
         self.write(fence.map(|f| (f, now)), |tx| {
-            let mut stmt = tx.prepare_cached(concat!(
-                "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
-                 started_at, finished_at, duration_ms, error, created_at, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, \
-                   (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
-                   'skipped', ?5, ?6, ?6, 0, ?7, ?6, ?6) RETURNING ",
-                run_cols!()
-            ))?;
-            for _ in 0..ID_ATTEMPTS {
-                let mut rows = stmt.query(params![
-                    new_id(),
-                    lp.id.as_str(),
-                    lp.name,
-                    ms(&scheduled_for),
-                    RunSource::Scheduled.as_str(),
-                    ms(&now),
-                    reason,
-                ])?;
-                match rows.next() {
-                    Ok(Some(row)) => return run_from_row(row),
-                    Ok(None) => break,
-                    Err(e) if is_foreign_key_violation(&e) => {
-                        return Err(StoreError::LoopNotFound(lp.id.to_string()))
-                    }
-                    // Run id collision (the attempt number is computed under the lock).
-                    Err(e) if is_unique_violation(&e) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
-                ffi::Error::new(ffi::SQLITE_CONSTRAINT),
-                Some("could not allocate a unique run id".to_owned()),
-            )))
+            skip_in(tx, &lp.id, &lp.name, scheduled_for, reason, now)
         })
     }
 
@@ -1445,7 +1498,6 @@ impl Store for SqliteStore {
         writes: &[RunWrite],
         now: Instant,
         fence: Option<&Fence>,
-        plan: &FinishPlanner<'_>,
     ) -> Result<Vec<Result<RunWritten>>> {
         if writes.is_empty() {
             return Ok(Vec::new());
@@ -1464,7 +1516,7 @@ impl Store for SqliteStore {
                     RunWrite::Finished { run, outcome } => outcome_usage_json(outcome)
                         .and_then(|usage| finalize_in(tx, run, outcome, usage.as_deref()))
                         .and_then(|finished| {
-                            let loop_moved = advance_after_finish(tx, &finished, plan)?;
+                            let loop_moved = advance_after_finish(tx, &finished)?;
                             Ok(RunWritten::Finished {
                                 run: Box::new(finished),
                                 loop_moved,

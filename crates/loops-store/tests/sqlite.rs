@@ -9,9 +9,9 @@ use loops_core::{
     RunOutcome, RunSource, RunStatus, Schedule, Target, Usage,
 };
 use loops_store::{
-    BatchClaim, ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire, LeaseHolder,
-    LoopAdvance, PrunePolicy, RunFilter, RunWrite, RunWritten, SqliteStore, Store, StoreError,
-    DB_FILE, SCHEMA_VERSION,
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire,
+    LeaseHolder, LoopAdvance, PrunePolicy, RunFilter, RunWrite, RunWritten, SqliteStore, Store,
+    StoreError, DB_FILE, SCHEMA_VERSION,
 };
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
@@ -710,31 +710,81 @@ fn claim_runs_claims_each_in_order_and_advances_only_the_winners() {
         .map(|(lp, next)| BatchClaim {
             request: claim_req(lp, t(0), t(10)),
             advance: Some(advance(*next)),
+            skip_slots: vec![t(0)],
         })
         .collect();
     let results = f.store.claim_runs(&batch, None).unwrap();
     assert_eq!(results.len(), 4);
-    let won = results[0].as_ref().unwrap();
+    let ClaimOutcome::Claimed(won) = &results[0] else {
+        panic!("{:?}", results[0]);
+    };
     assert_eq!((won.loop_id.clone(), won.attempt), (a.id.clone(), 1));
     assert_eq!(won.started_at, Some(t(10)));
-    assert_eq!(results[1], Err(ClaimRefused::SlotDone));
-    assert_eq!(results[2], Err(ClaimRefused::LoopNotActive));
-    // The same slot twice in one batch: the second sees the first's running row.
-    assert_eq!(results[3], Err(ClaimRefused::SlotRunning));
-    // Only the winning claim moved its loop, and only by its own transition.
-    assert_eq!(
-        f.store.get_loop(&a.id).unwrap().unwrap().next_run_at,
-        Some(t(60_000))
-    );
+    // b's slot is done: passed over, its loop advanced in the same transaction.
+    assert_eq!(results[1], ClaimOutcome::Moved);
     assert_eq!(
         f.store.get_loop(&b.id).unwrap().unwrap().next_run_at,
-        Some(t(0))
+        Some(t(60_000))
+    );
+    assert_eq!(results[2], ClaimOutcome::NotActive);
+    // The same slot twice in one batch: the second sees the first's running row.
+    assert_eq!(results[3], ClaimOutcome::Moved);
+    assert_eq!(
+        f.store.get_loop(&a.id).unwrap().unwrap().next_run_at,
+        Some(t(120_000))
     );
     assert_eq!(
         f.store.get_loop(&c.id).unwrap().unwrap().status,
         LoopStatus::Paused
     );
     assert!(f.store.claim_runs(&[], None).unwrap().is_empty());
+}
+
+#[test]
+fn a_busy_loop_is_skipped_and_advanced_in_the_claims_transaction() {
+    let f = fixture();
+    let lp = f
+        .store
+        .create_loop(new_loop("busy", Some(t(0))), t(0))
+        .unwrap();
+    let running = claim(&f.store, &claim_req(&lp, t(-60_000), t(-59_000))).unwrap();
+    let mut req = claim_req(&lp, t(0), t(10));
+    req.require_no_running = true;
+    let next = LoopAdvance {
+        status: LoopStatus::Active,
+        next_run_at: Some(t(120_000)),
+        retry_scheduled_for: None,
+    };
+    let results = f
+        .store
+        .claim_runs(
+            &[BatchClaim {
+                request: req,
+                advance: Some(next),
+                skip_slots: vec![t(0), t(60_000)],
+            }],
+            None,
+        )
+        .unwrap();
+    let ClaimOutcome::Skipped(skipped) = &results[0] else {
+        panic!("{:?}", results[0]);
+    };
+    assert_eq!(skipped.len(), 2);
+    assert!(skipped.iter().all(|r| r.status == RunStatus::Skipped));
+    assert_eq!(
+        skipped.iter().map(|r| r.scheduled_for).collect::<Vec<_>>(),
+        vec![t(0), t(60_000)]
+    );
+    assert_eq!(
+        skipped[0].error.as_deref(),
+        Some("previous run still active")
+    );
+    let after = f.store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(after.next_run_at, Some(t(120_000)));
+    assert_eq!(
+        f.store.get_run(&running.id).unwrap().unwrap().status,
+        RunStatus::Running
+    );
 }
 
 #[test]
@@ -784,24 +834,7 @@ fn record_run_writes_applies_in_order_and_fails_rows_alone() {
             outcome: outcome(RunStatus::Failed, t(7)),
         },
     ];
-    let seen = std::sync::Mutex::new(Vec::new());
-    let plan = |lp: &Loop,
-                run: &Run,
-                deferred: &mut dyn FnMut() -> loops_store::Result<Option<Instant>>| {
-        let slot = deferred().unwrap();
-        seen.lock()
-            .unwrap()
-            .push((lp.name.clone(), run.status, slot));
-        (lp.name == "a").then(|| LoopAdvance {
-            status: LoopStatus::Active,
-            next_run_at: Some(t(9_000)),
-            retry_scheduled_for: slot,
-        })
-    };
-    let results = f
-        .store
-        .record_run_writes(&writes, t(8), None, &plan)
-        .unwrap();
+    let results = f.store.record_run_writes(&writes, t(8), None).unwrap();
     assert_eq!(results.len(), 5);
     assert!(
         matches!(results[0], Ok(RunWritten::Spawned)),
@@ -835,26 +868,24 @@ fn record_run_writes_applies_in_order_and_fails_rows_alone() {
             run: done,
             loop_moved,
         }) => {
-            assert!(!*loop_moved, "the planner left loop b alone");
+            assert!(
+                !*loop_moved,
+                "b has no attempts left and was advanced at its claim"
+            );
             assert_eq!(done.status, RunStatus::Failed);
         }
         other => panic!("expected a finished run, got {other:?}"),
     }
-    // The planner saw each loop as stored, with the deferred-retry lookup of its own.
-    assert_eq!(
-        *seen.lock().unwrap(),
-        vec![
-            ("a".to_owned(), RunStatus::Succeeded, Some(t(-60_000))),
-            ("b".to_owned(), RunStatus::Failed, None),
-        ]
-    );
+    // The domain decided a's move inside the transaction, from the loop as stored and
+    // its deferred retry (the older failed slot): retried one retry delay after the
+    // finish.
     let a = f.store.get_loop(&lp.id).unwrap().unwrap();
-    assert_eq!(a.next_run_at, Some(t(9_000)));
+    assert_eq!(a.next_run_at, Some(t(5 + 60_000)));
     assert_eq!(a.retry_scheduled_for, Some(t(-60_000)));
     assert_eq!(f.store.get_run(&run.id).unwrap().unwrap().pid, Some(4321));
     assert!(f
         .store
-        .record_run_writes(&[], t(9), None, &plan)
+        .record_run_writes(&[], t(9), None)
         .unwrap()
         .is_empty());
 }
@@ -1418,6 +1449,7 @@ fn fenced_writes_after_losing_the_lease_write_nothing() {
                 &[BatchClaim {
                     request: claim_req(&lp, t(60_000), now),
                     advance: None,
+                    skip_slots: vec![],
                 }],
                 Some(&old_fence),
             )
@@ -1437,9 +1469,7 @@ fn fenced_writes_after_losing_the_lease_write_nothing() {
     ];
     lost(
         f.store
-            .record_run_writes(&writes, now, Some(&old_fence), &|_, _, _| {
-                Some(advance.clone())
-            })
+            .record_run_writes(&writes, now, Some(&old_fence))
             .map(|_| ()),
     );
     assert!(!f

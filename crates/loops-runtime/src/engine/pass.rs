@@ -6,7 +6,7 @@ use super::{Engine, EngineError, TickReport, DUE_BATCH};
 use loops_core::schedule::due_slots;
 use loops_core::transitions::on_claim;
 use loops_core::{format_instant, Instant, Loop, LoopId, Overlap, RunSource};
-use loops_store::{BatchClaim, ClaimRefused, ClaimRequest, StoreError, UnreadableLoop};
+use loops_store::{BatchClaim, ClaimOutcome, ClaimRequest, UnreadableLoop};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
@@ -120,69 +120,30 @@ impl Engine {
                     require_no_running: lp.overlap == Overlap::Skip,
                 },
                 advance,
+                skip_slots: slots.clone(),
             });
             planned.push(Planned { lp, slots, permit });
         }
-        let results = self
+        let outcomes = self
             .store
             .claim_runs(&claims, self.fence())
             .map_err(|e| self.note_store_error(e))?;
-        // Every claimed run is started, whatever happens to the others: an error while
-        // recording one loop's skipped slot must not strand the runs claimed beside it.
-        let mut failed = None;
-        for ((plan, claim), result) in planned.into_iter().zip(claims).zip(results) {
+        for (plan, outcome) in planned.into_iter().zip(outcomes) {
             let Planned { lp, slots, permit } = plan;
-            let name = lp.name.clone();
-            let recorded = match result {
-                Ok(run) => {
+            match outcome {
+                ClaimOutcome::Claimed(run) => {
                     report.claimed.push(run.id.clone());
                     self.spawn_batch(lp, run, slots[1..].to_vec(), permit);
-                    Ok(())
                 }
-                Err(ClaimRefused::LoopBusy) => {
-                    drop(permit);
-                    self.skip_slots(&lp, &slots, claim.advance, now, report)
+                ClaimOutcome::Skipped(runs) => {
+                    report.skipped.extend(runs.into_iter().map(|r| r.id));
                 }
-                Err(ClaimRefused::SlotDone | ClaimRefused::SlotRunning) => {
-                    // Someone else (run-now, another runner) has this slot; move past it.
-                    self.advance_without_run(&lp, claim.advance, now)
-                }
-                Err(ClaimRefused::LoopNotActive) => Ok(()),
-            };
-            match recorded {
-                // Removed meanwhile: nothing left to record.
-                Err(EngineError::Store(StoreError::LoopNotFound(_))) => {}
-                Err(e) => {
-                    // The loop was not advanced, so the next pass sees the slot again.
-                    tracing::debug!(loop_name = %name, error = %e, "could not record a refused claim");
-                    failed.get_or_insert(e);
-                }
-                Ok(()) => {}
+                // Someone else (run-now, another runner) has the slot, or the loop went
+                // away: the store has done what that implies.
+                ClaimOutcome::Moved | ClaimOutcome::NotActive => {}
             }
         }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(all_fit),
-        }
-    }
-
-    /// Overlap `skip`: records a `skipped` run for each due slot and advances the loop.
-    pub(super) fn skip_slots(
-        &self,
-        lp: &Loop,
-        slots: &[Instant],
-        advance: Option<loops_core::transitions::LoopAdvance>,
-        now: Instant,
-        report: &mut TickReport,
-    ) -> Result<(), EngineError> {
-        for slot in slots {
-            let skipped = self
-                .store
-                .record_skipped_run(lp, *slot, "previous run still active", now, self.fence())
-                .map_err(|e| self.note_store_error(e))?;
-            report.skipped.push(skipped.id);
-        }
-        self.advance_without_run(lp, advance, now)
+        Ok(all_fit)
     }
 
     /// Takes a loop that cannot be scheduled out of scheduling: paused, with a failed
@@ -203,20 +164,6 @@ impl Engine {
         if let Some(run) = parked {
             tracing::error!(loop_id = %id, name, run = %run.id, %reason, "loop parked");
             report.parked.push(id.clone());
-        }
-        Ok(())
-    }
-
-    pub(super) fn advance_without_run(
-        &self,
-        lp: &Loop,
-        advance: Option<loops_core::transitions::LoopAdvance>,
-        now: Instant,
-    ) -> Result<(), EngineError> {
-        if let Some(advance) = advance {
-            self.store
-                .update_loop_schedule(&lp.id, &advance, now, self.fence())
-                .map_err(|e| self.note_store_error(e))?;
         }
         Ok(())
     }

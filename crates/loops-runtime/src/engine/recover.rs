@@ -3,7 +3,6 @@
 
 use super::{lock, parse_runner_id, Engine, EngineError, InFlight, TickReport};
 use crate::process::is_same_process_alive;
-use crate::recorder::plan_after_finish;
 use loops_core::{Instant, Loop, Run, RunOutcome, RunStatus};
 use loops_store::{RunWrite, StoreError};
 use std::sync::Arc;
@@ -91,7 +90,7 @@ impl Engine {
             };
             let written = self
                 .store
-                .record_run_writes(&[write], now, self.fence(), &plan_after_finish)
+                .record_run_writes(&[write], now, self.fence())
                 .map_err(|e| self.note_store_error(e))?;
             match written.into_iter().next() {
                 Some(Ok(_)) => {
