@@ -11,4 +11,5 @@ mod bad_input;
 mod daemon;
 mod loops_cli;
 mod mock_model;
+mod trust_daemon;
 mod workflows;

@@ -152,7 +152,9 @@ impl World {
             if let Ok(Some(status)) = d.child.try_wait() {
                 panic!("daemon exited early ({status}): {}", d.log_text());
             }
-            let status = self.json(&["daemon", "status"]);
+            // Not `json`: while another daemon is stalled, status exits 1.
+            let out = self.run(&["--json", "daemon", "status"]);
+            let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
             (status["pid"].as_u64() == Some(u64::from(pid))).then_some(())
         });
         d
