@@ -361,3 +361,41 @@ pub fn usage_text(u: &loops_core::Usage) -> String {
         parts.join(", ")
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    /// `println!`/`print!` panic on a closed stdout and `eprintln!` on a closed stderr:
+    /// the binary writes through `outln!` and friends instead. This keeps it so.
+    #[test]
+    fn no_panicking_print_macros_in_the_binary() {
+        fn visit(dir: &std::path::Path, found: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    visit(&path, found);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (i, line) in text.lines().enumerate() {
+                    let code = line.split("//").next().unwrap_or("");
+                    for name in ["println", "print", "eprintln", "eprint"] {
+                        if code.contains(&format!("{name}!(")) {
+                            found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                        }
+                    }
+                }
+            }
+        }
+        let mut found = Vec::new();
+        visit(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        assert!(
+            found.is_empty(),
+            "use output::outln! (stdout) or a non-panicking write to stderr:\n{}",
+            found.join("\n")
+        );
+    }
+}
