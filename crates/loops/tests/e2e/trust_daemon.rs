@@ -195,6 +195,12 @@ fn stalled_daemon_is_reported_stalled_and_can_be_stopped() {
         check["detail"].as_str().unwrap_or("").contains("stalled"),
         "{check}"
     );
+    let (code, err) = w.fail(&["daemon", "start"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("stalled") && err.contains("daemon stop"),
+        "{err}"
+    );
     // It is provably this store's daemon (lease pid + start time + host): stop may
     // signal it, and wakes it so it can act on SIGTERM.
     let stop = w.run(&["--json", "daemon", "stop"]);
