@@ -1813,6 +1813,23 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::unwrap_used)]
+    fn read_only_open_rejects_writes_and_uri_paths_are_encoded() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a b?#%.db");
+        drop(SqliteStore::open(&db).unwrap());
+        let store = SqliteStore::open_read_only(&db).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let err = store.remove_loop(&LoopId::new("x")).unwrap_err();
+        assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
+        assert!(
+            uri_path(&db).ends_with("/a%20b%3F%23%25.db"),
+            "{}",
+            uri_path(&db)
+        );
+    }
+
+    #[test]
     fn schema_version_is_the_last_migration() {
         let last = MIGRATIONS.last().map(|m| m.version);
         assert_eq!(last, Some(SCHEMA_VERSION));

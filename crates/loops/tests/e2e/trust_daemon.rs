@@ -359,6 +359,38 @@ fn store_deleted_under_a_running_daemon() {
     }
 }
 
+#[test]
+fn new_store_does_not_share_a_deleted_stores_live_wal() {
+    let w = World::new();
+    w.create_cmd("old", &["--every", "1h"], "true");
+    // Another process (here: this test) still has the old store open with commits
+    // only in its WAL, as a daemon that has not noticed the deletion yet would.
+    let old = rusqlite::Connection::open(w.db_path()).expect("open");
+    old.pragma_update(None, "wal_autocheckpoint", 0)
+        .expect("pragma");
+    old.execute_batch("UPDATE loops SET description = 'in the WAL only'")
+        .expect("write");
+    std::fs::remove_file(w.db_path()).expect("rm");
+    assert!(w.data.join("loops.db-wal").exists());
+    // A new store at the same path must not pick up the live -wal/-shm.
+    w.create_cmd("new", &["--every", "1h"], "true");
+    let names: Vec<String> = w
+        .json(&["list"])
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|l| l["name"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(names, ["new"]);
+    // The old connection keeps working on its own (unlinked) files.
+    let description: String = old
+        .query_row("SELECT description FROM loops", [], |r| r.get(0))
+        .expect("read");
+    assert_eq!(description, "in the WAL only");
+    drop(old);
+    assert_eq!(w.json(&["list"]).as_array().map(Vec::len), Some(1));
+}
+
 // ---------------------------------------------------------------------------------
 // Item 11: `daemon install` escaping
 // ---------------------------------------------------------------------------------
