@@ -14,6 +14,7 @@
 //! cargo run --release -p loops-bench -- rss                    # daemon RSS and idle CPU
 //! cargo run --release -p loops-bench -- tick-cost              # scheduling cost with 100k loops
 //! cargo run --release -p loops-bench -- soak --secs 120        # bounded store under retention
+//! cargo run --release -p loops-bench -- quick-check            # daemon start-up check, 100k runs
 //! ```
 //!
 //! The `loops` binary is `target/release/loops` of this workspace unless
@@ -142,6 +143,20 @@ enum Bench {
         #[arg(long, default_value = "10s")]
         prune_every: String,
     },
+    /// `PRAGMA quick_check` (what `loops daemon run` runs before taking the store, and
+    /// `integrity_check`, what `loops doctor` runs) over N loops and M finished runs.
+    QuickCheck {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100_000)]
+        runs: usize,
+        /// Bytes of stdout stored with each run.
+        #[arg(long, default_value_t = 200)]
+        output_bytes: usize,
+        /// Timed repetitions of each check.
+        #[arg(long, default_value_t = 10)]
+        reps: usize,
+    },
 }
 
 fn main() -> Result<()> {
@@ -198,6 +213,12 @@ fn main() -> Result<()> {
             keep_runs,
             prune_every,
         } => bench.soak(loops, secs, sample_every, keep_runs, &prune_every),
+        Bench::QuickCheck {
+            loops,
+            runs,
+            output_bytes,
+            reps,
+        } => bench.quick_check(loops, runs, output_bytes, reps),
     };
     println!("\n1-min load average at end: {}", loadavg());
     result
@@ -726,6 +747,93 @@ fn flush() {
 // ---------------------------------------------------------------------------------
 
 impl Bencher {
+    /// Benchmark 9: the daemon's start-up `quick_check` (and doctor's `integrity_check`)
+    /// over a store of `loops` loops and `runs` finished runs; page cache warm.
+    fn quick_check(
+        &self,
+        loops: usize,
+        runs: usize,
+        output_bytes: usize,
+        reps: usize,
+    ) -> Result<()> {
+        let dir = self.fresh_dir()?;
+        let client = Client::open(&dir.data())?;
+        let now = Utc::now();
+        let (_, setup) = populate(&client, loops, "qc", Exec::True, |_| {
+            (every(86_400_000), now)
+        })?;
+        drop(client);
+        eprintln!("{loops} loops created in {:.1} s", setup.as_secs_f64());
+        let store = SqliteStore::open(&dir.db())?;
+        let targets = store.list_loops(None)?;
+        ensure!(!targets.is_empty(), "no loops to attach runs to");
+        let origin = chrono::DateTime::from_timestamp_millis(1_577_836_800_000).unwrap_or_default();
+        let output = "x".repeat(output_bytes);
+        let start = Mono::now();
+        for i in 0..runs {
+            let lp = &targets[i % targets.len()];
+            let now = Utc::now();
+            let req = ClaimRequest {
+                loop_id: lp.id.clone(),
+                scheduled_for: origin + millis(i),
+                runner_id: "loops-bench".into(),
+                source: RunSource::AdHoc,
+                now,
+                require_no_running: false,
+            };
+            let run = match store.claim_run(&req, None)? {
+                Ok(run) => run,
+                Err(refused) => bail!("history claim refused: {refused:?}"),
+            };
+            let outcome = RunOutcome {
+                status: RunStatus::Succeeded,
+                finished_at: now,
+                exit_code: Some(0),
+                stdout: output.clone(),
+                stderr: String::new(),
+                error: None,
+                summary: None,
+                usage: None,
+            };
+            store.finalize_run(&run.id, &outcome, None)?;
+        }
+        drop(store);
+        eprintln!(
+            "{runs} finished runs added in {:.1} s, db {:.1} MB",
+            start.elapsed().as_secs_f64(),
+            file_len(&dir.db()) as f64 / 1e6
+        );
+        let mut quick = Vec::with_capacity(reps);
+        let mut integrity = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let store = SqliteStore::open(&dir.db())?;
+            let t = Mono::now();
+            let problems = store.quick_check()?;
+            quick.push(ms(t.elapsed()));
+            ensure!(problems == ["ok"], "quick_check: {problems:?}");
+            let t = Mono::now();
+            let problems = store.integrity_check()?;
+            integrity.push(ms(t.elapsed()));
+            ensure!(problems == ["ok"], "integrity_check: {problems:?}");
+        }
+        let (quick, integrity) = (Stats::of(quick), Stats::of(integrity));
+        println!("| loops | finished runs | stdout bytes/run | db MB | `quick_check` median ms | p90 | max | `integrity_check` median ms | p90 | max |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!(
+            "| {loops} | {runs} | {output_bytes} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            file_len(&dir.db()) as f64 / 1e6,
+            quick.p50,
+            quick.p90,
+            quick.max,
+            integrity.p50,
+            integrity.p90,
+            integrity.max
+        );
+        println!();
+        println!("({reps} repetitions each, page cache warm: every repetition reads a database the previous one just read.)");
+        Ok(())
+    }
+
     /// Benchmark 1: `loops --json list` over 1k and 10k loops, with no daemon and with an idle
     /// daemon holding the store open.
     fn cli_list(&self, sizes: &[usize], runs: usize) -> Result<()> {

@@ -143,6 +143,17 @@ impl Client {
         Ok(Self::with_store(Arc::new(store), data_dir))
     }
 
+    /// Opens the store in `data_dir` for reading only (see
+    /// [`SqliteStore::open_read_only`]): for read commands on a store whose file or
+    /// directory is not writable. The data dir must exist and pass the same ownership
+    /// rule as [`Client::open`]; every write through this client fails with
+    /// [`StoreError::ReadOnly`].
+    pub fn open_read_only(data_dir: &Path) -> Result<Self> {
+        loops_store::prepare_data_dir(data_dir)?;
+        let store = SqliteStore::open_read_only(&data_dir.join(loops_store::DB_FILE))?;
+        Ok(Self::with_store(Arc::new(store), data_dir))
+    }
+
     /// Wraps an already opened store (tests, other backends).
     pub fn with_store(store: Arc<dyn Store>, data_dir: &Path) -> Self {
         Self {

@@ -36,6 +36,9 @@ pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 const RECOVER_EVERY: Duration = Duration::from_secs(1);
 /// Default grace for running children at shutdown.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// The longest an idle daemon sleeps between passes, whatever is due: wall-clock
+/// jumps (suspend, NTP) are caught within this. `--interval-ms` can only shorten it.
+pub const MAX_SLEEP: Duration = Duration::from_secs(60);
 
 /// Daemon settings.
 #[derive(Debug, Clone)]
@@ -48,6 +51,9 @@ pub struct DaemonConfig {
     pub keep_runs: Option<usize>,
     pub keep_for: Option<Duration>,
     pub prune_every: Duration,
+    /// Caps the sleep between scheduling passes below [`MAX_SLEEP`] (OpenLoops'
+    /// `--interval-ms`). `None`: sleep until the next due slot, at most [`MAX_SLEEP`].
+    pub max_sleep: Option<Duration>,
 }
 
 impl DaemonConfig {
@@ -61,6 +67,7 @@ impl DaemonConfig {
             keep_runs: Some(DEFAULT_KEEP_RUNS),
             keep_for: Some(DEFAULT_KEEP_FOR),
             prune_every: DEFAULT_PRUNE_EVERY,
+            max_sleep: None,
         }
     }
 
@@ -90,6 +97,10 @@ pub enum DaemonError {
     /// its TTL): every write of ours is refused from now on.
     #[error("daemon lease lost: {0}; stopped all runs and exiting")]
     LeaseLost(String),
+    /// The database file the daemon opened is no longer at its path: deleted, or
+    /// another file put in its place. Its writes would go nowhere anyone reads.
+    #[error("database file {path} was removed or replaced; exiting ({detail})")]
+    StoreGone { path: String, detail: &'static str },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{context}: {source}")]
@@ -166,13 +177,13 @@ pub async fn run_with_clock(
         tracing::warn!(error = %e, "cannot start background WAL checkpoints");
     }
     write_pid_file(&cfg.data_dir, pid)?;
-    let socket_path = wake::socket_path(&cfg.data_dir);
-    let _ = std::fs::remove_file(&socket_path);
-    let socket =
-        tokio::net::UnixDatagram::bind(&socket_path).map_err(|source| DaemonError::Io {
-            context: format!("cannot bind wake socket {}", socket_path.display()),
-            source,
-        })?;
+    let wake = wake::WakeListener::bind(&cfg.data_dir).map_err(|source| DaemonError::Io {
+        context: format!(
+            "cannot bind wake socket {}",
+            wake::socket_path(&cfg.data_dir).display()
+        ),
+        source,
+    })?;
 
     let engine = Engine::new(
         Arc::clone(&store),
@@ -197,7 +208,7 @@ pub async fn run_with_clock(
         &store,
         &cfg,
         &fence,
-        &socket,
+        wake.socket(),
         clock.as_ref(),
         shutdown,
     )
@@ -218,7 +229,7 @@ pub async fn run_with_clock(
             tracing::warn!("some runs did not finish after termination");
         }
     }
-    let _ = std::fs::remove_file(&socket_path);
+    drop(wake);
     remove_pid_file(&cfg.data_dir, pid);
     match outcome {
         Ok(()) => {
@@ -292,7 +303,9 @@ async fn main_loop(
     // The clock may have been set back while no daemon ran.
     let mut replan_clock = true;
     let mut last_clock = (clock.now(), tokio::time::Instant::now());
+    let store_file = StoreFile::record(&cfg.data_dir);
     loop {
+        store_file.check()?;
         let (wall, mono) = (clock.now(), tokio::time::Instant::now());
         let wall_ms = (wall - last_clock.0).num_milliseconds();
         let mono_ms =
@@ -328,6 +341,8 @@ async fn main_loop(
                 r
             }
             Err(EngineError::LeaseLost) => return Err(lease_loss(store.as_ref())),
+            // A damaged database is never retried (issue #9, item 12).
+            Err(EngineError::Store(e)) if e.is_corrupt() => return Err(DaemonError::Store(e)),
             Err(e) => {
                 pass_backoff.fail();
                 note_failure(&pass_backoff, "scheduler pass", &e);
@@ -378,6 +393,7 @@ async fn main_loop(
                 clock.now(),
                 next_prune,
                 foreign_running,
+                cfg.max_sleep,
             )
         };
         tokio::select! {
@@ -421,16 +437,18 @@ async fn main_loop(
 
 /// When the next pass is needed: the earliest due slot, the next prune, or a recovery
 /// check while other runners' rows are running. Saturated passes wait for a run to end.
+/// Never later than `max_sleep` (capped at [`MAX_SLEEP`]) from now.
 fn next_deadline(
     store: &dyn Store,
     report: &crate::engine::TickReport,
     now: Instant,
     next_prune: tokio::time::Instant,
     foreign_running: bool,
+    max_sleep: Option<Duration>,
 ) -> tokio::time::Instant {
     let base = tokio::time::Instant::now();
-    // Wall-clock jumps (suspend, NTP) are bounded by re-planning at least once a minute.
-    let mut deadline = (base + Duration::from_secs(60)).min(next_prune);
+    let cap = max_sleep.map_or(MAX_SLEEP, |m| m.min(MAX_SLEEP));
+    let mut deadline = (base + cap).min(next_prune);
     if !report.saturated {
         if let Ok(Some(due)) = store.next_due_at() {
             let wait = (due - now).to_std().unwrap_or(Duration::ZERO);
@@ -443,10 +461,62 @@ fn next_deadline(
     deadline
 }
 
+/// The database file the daemon serves, by identity: `rm loops.db` (or putting
+/// another file in its place) leaves SQLite working on the unlinked inode, where new
+/// loops never appear. One `stat` per pass notices.
+struct StoreFile {
+    path: PathBuf,
+    identity: Option<(u64, u64)>,
+}
+
+impl StoreFile {
+    /// Records the identity of `data_dir`'s database now (`None`, and no checks, for
+    /// a store that is not a file there).
+    fn record(data_dir: &Path) -> Self {
+        let path = data_dir.join(loops_store::DB_FILE);
+        Self {
+            identity: wake::file_identity(&path),
+            path,
+        }
+    }
+
+    /// Fails with [`DaemonError::StoreGone`] when the path no longer names the file
+    /// recorded.
+    fn check(&self) -> Result<(), DaemonError> {
+        let Some(recorded) = self.identity else {
+            return Ok(());
+        };
+        let detail = match std::fs::metadata(&self.path) {
+            Ok(meta) => {
+                use std::os::unix::fs::MetadataExt;
+                if (meta.dev(), meta.ino()) == recorded {
+                    return Ok(());
+                }
+                "another file is in its place"
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "it no longer exists",
+            // Unreadable for a moment (permissions being fixed, say): not proof.
+            Err(_) => return Ok(()),
+        };
+        Err(DaemonError::StoreGone {
+            path: self.path.display().to_string(),
+            detail,
+        })
+    }
+}
+
 fn write_pid_file(dir: &Path, pid: u32) -> Result<(), DaemonError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(PID_FILE);
     let tmp = dir.join(format!(".{PID_FILE}.{pid}"));
-    std::fs::write(&tmp, format!("{pid}\n"))
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(format!("{pid}\n").as_bytes()))
         .and_then(|()| std::fs::rename(&tmp, &path))
         .map_err(|source| DaemonError::Io {
             context: format!("cannot write pid file {}", path.display()),
@@ -468,4 +538,65 @@ pub fn read_pid_file(dir: &Path) -> Option<u32> {
         .trim()
         .parse()
         .ok()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use loops_store::SqliteStore;
+
+    fn deadline_in(max_sleep: Option<Duration>) -> Duration {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+        let deadline = next_deadline(
+            &store,
+            &Default::default(),
+            chrono::Utc::now(),
+            far,
+            false,
+            max_sleep,
+        );
+        deadline.saturating_duration_since(tokio::time::Instant::now())
+    }
+
+    #[test]
+    fn idle_sleep_is_capped_at_a_minute() {
+        let wait = deadline_in(None);
+        assert!(
+            wait <= MAX_SLEEP && wait > MAX_SLEEP - Duration::from_secs(1),
+            "{wait:?}"
+        );
+    }
+
+    #[test]
+    fn interval_ms_caps_the_sleep() {
+        let wait = deadline_in(Some(Duration::from_millis(200)));
+        assert!(wait <= Duration::from_millis(200), "{wait:?}");
+        assert!(wait > Duration::from_millis(100), "{wait:?}");
+        // It can only shorten the sleep, never stretch it past the wall-clock bound.
+        assert!(deadline_in(Some(Duration::from_secs(3600))) <= MAX_SLEEP);
+    }
+
+    #[test]
+    fn store_file_notices_removal_and_replacement() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join(loops_store::DB_FILE);
+        std::fs::write(&db, b"one").unwrap();
+        let watch = StoreFile::record(dir.path());
+        watch.check().unwrap();
+        std::fs::write(&db, b"rewritten in place").unwrap();
+        watch.check().unwrap();
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"two").unwrap();
+        std::fs::rename(&other, &db).unwrap();
+        let err = watch.check().unwrap_err().to_string();
+        assert!(err.contains("was removed or replaced; exiting"), "{err}");
+        assert!(err.contains("another file"), "{err}");
+        std::fs::remove_file(&db).unwrap();
+        let err = watch.check().unwrap_err().to_string();
+        assert!(err.contains("no longer exists"), "{err}");
+        // No database file at the start: nothing to watch.
+        StoreFile::record(&dir.path().join("none")).check().unwrap();
+    }
 }

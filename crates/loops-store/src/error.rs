@@ -20,7 +20,10 @@ pub enum StoreError {
     NotRunning(String),
     #[error("daemon lease lost")]
     LeaseLost,
-    #[error("{path} is not a loops database (or is corrupt): {source}")]
+    /// SQLite reported `SQLITE_CORRUPT` or `SQLITE_NOTADB`: on opening (`path` set) or
+    /// on any later statement (`path` empty when the caller did not know it). Never
+    /// retried: the write it interrupted rolled back, and nothing else is attempted.
+    #[error("{}", corrupt_message(path, source))]
     Corrupt {
         path: String,
         #[source]
@@ -34,6 +37,10 @@ pub enum StoreError {
         found: i64,
         known: i64,
     },
+    /// The data dir or a file in it belongs to another user, or its mode lets other
+    /// users in and cannot be tightened (`subject` names it: "data dir /x", "/x/loops.db").
+    #[error("{subject} {problem}; refusing to use it")]
+    NotPrivate { subject: String, problem: String },
     #[error("cannot use data dir {path}: {source}")]
     DataDir {
         path: String,
@@ -53,7 +60,45 @@ pub enum StoreError {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
+}
+
+/// Every SQLite error enters the store's errors here, so a corrupt database is
+/// recognised whichever statement met it.
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        if is_corruption(&e) {
+            StoreError::Corrupt {
+                path: String::new(),
+                source: e,
+            }
+        } else {
+            StoreError::Sqlite(e)
+        }
+    }
+}
+
+/// Whether SQLite says the file is damaged or is not a database at all.
+pub fn is_corruption(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+fn corrupt_message(path: &str, source: &rusqlite::Error) -> String {
+    let what = if path.is_empty() {
+        "the loops database".to_owned()
+    } else {
+        path.to_owned()
+    };
+    match source.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseCorrupt) => format!(
+            "{what} is corrupt ({source}); nothing was written: restore it from a backup, \
+             or move it away to start with an empty store"
+        ),
+        _ => format!("{what} is not a loops database (or is corrupt): {source}"),
+    }
 }
 
 impl StoreError {
@@ -61,6 +106,30 @@ impl StoreError {
     /// they fail that row alone.
     pub fn is_per_row(&self) -> bool {
         matches!(self, StoreError::NotRunning(_) | StoreError::RunNotFound(_))
+    }
+
+    /// A damaged database: fatal, never retried (the caller stops and says so).
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, StoreError::Corrupt { .. })
+    }
+
+    /// [`StoreError::with_path`] with the store's own file.
+    pub(crate) fn with_path_of(self, store: &crate::SqliteStore) -> Self {
+        match store.path() {
+            Some(path) => self.with_path(path),
+            None => self,
+        }
+    }
+
+    /// Names the database file in a [`StoreError::Corrupt`] that did not know it.
+    pub fn with_path(self, db: &std::path::Path) -> Self {
+        match self {
+            StoreError::Corrupt { path, source } if path.is_empty() => StoreError::Corrupt {
+                path: db.display().to_string(),
+                source,
+            },
+            other => other,
+        }
     }
 }
 

@@ -12,7 +12,10 @@ mod paths;
 mod sqlite;
 
 pub use error::StoreError;
-pub use paths::{data_dir, prepare_data_dir, DATA_DIR_ENV, DB_FILE};
+pub use paths::{
+    data_dir, inspect_data_dir, prepare_data_dir, secure_data_dir, PermissionReport, DATA_DIR_ENV,
+    DB_FILE, PRIVATE_FILES,
+};
 pub use sqlite::{SqliteStore, SCHEMA_VERSION};
 
 use loops_core::workflow::{
@@ -93,7 +96,7 @@ pub struct BatchClaim {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimOutcome {
     /// The slot attempt is ours: a `running` row, and the loop advanced.
-    Claimed(Run),
+    Claimed(Box<Run>),
     /// The loop is busy (overlap `skip`): each of `skip_slots` recorded `skipped`, and
     /// the loop advanced.
     Skipped(Vec<Run>),

@@ -167,6 +167,76 @@ impl SqliteStore {
         })
     }
 
+    /// Opens an existing, current-schema database for reading only: nothing is
+    /// created, migrated or written, and every write fails with
+    /// [`StoreError::ReadOnly`]. This is how read commands (`list`, `show`, `runs`…)
+    /// serve a store whose file or directory is not writable.
+    ///
+    /// A WAL database needs its `-shm` index; where that cannot be created (a read-only
+    /// directory after the last writer removed it), the file is opened `immutable`:
+    /// SQLite then reads the database file alone, which is exact because nobody can
+    /// have written a WAL next to it.
+    pub fn open_read_only(path: &Path) -> Result<Self> {
+        let display = path.display().to_string();
+        let needs_setup = |found: i64| StoreError::ReadOnly {
+            path: display.clone(),
+            source: format!(
+                "the store (schema {found}) needs setting up or migrating to schema \
+                 {SCHEMA_VERSION}, which needs write access"
+            )
+            .into(),
+        };
+        if !has_sqlite_header(path)? {
+            return Err(needs_setup(0));
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let opened = Connection::open_with_flags(path, flags).and_then(|conn| {
+            conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok(conn)
+        });
+        let conn = match opened {
+            Ok(conn) => conn,
+            // No -shm index and none can be created (read-only directory).
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::CannotOpen) => {
+                let uri = format!("file:{}?immutable=1", uri_path(path));
+                Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+                    .map_err(|e| classify_open_error(e, &display))?
+            }
+            Err(e) => return Err(classify_open_error(e, &display)),
+        };
+        let found = inspect_schema(&conn, &display)?;
+        if found < SCHEMA_VERSION {
+            return Err(needs_setup(found));
+        }
+        conn.pragma_update(None, "foreign_keys", true)?;
+        conn.set_prepared_statement_cache_capacity(64);
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path: Some(path.to_path_buf()),
+            checkpointer: OnceLock::new(),
+        })
+    }
+
+    /// `PRAGMA quick_check`: `["ok"]` for a healthy database, else SQLite's list of
+    /// problems. Checks every page and b-tree (not index contents against tables), in
+    /// time linear in the file size; the daemon runs it before taking the store.
+    pub fn quick_check(&self) -> Result<Vec<String>> {
+        let conn = self.lock();
+        let result = (|| {
+            let mut stmt = conn.prepare("PRAGMA quick_check")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })();
+        match result {
+            Ok(rows) => Ok(rows),
+            // A page too damaged to walk fails the pragma itself.
+            Err(e) if crate::error::is_corruption(&e) => Ok(vec![e.to_string()]),
+            Err(e) => Err(StoreError::from(e).with_path_of(self)),
+        }
+    }
+
     /// A private in-memory store with the full schema (for tests and dry runs).
     pub fn open_in_memory() -> Result<Self> {
         let mut conn = Connection::open_in_memory()?;
@@ -258,7 +328,7 @@ impl SqliteStore {
                 path: self.display_path(),
                 source: Box::new(se),
             },
-            other => other,
+            other => other.with_path_of(self),
         })
     }
 }
@@ -269,6 +339,12 @@ impl SqliteStore {
 
 /// Creates the database file with mode 0600 when missing, so SQLite never creates it
 /// with the umask's (usually world-readable) mode.
+///
+/// A `-wal` or `-shm` file found next to a database we just created belongs to a
+/// database that was deleted (`rm loops.db`), maybe still open in a daemon that has
+/// not noticed yet. SQLite would adopt them for the new file — replaying the old
+/// database's pages into it and sharing one WAL between two databases — so their
+/// names are removed first (a process holding them keeps its own inodes).
 fn create_db_file(path: &Path) -> Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -283,6 +359,18 @@ fn create_db_file(path: &Path) -> Result<()> {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
                     .map_err(|e| io_error(path, e))?;
+            }
+            for suffix in ["-wal", "-shm", "-journal"] {
+                let mut orphan = path.as_os_str().to_owned();
+                orphan.push(suffix);
+                match std::fs::remove_file(&orphan) {
+                    Ok(()) => tracing::warn!(
+                        file = %Path::new(&orphan).display(),
+                        "removed a leftover of a deleted database"
+                    ),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io_error(Path::new(&orphan), e)),
+                }
             }
             Ok(())
         }
@@ -320,6 +408,24 @@ fn is_readonly_error(e: &rusqlite::Error, opening: bool) -> bool {
     }
 }
 
+/// `path` for a `file:` URI: everything but unreserved characters and `/`
+/// percent-encoded, so spaces, `?`, `#` and `%` in a data dir stay part of the path.
+fn uri_path(path: &Path) -> String {
+    #[cfg(unix)]
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
+    #[cfg(not(unix))]
+    let bytes = path.to_string_lossy().replace('\\', "/").into_bytes();
+    let mut out = String::new();
+    for &b in &bytes {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn not_a_database(detail: &str) -> rusqlite::Error {
     rusqlite::Error::SqliteFailure(ffi::Error::new(ffi::SQLITE_NOTADB), Some(detail.to_owned()))
 }
@@ -327,13 +433,42 @@ fn not_a_database(detail: &str) -> rusqlite::Error {
 /// Checks, without writing anything, that `path` is empty or a loops database this
 /// build can use. Returns its schema version (0 when empty).
 fn inspect(path: &Path) -> Result<i64> {
+    if !has_sqlite_header(path)? {
+        return Ok(0);
+    }
+    let display = path.display().to_string();
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| classify_open_error(e, &display))?;
+    inspect_schema(&conn, &display)
+}
+
+/// SQLite's error on opening or inspecting `display` as a store error.
+fn classify_open_error(e: rusqlite::Error, display: &str) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: display.to_owned(),
+            source: e,
+        },
+        Some(ErrorCode::CannotOpen | ErrorCode::ReadOnly) => StoreError::ReadOnly {
+            path: display.to_owned(),
+            source: Box::new(e),
+        },
+        _ => StoreError::Sqlite(e),
+    }
+}
+
+/// Reads only the first bytes of `path`: `false` when it is empty, `true` when it
+/// starts like a SQLite database, [`StoreError::Corrupt`] otherwise — so SQLite never
+/// even sees a foreign file.
+fn has_sqlite_header(path: &Path) -> Result<bool> {
     let display = path.display().to_string();
     let corrupt = |source: rusqlite::Error| StoreError::Corrupt {
         path: display.clone(),
         source,
     };
-
-    // Cheap pre-check on raw bytes, so SQLite never even sees a foreign file.
     let mut file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
     if !meta.is_file() {
@@ -343,27 +478,23 @@ fn inspect(path: &Path) -> Result<i64> {
         });
     }
     if meta.len() == 0 {
-        return Ok(0);
+        return Ok(false);
     }
     let mut head = [0u8; 16];
     if file.read_exact(&mut head).is_err() || &head != SQLITE_MAGIC {
         return Err(corrupt(not_a_database("no SQLite header")));
     }
-    drop(file);
+    Ok(true)
+}
 
-    let classify = |e: rusqlite::Error| match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => corrupt(e),
-        Some(ErrorCode::CannotOpen | ErrorCode::ReadOnly) => StoreError::ReadOnly {
-            path: display.clone(),
-            source: Box::new(e),
-        },
-        _ => StoreError::Sqlite(e),
+/// Checks on an open (read-only) connection that the database is empty or a loops
+/// database this build can use; returns its schema version (0 when empty).
+fn inspect_schema(conn: &Connection, display: &str) -> Result<i64> {
+    let corrupt = |source: rusqlite::Error| StoreError::Corrupt {
+        path: display.to_owned(),
+        source,
     };
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(classify)?;
+    let classify = |e: rusqlite::Error| classify_open_error(e, display);
     conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
     let app_id: i64 = conn
         .query_row("PRAGMA application_id", [], |r| r.get(0))
@@ -398,7 +529,7 @@ fn inspect(path: &Path) -> Result<i64> {
         .map_err(classify)?;
     if version > SCHEMA_VERSION {
         return Err(StoreError::TooNew {
-            path: display,
+            path: display.to_owned(),
             found: version,
             known: SCHEMA_VERSION,
         });
@@ -1040,7 +1171,7 @@ fn batch_claim_in(tx: &Transaction<'_>, claim: &BatchClaim) -> Result<ClaimOutco
     let req = &claim.request;
     let advance = claim.advance.as_ref();
     match claim_in_tx(tx, req, advance)? {
-        Ok(run) => Ok(ClaimOutcome::Claimed(run)),
+        Ok(run) => Ok(ClaimOutcome::Claimed(Box::new(run))),
         Err(ClaimRefused::LoopBusy) => {
             let name: String = tx
                 .prepare_cached("SELECT name FROM loops WHERE id = ?1")?
@@ -1822,6 +1953,23 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn read_only_open_rejects_writes_and_uri_paths_are_encoded() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a b?#%.db");
+        drop(SqliteStore::open(&db).unwrap());
+        let store = SqliteStore::open_read_only(&db).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let err = store.remove_loop(&LoopId::new("x")).unwrap_err();
+        assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
+        assert!(
+            uri_path(&db).ends_with("/a%20b%3F%23%25.db"),
+            "{}",
+            uri_path(&db)
+        );
+    }
 
     #[test]
     fn schema_version_is_the_last_migration() {

@@ -1640,13 +1640,14 @@ fn file_and_dir_modes() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 
-    // An existing directory keeps the mode its owner chose.
+    // An existing directory open to its group is tightened (issue #9: another user
+    // must never be able to plant a database in it).
     let own = root.path().join("own");
     std::fs::create_dir(&own).unwrap();
     std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o750)).unwrap();
     loops_store::prepare_data_dir(&own).unwrap();
     let mode = std::fs::metadata(&own).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o750);
+    assert_eq!(mode, 0o700);
 
     // A file in the way.
     let file = root.path().join("file");

@@ -131,6 +131,12 @@ pub struct DaemonRunArgs {
     /// How often retention runs.
     #[arg(long, value_name = "DURATION", default_value = "10m")]
     pub prune_every: String,
+    /// Longest sleep between scheduling passes, in milliseconds (OpenLoops 0.3's tick
+    /// interval, accepted for compatibility). The daemon is event-driven: it wakes when
+    /// a slot comes due or a command changes a loop, so the value only caps the
+    /// longest sleep between scheduling passes (default: 60000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]

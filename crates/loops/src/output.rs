@@ -1,6 +1,12 @@
 //! Human and JSON rendering: aligned tables, local + relative times, colour only on a
 //! TTY without `NO_COLOR`, and redaction of prompts, env values and run output.
+//!
+//! Every write to stdout goes through this module (`outln!`, `print_json`,
+//! `Table::print`, `write_stdout`): `println!` panics when stdout
+//! is a closed pipe (`loops list | head -1`), while these return
+//! `Failure::BrokenPipe`, which `main` turns into a silent exit 0.
 
+use crate::Failure;
 use chrono::{Local, Utc};
 use loops_core::{format_instant, Instant, Loop, Run, RunStatus, Schedule, Target};
 use serde::Serialize;
@@ -11,15 +17,45 @@ pub fn colour_enabled() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
 }
 
+/// `println!` that returns a [`Failure`] instead of panicking on a closed stdout.
+macro_rules! outln {
+    () => {
+        $crate::output::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use outln;
+
+/// Writes formatted text to stdout; a closed pipe is [`Failure::BrokenPipe`].
+pub fn write_stdout(args: std::fmt::Arguments<'_>) -> Result<(), Failure> {
+    std::io::stdout()
+        .lock()
+        .write_fmt(args)
+        .map_err(Failure::stdout)
+}
+
+/// Writes raw bytes to stdout and flushes; a closed pipe is [`Failure::BrokenPipe`].
+pub fn write_stdout_bytes(bytes: &[u8]) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(Failure::stdout)
+}
+
 /// Prints `value` as pretty JSON followed by a newline.
-pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
     // Stdout is line-buffered: without this buffer every line of the pretty JSON would
     // be its own write(2) (26,000 of them for 1,000 loops).
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
-    out.flush()?;
-    Ok(())
+    serde_json::to_writer_pretty(&mut out, value).map_err(|e| match e.io_error_kind() {
+        Some(kind) => Failure::stdout(kind.into()),
+        None => Failure::failed(format!("cannot encode JSON: {e}")),
+    })?;
+    writeln!(out)
+        .and_then(|()| out.flush())
+        .map_err(Failure::stdout)
 }
 
 /// A table with a header row; columns padded to their widest cell.
@@ -61,7 +97,11 @@ impl Table {
         self.rows.push(cells);
     }
 
-    pub fn print(&self) -> anyhow::Result<()> {
+    pub fn print(&self) -> Result<(), Failure> {
+        self.write().map_err(Failure::stdout)
+    }
+
+    fn write(&self) -> std::io::Result<()> {
         let colour = colour_enabled();
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
@@ -280,23 +320,25 @@ pub fn instant_text(t: Option<Instant>) -> String {
 }
 
 /// Prints a run's captured streams under headers.
-pub fn print_streams(run: &Run) {
+pub fn print_streams(run: &Run) -> Result<(), Failure> {
     if let Some(out) = run.stdout.as_deref().filter(|s| !s.is_empty()) {
-        println!("[stdout]\n{}", out.trim_end());
+        outln!("[stdout]\n{}", out.trim_end())?;
     }
     if let Some(err) = run.stderr.as_deref().filter(|s| !s.is_empty()) {
-        println!("[stderr]\n{}", err.trim_end());
+        outln!("[stderr]\n{}", err.trim_end())?;
     }
+    Ok(())
 }
 
 /// Prints an agent run's final text and token usage, when the provider reported them.
-pub fn print_agent_result(run: &Run) {
+pub fn print_agent_result(run: &Run) -> Result<(), Failure> {
     if let Some(summary) = run.summary.as_deref().filter(|s| !s.is_empty()) {
-        println!("[summary]\n{}", summary.trim_end());
+        outln!("[summary]\n{}", summary.trim_end())?;
     }
     if let Some(usage) = &run.usage {
-        println!("[usage] {}", usage_text(usage));
+        outln!("[usage] {}", usage_text(usage))?;
     }
+    Ok(())
 }
 
 /// `in 1200 / out 340 tokens, $0.0123`.
@@ -317,5 +359,43 @@ pub fn usage_text(u: &loops_core::Usage) -> String {
         "not reported".into()
     } else {
         parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    /// `println!`/`print!` panic on a closed stdout and `eprintln!` on a closed stderr:
+    /// the binary writes through `outln!` and friends instead. This keeps it so.
+    #[test]
+    fn no_panicking_print_macros_in_the_binary() {
+        fn visit(dir: &std::path::Path, found: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    visit(&path, found);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (i, line) in text.lines().enumerate() {
+                    let code = line.split("//").next().unwrap_or("");
+                    for name in ["println", "print", "eprintln", "eprint"] {
+                        if code.contains(&format!("{name}!(")) {
+                            found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                        }
+                    }
+                }
+            }
+        }
+        let mut found = Vec::new();
+        visit(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        assert!(
+            found.is_empty(),
+            "use output::outln! (stdout) or a non-panicking write to stderr:\n{}",
+            found.join("\n")
+        );
     }
 }

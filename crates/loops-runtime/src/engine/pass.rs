@@ -133,7 +133,7 @@ impl Engine {
             match outcome {
                 ClaimOutcome::Claimed(run) => {
                     report.claimed.push(run.id.clone());
-                    self.spawn_batch(lp, run, slots[1..].to_vec(), permit);
+                    self.spawn_batch(lp, *run, slots[1..].to_vec(), permit);
                 }
                 ClaimOutcome::Skipped(runs) => {
                     report.skipped.extend(runs.into_iter().map(|r| r.id));

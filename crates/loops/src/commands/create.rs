@@ -5,6 +5,7 @@ use super::Context;
 use crate::cli::{
     CommonCreate, CreateAgentArgs, CreateCommand, CreateCommandArgs, CreateWorkflowArgs,
 };
+use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::timeparse::parse_instant;
 use crate::Failure;
@@ -45,12 +46,12 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<ExitCode, Failure> {
         output::redact_loop(&mut lp);
         print_json(&lp)?;
     } else {
-        println!(
+        outln!(
             "created {} ({}); next run {}",
             lp.name,
             lp.id,
             output::when(lp.next_run_at, now)
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

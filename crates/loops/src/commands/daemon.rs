@@ -2,12 +2,12 @@
 
 use super::Context;
 use crate::cli::{DaemonCommand, DaemonInstallArgs, DaemonLogsArgs, DaemonRunArgs, DaemonStopArgs};
-use crate::output::{self, print_json};
+use crate::output::{self, outln, print_json};
 use crate::Failure;
 use loops_core::{format_instant, Duration};
 use loops_runtime::daemon::{self as d, DaemonConfig, LOG_FILE, PID_FILE};
-use loops_runtime::process::{is_same_process_alive, process_start_time};
-use loops_store::Store;
+use loops_runtime::process::is_same_process_alive;
+use loops_store::{SqliteStore, Store, DATA_DIR_ENV, DB_FILE};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -42,12 +42,17 @@ fn config(dir: &Path, args: &DaemonRunArgs) -> Result<DaemonConfig, Failure> {
         other => Some(std_duration("--keep-for", other)?),
     };
     cfg.prune_every = std_duration("--prune-every", &args.prune_every)?;
+    cfg.max_sleep = args.interval_ms.map(StdDuration::from_millis);
     Ok(cfg)
 }
 
 fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
-    let client = ctx.client()?;
-    let cfg = config(client.data_dir(), &args)?;
+    let dir = ctx.data_dir()?;
+    loops_store::prepare_data_dir(&dir)?;
+    let db = dir.join(DB_FILE);
+    let store = SqliteStore::open(&db)?;
+    refuse_corrupt(&store, &db)?;
+    let cfg = config(&dir, &args)?;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
@@ -61,7 +66,7 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
-    let store = std::sync::Arc::clone(client.store());
+    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(store);
     let result = rt.block_on(async move {
         let shutdown = async {
             use tokio::signal::unix::{signal, SignalKind};
@@ -81,58 +86,210 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
         d::run(store, cfg, shutdown).await
     });
     rt.shutdown_timeout(StdDuration::from_secs(1));
-    match result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(Failure::failed(e.to_string())),
+    result.map(|()| ExitCode::SUCCESS).map_err(daemon_failure)
+}
+
+/// `PRAGMA quick_check` before the daemon takes the store: a damaged page would
+/// otherwise surface only when some pass happens to touch it.
+fn refuse_corrupt(store: &SqliteStore, db: &Path) -> Result<(), Failure> {
+    let problems = store.quick_check()?;
+    if problems.is_empty() || problems == ["ok"] {
+        return Ok(());
+    }
+    let mut first: Vec<String> = problems
+        .iter()
+        .take(3)
+        .map(|p| p.replace(['\n', '\r'], " "))
+        .collect();
+    if problems.len() > 3 {
+        first.push(format!("{} more", problems.len() - 3));
+    }
+    Err(Failure::store(format!(
+        "{} is corrupt (quick_check: {}); the daemon will not run on it: restore it from a \
+         backup, or move it away to start with an empty store",
+        db.display(),
+        first.join("; ")
+    )))
+}
+
+/// The exit code of a daemon that stopped abnormally: 3 when its store cannot be used
+/// (corrupt, removed or replaced, read-only), else 1.
+fn daemon_failure(err: d::DaemonError) -> Failure {
+    match err {
+        d::DaemonError::Store(e) => e.into(),
+        e @ d::DaemonError::StoreGone { .. } => Failure::store(e.to_string()),
+        e => Failure::failed(e.to_string()),
     }
 }
 
-/// The live daemon of this store, from its lease (preferred) or the pid file.
-struct Running {
-    pid: u32,
-    host: String,
-    since: Option<loops_core::Instant>,
-    expires: Option<loops_core::Instant>,
+/// Whether this store's daemon runs, judged from the lease row alone: its pid, the
+/// process start time recorded with it and its host must match a live process. A pid
+/// file is never evidence; one that does not name the lease holder is stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DaemonState {
+    /// The lease is current and (on this host) its holder is the same live process.
+    Running,
+    /// The lease expired but its holder (on this host) is still the same live process:
+    /// stopped with SIGSTOP, or hung. It does not schedule, and still blocks a new
+    /// daemon until it is stopped or its process is gone.
+    Stalled,
+    /// No lease, a released one, or one whose holder process is gone.
+    Stopped,
 }
 
-fn running_daemon(store: &dyn Store, dir: &Path) -> Option<Running> {
-    let host = loops_runtime::process::hostname();
-    if let Ok(Some(lease)) = store.current_daemon_lease() {
-        let alive = lease.holder.host != host
-            || is_same_process_alive(lease.holder.pid, lease.holder.pid_start_time);
-        if alive && (lease.expires_at > output::now() || lease.holder.host == host) {
-            return Some(Running {
-                pid: lease.holder.pid,
-                host: lease.holder.host,
-                since: Some(lease.acquired_at),
-                expires: Some(lease.expires_at),
-            });
+impl DaemonState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DaemonState::Running => "running",
+            DaemonState::Stalled => "stalled",
+            DaemonState::Stopped => "stopped",
         }
     }
-    let pid = d::read_pid_file(dir)?;
-    is_same_process_alive(pid, None).then_some(Running {
-        pid,
-        host,
-        since: None,
-        expires: None,
+}
+
+/// The lease holder of a running or stalled daemon.
+pub struct Holder {
+    pub pid: u32,
+    pub pid_start_time: Option<u64>,
+    pub host: String,
+    /// The holder is on this host (so its pid can be checked and signalled).
+    pub local: bool,
+    pub since: loops_core::Instant,
+    pub expires: loops_core::Instant,
+}
+
+/// A pid file that does not name the lease holder.
+pub struct StalePidFile {
+    pub path: PathBuf,
+    /// Its exact contents, so removal can make sure nobody rewrote it meanwhile.
+    contents: String,
+    /// The pid it names, if it names one.
+    pub pid: Option<u32>,
+}
+
+/// What `daemon status`, `stop`, `start` and `doctor` all go by.
+pub struct DaemonView {
+    pub state: DaemonState,
+    /// `Some` exactly when running or stalled.
+    pub holder: Option<Holder>,
+    pub stale_pid_file: Option<StalePidFile>,
+}
+
+/// Reads the pid file, then the lease, in that order: a daemon writes its pid file
+/// only after taking the lease, so a pid file read first that does not name the
+/// holder read second is stale.
+pub fn inspect_daemon(store: &dyn Store, dir: &Path) -> Result<DaemonView, Failure> {
+    let path = dir.join(PID_FILE);
+    let contents = std::fs::read_to_string(&path).ok();
+    let lease = store.current_daemon_lease()?;
+    let this_host = loops_runtime::process::hostname();
+    let now = output::now();
+    let (state, holder) = match lease {
+        None => (DaemonState::Stopped, None),
+        Some(lease) => {
+            let local = lease.holder.host == this_host;
+            let current = lease.expires_at > now;
+            let state = if local {
+                if !is_same_process_alive(lease.holder.pid, lease.holder.pid_start_time) {
+                    DaemonState::Stopped
+                } else if current {
+                    DaemonState::Running
+                } else {
+                    DaemonState::Stalled
+                }
+            } else if current {
+                DaemonState::Running
+            } else {
+                DaemonState::Stopped
+            };
+            let holder = (state != DaemonState::Stopped).then_some(Holder {
+                pid: lease.holder.pid,
+                pid_start_time: lease.holder.pid_start_time,
+                host: lease.holder.host,
+                local,
+                since: lease.acquired_at,
+                expires: lease.expires_at,
+            });
+            (state, holder)
+        }
+    };
+    let stale_pid_file = contents.and_then(|contents| {
+        let pid = contents.trim().parse::<u32>().ok();
+        let names_holder = matches!((&holder, pid), (Some(h), Some(p)) if h.pid == p);
+        (!names_holder).then_some(StalePidFile {
+            path: path.clone(),
+            contents,
+            pid,
+        })
+    });
+    Ok(DaemonView {
+        state,
+        holder,
+        stale_pid_file,
     })
+}
+
+impl StalePidFile {
+    /// Removes the file if it still holds what was read: a daemon that took the lease
+    /// since then has written its own pid, which stays.
+    pub fn remove(&self) -> bool {
+        match std::fs::read_to_string(&self.path) {
+            Ok(now) if now == self.contents => std::fs::remove_file(&self.path).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// `stale pid file /x/daemon.pid names pid 123, which is not running`.
+    pub fn describe(&self) -> String {
+        let what = match self.pid {
+            Some(pid) if is_same_process_alive(pid, None) => {
+                format!("names pid {pid}, which is not this store's daemon")
+            }
+            Some(pid) => format!("names pid {pid}, which is not running"),
+            None => "does not name a pid".to_owned(),
+        };
+        format!("stale pid file {} {what}", self.path.display())
+    }
+}
+
+/// `pid 123 on host, lease expired 5s ago; SIGSTOPped or hung?`
+pub fn stalled_text(h: &Holder, now: loops_core::Instant) -> String {
+    format!(
+        "pid {} on {}, lease expired {}; SIGSTOPped or hung?",
+        h.pid,
+        h.host,
+        output::relative(h.expires, now)
+    )
 }
 
 fn start(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
     let client = ctx.client()?;
     let dir = client.data_dir().to_path_buf();
     config(&dir, &args)?;
-    if let Some(r) = running_daemon(client.store().as_ref(), &dir) {
-        return Err(Failure::failed(format!(
-            "a daemon is already running for this store: pid {} on host {}",
-            r.pid, r.host
-        )));
+    let view = inspect_daemon(client.store().as_ref(), &dir)?;
+    match (view.state, &view.holder) {
+        (DaemonState::Running, Some(h)) => {
+            return Err(Failure::failed(format!(
+                "a daemon is already running for this store: pid {} on host {}",
+                h.pid, h.host
+            )))
+        }
+        (DaemonState::Stalled, Some(h)) => {
+            return Err(Failure::failed(format!(
+                "this store's daemon is stalled ({}); stop it with `loops daemon stop`",
+                stalled_text(h, output::now())
+            )))
+        }
+        _ => {}
     }
+    if let Some(stale) = &view.stale_pid_file {
+        stale.remove();
+    }
+    // A daemon still serving a store that was deleted under it re-checks its database
+    // file when woken, and exits.
+    loops_runtime::wake::poke(&dir);
     let log_path = dir.join(LOG_FILE);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
+    let log = private_append(&log_path)
         .map_err(|e| Failure::failed(format!("cannot open {}: {e}", log_path.display())))?;
     let log_len = log.metadata().map(|m| m.len()).unwrap_or(0);
     let err_log = log
@@ -166,6 +323,9 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
         .stdin(std::process::Stdio::null())
         .stdout(log)
         .stderr(err_log);
+    if let Some(ms) = args.interval_ms {
+        cmd.args(["--interval-ms", &ms.to_string()]);
+    }
     // Its own process group: a Ctrl-C in the starting terminal must not reach it.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd
@@ -202,9 +362,19 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
     if ctx.json {
         print_json(&serde_json::json!({ "started": true, "pid": pid, "log": log_path }))?;
     } else {
-        println!("daemon started (pid {pid}); log: {}", log_path.display());
+        outln!("daemon started (pid {pid}); log: {}", log_path.display())?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens `path` for appending, creating it 0600 (the log holds run errors and paths).
+fn private_append(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
 }
 
 fn read_from(path: &Path, offset: u64) -> String {
@@ -218,37 +388,43 @@ fn read_from(path: &Path, offset: u64) -> String {
 
 fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<ExitCode, Failure> {
     let timeout = std_duration("--timeout", &args.timeout)?;
-    let client = ctx.client()?;
+    let client = ctx.reader()?;
     let dir = client.data_dir().to_path_buf();
-    let Some(r) = running_daemon(client.store().as_ref(), &dir) else {
-        let stale = dir.join(PID_FILE);
-        if stale.exists() {
-            let _ = std::fs::remove_file(&stale);
-        }
+    let view = inspect_daemon(client.store().as_ref(), &dir)?;
+    if let Some(stale) = &view.stale_pid_file {
+        stale.remove();
+    }
+    let Some(h) = view.holder else {
         if ctx.json {
             print_json(&serde_json::json!({ "stopped": false, "running": false }))?;
         } else {
-            println!("no daemon is running");
+            outln!("no daemon is running")?;
         }
         return Ok(ExitCode::SUCCESS);
     };
-    if r.host != loops_runtime::process::hostname() {
+    if !h.local {
         return Err(Failure::failed(format!(
             "the daemon runs on host {} (pid {}); stop it there",
-            r.host, r.pid
+            h.host, h.pid
         )));
     }
-    let start_time = process_start_time(r.pid);
     let begun = StdInstant::now();
     let pid =
-        nix::unistd::Pid::from_raw(i32::try_from(r.pid).map_err(|_| Failure::failed("bad pid"))?);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
-        .map_err(|e| Failure::failed(format!("cannot signal daemon pid {}: {e}", r.pid)))?;
-    while is_same_process_alive(r.pid, start_time) {
+        nix::unistd::Pid::from_raw(i32::try_from(h.pid).map_err(|_| Failure::failed("bad pid"))?);
+    // The lease proved pid, start time and host; check again right before signalling.
+    if is_same_process_alive(h.pid, h.pid_start_time) {
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+            .map_err(|e| Failure::failed(format!("cannot signal daemon pid {}: {e}", h.pid)))?;
+        if view.state == DaemonState::Stalled {
+            // A stopped process keeps SIGTERM pending until it continues.
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+        }
+    }
+    while is_same_process_alive(h.pid, h.pid_start_time) {
         if begun.elapsed() > timeout {
             return Err(Failure::failed(format!(
                 "daemon (pid {}) still running {}s after SIGTERM",
-                r.pid,
+                h.pid,
                 timeout.as_secs()
             )));
         }
@@ -257,82 +433,92 @@ fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<ExitCode, Failure> {
     let took = begun.elapsed();
     if ctx.json {
         print_json(
-            &serde_json::json!({ "stopped": true, "pid": r.pid, "waitedMs": took.as_millis() as u64 }),
+            &serde_json::json!({ "stopped": true, "pid": h.pid, "waitedMs": took.as_millis() as u64 }),
         )?;
     } else {
-        println!(
+        outln!(
             "daemon stopped (pid {}) after {}",
-            r.pid,
+            h.pid,
             output::elapsed_text(took.as_millis() as u64)
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn status(ctx: &Context) -> Result<ExitCode, Failure> {
-    let client = ctx.client()?;
+    let client = ctx.reader()?;
     let dir = client.data_dir().to_path_buf();
     let store = client.store();
     let now = output::now();
-    let daemon = running_daemon(store.as_ref(), &dir);
-    let running = store
-        .running_runs(None)
-        .map_err(|e| Failure::failed(e.to_string()))?;
+    let view = inspect_daemon(store.as_ref(), &dir)?;
+    let running = store.running_runs(None)?;
     let next_due = store
-        .list_loops(Some(loops_core::LoopStatus::Active))
-        .map_err(|e| Failure::failed(e.to_string()))?
+        .list_loops(Some(loops_core::LoopStatus::Active))?
         .into_iter()
         .filter(|l| l.next_run_at.is_some())
         .min_by_key(|l| l.next_run_at);
-    let stale_pid = daemon.is_none() && dir.join(PID_FILE).exists();
+    let removed = view
+        .stale_pid_file
+        .as_ref()
+        .is_some_and(StalePidFile::remove);
+    // A stalled daemon holds the store without scheduling: not a healthy state.
+    let code = if view.state == DaemonState::Stalled {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
+    let holder = view.holder.as_ref();
     if ctx.json {
         print_json(&serde_json::json!({
-            "running": daemon.is_some(),
-            "pid": daemon.as_ref().map(|r| r.pid),
-            "host": daemon.as_ref().map(|r| r.host.clone()),
-            "since": daemon.as_ref().and_then(|r| r.since).map(|t| format_instant(&t)),
-            "uptimeMs": daemon.as_ref().and_then(|r| r.since).map(|s| (now - s).num_milliseconds().max(0)),
-            "leaseExpiresAt": daemon.as_ref().and_then(|r| r.expires).map(|t| format_instant(&t)),
+            "state": view.state.as_str(),
+            "running": holder.is_some(),
+            "pid": holder.map(|h| h.pid),
+            "host": holder.map(|h| h.host.clone()),
+            "since": holder.map(|h| format_instant(&h.since)),
+            "uptimeMs": holder.map(|h| (now - h.since).num_milliseconds().max(0)),
+            "leaseExpiresAt": holder.map(|h| format_instant(&h.expires)),
             "runningRuns": running,
             "nextDue": next_due.as_ref().map(|l| serde_json::json!({"id": l.id, "name": l.name, "nextRunAt": l.next_run_at.map(|t| format_instant(&t))})),
-            "stalePidFile": stale_pid,
+            "stalePidFile": view.stale_pid_file.is_some(),
         }))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
-    match &daemon {
-        Some(r) => {
-            println!("daemon: running (pid {} on {})", r.pid, r.host);
-            if let Some(since) = r.since {
-                println!(
-                    "uptime: {}",
-                    output::relative(since, now).trim_end_matches(" ago")
-                );
-            }
-            if let Some(exp) = r.expires {
-                println!("lease: held, expires {}", output::relative(exp, now));
-            }
+    match (view.state, holder) {
+        (DaemonState::Running, Some(h)) => {
+            outln!("daemon: running (pid {} on {})", h.pid, h.host)?;
+            outln!(
+                "uptime: {}",
+                output::relative(h.since, now).trim_end_matches(" ago")
+            )?;
+            outln!("lease: held, expires {}", output::relative(h.expires, now))?;
         }
-        None if stale_pid => println!(
-            "daemon: not running (stale pid file {})",
-            dir.join(PID_FILE).display()
-        ),
-        None => println!("daemon: not running"),
+        (DaemonState::Stalled, Some(h)) => {
+            outln!("daemon: stalled ({})", stalled_text(h, now))?;
+        }
+        _ => match &view.stale_pid_file {
+            Some(stale) => outln!(
+                "daemon: not running ({}{})",
+                stale.describe(),
+                if removed { "; removed" } else { "" }
+            )?,
+            None => outln!("daemon: not running")?,
+        },
     }
-    println!("running runs: {}", running.len());
+    outln!("running runs: {}", running.len())?;
     for run in &running {
-        println!(
+        outln!(
             "  {} {} attempt {} since {}",
             run.id,
             run.loop_name,
             run.attempt,
             output::when(run.started_at, now)
-        );
+        )?;
     }
     match next_due {
-        Some(l) => println!("next due: {} {}", l.name, output::when(l.next_run_at, now)),
-        None => println!("next due: none"),
+        Some(l) => outln!("next due: {} {}", l.name, output::when(l.next_run_at, now))?,
+        None => outln!("next due: none")?,
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 fn logs(ctx: &Context, args: DaemonLogsArgs) -> Result<ExitCode, Failure> {
@@ -342,12 +528,12 @@ fn logs(ctx: &Context, args: DaemonLogsArgs) -> Result<ExitCode, Failure> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = std::io::stdout().lock();
     for line in &lines[lines.len().saturating_sub(args.lines)..] {
-        writeln!(out, "{line}").map_err(|e| Failure::failed(e.to_string()))?;
+        writeln!(out, "{line}").map_err(Failure::stdout)?;
     }
-    out.flush().map_err(|e| Failure::failed(e.to_string()))?;
+    out.flush().map_err(Failure::stdout)?;
     if !args.follow {
         if !path.exists() {
-            eprintln!("no log yet at {}", path.display());
+            let _ = writeln!(std::io::stderr(), "no log yet at {}", path.display());
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -361,16 +547,19 @@ fn logs(ctx: &Context, args: DaemonLogsArgs) -> Result<ExitCode, Failure> {
         if len > offset {
             let chunk = read_from(&path, offset);
             offset += chunk.len() as u64;
-            write!(out, "{chunk}").map_err(|e| Failure::failed(e.to_string()))?;
-            out.flush().map_err(|e| Failure::failed(e.to_string()))?;
+            write!(out, "{chunk}").map_err(Failure::stdout)?;
+            out.flush().map_err(Failure::stdout)?;
         }
     }
 }
 
 fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<ExitCode, Failure> {
-    let dir = ctx.data_dir()?;
     let exe = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find own executable: {e}")))?;
+    // Both go into a service file: absolute (the service's cwd is not ours) and
+    // printable (a newline would end the directive and start another).
+    let exe = service_path("executable", &exe)?;
+    let dir = service_path("data dir", &ctx.data_dir()?)?;
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .ok_or_else(|| Failure::failed("HOME is not set"))?;
@@ -410,29 +599,92 @@ fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<ExitCode, Failure> 
             &serde_json::json!({ "path": path, "commands": commands, "enabled": args.enable }),
         )?;
     } else {
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display())?;
         if args.enable {
-            println!("enabled and started");
+            outln!("enabled and started")?;
         } else {
-            println!("to enable and start it, run:");
+            outln!("to enable and start it, run:")?;
             for command in &commands {
-                println!("  {command}");
+                outln!("  {command}")?;
             }
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn systemd_unit(exe: &Path, dir: &Path) -> String {
+/// `path` made absolute, as text fit for a service file: UTF-8 (units and plists are
+/// UTF-8 text) without control characters (a newline would end the directive and
+/// start another, such as `ExecStartPre=`).
+fn service_path(what: &str, path: &Path) -> Result<String, Failure> {
+    let abs = std::path::absolute(path).map_err(|e| {
+        Failure::usage(format!(
+            "{what} {}: cannot make it absolute: {e}",
+            path.display()
+        ))
+    })?;
+    let Some(text) = abs.to_str() else {
+        return Err(Failure::usage(format!(
+            "{what} {abs:?} is not valid UTF-8; a service file cannot name it"
+        )));
+    };
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        return Err(Failure::usage(format!(
+            "{what} {text:?} contains a control character ({c:?}); a service file cannot \
+             name it safely"
+        )));
+    }
+    Ok(text.to_owned())
+}
+
+/// One double-quoted word of a systemd unit (systemd.syntax(7)): `\` and `"` are
+/// backslash-escaped and `%` is doubled (else it starts a specifier such as `%h`). In
+/// `ExecStart=` a `$` is doubled too (else it expands a variable); `Environment=`
+/// takes `$` literally.
+fn systemd_quote(text: &str, exec: bool) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '%' => out.push_str("%%"),
+            '$' if exec => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The user unit. `exe` and `dir` come from [`service_path`] (absolute, no control
+/// characters); everything else is fixed text.
+fn systemd_unit(exe: &str, dir: &str) -> String {
     format!(
-        "[Unit]\nDescription=loops scheduler daemon\nDocumentation=man:loops(1)\n\n[Service]\nType=simple\nExecStart={} daemon run\nEnvironment=LOOPS_DATA_DIR={}\nRestart=on-failure\nRestartSec=5\nKillMode=mixed\nKillSignal=SIGTERM\nTimeoutStopSec=30\n\n[Install]\nWantedBy=default.target\n",
-        exe.display(),
-        dir.display()
+        "[Unit]\nDescription=loops scheduler daemon\nDocumentation=man:loops(1)\n\n[Service]\nType=simple\nExecStart={} daemon run\nEnvironment={}\nRestart=on-failure\nRestartSec=5\nKillMode=mixed\nKillSignal=SIGTERM\nTimeoutStopSec=30\n\n[Install]\nWantedBy=default.target\n",
+        systemd_quote(exe, true),
+        systemd_quote(&format!("{DATA_DIR_ENV}={dir}"), false),
     )
 }
 
-fn launch_agent(exe: &Path, dir: &Path) -> String {
-    let log = dir.join(LOG_FILE);
+/// Text for a plist `<string>`: the five XML special characters escaped.
+fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The LaunchAgent plist; `exe` and `dir` come from [`service_path`].
+fn launch_agent(exe: &str, dir: &str) -> String {
+    let log = xml_escape(&Path::new(dir).join(LOG_FILE).display().to_string());
     format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
@@ -442,17 +694,80 @@ fn launch_agent(exe: &Path, dir: &Path) -> String {
   <key>ProgramArguments</key>
   <array><string>{}</string><string>daemon</string><string>run</string></array>
   <key>EnvironmentVariables</key>
-  <dict><key>LOOPS_DATA_DIR</key><string>{}</string></dict>
+  <dict><key>{DATA_DIR_ENV}</key><string>{}</string></dict>
   <key>RunAtLoad</key><true/>
   <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>
-  <key>StandardOutPath</key><string>{}</string>
-  <key>StandardErrorPath</key><string>{}</string>
+  <key>StandardOutPath</key><string>{log}</string>
+  <key>StandardErrorPath</key><string>{log}</string>
 </dict>
 </plist>
 "#,
-        exe.display(),
-        dir.display(),
-        log.display(),
-        log.display()
+        xml_escape(exe),
+        xml_escape(dir),
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn systemd_unit_quotes_and_escapes() {
+        let unit = systemd_unit("/opt/my $bin/loops", "/home/a b/100%\\\"x\"");
+        assert!(
+            unit.contains("ExecStart=\"/opt/my $$bin/loops\" daemon run\n"),
+            "{unit}"
+        );
+        assert!(
+            unit.contains("Environment=\"LOOPS_DATA_DIR=/home/a b/100%%\\\\\\\"x\\\"\"\n"),
+            "{unit}"
+        );
+        assert_eq!(
+            unit.lines()
+                .filter(|l| l.starts_with("Environment="))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn systemd_environment_keeps_dollar_literal() {
+        let unit = systemd_unit("/bin/loops", "/data/$HOME");
+        assert!(
+            unit.contains("Environment=\"LOOPS_DATA_DIR=/data/$HOME\"\n"),
+            "{unit}"
+        );
+    }
+
+    #[test]
+    fn plist_escapes_xml() {
+        let plist = launch_agent("/opt/a&b/loops", "/d/<x> \"q\" 'y'");
+        assert!(
+            plist.contains("<string>/opt/a&amp;b/loops</string>"),
+            "{plist}"
+        );
+        assert!(
+            plist.contains("<string>/d/&lt;x&gt; &quot;q&quot; &apos;y&apos;</string>"),
+            "{plist}"
+        );
+        assert!(plist.contains(
+            "<key>StandardOutPath</key><string>/d/&lt;x&gt; &quot;q&quot; &apos;y&apos;/daemon.log</string>"
+        ));
+    }
+
+    #[test]
+    fn service_paths_are_absolute_and_printable() {
+        let rel = service_path("data dir", Path::new("rel/dir")).unwrap();
+        assert!(rel.starts_with('/') && rel.ends_with("/rel/dir"), "{rel}");
+        for bad in ["/a\nExecStartPre=/bin/true", "/a\rb", "/a\tb", "/a\u{7f}b"] {
+            let Err(Failure::Error { code, message }) = service_path("data dir", Path::new(bad))
+            else {
+                panic!("{bad:?} accepted");
+            };
+            assert_eq!(code, 2);
+            assert!(message.contains("control character"), "{message}");
+            assert!(!message.contains('\n'), "{message}");
+        }
+    }
 }

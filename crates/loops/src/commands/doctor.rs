@@ -1,13 +1,12 @@
 //! `doctor`: ok / warn / fail per check; exits 1 when any check fails.
 
+use super::daemon::DaemonState;
 use super::Context;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::{LoopStatus, RunStatus};
-use loops_runtime::daemon::PID_FILE;
 use loops_runtime::preflight::check_loop_target;
-use loops_runtime::process::is_same_process_alive;
-use loops_store::{SqliteStore, Store, DB_FILE};
+use loops_store::{SqliteStore, Store, StoreError, DB_FILE};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -34,8 +33,15 @@ fn check(
 pub fn run(ctx: &Context) -> Result<ExitCode, Failure> {
     let mut checks = Vec::new();
     let dir = ctx.data_dir()?;
-    match loops_store::prepare_data_dir(&dir) {
-        Ok(()) => {
+    // Only a dir that passes the ownership rule is looked into further: a database
+    // another user could have written is not opened.
+    let trusted = match loops_store::secure_data_dir(&dir) {
+        Ok(tightened) => {
+            let tightened = if tightened.is_empty() {
+                String::new()
+            } else {
+                format!("; tightened {}", tightened.join(", "))
+            };
             let probe = dir.join(format!(".doctor-{}", std::process::id()));
             match std::fs::write(&probe, b"ok") {
                 Ok(()) => {
@@ -44,78 +50,62 @@ pub fn run(ctx: &Context) -> Result<ExitCode, Failure> {
                         &mut checks,
                         "data dir",
                         "ok",
-                        format!("{} is writable", dir.display()),
+                        format!("{} is writable{tightened}", dir.display()),
                     );
                 }
                 Err(e) => check(
                     &mut checks,
                     "data dir",
                     "fail",
-                    format!("{} is not writable: {e}", dir.display()),
+                    format!("{} is not writable: {e}{tightened}", dir.display()),
                 ),
             }
-        }
-        Err(e) => check(&mut checks, "data dir", "fail", e.to_string()),
-    }
-    let db_path = dir.join(DB_FILE);
-    let store = match SqliteStore::open(&db_path) {
-        Ok(store) => {
-            match store.integrity_check() {
-                Ok(problems) if problems.is_empty() || problems == ["ok"] => check(
-                    &mut checks,
-                    "database",
-                    "ok",
-                    format!("{} passes integrity check", db_path.display()),
-                ),
-                Ok(problems) => check(&mut checks, "database", "fail", problems.join("; ")),
-                Err(e) => check(&mut checks, "database", "fail", e.to_string()),
-            }
-            Some(store)
+            true
         }
         Err(e) => {
-            check(&mut checks, "database", "fail", e.to_string());
-            None
+            check(&mut checks, "data dir", "fail", e.to_string());
+            false
         }
     };
-    let pid_file = dir.join(PID_FILE);
-    let pid = loops_runtime::daemon::read_pid_file(&dir);
+    permission_checks(&dir, &mut checks);
+    let db_path = dir.join(DB_FILE);
+    let store = if trusted {
+        open_store(&db_path, &mut checks)
+    } else {
+        None
+    };
     if let Some(store) = &store {
-        match store.current_daemon_lease() {
-            Ok(Some(lease))
-                if is_same_process_alive(lease.holder.pid, lease.holder.pid_start_time) =>
-            {
-                check(
-                    &mut checks,
-                    "daemon",
-                    "ok",
-                    format!(
-                        "running (pid {} on {})",
-                        lease.holder.pid, lease.holder.host
+        match super::daemon::inspect_daemon(store, &dir) {
+            Ok(view) => {
+                match (view.state, &view.holder) {
+                    (DaemonState::Running, Some(h)) => check(
+                        &mut checks,
+                        "daemon",
+                        "ok",
+                        format!("running (pid {} on {})", h.pid, h.host),
                     ),
-                )
+                    (DaemonState::Stalled, Some(h)) => check(
+                        &mut checks,
+                        "daemon",
+                        "fail",
+                        format!(
+                            "stalled ({}); stop it with `loops daemon stop`",
+                            super::daemon::stalled_text(h, output::now())
+                        ),
+                    ),
+                    _ => check(
+                        &mut checks,
+                        "daemon",
+                        "warn",
+                        "not running; start it with `loops daemon start`",
+                    ),
+                }
+                if let Some(stale) = &view.stale_pid_file {
+                    check(&mut checks, "pid file", "warn", stale.describe());
+                }
             }
-            Ok(_) => check(
-                &mut checks,
-                "daemon",
-                "warn",
-                "not running; start it with `loops daemon start`",
-            ),
             Err(e) => check(&mut checks, "daemon", "fail", e.to_string()),
         }
-    }
-    match pid {
-        Some(pid) if !is_same_process_alive(pid, None) => check(
-            &mut checks,
-            "pid file",
-            "warn",
-            format!(
-                "stale pid file {} names pid {pid}, which is not running",
-                pid_file.display()
-            ),
-        ),
-        _ => {}
-    }
-    if let Some(store) = &store {
         loop_checks(store, &mut checks);
     }
     provider_checks(&mut checks);
@@ -138,6 +128,92 @@ pub fn run(ctx: &Context) -> Result<ExitCode, Failure> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Opens the database read-write, else (when it is not writable) read-only, so the
+/// rest of the report can still be made; records the "database" check.
+fn open_store(db_path: &std::path::Path, checks: &mut Vec<Check>) -> Option<SqliteStore> {
+    let (store, read_only) = match SqliteStore::open(db_path) {
+        Ok(store) => (store, false),
+        Err(StoreError::ReadOnly { .. }) => match SqliteStore::open_read_only(db_path) {
+            Ok(store) => (store, true),
+            Err(e) => {
+                check(checks, "database", "fail", e.to_string());
+                return None;
+            }
+        },
+        Err(e) => {
+            check(checks, "database", "fail", e.to_string());
+            return None;
+        }
+    };
+    match store.integrity_check() {
+        Ok(problems) if problems.is_empty() || problems == ["ok"] => {
+            if read_only {
+                check(
+                    checks,
+                    "database",
+                    "fail",
+                    format!(
+                        "{} passes integrity check but is read-only: read commands work, \
+                         writes and the daemon fail",
+                        db_path.display()
+                    ),
+                )
+            } else {
+                check(
+                    checks,
+                    "database",
+                    "ok",
+                    format!("{} passes integrity check", db_path.display()),
+                )
+            }
+        }
+        Ok(problems) => check(checks, "database", "fail", problems.join("; ")),
+        Err(e) => check(checks, "database", "fail", e.to_string()),
+    }
+    Some(store)
+}
+
+/// Owner and mode of the data dir and each of its files: all the user's own, none
+/// open to group or others.
+fn permission_checks(dir: &std::path::Path, checks: &mut Vec<Check>) {
+    let reports = loops_store::inspect_data_dir(dir);
+    let Some(first) = reports.first() else {
+        return;
+    };
+    let name = |r: &loops_store::PermissionReport| {
+        if r.path == dir {
+            "data dir".to_owned()
+        } else {
+            r.path.file_name().map_or_else(
+                || r.path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        }
+    };
+    let problems: Vec<String> = reports
+        .iter()
+        .filter_map(|r| {
+            r.problem
+                .as_ref()
+                .map(|p| format!("{} {p}", r.path.display()))
+        })
+        .collect();
+    if problems.is_empty() {
+        let modes: Vec<String> = reports
+            .iter()
+            .map(|r| format!("{} {:04o}", name(r), r.mode))
+            .collect();
+        check(
+            checks,
+            "permissions",
+            "ok",
+            format!("all owned by uid {}; {}", first.uid, modes.join(", ")),
+        );
+    } else {
+        check(checks, "permissions", "fail", problems.join("; "));
+    }
 }
 
 fn loop_checks(store: &SqliteStore, checks: &mut Vec<Check>) {

@@ -2,6 +2,7 @@
 
 use super::Context;
 use crate::cli::{LoopArg, RemoveArgs};
+use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::Loop;
@@ -27,7 +28,7 @@ pub fn remove(ctx: &Context, args: RemoveArgs) -> Result<ExitCode, Failure> {
     if ctx.json {
         print_json(&serde_json::json!({ "removed": true, "id": lp.id, "name": lp.name }))?;
     } else {
-        println!("removed {} ({})", lp.name, lp.id);
+        outln!("removed {} ({})", lp.name, lp.id)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -38,12 +39,12 @@ fn report(ctx: &Context, lp: &Loop, verb: &str) -> Result<ExitCode, Failure> {
         output::redact_loop(&mut shown);
         print_json(&shown)?;
     } else {
-        println!(
+        outln!(
             "{verb} {} ({}); next run {}",
             lp.name,
             lp.id,
             output::when(lp.next_run_at, output::now())
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

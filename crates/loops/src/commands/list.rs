@@ -2,6 +2,7 @@
 
 use super::Context;
 use crate::cli::{ListArgs, ShowArgs};
+use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::{LoopStatus, Target};
@@ -16,7 +17,7 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<ExitCode, Failure> {
                 .map_err(|e| Failure::usage(e.replace("LoopStatus", "--status")))
         })
         .transpose()?;
-    let mut loops = ctx.client()?.list(status)?;
+    let mut loops = ctx.reader()?.list(status)?;
     if !args.show_output {
         loops.iter_mut().for_each(output::redact_loop);
     }
@@ -25,7 +26,7 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     if loops.is_empty() {
-        println!("no loops; create one with `loops create command NAME --every 5m --cmd '…'`");
+        outln!("no loops; create one with `loops create command NAME --every 5m --cmd '…'`")?;
         return Ok(ExitCode::SUCCESS);
     }
     let now = output::now();
@@ -47,7 +48,7 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<ExitCode, Failure> {
 }
 
 pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode, Failure> {
-    let client = ctx.client()?;
+    let client = ctx.reader()?;
     let mut lp = client.get(&args.r#loop)?;
     if !args.show_output {
         output::redact_loop(&mut lp);
@@ -140,7 +141,7 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode, Failure> {
     }
     let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (key, value) in lines {
-        println!("{key:>width$}  {value}");
+        outln!("{key:>width$}  {value}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

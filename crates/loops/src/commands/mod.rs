@@ -14,7 +14,8 @@ mod workflows;
 
 use crate::cli::{Cli, Command};
 use crate::Failure;
-use loops_runtime::client::Client;
+use loops_runtime::client::{Client, ClientError};
+use loops_store::StoreError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -29,16 +30,34 @@ impl Context {
     pub fn data_dir(&self) -> Result<PathBuf, Failure> {
         match &self.data_dir {
             Some(dir) => Ok(dir.clone()),
-            None => loops_store::data_dir().map_err(|e| Failure {
-                code: 3,
-                message: e.to_string(),
-            }),
+            None => loops_store::data_dir().map_err(Failure::from),
         }
     }
 
-    /// Opens the store (creating the data dir on first use).
+    /// Opens the store for a command that writes (creating the data dir and the
+    /// database on first use, migrating an older one).
     pub fn client(&self) -> Result<Client, Failure> {
         Ok(Client::open(&self.data_dir()?)?)
+    }
+
+    /// Opens the store for a command that only reads. An existing, current database
+    /// is opened read-only: nothing is written, a writer holding the lock for seconds
+    /// does not delay the read, and a store whose file or directory is not writable
+    /// can still be read. A missing or older database is opened as by
+    /// [`Context::client`] (created or migrated first).
+    pub fn reader(&self) -> Result<Client, Failure> {
+        let dir = self.data_dir()?;
+        let db = dir.join(loops_store::DB_FILE);
+        if std::fs::metadata(&db).is_ok_and(|m| m.len() > 0) {
+            match Client::open_read_only(&dir) {
+                Ok(client) => return Ok(client),
+                // Needs setting up or migrating: a read-write open does that, or
+                // says why it cannot.
+                Err(ClientError::Store(StoreError::ReadOnly { .. })) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.client()
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::Context;
 use crate::cli::PruneArgs;
+use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::Duration;
@@ -32,10 +33,10 @@ pub fn run(ctx: &Context, args: PruneArgs) -> Result<ExitCode, Failure> {
     let store = client.store();
     let count = store
         .prune_runs(&policy, args.dry_run)
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .map_err(Failure::from)?;
     let workflow_runs = store
         .prune_workflow_runs(&policy, args.dry_run)
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .map_err(Failure::from)?;
     if ctx.json {
         print_json(&serde_json::json!({
             "pruned": if args.dry_run { 0 } else { count },
@@ -44,9 +45,9 @@ pub fn run(ctx: &Context, args: PruneArgs) -> Result<ExitCode, Failure> {
             "dryRun": args.dry_run,
         }))?;
     } else if args.dry_run {
-        println!("would prune {count} run(s) and {workflow_runs} workflow run(s)");
+        outln!("would prune {count} run(s) and {workflow_runs} workflow run(s)")?;
     } else {
-        println!("pruned {count} run(s) and {workflow_runs} workflow run(s)");
+        outln!("pruned {count} run(s) and {workflow_runs} workflow run(s)")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 
 use super::{runtime, Context};
 use crate::cli::RunNowArgs;
+use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::{Run, RunSource, RunStatus};
@@ -34,13 +35,13 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
         EngineConfig::for_data_dir(client.data_dir()),
         Arc::new(SystemClock),
     )
-    .map_err(|e| Failure::failed(e.to_string()))?;
+    .map_err(Failure::from)?;
     let (run, source) = runtime()?
         .block_on(async {
             let _heartbeat = engine.spawn_heartbeat(super::heartbeat_every(lp.lease_ms));
             engine.run_now(&lp, args.allow_overlap).await
         })
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .map_err(Failure::from)?;
     // The loop's next slot may have moved: let a daemon re-plan.
     loops_runtime::wake::poke(client.data_dir());
     let mut shown = run.clone();
@@ -56,7 +57,7 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
             },
         })?;
     } else {
-        println!(
+        outln!(
             "run {} of {} ({}, attempt {}): {}{}{}",
             run.id,
             run.loop_name,
@@ -69,18 +70,18 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
             run.exit_code
                 .map(|c| format!(", exit {c}"))
                 .unwrap_or_default(),
-        );
+        )?;
         if let Some(e) = &run.error {
-            println!("error: {e}");
+            outln!("error: {e}")?;
         }
         if let Some(summary) = run.summary.as_deref().filter(|s| !s.is_empty()) {
-            println!("summary: {}", summary.lines().next().unwrap_or(""));
+            outln!("summary: {}", summary.lines().next().unwrap_or(""))?;
         }
         if let Some(usage) = &run.usage {
-            println!("usage: {}", output::usage_text(usage));
+            outln!("usage: {}", output::usage_text(usage))?;
         }
         if args.show_output {
-            output::print_streams(&run);
+            output::print_streams(&run)?;
         }
     }
     Ok(if run.status == RunStatus::Succeeded {

@@ -2,6 +2,7 @@
 
 use super::Context;
 use crate::cli::RunsArgs;
+use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
 use std::process::ExitCode;
@@ -15,7 +16,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<ExitCode, Failure> {
         Some(n) => Some(n),
         None => Some(DEFAULT_LIMIT),
     };
-    let mut runs = ctx.client()?.runs(args.r#loop.as_deref(), limit)?;
+    let mut runs = ctx.reader()?.runs(args.r#loop.as_deref(), limit)?;
     if !args.show_output {
         runs.iter_mut().for_each(output::redact_run);
     }
@@ -24,7 +25,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     if runs.is_empty() {
-        println!("no runs yet");
+        outln!("no runs yet")?;
         return Ok(ExitCode::SUCCESS);
     }
     let now = output::now();
@@ -57,12 +58,14 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<ExitCode, Failure> {
     table.print()?;
     if args.show_output {
         for run in &runs {
-            println!(
+            outln!(
                 "\n--- {} {} attempt {} ---",
-                run.id, run.loop_name, run.attempt
-            );
-            output::print_agent_result(run);
-            output::print_streams(run);
+                run.id,
+                run.loop_name,
+                run.attempt
+            )?;
+            output::print_agent_result(run)?;
+            output::print_streams(run)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -3,6 +3,7 @@
 
 use super::{runtime, Context};
 use crate::cli::TickArgs;
+use crate::output::outln;
 use crate::output::print_json;
 use crate::Failure;
 use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
@@ -16,12 +17,12 @@ pub fn run(ctx: &Context, args: TickArgs) -> Result<ExitCode, Failure> {
         ..EngineConfig::for_data_dir(client.data_dir())
     };
     let engine = Engine::new(Arc::clone(client.store()), cfg, Arc::new(SystemClock))
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .map_err(Failure::from)?;
     let report = runtime()?.block_on(async {
         let _heartbeat = engine.spawn_heartbeat(std::time::Duration::from_secs(10));
         let mut total = loops_runtime::engine::TickReport::default();
         loop {
-            let report = engine.tick().map_err(|e| Failure::failed(e.to_string()))?;
+            let report = engine.tick().map_err(Failure::from)?;
             let saturated = report.saturated;
             total.claimed.extend(report.claimed);
             total.skipped.extend(report.skipped);
@@ -50,18 +51,21 @@ pub fn run(ctx: &Context, args: TickArgs) -> Result<ExitCode, Failure> {
             "expired": report.expired,
         }))?;
     } else {
-        println!(
+        outln!(
             "tick: {} run(s), {} skipped, {} recovered, {} expired",
             runs.len(),
             report.skipped.len(),
             report.recovered.len(),
             report.expired.len()
-        );
+        )?;
         for run in &runs {
-            println!(
+            outln!(
                 "  {} {} attempt {}: {}",
-                run.id, run.loop_name, run.attempt, run.status
-            );
+                run.id,
+                run.loop_name,
+                run.attempt,
+                run.status
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

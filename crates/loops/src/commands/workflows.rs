@@ -5,6 +5,7 @@ use crate::cli::{
     WorkflowArg, WorkflowCreateArgs, WorkflowEventsArgs, WorkflowFileArgs, WorkflowListArgs,
     WorkflowReasonArgs, WorkflowRunArg, WorkflowRunArgs, WorkflowRunsArgs, WorkflowsCommand,
 };
+use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::limits::{MAX_PROMPT_BYTES, MAX_SPEC_BYTES};
@@ -126,12 +127,12 @@ fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<ExitCode, Failu
             &serde_json::json!({ "valid": true, "name": spec.name, "steps": spec.steps.len() }),
         )?;
     } else {
-        println!(
+        outln!(
             "{}: valid workflow {:?} with {} step(s)",
             args.file.display(),
             spec.name,
             spec.steps.len()
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -144,13 +145,13 @@ fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<ExitCode, Failure> 
     if ctx.json {
         print_json(&record_json(&record))?;
     } else {
-        println!(
+        outln!(
             "created workflow {} v{} ({}) with {} step(s)",
             record.name,
             record.version,
             record.id,
             spec.steps.len()
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -165,13 +166,13 @@ fn list(ctx: &Context, args: WorkflowListArgs) -> Result<ExitCode, Failure> {
         None if args.all => None,
         None => Some(WorkflowStatus::Active),
     };
-    let list = ctx.client()?.list_workflows(status)?;
+    let list = ctx.reader()?.list_workflows(status)?;
     if ctx.json {
         print_json(&list.iter().map(record_json).collect::<Vec<_>>())?;
         return Ok(ExitCode::SUCCESS);
     }
     if list.is_empty() {
-        println!("no workflows; store one with `loops workflows create FILE`");
+        outln!("no workflows; store one with `loops workflows create FILE`")?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut table = Table::new(vec!["ID", "NAME", "VERSION", "STATUS", "STEPS", "CREATED"]);
@@ -190,19 +191,22 @@ fn list(ctx: &Context, args: WorkflowListArgs) -> Result<ExitCode, Failure> {
 }
 
 fn show(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
-    let record = ctx.client()?.get_workflow(&args.workflow)?;
+    let record = ctx.reader()?.get_workflow(&args.workflow)?;
     if ctx.json {
         print_json(&record_json(&record))?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "workflow {} v{} ({}) {}",
-        record.name, record.version, record.id, record.status
-    );
+        record.name,
+        record.version,
+        record.id,
+        record.status
+    )?;
     if let Some(d) = &record.spec.description {
-        println!("{d}");
+        outln!("{d}")?;
     }
-    println!("max parallel: {}", record.spec.max_parallel());
+    outln!("max parallel: {}", record.spec.max_parallel())?;
     let dag = Dag::new(&record.spec);
     let levels = dag.levels();
     for (i, step) in record.spec.steps.iter().enumerate() {
@@ -226,7 +230,7 @@ fn show(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
         } else {
             format!(" ← {}", step.depends_on.join(", "))
         };
-        println!("{}{}: {what}{deps}", "  ".repeat(levels[i] + 1), step.id);
+        outln!("{}{}: {what}{deps}", "  ".repeat(levels[i] + 1), step.id)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -275,11 +279,8 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         }
         result
     });
-    let run = result.map_err(|e| Failure::failed(e.to_string()))?;
-    let steps = client
-        .store()
-        .step_runs(&run.id)
-        .map_err(|e| Failure::failed(e.to_string()))?;
+    let run = result.map_err(Failure::from)?;
+    let steps = client.store().step_runs(&run.id).map_err(Failure::from)?;
     if ctx.json {
         let steps: Vec<StepRun> = steps
             .into_iter()
@@ -290,7 +291,7 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         if live {
             draw_steps(&steps, steps.len())?;
         }
-        println!(
+        outln!(
             "workflow run {} {}: {}{}",
             run.id,
             run.workflow_name,
@@ -298,16 +299,16 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
             run.duration_ms
                 .map(|d| format!(" in {}", output::elapsed_text(d)))
                 .unwrap_or_default()
-        );
+        )?;
         if let Some(e) = &run.error {
-            println!("error: {e}");
+            outln!("error: {e}")?;
         }
         if !live {
             step_table(&steps)?;
         }
-        print_step_results(&steps);
+        print_step_results(&steps)?;
         if args.show_output {
-            print_step_output(&steps);
+            print_step_output(&steps)?;
         }
     }
     Ok(if run.status == WorkflowRunStatus::Succeeded {
@@ -391,42 +392,44 @@ fn step_table(steps: &[StepRun]) -> anyhow::Result<()> {
             s.error.clone().unwrap_or_default().into(),
         ]);
     }
-    table.print()
+    Ok(table.print()?)
 }
 
 /// Agent steps' final text and usage, one block per step. Shown without
 /// `--show-output`: it is the step's result, not its captured streams.
-fn print_step_results(steps: &[StepRun]) {
+fn print_step_results(steps: &[StepRun]) -> Result<(), Failure> {
     for s in steps {
         let summary = s.summary.as_deref().filter(|t| !t.is_empty());
         if summary.is_none() && s.usage.is_none() {
             continue;
         }
-        println!("\n--- step {} result ---", s.step_id);
+        outln!("\n--- step {} result ---", s.step_id)?;
         if let Some(summary) = summary {
-            println!("[summary]\n{}", summary.trim_end());
+            outln!("[summary]\n{}", summary.trim_end())?;
         }
         if let Some(usage) = &s.usage {
-            println!("[usage] {}", output::usage_text(usage));
+            outln!("[usage] {}", output::usage_text(usage))?;
         }
     }
+    Ok(())
 }
 
-fn print_step_output(steps: &[StepRun]) {
+fn print_step_output(steps: &[StepRun]) -> Result<(), Failure> {
     for s in steps {
         let out = s.stdout.as_deref().unwrap_or("");
         let err = s.stderr.as_deref().unwrap_or("");
         if out.is_empty() && err.is_empty() {
             continue;
         }
-        println!("\n--- step {} ---", s.step_id);
+        outln!("\n--- step {} ---", s.step_id)?;
         if !out.is_empty() {
-            println!("[stdout]\n{}", out.trim_end());
+            outln!("[stdout]\n{}", out.trim_end())?;
         }
         if !err.is_empty() {
-            println!("[stderr]\n{}", err.trim_end());
+            outln!("[stderr]\n{}", err.trim_end())?;
         }
     }
+    Ok(())
 }
 
 fn redact_step(mut s: StepRun, reveal: bool) -> StepRun {
@@ -443,14 +446,14 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
         None => Some(20),
     };
     let runs = ctx
-        .client()?
+        .reader()?
         .workflow_runs(args.workflow.as_deref(), limit)?;
     if ctx.json {
         print_json(&runs)?;
         return Ok(ExitCode::SUCCESS);
     }
     if runs.is_empty() {
-        println!("no workflow runs yet");
+        outln!("no workflow runs yet")?;
         return Ok(ExitCode::SUCCESS);
     }
     let now = output::now();
@@ -476,23 +479,23 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
 }
 
 fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
-    let client = ctx.client()?;
+    let client = ctx.reader()?;
     let run = client.get_workflow_run(&args.run)?;
     let store = client.store();
     let steps: Vec<StepRun> = store
         .step_runs(&run.id)
-        .map_err(|e| Failure::failed(e.to_string()))?
+        .map_err(Failure::from)?
         .into_iter()
         .map(|s| redact_step(s, args.show_output))
         .collect();
     let events = store
         .workflow_events(&run.id, None)
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .map_err(Failure::from)?;
     if ctx.json {
         print_json(&serde_json::json!({ "workflowRun": run, "steps": steps, "events": events }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "workflow run {} of {} — {} (attempt {}){}",
         run.id,
         run.workflow_name,
@@ -501,16 +504,16 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
         run.duration_ms
             .map(|d| format!(", {}", output::elapsed_text(d)))
             .unwrap_or_default()
-    );
+    )?;
     if let Some(e) = &run.error {
-        println!("error: {e}");
+        outln!("error: {e}")?;
     }
     if let Some(k) = &run.idempotency_key {
-        println!("slot: {k}");
+        outln!("slot: {k}")?;
     }
     let workflow = store
         .get_workflow(&run.workflow_id)
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .map_err(Failure::from)?;
     let levels = workflow.as_ref().map(|w| Dag::new(&w.spec).levels());
     let mut rows: Vec<(usize, &StepRun)> = steps
         .iter()
@@ -540,10 +543,10 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
         ]);
     }
     table.print()?;
-    print_step_results(&steps);
-    println!("\nevents:");
+    print_step_results(&steps)?;
+    outln!("\nevents:")?;
     for e in &events {
-        println!(
+        outln!(
             "  {:>3} {} {:<16} {}",
             e.sequence,
             e.created_at
@@ -551,21 +554,21 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
                 .format("%H:%M:%S%.3f"),
             e.event_type,
             e.step_id.as_deref().unwrap_or("")
-        );
+        )?;
     }
     if args.show_output {
-        print_step_output(&steps);
+        print_step_output(&steps)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn events(ctx: &Context, args: WorkflowEventsArgs) -> Result<ExitCode, Failure> {
-    let client = ctx.client()?;
+    let client = ctx.reader()?;
     let run = client.get_workflow_run(&args.run)?;
     let events = client
         .store()
         .workflow_events(&run.id, args.limit)
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .map_err(Failure::from)?;
     if ctx.json {
         print_json(&events)?;
         return Ok(ExitCode::SUCCESS);
@@ -594,7 +597,7 @@ fn cancel(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure> 
     if ctx.json {
         print_json(&run)?;
     } else {
-        println!("cancel requested for workflow run {} ({reason})", run.id);
+        outln!("cancel requested for workflow run {} ({reason})", run.id)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -607,14 +610,14 @@ fn recover(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure>
     if ctx.json {
         print_json(&serde_json::json!({ "workflowRun": run, "recoveredSteps": steps }))?;
     } else if steps.is_empty() {
-        println!("workflow run {}: no running steps to recover", run.id);
+        outln!("workflow run {}: no running steps to recover", run.id)?;
     } else {
         let ids: Vec<&str> = steps.iter().map(|s| s.step_id.as_str()).collect();
-        println!(
+        outln!(
             "workflow run {}: reset {} to pending",
             run.id,
             ids.join(", ")
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -626,10 +629,12 @@ fn archive(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
     if ctx.json {
         print_json(&record_json(&record))?;
     } else {
-        println!(
+        outln!(
             "archived workflow {} v{} ({})",
-            record.name, record.version, record.id
-        );
+            record.name,
+            record.version,
+            record.id
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -279,8 +279,11 @@ fn make_read_only(path: &std::path::Path) -> impl Fn() {
 
 #[test]
 fn read_only_data_dir() {
+    use std::os::unix::fs::PermissionsExt;
     let w = World::new();
     std::fs::create_dir_all(&w.data).expect("mkdir");
+    // Private already: a loose mode that cannot be tightened is refused for that reason.
+    std::fs::set_permissions(&w.data, std::fs::Permissions::from_mode(0o700)).expect("chmod");
     let undo = make_read_only(&w.data);
     if std::fs::write(w.data.join("probe"), b"x").is_ok() {
         undo();

@@ -306,7 +306,7 @@ fn a_daemon_stopped_past_its_ttl_that_nobody_replaced_carries_on() {
     });
     d.signal("STOP");
     wait_for("the lease to lapse", Duration::from_secs(10), || {
-        let status = w.json(&["daemon", "status"]);
+        let status = w.daemon_status();
         let expires = crate::util::instant(status.get("leaseExpiresAt")?);
         (expires + chrono::TimeDelta::seconds(1) < chrono::Utc::now()).then_some(())
     });
@@ -331,7 +331,7 @@ fn a_daemon_fenced_out_by_another_says_who_took_the_lease() {
     let mut first = w.daemon_ready(&["--lease-ttl", "1s"]);
     first.signal("STOP");
     wait_for("the lease to lapse", Duration::from_secs(10), || {
-        let status = w.json(&["daemon", "status"]);
+        let status = w.daemon_status();
         let expires = crate::util::instant(status.get("leaseExpiresAt")?);
         (expires < chrono::Utc::now()).then_some(())
     });

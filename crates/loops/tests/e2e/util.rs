@@ -152,10 +152,17 @@ impl World {
             if let Ok(Some(status)) = d.child.try_wait() {
                 panic!("daemon exited early ({status}): {}", d.log_text());
             }
-            let status = self.json(&["daemon", "status"]);
+            let status = self.daemon_status();
             (status["pid"].as_u64() == Some(u64::from(pid))).then_some(())
         });
         d
+    }
+
+    /// `daemon status --json`, whatever its exit code (it exits 1 while a daemon is
+    /// stalled); `null` when it printed nothing parseable.
+    pub fn daemon_status(&self) -> serde_json::Value {
+        let out = self.run(&["--json", "daemon", "status"]);
+        serde_json::from_slice(&out.stdout).unwrap_or_default()
     }
 
     /// All runs (newest first) as JSON objects.
