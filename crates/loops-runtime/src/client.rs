@@ -112,6 +112,13 @@ impl ClientError {
 /// Result alias for client calls.
 pub type Result<T> = std::result::Result<T, ClientError>;
 
+/// What `remove` removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovedLoop {
+    pub id: loops_core::LoopId,
+    pub name: String,
+}
+
 /// Everything needed to create a loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoopDefinition {
@@ -351,8 +358,15 @@ impl Client {
     /// unless `force`, which first stops its runs (process groups terminated; a
     /// workflow run cancelled) and waits for them to end, so removing a loop never
     /// leaves one of its processes running unsupervised.
-    pub fn remove(&self, key: &str, force: bool) -> Result<Loop> {
-        let lp = self.get(key)?;
+    ///
+    /// A loop whose stored row can no longer be read is removed by its exact id or
+    /// name (it cannot be resolved otherwise), so a bad row never becomes a trap.
+    pub fn remove(&self, key: &str, force: bool) -> Result<RemovedLoop> {
+        let lp = match self.get(key) {
+            Ok(lp) => lp,
+            Err(ClientError::Store(StoreError::Decode(_))) => return self.remove_unreadable(key),
+            Err(e) => return Err(e),
+        };
         let running = self.store.running_runs(Some(&lp.id))?;
         if !running.is_empty() {
             if !force {
@@ -370,7 +384,31 @@ impl Client {
             self.stop_runs(&lp, &running)?;
         }
         self.store.remove_loop(&lp.id)?;
-        Ok(lp)
+        Ok(RemovedLoop {
+            id: lp.id,
+            name: lp.name,
+        })
+    }
+
+    fn remove_unreadable(&self, key: &str) -> Result<RemovedLoop> {
+        let unreadable = self
+            .store
+            .loop_rows(None)?
+            .into_iter()
+            .filter_map(std::result::Result::err)
+            .find(|u| u.id.as_str() == key || u.name == key)
+            .ok_or_else(|| ClientError::NotFound(key.to_owned()))?;
+        if !self.store.running_runs(Some(&unreadable.id))?.is_empty() {
+            return Err(ClientError::Refused(format!(
+                "loop {:?} cannot be read and has runs in flight; stop the daemon first",
+                unreadable.name
+            )));
+        }
+        self.store.remove_loop(&unreadable.id)?;
+        Ok(RemovedLoop {
+            id: unreadable.id,
+            name: unreadable.name,
+        })
     }
 
     /// Terminates the runs in flight of `lp` and waits until they have ended.

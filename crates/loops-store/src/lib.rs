@@ -162,6 +162,16 @@ pub struct UnreadableLoop {
     pub error: String,
 }
 
+impl UnreadableLoop {
+    /// The error a listing that needs every loop reports for this row.
+    pub fn into_error(self) -> StoreError {
+        StoreError::Decode(format!(
+            "loop {:?} ({}) cannot be read: {} (`loops remove {}` deletes it)",
+            self.name, self.id, self.error, self.id
+        ))
+    }
+}
+
 /// Filter for [`Store::list_runs`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunFilter {
@@ -193,8 +203,20 @@ pub trait Store: WorkflowStore + Send + Sync {
     fn get_loop_by_name(&self, name: &str) -> Result<Option<Loop>>;
     /// Loops whose id starts with `prefix` (at most `limit`).
     fn loops_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Loop>>;
-    /// All loops ordered by name, optionally by status.
-    fn list_loops(&self, status: Option<LoopStatus>) -> Result<Vec<Loop>>;
+    /// All loops ordered by name, optionally of one status; a row that cannot be
+    /// decoded is returned as an [`UnreadableLoop`] in its place.
+    fn loop_rows(
+        &self,
+        status: Option<LoopStatus>,
+    ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>>;
+    /// [`Store::loop_rows`], failing on the first row that cannot be decoded (with an
+    /// error naming that loop).
+    fn list_loops(&self, status: Option<LoopStatus>) -> Result<Vec<Loop>> {
+        self.loop_rows(status)?
+            .into_iter()
+            .map(|row| row.map_err(UnreadableLoop::into_error))
+            .collect()
+    }
     /// Sets status/nextRunAt/retryScheduledFor. Fenced when `fence` is given.
     fn update_loop_schedule(
         &self,

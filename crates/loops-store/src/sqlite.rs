@@ -711,6 +711,17 @@ fn loop_from_row(row: &Row<'_>) -> Result<Loop> {
     })
 }
 
+/// A loop row of a listing: decoded, or — when it does not decode — reported in its
+/// place rather than as the error of the whole query, so one bad loop never hides or
+/// stops the others.
+fn decode_loop_row(row: &Row<'_>) -> std::result::Result<Loop, UnreadableLoop> {
+    loop_from_row(row).map_err(|e| UnreadableLoop {
+        id: LoopId::new(row.get::<_, String>(0).unwrap_or_default()),
+        name: row.get::<_, String>(1).unwrap_or_default(),
+        error: e.to_string(),
+    })
+}
+
 /// Decodes a row selected with `run_cols!()`.
 fn run_from_row(row: &Row<'_>) -> Result<Run> {
     let pid: Option<i64> = get(row, 14, "pid")?;
@@ -1364,26 +1375,22 @@ impl Store for SqliteStore {
             .collect())
     }
 
-    fn list_loops(&self, status: Option<LoopStatus>) -> Result<Vec<Loop>> {
+    fn loop_rows(
+        &self,
+        status: Option<LoopStatus>,
+    ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
         let conn = self.lock();
-        match status {
-            Some(status) => {
-                let mut stmt = conn.prepare_cached(concat!(
-                    "SELECT ",
-                    loop_cols!(),
-                    " FROM loops WHERE status = ?1 ORDER BY name"
-                ))?;
-                query_all(&mut stmt, [status.as_str()], loop_from_row)
-            }
-            None => {
-                let mut stmt = conn.prepare_cached(concat!(
-                    "SELECT ",
-                    loop_cols!(),
-                    " FROM loops ORDER BY name"
-                ))?;
-                query_all(&mut stmt, [], loop_from_row)
-            }
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE ?1 IS NULL OR status = ?1 ORDER BY name"
+        ))?;
+        let mut rows = stmt.query([status.map(LoopStatus::as_str)])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(decode_loop_row(row));
         }
+        Ok(out)
     }
 
     fn update_loop_schedule(
@@ -1438,13 +1445,7 @@ impl Store for SqliteStore {
         let mut rows = stmt.query(params![ms(&now), sat_i64(limit as u64)])?;
         let mut out = Vec::new();
         while let Some(row) = rows.next()? {
-            // A row that does not decode is reported in its place, not as the error of
-            // the whole query: one bad loop must not stop the others.
-            out.push(loop_from_row(row).map_err(|e| UnreadableLoop {
-                id: LoopId::new(row.get::<_, String>(0).unwrap_or_default()),
-                name: row.get::<_, String>(1).unwrap_or_default(),
-                error: e.to_string(),
-            }));
+            out.push(decode_loop_row(row));
         }
         Ok(out)
     }

@@ -216,13 +216,87 @@ fn permission_checks(dir: &std::path::Path, checks: &mut Vec<Check>) {
     }
 }
 
+/// A loop whose schedule no longer computes (the daemon parks it), or whose next slot
+/// lies further ahead than its schedule allows (the clock was set back after the loop
+/// was advanced; a daemon re-plans it at its next start or clock jump).
+fn schedule_check(lp: &loops_core::Loop, now: loops_core::Instant, checks: &mut Vec<Check>) {
+    match loops_core::schedule::replan_after_clock_jump(lp, now) {
+        Ok(None) => {}
+        Ok(Some(bound)) => check(
+            checks,
+            format!("schedule {}", lp.name),
+            "warn",
+            format!(
+                "next run {} is further ahead than its schedule allows (latest {}); was the clock set back? a daemon re-plans it when it starts",
+                lp.next_run_at.map(|t| loops_core::format_instant(&t)).unwrap_or_default(),
+                loops_core::format_instant(&bound)
+            ),
+        ),
+        Err(e) => check(
+            checks,
+            format!("schedule {}", lp.name),
+            "fail",
+            format!("its schedule cannot be computed: {e} (a daemon parks it)"),
+        ),
+    }
+}
+
+/// Paused loops the engine parked because they could no longer be scheduled.
+fn parked_checks(store: &SqliteStore, checks: &mut Vec<Check>) {
+    let Ok(paused) = store.loop_rows(Some(LoopStatus::Paused)) else {
+        return;
+    };
+    for row in paused {
+        let lp = match row {
+            Ok(lp) => lp,
+            Err(bad) => {
+                check(
+                    checks,
+                    format!("loop {}", bad.name),
+                    "fail",
+                    bad.into_error().to_string(),
+                );
+                continue;
+            }
+        };
+        let last = store
+            .list_runs(&loops_store::RunFilter {
+                loop_id: Some(lp.id.clone()),
+                limit: Some(1),
+            })
+            .ok()
+            .and_then(|mut r| r.pop());
+        if let Some(error) = last
+            .and_then(|r| r.error)
+            .filter(|e| e.starts_with("loop parked"))
+        {
+            check(checks, format!("loop {}", lp.name), "warn", error);
+        }
+    }
+}
+
 fn loop_checks(store: &SqliteStore, checks: &mut Vec<Check>) {
-    let loops = match store.list_loops(Some(LoopStatus::Active)) {
-        Ok(l) => l,
+    parked_checks(store, checks);
+    let rows = match store.loop_rows(Some(LoopStatus::Active)) {
+        Ok(rows) => rows,
         Err(e) => return check(checks, "loops", "fail", e.to_string()),
     };
+    let mut loops = Vec::with_capacity(rows.len());
+    for row in rows {
+        match row {
+            Ok(lp) => loops.push(lp),
+            Err(bad) => check(
+                checks,
+                format!("loop {}", bad.name),
+                "fail",
+                bad.into_error().to_string(),
+            ),
+        }
+    }
     let mut failing = Vec::new();
+    let now = output::now();
     for lp in &loops {
+        schedule_check(lp, now, checks);
         let problems = check_loop_target(store, &lp.target);
         if problems.is_empty() {
             check(

@@ -121,6 +121,33 @@ fn a_loop_whose_schedule_no_longer_parses_is_parked_and_the_others_run() {
     assert_eq!(lines_with(&log, "loop parked"), 2, "said once each:\n{log}");
     assert_eq!(lines_with(&log, "scheduler pass failed"), 0, "{log}");
     assert_no_duplicates(&journal);
+    // doctor names the parked loop and why (the one whose row still decodes).
+    let doctor = w.run(&["--json", "doctor"]);
+    let doc: Value = serde_json::from_slice(&doctor.stdout).expect("doctor json");
+    let parked = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "loop bad-zone")
+        .unwrap_or_else(|| panic!("no check for the parked loop: {doc}"));
+    assert_eq!(parked["status"], "warn");
+    assert!(parked["detail"]
+        .as_str()
+        .unwrap()
+        .contains("Mars/Olympus_Mons"));
+    let unreadable = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "loop bad-row")
+        .unwrap_or_else(|| panic!("no check for the unreadable loop: {doc}"));
+    assert_eq!(unreadable["status"], "fail");
+    // A row that cannot be read can still be removed, by its name or id.
+    assert_eq!(w.json(&["remove", "bad-row"])["removed"], true);
+    assert!(
+        w.json(&["list"]).as_array().unwrap().len() == 2,
+        "good and bad-zone remain"
+    );
 }
 
 // ---- item 4b and the fault injection tests: disk full, busy store, stall ----
@@ -416,6 +443,23 @@ fn a_daemon_started_after_the_clock_went_back_replans_at_once() {
             "UPDATE loops SET next_run_at = {ahead} WHERE id = '{}'",
             lp["id"].as_str().unwrap()
         ),
+    );
+    // doctor says so before any daemon has moved it.
+    let doctor = w.run(&["--json", "doctor"]);
+    let doc: Value = serde_json::from_slice(&doctor.stdout).expect("doctor json");
+    let warned = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "schedule job")
+        .unwrap_or_else(|| panic!("no schedule check: {doc}"));
+    assert_eq!(warned["status"], "warn", "{warned}");
+    assert!(
+        warned["detail"]
+            .as_str()
+            .unwrap()
+            .contains("clock set back"),
+        "{warned}"
     );
     let mut d = w.daemon_ready(&[]);
     wait_for("the loop to be re-planned", LONG, || {
