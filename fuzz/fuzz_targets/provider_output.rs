@@ -3,10 +3,11 @@
 //! agent run).
 //!
 //! Input: the captured stdout, lossily decoded as the capture does; after a NUL byte,
-//! the captured stderr (else stderr is the same text). Checks: nothing panics; a
-//! summary is at most `SUMMARY_MAX_BYTES` plus its `[truncated N bytes]` marker and is
-//! a prefix of the trimmed text; `interpret` leaves success/failure consistent with
-//! the report.
+//! the captured stderr (else stderr is the same text); the input's length picks the
+//! finished run's status for `interpret`. Checks: nothing panics; a summary is at most
+//! `SUMMARY_MAX_BYTES` plus its `[truncated N bytes]` marker and is a prefix of the
+//! trimmed text; `interpret` fails an exit-0 run exactly when the report has an error,
+//! and keeps the report's usage.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -21,6 +22,13 @@ fuzz_target!(|data: &[u8]| {
     let stdout = String::from_utf8_lossy(out);
     let stderr = String::from_utf8_lossy(err);
     check_summary(&stdout);
+    // One finished-run shape per input (each `interpret` parses the output again).
+    let (status, exit_code) = [
+        (RunStatus::Succeeded, Some(0)),
+        (RunStatus::Failed, Some(1)),
+        (RunStatus::Failed, None),
+        (RunStatus::TimedOut, None),
+    ][data.len() % 4];
     for &provider in Provider::ALL {
         let report = parse_output(provider, &stdout);
         if let Some(text) = &report.text {
@@ -28,35 +36,28 @@ fuzz_target!(|data: &[u8]| {
         }
         let target: AgentTarget =
             serde_json::from_value(serde_json::json!({ "provider": provider.as_str() })).unwrap();
-        for (status, exit_code) in [
-            (RunStatus::Succeeded, Some(0)),
-            (RunStatus::Failed, Some(1)),
-            (RunStatus::Failed, None),
-            (RunStatus::TimedOut, None),
-        ] {
-            let mut outcome = RunOutcome {
-                status,
-                finished_at: Instant::UNIX_EPOCH,
-                exit_code,
-                stdout: stdout.clone().into_owned(),
-                stderr: stderr.clone().into_owned(),
-                error: None,
-                summary: None,
-                usage: None,
-            };
-            interpret(&target, &mut outcome);
-            if let Some(summary) = &outcome.summary {
-                assert!(within_bound(summary), "summary of {} bytes", summary.len());
-            }
-            if status == RunStatus::Succeeded {
-                // Exit 0 fails exactly when the provider reported an error.
-                assert_eq!(outcome.status == RunStatus::Failed, report.error.is_some());
-                assert_eq!(outcome.error, report.error);
-            } else {
-                assert_eq!(outcome.status, status);
-            }
-            assert_eq!(outcome.usage, report.usage);
+        let mut outcome = RunOutcome {
+            status,
+            finished_at: Instant::UNIX_EPOCH,
+            exit_code,
+            stdout: stdout.clone().into_owned(),
+            stderr: stderr.clone().into_owned(),
+            error: None,
+            summary: None,
+            usage: None,
+        };
+        interpret(&target, &mut outcome);
+        if let Some(summary) = &outcome.summary {
+            assert!(within_bound(summary), "summary of {} bytes", summary.len());
         }
+        if status == RunStatus::Succeeded {
+            // Exit 0 fails exactly when the provider reported an error.
+            assert_eq!(outcome.status == RunStatus::Failed, report.error.is_some());
+            assert_eq!(outcome.error, report.error);
+        } else {
+            assert_eq!(outcome.status, status);
+        }
+        assert_eq!(outcome.usage, report.usage);
     }
 });
 
