@@ -8,8 +8,9 @@
 #   bash scripts/fuzz.sh [SECONDS] [TARGET...]
 #
 # What it sets, and why:
-#   RUSTC_BOOTSTRAP=1   cargo-fuzz passes nightly-only flags (-Zsanitizer, sancov
-#                       passes); this lets the stable toolchain accept them.
+#   RUSTC_BOOTSTRAP=1   with a sanitizer, cargo-fuzz passes -Zsanitizer=..., which the
+#                       stable toolchain accepts only with this set; `none` needs only
+#                       stable -C flags, but it is always set so both modes build alike.
 #   TZ                  America/New_York unless set, so `at_time` meets DST gaps and
 #                       repeated hours in the local zone.
 #   --sanitizer         $FUZZ_SANITIZER, default `none` (our crates deny unsafe code;
@@ -28,7 +29,7 @@ if ! [[ "$secs" =~ ^[0-9]+$ ]] || [ "$secs" -eq 0 ]; then
 fi
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
-  echo "fuzz: cargo-fuzz not installed; skipped (cargo install cargo-fuzz --locked)"
+  echo "fuzz: cargo-fuzz not installed; skipped"
   exit 0
 fi
 
