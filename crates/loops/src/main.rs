@@ -8,7 +8,8 @@
 mod cli;
 mod commands;
 mod output;
-mod timeparse;
+
+use loops::timeparse;
 
 use clap::Parser;
 use std::io::Write as _;
