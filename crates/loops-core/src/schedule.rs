@@ -150,8 +150,9 @@ pub fn due_slots(lp: &Loop, now: Instant) -> Result<Vec<Instant>, ScheduleError>
 /// sit idle until the old time came back — a day, for a clock that was a day ahead.
 /// Normally `nextRunAt` is at most one period away (`every` for intervals, `minInterval`
 /// for dynamic loops, `retryDelay` while a retry is pending) and a cron loop's is its
-/// next match after now; anything further is moved back to that bound. `once` slots
-/// are absolute and never move.
+/// next match after now; anything further is moved back to that bound — a fixed-rate
+/// interval by whole periods, so it keeps its phase. `once` slots are absolute and
+/// never move.
 pub fn replan_after_clock_jump(lp: &Loop, now: Instant) -> Result<Option<Instant>, ScheduleError> {
     let Some(next) = lp.next_run_at.filter(|_| lp.status == LoopStatus::Active) else {
         return Ok(None);
@@ -165,6 +166,25 @@ pub fn replan_after_clock_jump(lp: &Loop, now: Instant) -> Result<Option<Instant
     }
     match &lp.schedule {
         Schedule::Once { .. } => Ok(None),
+        // Fixed rate keeps its phase: back by whole periods to the first slot of its
+        // grid that is at most one period away.
+        Schedule::Interval {
+            every_ms,
+            anchor: Anchor::FixedRate,
+        } => {
+            let every = period(*every_ms)?;
+            let Some(limit) = bound(*every_ms)? else {
+                return Ok(None);
+            };
+            // The fewest whole periods that bring it within reach: ceil(excess / every).
+            let excess = (next - limit).num_milliseconds();
+            let step = every.num_milliseconds().max(1);
+            let periods = excess.saturating_add(step - 1) / step;
+            let back = every
+                .checked_mul(i32::try_from(periods).unwrap_or(i32::MAX))
+                .ok_or(ScheduleError::OutOfRange)?;
+            Ok(Some(next - back))
+        }
         Schedule::Interval { every_ms, .. } => bound(*every_ms),
         Schedule::Dynamic { min_interval_ms } => bound(*min_interval_ms),
         cron @ Schedule::Cron { .. } => {
@@ -1076,6 +1096,16 @@ mod tests {
         assert_eq!(
             replan_after_clock_jump(&lp, now).unwrap(),
             Some(t("2026-01-01T12:01:00Z"))
+        );
+        // Fixed rate keeps its phase (here 250 ms past the minute).
+        let lp = test_loop(
+            every(60_000, Anchor::FixedRate),
+            "2026-01-02T12:00:00.250Z",
+            CatchUp::Latest,
+        );
+        assert_eq!(
+            replan_after_clock_jump(&lp, now).unwrap(),
+            Some(t("2026-01-01T12:00:00.250Z"))
         );
         // Within one period: untouched.
         let lp = test_loop(
