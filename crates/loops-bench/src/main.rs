@@ -29,7 +29,8 @@ use loops_core::{
 };
 use loops_runtime::client::{Client, LoopDefinition};
 use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
-use loops_store::{ClaimRequest, RunFilter, SqliteStore, Store};
+use loops_sqlite::SqliteStore;
+use loops_store::{ClaimRequest, RunFilter, Store};
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

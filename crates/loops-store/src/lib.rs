@@ -9,14 +9,12 @@
 
 mod error;
 mod paths;
-mod sqlite;
 
-pub use error::StoreError;
+pub use error::{BackendErrorKind, BoxError, CorruptKind, StoreError};
 pub use paths::{
     data_dir, inspect_data_dir, prepare_data_dir, secure_data_dir, PermissionReport, DATA_DIR_ENV,
     DB_FILE, PRIVATE_FILES,
 };
-pub use sqlite::{SqliteStore, SCHEMA_VERSION};
 
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec,

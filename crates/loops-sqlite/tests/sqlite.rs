@@ -8,10 +8,11 @@ use loops_core::{
     Anchor, CommandTarget, Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, RunId,
     RunOutcome, RunSource, RunStatus, Schedule, Target, Usage,
 };
+use loops_sqlite::{SqliteStore, SCHEMA_VERSION};
 use loops_store::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire,
-    LeaseHolder, LoopAdvance, PrunePolicy, RunFilter, RunWrite, RunWritten, SqliteStore, Store,
-    StoreError, DB_FILE, SCHEMA_VERSION,
+    LeaseHolder, LoopAdvance, PrunePolicy, RunFilter, RunWrite, RunWritten, Store, StoreError,
+    DB_FILE,
 };
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
@@ -1977,25 +1978,4 @@ fn take_over_run_moves_a_running_row_to_a_new_runner() {
         .take_over_run(&run.id, Some("runner-b"), "runner-c", t(11), None)
         .unwrap_err();
     assert!(matches!(err, StoreError::NotRunning(_)), "{err:?}");
-}
-
-#[test]
-fn transient_errors_are_told_apart() {
-    let full = StoreError::Sqlite(rusqlite::Error::SqliteFailure(
-        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
-        None,
-    ));
-    assert!(full.is_transient());
-    let busy = StoreError::Sqlite(rusqlite::Error::SqliteFailure(
-        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
-        None,
-    ));
-    assert!(busy.is_transient());
-    assert!(!StoreError::LeaseLost.is_transient());
-    assert!(!StoreError::NotRunning("x".into()).is_transient());
-    let corrupt = StoreError::Sqlite(rusqlite::Error::SqliteFailure(
-        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
-        None,
-    ));
-    assert!(!corrupt.is_transient());
 }

@@ -1,0 +1,213 @@
+//! Run writes: a batch of pid records and finalizations in one transaction, each
+//! finalization followed by its loop's transition as the domain decides it
+//! (`loops_core::transitions`), from the loop as stored and its deferred retry looked
+//! up in the same transaction.
+
+use crate::codec::{
+    encode_usage, failure_statuses, instant_from_ms, loop_cols, loop_from_row, ms, query_first,
+    run_cols, run_from_row, sat_i64,
+};
+use crate::error::{Error, Result, StoreResult};
+use crate::loops::apply_advance;
+use crate::runs::not_running;
+use crate::SqliteStore;
+use loops_core::transitions;
+use loops_core::{Instant, LoopId, Run, RunId, RunOutcome, RunStatus};
+use loops_store::{Fence, RunWrite, RunWritten, StoreError};
+use rusqlite::{params, Connection, OptionalExtension};
+
+pub(crate) fn record_run_writes(
+    store: &SqliteStore,
+    writes: &[RunWrite],
+    now: Instant,
+    fence: Option<&Fence>,
+) -> StoreResult<Vec<StoreResult<RunWritten>>> {
+    if writes.is_empty() {
+        return Ok(Vec::new());
+    }
+    store.write(fence.map(|f| (f, now)), |tx| {
+        let mut done = Vec::with_capacity(writes.len());
+        for write in writes {
+            let result = match write {
+                RunWrite::Spawned {
+                    run,
+                    pid,
+                    pid_start_time,
+                    at,
+                } => mark_pid_in(tx, run, *pid, *pid_start_time, *at).map(|()| RunWritten::Spawned),
+                RunWrite::Finished { run, outcome } => outcome_usage_json(outcome)
+                    .and_then(|usage| finalize_in(tx, run, outcome, usage.as_deref()))
+                    .and_then(|finished| {
+                        let loop_moved = advance_after_finish(tx, &finished)?;
+                        Ok(RunWritten::Finished {
+                            run: Box::new(finished),
+                            loop_moved,
+                        })
+                    }),
+            };
+            match result {
+                Ok(written) => done.push(Ok(written)),
+                // A bad outcome fails alone, like a row that is no longer running.
+                Err(Error::Store(e))
+                    if e.is_per_row() || matches!(e, StoreError::InvalidArgument(_)) =>
+                {
+                    done.push(Err(e))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    })
+}
+
+pub(crate) fn mark_run_pid(
+    store: &SqliteStore,
+    run: &RunId,
+    pid: u32,
+    pid_start_time: Option<u64>,
+    now: Instant,
+    fence: Option<&Fence>,
+) -> StoreResult<()> {
+    store.write(fence.map(|f| (f, now)), |tx| {
+        mark_pid_in(tx, run, pid, pid_start_time, now)
+    })
+}
+
+pub(crate) fn finalize_run(
+    store: &SqliteStore,
+    run: &RunId,
+    outcome: &RunOutcome,
+    fence: Option<&Fence>,
+) -> StoreResult<Run> {
+    let usage = outcome_usage_json(outcome)?;
+    store.write(fence.map(|f| (f, outcome.finished_at)), |tx| {
+        finalize_in(tx, run, outcome, usage.as_deref())
+    })
+}
+
+/// Checks that `outcome` can end a run and encodes its usage.
+fn outcome_usage_json(outcome: &RunOutcome) -> Result<Option<String>> {
+    if outcome.status == RunStatus::Running {
+        return Err(Error::invalid("a run cannot be finalized as running"));
+    }
+    encode_usage(outcome.usage.as_ref())
+}
+
+/// Records the child's pid on a running row, inside the caller's transaction.
+fn mark_pid_in(
+    conn: &Connection,
+    run: &RunId,
+    pid: u32,
+    pid_start_time: Option<u64>,
+    now: Instant,
+) -> Result<()> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE runs SET pid = ?2, pid_start_time = ?3, updated_at = ?4 \
+             WHERE id = ?1 AND status = 'running'",
+        )?
+        .execute(params![
+            run.as_str(),
+            pid,
+            pid_start_time.map(sat_i64),
+            ms(&now)
+        ])?;
+    if n == 0 {
+        return Err(not_running(conn, run));
+    }
+    Ok(())
+}
+
+/// Moves a running row to its terminal status, inside the caller's transaction.
+fn finalize_in(
+    conn: &Connection,
+    run: &RunId,
+    outcome: &RunOutcome,
+    usage: Option<&str>,
+) -> Result<Run> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "UPDATE runs SET status = ?2, finished_at = ?3, exit_code = ?4, \
+           duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE MAX(0, ?3 - started_at) END, \
+           stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3 \
+         WHERE id = ?1 AND status = 'running' RETURNING ",
+        run_cols!()
+    ))?;
+    let params = params![
+        run.as_str(),
+        outcome.status.as_str(),
+        ms(&outcome.finished_at),
+        outcome.exit_code,
+        outcome.stdout,
+        outcome.stderr,
+        outcome.error,
+        outcome.summary,
+        usage,
+    ];
+    match query_first(&mut stmt, params, run_from_row)? {
+        Some(r) => Ok(r),
+        None => Err(not_running(conn, run)),
+    }
+}
+
+/// After `run` was finalized in this transaction: applies its loop's transition, as
+/// the domain decides it from the loop as stored. True when the loop's schedule state
+/// changed. A loop whose schedule no longer computes is left as it is (logged): the
+/// next scheduling pass parks it.
+fn advance_after_finish(conn: &Connection, run: &Run) -> Result<bool> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        loop_cols!(),
+        " FROM loops WHERE id = ?1"
+    ))?;
+    let Some(lp) = query_first(&mut stmt, [run.loop_id.as_str()], loop_from_row)? else {
+        return Ok(false);
+    };
+    let deferred = if transitions::wants_deferred_retry(&lp, run) {
+        retryable_slot(conn, &lp.id, lp.max_attempts, run.scheduled_for)?
+    } else {
+        None
+    };
+    match transitions::on_finish(&lp, run, deferred) {
+        Ok(Some(advance)) => apply_advance(
+            conn,
+            &lp.id,
+            &advance,
+            run.finished_at.unwrap_or(run.updated_at),
+        ),
+        Ok(None) => Ok(false),
+        Err(e) => {
+            tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");
+            Ok(false)
+        }
+    }
+}
+
+/// The oldest slot of `loop_id` other than `except` whose latest attempt failed with
+/// attempts left under `max_attempts` (a deferred retry); usable inside a transaction.
+pub(crate) fn retryable_slot(
+    conn: &Connection,
+    loop_id: &LoopId,
+    max_attempts: u32,
+    except: Instant,
+) -> Result<Option<Instant>> {
+    // Start from failed attempts (partial index), keep those that are the latest
+    // attempt of their slot and whose slot is neither running nor done.
+    let slot: Option<i64> = conn
+        .prepare_cached(concat!(
+            "SELECT f.scheduled_for FROM runs f \
+             WHERE f.loop_id = ?1 AND f.status IN ",
+            failure_statuses!(),
+            " AND f.source != 'ad_hoc' AND f.scheduled_for != ?3 AND f.attempt < ?2 \
+               AND NOT EXISTS ( \
+                 SELECT 1 FROM runs x \
+                 WHERE x.loop_id = f.loop_id AND x.scheduled_for = f.scheduled_for \
+                   AND (x.attempt > f.attempt OR x.status IN ('running', 'succeeded', 'skipped'))) \
+             ORDER BY f.scheduled_for LIMIT 1"
+        ))?
+        .query_row(params![loop_id.as_str(), max_attempts, ms(&except)], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    slot.map(|v| instant_from_ms(v, "scheduled_for"))
+        .transpose()
+}
