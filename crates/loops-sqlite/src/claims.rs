@@ -6,25 +6,14 @@ use crate::codec::{ms, new_id, run_cols, run_from_row, ID_ATTEMPTS};
 use crate::error::{Error, Result, StoreResult};
 use crate::loops::apply_advance;
 use crate::SqliteStore;
-use loops_core::{Instant, Loop, LoopId, LoopStatus, Run, RunSource};
+use loops_core::{Instant, LoopId, LoopStatus, Run, RunSource};
 use loops_store::{
-    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, Fence, LoopAdvance, StoreError,
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, Fence, LoopAdvance, OnRefusal, StoreError,
 };
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 /// The reason recorded on a slot skipped because its loop was still running.
 const SKIPPED_BUSY: &str = "previous run still active";
-
-pub(crate) fn claim_run(
-    store: &SqliteStore,
-    req: &ClaimRequest,
-    advance: Option<&LoopAdvance>,
-    fence: Option<&Fence>,
-) -> StoreResult<std::result::Result<Run, ClaimRefused>> {
-    store.write(fence.map(|f| (f, req.now)), |tx| {
-        claim_in_tx(tx, req, advance)
-    })
-}
 
 pub(crate) fn claim_runs(
     store: &SqliteStore,
@@ -39,22 +28,10 @@ pub(crate) fn claim_runs(
     })
 }
 
-pub(crate) fn record_skipped_run(
-    store: &SqliteStore,
-    lp: &Loop,
-    scheduled_for: Instant,
-    reason: &str,
-    now: Instant,
-    fence: Option<&Fence>,
-) -> StoreResult<Run> {
-    store.write(fence.map(|f| (f, now)), |tx| {
-        skip_in(tx, &lp.id, &lp.name, scheduled_for, reason, now)
-    })
-}
-
-/// The claim itself, inside the caller's write transaction; see
-/// [`loops_store::Store::claim_run`]. On success, applies `advance` to the loop in the
-/// same transaction.
+/// The claim itself, inside the caller's write transaction: the loop's status, then
+/// (for overlap `skip`) whether it is busy, then the slot's attempts, then the insert,
+/// whose slot-attempt key is the final guard. On success, applies `advance` to the
+/// loop in the same transaction.
 fn claim_in_tx(
     tx: &Transaction<'_>,
     req: &ClaimRequest,
@@ -193,18 +170,24 @@ fn skip_in(
     Err(Error::ids_exhausted("run"))
 }
 
-/// One claim of a batch and what a refusal implies, inside the caller's transaction.
+/// One claim of a batch and what its refusal implies, inside the caller's transaction.
 fn batch_claim_in(tx: &Transaction<'_>, claim: &BatchClaim) -> Result<ClaimOutcome> {
     let req = &claim.request;
     let advance = claim.advance.as_ref();
-    match claim_in_tx(tx, req, advance)? {
-        Ok(run) => Ok(ClaimOutcome::Claimed(Box::new(run))),
-        Err(ClaimRefused::LoopBusy) => {
+    let refused = match claim_in_tx(tx, req, advance)? {
+        Ok(run) => return Ok(ClaimOutcome::Claimed(Box::new(run))),
+        Err(refused) => refused,
+    };
+    let skip_slots = match &claim.on_refusal {
+        OnRefusal::Keep => return Ok(ClaimOutcome::Refused(refused)),
+        OnRefusal::PassOver { skip_slots } => skip_slots,
+    };
+    match refused {
+        ClaimRefused::LoopBusy => {
             let name: String = tx
                 .prepare_cached("SELECT name FROM loops WHERE id = ?1")?
                 .query_row([req.loop_id.as_str()], |r| r.get(0))?;
-            let skipped = claim
-                .skip_slots
+            let skipped = skip_slots
                 .iter()
                 .map(|slot| skip_in(tx, &req.loop_id, &name, *slot, SKIPPED_BUSY, req.now))
                 .collect::<Result<Vec<_>>>()?;
@@ -213,12 +196,12 @@ fn batch_claim_in(tx: &Transaction<'_>, claim: &BatchClaim) -> Result<ClaimOutco
             }
             Ok(ClaimOutcome::Skipped(skipped))
         }
-        Err(ClaimRefused::SlotDone | ClaimRefused::SlotRunning) => {
+        ClaimRefused::SlotDone | ClaimRefused::SlotRunning => {
             if let Some(advance) = advance {
                 apply_advance(tx, &req.loop_id, advance, req.now)?;
             }
             Ok(ClaimOutcome::Moved)
         }
-        Err(ClaimRefused::LoopNotActive) => Ok(ClaimOutcome::NotActive),
+        ClaimRefused::LoopNotActive => Ok(ClaimOutcome::NotActive),
     }
 }

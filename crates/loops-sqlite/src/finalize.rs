@@ -60,31 +60,6 @@ pub(crate) fn record_run_writes(
     })
 }
 
-pub(crate) fn mark_run_pid(
-    store: &SqliteStore,
-    run: &RunId,
-    pid: u32,
-    pid_start_time: Option<u64>,
-    now: Instant,
-    fence: Option<&Fence>,
-) -> StoreResult<()> {
-    store.write(fence.map(|f| (f, now)), |tx| {
-        mark_pid_in(tx, run, pid, pid_start_time, now)
-    })
-}
-
-pub(crate) fn finalize_run(
-    store: &SqliteStore,
-    run: &RunId,
-    outcome: &RunOutcome,
-    fence: Option<&Fence>,
-) -> StoreResult<Run> {
-    let usage = outcome_usage_json(outcome)?;
-    store.write(fence.map(|f| (f, outcome.finished_at)), |tx| {
-        finalize_in(tx, run, outcome, usage.as_deref())
-    })
-}
-
 /// Checks that `outcome` can end a run and encodes its usage.
 fn outcome_usage_json(outcome: &RunOutcome) -> Result<Option<String>> {
     if outcome.status == RunStatus::Running {
@@ -184,7 +159,7 @@ fn advance_after_finish(conn: &Connection, run: &Run) -> Result<bool> {
 
 /// The oldest slot of `loop_id` other than `except` whose latest attempt failed with
 /// attempts left under `max_attempts` (a deferred retry); usable inside a transaction.
-pub(crate) fn retryable_slot(
+fn retryable_slot(
     conn: &Connection,
     loop_id: &LoopId,
     max_attempts: u32,
@@ -210,4 +185,105 @@ pub(crate) fn retryable_slot(
         .optional()?;
     slot.map(|v| instant_from_ms(v, "scheduled_for"))
         .transpose()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use loops_core::{Anchor, CommandTarget, NewLoop, Policy, RunSource, Schedule, Target};
+    use loops_store::{ClaimRequest, Store};
+
+    fn t(offset_ms: i64) -> Instant {
+        chrono::DateTime::from_timestamp_millis(1_700_000_000_000 + offset_ms).unwrap()
+    }
+
+    /// The lookup behind a deferred retry, on its own (the suite checks its effect on
+    /// the loop through `record_run_writes`).
+    #[test]
+    fn next_retryable_slot_finds_oldest_failed_slot_with_attempts_left() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let mut new = NewLoop {
+            name: "a".to_owned(),
+            description: None,
+            schedule: Schedule::Interval {
+                every_ms: 60_000,
+                anchor: Anchor::FixedRate,
+            },
+            target: Target::Command(CommandTarget {
+                command: "echo hi".to_owned(),
+                args: vec![],
+                cwd: None,
+                shell: true,
+                env: Default::default(),
+                timeout_ms: None,
+                account: None,
+            }),
+            policy: Policy::default(),
+            next_run_at: Some(t(0)),
+        };
+        new.policy.max_attempts = 3;
+        let lp = store.create_loop(new, t(0)).unwrap();
+        let slot = |i: i64| t(i * 60_000);
+        let claim = |s: Instant, source: RunSource| {
+            let req = ClaimRequest {
+                loop_id: lp.id.clone(),
+                scheduled_for: s,
+                runner_id: "runner-a".to_owned(),
+                source,
+                now: s,
+                require_no_running: false,
+            };
+            store.claim_run(&req, None, None).unwrap().unwrap()
+        };
+        let finish = |run: &Run, status: RunStatus, at: Instant| {
+            let outcome = RunOutcome {
+                status,
+                finished_at: at,
+                exit_code: None,
+                stdout: String::new(),
+                stderr: String::new(),
+                error: None,
+                summary: None,
+                usage: None,
+            };
+            let write = RunWrite::Finished {
+                run: run.id.clone(),
+                outcome,
+            };
+            store.record_run_writes(&[write], at, None).unwrap()[0]
+                .as_ref()
+                .unwrap();
+        };
+        let fail = |s: Instant, status: RunStatus| {
+            let r = claim(s, RunSource::Scheduled);
+            finish(&r, status, s);
+        };
+        // slot 0: failed twice, then succeeded → done.
+        fail(slot(0), RunStatus::Failed);
+        fail(slot(0), RunStatus::Failed);
+        fail(slot(0), RunStatus::Succeeded);
+        // slot 1: failed 3 times → out of attempts.
+        for _ in 0..3 {
+            fail(slot(1), RunStatus::Failed);
+        }
+        // slot 2: timed out once → retryable.
+        fail(slot(2), RunStatus::TimedOut);
+        // slot 3: abandoned once → retryable.
+        fail(slot(3), RunStatus::Abandoned);
+        // slot 4: failed once, retry currently running → not retryable.
+        fail(slot(4), RunStatus::Failed);
+        claim(slot(4), RunSource::Scheduled);
+        // ad hoc failure → ignored.
+        let r = claim(t(-5), RunSource::AdHoc);
+        finish(&r, RunStatus::Failed, t(-4));
+
+        let next =
+            |max: u32, except: Instant| retryable_slot(&store.lock(), &lp.id, max, except).unwrap();
+        assert_eq!(next(3, slot(99)), Some(slot(2)));
+        assert_eq!(next(3, slot(2)), Some(slot(3)));
+        // With fewer attempts allowed, the once-failed slots are exhausted too.
+        assert_eq!(next(1, slot(99)), None);
+        assert_eq!(next(2, slot(99)), Some(slot(2)));
+    }
 }

@@ -29,11 +29,10 @@ mod workflows;
 pub use open::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreResult};
-use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome};
+use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId};
 use loops_store::{
-    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire,
-    LeaseHolder, LoopAdvance, PrunePolicy, RunFilter, RunWrite, RunWritten, Store, StoreError,
-    UnreadableLoop,
+    BatchClaim, ClaimOutcome, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
+    PrunePolicy, RunFilter, RunWrite, RunWritten, Store, StoreError, UnreadableLoop,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -197,51 +196,12 @@ impl Store for SqliteStore {
         loops::expire_loops(self, now, fence)
     }
 
-    fn claim_run(
-        &self,
-        req: &ClaimRequest,
-        fence: Option<&Fence>,
-    ) -> StoreResult<std::result::Result<Run, ClaimRefused>> {
-        claims::claim_run(self, req, None, fence)
-    }
-
-    fn claim_run_and_advance(
-        &self,
-        req: &ClaimRequest,
-        advance: Option<&LoopAdvance>,
-        fence: Option<&Fence>,
-    ) -> StoreResult<std::result::Result<Run, ClaimRefused>> {
-        claims::claim_run(self, req, advance, fence)
-    }
-
     fn claim_runs(
         &self,
         batch: &[BatchClaim],
         fence: Option<&Fence>,
     ) -> StoreResult<Vec<ClaimOutcome>> {
         claims::claim_runs(self, batch, fence)
-    }
-
-    fn record_skipped_run(
-        &self,
-        lp: &Loop,
-        scheduled_for: Instant,
-        reason: &str,
-        now: Instant,
-        fence: Option<&Fence>,
-    ) -> StoreResult<Run> {
-        claims::record_skipped_run(self, lp, scheduled_for, reason, now, fence)
-    }
-
-    fn mark_run_pid(
-        &self,
-        run: &RunId,
-        pid: u32,
-        pid_start_time: Option<u64>,
-        now: Instant,
-        fence: Option<&Fence>,
-    ) -> StoreResult<()> {
-        finalize::mark_run_pid(self, run, pid, pid_start_time, now, fence)
     }
 
     fn heartbeat_runs(
@@ -252,15 +212,6 @@ impl Store for SqliteStore {
         fence: Option<&Fence>,
     ) -> StoreResult<usize> {
         runs::heartbeat_runs(self, runs, runner_id, now, fence)
-    }
-
-    fn finalize_run(
-        &self,
-        run: &RunId,
-        outcome: &RunOutcome,
-        fence: Option<&Fence>,
-    ) -> StoreResult<Run> {
-        finalize::finalize_run(self, run, outcome, fence)
     }
 
     fn record_run_writes(
@@ -283,10 +234,6 @@ impl Store for SqliteStore {
         runs::take_over_run(self, run, from, runner_id, now, fence)
     }
 
-    fn expired_running_runs(&self, now: Instant) -> StoreResult<Vec<Run>> {
-        runs::expired_running_runs(self, now)
-    }
-
     fn running_runs(&self, loop_id: Option<&LoopId>) -> StoreResult<Vec<Run>> {
         runs::running_runs(self, loop_id)
     }
@@ -297,15 +244,6 @@ impl Store for SqliteStore {
 
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
         runs::list_runs(self, filter)
-    }
-
-    fn next_retryable_slot(
-        &self,
-        loop_id: &LoopId,
-        max_attempts: u32,
-        except: Instant,
-    ) -> StoreResult<Option<Instant>> {
-        self.read(|conn| finalize::retryable_slot(conn, loop_id, max_attempts, except))
     }
 
     fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> StoreResult<usize> {

@@ -69,18 +69,6 @@ pub(crate) fn take_over_run(
     })
 }
 
-pub(crate) fn expired_running_runs(store: &SqliteStore, now: Instant) -> StoreResult<Vec<Run>> {
-    store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            run_cols!(),
-            " FROM runs WHERE status = 'running' AND lease_expires_at <= ?1 \
-             ORDER BY lease_expires_at"
-        ))?;
-        query_all(&mut stmt, [ms(&now)], run_from_row)
-    })
-}
-
 pub(crate) fn running_runs(store: &SqliteStore, loop_id: Option<&LoopId>) -> StoreResult<Vec<Run>> {
     // Through the partial index of running rows only, so the cost follows the number
     // of running rows, not the run history; an ORDER BY would let the planner pick
