@@ -29,7 +29,8 @@ use loops_core::{
 };
 use loops_runtime::client::{Client, LoopDefinition};
 use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
-use loops_store::{ClaimRequest, RunFilter, SqliteStore, Store};
+use loops_sqlite::SqliteStore;
+use loops_store::{ClaimRequest, RunFilter, RunWrite, Store};
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -719,7 +720,7 @@ fn add_history(db: &Path, loops: usize, count: usize) -> Result<Duration> {
             now,
             require_no_running: false,
         };
-        let run = match store.claim_run(&req, None)? {
+        let run = match store.claim_run(&req, None, None)? {
             Ok(run) => run,
             Err(refused) => bail!("history claim refused: {refused:?}"),
         };
@@ -733,7 +734,11 @@ fn add_history(db: &Path, loops: usize, count: usize) -> Result<Duration> {
             summary: None,
             usage: None,
         };
-        store.finalize_run(&run.id, &outcome, None)?;
+        let finish = RunWrite::Finished {
+            run: run.id,
+            outcome,
+        };
+        store.record_run_writes(&[finish], now, None)?.remove(0)?;
     }
     Ok(start.elapsed())
 }
@@ -781,7 +786,7 @@ impl Bencher {
                 now,
                 require_no_running: false,
             };
-            let run = match store.claim_run(&req, None)? {
+            let run = match store.claim_run(&req, None, None)? {
                 Ok(run) => run,
                 Err(refused) => bail!("history claim refused: {refused:?}"),
             };
@@ -795,7 +800,11 @@ impl Bencher {
                 summary: None,
                 usage: None,
             };
-            store.finalize_run(&run.id, &outcome, None)?;
+            let finish = RunWrite::Finished {
+                run: run.id,
+                outcome,
+            };
+            store.record_run_writes(&[finish], now, None)?.remove(0)?;
         }
         drop(store);
         eprintln!(

@@ -29,7 +29,8 @@ use loops_core::workflow::{StepRun, WorkflowRecord, WorkflowRun, WorkflowSpec};
 use loops_core::{
     Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, Schedule, Target, WorkflowStatus,
 };
-use loops_store::{LoopAdvance, RunFilter, SqliteStore, Store, StoreError};
+use loops_sqlite::SqliteStore;
+use loops_store::{LoopAdvance, RunFilter, Store, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -544,7 +544,7 @@ pub fn read_pid_file(dir: &Path) -> Option<u32> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use loops_store::SqliteStore;
+    use loops_sqlite::SqliteStore;
 
     fn deadline_in(max_sleep: Option<Duration>) -> Duration {
         let store = SqliteStore::open_in_memory().unwrap();

@@ -12,7 +12,8 @@ use loops_core::{
 use loops_runtime::clock::{Clock, ManualClock};
 use loops_runtime::daemon::{self, DaemonConfig};
 use loops_runtime::engine::{Engine, EngineConfig, EngineError};
-use loops_store::{RunFilter, SqliteStore, Store};
+use loops_sqlite::SqliteStore;
+use loops_store::{RunFilter, Store};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,4 +1,10 @@
-//! Store errors.
+//! Store errors, the same for every backend: what a caller can tell apart (a missing
+//! row, a lost lease, a damaged or read-only store, a transient failure) without
+//! knowing which database is behind the trait. A backend maps its own library's
+//! errors onto these, and keeps the original as the `source`.
+
+/// A backend library's own error, kept as the source of a [`StoreError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What went wrong in the store.
 #[derive(Debug, thiserror::Error)]
@@ -20,14 +26,16 @@ pub enum StoreError {
     NotRunning(String),
     #[error("daemon lease lost")]
     LeaseLost,
-    /// SQLite reported `SQLITE_CORRUPT` or `SQLITE_NOTADB`: on opening (`path` set) or
-    /// on any later statement (`path` empty when the caller did not know it). Never
-    /// retried: the write it interrupted rolled back, and nothing else is attempted.
-    #[error("{}", corrupt_message(path, source))]
+    /// The store is damaged, or is not a loops store at all: found on opening (`path`
+    /// set) or by any later statement (`path` empty when the caller did not know it).
+    /// Never retried: the write it interrupted rolled back, and nothing else is
+    /// attempted.
+    #[error("{}", corrupt_message(path, *kind, source))]
     Corrupt {
         path: String,
+        kind: CorruptKind,
         #[source]
-        source: rusqlite::Error,
+        source: BoxError,
     },
     #[error(
         "database {path} was written by a newer loops (schema {found}, this build knows {known})"
@@ -47,61 +55,99 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// The database file, its directory or the file system does not accept writes.
+    /// The store does not accept writes: its file, directory or file system (SQLite),
+    /// or the server (a PostgreSQL standby, a read-only role).
     #[error("{path} is read-only (file, directory or file system not writable): {source}")]
     ReadOnly {
         path: String,
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: BoxError,
     },
     #[error("invalid stored data: {0}")]
     Decode(String),
     /// A caller passed a value the store cannot record (e.g. finalizing as `running`).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    #[error("database error: {0}")]
-    Sqlite(rusqlite::Error),
+    /// Any other failure of the backend's database, classified by `kind` (which decides
+    /// [`StoreError::is_transient`]); `message` is the backend's one-line account of it.
+    #[error("database error: {message}")]
+    Backend {
+        kind: BackendErrorKind,
+        message: String,
+        #[source]
+        source: BoxError,
+    },
 }
 
-/// Every SQLite error enters the store's errors here, so a corrupt database is
-/// recognised whichever statement met it.
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        if is_corruption(&e) {
-            StoreError::Corrupt {
-                path: String::new(),
-                source: e,
-            }
-        } else {
-            StoreError::Sqlite(e)
-        }
+/// How a damaged store is damaged ([`StoreError::Corrupt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CorruptKind {
+    /// A loops store whose contents are damaged (SQLite `SQLITE_CORRUPT`; PostgreSQL
+    /// `data_corrupted` / `index_corrupted`).
+    Damaged,
+    /// Not a loops store: another program's file or schema, or so damaged that it no
+    /// longer reads as a database (SQLite `SQLITE_NOTADB`).
+    NotAStore,
+}
+
+/// The classes of [`StoreError::Backend`] a caller acts on. Every kind but
+/// [`BackendErrorKind::Other`] is transient: a daemon backs off and retries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendErrorKind {
+    /// Another writer holds what the statement needed, beyond the backend's wait
+    /// (SQLite `BUSY`/`LOCKED`; PostgreSQL lock timeouts, serialization failures and
+    /// deadlocks).
+    Busy,
+    /// Out of disk space or memory (SQLite `FULL`/`NOMEM`; PostgreSQL `disk_full`,
+    /// `out_of_memory`, too many connections).
+    Full,
+    /// An I/O error, or a database that cannot be opened or reached (SQLite
+    /// `IOERR`/`CANTOPEN`; a lost PostgreSQL connection).
+    Io,
+    /// A statement met a store that no longer accepts writes (a file system remounted
+    /// read-only; a PostgreSQL server in recovery).
+    ReadOnly,
+    /// Anything else (a constraint or statement the backend did not expect): not
+    /// retried.
+    Other,
+}
+
+impl BackendErrorKind {
+    /// Whether errors of this kind go away by themselves.
+    pub fn is_transient(self) -> bool {
+        !matches!(self, BackendErrorKind::Other)
     }
 }
 
-/// Whether SQLite says the file is damaged or is not a database at all.
-pub fn is_corruption(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-    )
-}
-
-fn corrupt_message(path: &str, source: &rusqlite::Error) -> String {
+fn corrupt_message(path: &str, kind: CorruptKind, source: &BoxError) -> String {
     let what = if path.is_empty() {
         "the loops database".to_owned()
     } else {
         path.to_owned()
     };
-    match source.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseCorrupt) => format!(
+    match kind {
+        CorruptKind::Damaged => format!(
             "{what} is corrupt ({source}); nothing was written: restore it from a backup, \
              or move it away to start with an empty store"
         ),
-        _ => format!("{what} is not a loops database (or is corrupt): {source}"),
+        CorruptKind::NotAStore => {
+            format!("{what} is not a loops database (or is corrupt): {source}")
+        }
     }
 }
 
 impl StoreError {
+    /// A [`StoreError::Backend`] of `kind` whose message is `source`'s.
+    pub fn backend(kind: BackendErrorKind, source: impl Into<BoxError>) -> Self {
+        let source = source.into();
+        StoreError::Backend {
+            kind,
+            message: source.to_string(),
+            source,
+        }
+    }
+
     /// Errors about one row's state (it is missing or no longer running): in a batch
     /// they fail that row alone.
     pub fn is_per_row(&self) -> bool {
@@ -113,19 +159,23 @@ impl StoreError {
         matches!(self, StoreError::Corrupt { .. })
     }
 
-    /// [`StoreError::with_path`] with the store's own file.
-    pub(crate) fn with_path_of(self, store: &crate::SqliteStore) -> Self {
-        match store.path() {
-            Some(path) => self.with_path(path),
-            None => self,
+    /// Errors that go away by themselves (a full disk, a busy or locked database, an
+    /// I/O error, a file system remounted read-only): a daemon backs off and retries
+    /// them, keeping what it has not yet recorded, instead of giving up on it.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Backend { kind, .. } => kind.is_transient(),
+            StoreError::ReadOnly { .. } | StoreError::DataDir { .. } => true,
+            _ => false,
         }
     }
 
-    /// Names the database file in a [`StoreError::Corrupt`] that did not know it.
+    /// Names the database in a [`StoreError::Corrupt`] that did not know it.
     pub fn with_path(self, db: &std::path::Path) -> Self {
         match self {
-            StoreError::Corrupt { path, source } if path.is_empty() => StoreError::Corrupt {
+            StoreError::Corrupt { path, kind, source } if path.is_empty() => StoreError::Corrupt {
                 path: db.display().to_string(),
+                kind,
                 source,
             },
             other => other,
@@ -133,27 +183,34 @@ impl StoreError {
     }
 }
 
-impl StoreError {
-    /// Errors that go away by themselves (a full disk, a busy or locked database, an
-    /// I/O error, a file system remounted read-only): a daemon backs off and retries
-    /// them, keeping what it has not yet recorded, instead of giving up on it.
-    pub fn is_transient(&self) -> bool {
-        use rusqlite::ErrorCode;
-        match self {
-            StoreError::Sqlite(e) => matches!(
-                e.sqlite_error_code(),
-                Some(
-                    ErrorCode::DiskFull
-                        | ErrorCode::DatabaseBusy
-                        | ErrorCode::DatabaseLocked
-                        | ErrorCode::SystemIoFailure
-                        | ErrorCode::OutOfMemory
-                        | ErrorCode::CannotOpen
-                        | ErrorCode::ReadOnly
-                )
-            ),
-            StoreError::ReadOnly { .. } | StoreError::DataDir { .. } => true,
-            _ => false,
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_kinds_and_messages() {
+        for kind in [
+            BackendErrorKind::Busy,
+            BackendErrorKind::Full,
+            BackendErrorKind::Io,
+            BackendErrorKind::ReadOnly,
+        ] {
+            assert!(StoreError::backend(kind, "x").is_transient(), "{kind:?}");
         }
+        let other = StoreError::backend(BackendErrorKind::Other, "no such table: loops");
+        assert!(!other.is_transient());
+        assert_eq!(other.to_string(), "database error: no such table: loops");
+        let corrupt = StoreError::Corrupt {
+            path: String::new(),
+            kind: CorruptKind::Damaged,
+            source: "database disk image is malformed".into(),
+        };
+        assert!(corrupt.is_corrupt() && !corrupt.is_transient());
+        assert!(corrupt
+            .with_path(std::path::Path::new("/d/loops.db"))
+            .to_string()
+            .starts_with(
+                "/d/loops.db is corrupt (database disk image is malformed); nothing was written"
+            ));
     }
 }

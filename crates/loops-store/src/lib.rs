@@ -1,197 +1,83 @@
-//! Persistence for `loops`: the [`Store`] trait the engine and CLI program against,
-//! and its SQLite backend.
+//! Persistence for `loops`: the [`Store`] and [`WorkflowStore`] traits the engine, the
+//! daemon and the client program against, the values they exchange, and — behind the
+//! `suite` feature — the behaviour suite every backend runs (`suite`, `store_suite!`).
+//! This crate knows no database: each backend is a crate of its own that depends on
+//! it (`loops-sqlite`, the embedded default; PostgreSQL next).
 //!
-//! Invariants every backend keeps:
-//! - a slot attempt `(loop, scheduledFor, attempt)` is claimed at most once;
-//! - every claim is a single conditional write (ports to PostgreSQL row locks);
-//! - writes made on behalf of a daemon carry a [`Fence`] and apply only while that
-//!   daemon's lease is still held, so a stalled daemon can never overwrite newer state.
+//! # What a backend promises
+//!
+//! The suite checks each of these; a second backend follows them and passes it.
+//!
+//! - **A slot attempt is claimed at most once.** Runs are unique on
+//!   `(loop, scheduledFor, attempt)`; of any number of concurrent claims of the same
+//!   slot attempt — from threads, processes or hosts — exactly one wins and the others
+//!   are refused ([`ClaimRefused::SlotRunning`]). A new attempt is the next number after
+//!   the slot's last, and only while the slot is neither running nor done (succeeded,
+//!   skipped, or `maxAttempts` used; ad-hoc slots get one attempt).
+//! - **Every claim is one conditional write.** [`Store::claim_runs`] applies its whole
+//!   batch — each claim, its loop's advance, a busy loop's skipped slots — in one
+//!   transaction, in order (a later claim sees an earlier one's row); an error writes
+//!   nothing of the batch. On PostgreSQL that is row locks (`FOR UPDATE SKIP LOCKED`
+//!   or a conditional `INSERT … RETURNING`), on SQLite a `BEGIN IMMEDIATE`
+//!   transaction.
+//! - **Daemon writes are fenced.** A write that takes `Some(fence)` first checks,
+//!   inside its own transaction, that the lease still carries `fence.token`; otherwise
+//!   it fails with [`StoreError::LeaseLost`] and writes nothing. Tokens only grow, also
+//!   across a release. Expiry alone does not revoke a lease: only another acquire
+//!   does ([`Fence`]).
+//! - **Run writes are guarded.** A write about a run applies only while the row is
+//!   `running` (and, for a take-over, still claimed by the expected runner); otherwise
+//!   that write fails with [`StoreError::NotRunning`] or [`StoreError::RunNotFound`] —
+//!   alone, inside a batch ([`StoreError::is_per_row`]).
+//! - **The store applies the domain's transitions.** A claim applies the caller's
+//!   [`LoopAdvance`] (computed by `loops_core::transitions::on_claim`); a finalization
+//!   applies `loops_core::transitions::on_finish` to the loop as stored, with its
+//!   deferred retry (the oldest other slot whose latest attempt failed with attempts
+//!   left, not ad hoc, neither running nor done) looked up in the same transaction when
+//!   `loops_core::transitions::wants_deferred_retry` asks for it.
+//! - **One bad row never hides the others.** Listings of loops return a row that does
+//!   not decode as an [`UnreadableLoop`] in its place.
+//! - **Values round-trip** with millisecond precision (instants are UTC); ids of loops
+//!   and runs are 12 lowercase hex characters; listings keep the documented orders.
+//! - **Errors are classified** ([`StoreError`]): a backend maps its library's errors
+//!   onto the variants and [`BackendErrorKind`]s, so that `is_transient`, `is_corrupt`
+//!   and the CLI's exit codes mean the same on every backend.
+//!
+//! The traits are synchronous and `Send + Sync`: one store is shared by the engine's
+//! threads, and a call blocks its thread until the database answered.
+//!
+//! # Primitives and conveniences
+//!
+//! A backend implements the primitives: the loop rows and their queries, one batch of
+//! claims ([`Store::claim_runs`]), one batch of run writes
+//! ([`Store::record_run_writes`]), the heartbeat and take-over of running rows, the run
+//! queries, pruning and the daemon lease. [`Store::claim_run`] (one claim) and
+//! [`Store::list_loops`] (every row decoded) are default methods on top of them.
 
 mod error;
 mod paths;
-mod sqlite;
+#[cfg(feature = "suite")]
+pub mod suite;
+mod types;
 
-pub use error::StoreError;
+pub use error::{BackendErrorKind, BoxError, CorruptKind, StoreError};
 pub use paths::{
     data_dir, inspect_data_dir, prepare_data_dir, secure_data_dir, PermissionReport, DATA_DIR_ENV,
     DB_FILE, PRIVATE_FILES,
 };
-pub use sqlite::{SqliteStore, SCHEMA_VERSION};
+pub use types::{
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire,
+    LeaseHolder, LoopAdvance, OnRefusal, PrunePolicy, RunFilter, RunWrite, RunWritten,
+    UnreadableLoop,
+};
 
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{
-    Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, WorkflowStatus,
-};
+use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, WorkflowStatus};
 
 /// Result alias for store calls.
 pub type Result<T> = std::result::Result<T, StoreError>;
-
-/// Proof that a daemon holds the store's lease. Writes carrying it apply only while the
-/// lease row still has this `token`: nobody else has acquired the lease since. The
-/// lease's expiry decides only when another daemon may take it over; a daemon whose
-/// lease expired without anyone taking it (it was stalled, or its writes failed on a
-/// full disk) still holds it and renews it with its next heartbeat.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fence {
-    pub token: u64,
-}
-
-/// Who holds (or wants) the daemon lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseHolder {
-    pub runner_id: String,
-    pub pid: u32,
-    /// Process start time (clock ticks since boot), to tell a reused PID apart.
-    pub pid_start_time: Option<u64>,
-    pub host: String,
-}
-
-/// The daemon lease row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DaemonLease {
-    pub holder: LeaseHolder,
-    pub token: u64,
-    pub acquired_at: Instant,
-    pub heartbeat_at: Instant,
-    pub expires_at: Instant,
-}
-
-/// Outcome of [`Store::acquire_daemon_lease`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LeaseAcquire {
-    /// The caller now holds the lease.
-    Acquired(DaemonLease),
-    /// Someone else holds a live lease.
-    Held(DaemonLease),
-}
-
-/// A request to claim one attempt of one slot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimRequest {
-    pub loop_id: LoopId,
-    pub scheduled_for: Instant,
-    pub runner_id: String,
-    pub source: RunSource,
-    pub now: Instant,
-    /// When true (overlap `skip`), the claim fails if the loop has any running row.
-    pub require_no_running: bool,
-}
-
-/// One claim of a batch ([`Store::claim_runs`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchClaim {
-    pub request: ClaimRequest,
-    /// Loop transition applied in the same transaction when this claim succeeds, or
-    /// when its slot turns out to be another runner's or the loop is busy.
-    pub advance: Option<LoopAdvance>,
-    /// The slots recorded `skipped` when the loop is busy (overlap `skip`): every due
-    /// slot of the batch, the request's first.
-    pub skip_slots: Vec<Instant>,
-}
-
-/// What one claim of a batch did ([`Store::claim_runs`]); every change it made is part
-/// of the batch's one transaction.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ClaimOutcome {
-    /// The slot attempt is ours: a `running` row, and the loop advanced.
-    Claimed(Box<Run>),
-    /// The loop is busy (overlap `skip`): each of `skip_slots` recorded `skipped`, and
-    /// the loop advanced.
-    Skipped(Vec<Run>),
-    /// Someone else has the slot (running it, or done with it): the loop advanced past
-    /// it.
-    Moved,
-    /// The loop is gone or no longer active: nothing changed.
-    NotActive,
-}
-
-/// A write about a claimed run; many are applied in one transaction by
-/// [`Store::record_run_writes`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum RunWrite {
-    /// The run's child was spawned: record its pid and process start time.
-    Spawned {
-        run: RunId,
-        pid: u32,
-        pid_start_time: Option<u64>,
-        at: Instant,
-    },
-    /// The run ended: finalize it, then move its loop as the domain's transition rules
-    /// decide (`loops_core::transitions::on_finish`).
-    Finished { run: RunId, outcome: RunOutcome },
-}
-
-/// What one [`RunWrite`] did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RunWritten {
-    Spawned,
-    /// The finalized row, and whether the loop's schedule state was changed.
-    Finished {
-        run: Box<Run>,
-        loop_moved: bool,
-    },
-}
-
-/// Why a claim did not produce a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaimRefused {
-    /// The loop is gone, or no longer `active` (ad-hoc claims ignore status).
-    LoopNotActive,
-    /// This slot already has a running attempt.
-    SlotRunning,
-    /// The slot already succeeded, or used all `maxAttempts`.
-    SlotDone,
-    /// Overlap `skip` and another run of the loop is active.
-    LoopBusy,
-}
-
-/// Changes to a loop's schedule state after a run or a CLI action. The domain computes
-/// it (`loops_core::transitions`); the store persists it.
-pub use loops_core::transitions::LoopAdvance;
-
-/// A due loop row that can no longer be decoded (a stored time zone, cron expression
-/// or enum value this build does not understand). The engine parks it
-/// ([`Store::park_loop`]) so it neither stops nor spins the other loops.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnreadableLoop {
-    pub id: LoopId,
-    pub name: String,
-    /// Why the row could not be decoded.
-    pub error: String,
-}
-
-impl UnreadableLoop {
-    /// The error a listing that needs every loop reports for this row.
-    pub fn into_error(self) -> StoreError {
-        StoreError::Decode(format!(
-            "loop {:?} ({}) cannot be read: {} (`loops remove {}` deletes it)",
-            self.name, self.id, self.error, self.id
-        ))
-    }
-}
-
-/// Filter for [`Store::list_runs`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunFilter {
-    pub loop_id: Option<LoopId>,
-    /// Newest first; `None` = all.
-    pub limit: Option<usize>,
-}
-
-/// Retention policy for finished runs. Running rows are never pruned.
-///
-/// A finished run is deleted when it matches ANY rule that is set, i.e. it survives
-/// only when it is both newer than `older_than` and among the `keep_per_loop` newest
-/// finished runs of its loop. With no rule set nothing is deleted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PrunePolicy {
-    /// Delete finished runs that finished before this instant.
-    pub older_than: Option<Instant>,
-    /// Delete finished runs beyond the newest N (by creation) of each loop.
-    pub keep_per_loop: Option<usize>,
-}
 
 /// The persistence API. One implementation per backend; the engine never sees SQL.
 pub trait Store: WorkflowStore + Send + Sync {
@@ -201,7 +87,7 @@ pub trait Store: WorkflowStore + Send + Sync {
     fn create_loop(&self, new: NewLoop, now: Instant) -> Result<Loop>;
     fn get_loop(&self, id: &LoopId) -> Result<Option<Loop>>;
     fn get_loop_by_name(&self, name: &str) -> Result<Option<Loop>>;
-    /// Loops whose id starts with `prefix` (at most `limit`).
+    /// Loops whose id starts with `prefix` (at most `limit`), by id.
     fn loops_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Loop>>;
     /// All loops ordered by name, optionally of one status; a row that cannot be
     /// decoded is returned as an [`UnreadableLoop`] in its place.
@@ -217,7 +103,8 @@ pub trait Store: WorkflowStore + Send + Sync {
             .map(|row| row.map_err(UnreadableLoop::into_error))
             .collect()
     }
-    /// Sets status/nextRunAt/retryScheduledFor. Fenced when `fence` is given.
+    /// Sets status/nextRunAt/retryScheduledFor. Fenced when `fence` is given. Fails with
+    /// [`StoreError::LoopNotFound`] when the loop does not exist.
     fn update_loop_schedule(
         &self,
         id: &LoopId,
@@ -249,55 +136,60 @@ pub trait Store: WorkflowStore + Send + Sync {
         now: Instant,
         fence: Option<&Fence>,
     ) -> Result<Option<Run>>;
-    /// Marks active loops with `expiresAt <= now` as `expired` (nextRunAt cleared).
+    /// Marks active loops with `expiresAt <= now` as `expired` (nextRunAt cleared);
+    /// returns them by name.
     fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> Result<Vec<Loop>>;
 
     // ---- runs ----
-    /// Atomically creates the next attempt row for `(loop, scheduledFor)` in status
-    /// `running` with a lease of the loop's `leaseMs`. Exactly one of any number of
-    /// concurrent callers for the same slot attempt wins.
+    /// Claims in one transaction, one outcome per claim, in order. Each claim creates
+    /// the next attempt row for `(loop, scheduledFor)` in status `running`, claimed by
+    /// the request's runner with a lease of the loop's `leaseMs` from the request's
+    /// `now`, and applies the claim's advance to the loop; exactly one of any number of
+    /// concurrent callers for the same slot attempt wins. A refused claim does what its
+    /// [`OnRefusal`] says. The fence is checked once, at the first request's instant.
+    fn claim_runs(&self, claims: &[BatchClaim], fence: Option<&Fence>)
+        -> Result<Vec<ClaimOutcome>>;
+    /// One claim ([`Store::claim_runs`] of one, [`OnRefusal::Keep`]): when it
+    /// succeeds, the loop's schedule state is set to `advance` in the same transaction,
+    /// so a crash never leaves a claimed slot with the loop still pointing at it; a
+    /// refused claim changes nothing and says why.
     fn claim_run(
-        &self,
-        req: &ClaimRequest,
-        fence: Option<&Fence>,
-    ) -> Result<std::result::Result<Run, ClaimRefused>>;
-    /// [`Store::claim_run`], and when the claim succeeds, sets the loop's schedule state
-    /// to `advance` (as [`Store::update_loop_schedule`] would) in the same transaction,
-    /// so a crash never leaves a claimed slot with the loop still pointing at it. A
-    /// refused claim changes nothing.
-    fn claim_run_and_advance(
         &self,
         req: &ClaimRequest,
         advance: Option<&LoopAdvance>,
         fence: Option<&Fence>,
-    ) -> Result<std::result::Result<Run, ClaimRefused>>;
-    /// A scheduling pass's claims in one transaction, one outcome per claim, in order:
-    /// each claim as [`Store::claim_run_and_advance`], and for a refused one what the
-    /// pass does about it — a busy loop's slots recorded `skipped` and the loop
-    /// advanced, a slot that is someone else's passed over — in that same transaction.
-    /// The fence is checked once, at the first request's instant.
-    fn claim_runs(&self, claims: &[BatchClaim], fence: Option<&Fence>)
-        -> Result<Vec<ClaimOutcome>>;
-    /// Records a `skipped` row for a slot (overlap `skip`).
-    fn record_skipped_run(
+    ) -> Result<std::result::Result<Run, ClaimRefused>> {
+        let claim = BatchClaim {
+            request: req.clone(),
+            advance: advance.cloned(),
+            on_refusal: OnRefusal::Keep,
+        };
+        match self.claim_runs(std::slice::from_ref(&claim), fence)?.pop() {
+            Some(ClaimOutcome::Claimed(run)) => Ok(Ok(*run)),
+            Some(ClaimOutcome::Refused(reason)) => Ok(Err(reason)),
+            other => Err(StoreError::backend(
+                BackendErrorKind::Other,
+                format!("claim_runs answered {other:?} to a claim that keeps its refusals"),
+            )),
+        }
+    }
+    /// Applies `writes` in order in one transaction (fenced at `now`): pid records and
+    /// finalizations, each finalization followed by its loop's transition, decided by
+    /// the domain (`loops_core::transitions::on_finish`, with the loop as stored and its
+    /// deferred retry looked up in the same transaction). A finalized run's
+    /// `durationMs` is `finishedAt − startedAt`.
+    /// A write about a row that is no longer running fails alone
+    /// ([`StoreError::NotRunning`] / [`StoreError::RunNotFound`]), and so does an
+    /// outcome that cannot end a run ([`StoreError::InvalidArgument`]: status
+    /// `running`); any other error fails the whole batch and writes nothing.
+    fn record_run_writes(
         &self,
-        lp: &Loop,
-        scheduled_for: Instant,
-        reason: &str,
+        writes: &[RunWrite],
         now: Instant,
         fence: Option<&Fence>,
-    ) -> Result<Run>;
-    /// Records the child's pid and its start time on a running row.
-    fn mark_run_pid(
-        &self,
-        run: &RunId,
-        pid: u32,
-        pid_start_time: Option<u64>,
-        now: Instant,
-        fence: Option<&Fence>,
-    ) -> Result<()>;
+    ) -> Result<Vec<Result<RunWritten>>>;
     /// Extends the lease of every listed running row claimed by `runner_id` to
-    /// `now + lease_ms` of its loop, in one write. Returns how many rows were renewed.
+    /// `now + leaseMs` of its loop, in one write. Returns how many rows were renewed.
     fn heartbeat_runs(
         &self,
         runs: &[RunId],
@@ -305,23 +197,6 @@ pub trait Store: WorkflowStore + Send + Sync {
         now: Instant,
         fence: Option<&Fence>,
     ) -> Result<usize>;
-    /// Moves a running row to its terminal status. Fails with
-    /// [`StoreError::NotRunning`] when the row is not running (already finalized).
-    fn finalize_run(&self, run: &RunId, outcome: &RunOutcome, fence: Option<&Fence>)
-        -> Result<Run>;
-    /// Applies `writes` in order in one transaction (fenced at `now`): pid records and
-    /// finalizations, each finalization followed by its loop's transition, decided by
-    /// the domain (`loops_core::transitions::on_finish`, with the loop as stored and its
-    /// deferred retry looked up in the same transaction).
-    /// A write about a row that is no longer running fails alone
-    /// ([`StoreError::NotRunning`] / [`StoreError::RunNotFound`]); any other error
-    /// fails the whole batch and writes nothing.
-    fn record_run_writes(
-        &self,
-        writes: &[RunWrite],
-        now: Instant,
-        fence: Option<&Fence>,
-    ) -> Result<Vec<Result<RunWritten>>>;
     /// Moves a running row claimed by `from` (`None`: by nobody) to `runner_id`, with a
     /// fresh lease of its loop's `leaseMs` from `now`: a daemon adopting the run of a
     /// runner that died. Fails with [`StoreError::NotRunning`] when the row is no longer
@@ -334,27 +209,19 @@ pub trait Store: WorkflowStore + Send + Sync {
         now: Instant,
         fence: Option<&Fence>,
     ) -> Result<Run>;
-    /// Running rows whose lease has expired at `now` (`leaseExpiresAt <= now`), the
-    /// earliest expiry first.
-    fn expired_running_runs(&self, now: Instant) -> Result<Vec<Run>>;
-    /// All running rows (optionally of one loop).
+    /// All running rows (optionally of one loop), oldest first; each carries its
+    /// runner (`claimedBy`) and lease expiry, from which recovery tells a gone runner.
     fn running_runs(&self, loop_id: Option<&LoopId>) -> Result<Vec<Run>>;
     fn get_run(&self, id: &RunId) -> Result<Option<Run>>;
-    /// Runs newest first (by start/creation), filtered.
+    /// Runs newest first (by creation; rows created in the same millisecond newest
+    /// insertion first), filtered.
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>>;
-    /// The oldest slot of `loop_id` other than `except` whose latest attempt failed with
-    /// attempts left under `max_attempts` (a deferred retry).
-    fn next_retryable_slot(
-        &self,
-        loop_id: &LoopId,
-        max_attempts: u32,
-        except: Instant,
-    ) -> Result<Option<Instant>>;
     /// Deletes finished runs by policy; with `dry_run` only counts. Returns the count.
     fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize>;
 
     // ---- daemon lease ----
-    /// Takes the lease when it is free, expired, or `takeover` says the holder is gone;
+    /// Takes the lease when it is free, expired, held by the same runner, or `takeover`
+    /// says the (live, foreign) holder is gone — `takeover` is asked about nothing else;
     /// otherwise reports the holder. A successful acquire bumps the fencing token.
     fn acquire_daemon_lease(
         &self,

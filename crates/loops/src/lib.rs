@@ -29,6 +29,7 @@
 pub use loops_core as core;
 pub use loops_runtime::client::{Client, ClientError, LoopDefinition};
 pub use loops_runtime::{daemon, engine, workflow};
+pub use loops_sqlite as sqlite;
 pub use loops_store as store;
 
 /// How the CLI reads `--at` and `--expires-at` (public so `fuzz/` can drive it; the

@@ -6,7 +6,7 @@ use super::{Engine, EngineError, TickReport, DUE_BATCH};
 use loops_core::schedule::due_slots;
 use loops_core::transitions::on_claim;
 use loops_core::{format_instant, Instant, Loop, LoopId, Overlap, RunSource};
-use loops_store::{BatchClaim, ClaimOutcome, ClaimRequest, UnreadableLoop};
+use loops_store::{BatchClaim, ClaimOutcome, ClaimRequest, OnRefusal, UnreadableLoop};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
@@ -120,7 +120,9 @@ impl Engine {
                     require_no_running: lp.overlap == Overlap::Skip,
                 },
                 advance,
-                skip_slots: slots.clone(),
+                on_refusal: OnRefusal::PassOver {
+                    skip_slots: slots.clone(),
+                },
             });
             planned.push(Planned { lp, slots, permit });
         }
@@ -140,7 +142,7 @@ impl Engine {
                 }
                 // Someone else (run-now, another runner) has the slot, or the loop went
                 // away: the store has done what that implies.
-                ClaimOutcome::Moved | ClaimOutcome::NotActive => {}
+                ClaimOutcome::Moved | ClaimOutcome::NotActive | ClaimOutcome::Refused(_) => {}
             }
         }
         Ok(all_fit)

@@ -45,7 +45,7 @@ impl Engine {
                         now: engine.clock.now(),
                         require_no_running: lp.overlap == Overlap::Skip,
                     };
-                    match engine.store.claim_run(&req, engine.fence()) {
+                    match engine.store.claim_run(&req, None, engine.fence()) {
                         Ok(Ok(claimed)) => {
                             next = Some(claimed);
                             break;

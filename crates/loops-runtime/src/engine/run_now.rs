@@ -45,7 +45,7 @@ impl Engine {
             let req = self.claim_request(lp, slot, source, now, exclusive);
             match self
                 .store
-                .claim_run_and_advance(&req, advance.as_ref(), self.fence())
+                .claim_run(&req, advance.as_ref(), self.fence())
                 .map_err(|e| self.note_store_error(e))?
             {
                 Ok(run) => attempt = Some((run, source)),
@@ -75,7 +75,7 @@ impl Engine {
             let req = self.claim_request(lp, slot, RunSource::AdHoc, now, exclusive);
             match self
                 .store
-                .claim_run(&req, self.fence())
+                .claim_run(&req, None, self.fence())
                 .map_err(|e| self.note_store_error(e))?
             {
                 Ok(run) => return Ok(run),

@@ -6,7 +6,8 @@ use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::{LoopStatus, RunStatus};
 use loops_runtime::preflight::check_loop_target;
-use loops_store::{SqliteStore, Store, StoreError, DB_FILE};
+use loops_sqlite::SqliteStore;
+use loops_store::{Store, StoreError, DB_FILE};
 use serde::Serialize;
 use std::process::ExitCode;
 

@@ -5,7 +5,8 @@
 
 use crate::util::{wait_for, World};
 use loops::core::{CommandTarget, NewLoop, Policy, Schedule, Target};
-use loops::store::{SqliteStore, Store};
+use loops::sqlite::SqliteStore;
+use loops::store::Store;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};

@@ -253,7 +253,7 @@ impl World {
     /// before the daemon starts (a running daemon is not woken).
     pub fn make_due(&self, name: &str) {
         use loops::store::Store;
-        let store = loops::store::SqliteStore::open(&self.db_path()).expect("open store");
+        let store = loops::sqlite::SqliteStore::open(&self.db_path()).expect("open store");
         let lp = store
             .get_loop_by_name(name)
             .expect("read loop")

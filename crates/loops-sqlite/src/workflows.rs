@@ -1,14 +1,16 @@
 //! [`WorkflowStore`] for SQLite: specs, runs, step runs and the event log.
 
-use super::{
+use crate::codec::{
     encode_usage, get, get_enum, get_instant, get_json, get_opt_instant, get_opt_u64, get_u32,
-    get_u64, get_usage, ms, new_id, opt_ms, query_all, query_first, sat_i64, SqliteStore,
+    get_u64, get_usage, ms, new_id, opt_ms, query_all, query_first, sat_i64,
 };
-use crate::{Fence, PrunePolicy, Result, StoreError, WorkflowStore};
+use crate::error::{from_sqlite, Error, Result, StoreResult};
+use crate::SqliteStore;
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec,
 };
 use loops_core::{Instant, StepStatus, WorkflowRunStatus, WorkflowStatus};
+use loops_store::{Fence, PrunePolicy, StoreError, WorkflowStore};
 use rusqlite::{params, Row, Transaction};
 
 const WORKFLOW_COLS: &str = "id, name, version, status, spec_json, created_at, updated_at";
@@ -87,7 +89,7 @@ fn event_from_row(row: &Row<'_>) -> Result<WorkflowEvent> {
         event_type: get(row, 3, "event_type")?,
         step_id: get(row, 4, "step_id")?,
         payload: serde_json::from_str(&payload)
-            .map_err(|e| StoreError::Decode(format!("column payload_json: {e}")))?,
+            .map_err(|e| Error::decode(format!("column payload_json: {e}")))?,
         created_at: get_instant(row, 6, "created_at")?,
     })
 }
@@ -113,7 +115,7 @@ fn append_events(
     )?;
     for (sequence, event) in (first..).zip(events) {
         let payload =
-            serde_json::to_string(&event.payload).map_err(|e| StoreError::Decode(e.to_string()))?;
+            serde_json::to_string(&event.payload).map_err(|e| Error::decode(e.to_string()))?;
         insert.execute(params![
             new_id(),
             run_id,
@@ -128,7 +130,7 @@ fn append_events(
 }
 
 fn spec_json(spec: &WorkflowSpec) -> Result<String> {
-    serde_json::to_string(spec).map_err(|e| StoreError::Decode(format!("spec: {e}")))
+    serde_json::to_string(spec).map_err(|e| Error::decode(format!("spec: {e}")))
 }
 
 impl WorkflowStore for SqliteStore {
@@ -137,7 +139,7 @@ impl WorkflowStore for SqliteStore {
         spec: &WorkflowSpec,
         replace: bool,
         now: Instant,
-    ) -> Result<WorkflowRecord> {
+    ) -> StoreResult<WorkflowRecord> {
         let json = spec_json(spec)?;
         self.write(None, |tx| {
             let existing = query_first(
@@ -150,7 +152,7 @@ impl WorkflowStore for SqliteStore {
             let mut version = spec.version.max(1);
             if let Some(old) = existing {
                 if !replace {
-                    return Err(StoreError::DuplicateWorkflow(spec.name.clone()));
+                    return Err(StoreError::DuplicateWorkflow(spec.name.clone()).into());
                 }
                 tx.execute(
                     "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
@@ -179,43 +181,55 @@ impl WorkflowStore for SqliteStore {
         })
     }
 
-    fn get_workflow(&self, id: &str) -> Result<Option<WorkflowRecord>> {
+    fn get_workflow(&self, id: &str) -> StoreResult<Option<WorkflowRecord>> {
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {WORKFLOW_COLS} FROM workflows WHERE id = ?1"
-        ))?;
-        query_first(&mut stmt, [id], workflow_from_row)
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {WORKFLOW_COLS} FROM workflows WHERE id = ?1"
+            ))
+            .map_err(from_sqlite)?;
+        Ok(query_first(&mut stmt, [id], workflow_from_row)?)
     }
 
-    fn get_active_workflow(&self, name: &str) -> Result<Option<WorkflowRecord>> {
+    fn get_active_workflow(&self, name: &str) -> StoreResult<Option<WorkflowRecord>> {
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"
-        ))?;
-        query_first(&mut stmt, [name], workflow_from_row)
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"
+            ))
+            .map_err(from_sqlite)?;
+        Ok(query_first(&mut stmt, [name], workflow_from_row)?)
     }
 
-    fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<WorkflowRecord>> {
+    fn workflows_with_id_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<WorkflowRecord>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {WORKFLOW_COLS} FROM workflows WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2"
-        ))?;
-        query_all(
+        )).map_err(from_sqlite)?;
+        Ok(query_all(
             &mut stmt,
             params![prefix, sat_i64(limit as u64)],
             workflow_from_row,
-        )
+        )?)
     }
 
-    fn list_workflows(&self, status: Option<WorkflowStatus>) -> Result<Vec<WorkflowRecord>> {
+    fn list_workflows(&self, status: Option<WorkflowStatus>) -> StoreResult<Vec<WorkflowRecord>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {WORKFLOW_COLS} FROM workflows WHERE ?1 IS NULL OR status = ?1 ORDER BY name, version"
-        ))?;
-        query_all(&mut stmt, [status.map(|s| s.as_str())], workflow_from_row)
+        )).map_err(from_sqlite)?;
+        Ok(query_all(
+            &mut stmt,
+            [status.map(|s| s.as_str())],
+            workflow_from_row,
+        )?)
     }
 
-    fn archive_workflow(&self, id: &str, now: Instant) -> Result<WorkflowRecord> {
+    fn archive_workflow(&self, id: &str, now: Instant) -> StoreResult<WorkflowRecord> {
         self.write(None, |tx| {
             tx.execute(
                 "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
@@ -228,7 +242,7 @@ impl WorkflowStore for SqliteStore {
                 [id],
                 workflow_from_row,
             )?
-            .ok_or_else(|| StoreError::WorkflowNotFound(id.to_owned()))
+            .ok_or_else(|| StoreError::WorkflowNotFound(id.to_owned()).into())
         })
     }
 
@@ -238,7 +252,7 @@ impl WorkflowStore for SqliteStore {
         origin: Option<&RunOrigin>,
         now: Instant,
         fence: Option<&Fence>,
-    ) -> Result<(WorkflowRun, bool)> {
+    ) -> StoreResult<(WorkflowRun, bool)> {
         let key = origin.map(RunOrigin::key);
         self.write(fence.map(|f| (f, now)), |tx| {
             if let Some(key) = &key {
@@ -326,56 +340,76 @@ impl WorkflowStore for SqliteStore {
         })
     }
 
-    fn get_workflow_run(&self, id: &str) -> Result<Option<WorkflowRun>> {
+    fn get_workflow_run(&self, id: &str) -> StoreResult<Option<WorkflowRun>> {
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {RUN_COLS} FROM workflow_runs WHERE id = ?1"
-        ))?;
-        query_first(&mut stmt, [id], run_from_row)
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLS} FROM workflow_runs WHERE id = ?1"
+            ))
+            .map_err(from_sqlite)?;
+        Ok(query_first(&mut stmt, [id], run_from_row)?)
     }
 
-    fn workflow_runs_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<WorkflowRun>> {
+    fn workflow_runs_with_id_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<WorkflowRun>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {RUN_COLS} FROM workflow_runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2"
-        ))?;
-        query_all(
+        )).map_err(from_sqlite)?;
+        Ok(query_all(
             &mut stmt,
             params![prefix, sat_i64(limit as u64)],
             run_from_row,
-        )
+        )?)
     }
 
     fn list_workflow_runs(
         &self,
         workflow_name: Option<&str>,
         limit: Option<usize>,
-    ) -> Result<Vec<WorkflowRun>> {
+    ) -> StoreResult<Vec<WorkflowRun>> {
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {RUN_COLS} FROM workflow_runs WHERE ?1 IS NULL OR workflow_name = ?1 \
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLS} FROM workflow_runs WHERE ?1 IS NULL OR workflow_name = ?1 \
              ORDER BY created_at DESC, rowid DESC LIMIT ?2"
-        ))?;
+            ))
+            .map_err(from_sqlite)?;
         let limit = limit.map_or(-1, |l| sat_i64(l as u64));
-        query_all(&mut stmt, params![workflow_name, limit], run_from_row)
+        Ok(query_all(
+            &mut stmt,
+            params![workflow_name, limit],
+            run_from_row,
+        )?)
     }
 
-    fn step_runs(&self, run_id: &str) -> Result<Vec<StepRun>> {
+    fn step_runs(&self, run_id: &str) -> StoreResult<Vec<StepRun>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {STEP_COLS} FROM workflow_step_runs WHERE workflow_run_id = ?1 ORDER BY sequence"
-        ))?;
-        query_all(&mut stmt, [run_id], step_from_row)
+        )).map_err(from_sqlite)?;
+        Ok(query_all(&mut stmt, [run_id], step_from_row)?)
     }
 
-    fn workflow_events(&self, run_id: &str, limit: Option<usize>) -> Result<Vec<WorkflowEvent>> {
+    fn workflow_events(
+        &self,
+        run_id: &str,
+        limit: Option<usize>,
+    ) -> StoreResult<Vec<WorkflowEvent>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT * FROM (SELECT id, workflow_run_id, sequence, event_type, step_id, payload_json, created_at \
              FROM workflow_events WHERE workflow_run_id = ?1 ORDER BY sequence DESC LIMIT ?2) ORDER BY sequence",
-        )?;
+        ).map_err(from_sqlite)?;
         let limit = limit.map_or(-1, |l| sat_i64(l as u64));
-        query_all(&mut stmt, params![run_id, limit], event_from_row)
+        Ok(query_all(
+            &mut stmt,
+            params![run_id, limit],
+            event_from_row,
+        )?)
     }
 
     fn save_workflow_run(
@@ -384,7 +418,7 @@ impl WorkflowStore for SqliteStore {
         events: &[NewEvent],
         now: Instant,
         fence: Option<&Fence>,
-    ) -> Result<()> {
+    ) -> StoreResult<()> {
         self.write(fence.map(|f| (f, now)), |tx| {
             let changed = tx.execute(
                 "UPDATE workflow_runs SET status = ?2, attempt = ?3, started_at = ?4, finished_at = ?5, \
@@ -402,7 +436,7 @@ impl WorkflowStore for SqliteStore {
                 ],
             )?;
             if changed == 0 {
-                return Err(StoreError::WorkflowRunNotFound(run.id.clone()));
+                return Err(StoreError::WorkflowRunNotFound(run.id.clone()).into());
             }
             append_events(tx, &run.id, events, now)
         })
@@ -414,7 +448,7 @@ impl WorkflowStore for SqliteStore {
         events: &[NewEvent],
         now: Instant,
         fence: Option<&Fence>,
-    ) -> Result<()> {
+    ) -> StoreResult<()> {
         let usage = encode_usage(step.usage.as_ref())?;
         self.write(fence.map(|f| (f, now)), |tx| {
             let changed = tx.execute(
@@ -442,7 +476,7 @@ impl WorkflowStore for SqliteStore {
                 ],
             )?;
             if changed == 0 {
-                return Err(StoreError::WorkflowRunNotFound(step.workflow_run_id.clone()));
+                return Err(StoreError::WorkflowRunNotFound(step.workflow_run_id.clone()).into());
             }
             append_events(tx, &step.workflow_run_id, events, now)
         })
@@ -453,7 +487,7 @@ impl WorkflowStore for SqliteStore {
         run_id: &str,
         reason: &str,
         now: Instant,
-    ) -> Result<WorkflowRun> {
+    ) -> StoreResult<WorkflowRun> {
         self.write(None, |tx| {
             tx.execute(
                 "UPDATE workflow_runs SET cancel_requested = ?2, updated_at = ?3 WHERE id = ?1 AND status = 'running'",
@@ -464,11 +498,11 @@ impl WorkflowStore for SqliteStore {
                 [run_id],
                 run_from_row,
             )?
-            .ok_or_else(|| StoreError::WorkflowRunNotFound(run_id.to_owned()))
+            .ok_or_else(|| StoreError::WorkflowRunNotFound(run_id.to_owned()).into())
         })
     }
 
-    fn prune_workflow_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize> {
+    fn prune_workflow_runs(&self, policy: &PrunePolicy, dry_run: bool) -> StoreResult<usize> {
         if policy.older_than.is_none() && policy.keep_per_loop.is_none() {
             return Ok(0);
         }
@@ -481,8 +515,9 @@ impl WorkflowStore for SqliteStore {
         if dry_run {
             let conn = self.lock();
             let n: i64 = conn
-                .prepare_cached(&format!("SELECT COUNT(*) FROM ({select})"))?
-                .query_row(params![older, keep], |r| r.get(0))?;
+                .prepare_cached(&format!("SELECT COUNT(*) FROM ({select})"))
+                .and_then(|mut stmt| stmt.query_row(params![older, keep], |r| r.get(0)))
+                .map_err(from_sqlite)?;
             return Ok(usize::try_from(n).unwrap_or(0));
         }
         self.write(None, |tx| {

@@ -1,0 +1,207 @@
+//! Claims: a slot attempt becomes a `running` row in one conditional write, and a
+//! scheduling pass's claims (with their loops' advances, and the skipped slots of busy
+//! loops) share one transaction.
+
+use crate::codec::{ms, new_id, run_cols, run_from_row, ID_ATTEMPTS};
+use crate::error::{Error, Result, StoreResult};
+use crate::loops::apply_advance;
+use crate::SqliteStore;
+use loops_core::{Instant, LoopId, LoopStatus, Run, RunSource};
+use loops_store::{
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, Fence, LoopAdvance, OnRefusal, StoreError,
+};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+/// The reason recorded on a slot skipped because its loop was still running.
+const SKIPPED_BUSY: &str = "previous run still active";
+
+pub(crate) fn claim_runs(
+    store: &SqliteStore,
+    claims: &[BatchClaim],
+    fence: Option<&Fence>,
+) -> StoreResult<Vec<ClaimOutcome>> {
+    let Some(first) = claims.first() else {
+        return Ok(Vec::new());
+    };
+    store.write(fence.map(|f| (f, first.request.now)), |tx| {
+        claims.iter().map(|c| batch_claim_in(tx, c)).collect()
+    })
+}
+
+/// The claim itself, inside the caller's write transaction: the loop's status, then
+/// (for overlap `skip`) whether it is busy, then the slot's attempts, then the insert,
+/// whose slot-attempt key is the final guard. On success, applies `advance` to the
+/// loop in the same transaction.
+fn claim_in_tx(
+    tx: &Transaction<'_>,
+    req: &ClaimRequest,
+    advance: Option<&LoopAdvance>,
+) -> Result<std::result::Result<Run, ClaimRefused>> {
+    let now = ms(&req.now);
+    let slot = ms(&req.scheduled_for);
+    let ad_hoc = req.source == RunSource::AdHoc;
+    let lp: Option<(String, String, i64, i64)> = tx
+        .prepare_cached("SELECT status, name, max_attempts, lease_ms FROM loops WHERE id = ?1")?
+        .query_row([req.loop_id.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()?;
+    let Some((status, name, max_attempts, lease_ms)) = lp else {
+        return Ok(Err(ClaimRefused::LoopNotActive));
+    };
+    if !ad_hoc && status != LoopStatus::Active.as_str() {
+        return Ok(Err(ClaimRefused::LoopNotActive));
+    }
+
+    // Before the slot's own state: "the loop is busy" is the answer that explains a
+    // refused exclusive claim, whatever its slot looks like.
+    if req.require_no_running {
+        let busy: bool = tx
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE loop_id = ?1 AND status = 'running')",
+            )?
+            .query_row([req.loop_id.as_str()], |r| r.get(0))?;
+        if busy {
+            return Ok(Err(ClaimRefused::LoopBusy));
+        }
+    }
+
+    let (running, done, last_attempt): (i64, i64, i64) = tx
+        .prepare_cached(
+            "SELECT COALESCE(SUM(status = 'running'), 0), \
+                        COALESCE(SUM(status IN ('succeeded', 'skipped')), 0), \
+                        COALESCE(MAX(attempt), 0) \
+                 FROM runs WHERE loop_id = ?1 AND scheduled_for = ?2",
+        )?
+        .query_row(params![req.loop_id.as_str(), slot], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+    if running > 0 {
+        return Ok(Err(ClaimRefused::SlotRunning));
+    }
+    if done > 0 {
+        return Ok(Err(ClaimRefused::SlotDone));
+    }
+    // An ad-hoc slot gets a single attempt; a loop never gets fewer than one.
+    let allowed = if ad_hoc { 1 } else { max_attempts.max(1) };
+    if last_attempt >= allowed {
+        return Ok(Err(ClaimRefused::SlotDone));
+    }
+
+    let mut stmt = tx.prepare_cached(concat!(
+        "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+             started_at, claimed_by, lease_expires_at, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, ?7, ?7) RETURNING ",
+        run_cols!()
+    ))?;
+    for _ in 0..ID_ATTEMPTS {
+        let mut rows = stmt.query(params![
+            new_id(),
+            req.loop_id.as_str(),
+            name,
+            slot,
+            last_attempt + 1,
+            req.source.as_str(),
+            now,
+            req.runner_id,
+            now.saturating_add(lease_ms),
+        ])?;
+        match rows.next() {
+            Ok(Some(row)) => {
+                let run = run_from_row(row)?;
+                drop(rows);
+                if let Some(advance) = advance {
+                    apply_advance(tx, &req.loop_id, advance, req.now)?;
+                }
+                return Ok(Ok(run));
+            }
+            Ok(None) => break,
+            Err(e) if crate::codec::is_unique_violation(&e) => {
+                // The slot-attempt key is the final guard of the claim.
+                if e.to_string().contains("runs.scheduled_for") {
+                    return Ok(Err(ClaimRefused::SlotRunning));
+                }
+                // A run id collision: draw another.
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::ids_exhausted("run"))
+}
+
+/// Records a `skipped` row for `slot` of `lp` inside the caller's transaction.
+fn skip_in(
+    conn: &Connection,
+    lp: &LoopId,
+    name: &str,
+    slot: Instant,
+    reason: &str,
+    now: Instant,
+) -> Result<Run> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+         started_at, finished_at, duration_ms, error, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, \
+           (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
+           'skipped', ?5, ?6, ?6, 0, ?7, ?6, ?6) RETURNING ",
+        run_cols!()
+    ))?;
+    for _ in 0..ID_ATTEMPTS {
+        let mut rows = stmt.query(params![
+            new_id(),
+            lp.as_str(),
+            name,
+            ms(&slot),
+            RunSource::Scheduled.as_str(),
+            ms(&now),
+            reason,
+        ])?;
+        match rows.next() {
+            Ok(Some(row)) => return run_from_row(row),
+            Ok(None) => break,
+            Err(e) if crate::codec::is_foreign_key_violation(&e) => {
+                return Err(StoreError::LoopNotFound(lp.to_string()).into())
+            }
+            // Run id collision (the attempt number is computed under the lock).
+            Err(e) if crate::codec::is_unique_violation(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::ids_exhausted("run"))
+}
+
+/// One claim of a batch and what its refusal implies, inside the caller's transaction.
+fn batch_claim_in(tx: &Transaction<'_>, claim: &BatchClaim) -> Result<ClaimOutcome> {
+    let req = &claim.request;
+    let advance = claim.advance.as_ref();
+    let refused = match claim_in_tx(tx, req, advance)? {
+        Ok(run) => return Ok(ClaimOutcome::Claimed(Box::new(run))),
+        Err(refused) => refused,
+    };
+    let skip_slots = match &claim.on_refusal {
+        OnRefusal::Keep => return Ok(ClaimOutcome::Refused(refused)),
+        OnRefusal::PassOver { skip_slots } => skip_slots,
+    };
+    match refused {
+        ClaimRefused::LoopBusy => {
+            let name: String = tx
+                .prepare_cached("SELECT name FROM loops WHERE id = ?1")?
+                .query_row([req.loop_id.as_str()], |r| r.get(0))?;
+            let skipped = skip_slots
+                .iter()
+                .map(|slot| skip_in(tx, &req.loop_id, &name, *slot, SKIPPED_BUSY, req.now))
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(advance) = advance {
+                apply_advance(tx, &req.loop_id, advance, req.now)?;
+            }
+            Ok(ClaimOutcome::Skipped(skipped))
+        }
+        ClaimRefused::SlotDone | ClaimRefused::SlotRunning => {
+            if let Some(advance) = advance {
+                apply_advance(tx, &req.loop_id, advance, req.now)?;
+            }
+            Ok(ClaimOutcome::Moved)
+        }
+        ClaimRefused::LoopNotActive => Ok(ClaimOutcome::NotActive),
+    }
+}

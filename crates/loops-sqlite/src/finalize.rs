@@ -1,0 +1,289 @@
+//! Run writes: a batch of pid records and finalizations in one transaction, each
+//! finalization followed by its loop's transition as the domain decides it
+//! (`loops_core::transitions`), from the loop as stored and its deferred retry looked
+//! up in the same transaction.
+
+use crate::codec::{
+    encode_usage, failure_statuses, instant_from_ms, loop_cols, loop_from_row, ms, query_first,
+    run_cols, run_from_row, sat_i64,
+};
+use crate::error::{Error, Result, StoreResult};
+use crate::loops::apply_advance;
+use crate::runs::not_running;
+use crate::SqliteStore;
+use loops_core::transitions;
+use loops_core::{Instant, LoopId, Run, RunId, RunOutcome, RunStatus};
+use loops_store::{Fence, RunWrite, RunWritten, StoreError};
+use rusqlite::{params, Connection, OptionalExtension};
+
+pub(crate) fn record_run_writes(
+    store: &SqliteStore,
+    writes: &[RunWrite],
+    now: Instant,
+    fence: Option<&Fence>,
+) -> StoreResult<Vec<StoreResult<RunWritten>>> {
+    if writes.is_empty() {
+        return Ok(Vec::new());
+    }
+    store.write(fence.map(|f| (f, now)), |tx| {
+        let mut done = Vec::with_capacity(writes.len());
+        for write in writes {
+            let result = match write {
+                RunWrite::Spawned {
+                    run,
+                    pid,
+                    pid_start_time,
+                    at,
+                } => mark_pid_in(tx, run, *pid, *pid_start_time, *at).map(|()| RunWritten::Spawned),
+                RunWrite::Finished { run, outcome } => outcome_usage_json(outcome)
+                    .and_then(|usage| finalize_in(tx, run, outcome, usage.as_deref()))
+                    .and_then(|finished| {
+                        let loop_moved = advance_after_finish(tx, &finished)?;
+                        Ok(RunWritten::Finished {
+                            run: Box::new(finished),
+                            loop_moved,
+                        })
+                    }),
+            };
+            match result {
+                Ok(written) => done.push(Ok(written)),
+                // A bad outcome fails alone, like a row that is no longer running.
+                Err(Error::Store(e))
+                    if e.is_per_row() || matches!(e, StoreError::InvalidArgument(_)) =>
+                {
+                    done.push(Err(e))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    })
+}
+
+/// Checks that `outcome` can end a run and encodes its usage.
+fn outcome_usage_json(outcome: &RunOutcome) -> Result<Option<String>> {
+    if outcome.status == RunStatus::Running {
+        return Err(Error::invalid("a run cannot be finalized as running"));
+    }
+    encode_usage(outcome.usage.as_ref())
+}
+
+/// Records the child's pid on a running row, inside the caller's transaction.
+fn mark_pid_in(
+    conn: &Connection,
+    run: &RunId,
+    pid: u32,
+    pid_start_time: Option<u64>,
+    now: Instant,
+) -> Result<()> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE runs SET pid = ?2, pid_start_time = ?3, updated_at = ?4 \
+             WHERE id = ?1 AND status = 'running'",
+        )?
+        .execute(params![
+            run.as_str(),
+            pid,
+            pid_start_time.map(sat_i64),
+            ms(&now)
+        ])?;
+    if n == 0 {
+        return Err(not_running(conn, run));
+    }
+    Ok(())
+}
+
+/// Moves a running row to its terminal status, inside the caller's transaction.
+fn finalize_in(
+    conn: &Connection,
+    run: &RunId,
+    outcome: &RunOutcome,
+    usage: Option<&str>,
+) -> Result<Run> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "UPDATE runs SET status = ?2, finished_at = ?3, exit_code = ?4, \
+           duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE MAX(0, ?3 - started_at) END, \
+           stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3 \
+         WHERE id = ?1 AND status = 'running' RETURNING ",
+        run_cols!()
+    ))?;
+    let params = params![
+        run.as_str(),
+        outcome.status.as_str(),
+        ms(&outcome.finished_at),
+        outcome.exit_code,
+        outcome.stdout,
+        outcome.stderr,
+        outcome.error,
+        outcome.summary,
+        usage,
+    ];
+    match query_first(&mut stmt, params, run_from_row)? {
+        Some(r) => Ok(r),
+        None => Err(not_running(conn, run)),
+    }
+}
+
+/// After `run` was finalized in this transaction: applies its loop's transition, as
+/// the domain decides it from the loop as stored. True when the loop's schedule state
+/// changed. A loop whose schedule no longer computes is left as it is (logged): the
+/// next scheduling pass parks it.
+fn advance_after_finish(conn: &Connection, run: &Run) -> Result<bool> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        loop_cols!(),
+        " FROM loops WHERE id = ?1"
+    ))?;
+    let Some(lp) = query_first(&mut stmt, [run.loop_id.as_str()], loop_from_row)? else {
+        return Ok(false);
+    };
+    let deferred = if transitions::wants_deferred_retry(&lp, run) {
+        retryable_slot(conn, &lp.id, lp.max_attempts, run.scheduled_for)?
+    } else {
+        None
+    };
+    match transitions::on_finish(&lp, run, deferred) {
+        Ok(Some(advance)) => apply_advance(
+            conn,
+            &lp.id,
+            &advance,
+            run.finished_at.unwrap_or(run.updated_at),
+        ),
+        Ok(None) => Ok(false),
+        Err(e) => {
+            tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");
+            Ok(false)
+        }
+    }
+}
+
+/// The oldest slot of `loop_id` other than `except` whose latest attempt failed with
+/// attempts left under `max_attempts` (a deferred retry); usable inside a transaction.
+fn retryable_slot(
+    conn: &Connection,
+    loop_id: &LoopId,
+    max_attempts: u32,
+    except: Instant,
+) -> Result<Option<Instant>> {
+    // Start from failed attempts (partial index), keep those that are the latest
+    // attempt of their slot and whose slot is neither running nor done.
+    let slot: Option<i64> = conn
+        .prepare_cached(concat!(
+            "SELECT f.scheduled_for FROM runs f \
+             WHERE f.loop_id = ?1 AND f.status IN ",
+            failure_statuses!(),
+            " AND f.source != 'ad_hoc' AND f.scheduled_for != ?3 AND f.attempt < ?2 \
+               AND NOT EXISTS ( \
+                 SELECT 1 FROM runs x \
+                 WHERE x.loop_id = f.loop_id AND x.scheduled_for = f.scheduled_for \
+                   AND (x.attempt > f.attempt OR x.status IN ('running', 'succeeded', 'skipped'))) \
+             ORDER BY f.scheduled_for LIMIT 1"
+        ))?
+        .query_row(params![loop_id.as_str(), max_attempts, ms(&except)], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    slot.map(|v| instant_from_ms(v, "scheduled_for"))
+        .transpose()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use loops_core::{Anchor, CommandTarget, NewLoop, Policy, RunSource, Schedule, Target};
+    use loops_store::{ClaimRequest, Store};
+
+    fn t(offset_ms: i64) -> Instant {
+        chrono::DateTime::from_timestamp_millis(1_700_000_000_000 + offset_ms).unwrap()
+    }
+
+    /// The lookup behind a deferred retry, on its own (the suite checks its effect on
+    /// the loop through `record_run_writes`).
+    #[test]
+    fn next_retryable_slot_finds_oldest_failed_slot_with_attempts_left() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let mut new = NewLoop {
+            name: "a".to_owned(),
+            description: None,
+            schedule: Schedule::Interval {
+                every_ms: 60_000,
+                anchor: Anchor::FixedRate,
+            },
+            target: Target::Command(CommandTarget {
+                command: "echo hi".to_owned(),
+                args: vec![],
+                cwd: None,
+                shell: true,
+                env: Default::default(),
+                timeout_ms: None,
+                account: None,
+            }),
+            policy: Policy::default(),
+            next_run_at: Some(t(0)),
+        };
+        new.policy.max_attempts = 3;
+        let lp = store.create_loop(new, t(0)).unwrap();
+        let slot = |i: i64| t(i * 60_000);
+        let claim = |s: Instant, source: RunSource| {
+            let req = ClaimRequest {
+                loop_id: lp.id.clone(),
+                scheduled_for: s,
+                runner_id: "runner-a".to_owned(),
+                source,
+                now: s,
+                require_no_running: false,
+            };
+            store.claim_run(&req, None, None).unwrap().unwrap()
+        };
+        let finish = |run: &Run, status: RunStatus, at: Instant| {
+            let outcome = RunOutcome {
+                status,
+                finished_at: at,
+                exit_code: None,
+                stdout: String::new(),
+                stderr: String::new(),
+                error: None,
+                summary: None,
+                usage: None,
+            };
+            let write = RunWrite::Finished {
+                run: run.id.clone(),
+                outcome,
+            };
+            store.record_run_writes(&[write], at, None).unwrap()[0]
+                .as_ref()
+                .unwrap();
+        };
+        let fail = |s: Instant, status: RunStatus| {
+            let r = claim(s, RunSource::Scheduled);
+            finish(&r, status, s);
+        };
+        // slot 0: failed twice, then succeeded → done.
+        fail(slot(0), RunStatus::Failed);
+        fail(slot(0), RunStatus::Failed);
+        fail(slot(0), RunStatus::Succeeded);
+        // slot 1: failed 3 times → out of attempts.
+        for _ in 0..3 {
+            fail(slot(1), RunStatus::Failed);
+        }
+        // slot 2: timed out once → retryable.
+        fail(slot(2), RunStatus::TimedOut);
+        // slot 3: abandoned once → retryable.
+        fail(slot(3), RunStatus::Abandoned);
+        // slot 4: failed once, retry currently running → not retryable.
+        fail(slot(4), RunStatus::Failed);
+        claim(slot(4), RunSource::Scheduled);
+        // ad hoc failure → ignored.
+        let r = claim(t(-5), RunSource::AdHoc);
+        finish(&r, RunStatus::Failed, t(-4));
+
+        let next =
+            |max: u32, except: Instant| retryable_slot(&store.lock(), &lp.id, max, except).unwrap();
+        assert_eq!(next(3, slot(99)), Some(slot(2)));
+        assert_eq!(next(3, slot(2)), Some(slot(3)));
+        // With fewer attempts allowed, the once-failed slots are exhausted too.
+        assert_eq!(next(1, slot(99)), None);
+        assert_eq!(next(2, slot(99)), Some(slot(2)));
+    }
+}

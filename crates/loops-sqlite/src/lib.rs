@@ -1,0 +1,283 @@
+//! The SQLite backend of [`loops_store::Store`], the embedded default.
+//!
+//! One connection behind a mutex per [`SqliteStore`]; several processes (or several
+//! stores in one process) share a file through WAL mode and the busy timeout. Every
+//! write runs in a `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so
+//! concurrent writers queue on the busy timeout instead of failing on a stale read
+//! snapshot, and a fenced write checks the daemon lease in the same transaction.
+//!
+//! Instants are stored as INTEGER milliseconds since the epoch, so values read back
+//! carry millisecond precision (sub-millisecond parts of inputs are dropped).
+//!
+//! The modules follow the trait's parts: [`open`](SqliteStore::open) (creating,
+//! inspecting and migrating the file), `codec` (columns and rows), `loops` (loop rows),
+//! `claims`, `finalize` (a batch of run writes), `runs` (leases of runs and queries),
+//! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance)
+//! and `workflows`. SQL lives only in this crate.
+
+mod checkpoint;
+mod claims;
+mod codec;
+mod error;
+mod finalize;
+mod lease;
+mod loops;
+mod open;
+mod runs;
+mod workflows;
+
+pub use open::SCHEMA_VERSION;
+
+use crate::error::{Result, StoreResult};
+use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId};
+use loops_store::{
+    BatchClaim, ClaimOutcome, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
+    PrunePolicy, RunFilter, RunWrite, RunWritten, Store, StoreError, UnreadableLoop,
+};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+/// The SQLite implementation of [`Store`].
+pub struct SqliteStore {
+    /// Shared (weakly) with the background checkpointer, which briefly holds it.
+    conn: Arc<Mutex<Connection>>,
+    /// `None` for an in-memory store.
+    path: Option<PathBuf>,
+    /// The background checkpointer, once started; dropping it stops the thread.
+    checkpointer: OnceLock<checkpoint::Checkpointer>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    fn with_connection(conn: Connection, path: Option<&Path>) -> Self {
+        Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path: path.map(Path::to_path_buf),
+            checkpointer: OnceLock::new(),
+        }
+    }
+
+    /// The database file, or `None` for an in-memory store.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave a half-applied write behind (the
+        // transaction rolls back when dropped), so the connection is still usable.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn display_path(&self) -> String {
+        self.path
+            .as_ref()
+            .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string())
+    }
+
+    /// Names this store's file in a [`StoreError::Corrupt`] that did not know it.
+    fn with_path(&self, e: StoreError) -> StoreError {
+        match self.path() {
+            Some(path) => e.with_path(path),
+            None => e,
+        }
+    }
+
+    /// Runs the reads of `f` on the connection.
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> StoreResult<T> {
+        let conn = self.lock();
+        Ok(f(&conn)?)
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction, after checking `fence` (at the
+    /// given instant) inside it; commits only when `f` succeeds.
+    fn write<T>(
+        &self,
+        fence: Option<(&Fence, Instant)>,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T>,
+    ) -> StoreResult<T> {
+        let mut conn = self.lock();
+        let result = (|| -> Result<T> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Some((fence, now)) = fence {
+                lease::check_fence(&tx, fence, now)?;
+            }
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })();
+        drop(conn);
+        if result.is_ok() {
+            self.nudge_checkpointer();
+        }
+        result.map_err(|e| match StoreError::from(e) {
+            StoreError::Backend {
+                kind: loops_store::BackendErrorKind::ReadOnly,
+                source,
+                ..
+            } => StoreError::ReadOnly {
+                path: self.display_path(),
+                source,
+            },
+            other => self.with_path(other),
+        })
+    }
+}
+
+/// Each method is implemented in the module of its part of the trait.
+impl Store for SqliteStore {
+    fn create_loop(&self, new: NewLoop, now: Instant) -> StoreResult<Loop> {
+        loops::create_loop(self, new, now)
+    }
+
+    fn get_loop(&self, id: &LoopId) -> StoreResult<Option<Loop>> {
+        loops::get_loop(self, id)
+    }
+
+    fn get_loop_by_name(&self, name: &str) -> StoreResult<Option<Loop>> {
+        loops::get_loop_by_name(self, name)
+    }
+
+    fn loops_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Loop>> {
+        loops::loops_with_id_prefix(self, prefix, limit)
+    }
+
+    fn loop_rows(
+        &self,
+        status: Option<LoopStatus>,
+    ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        loops::loop_rows(self, status)
+    }
+
+    fn update_loop_schedule(
+        &self,
+        id: &LoopId,
+        advance: &LoopAdvance,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Loop> {
+        loops::update_loop_schedule(self, id, advance, now, fence)
+    }
+
+    fn remove_loop(&self, id: &LoopId) -> StoreResult<bool> {
+        loops::remove_loop(self, id)
+    }
+
+    fn due_loops(
+        &self,
+        now: Instant,
+        limit: usize,
+    ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        loops::due_loops(self, now, limit)
+    }
+
+    fn next_due_at(&self) -> StoreResult<Option<Instant>> {
+        loops::next_due_at(self)
+    }
+
+    fn park_loop(
+        &self,
+        id: &LoopId,
+        reason: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Option<Run>> {
+        loops::park_loop(self, id, reason, now, fence)
+    }
+
+    fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> StoreResult<Vec<Loop>> {
+        loops::expire_loops(self, now, fence)
+    }
+
+    fn claim_runs(
+        &self,
+        batch: &[BatchClaim],
+        fence: Option<&Fence>,
+    ) -> StoreResult<Vec<ClaimOutcome>> {
+        claims::claim_runs(self, batch, fence)
+    }
+
+    fn heartbeat_runs(
+        &self,
+        runs: &[RunId],
+        runner_id: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<usize> {
+        runs::heartbeat_runs(self, runs, runner_id, now, fence)
+    }
+
+    fn record_run_writes(
+        &self,
+        writes: &[RunWrite],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Vec<StoreResult<RunWritten>>> {
+        finalize::record_run_writes(self, writes, now, fence)
+    }
+
+    fn take_over_run(
+        &self,
+        run: &RunId,
+        from: Option<&str>,
+        runner_id: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Run> {
+        runs::take_over_run(self, run, from, runner_id, now, fence)
+    }
+
+    fn running_runs(&self, loop_id: Option<&LoopId>) -> StoreResult<Vec<Run>> {
+        runs::running_runs(self, loop_id)
+    }
+
+    fn get_run(&self, id: &RunId) -> StoreResult<Option<Run>> {
+        runs::get_run(self, id)
+    }
+
+    fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+        runs::list_runs(self, filter)
+    }
+
+    fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> StoreResult<usize> {
+        runs::prune_runs(self, policy, dry_run)
+    }
+
+    fn acquire_daemon_lease(
+        &self,
+        holder: &LeaseHolder,
+        ttl_ms: u64,
+        now: Instant,
+        takeover: &dyn Fn(&DaemonLease) -> bool,
+    ) -> StoreResult<LeaseAcquire> {
+        lease::acquire_daemon_lease(self, holder, ttl_ms, now, takeover)
+    }
+
+    fn heartbeat_daemon_lease(
+        &self,
+        fence: &Fence,
+        ttl_ms: u64,
+        now: Instant,
+    ) -> StoreResult<bool> {
+        lease::heartbeat_daemon_lease(self, fence, ttl_ms, now)
+    }
+
+    fn release_daemon_lease(&self, fence: &Fence) -> StoreResult<()> {
+        lease::release_daemon_lease(self, fence)
+    }
+
+    fn current_daemon_lease(&self) -> StoreResult<Option<DaemonLease>> {
+        lease::current_daemon_lease(self)
+    }
+
+    fn start_background_maintenance(&self) -> StoreResult<()> {
+        checkpoint::start_background_maintenance(self)
+    }
+}

@@ -1,0 +1,298 @@
+//! Loop rows: create, look up, list, move (schedule state), remove, the due index,
+//! parking and expiry.
+
+use crate::codec::{
+    decode_loop_row, instant_from_ms, loop_cols, loop_from_row, ms, new_id, opt_ms, query_all,
+    query_first, run_cols, run_from_row, sat_i64, ID_ATTEMPTS,
+};
+use crate::error::{Error, Result, StoreResult};
+use crate::SqliteStore;
+use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
+use loops_store::{Fence, LoopAdvance, StoreError, UnreadableLoop};
+use rusqlite::{params, Connection, OptionalExtension};
+
+pub(crate) fn create_loop(store: &SqliteStore, new: NewLoop, now: Instant) -> StoreResult<Loop> {
+    let schedule = serde_json::to_string(&new.schedule)
+        .map_err(|e| StoreError::InvalidArgument(format!("schedule: {e}")))?;
+    let target = serde_json::to_string(&new.target)
+        .map_err(|e| StoreError::InvalidArgument(format!("target: {e}")))?;
+    let p = &new.policy;
+    store.write(None, |tx| {
+        let mut stmt = tx.prepare_cached(concat!(
+            "INSERT INTO loops (",
+            loop_cols!(),
+            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15) \
+             RETURNING ",
+            loop_cols!()
+        ))?;
+        for _ in 0..ID_ATTEMPTS {
+            let id = new_id();
+            let mut rows = stmt.query(params![
+                id,
+                new.name,
+                new.description,
+                LoopStatus::Active.as_str(),
+                schedule,
+                target,
+                opt_ms(new.next_run_at.as_ref()),
+                p.catch_up.as_str(),
+                p.catch_up_limit,
+                p.overlap.as_str(),
+                p.max_attempts,
+                sat_i64(p.retry_delay_ms),
+                sat_i64(p.lease_ms),
+                opt_ms(p.expires_at.as_ref()),
+                ms(&now),
+            ])?;
+            match rows.next() {
+                Ok(Some(row)) => return loop_from_row(row),
+                Ok(None) => break,
+                Err(e) if crate::codec::is_unique_violation(&e) => {
+                    // The UNIQUE constraint is the check (no racy pre-read); the
+                    // message names the column that collided.
+                    if e.to_string().contains("loops.name") {
+                        return Err(StoreError::DuplicateName(new.name.clone()).into());
+                    }
+                    // An id collision: draw another.
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::ids_exhausted("loop"))
+    })
+}
+
+pub(crate) fn get_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<Option<Loop>> {
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE id = ?1"
+        ))?;
+        query_first(&mut stmt, [id.as_str()], loop_from_row)
+    })
+}
+
+pub(crate) fn get_loop_by_name(store: &SqliteStore, name: &str) -> StoreResult<Option<Loop>> {
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE name = ?1"
+        ))?;
+        query_first(&mut stmt, [name], loop_from_row)
+    })
+}
+
+pub(crate) fn loops_with_id_prefix(
+    store: &SqliteStore,
+    prefix: &str,
+    limit: usize,
+) -> StoreResult<Vec<Loop>> {
+    // A primary-key range scan: every string starting with `prefix` sorts in
+    // [prefix, prefix + U+10FFFF) under the binary collation. The Rust-side filter
+    // keeps the result exact for any input.
+    let upper = format!("{prefix}\u{10FFFF}");
+    let loops = store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+        ))?;
+        query_all(
+            &mut stmt,
+            params![prefix, upper, sat_i64(limit as u64)],
+            loop_from_row,
+        )
+    })?;
+    Ok(loops
+        .into_iter()
+        .filter(|l| l.id.as_str().starts_with(prefix))
+        .collect())
+}
+
+pub(crate) fn loop_rows(
+    store: &SqliteStore,
+    status: Option<LoopStatus>,
+) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE ?1 IS NULL OR status = ?1 ORDER BY name"
+        ))?;
+        let mut rows = stmt.query([status.map(LoopStatus::as_str)])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(decode_loop_row(row));
+        }
+        Ok(out)
+    })
+}
+
+pub(crate) fn update_loop_schedule(
+    store: &SqliteStore,
+    id: &LoopId,
+    advance: &LoopAdvance,
+    now: Instant,
+    fence: Option<&Fence>,
+) -> StoreResult<Loop> {
+    store.write(fence.map(|f| (f, now)), |tx| {
+        let mut stmt = tx.prepare_cached(concat!(
+            "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4, \
+             updated_at = ?5 WHERE id = ?1 RETURNING ",
+            loop_cols!()
+        ))?;
+        let params = params![
+            id.as_str(),
+            advance.status.as_str(),
+            opt_ms(advance.next_run_at.as_ref()),
+            opt_ms(advance.retry_scheduled_for.as_ref()),
+            ms(&now),
+        ];
+        query_first(&mut stmt, params, loop_from_row)?
+            .ok_or_else(|| StoreError::LoopNotFound(id.to_string()).into())
+    })
+}
+
+/// Sets a loop's schedule state inside the caller's transaction; false when the loop
+/// does not exist.
+pub(crate) fn apply_advance(
+    conn: &Connection,
+    id: &LoopId,
+    advance: &LoopAdvance,
+    now: Instant,
+) -> Result<bool> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4, \
+             updated_at = ?5 WHERE id = ?1",
+        )?
+        .execute(params![
+            id.as_str(),
+            advance.status.as_str(),
+            opt_ms(advance.next_run_at.as_ref()),
+            opt_ms(advance.retry_scheduled_for.as_ref()),
+            ms(&now),
+        ])?;
+    Ok(n > 0)
+}
+
+pub(crate) fn remove_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<bool> {
+    store.write(None, |tx| {
+        // Explicit, so removal does not depend on the foreign_keys pragma.
+        tx.prepare_cached("DELETE FROM runs WHERE loop_id = ?1")?
+            .execute([id.as_str()])?;
+        let n = tx
+            .prepare_cached("DELETE FROM loops WHERE id = ?1")?
+            .execute([id.as_str()])?;
+        Ok(n > 0)
+    })
+}
+
+pub(crate) fn due_loops(
+    store: &SqliteStore,
+    now: Instant,
+    limit: usize,
+) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE status = 'active' AND next_run_at <= ?1 \
+             ORDER BY next_run_at LIMIT ?2"
+        ))?;
+        let mut rows = stmt.query(params![ms(&now), sat_i64(limit as u64)])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(decode_loop_row(row));
+        }
+        Ok(out)
+    })
+}
+
+pub(crate) fn next_due_at(store: &SqliteStore) -> StoreResult<Option<Instant>> {
+    store.read(|conn| {
+        let next: Option<i64> = conn
+            .prepare_cached(
+                "SELECT next_run_at FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL \
+                 ORDER BY next_run_at LIMIT 1",
+            )?
+            .query_row([], |r| r.get(0))
+            .optional()?;
+        next.map(|v| instant_from_ms(v, "next_run_at")).transpose()
+    })
+}
+
+pub(crate) fn park_loop(
+    store: &SqliteStore,
+    id: &LoopId,
+    reason: &str,
+    now: Instant,
+    fence: Option<&Fence>,
+) -> StoreResult<Option<Run>> {
+    store.write(fence.map(|f| (f, now)), |tx| {
+        let found: Option<(String, Option<i64>)> = tx
+            .prepare_cached(
+                "UPDATE loops SET status = 'paused', updated_at = ?2 \
+                 WHERE id = ?1 AND status = 'active' RETURNING name, next_run_at",
+            )?
+            .query_row(params![id.as_str(), ms(&now)], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let Some((name, slot)) = found else {
+            return Ok(None);
+        };
+        let mut stmt = tx.prepare_cached(concat!(
+            "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+             started_at, finished_at, duration_ms, error, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, \
+               (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
+               'failed', 'scheduled', ?5, ?5, 0, ?6, ?5, ?5) RETURNING ",
+            run_cols!()
+        ))?;
+        let slot = slot.unwrap_or_else(|| ms(&now));
+        for _ in 0..ID_ATTEMPTS {
+            let mut rows =
+                stmt.query(params![new_id(), id.as_str(), name, slot, ms(&now), reason])?;
+            match rows.next() {
+                Ok(Some(row)) => return run_from_row(row).map(Some),
+                Ok(None) => break,
+                // A run id collision: draw another.
+                Err(e) if crate::codec::is_unique_violation(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::ids_exhausted("run"))
+    })
+}
+
+pub(crate) fn expire_loops(
+    store: &SqliteStore,
+    now: Instant,
+    fence: Option<&Fence>,
+) -> StoreResult<Vec<Loop>> {
+    // Every scheduling pass asks; almost always nothing is due to expire, and a
+    // read is much cheaper than an (empty) write transaction.
+    let any: bool = store.read(|conn| {
+        Ok(conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM loops INDEXED BY loops_expiry \
+                 WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1)",
+            )?
+            .query_row([ms(&now)], |r| r.get(0))?)
+    })?;
+    if !any {
+        return Ok(Vec::new());
+    }
+    store.write(fence.map(|f| (f, now)), |tx| {
+        let mut stmt = tx.prepare_cached(concat!(
+            "UPDATE loops INDEXED BY loops_expiry SET status = 'expired', next_run_at = NULL, updated_at = ?1 \
+             WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1 \
+             RETURNING ",
+            loop_cols!()
+        ))?;
+        let mut loops = query_all(&mut stmt, [ms(&now)], loop_from_row)?;
+        loops.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(loops)
+    })
+}

@@ -1,0 +1,491 @@
+//! Opening and migrations: creating the file privately, inspecting an existing file
+//! read-only before anything is written to it, the connection's pragmas, the embedded
+//! migrations, read-only opens, and the integrity checks `loops doctor` and the daemon
+//! run.
+
+use crate::error::{corrupt_at, from_sqlite, is_corruption, is_readonly_error};
+use crate::error::{Error, Result, StoreResult};
+use crate::SqliteStore;
+use loops_store::StoreError;
+use rusqlite::{ffi, params, Connection, ErrorCode, OpenFlags, TransactionBehavior};
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a statement waits for another connection's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// First 16 bytes of every SQLite 3 database file.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+/// `PRAGMA application_id` of a loops database (ASCII "loop"); set by migration 1.
+const APPLICATION_ID: i64 = 0x6C6F_6F70;
+
+/// One embedded schema migration. Applied migrations are never edited: add a file.
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sql: &'static str,
+}
+
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("../migrations/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "workflows",
+        sql: include_str!("../migrations/0002_workflows.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "step summaries",
+        sql: include_str!("../migrations/0003_step_summaries.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "step exit status unknown",
+        sql: include_str!("../migrations/0004_step_exit_status_unknown.sql"),
+    },
+];
+
+/// The newest schema version this build knows (the last entry of the migrations).
+pub const SCHEMA_VERSION: i64 = 4;
+
+impl SqliteStore {
+    /// Opens (creating when missing, mode 0600) the database at `path`, switches it to
+    /// WAL and applies pending migrations.
+    ///
+    /// A file that is not a loops database yields [`StoreError::Corrupt`] and is left
+    /// byte-for-byte untouched: it is inspected read-only before anything is written. A
+    /// database from a newer build yields [`StoreError::TooNew`], also untouched. A file
+    /// or directory that cannot be written yields [`StoreError::ReadOnly`].
+    pub fn open(path: &Path) -> StoreResult<Self> {
+        create_db_file(path)?;
+        let found = inspect(path)?;
+        let display = path.display().to_string();
+        let readonly = |e: Error| match e {
+            Error::Sqlite(se) if is_readonly_error(&se, true) => StoreError::ReadOnly {
+                path: display.clone(),
+                source: Box::new(se),
+            },
+            other => other.into(),
+        };
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| readonly(e.into()))?;
+        // SQLite silently falls back to read-only when the file is not writable.
+        if conn.is_readonly(rusqlite::MAIN_DB).map_err(from_sqlite)? {
+            return Err(StoreError::ReadOnly {
+                path: display,
+                source: "the database file cannot be opened for writing".into(),
+            });
+        }
+        let mut conn = conn;
+        setup_connection(&mut conn, Some(&display), found).map_err(readonly)?;
+        Ok(Self::with_connection(conn, Some(path)))
+    }
+
+    /// Opens an existing, current-schema database for reading only: nothing is
+    /// created, migrated or written, and every write fails with
+    /// [`StoreError::ReadOnly`]. This is how read commands (`list`, `show`, `runs`…)
+    /// serve a store whose file or directory is not writable.
+    ///
+    /// A WAL database needs its `-shm` index; where that cannot be created (a read-only
+    /// directory after the last writer removed it), the file is opened `immutable`:
+    /// SQLite then reads the database file alone, which is exact because nobody can
+    /// have written a WAL next to it.
+    pub fn open_read_only(path: &Path) -> StoreResult<Self> {
+        let display = path.display().to_string();
+        let needs_setup = |found: i64| StoreError::ReadOnly {
+            path: display.clone(),
+            source: format!(
+                "the store (schema {found}) needs setting up or migrating to schema \
+                 {SCHEMA_VERSION}, which needs write access"
+            )
+            .into(),
+        };
+        if !has_sqlite_header(path)? {
+            return Err(needs_setup(0));
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let opened = Connection::open_with_flags(path, flags).and_then(|conn| {
+            conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok(conn)
+        });
+        let conn = match opened {
+            Ok(conn) => conn,
+            // No -shm index and none can be created (read-only directory).
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::CannotOpen) => {
+                let uri = format!("file:{}?immutable=1", uri_path(path));
+                Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+                    .map_err(|e| classify_open_error(e, &display))?
+            }
+            Err(e) => return Err(classify_open_error(e, &display)),
+        };
+        let found = inspect_schema(&conn, &display)?;
+        if found < SCHEMA_VERSION {
+            return Err(needs_setup(found));
+        }
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(from_sqlite)?;
+        conn.set_prepared_statement_cache_capacity(64);
+        Ok(Self::with_connection(conn, Some(path)))
+    }
+
+    /// A private in-memory store with the full schema (for tests and dry runs).
+    pub fn open_in_memory() -> StoreResult<Self> {
+        let mut conn = Connection::open_in_memory().map_err(from_sqlite)?;
+        setup_connection(&mut conn, None, 0)?;
+        Ok(Self::with_connection(conn, None))
+    }
+
+    /// Opens the default store: [`loops_store::data_dir`], created when missing, then
+    /// [`loops_store::DB_FILE`] inside it.
+    pub fn open_default() -> StoreResult<Self> {
+        let dir = loops_store::data_dir()?;
+        loops_store::prepare_data_dir(&dir)?;
+        Self::open(&dir.join(loops_store::DB_FILE))
+    }
+
+    /// `PRAGMA quick_check`: `["ok"]` for a healthy database, else SQLite's list of
+    /// problems. Checks every page and b-tree (not index contents against tables), in
+    /// time linear in the file size; the daemon runs it before taking the store.
+    pub fn quick_check(&self) -> StoreResult<Vec<String>> {
+        let conn = self.lock();
+        let result = (|| {
+            let mut stmt = conn.prepare("PRAGMA quick_check")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })();
+        match result {
+            Ok(rows) => Ok(rows),
+            // A page too damaged to walk fails the pragma itself.
+            Err(e) if is_corruption(&e) => Ok(vec![e.to_string()]),
+            Err(e) => Err(self.with_path(from_sqlite(e))),
+        }
+    }
+
+    /// The schema version recorded in `schema_migrations`.
+    pub fn schema_version(&self) -> StoreResult<i64> {
+        self.read(|conn| {
+            Ok(conn.query_row(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+    }
+
+    /// `PRAGMA integrity_check`: `["ok"]` for a healthy database, else SQLite's list of
+    /// problems (for `loops doctor`).
+    pub fn integrity_check(&self) -> StoreResult<Vec<String>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare("PRAGMA integrity_check")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+}
+
+/// Creates the database file with mode 0600 when missing, so SQLite never creates it
+/// with the umask's (usually world-readable) mode.
+///
+/// A `-wal` or `-shm` file found next to a database we just created belongs to a
+/// database that was deleted (`rm loops.db`), maybe still open in a daemon that has
+/// not noticed yet. SQLite would adopt them for the new file — replaying the old
+/// database's pages into it and sharing one WAL between two databases — so their
+/// names are removed first (a process holding them keeps its own inodes).
+fn create_db_file(path: &Path) -> StoreResult<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => {
+            // The umask can only narrow 0600, but an odd umask could drop the owner's
+            // bits; we created the file, so we own its mode.
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| io_error(path, e))?;
+            }
+            for suffix in ["-wal", "-shm", "-journal"] {
+                let mut orphan = path.as_os_str().to_owned();
+                orphan.push(suffix);
+                match std::fs::remove_file(&orphan) {
+                    Ok(()) => tracing::warn!(
+                        file = %Path::new(&orphan).display(),
+                        "removed a leftover of a deleted database"
+                    ),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io_error(Path::new(&orphan), e)),
+                }
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io_error(path, e)),
+    }
+}
+
+/// Maps an I/O error on the database file: permission problems read as "read-only",
+/// anything else is reported against the data dir.
+fn io_error(path: &Path, e: std::io::Error) -> StoreError {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => StoreError::ReadOnly {
+            path: path.display().to_string(),
+            source: Box::new(e),
+        },
+        _ => StoreError::DataDir {
+            path: path
+                .parent()
+                .map_or_else(|| path.display().to_string(), |p| p.display().to_string()),
+            source: e,
+        },
+    }
+}
+
+/// `path` for a `file:` URI: everything but unreserved characters and `/`
+/// percent-encoded, so spaces, `?`, `#` and `%` in a data dir stay part of the path.
+fn uri_path(path: &Path) -> String {
+    #[cfg(unix)]
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
+    #[cfg(not(unix))]
+    let bytes = path.to_string_lossy().replace('\\', "/").into_bytes();
+    let mut out = String::new();
+    for &b in &bytes {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn not_a_database(detail: &str) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(ffi::Error::new(ffi::SQLITE_NOTADB), Some(detail.to_owned()))
+}
+
+/// Checks, without writing anything, that `path` is empty or a loops database this
+/// build can use. Returns its schema version (0 when empty).
+fn inspect(path: &Path) -> StoreResult<i64> {
+    if !has_sqlite_header(path)? {
+        return Ok(0);
+    }
+    let display = path.display().to_string();
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| classify_open_error(e, &display))?;
+    inspect_schema(&conn, &display)
+}
+
+/// SQLite's error on opening or inspecting `display` as a store error.
+fn classify_open_error(e: rusqlite::Error, display: &str) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => corrupt_at(display, e),
+        Some(ErrorCode::CannotOpen | ErrorCode::ReadOnly) => StoreError::ReadOnly {
+            path: display.to_owned(),
+            source: Box::new(e),
+        },
+        _ => from_sqlite(e),
+    }
+}
+
+/// Reads only the first bytes of `path`: `false` when it is empty, `true` when it
+/// starts like a SQLite database, [`StoreError::Corrupt`] otherwise — so SQLite never
+/// even sees a foreign file.
+fn has_sqlite_header(path: &Path) -> StoreResult<bool> {
+    let display = path.display().to_string();
+    let mut file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    if !meta.is_file() {
+        return Err(StoreError::DataDir {
+            path: display,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+        });
+    }
+    if meta.len() == 0 {
+        return Ok(false);
+    }
+    let mut head = [0u8; 16];
+    if file.read_exact(&mut head).is_err() || &head != SQLITE_MAGIC {
+        return Err(corrupt_at(&display, not_a_database("no SQLite header")));
+    }
+    Ok(true)
+}
+
+/// Checks on an open (read-only) connection that the database is empty or a loops
+/// database this build can use; returns its schema version (0 when empty).
+fn inspect_schema(conn: &Connection, display: &str) -> StoreResult<i64> {
+    let classify = |e: rusqlite::Error| classify_open_error(e, display);
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
+    let app_id: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(classify)?;
+    if app_id != 0 && app_id != APPLICATION_ID {
+        return Err(corrupt_at(
+            display,
+            not_a_database("the file belongs to another application (application_id)"),
+        ));
+    }
+    let (tables, has_migrations): (i64, bool) = conn
+        .query_row(
+            "SELECT COUNT(*), COALESCE(MAX(name = 'schema_migrations'), 0) \
+             FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(classify)?;
+    if !has_migrations {
+        if tables > 0 {
+            return Err(corrupt_at(
+                display,
+                not_a_database("a SQLite database without loops' schema_migrations table"),
+            ));
+        }
+        return Ok(0);
+    }
+    let version: i64 = conn
+        .query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(classify)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: display.to_owned(),
+            found: version,
+            known: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// Connection pragmas, then migrations when `found` (the inspected version) is behind.
+/// `path` is `None` for an in-memory database.
+fn setup_connection(conn: &mut Connection, path: Option<&str>, found: i64) -> Result<()> {
+    // First, so that the journal-mode switch below also waits for other openers.
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    if path.is_some() {
+        // Readers never block the writer and vice versa; the setting is persistent.
+        // Switching a fresh file to WAL needs an exclusive lock, and SQLite reports
+        // SQLITE_BUSY for it without consulting the busy handler when another process
+        // opens the same new file at that instant: retry within the busy timeout.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+                Ok(_) => break,
+                Err(e)
+                    if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // In WAL mode NORMAL is durable against application crashes and keeps
+        // the database consistent on power loss; only the last commits may roll back.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // After a checkpoint, truncate the WAL back to 1 MiB instead of keeping its
+        // high-water size forever.
+        conn.pragma_update(None, "journal_size_limit", 1_048_576)?;
+    }
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    if found < SCHEMA_VERSION {
+        migrate(conn, path.unwrap_or(":memory:"))?;
+    } else if path.is_some() {
+        // Migrations prove the file writable; without them, probe the write lock so a
+        // read-only directory (no -wal/-shm possible) fails here rather than at the
+        // first write. SQLite would otherwise serve reads from heap memory.
+        conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;")?;
+    }
+    Ok(())
+}
+
+/// Applies every pending migration, each in its own `BEGIN IMMEDIATE` transaction. The
+/// version is re-read under the write lock, so concurrent openers apply each once.
+fn migrate(conn: &mut Connection, path: &str) -> Result<()> {
+    for m in MIGRATIONS {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                 version    INTEGER PRIMARY KEY,
+                 name       TEXT NOT NULL,
+                 applied_at TEXT NOT NULL
+             )",
+        )?;
+        let current: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            [],
+            |r| r.get(0),
+        )?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_owned(),
+                found: current,
+                known: SCHEMA_VERSION,
+            }
+            .into());
+        }
+        if current >= m.version {
+            continue;
+        }
+        tx.execute_batch(m.sql)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            params![
+                m.version,
+                m.name,
+                loops_core::format_instant(&chrono::Utc::now())
+            ],
+        )?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loops_core::LoopId;
+    use loops_store::Store;
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn read_only_open_rejects_writes_and_uri_paths_are_encoded() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a b?#%.db");
+        drop(SqliteStore::open(&db).unwrap());
+        let store = SqliteStore::open_read_only(&db).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let err = store.remove_loop(&LoopId::new("x")).unwrap_err();
+        assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
+        assert!(
+            uri_path(&db).ends_with("/a%20b%3F%23%25.db"),
+            "{}",
+            uri_path(&db)
+        );
+    }
+
+    #[test]
+    fn schema_version_is_the_last_migration() {
+        let last = MIGRATIONS.last().map(|m| m.version);
+        assert_eq!(last, Some(SCHEMA_VERSION));
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "migrations are numbered 1, 2, 3…");
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Runs after their claim: the leases of running rows (heartbeat, take-over), the
+//! queries over runs, and pruning.
+
+use crate::codec::{ms, query_all, query_first, run_cols, run_from_row, sat_i64};
+use crate::error::{Error, StoreResult};
+use crate::SqliteStore;
+use loops_core::{Instant, LoopId, Run, RunId};
+use loops_store::{Fence, PrunePolicy, RunFilter, StoreError};
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// After a guarded update touched no row: tells a missing run from a finished one.
+pub(crate) fn not_running(conn: &Connection, id: &RunId) -> Error {
+    let exists = conn
+        .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
+        .and_then(|mut s| s.query_row([id.as_str()], |_| Ok(())).optional());
+    match exists {
+        Ok(Some(())) => StoreError::NotRunning(id.to_string()).into(),
+        Ok(None) => StoreError::RunNotFound(id.to_string()).into(),
+        Err(e) => e.into(),
+    }
+}
+
+pub(crate) fn heartbeat_runs(
+    store: &SqliteStore,
+    runs: &[RunId],
+    runner_id: &str,
+    now: Instant,
+    fence: Option<&Fence>,
+) -> StoreResult<usize> {
+    let ids = serde_json::to_string(&runs.iter().map(RunId::as_str).collect::<Vec<_>>())
+        .map_err(|e| StoreError::InvalidArgument(format!("run ids: {e}")))?;
+    store.write(fence.map(|f| (f, now)), |tx| {
+        Ok(tx
+            .prepare_cached(
+                "UPDATE runs SET \
+                   lease_expires_at = ?1 + (SELECT l.lease_ms FROM loops l WHERE l.id = runs.loop_id), \
+                   updated_at = ?1 \
+                 WHERE status = 'running' AND claimed_by = ?2 \
+                   AND id IN (SELECT value FROM json_each(?3))",
+            )?
+            .execute(params![ms(&now), runner_id, ids])?)
+    })
+}
+
+pub(crate) fn take_over_run(
+    store: &SqliteStore,
+    run: &RunId,
+    from: Option<&str>,
+    runner_id: &str,
+    now: Instant,
+    fence: Option<&Fence>,
+) -> StoreResult<Run> {
+    store.write(fence.map(|f| (f, now)), |tx| {
+        let mut stmt = tx.prepare_cached(concat!(
+            "UPDATE runs SET claimed_by = ?3, \
+               lease_expires_at = ?4 + (SELECT l.lease_ms FROM loops l WHERE l.id = runs.loop_id), \
+               updated_at = ?4 \
+             WHERE id = ?1 AND status = 'running' AND claimed_by IS ?2 RETURNING ",
+            run_cols!()
+        ))?;
+        match query_first(
+            &mut stmt,
+            params![run.as_str(), from, runner_id, ms(&now)],
+            run_from_row,
+        )? {
+            Some(r) => Ok(r),
+            None => Err(not_running(tx, run)),
+        }
+    })
+}
+
+pub(crate) fn running_runs(store: &SqliteStore, loop_id: Option<&LoopId>) -> StoreResult<Vec<Run>> {
+    // Through the partial index of running rows only, so the cost follows the number
+    // of running rows, not the run history; an ORDER BY would let the planner pick
+    // the creation-order index and scan every run, so sort here instead.
+    let mut runs = store.read(|conn| match loop_id {
+        Some(id) => {
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs INDEXED BY runs_running_loop WHERE status = 'running' AND loop_id = ?1"
+            ))?;
+            query_all(&mut stmt, [id.as_str()], run_from_row)
+        }
+        None => {
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs INDEXED BY runs_running_loop WHERE status = 'running'"
+            ))?;
+            query_all(&mut stmt, [], run_from_row)
+        }
+    })?;
+    runs.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    Ok(runs)
+}
+
+pub(crate) fn get_run(store: &SqliteStore, id: &RunId) -> StoreResult<Option<Run>> {
+    store.read(|conn| {
+        let mut stmt =
+            conn.prepare_cached(concat!("SELECT ", run_cols!(), " FROM runs WHERE id = ?1"))?;
+        query_first(&mut stmt, [id.as_str()], run_from_row)
+    })
+}
+
+/// Newest first by creation time; rows created in the same millisecond are ordered
+/// by insertion (rowid), newest first.
+pub(crate) fn list_runs(store: &SqliteStore, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+    // LIMIT -1 is SQLite's "no limit".
+    let limit = filter.limit.map_or(-1, |n| sat_i64(n as u64));
+    store.read(|conn| match &filter.loop_id {
+        Some(id) => {
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs WHERE loop_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
+            ))?;
+            query_all(&mut stmt, params![id.as_str(), limit], run_from_row)
+        }
+        None => {
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?1"
+            ))?;
+            query_all(&mut stmt, [limit], run_from_row)
+        }
+    })
+}
+
+/// Deletes finished runs (never `running` ones) matching EITHER rule of the policy:
+/// - `older_than`: the run finished before that instant;
+/// - `keep_per_loop = N`: the run is not among its loop's N newest finished runs
+///   (by creation time).
+///
+/// So a run survives only when it satisfies every rule that is set. With neither
+/// rule set nothing is deleted.
+pub(crate) fn prune_runs(
+    store: &SqliteStore,
+    policy: &PrunePolicy,
+    dry_run: bool,
+) -> StoreResult<usize> {
+    let older = policy.older_than.as_ref().map(ms);
+    let keep = policy.keep_per_loop.map(|n| sat_i64(n as u64));
+    if older.is_none() && keep.is_none() {
+        return Ok(0);
+    }
+    // The window function is only needed for the per-loop rule.
+    let candidates = if keep.is_some() {
+        "WITH ranked AS ( \
+           SELECT id, finished_at, \
+                  ROW_NUMBER() OVER (PARTITION BY loop_id ORDER BY created_at DESC, rowid DESC) AS rn \
+           FROM runs WHERE status != 'running') \
+         SELECT id FROM ranked \
+         WHERE (?1 IS NOT NULL AND finished_at < ?1) OR rn > ?2"
+    } else {
+        "SELECT id FROM runs WHERE status != 'running' AND finished_at < ?1 AND ?2 IS NULL"
+    };
+    if dry_run {
+        return store.read(|conn| {
+            let n: i64 = conn
+                .prepare_cached(&format!("SELECT COUNT(*) FROM ({candidates})"))?
+                .query_row(params![older, keep], |r| r.get(0))?;
+            Ok(usize::try_from(n).unwrap_or(0))
+        });
+    }
+    store.write(None, |tx| {
+        Ok(tx
+            .prepare_cached(&format!("DELETE FROM runs WHERE id IN ({candidates})"))?
+            .execute(params![older, keep])?)
+    })
+}

@@ -1,0 +1,406 @@
+//! SQLite-specific behaviour of the store: how the file is created, validated,
+//! migrated and opened read-only, its indexes, and the daemon's background WAL
+//! checkpoints. What every backend must do is the suite (`tests/suite.rs`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use loops_core::{Anchor, CommandTarget, Instant, LoopStatus, NewLoop, Policy, Schedule, Target};
+use loops_sqlite::{SqliteStore, SCHEMA_VERSION};
+use loops_store::{LoopAdvance, Store, StoreError, DB_FILE};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier};
+use tempfile::TempDir;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn t(offset_ms: i64) -> Instant {
+    chrono::DateTime::from_timestamp_millis(T0 + offset_ms).unwrap()
+}
+
+fn new_loop(name: &str, next: Option<Instant>) -> NewLoop {
+    NewLoop {
+        name: name.to_owned(),
+        description: Some(format!("{name} description")),
+        schedule: Schedule::Interval {
+            every_ms: 60_000,
+            anchor: Anchor::FixedRate,
+        },
+        target: Target::Command(CommandTarget {
+            command: "echo hi".to_owned(),
+            args: vec![],
+            cwd: None,
+            shell: true,
+            env: Default::default(),
+            timeout_ms: None,
+            account: None,
+        }),
+        policy: Policy::default(),
+        next_run_at: next,
+    }
+}
+
+#[test]
+fn concurrent_opens_of_a_fresh_file_migrate_once() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    let barrier = Arc::new(Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let path = path.clone();
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                let store = SqliteStore::open(&path).unwrap();
+                store
+                    .create_loop(new_loop(&format!("l{i}"), None), t(0))
+                    .unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.list_loops(None).unwrap().len(), 8);
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+}
+
+#[test]
+fn background_maintenance_checkpoints_the_wal() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    let store = SqliteStore::open(&path).unwrap();
+    let db_len = || std::fs::metadata(&path).unwrap().len();
+    let before = db_len();
+    store.start_background_maintenance().unwrap();
+    // Far fewer pages than SQLite's automatic checkpoint threshold: without the
+    // background thread these would stay in the WAL.
+    for i in 0..200 {
+        store
+            .create_loop(new_loop(&format!("loop-{i:03}"), Some(t(0))), t(0))
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db_len() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the WAL was not checkpointed into {} within 10 s",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A second start is a no-op, and the store keeps working.
+    store.start_background_maintenance().unwrap();
+    assert_eq!(store.list_loops(None).unwrap().len(), 200);
+}
+
+#[test]
+fn background_checkpoints_rewind_the_wal_under_continuous_writes() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    let wal = dir.path().join(format!("{DB_FILE}-wal"));
+    let store = SqliteStore::open(&path).unwrap();
+    store.start_background_maintenance().unwrap();
+    let lp = store
+        .create_loop(new_loop("busy", Some(t(0))), t(0))
+        .unwrap();
+    // The WAL header's checkpoint sequence number (bytes 12..16) changes each time
+    // SQLite rewinds the WAL to its start.
+    let sequence = || {
+        let bytes = std::fs::read(&wal).unwrap_or_default();
+        bytes
+            .get(12..16)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    // Writes with no pause between them, as a busy daemon makes: the WAL must be
+    // rewound again and again instead of growing for as long as the writes go on.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (mut last, mut rewinds, mut writes) = (sequence(), 0, 0_u64);
+    while rewinds < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the WAL was rewound {rewinds} times in 60 s of writes ({writes} writes, {} bytes)",
+            std::fs::metadata(&wal).map_or(0, |m| m.len())
+        );
+        for _ in 0..20 {
+            let advance = LoopAdvance {
+                status: LoopStatus::Active,
+                next_run_at: Some(t(i64::try_from(writes).unwrap())),
+                retry_scheduled_for: None,
+            };
+            store
+                .update_loop_schedule(&lp.id, &advance, t(0), None)
+                .unwrap();
+            writes += 1;
+        }
+        let now = sequence();
+        if now != last {
+            rewinds += 1;
+        }
+        last = now;
+    }
+}
+
+#[test]
+fn corrupt_file_is_rejected_and_left_untouched() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    let mut bytes = Vec::with_capacity(8192);
+    let mut x: u32 = 0x1234_5678;
+    for _ in 0..8192 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        bytes.push(x as u8);
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains(&path.display().to_string()));
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    assert_no_sidecars(&path);
+
+    // A valid header followed by garbage: SQLite itself rejects it, read-only.
+    let mut bytes2 = b"SQLite format 3\0".to_vec();
+    bytes2.extend_from_slice(&bytes[..4096]);
+    std::fs::write(&path, &bytes2).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes2);
+    assert_no_sidecars(&path);
+
+    // Short text file.
+    std::fs::write(&path, b"hello").unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"hello");
+}
+
+#[test]
+fn foreign_sqlite_database_is_rejected_untouched() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("other.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('x');")
+            .unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+fn assert_no_sidecars(path: &Path) {
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let side = PathBuf::from(format!("{}{suffix}", path.display()));
+        assert!(!side.exists(), "{} was created", side.display());
+    }
+}
+
+#[test]
+fn migrations_are_recorded_and_newer_schemas_rejected() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        store.create_loop(new_loop("kept", None), t(0)).unwrap();
+    }
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let (version, name, applied): (i64, String, String) = conn
+            .query_row(
+                "SELECT version, name, applied_at FROM schema_migrations ORDER BY version LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(version, 1);
+        assert_eq!(name, "initial");
+        assert!(applied.ends_with('Z'), "{applied}");
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+    // Reopening keeps data and does not re-run migrations.
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.list_loops(None).unwrap().len(), 1);
+        assert_eq!(store.integrity_check().unwrap(), ["ok"]);
+    }
+    // A newer build's schema.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, 'future', 'x')",
+            [SCHEMA_VERSION + 1],
+        )
+        .unwrap();
+        conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    match &err {
+        StoreError::TooNew { found, known, .. } => {
+            assert_eq!(*found, SCHEMA_VERSION + 1);
+            assert_eq!(*known, SCHEMA_VERSION);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[cfg(unix)]
+#[test]
+fn file_and_dir_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = TempDir::new().unwrap();
+    let dir = root.path().join("nested").join("loops");
+    loops_store::prepare_data_dir(&dir).unwrap();
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    let path = dir.join(DB_FILE);
+    let store = SqliteStore::open(&path).unwrap();
+    store.create_loop(new_loop("a", None), t(0)).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // An existing directory open to its group is tightened (issue #9: another user
+    // must never be able to plant a database in it).
+    let own = root.path().join("own");
+    std::fs::create_dir(&own).unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o750)).unwrap();
+    loops_store::prepare_data_dir(&own).unwrap();
+    let mode = std::fs::metadata(&own).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+
+    // A file in the way.
+    let file = root.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let err = loops_store::prepare_data_dir(&file).unwrap_err();
+    assert!(matches!(err, StoreError::DataDir { .. }), "{err:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn read_only_dir_gives_a_clear_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = TempDir::new().unwrap();
+    let dir = root.path().join("ro");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o500)).unwrap();
+    // Root ignores directory permissions: nothing to test then.
+    let probe = dir.join("probe");
+    if std::fs::write(&probe, b"x").is_ok() {
+        eprintln!(
+            "note: running with privileges that ignore file modes (root?); read-only check skipped"
+        );
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        return;
+    }
+    let path = dir.join(DB_FILE);
+    let err = SqliteStore::open(&path).unwrap_err();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("read-only"), "{msg}");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+}
+
+#[test]
+fn list_loops_scales() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    let file_store = SqliteStore::open(&path).unwrap();
+    for s in [&store, &file_store] {
+        for i in 0..10_000 {
+            s.create_loop(new_loop(&format!("loop-{i:05}"), Some(t(i))), t(0))
+                .unwrap();
+        }
+    }
+    let started = std::time::Instant::now();
+    let loops = file_store.list_loops(None).unwrap();
+    let took = started.elapsed();
+    assert_eq!(loops.len(), 10_000);
+    assert_eq!(loops[0].name, "loop-00000");
+    // Generous for unoptimized builds; a regression to per-row queries is far slower.
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "list_loops took {took:?}"
+    );
+    assert_eq!(store.due_loops(t(9), 100).unwrap().len(), 10);
+}
+
+#[test]
+fn hot_queries_use_indexes() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let plan = |sql: &str| -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect::<Vec<_>>();
+        rows.join(" | ")
+    };
+    let p = plan("SELECT id FROM loops WHERE status = 'active' AND next_run_at <= 5 ORDER BY next_run_at LIMIT 10");
+    assert!(p.contains("loops_due") && !p.contains("TEMP B-TREE"), "{p}");
+    let p = plan("SELECT next_run_at FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1");
+    assert!(p.contains("loops_due") && !p.contains("TEMP B-TREE"), "{p}");
+    let p = plan(
+        "SELECT id FROM runs WHERE loop_id = 'x' ORDER BY created_at DESC, rowid DESC LIMIT 5",
+    );
+    assert!(
+        p.contains("runs_loop_created") && !p.contains("TEMP B-TREE"),
+        "{p}"
+    );
+    let p = plan("SELECT id FROM runs WHERE status = 'running' AND lease_expires_at <= 5 ORDER BY lease_expires_at");
+    assert!(p.contains("runs_running_lease"), "{p}");
+    let p = plan("UPDATE loops INDEXED BY loops_expiry SET status = 'expired' WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= 5");
+    assert!(p.contains("loops_expiry"), "{p}");
+    let p = plan("SELECT f.scheduled_for FROM runs f WHERE f.loop_id = 'x' AND f.status IN ('failed', 'timed_out', 'abandoned') AND f.attempt < 3 ORDER BY f.scheduled_for LIMIT 1");
+    assert!(p.contains("runs_failed_slot"), "{p}");
+}
+
+#[cfg(unix)]
+#[test]
+fn read_only_existing_database_gives_a_clear_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = TempDir::new().unwrap();
+    let dir = root.path().join("data");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join(DB_FILE);
+    drop(SqliteStore::open(&path).unwrap());
+    let set = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    set(&path, 0o400);
+    if std::fs::OpenOptions::new().write(true).open(&path).is_ok() {
+        eprintln!(
+            "note: running with privileges that ignore file modes (root?); read-only check skipped"
+        );
+        return;
+    }
+    let before = std::fs::read(&path).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    eprintln!("read-only file: {err}");
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
+    assert!(err.to_string().contains("read-only"));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+
+    // Writable file in a read-only directory (SQLite cannot create -wal/-shm).
+    set(&path, 0o600);
+    set(&dir, 0o500);
+    let result = SqliteStore::open(&path);
+    set(&dir, 0o700);
+    let err = result.unwrap_err();
+    eprintln!("read-only dir: {err}");
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
+    assert!(err.to_string().contains("read-only"));
+}

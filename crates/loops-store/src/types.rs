@@ -1,0 +1,191 @@
+//! The values the [`Store`](crate::Store) trait takes and returns, shared by every
+//! backend.
+
+use crate::StoreError;
+use loops_core::{Instant, LoopId, Run, RunId, RunOutcome, RunSource};
+
+/// Changes to a loop's schedule state after a run or a CLI action. The domain computes
+/// it (`loops_core::transitions`); the store persists it.
+pub use loops_core::transitions::LoopAdvance;
+
+/// Proof that a daemon holds the store's lease. Writes carrying it apply only while the
+/// lease row still has this `token`: nobody else has acquired the lease since. The
+/// lease's expiry decides only when another daemon may take it over; a daemon whose
+/// lease expired without anyone taking it (it was stalled, or its writes failed on a
+/// full disk) still holds it and renews it with its next heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub token: u64,
+}
+
+/// Who holds (or wants) the daemon lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    pub runner_id: String,
+    pub pid: u32,
+    /// Process start time (clock ticks since boot), to tell a reused PID apart.
+    pub pid_start_time: Option<u64>,
+    pub host: String,
+}
+
+/// The daemon lease row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonLease {
+    pub holder: LeaseHolder,
+    pub token: u64,
+    pub acquired_at: Instant,
+    pub heartbeat_at: Instant,
+    pub expires_at: Instant,
+}
+
+/// Outcome of [`Store::acquire_daemon_lease`](crate::Store::acquire_daemon_lease).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseAcquire {
+    /// The caller now holds the lease.
+    Acquired(DaemonLease),
+    /// Someone else holds a live lease.
+    Held(DaemonLease),
+}
+
+/// A request to claim one attempt of one slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    pub loop_id: LoopId,
+    pub scheduled_for: Instant,
+    pub runner_id: String,
+    pub source: RunSource,
+    pub now: Instant,
+    /// When true (overlap `skip`), the claim fails if the loop has any running row.
+    pub require_no_running: bool,
+}
+
+/// One claim of a batch ([`Store::claim_runs`](crate::Store::claim_runs)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchClaim {
+    pub request: ClaimRequest,
+    /// Loop transition applied in the same transaction when this claim succeeds — and,
+    /// with [`OnRefusal::PassOver`], when its loop is busy or its slot is someone
+    /// else's.
+    pub advance: Option<LoopAdvance>,
+    /// What a refused claim does.
+    pub on_refusal: OnRefusal,
+}
+
+/// What a refused claim of a batch does, in the batch's transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnRefusal {
+    /// Nothing: the outcome is [`ClaimOutcome::Refused`] with the reason, and the loop
+    /// is left as it is (run-now; the later slots of a catch-up batch).
+    Keep,
+    /// What a scheduling pass does about a due slot it cannot have: when the loop is
+    /// busy (overlap `skip`), each of `skip_slots` is recorded `skipped` and the loop
+    /// advanced ([`ClaimOutcome::Skipped`]); when the slot is someone else's (running
+    /// it, or done with it), the loop is advanced past it ([`ClaimOutcome::Moved`]);
+    /// when the loop is gone or no longer active, nothing changes
+    /// ([`ClaimOutcome::NotActive`]).
+    PassOver {
+        /// Every due slot of the batch, the request's first.
+        skip_slots: Vec<Instant>,
+    },
+}
+
+/// What one claim of a batch did ([`Store::claim_runs`](crate::Store::claim_runs));
+/// every change it made is part of the batch's one transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimOutcome {
+    /// The slot attempt is ours: a `running` row, and the loop advanced.
+    Claimed(Box<Run>),
+    /// ([`OnRefusal::PassOver`]) The loop is busy: each of `skip_slots` recorded
+    /// `skipped`, and the loop advanced.
+    Skipped(Vec<Run>),
+    /// ([`OnRefusal::PassOver`]) Someone else has the slot (running it, or done with
+    /// it): the loop advanced past it.
+    Moved,
+    /// ([`OnRefusal::PassOver`]) The loop is gone or no longer active: nothing changed.
+    NotActive,
+    /// ([`OnRefusal::Keep`]) Refused, for this reason: nothing changed.
+    Refused(ClaimRefused),
+}
+
+/// Why a claim did not produce a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimRefused {
+    /// The loop is gone, or no longer `active` (ad-hoc claims ignore status).
+    LoopNotActive,
+    /// This slot already has a running attempt.
+    SlotRunning,
+    /// The slot already succeeded, or used all `maxAttempts`.
+    SlotDone,
+    /// Overlap `skip` and another run of the loop is active.
+    LoopBusy,
+}
+
+/// A write about a claimed run; many are applied in one transaction by
+/// [`Store::record_run_writes`](crate::Store::record_run_writes).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunWrite {
+    /// The run's child was spawned: record its pid and process start time.
+    Spawned {
+        run: RunId,
+        pid: u32,
+        pid_start_time: Option<u64>,
+        at: Instant,
+    },
+    /// The run ended: finalize it, then move its loop as the domain's transition rules
+    /// decide (`loops_core::transitions::on_finish`).
+    Finished { run: RunId, outcome: RunOutcome },
+}
+
+/// What one [`RunWrite`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunWritten {
+    Spawned,
+    /// The finalized row, and whether the loop's schedule state was changed.
+    Finished {
+        run: Box<Run>,
+        loop_moved: bool,
+    },
+}
+
+/// A due loop row that can no longer be decoded (a stored time zone, cron expression
+/// or enum value this build does not understand). The engine parks it
+/// ([`Store::park_loop`](crate::Store::park_loop)) so it neither stops nor spins the
+/// other loops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableLoop {
+    pub id: LoopId,
+    pub name: String,
+    /// Why the row could not be decoded.
+    pub error: String,
+}
+
+impl UnreadableLoop {
+    /// The error a listing that needs every loop reports for this row.
+    pub fn into_error(self) -> StoreError {
+        StoreError::Decode(format!(
+            "loop {:?} ({}) cannot be read: {} (`loops remove {}` deletes it)",
+            self.name, self.id, self.error, self.id
+        ))
+    }
+}
+
+/// Filter for [`Store::list_runs`](crate::Store::list_runs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    pub loop_id: Option<LoopId>,
+    /// Newest first; `None` = all.
+    pub limit: Option<usize>,
+}
+
+/// Retention policy for finished runs. Running rows are never pruned.
+///
+/// A finished run is deleted when it matches ANY rule that is set, i.e. it survives
+/// only when it is both newer than `older_than` and among the `keep_per_loop` newest
+/// finished runs of its loop. With no rule set nothing is deleted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrunePolicy {
+    /// Delete finished runs that finished before this instant.
+    pub older_than: Option<Instant>,
+    /// Delete finished runs beyond the newest N (by creation) of each loop.
+    pub keep_per_loop: Option<usize>,
+}
