@@ -509,10 +509,103 @@ string_enum!(
     }
 );
 
+string_enum!(
+    /// What an entry of a workflow run's append-only event log records. Stored and
+    /// printed as its text (the `event_type` column, `eventType` in JSON, as OpenLoops
+    /// 0.3 names them).
+    WorkflowEventType {
+        /// The run was created, for `workflows run` or for a loop's slot.
+        Created = "created",
+        /// An attempt began: the first, a retry of the slot, or the continuation of an
+        /// attempt whose runner died.
+        AttemptStarted = "attempt_started",
+        StepStarted = "step_started",
+        StepSucceeded = "step_succeeded",
+        StepFailed = "step_failed",
+        StepTimedOut = "step_timed_out",
+        StepSkipped = "step_skipped",
+        StepCancelled = "step_cancelled",
+        /// `workflows recover` reset a step whose process was gone to `pending`.
+        Recovered = "recovered",
+        /// The attempt ended and the run succeeded.
+        Succeeded = "succeeded",
+        /// The attempt ended with a step failure that stopped the run.
+        Failed = "failed",
+        /// A step timed out and stopped the run, or the whole run timed out.
+        TimedOut = "timed_out",
+        /// `workflows cancel` (or `remove --force` of its loop) stopped the run.
+        Cancelled = "cancelled",
+        /// The run's owner stopped the attempt (daemon stop, lease lost, Ctrl-C): the
+        /// run is recorded `failed`, and the loop run it belongs to `abandoned`.
+        Interrupted = "interrupted",
+    }
+);
+
+impl WorkflowEventType {
+    /// The event recording that a step ended with `status`.
+    pub fn step_ended(status: StepStatus) -> Self {
+        match status {
+            StepStatus::Succeeded => Self::StepSucceeded,
+            StepStatus::TimedOut => Self::StepTimedOut,
+            StepStatus::Skipped => Self::StepSkipped,
+            StepStatus::Cancelled => Self::StepCancelled,
+            StepStatus::Failed | StepStatus::Pending | StepStatus::Running => Self::StepFailed,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn workflow_event_types_keep_their_stored_names() {
+        // The stored and printed names (OpenLoops 0.3's): renaming a variant must not
+        // change them.
+        let names: Vec<&str> = WorkflowEventType::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "created",
+                "attempt_started",
+                "step_started",
+                "step_succeeded",
+                "step_failed",
+                "step_timed_out",
+                "step_skipped",
+                "step_cancelled",
+                "recovered",
+                "succeeded",
+                "failed",
+                "timed_out",
+                "cancelled",
+                "interrupted",
+            ]
+        );
+        for t in WorkflowEventType::ALL {
+            assert_eq!(t.as_str().parse::<WorkflowEventType>(), Ok(*t));
+            assert_eq!(
+                serde_json::to_value(t).unwrap(),
+                serde_json::Value::from(t.as_str())
+            );
+        }
+        assert!("step_retried".parse::<WorkflowEventType>().is_err());
+    }
+
+    #[test]
+    fn a_step_ending_names_its_event() {
+        use WorkflowEventType as E;
+        for (status, event) in [
+            (StepStatus::Succeeded, E::StepSucceeded),
+            (StepStatus::Failed, E::StepFailed),
+            (StepStatus::TimedOut, E::StepTimedOut),
+            (StepStatus::Skipped, E::StepSkipped),
+            (StepStatus::Cancelled, E::StepCancelled),
+        ] {
+            assert_eq!(E::step_ended(status), event, "{status}");
+        }
+    }
 
     #[test]
     fn env_and_config_overrides_refuse_duplicate_keys() {

@@ -4,7 +4,8 @@
 
 use crate::validate::{self, ValidationError};
 use crate::{
-    Account, AgentTarget, CommandTarget, Instant, StepStatus, WorkflowRunStatus, WorkflowStatus,
+    Account, AgentTarget, CommandTarget, Instant, StepStatus, WorkflowEventType, WorkflowRunStatus,
+    WorkflowStatus,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -501,7 +502,7 @@ pub struct WorkflowEvent {
     pub id: String,
     pub workflow_run_id: String,
     pub sequence: u64,
-    pub event_type: String,
+    pub event_type: WorkflowEventType,
     pub step_id: Option<String>,
     pub payload: serde_json::Value,
     #[serde(with = "crate::timefmt")]
@@ -511,14 +512,15 @@ pub struct WorkflowEvent {
 /// An event to append.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
-    pub event_type: &'static str,
+    pub event_type: WorkflowEventType,
     pub step_id: Option<String>,
     pub payload: serde_json::Value,
 }
 
 impl NewEvent {
+    /// An event of `event_type`, about `step_id` when it concerns one step.
     pub fn new(
-        event_type: &'static str,
+        event_type: WorkflowEventType,
         step_id: Option<&str>,
         payload: serde_json::Value,
     ) -> Self {

@@ -19,7 +19,7 @@ use crate::targets::{process_spec, ExecSettings, ProcessTarget};
 use loops_core::workflow::{
     Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, WorkflowRecord, WorkflowRun,
 };
-use loops_core::{format_instant, Instant, StepStatus, WorkflowRunStatus};
+use loops_core::{format_instant, Instant, StepStatus, WorkflowEventType, WorkflowRunStatus};
 use loops_store::{Fence, Store, StoreError};
 use serde_json::json;
 use std::sync::Arc;
@@ -121,7 +121,7 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
     run.error = None;
     run.cancel_requested = None;
     let attempt_event = NewEvent::new(
-        "attempt_started",
+        WorkflowEventType::AttemptStarted,
         None,
         json!({
             "attempt": run.attempt,
@@ -137,7 +137,11 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
     let stop = drive(ctx, &workflow, &run, &mut steps).await?;
     let finished = ctx.now();
     let (status, error, event) = match &stop {
-        None => (WorkflowRunStatus::Succeeded, None, "succeeded"),
+        None => (
+            WorkflowRunStatus::Succeeded,
+            None,
+            WorkflowEventType::Succeeded,
+        ),
         Some(Stop::Failed { step, status }) => (
             if *status == StepStatus::TimedOut {
                 WorkflowRunStatus::TimedOut
@@ -146,21 +150,25 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
             },
             Some(format!("step {step:?} {status}")),
             if *status == StepStatus::TimedOut {
-                "timed_out"
+                WorkflowEventType::TimedOut
             } else {
-                "failed"
+                WorkflowEventType::Failed
             },
         ),
-        Some(Stop::TimedOut(why)) => (WorkflowRunStatus::TimedOut, Some(why.clone()), "timed_out"),
+        Some(Stop::TimedOut(why)) => (
+            WorkflowRunStatus::TimedOut,
+            Some(why.clone()),
+            WorkflowEventType::TimedOut,
+        ),
         Some(Stop::Cancelled(why)) => (
             WorkflowRunStatus::Cancelled,
             Some(format!("cancelled: {why}")),
-            "cancelled",
+            WorkflowEventType::Cancelled,
         ),
         Some(Stop::Interrupted(why)) => (
             WorkflowRunStatus::Failed,
             Some(format!("interrupted: {why}")),
-            "interrupted",
+            WorkflowEventType::Interrupted,
         ),
     };
     run.status = status;
@@ -232,7 +240,7 @@ fn record_orphan_outcome(
         .map(|s| u64::try_from((now - s).num_milliseconds()).unwrap_or(0));
     step.error = Some(error.clone());
     let ev = NewEvent::new(
-        "step_failed",
+        WorkflowEventType::StepFailed,
         Some(&step.step_id),
         json!({ "exitCode": null, "exitStatusUnknown": true, "pid": pid, "error": error }),
     );
@@ -317,7 +325,7 @@ async fn drive(
                         step.status = StepStatus::Skipped;
                         step.error = Some(reason.clone());
                         let ev = NewEvent::new(
-                            "step_skipped",
+                            WorkflowEventType::StepSkipped,
                             Some(&step.step_id),
                             json!({ "reason": reason }),
                         );
@@ -404,32 +412,23 @@ async fn drive(
 
     // Whatever never started: skipped after a failure or timeout, cancelled on cancel.
     if let Some(stop) = &stop {
-        let (status, reason, event) = match stop {
+        let (status, reason) = match stop {
             Stop::Failed { step, status } => (
                 StepStatus::Skipped,
                 format!("workflow stopped: step {step:?} {status}"),
-                "step_skipped",
             ),
-            Stop::TimedOut(why) => (
-                StepStatus::Skipped,
-                format!("workflow stopped: {why}"),
-                "step_skipped",
-            ),
-            Stop::Cancelled(why) => (
-                StepStatus::Cancelled,
-                format!("cancelled: {why}"),
-                "step_cancelled",
-            ),
-            Stop::Interrupted(why) => (
-                StepStatus::Cancelled,
-                format!("interrupted: {why}"),
-                "step_cancelled",
-            ),
+            Stop::TimedOut(why) => (StepStatus::Skipped, format!("workflow stopped: {why}")),
+            Stop::Cancelled(why) => (StepStatus::Cancelled, format!("cancelled: {why}")),
+            Stop::Interrupted(why) => (StepStatus::Cancelled, format!("interrupted: {why}")),
         };
         for step in steps.iter_mut().filter(|s| s.status == StepStatus::Pending) {
             step.status = status;
             step.error = Some(reason.clone());
-            let ev = NewEvent::new(event, Some(&step.step_id), json!({ "reason": reason }));
+            let ev = NewEvent::new(
+                WorkflowEventType::step_ended(status),
+                Some(&step.step_id),
+                json!({ "reason": reason }),
+            );
             ctx.store
                 .save_step_run(step, &[ev], ctx.now(), ctx.fence())?;
         }
@@ -459,7 +458,7 @@ fn start_step(
     record.attempts += 1;
     record.started_at = Some(now);
     let ev = NewEvent::new(
-        "step_started",
+        WorkflowEventType::StepStarted,
         Some(&step.id),
         json!({ "attempt": run.attempt, "stepAttempt": record.attempts }),
     );
@@ -574,14 +573,8 @@ fn finish_step(
     record.stdout = Some(result.stdout);
     record.stderr = Some(result.stderr);
     record.error = error.clone();
-    let event = match status {
-        StepStatus::Succeeded => "step_succeeded",
-        StepStatus::TimedOut => "step_timed_out",
-        StepStatus::Cancelled => "step_cancelled",
-        _ => "step_failed",
-    };
     let ev = NewEvent::new(
-        event,
+        WorkflowEventType::step_ended(status),
         Some(&record.step_id),
         json!({ "exitCode": record.exit_code, "durationMs": record.duration_ms, "error": error }),
     );
@@ -652,7 +645,7 @@ pub fn recover(
         reset_step(&mut step);
         step.error = Some(reason.to_owned());
         let ev = NewEvent::new(
-            "recovered",
+            WorkflowEventType::Recovered,
             Some(&step.step_id),
             json!({ "reason": reason, "at": format_instant(&now) }),
         );

@@ -8,7 +8,7 @@ use crate::{Fence, PrunePolicy, Result, StoreError, WorkflowStore};
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{Instant, StepStatus, WorkflowRunStatus, WorkflowStatus};
+use loops_core::{Instant, StepStatus, WorkflowEventType, WorkflowRunStatus, WorkflowStatus};
 use rusqlite::{params, Row, Transaction};
 
 const WORKFLOW_COLS: &str = "id, name, version, status, spec_json, created_at, updated_at";
@@ -84,7 +84,7 @@ fn event_from_row(row: &Row<'_>) -> Result<WorkflowEvent> {
         id: get(row, 0, "id")?,
         workflow_run_id: get(row, 1, "workflow_run_id")?,
         sequence: get_u64(row, 2, "sequence")?,
-        event_type: get(row, 3, "event_type")?,
+        event_type: get_enum::<WorkflowEventType>(row, 3, "event_type")?,
         step_id: get(row, 4, "step_id")?,
         payload: serde_json::from_str(&payload)
             .map_err(|e| StoreError::Decode(format!("column payload_json: {e}")))?,
@@ -118,7 +118,7 @@ fn append_events(
             new_id(),
             run_id,
             sequence,
-            event.event_type,
+            event.event_type.as_str(),
             event.step_id,
             payload,
             ms(&now)
@@ -308,7 +308,7 @@ impl WorkflowStore for SqliteStore {
                 tx,
                 &run.id,
                 &[NewEvent::new(
-                    "created",
+                    WorkflowEventType::Created,
                     None,
                     serde_json::json!({
                         "workflowId": workflow.id,

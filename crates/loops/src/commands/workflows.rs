@@ -552,7 +552,7 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
             e.created_at
                 .with_timezone(&chrono::Local)
                 .format("%H:%M:%S%.3f"),
-            e.event_type,
+            e.event_type.as_str(),
             e.step_id.as_deref().unwrap_or("")
         )?;
     }
