@@ -723,16 +723,8 @@ fn add_history(db: &Path, loops: usize, count: usize) -> Result<Duration> {
             Ok(run) => run,
             Err(refused) => bail!("history claim refused: {refused:?}"),
         };
-        let outcome = RunOutcome {
-            status: RunStatus::Succeeded,
-            finished_at: now,
-            exit_code: Some(0),
-            stdout: String::new(),
-            stderr: String::new(),
-            error: None,
-            summary: None,
-            usage: None,
-        };
+        let mut outcome = RunOutcome::new(RunStatus::Succeeded, now);
+        outcome.exit_code = Some(0);
         store.finalize_run(&run.id, &outcome, None)?;
     }
     Ok(start.elapsed())
@@ -785,16 +777,9 @@ impl Bencher {
                 Ok(run) => run,
                 Err(refused) => bail!("history claim refused: {refused:?}"),
             };
-            let outcome = RunOutcome {
-                status: RunStatus::Succeeded,
-                finished_at: now,
-                exit_code: Some(0),
-                stdout: output.clone(),
-                stderr: String::new(),
-                error: None,
-                summary: None,
-                usage: None,
-            };
+            let mut outcome = RunOutcome::new(RunStatus::Succeeded, now)
+                .with_output(output.clone(), String::new());
+            outcome.exit_code = Some(0);
             store.finalize_run(&run.id, &outcome, None)?;
         }
         drop(store);

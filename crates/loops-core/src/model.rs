@@ -455,6 +455,56 @@ pub struct RunOutcome {
     pub usage: Option<Usage>,
 }
 
+impl RunOutcome {
+    /// An attempt that ended with `status` at `finished_at`: no exit code, no output,
+    /// no error yet.
+    pub fn new(status: RunStatus, finished_at: Instant) -> Self {
+        Self {
+            status,
+            finished_at,
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: None,
+            summary: None,
+            usage: None,
+        }
+    }
+
+    /// A failed attempt with no process to show for it (its target could not be
+    /// resolved, its workflow is missing): `error` says why.
+    pub fn failed(finished_at: Instant, error: impl Into<String>) -> Self {
+        Self {
+            error: Some(error.into()),
+            ..Self::new(RunStatus::Failed, finished_at)
+        }
+    }
+
+    /// An attempt its runner could not see to its end (the runner died, or the process
+    /// outlived it and its exit status is unknown); it counts as a failed attempt.
+    pub fn abandoned(finished_at: Instant, error: impl Into<String>) -> Self {
+        Self {
+            error: Some(error.into()),
+            ..Self::new(RunStatus::Abandoned, finished_at)
+        }
+    }
+
+    /// An attempt its runner's owner stopped (daemon stop, lease lost): abandoned, with
+    /// the error `interrupted: {reason}`.
+    pub fn interrupted(finished_at: Instant, reason: &str) -> Self {
+        Self::abandoned(finished_at, format!("interrupted: {reason}"))
+    }
+
+    /// The same outcome with the captured output tails.
+    pub fn with_output(self, stdout: String, stderr: String) -> Self {
+        Self {
+            stdout,
+            stderr,
+            ..self
+        }
+    }
+}
+
 impl Provider {
     /// The CLI executable the provider is driven through.
     pub fn executable(self) -> &'static str {
@@ -591,6 +641,26 @@ mod tests {
             );
         }
         assert!("step_retried".parse::<WorkflowEventType>().is_err());
+    }
+
+    #[test]
+    fn run_outcome_constructors() {
+        let at = chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap();
+        let o = RunOutcome::interrupted(at, "daemon stopped");
+        assert_eq!(o.status, RunStatus::Abandoned);
+        assert_eq!(o.error.as_deref(), Some("interrupted: daemon stopped"));
+        assert_eq!(o.finished_at, at);
+        let o = RunOutcome::failed(at, "no active workflow named \"w\"")
+            .with_output("out".into(), "err".into());
+        assert_eq!(o.status, RunStatus::Failed);
+        assert_eq!((o.stdout.as_str(), o.stderr.as_str()), ("out", "err"));
+        assert_eq!(o.exit_code, None);
+        let o = RunOutcome::new(RunStatus::Succeeded, at);
+        assert_eq!((o.error, o.summary, o.usage), (None, None, None));
+        assert_eq!(
+            RunOutcome::abandoned(at, "runner gone").status,
+            RunStatus::Abandoned
+        );
     }
 
     #[test]

@@ -13,8 +13,9 @@
 //! its side effects may already have happened.
 
 use crate::clock::Clock;
-use crate::executor::{execute, ExecResult, ExecSpec, ExecStatus};
+use crate::executor::{execute, ExecResult, ExecSpec};
 use crate::process::is_same_process_alive;
+use crate::providers::{self, Verdict};
 use crate::targets::{process_spec, ExecSettings, ProcessTarget};
 use loops_core::workflow::{
     Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, WorkflowRecord, WorkflowRun,
@@ -68,8 +69,39 @@ enum Stop {
     Interrupted(String),
 }
 
-/// Runs (or continues) a workflow run to its end and returns the final run record.
-pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<WorkflowRun, StoreError> {
+/// How [`run`] left a workflow run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The attempt came to an end of its own: the run succeeded, failed, timed out or
+    /// was cancelled.
+    Finished(WorkflowRun),
+    /// The run's owner stopped the attempt (daemon stop, lease lost, Ctrl-C): the run
+    /// is recorded `failed` ("interrupted: …"), but the attempt did not complete, so
+    /// the loop run it belongs to is `abandoned` rather than failed.
+    Interrupted(WorkflowRun),
+    /// Stopped while a step process left by an earlier runner still ran, before
+    /// anything changed: the run stays `running`, for whoever continues it next.
+    Untouched(WorkflowRun),
+}
+
+impl RunEnd {
+    /// The run record as it was left.
+    pub fn run(&self) -> &WorkflowRun {
+        match self {
+            RunEnd::Finished(run) | RunEnd::Interrupted(run) | RunEnd::Untouched(run) => run,
+        }
+    }
+
+    /// The run record as it was left.
+    pub fn into_run(self) -> WorkflowRun {
+        match self {
+            RunEnd::Finished(run) | RunEnd::Interrupted(run) | RunEnd::Untouched(run) => run,
+        }
+    }
+}
+
+/// Runs (or continues) a workflow run to its end and says how it was left.
+pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<RunEnd, StoreError> {
     let now = ctx.now();
     let (mut run, created) =
         ctx.store
@@ -91,7 +123,7 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
         if !wait_for_orphans(&steps, &ctx.interrupt).await {
             // Stopped while a step's process still runs: leave everything as it is
             // for whoever continues the run next.
-            return Ok(run);
+            return Ok(RunEnd::Untouched(run));
         }
         for step in steps.iter_mut() {
             let rerun = match step.status {
@@ -184,7 +216,10 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
     );
     ctx.store
         .save_workflow_run(&run, &[event], finished, ctx.fence())?;
-    Ok(run)
+    Ok(match stop {
+        Some(Stop::Interrupted(_)) => RunEnd::Interrupted(run),
+        _ => RunEnd::Finished(run),
+    })
 }
 
 /// Steps left `running` by a runner that died may still have live processes: never
@@ -488,18 +523,7 @@ fn start_step(
         };
         let result = match spec {
             Ok(spec) => execute(spec, on_spawn, cancelled).await,
-            Err(message) => ExecResult {
-                status: ExecStatus::Failed,
-                exit_code: None,
-                signal: None,
-                stdout: String::new(),
-                stderr: String::new(),
-                error: Some(message),
-                pid: None,
-                pid_start_time: None,
-                started_at: now,
-                finished_at: now,
-            },
+            Err(message) => ExecResult::unspecified(message, now),
         };
         (index, result)
     });
@@ -516,43 +540,13 @@ fn finish_step(
     // The pid is kept: it tells `recover` and a continuing run which process ran.
     record.pid = result.pid.or(record.pid);
     record.pid_start_time = result.pid_start_time.or(record.pid_start_time);
-    let mut status = match result.status {
-        ExecStatus::Succeeded => StepStatus::Succeeded,
-        ExecStatus::Failed => StepStatus::Failed,
-        ExecStatus::TimedOut => StepStatus::TimedOut,
-        ExecStatus::Cancelled => StepStatus::Cancelled,
+    let verdict = match &step.target {
+        StepTarget::Agent(agent) => providers::judge(agent, &result),
+        StepTarget::Command(_) => Verdict::of_process(&result),
     };
-    let mut result = result;
-    if let (StepTarget::Agent(agent), StepStatus::Succeeded | StepStatus::Failed) =
-        (&step.target, status)
-    {
-        // The provider's own verdict (e.g. claude's `is_error` with exit 0) decides.
-        let mut outcome = loops_core::RunOutcome {
-            status: if status == StepStatus::Succeeded {
-                loops_core::RunStatus::Succeeded
-            } else {
-                loops_core::RunStatus::Failed
-            },
-            finished_at: result.finished_at,
-            exit_code: result.exit_code,
-            stdout: std::mem::take(&mut result.stdout),
-            stderr: std::mem::take(&mut result.stderr),
-            error: result.error.take(),
-            summary: None,
-            usage: None,
-        };
-        crate::providers::interpret(agent, &mut outcome);
-        status = if outcome.status == loops_core::RunStatus::Succeeded {
-            StepStatus::Succeeded
-        } else {
-            StepStatus::Failed
-        };
-        result.stdout = outcome.stdout;
-        result.stderr = outcome.stderr;
-        result.error = outcome.error;
-        record.summary = outcome.summary;
-        record.usage = outcome.usage;
-    }
+    let status = verdict.step_status();
+    record.summary = verdict.summary;
+    record.usage = verdict.usage;
     let error = match (status, stop) {
         (StepStatus::Cancelled, Some(Stop::Failed { step, status })) => {
             Some(format!("cancelled: step {step:?} {status}"))
@@ -562,7 +556,7 @@ fn finish_step(
         (StepStatus::Cancelled, Some(Stop::Interrupted(why))) => {
             Some(format!("interrupted: {why}"))
         }
-        _ => result.error.clone(),
+        _ => verdict.error,
     };
     record.status = status;
     record.finished_at = Some(result.finished_at);

@@ -324,3 +324,78 @@ async fn the_daemon_loop_runs_due_loops_and_stops_cleanly_on_shutdown() {
         "released at shutdown"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_workflow_run_ends_interrupted_not_failed() {
+    use loops_core::workflow::{parse_spec, validate};
+    use loops_runtime::workflow::{run, RunContext, RunEnd};
+    let w = world(t0());
+    let (gate, cmd) = w.gate();
+    let spec = parse_spec(&format!(
+        r#"{{"name":"slow","steps":[{{"id":"wait","target":{{"type":"command","command":{cmd:?},"shell":true}}}}]}}"#
+    ))
+    .unwrap();
+    validate(&spec).unwrap();
+    let workflow = w.store.create_workflow(&spec, false, t0()).unwrap();
+    let (stop, interrupt) = tokio::sync::watch::channel(None::<String>);
+    let ctx = RunContext {
+        store: Arc::clone(&w.store),
+        fence: None,
+        exec: loops_runtime::targets::ExecSettings::for_data_dir(w.dir.path()),
+        clock: Arc::clone(&w.clock) as Arc<dyn Clock>,
+        origin: None,
+        loop_metadata: Vec::new(),
+        timeout: None,
+        interrupt,
+    };
+    let running = tokio::spawn(async move { run(&ctx, &workflow).await });
+    let store = Arc::clone(&w.store);
+    until("the step to start", Duration::from_secs(10), || {
+        store
+            .list_workflow_runs(Some("slow"), Some(1))
+            .unwrap()
+            .first()
+            .and_then(|r| store.step_runs(&r.id).ok())
+            .is_some_and(|s| s[0].pid.is_some())
+    })
+    .await;
+    stop.send(Some("daemon stopped".into())).unwrap();
+    let end = running.await.unwrap().unwrap();
+    let RunEnd::Interrupted(stopped) = &end else {
+        panic!("not interrupted: {end:?}");
+    };
+    assert_eq!(stopped.status, loops_core::WorkflowRunStatus::Failed);
+    assert_eq!(
+        stopped.error.as_deref(),
+        Some("interrupted: daemon stopped")
+    );
+    let events = w.store.workflow_events(&stopped.id, None).unwrap();
+    assert_eq!(
+        events.last().map(|e| e.event_type),
+        Some(loops_core::WorkflowEventType::Interrupted)
+    );
+    std::fs::write(gate, b"").unwrap();
+
+    // One that ends by itself is finished.
+    let spec = parse_spec(
+        r#"{"name":"quick","steps":[{"id":"a","target":{"type":"command","command":"true"}}]}"#,
+    )
+    .unwrap();
+    let workflow = w.store.create_workflow(&spec, false, t0()).unwrap();
+    let (_stop, interrupt) = tokio::sync::watch::channel(None::<String>);
+    let ctx = RunContext {
+        store: Arc::clone(&w.store),
+        fence: None,
+        exec: loops_runtime::targets::ExecSettings::for_data_dir(w.dir.path()),
+        clock: Arc::clone(&w.clock) as Arc<dyn Clock>,
+        origin: None,
+        loop_metadata: Vec::new(),
+        timeout: None,
+        interrupt,
+    };
+    let end = run(&ctx, &workflow).await.unwrap();
+    assert!(
+        matches!(&end, RunEnd::Finished(r) if r.status == loops_core::WorkflowRunStatus::Succeeded),
+        "{end:?}"
+    );
+}

@@ -3,7 +3,7 @@
 
 use super::{lock, parse_runner_id, Engine, EngineError, InFlight, TickReport};
 use crate::process::is_same_process_alive;
-use loops_core::{Instant, Loop, Run, RunOutcome, RunStatus};
+use loops_core::{Instant, Loop, Run, RunOutcome};
 use loops_store::{RunWrite, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,32 +58,24 @@ impl Engine {
                 .as_ref()
                 .map(|files| files.read(self.cfg.exec.max_output_bytes))
                 .unwrap_or_default();
-            let outcome = RunOutcome {
-                status: RunStatus::Abandoned,
-                finished_at: now,
-                exit_code: None,
-                stdout: run
-                    .stdout
-                    .clone()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or(stdout),
-                stderr: run
-                    .stderr
-                    .clone()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or(stderr),
-                error: Some(match run.pid {
-                    _ if workflow => "abandoned: runner gone; the slot's workflow run continues \
-                                      with its next attempt"
-                        .to_owned(),
-                    Some(pid) => {
-                        format!("abandoned: runner gone and process {pid} no longer exists")
-                    }
-                    None => "abandoned: runner gone before the process started".to_owned(),
-                }),
-                summary: None,
-                usage: None,
+            let stdout = run
+                .stdout
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or(stdout);
+            let stderr = run
+                .stderr
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or(stderr);
+            let error = match run.pid {
+                _ if workflow => "abandoned: runner gone; the slot's workflow run continues \
+                                  with its next attempt"
+                    .to_owned(),
+                Some(pid) => format!("abandoned: runner gone and process {pid} no longer exists"),
+                None => "abandoned: runner gone before the process started".to_owned(),
             };
+            let outcome = RunOutcome::abandoned(now, error).with_output(stdout, stderr);
             let write = RunWrite::Finished {
                 run: run.id.clone(),
                 outcome,
@@ -205,18 +197,13 @@ impl Engine {
                     .as_ref()
                     .map(|s| s.for_run(&run.id).read(engine.cfg.exec.max_output_bytes))
                     .unwrap_or_default();
-                let outcome = RunOutcome {
-                    status: RunStatus::Abandoned,
-                    finished_at: engine.clock.now(),
-                    exit_code: None,
-                    stdout,
-                    stderr,
-                    error: Some(format!(
+                let outcome = RunOutcome::abandoned(
+                    engine.clock.now(),
+                    format!(
                         "process {pid} exited while adopted after its runner died; exit status unknown"
-                    )),
-                    summary: None,
-                    usage: None,
-                };
+                    ),
+                )
+                .with_output(stdout, stderr);
                 engine.finalize_and_advance(&run, &outcome).await;
             }
         });

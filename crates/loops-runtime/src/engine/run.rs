@@ -3,8 +3,9 @@
 
 use super::{lock, Engine, InFlight};
 use crate::executor::{execute, ExecResult, ExecStatus};
+use crate::providers::{self, Verdict};
 use crate::targets::{exec_spec, SpecError};
-use loops_core::{Instant, Loop, Overlap, Run, RunOutcome, RunSource, RunStatus};
+use loops_core::{Instant, Loop, Overlap, Run, RunOutcome, RunSource};
 use loops_store::{ClaimRequest, RunWrite};
 use std::sync::Arc;
 use tokio::sync::{watch, OwnedSemaphorePermit};
@@ -79,7 +80,7 @@ impl Engine {
                 None => None,
             };
         }
-        let (result, spec_error) = match exec_spec(lp, &run, &self.cfg.exec) {
+        let outcome = match exec_spec(lp, &run, &self.cfg.exec) {
             Ok(mut spec) => {
                 spec.spool = self.cfg.exec.spool.as_ref().map(|s| s.for_run(&run.id));
                 let on_spawn = |pid: u32, start: Option<u64>| {
@@ -95,58 +96,42 @@ impl Engine {
                         std::future::pending::<()>().await;
                     }
                 };
-                (Some(execute(spec, on_spawn, cancel).await), None)
+                let result = execute(spec, on_spawn, cancel).await;
+                let verdict = match &lp.target {
+                    loops_core::Target::Agent(agent) => providers::judge(agent, &result),
+                    _ => Verdict::of_process(&result),
+                };
+                let reason = lock(&self.inflight)
+                    .remove(&run.id)
+                    .and_then(|f| f.cancel.borrow().clone());
+                run_outcome(result, verdict, reason)
             }
-            Err(SpecError(message)) => (None, Some(message)),
-        };
-        let reason = lock(&self.inflight)
-            .remove(&run.id)
-            .and_then(|f| f.cancel.borrow().clone());
-        let outcome = match result {
-            Some(result) => {
-                let mut outcome = outcome_from(result, reason);
-                if let loops_core::Target::Agent(agent) = &lp.target {
-                    crate::providers::interpret(agent, &mut outcome);
-                }
-                outcome
+            Err(SpecError(message)) => {
+                lock(&self.inflight).remove(&run.id);
+                RunOutcome::failed(self.clock.now(), message)
             }
-            None => RunOutcome {
-                status: RunStatus::Failed,
-                finished_at: self.clock.now(),
-                exit_code: None,
-                stdout: String::new(),
-                stderr: String::new(),
-                error: spec_error,
-                summary: None,
-                usage: None,
-            },
         };
         self.finalize_and_advance(&run, &outcome).await
     }
 }
 
-fn outcome_from(result: ExecResult, cancel_reason: Option<String>) -> RunOutcome {
-    let (status, error) = match result.status {
-        ExecStatus::Succeeded => (RunStatus::Succeeded, None),
-        ExecStatus::Failed => (RunStatus::Failed, result.error),
-        ExecStatus::TimedOut => (RunStatus::TimedOut, result.error),
-        // Interrupted (daemon stop, lease loss): the attempt did not complete.
-        ExecStatus::Cancelled => (
-            RunStatus::Abandoned,
-            Some(format!(
-                "interrupted: {}",
-                cancel_reason.unwrap_or_else(|| "cancelled".into())
-            )),
+/// A loop run's outcome from its process and the verdict on it. A stopped attempt
+/// (daemon stop, lease lost) is interrupted, with its owner's reason.
+fn run_outcome(result: ExecResult, verdict: Verdict, cancel_reason: Option<String>) -> RunOutcome {
+    let status = verdict.run_status();
+    let mut outcome = match verdict.status {
+        ExecStatus::Cancelled => RunOutcome::interrupted(
+            result.finished_at,
+            cancel_reason.as_deref().unwrap_or("cancelled"),
         ),
-    };
-    RunOutcome {
-        status,
-        finished_at: result.finished_at,
-        exit_code: result.exit_code,
-        stdout: result.stdout,
-        stderr: result.stderr,
-        error,
-        summary: None,
-        usage: None,
+        _ => RunOutcome {
+            error: verdict.error,
+            ..RunOutcome::new(status, result.finished_at)
+        },
     }
+    .with_output(result.stdout, result.stderr);
+    outcome.exit_code = result.exit_code;
+    outcome.summary = verdict.summary;
+    outcome.usage = verdict.usage;
+    outcome
 }

@@ -268,7 +268,7 @@ fn parked_checks(store: &SqliteStore, checks: &mut Vec<Check>) {
             .and_then(|mut r| r.pop());
         if let Some(error) = last
             .and_then(|r| r.error)
-            .filter(|e| e.starts_with("loop parked"))
+            .filter(|e| loops_core::transitions::Parked::from_error(e).is_some())
         {
             check(checks, format!("loop {}", lp.name), "warn", error);
         }

@@ -279,7 +279,7 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         }
         result
     });
-    let run = result.map_err(Failure::from)?;
+    let run = result.map_err(Failure::from)?.into_run();
     let steps = client.store().step_runs(&run.id).map_err(Failure::from)?;
     if ctx.json {
         let steps: Vec<StepRun> = steps

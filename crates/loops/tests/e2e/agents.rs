@@ -360,6 +360,36 @@ fn agent_workflow_steps_keep_their_summary_and_usage() {
     );
 }
 
+/// Steps and loop runs share one verdict: a step that times out keeps what the agent
+/// reported before it was stopped, as a timed-out loop run does.
+#[test]
+fn a_timed_out_agent_step_keeps_its_summary_and_usage() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    let out = fakes.out.join("slow.out");
+    std::fs::write(&out, fixture("claude_success.json")).unwrap();
+    write_script(
+        &fakes.bin.join("claude"),
+        &format!(
+            "#!/bin/sh\ncat > /dev/null\ncat {}\nexec sleep 30\n",
+            out.display()
+        ),
+    );
+    let spec = serde_json::json!({"name": "slow", "steps": [
+        {"id": "review", "timeout": "1s", "target": {"type": "agent", "provider": "claude", "prompt": "Review it."}}
+    ]});
+    let path = w.root.path().join("wf.json");
+    std::fs::write(&path, spec.to_string()).unwrap();
+    w.ok(&["workflows", "create", path.to_str().unwrap()]);
+    let out = w.run(&["--json", "workflows", "run", "slow"]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let step = &doc["steps"][0];
+    assert_eq!(step["status"], "timed_out", "{doc}");
+    assert_eq!(step["summary"], "Hello from the mock model.", "{doc}");
+    assert_eq!(step["usage"]["outputTokens"], 7, "{doc}");
+}
+
 #[test]
 fn reported_errors_fail_the_run_with_the_providers_message() {
     let mut w = World::new();
