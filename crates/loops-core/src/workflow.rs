@@ -4,8 +4,8 @@
 
 use crate::validate::{self, ValidationError};
 use crate::{
-    Account, AgentTarget, CommandTarget, Instant, StepStatus, WorkflowEventType, WorkflowRunStatus,
-    WorkflowStatus,
+    Account, AgentTarget, CommandTarget, Instant, LoopId, RunId, StepId, StepRunId, StepStatus,
+    WorkflowEventType, WorkflowId, WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -43,14 +43,14 @@ impl WorkflowSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Step {
-    pub id: String,
+    pub id: StepId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub target: StepTarget,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
+    pub depends_on: Vec<StepId>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub continue_on_failure: bool,
     /// Step timeout: `"30s"` or milliseconds; overrides the target's own.
@@ -158,8 +158,12 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
         MAX_DESCRIPTION_BYTES,
     );
     for step in &spec.steps {
-        let label = format!("step {:?}", truncated(&step.id));
-        sized(format!("{label}: id"), step.id.len(), MAX_FIELD_BYTES);
+        let label = format!("step {:?}", truncated(step.id.as_str()));
+        sized(
+            format!("{label}: id"),
+            step.id.as_str().len(),
+            MAX_FIELD_BYTES,
+        );
         sized(format!("{label}: name"), len(&step.name), MAX_FIELD_BYTES);
         sized(
             format!("{label}: description"),
@@ -182,7 +186,7 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
     );
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for step in &spec.steps {
-        if step.id.trim().is_empty() {
+        if step.id.as_str().trim().is_empty() {
             problems.push("a step has an empty id".to_owned());
             continue;
         }
@@ -265,7 +269,7 @@ fn find_cycle(spec: &WorkflowSpec) -> Option<Vec<String>> {
                         let from = stack.iter().position(|(n, _)| *n == dep).unwrap_or(0);
                         let mut path: Vec<String> = stack[from..]
                             .iter()
-                            .map(|(n, _)| spec.steps[*n].id.clone())
+                            .map(|(n, _)| spec.steps[*n].id.to_string())
                             .collect();
                         // Edges point at dependencies; print in execution order.
                         path.reverse();
@@ -395,7 +399,7 @@ impl Dag {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowRecord {
-    pub id: String,
+    pub id: WorkflowId,
     pub name: String,
     pub version: u32,
     pub status: WorkflowStatus,
@@ -409,8 +413,8 @@ pub struct WorkflowRecord {
 /// Where a workflow run came from when a loop started it: it belongs to that slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOrigin {
-    pub loop_id: crate::LoopId,
-    pub loop_run_id: crate::RunId,
+    pub loop_id: LoopId,
+    pub loop_run_id: RunId,
     pub scheduled_for: Instant,
 }
 
@@ -429,11 +433,11 @@ impl RunOrigin {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowRun {
-    pub id: String,
-    pub workflow_id: String,
+    pub id: WorkflowRunId,
+    pub workflow_id: WorkflowId,
     pub workflow_name: String,
-    pub loop_id: Option<String>,
-    pub loop_run_id: Option<String>,
+    pub loop_id: Option<LoopId>,
+    pub loop_run_id: Option<RunId>,
     #[serde(default, with = "crate::timefmt::option")]
     pub scheduled_for: Option<Instant>,
     pub idempotency_key: Option<String>,
@@ -458,9 +462,9 @@ pub struct WorkflowRun {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepRun {
-    pub id: String,
-    pub workflow_run_id: String,
-    pub step_id: String,
+    pub id: StepRunId,
+    pub workflow_run_id: WorkflowRunId,
+    pub step_id: StepId,
     pub sequence: u32,
     pub status: StepStatus,
     /// How many times the step was started across the run's attempts.
@@ -500,10 +504,10 @@ pub struct StepRun {
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowEvent {
     pub id: String,
-    pub workflow_run_id: String,
+    pub workflow_run_id: WorkflowRunId,
     pub sequence: u64,
     pub event_type: WorkflowEventType,
-    pub step_id: Option<String>,
+    pub step_id: Option<StepId>,
     pub payload: serde_json::Value,
     #[serde(with = "crate::timefmt")]
     pub created_at: Instant,
@@ -513,7 +517,7 @@ pub struct WorkflowEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
     pub event_type: WorkflowEventType,
-    pub step_id: Option<String>,
+    pub step_id: Option<StepId>,
     pub payload: serde_json::Value,
 }
 
@@ -521,12 +525,12 @@ impl NewEvent {
     /// An event of `event_type`, about `step_id` when it concerns one step.
     pub fn new(
         event_type: WorkflowEventType,
-        step_id: Option<&str>,
+        step_id: Option<&StepId>,
         payload: serde_json::Value,
     ) -> Self {
         Self {
             event_type,
-            step_id: step_id.map(str::to_owned),
+            step_id: step_id.cloned(),
             payload,
         }
     }

@@ -23,11 +23,13 @@
 //! # Ok(()) }
 //! ```
 
+use crate::workflow::RunEnd;
 use loops_core::schedule::{self, ScheduleError};
 use loops_core::validate::{self, ValidationError};
-use loops_core::workflow::{StepRun, WorkflowRecord, WorkflowRun, WorkflowSpec};
+use loops_core::workflow::{StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec};
 use loops_core::{
-    Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, Schedule, Target, WorkflowStatus,
+    Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, Schedule, Target, WorkflowId,
+    WorkflowRunId, WorkflowStatus,
 };
 use loops_store::{LoopAdvance, RunFilter, SqliteStore, Store, StoreError};
 use std::path::{Path, PathBuf};
@@ -271,7 +273,7 @@ impl Client {
                 .workflows_with_id_prefix(name, PREFIX_MATCHES)?
                 .into_iter()
                 .find(|w| w.name != name)
-                .map(|w| w.id),
+                .map(|w| w.id.to_string()),
             // Runs have no names.
             RecordKind::WorkflowRun => None,
         };
@@ -434,14 +436,14 @@ impl Client {
         for run in running {
             processes.extend(run.pid.map(|pid| (pid, run.pid_start_time)));
             for wf in self.store.list_workflow_runs(None, None)? {
-                if wf.loop_run_id.as_deref() != Some(run.id.as_str())
+                if wf.loop_run_id.as_ref() != Some(&run.id)
                     || wf.status != loops_core::WorkflowRunStatus::Running
                 {
                     continue;
                 }
                 self.store
-                    .request_workflow_cancel(&wf.id, "loop removed", now)?;
-                for step in self.store.step_runs(&wf.id)? {
+                    .request_workflow_cancel(wf.id.as_str(), "loop removed", now)?;
+                for step in self.store.step_runs(wf.id.as_str())? {
                     if step.status == loops_core::StepStatus::Running {
                         processes.extend(step.pid.map(|pid| (pid, step.pid_start_time)));
                     }
@@ -538,7 +540,7 @@ impl Client {
     /// Archives a spec (loops naming it stop finding it).
     pub fn archive_workflow(&self, key: &str, now: Instant) -> Result<WorkflowRecord> {
         let wf = self.get_workflow(key)?;
-        Ok(self.store.archive_workflow(&wf.id, now)?)
+        Ok(self.store.archive_workflow(wf.id.as_str(), now)?)
     }
 
     /// Resolves a workflow run by exact id, then unambiguous id prefix (runs have no
@@ -597,7 +599,52 @@ impl Client {
                 run.id, run.status
             )));
         }
-        Ok(self.store.request_workflow_cancel(&run.id, reason, now)?)
+        Ok(self
+            .store
+            .request_workflow_cancel(run.id.as_str(), reason, now)?)
+    }
+
+    /// The stored workflow of exactly this id (any version, archived or not): the spec
+    /// a workflow run executed.
+    pub fn workflow_by_id(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
+        Ok(self.store.get_workflow(id.as_str())?)
+    }
+
+    /// The step runs of a workflow run, in spec order.
+    pub fn step_runs(&self, run: &WorkflowRunId) -> Result<Vec<StepRun>> {
+        Ok(self.store.step_runs(run.as_str())?)
+    }
+
+    /// A workflow run's event log, oldest first: all of it, or its last `limit` events.
+    pub fn workflow_events(
+        &self,
+        run: &WorkflowRunId,
+        limit: Option<usize>,
+    ) -> Result<Vec<WorkflowEvent>> {
+        Ok(self.store.workflow_events(run.as_str(), limit)?)
+    }
+
+    /// Runs `workflow` to its end in this process (`workflows run`): not for a loop's
+    /// slot, no daemon fence, timestamps from the system clock. `interrupt` stops it
+    /// (Ctrl-C): running steps are terminated and the run ends
+    /// [`RunEnd::Interrupted`].
+    pub async fn run_workflow(
+        &self,
+        workflow: &WorkflowRecord,
+        timeout: Option<std::time::Duration>,
+        interrupt: tokio::sync::watch::Receiver<Option<String>>,
+    ) -> Result<RunEnd> {
+        let ctx = crate::workflow::RunContext {
+            store: Arc::clone(&self.store),
+            fence: None,
+            exec: crate::targets::ExecSettings::for_data_dir(&self.data_dir),
+            clock: Arc::new(crate::clock::SystemClock),
+            origin: None,
+            loop_metadata: Vec::new(),
+            timeout,
+            interrupt,
+        };
+        Ok(crate::workflow::run(&ctx, workflow).await?)
     }
 
     /// Resets steps whose processes are gone to `pending`; refuses while any lives.

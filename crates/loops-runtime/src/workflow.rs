@@ -20,7 +20,10 @@ use crate::targets::{process_spec, ExecSettings, ProcessTarget};
 use loops_core::workflow::{
     Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, WorkflowRecord, WorkflowRun,
 };
-use loops_core::{format_instant, Instant, StepStatus, WorkflowEventType, WorkflowRunStatus};
+use loops_core::{
+    format_instant, Instant, StepId, StepStatus, WorkflowEventType, WorkflowRunId,
+    WorkflowRunStatus,
+};
 use loops_store::{Fence, Store, StoreError};
 use serde_json::json;
 use std::sync::Arc;
@@ -63,7 +66,7 @@ impl RunContext {
 /// Why the run stopped starting steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Stop {
-    Failed { step: String, status: StepStatus },
+    Failed { step: StepId, status: StepStatus },
     TimedOut(String),
     Cancelled(String),
     Interrupted(String),
@@ -111,10 +114,10 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<RunEnd, 
         workflow.clone()
     } else {
         ctx.store
-            .get_workflow(&run.workflow_id)?
-            .ok_or_else(|| StoreError::WorkflowNotFound(run.workflow_id.clone()))?
+            .get_workflow(run.workflow_id.as_str())?
+            .ok_or_else(|| StoreError::WorkflowNotFound(run.workflow_id.to_string()))?
     };
-    let mut steps = ctx.store.step_runs(&run.id)?;
+    let mut steps = ctx.store.step_runs(run.id.as_str())?;
     // Still `running`: its runner died mid-run, and this continues the same attempt.
     let interrupted = !created && run.status == WorkflowRunStatus::Running;
     let mut reset = Vec::new();
@@ -257,7 +260,11 @@ fn record_orphan_outcome(
     now: Instant,
 ) -> Result<(), StoreError> {
     let pid = step.pid.unwrap_or(0);
-    let spooled = ctx.exec.spool.as_ref().map(|s| s.for_step(&step.id));
+    let spooled = ctx
+        .exec
+        .spool
+        .as_ref()
+        .map(|s| s.for_step(step.id.as_str()));
     if let Some(files) = &spooled {
         let (stdout, stderr) = files.read(ctx.exec.max_output_bytes);
         step.stdout = Some(stdout);
@@ -413,7 +420,7 @@ async fn drive(
                     && matches!(status, StepStatus::Failed | StepStatus::TimedOut)
                     && dag.failure_stops_run(i)
                 {
-                    stop = Some(Stop::Failed { step: ids[i].to_owned(), status });
+                    stop = Some(Stop::Failed { step: spec.steps[i].id.clone(), status });
                     cancel_all(&cancels);
                 }
             }
@@ -436,7 +443,7 @@ async fn drive(
                             .unwrap_or_default();
                         stop = Some(Stop::TimedOut(format!("workflow timed out after {limit}")));
                         cancel_all(&cancels);
-                    } else if let Some(reason) = ctx.store.get_workflow_run(&run.id)?.and_then(|r| r.cancel_requested) {
+                    } else if let Some(reason) = ctx.store.get_workflow_run(run.id.as_str())?.and_then(|r| r.cancel_requested) {
                         stop = Some(Stop::Cancelled(reason));
                         cancel_all(&cancels);
                     }
@@ -500,7 +507,11 @@ fn start_step(
     ctx.store.save_step_run(record, &[ev], now, ctx.fence())?;
 
     let spec = step_spec(ctx, workflow, run, step).map(|mut spec| {
-        spec.spool = ctx.exec.spool.as_ref().map(|s| s.for_step(&record.id));
+        spec.spool = ctx
+            .exec
+            .spool
+            .as_ref()
+            .map(|s| s.for_step(record.id.as_str()));
         spec
     });
     let store = Arc::clone(&ctx.store);
@@ -575,7 +586,7 @@ fn finish_step(
     ctx.store
         .save_step_run(record, &[ev], ctx.now(), ctx.fence())?;
     if let Some(spool) = &ctx.exec.spool {
-        spool.for_step(&record.id).remove();
+        spool.for_step(record.id.as_str()).remove();
     }
     Ok(status)
 }
@@ -590,10 +601,10 @@ fn step_spec(
 ) -> Result<ExecSpec, String> {
     let mut metadata = ctx.loop_metadata.clone();
     metadata.extend([
-        ("LOOPS_WORKFLOW_ID", workflow.id.clone()),
+        ("LOOPS_WORKFLOW_ID", workflow.id.to_string()),
         ("LOOPS_WORKFLOW_NAME", workflow.name.clone()),
-        ("LOOPS_WORKFLOW_RUN_ID", run.id.clone()),
-        ("LOOPS_WORKFLOW_STEP_ID", step.id.clone()),
+        ("LOOPS_WORKFLOW_RUN_ID", run.id.to_string()),
+        ("LOOPS_WORKFLOW_STEP_ID", step.id.to_string()),
     ]);
     let target = match &step.target {
         StepTarget::Command(c) => ProcessTarget::Command(c),
@@ -613,10 +624,10 @@ fn step_spec(
 /// later attempt reruns them; refuses while any of those processes is alive.
 pub fn recover(
     store: &dyn Store,
-    run_id: &str,
+    run_id: &WorkflowRunId,
     reason: &str,
 ) -> Result<Vec<StepRun>, RecoverError> {
-    let steps = store.step_runs(run_id)?;
+    let steps = store.step_runs(run_id.as_str())?;
     let running: Vec<&StepRun> = steps
         .iter()
         .filter(|s| s.status == StepStatus::Running)

@@ -355,7 +355,7 @@ async fn a_stopped_workflow_run_ends_interrupted_not_failed() {
             .list_workflow_runs(Some("slow"), Some(1))
             .unwrap()
             .first()
-            .and_then(|r| store.step_runs(&r.id).ok())
+            .and_then(|r| store.step_runs(r.id.as_str()).ok())
             .is_some_and(|s| s[0].pid.is_some())
     })
     .await;
@@ -369,7 +369,7 @@ async fn a_stopped_workflow_run_ends_interrupted_not_failed() {
         stopped.error.as_deref(),
         Some("interrupted: daemon stopped")
     );
-    let events = w.store.workflow_events(&stopped.id, None).unwrap();
+    let events = w.store.workflow_events(stopped.id.as_str(), None).unwrap();
     assert_eq!(
         events.last().map(|e| e.event_type),
         Some(loops_core::WorkflowEventType::Interrupted)

@@ -72,7 +72,7 @@ impl Engine {
             },
         };
         let wf_run = end.into_run();
-        let steps = self.store.step_runs(&wf_run.id).unwrap_or_default();
+        let steps = self.store.step_runs(wf_run.id.as_str()).unwrap_or_default();
         let summary: Vec<serde_json::Value> = steps
             .iter()
             .map(|s| serde_json::json!({"stepId": s.step_id, "status": s.status, "exitCode": s.exit_code, "error": s.error, "summary": s.summary}))

@@ -13,13 +13,11 @@ use loops_core::workflow::{
     parse_spec, validate, Dag, StepRun, StepTarget, WorkflowRecord, WorkflowSpec,
 };
 use loops_core::{StepStatus, Target, WorkflowRunStatus, WorkflowStatus};
-use loops_runtime::clock::SystemClock;
 use loops_runtime::input::{absolute_path, read_text};
-use loops_runtime::targets::ExecSettings;
+use loops_runtime::Client;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 pub fn run(ctx: &Context, cmd: WorkflowsCommand) -> Result<ExitCode, Failure> {
     match cmd {
@@ -228,7 +226,8 @@ fn show(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
         let deps = if step.depends_on.is_empty() {
             String::new()
         } else {
-            format!(" ← {}", step.depends_on.join(", "))
+            let deps: Vec<&str> = step.depends_on.iter().map(|d| d.as_str()).collect();
+            format!(" ← {}", deps.join(", "))
         };
         outln!("{}{}: {what}{deps}", "  ".repeat(levels[i] + 1), step.id)?;
     }
@@ -250,28 +249,17 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         .map(super::create::timeout_ms)
         .transpose()?
         .map(std::time::Duration::from_millis);
-    let store = Arc::clone(client.store());
     let live = !ctx.json && std::io::stdout().is_terminal();
     let rt = runtime()?;
     let result = rt.block_on(async {
         let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(None::<String>);
-        let ctx_run = loops_runtime::workflow::RunContext {
-            store: Arc::clone(&store),
-            fence: None,
-            exec: ExecSettings::for_data_dir(client.data_dir()),
-            clock: Arc::new(SystemClock),
-            origin: None,
-            loop_metadata: Vec::new(),
-            timeout,
-            interrupt: interrupt_rx,
-        };
         let signals = tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 let _ = interrupt_tx.send(Some("interrupted by the user".into()));
             }
         });
-        let progress = live.then(|| spawn_progress(Arc::clone(&store), workflow.name.clone()));
-        let result = loops_runtime::workflow::run(&ctx_run, &workflow).await;
+        let progress = live.then(|| spawn_progress(client.clone(), workflow.name.clone()));
+        let result = client.run_workflow(&workflow, timeout, interrupt_rx).await;
         signals.abort();
         if let Some(p) = progress {
             p.abort();
@@ -279,8 +267,8 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         }
         result
     });
-    let run = result.map_err(Failure::from)?.into_run();
-    let steps = client.store().step_runs(&run.id).map_err(Failure::from)?;
+    let run = result?.into_run();
+    let steps = client.step_runs(&run.id)?;
     if ctx.json {
         let steps: Vec<StepRun> = steps
             .into_iter()
@@ -319,20 +307,20 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
 }
 
 /// Redraws one line per step (state and elapsed time) while a run executes on a TTY.
-fn spawn_progress(store: Arc<dyn loops_store::Store>, name: String) -> tokio::task::JoinHandle<()> {
+fn spawn_progress(client: Client, name: String) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut drawn = 0usize;
         let mut run_id = None;
         loop {
             if run_id.is_none() {
-                run_id = store
-                    .list_workflow_runs(Some(&name), Some(1))
+                run_id = client
+                    .workflow_runs(Some(&name), Some(1))
                     .ok()
                     .and_then(|mut r| r.pop())
                     .map(|r| r.id);
             }
             if let Some(id) = &run_id {
-                if let Ok(steps) = store.step_runs(id) {
+                if let Ok(steps) = client.step_runs(id) {
                     let _ = draw_steps(&steps, drawn);
                     drawn = steps.len();
                 }
@@ -470,7 +458,7 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
             r.duration_ms
                 .map_or_else(|| "-".into(), output::elapsed_text)
                 .into(),
-            r.loop_id.clone().unwrap_or_else(|| "-".into()).into(),
+            r.loop_id.as_ref().map_or("-", |id| id.as_str()).into(),
             r.error.clone().unwrap_or_default().into(),
         ]);
     }
@@ -481,16 +469,12 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
 fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
     let client = ctx.reader()?;
     let run = client.get_workflow_run(&args.run)?;
-    let store = client.store();
-    let steps: Vec<StepRun> = store
-        .step_runs(&run.id)
-        .map_err(Failure::from)?
+    let steps: Vec<StepRun> = client
+        .step_runs(&run.id)?
         .into_iter()
         .map(|s| redact_step(s, args.show_output))
         .collect();
-    let events = store
-        .workflow_events(&run.id, None)
-        .map_err(Failure::from)?;
+    let events = client.workflow_events(&run.id, None)?;
     if ctx.json {
         print_json(&serde_json::json!({ "workflowRun": run, "steps": steps, "events": events }))?;
         return Ok(ExitCode::SUCCESS);
@@ -511,9 +495,7 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
     if let Some(k) = &run.idempotency_key {
         outln!("slot: {k}")?;
     }
-    let workflow = store
-        .get_workflow(&run.workflow_id)
-        .map_err(Failure::from)?;
+    let workflow = client.workflow_by_id(&run.workflow_id)?;
     let levels = workflow.as_ref().map(|w| Dag::new(&w.spec).levels());
     let mut rows: Vec<(usize, &StepRun)> = steps
         .iter()
@@ -553,7 +535,7 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
                 .with_timezone(&chrono::Local)
                 .format("%H:%M:%S%.3f"),
             e.event_type.as_str(),
-            e.step_id.as_deref().unwrap_or("")
+            e.step_id.as_ref().map_or("", |id| id.as_str())
         )?;
     }
     if args.show_output {
@@ -565,10 +547,7 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
 fn events(ctx: &Context, args: WorkflowEventsArgs) -> Result<ExitCode, Failure> {
     let client = ctx.reader()?;
     let run = client.get_workflow_run(&args.run)?;
-    let events = client
-        .store()
-        .workflow_events(&run.id, args.limit)
-        .map_err(Failure::from)?;
+    let events = client.workflow_events(&run.id, args.limit)?;
     if ctx.json {
         print_json(&events)?;
         return Ok(ExitCode::SUCCESS);
@@ -579,7 +558,7 @@ fn events(ctx: &Context, args: WorkflowEventsArgs) -> Result<ExitCode, Failure> 
             e.sequence.to_string().into(),
             loops_core::format_instant(&e.created_at).into(),
             e.event_type.as_str().into(),
-            e.step_id.clone().unwrap_or_default().into(),
+            e.step_id.as_ref().map_or("", |id| id.as_str()).into(),
             e.payload.to_string().into(),
         ]);
     }

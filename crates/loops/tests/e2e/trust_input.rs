@@ -217,7 +217,7 @@ fn workflows_follow_the_same_rule() {
     let shown = w.json(&["workflows", "show", &id]);
     assert_eq!(shown["name"], "first", "{shown}");
     assert_eq!(
-        w.json(&["workflows", "show", &impostor.id])["description"],
+        w.json(&["workflows", "show", impostor.id.as_str()])["description"],
         "impostor"
     );
 }
