@@ -362,7 +362,7 @@ impl Exec {
             cwd: None,
             shell,
             env: Default::default(),
-            timeout_ms: None,
+            timeout: None,
             account: None,
         }
     }

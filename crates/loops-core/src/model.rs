@@ -2,7 +2,7 @@
 //!
 //! JSON field names follow OpenLoops 0.3 (camelCase) so existing scripts keep working.
 
-use crate::{Instant, LoopId, RunId};
+use crate::{Duration, Instant, LoopId, RunId};
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
@@ -191,8 +191,9 @@ pub struct CommandTarget {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
+    #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -235,8 +236,9 @@ pub struct AgentTarget {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
+    #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -273,8 +275,9 @@ fn unique_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkflowTarget {
     pub workflow: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
+    #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
 }
 
 /// What a loop runs.
@@ -296,11 +299,11 @@ impl Target {
         }
     }
     /// The target's own timeout, if any.
-    pub fn timeout_ms(&self) -> Option<u64> {
+    pub fn timeout(&self) -> Option<Duration> {
         match self {
-            Target::Command(t) => t.timeout_ms,
-            Target::Agent(t) => t.timeout_ms,
-            Target::Workflow(t) => t.timeout_ms,
+            Target::Command(t) => t.timeout,
+            Target::Agent(t) => t.timeout,
+            Target::Workflow(t) => t.timeout,
         }
     }
 }

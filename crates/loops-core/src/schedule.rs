@@ -432,7 +432,7 @@ mod tests {
                 cwd: None,
                 shell: false,
                 env: Default::default(),
-                timeout_ms: None,
+                timeout: None,
                 account: None,
             }),
             next_run_at: Some(t(next_run_at)),

@@ -4,8 +4,8 @@
 
 use crate::validate::{self, ValidationError};
 use crate::{
-    Account, AgentTarget, CommandTarget, Instant, LoopId, RunId, StepId, StepRunId, StepStatus,
-    WorkflowEventType, WorkflowId, WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
+    Account, AgentTarget, CommandTarget, Duration, Instant, LoopId, RunId, StepId, StepRunId,
+    StepStatus, WorkflowEventType, WorkflowId, WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -53,14 +53,16 @@ pub struct Step {
     pub depends_on: Vec<StepId>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub continue_on_failure: bool,
-    /// Step timeout: `"30s"` or milliseconds; overrides the target's own.
+    /// Step timeout: `"30s"` or milliseconds; overrides the target's own. JSON:
+    /// `timeout` or `timeoutMs` (written as `timeoutMs`).
     #[serde(
         default,
+        rename = "timeoutMs",
         alias = "timeout",
         deserialize_with = "duration_or_ms",
         skip_serializing_if = "Option::is_none"
     )]
-    pub timeout_ms: Option<u64>,
+    pub timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -75,10 +77,10 @@ pub enum StepTarget {
 
 impl Step {
     /// The step's effective timeout (its own, else its target's).
-    pub fn timeout_ms(&self) -> Option<u64> {
-        self.timeout_ms.or(match &self.target {
-            StepTarget::Command(c) => c.timeout_ms,
-            StepTarget::Agent(a) => a.timeout_ms,
+    pub fn effective_timeout(&self) -> Option<Duration> {
+        self.timeout.or(match &self.target {
+            StepTarget::Command(c) => c.timeout,
+            StepTarget::Agent(a) => a.timeout,
         })
     }
 
@@ -91,7 +93,7 @@ impl Step {
     }
 }
 
-fn duration_or_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+fn duration_or_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -103,9 +105,9 @@ fn duration_or_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Err
         Some(Raw::Ms(0)) => Err(serde::de::Error::custom(
             "timeout must be greater than zero",
         )),
-        Some(Raw::Ms(ms)) => Ok(Some(ms)),
-        Some(Raw::Text(t)) => crate::Duration::parse(&t)
-            .map(|d| Some(d.as_millis()))
+        Some(Raw::Ms(ms)) => Ok(Duration::from_millis(ms)),
+        Some(Raw::Text(t)) => Duration::parse(&t)
+            .map(Some)
             .map_err(serde::de::Error::custom),
     }
 }
@@ -734,14 +736,31 @@ mod tests {
                 .to_owned(),
         ]))
         .unwrap();
-        assert_eq!(s.steps[0].timeout_ms(), Some(1500));
+        assert_eq!(
+            s.steps[0].effective_timeout().map(Duration::as_millis),
+            Some(1500)
+        );
         let s = spec(&wf(&[
             r#"{"id":"a","timeoutMs":200,"target":{"type":"command","command":"true"}}"#.to_owned(),
         ]))
         .unwrap();
-        assert_eq!(s.steps[0].timeout_ms(), Some(200));
+        assert_eq!(
+            s.steps[0].effective_timeout().map(Duration::as_millis),
+            Some(200)
+        );
         // Round trip through our own serialization.
         let back = parse_spec(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+        // A target's timeout is a duration too: zero is refused with its path.
+        let err = spec(&wf(&[
+            r#"{"id":"a","target":{"type":"command","command":"true","timeoutMs":0}}"#.to_owned(),
+        ]))
+        .unwrap_err();
+        assert!(
+            err.0
+                .starts_with("invalid workflow spec at steps[0].target")
+                && err.0.contains("greater than zero"),
+            "{err}"
+        );
     }
 }

@@ -613,7 +613,7 @@ fn step_spec(
     process_spec(
         target,
         step.account(),
-        step.timeout_ms(),
+        step.effective_timeout(),
         metadata,
         &ctx.exec,
     )

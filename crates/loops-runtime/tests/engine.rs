@@ -36,7 +36,7 @@ fn every(name: &str, every_ms: u64, cmd: &str, next: Instant) -> NewLoop {
             cwd: None,
             shell: true,
             env: Default::default(),
-            timeout_ms: None,
+            timeout: None,
             account: None,
         }),
         policy: Policy::default(),

@@ -32,7 +32,7 @@ fn target(provider: Provider) -> AgentTarget {
         config_isolation: ConfigIsolation::Safe,
         config_overrides: BTreeMap::new(),
         env: BTreeMap::new(),
-        timeout_ms: None,
+        timeout: None,
         account: None,
     }
 }

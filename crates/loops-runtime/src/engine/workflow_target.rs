@@ -5,7 +5,6 @@ use super::Engine;
 use crate::workflow::RunEnd;
 use loops_core::{Loop, Run, RunOutcome, RunStatus, WorkflowRunStatus};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::watch;
 
 impl Engine {
@@ -48,7 +47,7 @@ impl Engine {
             clock: Arc::clone(&self.clock),
             origin: Some(origin),
             loop_metadata: crate::targets::run_metadata(lp, run),
-            timeout: target.timeout_ms.map(Duration::from_millis),
+            timeout: target.timeout.map(loops_core::Duration::to_std),
             interrupt,
         };
         let end = match crate::workflow::run(&ctx, &workflow).await {

@@ -162,7 +162,7 @@ fn command_target(args: CreateCommandArgs) -> Result<(CommonCreate, Target), Fai
         cwd: cwd(c)?,
         shell: !args.no_shell,
         env: env_map(&c.env)?,
-        timeout_ms: timeout(c)?,
+        timeout: timeout(c)?,
         account: account(c),
     };
     if !target.shell && target.command.trim().contains(char::is_whitespace) {
@@ -214,7 +214,7 @@ fn agent_target(args: CreateAgentArgs) -> Result<(CommonCreate, Target), Failure
         config_isolation,
         config_overrides: config_overrides(&args.config_overrides)?,
         env: env_map(&c.env)?,
-        timeout_ms: timeout(c)?,
+        timeout: timeout(c)?,
         account: account(c),
     };
     Ok((args.common, Target::Agent(target)))
@@ -223,20 +223,20 @@ fn agent_target(args: CreateAgentArgs) -> Result<(CommonCreate, Target), Failure
 fn workflow_target(args: CreateWorkflowArgs) -> Result<(CommonCreate, Target), Failure> {
     let target = WorkflowTarget {
         workflow: args.workflow.clone(),
-        timeout_ms: timeout(&args.common)?,
+        timeout: timeout(&args.common)?,
     };
     Ok((args.common, Target::Workflow(target)))
 }
 
 /// `--timeout`: zero is refused with the way to say "no limit" (leave the flag out).
-fn timeout(c: &CommonCreate) -> Result<Option<u64>, Failure> {
-    c.timeout.as_deref().map(timeout_ms).transpose()
+fn timeout(c: &CommonCreate) -> Result<Option<Duration>, Failure> {
+    c.timeout.as_deref().map(parse_timeout).transpose()
 }
 
 /// Parses a `--timeout` value (shared with `workflows run --timeout`).
-pub fn timeout_ms(text: &str) -> Result<u64, Failure> {
+pub fn parse_timeout(text: &str) -> Result<Duration, Failure> {
     match Duration::parse(text) {
-        Ok(d) => Ok(d.as_millis()),
+        Ok(d) => Ok(d),
         Err(e @ DurationError::NotPositive(_)) => Err(Failure::usage(format!(
             "--timeout: {e} (omit --timeout for no limit)"
         ))),

@@ -95,8 +95,8 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode, Failure> {
         }
         Target::Workflow(w) => lines.push(("workflow", w.workflow.clone())),
     }
-    if let Some(t) = lp.target.timeout_ms() {
-        lines.push(("timeout", output::duration_text(t)));
+    if let Some(t) = lp.target.timeout() {
+        lines.push(("timeout", output::duration_text(t.as_millis())));
     }
     lines.extend([
         (

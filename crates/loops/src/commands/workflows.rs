@@ -246,9 +246,9 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
     let timeout = args
         .timeout
         .as_deref()
-        .map(super::create::timeout_ms)
+        .map(super::create::parse_timeout)
         .transpose()?
-        .map(std::time::Duration::from_millis);
+        .map(loops_core::Duration::to_std);
     let live = !ctx.json && std::io::stdout().is_terminal();
     let rt = runtime()?;
     let result = rt.block_on(async {

@@ -60,7 +60,7 @@ fn plant_loop(w: &World, name: &str) -> String {
             cwd: None,
             shell: true,
             env: Default::default(),
-            timeout_ms: None,
+            timeout: None,
             account: None,
         }),
         policy: Policy::default(),
