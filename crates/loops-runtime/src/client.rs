@@ -95,20 +95,10 @@ pub enum ClientError {
     Workflow(#[from] loops_core::workflow::WorkflowError),
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-impl ClientError {
-    /// Whether the error is the caller's input (exit code 2) rather than the system's.
-    pub fn is_user_error(&self) -> bool {
-        match self {
-            ClientError::Store(StoreError::DuplicateName(_) | StoreError::DuplicateWorkflow(_)) => {
-                true
-            }
-            ClientError::Recover(crate::workflow::RecoverError::Store(_)) => false,
-            ClientError::Store(_) | ClientError::Refused(_) => false,
-            _ => true,
-        }
-    }
+    /// `tick` and `run-now` ran the engine, which stopped (its store failed, the loop
+    /// is busy, the daemon lease was lost).
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
 }
 
 /// Result alias for client calls.

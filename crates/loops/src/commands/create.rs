@@ -5,6 +5,7 @@ use super::Context;
 use crate::cli::{
     CommonCreate, CreateAgentArgs, CreateCommand, CreateCommandArgs, CreateWorkflowArgs,
 };
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::timeparse::parse_instant;
@@ -20,10 +21,9 @@ use loops_runtime::client::LoopDefinition;
 use loops_runtime::input::{absolute_path, read_text};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::ExitCode;
 use std::str::FromStr;
 
-pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<Exit, Failure> {
     let now = output::now();
     let (common, target) = match cmd {
         CreateCommand::Command(args) => command_target(args)?,
@@ -53,7 +53,7 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<ExitCode, Failure> {
             output::when(lp.next_run_at, now)
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 fn schedule(c: &CommonCreate, now: Instant) -> Result<Schedule, Failure> {

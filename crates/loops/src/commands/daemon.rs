@@ -2,6 +2,7 @@
 
 use super::Context;
 use crate::cli::{DaemonCommand, DaemonInstallArgs, DaemonLogsArgs, DaemonRunArgs, DaemonStopArgs};
+use crate::exit::Exit;
 use crate::output::{self, outln, print_json};
 use crate::Failure;
 use loops_core::{format_instant, Duration};
@@ -10,10 +11,9 @@ use loops_runtime::process::is_same_process_alive;
 use loops_store::{SqliteStore, Store, DATA_DIR_ENV, DB_FILE};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-pub fn run(ctx: &Context, cmd: DaemonCommand) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, cmd: DaemonCommand) -> Result<Exit, Failure> {
     match cmd {
         DaemonCommand::Run(args) => foreground(ctx, args),
         DaemonCommand::Start(args) => start(ctx, args),
@@ -46,7 +46,7 @@ fn config(dir: &Path, args: &DaemonRunArgs) -> Result<DaemonConfig, Failure> {
     Ok(cfg)
 }
 
-fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
+fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let dir = ctx.data_dir()?;
     loops_store::prepare_data_dir(&dir)?;
     let db = dir.join(DB_FILE);
@@ -86,7 +86,7 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
         d::run(store, cfg, shutdown).await
     });
     rt.shutdown_timeout(StdDuration::from_secs(1));
-    result.map(|()| ExitCode::SUCCESS).map_err(daemon_failure)
+    result.map(|()| Exit::Success).map_err(Failure::from)
 }
 
 /// `PRAGMA quick_check` before the daemon takes the store: a damaged page would
@@ -110,16 +110,6 @@ fn refuse_corrupt(store: &SqliteStore, db: &Path) -> Result<(), Failure> {
         db.display(),
         first.join("; ")
     )))
-}
-
-/// The exit code of a daemon that stopped abnormally: 3 when its store cannot be used
-/// (corrupt, removed or replaced, read-only), else 1.
-fn daemon_failure(err: d::DaemonError) -> Failure {
-    match err {
-        d::DaemonError::Store(e) => e.into(),
-        e @ d::DaemonError::StoreGone { .. } => Failure::store(e.to_string()),
-        e => Failure::failed(e.to_string()),
-    }
 }
 
 /// Whether this store's daemon runs, judged from the lease row alone: its pid, the
@@ -262,7 +252,7 @@ pub fn stalled_text(h: &Holder, now: loops_core::Instant) -> String {
     )
 }
 
-fn start(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
+fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let dir = client.data_dir().to_path_buf();
     config(&dir, &args)?;
@@ -364,7 +354,7 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
     } else {
         outln!("daemon started (pid {pid}); log: {}", log_path.display())?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// Opens `path` for appending, creating it 0600 (the log holds run errors and paths).
@@ -386,7 +376,7 @@ fn read_from(path: &Path, offset: u64) -> String {
     text
 }
 
-fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<ExitCode, Failure> {
+fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
     let timeout = std_duration("--timeout", &args.timeout)?;
     let client = ctx.reader()?;
     let dir = client.data_dir().to_path_buf();
@@ -400,7 +390,7 @@ fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<ExitCode, Failure> {
         } else {
             outln!("no daemon is running")?;
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     };
     if !h.local {
         return Err(Failure::failed(format!(
@@ -442,10 +432,10 @@ fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<ExitCode, Failure> {
             output::elapsed_text(took.as_millis() as u64)
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn status(ctx: &Context) -> Result<ExitCode, Failure> {
+fn status(ctx: &Context) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
     let dir = client.data_dir().to_path_buf();
     let store = client.store();
@@ -465,9 +455,9 @@ fn status(ctx: &Context) -> Result<ExitCode, Failure> {
         .is_some_and(StalePidFile::remove);
     // A stalled daemon holds the store without scheduling: not a healthy state.
     let code = if view.state == DaemonState::Stalled {
-        ExitCode::from(1)
+        Exit::Failed
     } else {
-        ExitCode::SUCCESS
+        Exit::Success
     };
     let holder = view.holder.as_ref();
     if ctx.json {
@@ -523,7 +513,7 @@ fn status(ctx: &Context) -> Result<ExitCode, Failure> {
     Ok(code)
 }
 
-fn logs(ctx: &Context, args: DaemonLogsArgs) -> Result<ExitCode, Failure> {
+fn logs(ctx: &Context, args: DaemonLogsArgs) -> Result<Exit, Failure> {
     let dir = ctx.data_dir()?;
     let path = dir.join(LOG_FILE);
     let text = std::fs::read_to_string(&path).unwrap_or_default();
@@ -537,7 +527,7 @@ fn logs(ctx: &Context, args: DaemonLogsArgs) -> Result<ExitCode, Failure> {
         if !path.exists() {
             let _ = writeln!(std::io::stderr(), "no log yet at {}", path.display());
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let mut offset = text.len() as u64;
     loop {
@@ -555,7 +545,7 @@ fn logs(ctx: &Context, args: DaemonLogsArgs) -> Result<ExitCode, Failure> {
     }
 }
 
-fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<ExitCode, Failure> {
+fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<Exit, Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find own executable: {e}")))?;
     // Both go into a service file: absolute (the service's cwd is not ours) and
@@ -611,7 +601,7 @@ fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<ExitCode, Failure> 
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// `path` made absolute, as text fit for a service file: UTF-8 (units and plists are
@@ -767,7 +757,7 @@ mod tests {
             else {
                 panic!("{bad:?} accepted");
             };
-            assert_eq!(code, 2);
+            assert_eq!(code.code(), 2);
             assert!(message.contains("control character"), "{message}");
             assert!(!message.contains('\n'), "{message}");
         }

@@ -2,13 +2,13 @@
 
 use super::daemon::DaemonState;
 use super::Context;
+use crate::exit::Exit;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::{LoopStatus, RunStatus};
 use loops_runtime::preflight::check_loop_target;
 use loops_store::{SqliteStore, Store, StoreError, DB_FILE};
 use serde::Serialize;
-use std::process::ExitCode;
 
 #[derive(Serialize)]
 struct Check {
@@ -30,7 +30,7 @@ fn check(
     });
 }
 
-pub fn run(ctx: &Context) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context) -> Result<Exit, Failure> {
     let mut checks = Vec::new();
     let dir = ctx.data_dir()?;
     // Only a dir that passes the ownership rule is looked into further: a database
@@ -123,11 +123,7 @@ pub fn run(ctx: &Context) -> Result<ExitCode, Failure> {
         }
         table.print()?;
     }
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if failed { Exit::Failed } else { Exit::Success })
 }
 
 /// Opens the database read-write, else (when it is not writable) read-only, so the

@@ -13,11 +13,11 @@ mod tick;
 mod workflows;
 
 use crate::cli::{Cli, Command};
+use crate::exit::Exit;
 use crate::Failure;
 use loops_runtime::client::{Client, ClientError};
 use loops_store::StoreError;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Global options every command sees.
 pub struct Context {
@@ -75,7 +75,7 @@ pub fn heartbeat_every(lease_ms: u64) -> std::time::Duration {
 }
 
 /// Runs the parsed command line.
-pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
+pub fn run(cli: Cli) -> Result<Exit, Failure> {
     let ctx = Context {
         json: cli.json,
         data_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()),

@@ -3,14 +3,14 @@
 
 use super::Context;
 use crate::cli::PruneArgs;
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::Duration;
 use loops_store::PrunePolicy;
-use std::process::ExitCode;
 
-pub fn run(ctx: &Context, args: PruneArgs) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, args: PruneArgs) -> Result<Exit, Failure> {
     let now = output::now();
     let policy = if args.older_than.is_none() && args.keep.is_none() {
         loops_runtime::daemon::DaemonConfig::new(std::path::Path::new(".")).prune_policy(now)
@@ -49,5 +49,5 @@ pub fn run(ctx: &Context, args: PruneArgs) -> Result<ExitCode, Failure> {
     } else {
         outln!("pruned {count} run(s) and {workflow_runs} workflow run(s)")?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

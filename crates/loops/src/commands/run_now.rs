@@ -3,13 +3,13 @@
 
 use super::{runtime, Context};
 use crate::cli::RunNowArgs;
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::{Run, RunSource, RunStatus};
 use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
 use serde::Serialize;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 #[derive(Serialize)]
@@ -27,7 +27,7 @@ struct RunNowOutput<'a> {
     run_now: RunNowInfo,
 }
 
-pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, args: RunNowArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let lp = client.get(&args.r#loop)?;
     let engine = Engine::new(
@@ -85,8 +85,8 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(if run.status == RunStatus::Succeeded {
-        ExitCode::SUCCESS
+        Exit::Success
     } else {
-        ExitCode::from(1)
+        Exit::Failed
     })
 }

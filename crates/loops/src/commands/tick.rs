@@ -3,14 +3,14 @@
 
 use super::{runtime, Context};
 use crate::cli::TickArgs;
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::print_json;
 use crate::Failure;
 use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
-use std::process::ExitCode;
 use std::sync::Arc;
 
-pub fn run(ctx: &Context, args: TickArgs) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, args: TickArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let cfg = EngineConfig {
         max_concurrent: args.max_concurrent.max(1),
@@ -68,5 +68,5 @@ pub fn run(ctx: &Context, args: TickArgs) -> Result<ExitCode, Failure> {
             )?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

@@ -5,6 +5,7 @@ use crate::cli::{
     WorkflowArg, WorkflowCreateArgs, WorkflowEventsArgs, WorkflowFileArgs, WorkflowListArgs,
     WorkflowReasonArgs, WorkflowRunArg, WorkflowRunArgs, WorkflowRunsArgs, WorkflowsCommand,
 };
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
@@ -17,9 +18,8 @@ use loops_runtime::input::{absolute_path, read_text};
 use loops_runtime::Client;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::process::ExitCode;
 
-pub fn run(ctx: &Context, cmd: WorkflowsCommand) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, cmd: WorkflowsCommand) -> Result<Exit, Failure> {
     match cmd {
         WorkflowsCommand::Validate(args) => validate_cmd(ctx, args),
         WorkflowsCommand::Create(args) => create(ctx, args),
@@ -118,7 +118,7 @@ fn record_json(record: &WorkflowRecord) -> serde_json::Value {
     value
 }
 
-fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<ExitCode, Failure> {
+fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<Exit, Failure> {
     let spec = load_spec(&args)?;
     if ctx.json {
         print_json(
@@ -132,10 +132,10 @@ fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<ExitCode, Failu
             spec.steps.len()
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<ExitCode, Failure> {
+fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<Exit, Failure> {
     let spec = load_spec(&args.file)?;
     let record = ctx
         .client()?
@@ -151,11 +151,11 @@ fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<ExitCode, Failure> 
             spec.steps.len()
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// Active specs only, unless `--all` or `--status archived` (as OpenLoops 0.3 lists).
-fn list(ctx: &Context, args: WorkflowListArgs) -> Result<ExitCode, Failure> {
+fn list(ctx: &Context, args: WorkflowListArgs) -> Result<Exit, Failure> {
     let status = match args.status.as_deref() {
         Some(s) => Some(
             s.parse::<WorkflowStatus>()
@@ -167,11 +167,11 @@ fn list(ctx: &Context, args: WorkflowListArgs) -> Result<ExitCode, Failure> {
     let list = ctx.reader()?.list_workflows(status)?;
     if ctx.json {
         print_json(&list.iter().map(record_json).collect::<Vec<_>>())?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     if list.is_empty() {
         outln!("no workflows; store one with `loops workflows create FILE`")?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let mut table = Table::new(vec!["ID", "NAME", "VERSION", "STATUS", "STEPS", "CREATED"]);
     for w in &list {
@@ -185,14 +185,14 @@ fn list(ctx: &Context, args: WorkflowListArgs) -> Result<ExitCode, Failure> {
         ]);
     }
     table.print()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn show(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
+fn show(ctx: &Context, args: WorkflowArg) -> Result<Exit, Failure> {
     let record = ctx.reader()?.get_workflow(&args.workflow)?;
     if ctx.json {
         print_json(&record_json(&record))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     outln!(
         "workflow {} v{} ({}) {}",
@@ -231,10 +231,10 @@ fn show(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
         };
         outln!("{}{}: {what}{deps}", "  ".repeat(levels[i] + 1), step.id)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
+fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let workflow = client.get_workflow(&args.workflow)?;
     if workflow.status != WorkflowStatus::Active {
@@ -300,9 +300,9 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(if run.status == WorkflowRunStatus::Succeeded {
-        ExitCode::SUCCESS
+        Exit::Success
     } else {
-        ExitCode::from(1)
+        Exit::Failed
     })
 }
 
@@ -427,7 +427,7 @@ fn redact_step(mut s: StepRun, reveal: bool) -> StepRun {
     s
 }
 
-fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
+fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<Exit, Failure> {
     let limit = match args.limit {
         Some(0) => None,
         Some(n) => Some(n),
@@ -438,11 +438,11 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
         .workflow_runs(args.workflow.as_deref(), limit)?;
     if ctx.json {
         print_json(&runs)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     if runs.is_empty() {
         outln!("no workflow runs yet")?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let now = output::now();
     let mut table = Table::new(vec![
@@ -463,10 +463,10 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
         ]);
     }
     table.print()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
+fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
     let run = client.get_workflow_run(&args.run)?;
     let steps: Vec<StepRun> = client
@@ -477,7 +477,7 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
     let events = client.workflow_events(&run.id, None)?;
     if ctx.json {
         print_json(&serde_json::json!({ "workflowRun": run, "steps": steps, "events": events }))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     outln!(
         "workflow run {} of {} — {} (attempt {}){}",
@@ -541,16 +541,16 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
     if args.show_output {
         print_step_output(&steps)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn events(ctx: &Context, args: WorkflowEventsArgs) -> Result<ExitCode, Failure> {
+fn events(ctx: &Context, args: WorkflowEventsArgs) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
     let run = client.get_workflow_run(&args.run)?;
     let events = client.workflow_events(&run.id, args.limit)?;
     if ctx.json {
         print_json(&events)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let mut table = Table::new(vec!["SEQ", "TIME", "EVENT", "STEP", "PAYLOAD"]);
     for e in &events {
@@ -563,10 +563,10 @@ fn events(ctx: &Context, args: WorkflowEventsArgs) -> Result<ExitCode, Failure> 
         ]);
     }
     table.print()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn cancel(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure> {
+fn cancel(ctx: &Context, args: WorkflowReasonArgs) -> Result<Exit, Failure> {
     let reason = args
         .reason
         .unwrap_or_else(|| "cancelled from the CLI".into());
@@ -578,10 +578,10 @@ fn cancel(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure> 
     } else {
         outln!("cancel requested for workflow run {} ({reason})", run.id)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn recover(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure> {
+fn recover(ctx: &Context, args: WorkflowReasonArgs) -> Result<Exit, Failure> {
     let reason = args
         .reason
         .unwrap_or_else(|| "workflow run recovered for retry".into());
@@ -598,10 +598,10 @@ fn recover(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure>
             ids.join(", ")
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn archive(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
+fn archive(ctx: &Context, args: WorkflowArg) -> Result<Exit, Failure> {
     let record = ctx
         .client()?
         .archive_workflow(&args.workflow, output::now())?;
@@ -615,5 +615,5 @@ fn archive(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
             record.id
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
