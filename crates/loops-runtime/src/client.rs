@@ -23,15 +23,21 @@
 //! # Ok(()) }
 //! ```
 
+use crate::clock::SystemClock;
+use crate::engine::{Engine, EngineConfig};
 use crate::workflow::RunEnd;
 use loops_core::schedule::{self, ScheduleError};
 use loops_core::validate::{self, ValidationError};
 use loops_core::workflow::{StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec};
 use loops_core::{
-    Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, Schedule, Target, WorkflowId,
-    WorkflowRunId, WorkflowStatus,
+    Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, RunId, RunSource, Schedule, Target,
+    WorkflowId, WorkflowRunId, WorkflowStatus,
 };
-use loops_store::{LoopAdvance, RunFilter, SqliteStore, Store, StoreError};
+use loops_store::{
+    DaemonLease, LoopAdvance, PrunePolicy, RunFilter, SqliteStore, Store, StoreError,
+    UnreadableLoop,
+};
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -125,7 +131,40 @@ pub struct LoopDefinition {
 #[derive(Clone)]
 pub struct Client {
     store: Arc<dyn Store>,
+    /// The same store, when this client opened it as a SQLite file: for the checks
+    /// only that backend has ([`Client::integrity_check`]).
+    sqlite: Option<Arc<SqliteStore>>,
     data_dir: PathBuf,
+}
+
+/// What [`Client::tick`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TickSummary {
+    /// The runs it started, as recorded once they ended.
+    pub claimed: Vec<Run>,
+    /// Slots recorded `skipped` (overlap `skip` while a run was in flight).
+    pub skipped: Vec<RunId>,
+    /// Rows of runners that are gone, recorded `abandoned`.
+    pub recovered: Vec<RunId>,
+    /// Loops past their `expiresAt`, now `expired`.
+    pub expired: Vec<LoopId>,
+}
+
+/// What [`Client::run_now`] ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunNowOutcome {
+    /// The run, as recorded once it ended.
+    pub run: Run,
+    /// Which slot it was: the due one (`due_slot`), a pending retry (`retry_slot`), or
+    /// a one-off at now (`ad_hoc`, which leaves the schedule alone).
+    pub source: RunSource,
+}
+
+/// What [`Client::prune`] deleted (or, on a dry run, would delete).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub runs: usize,
+    pub workflow_runs: usize,
 }
 
 impl Client {
@@ -139,7 +178,7 @@ impl Client {
     pub fn open(data_dir: &Path) -> Result<Self> {
         loops_store::prepare_data_dir(data_dir)?;
         let store = SqliteStore::open(&data_dir.join(loops_store::DB_FILE))?;
-        Ok(Self::with_store(Arc::new(store), data_dir))
+        Ok(Self::with_sqlite(Arc::new(store), data_dir))
     }
 
     /// Opens the store in `data_dir` for reading only (see
@@ -150,13 +189,21 @@ impl Client {
     pub fn open_read_only(data_dir: &Path) -> Result<Self> {
         loops_store::prepare_data_dir(data_dir)?;
         let store = SqliteStore::open_read_only(&data_dir.join(loops_store::DB_FILE))?;
-        Ok(Self::with_store(Arc::new(store), data_dir))
+        Ok(Self::with_sqlite(Arc::new(store), data_dir))
+    }
+
+    fn with_sqlite(store: Arc<SqliteStore>, data_dir: &Path) -> Self {
+        Self {
+            sqlite: Some(Arc::clone(&store)),
+            ..Self::with_store(store, data_dir)
+        }
     }
 
     /// Wraps an already opened store (tests, other backends).
     pub fn with_store(store: Arc<dyn Store>, data_dir: &Path) -> Self {
         Self {
             store,
+            sqlite: None,
             data_dir: data_dir.to_path_buf(),
         }
     }
@@ -490,6 +537,148 @@ impl Client {
             None => None,
         };
         Ok(self.store.list_runs(&RunFilter { loop_id, limit })?)
+    }
+
+    /// The newest run of a loop, if it has one.
+    pub fn last_run(&self, id: &LoopId) -> Result<Option<Run>> {
+        let filter = RunFilter {
+            loop_id: Some(id.clone()),
+            limit: Some(1),
+        };
+        Ok(self.store.list_runs(&filter)?.pop())
+    }
+
+    /// Every loop row, optionally of one status, each decoded on its own: a row this
+    /// build cannot read is an [`UnreadableLoop`] instead of failing the listing.
+    pub fn loop_rows(
+        &self,
+        status: Option<LoopStatus>,
+    ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        Ok(self.store.loop_rows(status)?)
+    }
+
+    /// Runs in flight, of every loop.
+    pub fn running_runs(&self) -> Result<Vec<Run>> {
+        Ok(self.store.running_runs(None)?)
+    }
+
+    /// The active loop due soonest (through the due index: one row, whatever the
+    /// number of loops); `None` when nothing is scheduled or its row cannot be read.
+    pub fn next_due_loop(&self) -> Result<Option<Loop>> {
+        Ok(self
+            .store
+            .due_loops(chrono::DateTime::<chrono::Utc>::MAX_UTC, 1)?
+            .into_iter()
+            .next()
+            .and_then(std::result::Result::ok))
+    }
+
+    /// The daemon lease row: who holds (or last held) the store.
+    pub fn daemon_lease(&self) -> Result<Option<DaemonLease>> {
+        Ok(self.store.current_daemon_lease()?)
+    }
+
+    /// Problems that would stop `target` from starting here and now (see
+    /// [`crate::preflight::check_loop_target`]); empty when it can start.
+    pub fn check_target(&self, target: &Target) -> Vec<String> {
+        crate::preflight::check_loop_target(self.store.as_ref(), target)
+    }
+
+    /// SQLite's full `PRAGMA integrity_check` of the database (`doctor`): `["ok"]`, or
+    /// the problems found. `None` for a store this client did not open as a file.
+    pub fn integrity_check(&self) -> Result<Option<Vec<String>>> {
+        match &self.sqlite {
+            Some(store) => Ok(Some(store.integrity_check()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// SQLite's quicker `PRAGMA quick_check` (the daemon's start-up check), as
+    /// [`Client::integrity_check`].
+    pub fn quick_check(&self) -> Result<Option<Vec<String>>> {
+        match &self.sqlite {
+            Some(store) => Ok(Some(store.quick_check()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Deletes finished runs and workflow runs by `policy` (running rows are never
+    /// pruned); with `dry_run`, only counts them.
+    pub fn prune(&self, policy: &PrunePolicy, dry_run: bool) -> Result<Pruned> {
+        Ok(Pruned {
+            runs: self.store.prune_runs(policy, dry_run)?,
+            workflow_runs: self.store.prune_workflow_runs(policy, dry_run)?,
+        })
+    }
+}
+
+/// Running loops in this process (`tick`, `run-now`, the daemon): each call builds an
+/// engine on this client's store, with its output spooled in the data dir.
+impl Client {
+    fn engine(&self, max_concurrent: NonZeroUsize) -> Result<Arc<Engine>> {
+        let cfg = EngineConfig {
+            max_concurrent,
+            ..EngineConfig::for_data_dir(&self.data_dir)
+        };
+        Ok(Engine::new(
+            Arc::clone(&self.store),
+            cfg,
+            Arc::new(SystemClock),
+        )?)
+    }
+
+    /// One scheduling pass here (`loops tick`, e.g. from system cron): recovers the
+    /// rows of runners that are gone, expires loops, claims every due slot — at most
+    /// `max_concurrent` running at once, the rest as runs finish — and waits for every
+    /// run it started.
+    pub async fn tick(&self, max_concurrent: NonZeroUsize) -> Result<TickSummary> {
+        let engine = self.engine(max_concurrent)?;
+        let _heartbeat = engine.spawn_heartbeat();
+        let mut summary = TickSummary::default();
+        let mut claimed = Vec::new();
+        loop {
+            let report = engine.tick()?;
+            claimed.extend(report.claimed);
+            summary.skipped.extend(report.skipped);
+            summary.recovered.extend(report.recovered);
+            summary.expired.extend(report.expired);
+            if !report.saturated {
+                break;
+            }
+            // Every slot is busy: wait for one to free, then pick up the rest.
+            engine.run_finished().await;
+        }
+        engine.drain().await;
+        summary.claimed = claimed
+            .iter()
+            .filter_map(|id| self.store.get_run(id).ok().flatten())
+            .collect();
+        Ok(summary)
+    }
+
+    /// Runs a loop now, here (`loops run-now`): its due slot (or pending retry slot)
+    /// when one is due, advancing the loop; else a one-off slot at now that leaves the
+    /// schedule alone. A loop with overlap `skip` and a run in flight is refused
+    /// ([`crate::engine::EngineError::Busy`]) unless `allow_overlap`. Returns once the
+    /// run ended; a daemon is poked to re-plan.
+    pub async fn run_now(&self, key: &str, allow_overlap: bool) -> Result<RunNowOutcome> {
+        let lp = self.get(key)?;
+        let engine = self.engine(crate::engine::DEFAULT_MAX_CONCURRENT)?;
+        let _heartbeat = engine.spawn_heartbeat();
+        let (run, source) = engine.run_now(&lp, allow_overlap).await?;
+        // The loop's next slot may have moved: let a daemon re-plan.
+        crate::wake::poke(&self.data_dir);
+        Ok(RunNowOutcome { run, source })
+    }
+
+    /// Runs the daemon on this client's store until `shutdown` resolves (see
+    /// [`crate::daemon::run`]).
+    pub async fn run_daemon(
+        &self,
+        cfg: crate::daemon::DaemonConfig,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> std::result::Result<(), crate::daemon::DaemonError> {
+        crate::daemon::run(Arc::clone(&self.store), cfg, shutdown).await
     }
 }
 

@@ -399,3 +399,51 @@ async fn a_stopped_workflow_run_ends_interrupted_not_failed() {
         "{end:?}"
     );
 }
+
+/// One heartbeat policy for every runner: a run lease is renewed every third of it
+/// (within 50 ms..10 s), re-planned when a run with a shorter lease starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_leases_are_renewed_every_third_of_the_shortest_lease() {
+    use loops_runtime::engine::heartbeat::{heartbeat_period, HEARTBEAT_MAX};
+    let start = t0();
+    let w = world(start);
+    let (gate, cmd) = w.gate();
+    let mut short = every("short", 3_600_000, &cmd, start);
+    short.policy.lease_ms = 600;
+    let lp = w.store.create_loop(short, start).unwrap();
+    let engine = w.engine();
+    assert_eq!(engine.heartbeat_every(), HEARTBEAT_MAX, "no runs held");
+    let _heartbeat = engine.spawn_heartbeat();
+    let claimed = engine.tick().unwrap().claimed;
+    assert_eq!(claimed.len(), 1);
+    let held = Arc::clone(&engine);
+    until("the run to be held", Duration::from_secs(3), || {
+        held.heartbeat_every() == heartbeat_period(Duration::from_millis(600))
+    })
+    .await;
+    let first = w.store.get_run(&claimed[0]).unwrap().unwrap();
+    assert_eq!(
+        first.lease_expires_at,
+        Some(start + TimeDelta::milliseconds(600))
+    );
+    // Time moves on: the next beat (200 ms later, not 10 s) renews from the new now.
+    let later = start + TimeDelta::seconds(5);
+    w.clock.set(later);
+    let store = Arc::clone(&w.store);
+    let id = claimed[0].clone();
+    until(
+        "the run lease to be renewed",
+        Duration::from_secs(3),
+        || {
+            store.get_run(&id).unwrap().unwrap().lease_expires_at
+                == Some(later + TimeDelta::milliseconds(600))
+        },
+    )
+    .await;
+    std::fs::write(&gate, b"open").unwrap();
+    engine.drain().await;
+    assert_eq!(engine.heartbeat_every(), HEARTBEAT_MAX);
+    let done = w.store.get_run(&claimed[0]).unwrap().unwrap();
+    assert_eq!(done.status, RunStatus::Succeeded);
+    assert_eq!(done.loop_id, lp.id);
+}

@@ -8,7 +8,7 @@ mod exit;
 mod output;
 mod timeparse;
 
-use clap::Parser;
+use clap::Parser as _;
 use exit::Exit;
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -119,7 +119,17 @@ impl From<anyhow::Error> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => match cli::value_error(&err) {
+            // One line, like every other error of ours; nothing has run yet.
+            Some(message) => {
+                let _ = writeln!(std::io::stderr(), "error: {message}");
+                return Exit::Usage.into();
+            }
+            None => err.exit(),
+        },
+    };
     match commands::run(cli) {
         Ok(exit) => exit.into(),
         Err(Failure::BrokenPipe) => Exit::Success.into(),

@@ -1,13 +1,12 @@
 //! Recovery of rows whose runner is gone: adopted when their process lives (or when
 //! they are a workflow loop's run, continued in place), abandoned otherwise.
 
-use super::{lock, parse_runner_id, Engine, EngineError, InFlight, TickReport};
+use super::{lock, parse_runner_id, Engine, EngineError, TickReport};
 use crate::process::is_same_process_alive;
 use loops_core::{Instant, Loop, Run, RunOutcome};
 use loops_store::{RunWrite, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 
 impl Engine {
     /// Step 1 of a tick: running rows whose runner is gone (lease expired, or its
@@ -167,8 +166,12 @@ impl Engine {
         };
         report.adopted.push(run.id.clone());
         let engine = Arc::clone(self);
-        let (cancel_tx, mut cancel_rx) = watch::channel(None::<String>);
-        lock(&self.inflight).insert(run.id.clone(), InFlight { cancel: cancel_tx });
+        // Taking the row over gave it a fresh lease of its loop's length.
+        let lease = run
+            .lease_expires_at
+            .and_then(|t| (t - now).to_std().ok())
+            .unwrap_or(super::heartbeat::HEARTBEAT_MAX * 3);
+        let mut cancel_rx = self.hold(&run.id, lease);
         let task = self.task();
         tracing::info!(run = %run.id, pid = ?run.pid, "adopting a run whose process outlived its runner");
         tokio::spawn(async move {
@@ -184,7 +187,7 @@ impl Engine {
                     }
                 }
             }
-            lock(&engine.inflight).remove(&run.id);
+            engine.release(&run.id);
             if let Some(reason) = &cancelled {
                 // Shutdown or lease loss: leave the process alone and the row running, so
                 // the next daemon adopts it again.

@@ -1,14 +1,14 @@
 //! Executing one claimed run: its process (or workflow), then its finalization; and
 //! the rest of a catch-up batch on the same task.
 
-use super::{lock, Engine, InFlight};
+use super::{lock, Engine};
 use crate::executor::{execute, ExecResult, ExecStatus};
 use crate::providers::{self, Verdict};
 use crate::targets::{exec_spec, SpecError};
 use loops_core::{Instant, Loop, Overlap, Run, RunOutcome, RunSource};
 use loops_store::{ClaimRequest, RunWrite};
 use std::sync::Arc;
-use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio::sync::OwnedSemaphorePermit;
 
 impl Engine {
     /// Executes `first` and then the remaining catch-up slots of the batch, in order,
@@ -65,8 +65,8 @@ impl Engine {
     /// Executes one claimed run to its end, finalizes it and advances its loop.
     /// Returns the finalized run (`None` when finalizing was rejected).
     pub async fn execute_claimed(&self, lp: &Loop, run: Run) -> Option<Run> {
-        let (cancel_tx, mut cancel_rx) = watch::channel(None::<String>);
-        lock(&self.inflight).insert(run.id.clone(), InFlight { cancel: cancel_tx });
+        let lease = std::time::Duration::from_millis(lp.lease_ms);
+        let mut cancel_rx = self.hold(&run.id, lease);
         if self.lease_lost() {
             let _ = lock(&self.inflight)
                 .get(&run.id)
@@ -74,7 +74,7 @@ impl Engine {
         }
         if let loops_core::Target::Workflow(target) = &lp.target {
             let outcome = self.run_workflow_target(lp, &run, target, cancel_rx).await;
-            lock(&self.inflight).remove(&run.id);
+            self.release(&run.id);
             return match outcome {
                 Some(outcome) => self.finalize_and_advance(&run, &outcome).await,
                 None => None,
@@ -101,13 +101,11 @@ impl Engine {
                     loops_core::Target::Agent(agent) => providers::judge(agent, &result),
                     _ => Verdict::of_process(&result),
                 };
-                let reason = lock(&self.inflight)
-                    .remove(&run.id)
-                    .and_then(|f| f.cancel.borrow().clone());
+                let reason = self.release(&run.id);
                 run_outcome(result, verdict, reason)
             }
             Err(SpecError(message)) => {
-                lock(&self.inflight).remove(&run.id);
+                self.release(&run.id);
                 RunOutcome::failed(self.clock.now(), message)
             }
         };

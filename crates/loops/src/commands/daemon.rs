@@ -5,10 +5,11 @@ use crate::cli::{DaemonCommand, DaemonInstallArgs, DaemonLogsArgs, DaemonRunArgs
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json};
 use crate::Failure;
-use loops_core::{format_instant, Duration};
-use loops_runtime::daemon::{self as d, DaemonConfig, LOG_FILE, PID_FILE};
+use loops_core::format_instant;
+use loops_runtime::daemon::{DaemonConfig, LOG_FILE, PID_FILE};
 use loops_runtime::process::is_same_process_alive;
-use loops_store::{SqliteStore, Store, DATA_DIR_ENV, DB_FILE};
+use loops_runtime::Client;
+use loops_store::{DATA_DIR_ENV, DB_FILE};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
@@ -24,35 +25,25 @@ pub fn run(ctx: &Context, cmd: DaemonCommand) -> Result<Exit, Failure> {
     }
 }
 
-fn std_duration(flag: &str, text: &str) -> Result<StdDuration, Failure> {
-    Duration::parse(text)
-        .map(|d| StdDuration::from_millis(d.as_millis()))
-        .map_err(|e| Failure::usage(format!("{flag}: {e}")))
-}
-
-fn config(dir: &Path, args: &DaemonRunArgs) -> Result<DaemonConfig, Failure> {
+/// The daemon's settings from its flags (already typed and checked by clap).
+fn config(dir: &Path, args: &DaemonRunArgs) -> DaemonConfig {
     let mut cfg = DaemonConfig::new(dir);
-    cfg.max_concurrent = args.max_concurrent.max(1);
-    cfg.lease_ttl = std_duration("--lease-ttl", &args.lease_ttl)?;
-    cfg.shutdown_grace = std_duration("--shutdown-grace", &args.shutdown_grace)?;
-    cfg.kill_grace = std_duration("--kill-grace", &args.kill_grace)?;
+    cfg.max_concurrent = args.max_concurrent;
+    cfg.lease_ttl = args.lease_ttl.0;
+    cfg.shutdown_grace = args.shutdown_grace.0;
+    cfg.kill_grace = args.kill_grace.0;
     cfg.keep_runs = (args.keep_runs > 0).then_some(args.keep_runs);
-    cfg.keep_for = match args.keep_for.as_str() {
-        "0" | "none" => None,
-        other => Some(std_duration("--keep-for", other)?),
-    };
-    cfg.prune_every = std_duration("--prune-every", &args.prune_every)?;
+    cfg.keep_for = args.keep_for.0;
+    cfg.prune_every = args.prune_every.0;
     cfg.max_sleep = args.interval_ms.map(StdDuration::from_millis);
-    Ok(cfg)
+    cfg
 }
 
 fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let dir = ctx.data_dir()?;
-    loops_store::prepare_data_dir(&dir)?;
-    let db = dir.join(DB_FILE);
-    let store = SqliteStore::open(&db)?;
-    refuse_corrupt(&store, &db)?;
-    let cfg = config(&dir, &args)?;
+    let client = Client::open(&dir)?;
+    refuse_corrupt(&client, &dir.join(DB_FILE))?;
+    let cfg = config(&dir, &args);
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
@@ -66,8 +57,7 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
-    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(store);
-    let result = rt.block_on(async move {
+    let result = rt.block_on(async {
         let shutdown = async {
             use tokio::signal::unix::{signal, SignalKind};
             match (
@@ -83,7 +73,7 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
                 _ => std::future::pending::<()>().await,
             }
         };
-        d::run(store, cfg, shutdown).await
+        client.run_daemon(cfg, shutdown).await
     });
     rt.shutdown_timeout(StdDuration::from_secs(1));
     result.map(|()| Exit::Success).map_err(Failure::from)
@@ -91,8 +81,8 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
 
 /// `PRAGMA quick_check` before the daemon takes the store: a damaged page would
 /// otherwise surface only when some pass happens to touch it.
-fn refuse_corrupt(store: &SqliteStore, db: &Path) -> Result<(), Failure> {
-    let problems = store.quick_check()?;
+fn refuse_corrupt(client: &Client, db: &Path) -> Result<(), Failure> {
+    let problems = client.quick_check()?.unwrap_or_default();
     if problems.is_empty() || problems == ["ok"] {
         return Ok(());
     }
@@ -168,10 +158,10 @@ pub struct DaemonView {
 /// Reads the pid file, then the lease, in that order: a daemon writes its pid file
 /// only after taking the lease, so a pid file read first that does not name the
 /// holder read second is stale.
-pub fn inspect_daemon(store: &dyn Store, dir: &Path) -> Result<DaemonView, Failure> {
+pub fn inspect_daemon(client: &Client, dir: &Path) -> Result<DaemonView, Failure> {
     let path = dir.join(PID_FILE);
     let contents = std::fs::read_to_string(&path).ok();
-    let lease = store.current_daemon_lease()?;
+    let lease = client.daemon_lease()?;
     let this_host = loops_runtime::process::hostname();
     let now = output::now();
     let (state, holder) = match lease {
@@ -255,8 +245,7 @@ pub fn stalled_text(h: &Holder, now: loops_core::Instant) -> String {
 fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let dir = client.data_dir().to_path_buf();
-    config(&dir, &args)?;
-    let view = inspect_daemon(client.store().as_ref(), &dir)?;
+    let view = inspect_daemon(&client, &dir)?;
     match (view.state, &view.holder) {
         (DaemonState::Running, Some(h)) => {
             return Err(Failure::failed(format!(
@@ -288,28 +277,17 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find own executable: {e}")))?;
     let mut cmd = std::process::Command::new(exe);
+    // The same settings, each printed in the form it parses back from.
     cmd.arg("--data-dir")
         .arg(&dir)
         .args(["daemon", "run"])
         .args(["--max-concurrent", &args.max_concurrent.to_string()])
-        .args([
-            "--lease-ttl",
-            &args.lease_ttl,
-            "--shutdown-grace",
-            &args.shutdown_grace,
-        ])
-        .args([
-            "--kill-grace",
-            &args.kill_grace,
-            "--keep-runs",
-            &args.keep_runs.to_string(),
-        ])
-        .args([
-            "--keep-for",
-            &args.keep_for,
-            "--prune-every",
-            &args.prune_every,
-        ])
+        .args(["--lease-ttl", &args.lease_ttl.to_string()])
+        .args(["--shutdown-grace", &args.shutdown_grace.to_string()])
+        .args(["--kill-grace", &args.kill_grace.to_string()])
+        .args(["--keep-runs", &args.keep_runs.to_string()])
+        .args(["--keep-for", &args.keep_for.to_string()])
+        .args(["--prune-every", &args.prune_every.to_string()])
         .stdin(std::process::Stdio::null())
         .stdout(log)
         .stderr(err_log);
@@ -324,7 +302,7 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let pid = child.id();
     let deadline = StdInstant::now() + StdDuration::from_secs(10);
     loop {
-        if let Ok(Some(lease)) = client.store().current_daemon_lease() {
+        if let Ok(Some(lease)) = client.daemon_lease() {
             if lease.holder.pid == pid {
                 break;
             }
@@ -377,10 +355,10 @@ fn read_from(path: &Path, offset: u64) -> String {
 }
 
 fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
-    let timeout = std_duration("--timeout", &args.timeout)?;
+    let timeout = args.timeout.0;
     let client = ctx.reader()?;
     let dir = client.data_dir().to_path_buf();
-    let view = inspect_daemon(client.store().as_ref(), &dir)?;
+    let view = inspect_daemon(&client, &dir)?;
     if let Some(stale) = &view.stale_pid_file {
         stale.remove();
     }
@@ -438,17 +416,11 @@ fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
 fn status(ctx: &Context) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
     let dir = client.data_dir().to_path_buf();
-    let store = client.store();
     let now = output::now();
-    let view = inspect_daemon(store.as_ref(), &dir)?;
-    let running = store.running_runs(None)?;
-    // The earliest due loop, through the due index (one row, whatever the number of
-    // loops); a row that no longer decodes does not stop the status report.
-    let next_due = store
-        .due_loops(chrono::DateTime::<chrono::Utc>::MAX_UTC, 1)?
-        .into_iter()
-        .next()
-        .and_then(Result::ok);
+    let view = inspect_daemon(&client, &dir)?;
+    let running = client.running_runs()?;
+    // A row that no longer decodes does not stop the status report.
+    let next_due = client.next_due_loop()?;
     let removed = view
         .stale_pid_file
         .as_ref()

@@ -8,9 +8,7 @@ use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::{Run, RunSource, RunStatus};
-use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
 use serde::Serialize;
-use std::sync::Arc;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,21 +27,8 @@ struct RunNowOutput<'a> {
 
 pub fn run(ctx: &Context, args: RunNowArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
-    let lp = client.get(&args.r#loop)?;
-    let engine = Engine::new(
-        Arc::clone(client.store()),
-        EngineConfig::for_data_dir(client.data_dir()),
-        Arc::new(SystemClock),
-    )
-    .map_err(Failure::from)?;
-    let (run, source) = runtime()?
-        .block_on(async {
-            let _heartbeat = engine.spawn_heartbeat(super::heartbeat_every(lp.lease_ms));
-            engine.run_now(&lp, args.allow_overlap).await
-        })
-        .map_err(Failure::from)?;
-    // The loop's next slot may have moved: let a daemon re-plan.
-    loops_runtime::wake::poke(client.data_dir());
+    let outcome = runtime()?.block_on(client.run_now(&args.r#loop, args.allow_overlap))?;
+    let (run, source) = (outcome.run, outcome.source);
     let mut shown = run.clone();
     if !args.show_output {
         output::redact_run(&mut shown);

@@ -243,12 +243,7 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
             workflow.name, workflow.version
         )));
     }
-    let timeout = args
-        .timeout
-        .as_deref()
-        .map(super::create::parse_timeout)
-        .transpose()?
-        .map(loops_core::Duration::to_std);
+    let timeout = args.timeout.map(loops_core::Duration::to_std);
     let live = !ctx.json && std::io::stdout().is_terminal();
     let rt = runtime()?;
     let result = rt.block_on(async {
