@@ -345,13 +345,16 @@ fn private_append(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
+/// What was appended to `path` since `offset`: at most its last [`LOG_CHUNK`] bytes.
 fn read_from(path: &Path, offset: u64) -> String {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     if let Ok(mut f) = std::fs::File::open(path) {
-        let _ = f.seek(SeekFrom::Start(offset));
-        let _ = f.read_to_string(&mut text);
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let start = offset.max(len.saturating_sub(LOG_CHUNK as u64));
+        let _ = f.seek(SeekFrom::Start(start));
+        let _ = f.take(LOG_CHUNK as u64).read_to_end(&mut bytes);
     }
-    text
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
@@ -485,36 +488,119 @@ fn status(ctx: &Context) -> Result<Exit, Failure> {
     Ok(code)
 }
 
+/// Bytes read at a time from the daemon log, backwards while looking for the last
+/// lines and forwards while following: the log may be large, memory stays bounded.
+const LOG_CHUNK: usize = 64 * 1024;
+
 fn logs(ctx: &Context, args: DaemonLogsArgs) -> Result<Exit, Failure> {
     let dir = ctx.data_dir()?;
     let path = dir.join(LOG_FILE);
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
     let mut out = std::io::stdout().lock();
-    for line in &lines[lines.len().saturating_sub(args.lines)..] {
-        writeln!(out, "{line}").map_err(Failure::stdout)?;
+    let mut offset = 0;
+    let mut identity = None;
+    match std::fs::File::open(&path) {
+        Ok(mut file) => {
+            let start = start_of_last_lines(&mut file, args.lines)
+                .map_err(|e| Failure::failed(format!("cannot read {}: {e}", path.display())))?;
+            let end = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let ends_in_newline = copy_range(&mut file, start, end, &mut out)?;
+            if !args.follow && !ends_in_newline && end > start {
+                writeln!(out).map_err(Failure::stdout)?;
+            }
+            offset = end;
+            identity = file_identity(&file);
+        }
+        Err(_) if !args.follow => {
+            let _ = writeln!(std::io::stderr(), "no log yet at {}", path.display());
+        }
+        Err(_) => {}
     }
     out.flush().map_err(Failure::stdout)?;
     if !args.follow {
-        if !path.exists() {
-            let _ = writeln!(std::io::stderr(), "no log yet at {}", path.display());
-        }
         return Ok(Exit::Success);
     }
-    let mut offset = text.len() as u64;
     loop {
         std::thread::sleep(StdDuration::from_millis(200));
-        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if len < offset {
-            offset = 0; // rotated or truncated
+        let Ok(mut file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let now = file_identity(&file);
+        if now != identity || len < offset {
+            // Replaced (rotated) or truncated: the new contents from their start.
+            identity = now;
+            offset = 0;
         }
         if len > offset {
-            let chunk = read_from(&path, offset);
-            offset += chunk.len() as u64;
-            write!(out, "{chunk}").map_err(Failure::stdout)?;
+            copy_range(&mut file, offset, len, &mut out)?;
             out.flush().map_err(Failure::stdout)?;
+            offset = len;
         }
     }
+}
+
+/// Device and inode of an open file: a log replaced under its name is a new file.
+fn file_identity(file: &std::fs::File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Where the last `lines` lines of `file` start: read backwards from its end, one
+/// [`LOG_CHUNK`] at a time, until enough newlines are found (a final newline ends the
+/// last line rather than starting another).
+fn start_of_last_lines(file: &mut std::fs::File, lines: usize) -> std::io::Result<u64> {
+    let len = file.metadata()?.len();
+    if lines == 0 {
+        return Ok(len);
+    }
+    let mut buf = vec![0u8; LOG_CHUNK];
+    let mut end = len;
+    let mut seen = 0;
+    let mut last_byte = true;
+    while end > 0 {
+        let begin = end.saturating_sub(LOG_CHUNK as u64);
+        let chunk = &mut buf[..usize::try_from(end - begin).unwrap_or(LOG_CHUNK)];
+        file.seek(SeekFrom::Start(begin))?;
+        file.read_exact(chunk)?;
+        for (i, b) in chunk.iter().enumerate().rev() {
+            let at_end = std::mem::take(&mut last_byte);
+            if *b != b'\n' || at_end {
+                continue;
+            }
+            seen += 1;
+            if seen == lines {
+                return Ok(begin + i as u64 + 1);
+            }
+        }
+        end = begin;
+    }
+    Ok(0)
+}
+
+/// Copies bytes `start..end` of `file` to `out` one [`LOG_CHUNK`] at a time; whether
+/// they end in a newline.
+fn copy_range(
+    file: &mut std::fs::File,
+    start: u64,
+    end: u64,
+    out: &mut impl Write,
+) -> Result<bool, Failure> {
+    let read_error = |e: std::io::Error| Failure::failed(format!("cannot read the log: {e}"));
+    file.seek(SeekFrom::Start(start)).map_err(read_error)?;
+    let mut buf = vec![0u8; LOG_CHUNK];
+    let mut left = end.saturating_sub(start);
+    let mut last = None;
+    while left > 0 {
+        let want = usize::try_from(left).map_or(LOG_CHUNK, |l| l.min(LOG_CHUNK));
+        let n = file.read(&mut buf[..want]).map_err(read_error)?;
+        if n == 0 {
+            break;
+        }
+        out.write_all(&buf[..n]).map_err(Failure::stdout)?;
+        last = buf[..n].last().copied();
+        left -= n as u64;
+    }
+    Ok(last == Some(b'\n'))
 }
 
 fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<Exit, Failure> {
@@ -675,6 +761,40 @@ fn launch_agent(exe: &str, dir: &str) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn tail(text: &[u8], lines: usize) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, text).unwrap();
+        let mut file = std::fs::File::open(&path).unwrap();
+        let start = start_of_last_lines(&mut file, lines).unwrap();
+        let mut out = Vec::new();
+        copy_range(&mut file, start, text.len() as u64, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_last_lines_are_found_from_the_end() {
+        assert_eq!(tail(b"a\nb\nc\n", 2), b"b\nc\n");
+        assert_eq!(tail(b"a\nb\nc", 2), b"b\nc");
+        assert_eq!(tail(b"a\nb\nc\n", 9), b"a\nb\nc\n");
+        assert_eq!(tail(b"a\nb\nc\n", 0), b"");
+        assert_eq!(tail(b"", 3), b"");
+        assert_eq!(tail(b"\n\n\n", 2), b"\n\n");
+        // Lines longer than a chunk, and a newline right at a chunk boundary.
+        let long = vec![b'x'; LOG_CHUNK + 10];
+        let mut text = long.clone();
+        text.push(b'\n');
+        text.extend_from_slice(&long);
+        text.push(b'\n');
+        let mut last = long.clone();
+        last.push(b'\n');
+        assert_eq!(tail(&text, 1), last);
+        assert_eq!(tail(&text, 2), text);
+        let mut edge = vec![b'y'; LOG_CHUNK - 1];
+        edge.extend_from_slice(b"\nz\n");
+        assert_eq!(tail(&edge, 1), b"z\n");
+    }
 
     #[test]
     fn systemd_unit_quotes_and_escapes() {
