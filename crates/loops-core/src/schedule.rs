@@ -189,7 +189,8 @@ pub struct LoopAdvanceDecision {
     pub retry_scheduled_for: Option<Instant>,
 }
 
-/// Applies DESIGN §2 "After a run ends" to `lp` for a run of slot
+/// Applies the retry rules (README, "Scheduling contract": retries, `once` loops,
+/// expiry) to `lp` after a run of slot
 /// `run_scheduled_for` (attempt `attempt`, 1-based) that finished at `finished_at`.
 ///
 /// In order:

@@ -1,5 +1,6 @@
 //! Turns a loop's target and a claimed run into an [`ExecSpec`]: executable, argv,
-//! stdin and the environment (DESIGN §3), built in one place.
+//! stdin and the environment (README, "Running loops" → "Execution"), built in one
+//! place.
 //!
 //! Environment layers, lowest first: the daemon's environment, then (under an
 //! account) that environment scrubbed of auth variables with the profile applied,

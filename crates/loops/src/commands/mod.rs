@@ -1,4 +1,6 @@
-//! One module per verb; [`run`] dispatches in one line per command.
+//! One module per verb; [`run`] dispatches in one line per command. Each verb is a thin
+//! layer over the library [`Client`]: typed flags in (see `cli`), one client call,
+//! output and an [`Exit`] code out; none reaches past the client to the store.
 
 mod completions;
 mod create;
