@@ -4,6 +4,7 @@
 
 use super::{lock, Engine, EngineError};
 use loops_core::RunId;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,15 +44,21 @@ impl Engine {
     }
 
     /// Spawns the heartbeat task: renews run leases every [`Engine::heartbeat_every`]
-    /// (re-planned whenever a run starts, so a short lease is renewed in time) until
-    /// the engine is dropped by every other owner.
+    /// (re-planned after every beat, and at once when a run starts whose lease needs a
+    /// shorter period) until the engine is dropped by every other owner.
     pub fn spawn_heartbeat(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(self);
         let started = Arc::clone(&self.run_started);
         tokio::spawn(async move {
             let mut last = tokio::time::Instant::now();
             loop {
-                let Some(every) = weak.upgrade().map(|engine| engine.heartbeat_every()) else {
+                let Some(every) = weak.upgrade().map(|engine| {
+                    let every = engine.heartbeat_every();
+                    engine
+                        .beat_every_ms
+                        .store(super::duration_ms(every), Ordering::SeqCst);
+                    every
+                }) else {
                     return;
                 };
                 tokio::select! {

@@ -28,7 +28,7 @@ use loops_core::{LoopId, RunId};
 use loops_store::{Fence, Store, StoreError};
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{watch, Notify, Semaphore};
 
@@ -182,8 +182,11 @@ pub struct Engine {
     tasks: Arc<Tasks>,
     /// Signalled when a finished run changes what is due (see [`Engine::replan_needed`]).
     replan: Notify,
-    /// Signalled when a run starts, so the heartbeat re-plans for its lease.
+    /// Signalled when a run starts whose lease needs a shorter heartbeat period than
+    /// the one planned ([`Engine::heartbeat_every`]), so the heartbeat re-plans.
     run_started: Arc<Notify>,
+    /// The heartbeat task's current period, in milliseconds.
+    beat_every_ms: AtomicU64,
     /// The last pass left due work for want of a free slot.
     saturated: AtomicBool,
     lease_lost: AtomicBool,
@@ -201,7 +204,12 @@ impl Engine {
     fn hold(&self, run: &RunId, lease: std::time::Duration) -> watch::Receiver<Option<String>> {
         let (cancel, rx) = watch::channel(None::<String>);
         lock(&self.inflight).insert(run.clone(), InFlight { cancel, lease });
-        self.run_started.notify_one();
+        // Most runs share the default lease: only a shorter one wakes the heartbeat.
+        if duration_ms(heartbeat::heartbeat_period(lease))
+            < self.beat_every_ms.load(Ordering::SeqCst)
+        {
+            self.run_started.notify_one();
+        }
         rx
     }
 
@@ -234,6 +242,7 @@ impl Engine {
             tasks: Arc::new(Tasks::default()),
             replan: Notify::new(),
             run_started: Arc::new(Notify::new()),
+            beat_every_ms: AtomicU64::new(duration_ms(heartbeat::HEARTBEAT_MAX)),
             saturated: AtomicBool::new(false),
             lease_lost: AtomicBool::new(false),
             host: hostname(),
@@ -304,6 +313,10 @@ impl Engine {
             self.replan.notify_one();
         }
     }
+}
+
+fn duration_ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
