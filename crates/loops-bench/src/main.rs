@@ -363,7 +363,7 @@ impl Exec {
             cwd: None,
             shell,
             env: Default::default(),
-            timeout_ms: None,
+            timeout: None,
             account: None,
         }
     }
@@ -724,16 +724,8 @@ fn add_history(db: &Path, loops: usize, count: usize) -> Result<Duration> {
             Ok(run) => run,
             Err(refused) => bail!("history claim refused: {refused:?}"),
         };
-        let outcome = RunOutcome {
-            status: RunStatus::Succeeded,
-            finished_at: now,
-            exit_code: Some(0),
-            stdout: String::new(),
-            stderr: String::new(),
-            error: None,
-            summary: None,
-            usage: None,
-        };
+        let mut outcome = RunOutcome::new(RunStatus::Succeeded, now);
+        outcome.exit_code = Some(0);
         let finish = RunWrite::Finished {
             run: run.id,
             outcome,
@@ -790,16 +782,9 @@ impl Bencher {
                 Ok(run) => run,
                 Err(refused) => bail!("history claim refused: {refused:?}"),
             };
-            let outcome = RunOutcome {
-                status: RunStatus::Succeeded,
-                finished_at: now,
-                exit_code: Some(0),
-                stdout: output.clone(),
-                stderr: String::new(),
-                error: None,
-                summary: None,
-                usage: None,
-            };
+            let mut outcome = RunOutcome::new(RunStatus::Succeeded, now)
+                .with_output(output.clone(), String::new());
+            outcome.exit_code = Some(0);
             let finish = RunWrite::Finished {
                 run: run.id,
                 outcome,

@@ -47,7 +47,8 @@
 //! names its hours says "once at this time of day", one that does not says "every
 //! hour". (cronie also counts a `*` minute field as wildcard; here `*/15 1 * * *`
 //! stays fixed-hour, so a repeated 01:00 hour runs once and a skipped 02:00 hour
-//! still runs once after the gap, as DESIGN.md asks.)
+//! still runs once after the gap, as the README's "Scheduling contract" promises
+//! under "Daylight saving".)
 //!
 //! [`CronSchedule`] parses once; [`CronSchedule::next_after`] costs a croner search
 //! plus one or two time zone lookups, about 1–2 µs (see `benches/cron_next.rs`).

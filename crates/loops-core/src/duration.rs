@@ -4,10 +4,19 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// A strictly positive span of time with millisecond resolution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A strictly positive span of time with millisecond resolution. In JSON it is its
+/// number of milliseconds (`timeoutMs: 1500`); zero is refused there too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
 pub struct Duration(u64);
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let ms = u64::deserialize(d)?;
+        Self::from_millis(ms)
+            .ok_or_else(|| serde::de::Error::custom("a duration must be greater than zero"))
+    }
+}
 
 /// Why a duration string was rejected. The message always quotes the bad value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,6 +41,10 @@ impl Duration {
     /// The span in milliseconds (always > 0).
     pub fn as_millis(self) -> u64 {
         self.0
+    }
+    /// The span as a `std` duration, for timers and process limits.
+    pub fn to_std(self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.0)
     }
     /// The span as a chrono duration for instant arithmetic.
     pub fn to_chrono(self) -> chrono::TimeDelta {
@@ -172,6 +185,16 @@ mod tests {
         assert_eq!(Duration::parse("1ms").map(Duration::as_millis), Ok(1));
         assert_eq!(Duration::parse("1.4ms").map(Duration::as_millis), Ok(1));
         assert_eq!(Duration::parse("0.001s").map(Duration::as_millis), Ok(1));
+    }
+
+    #[test]
+    fn json_is_milliseconds_and_refuses_zero() {
+        let d: Duration = serde_json::from_str("1500").unwrap();
+        assert_eq!(d.as_millis(), 1500);
+        assert_eq!(serde_json::to_string(&d).unwrap(), "1500");
+        assert_eq!(d.to_std(), std::time::Duration::from_millis(1500));
+        let err = serde_json::from_str::<Duration>("0").unwrap_err();
+        assert!(err.to_string().contains("greater than zero"), "{err}");
     }
 
     #[test]

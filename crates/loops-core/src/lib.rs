@@ -17,7 +17,7 @@ pub mod validate;
 pub mod workflow;
 
 pub use duration::Duration;
-pub use ids::{LoopId, RunId};
+pub use ids::{LoopId, RunId, StepId, StepRunId, WorkflowId, WorkflowRunId};
 pub use model::*;
 
 /// Timestamps throughout the domain: UTC instants.

@@ -2,7 +2,7 @@
 //!
 //! JSON field names follow OpenLoops 0.3 (camelCase) so existing scripts keep working.
 
-use crate::{Instant, LoopId, RunId};
+use crate::{Duration, Instant, LoopId, RunId};
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
@@ -191,8 +191,9 @@ pub struct CommandTarget {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
+    #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -235,8 +236,9 @@ pub struct AgentTarget {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
+    #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -273,8 +275,9 @@ fn unique_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkflowTarget {
     pub workflow: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
+    #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
 }
 
 /// What a loop runs.
@@ -296,11 +299,11 @@ impl Target {
         }
     }
     /// The target's own timeout, if any.
-    pub fn timeout_ms(&self) -> Option<u64> {
+    pub fn timeout(&self) -> Option<Duration> {
         match self {
-            Target::Command(t) => t.timeout_ms,
-            Target::Agent(t) => t.timeout_ms,
-            Target::Workflow(t) => t.timeout_ms,
+            Target::Command(t) => t.timeout,
+            Target::Agent(t) => t.timeout,
+            Target::Workflow(t) => t.timeout,
         }
     }
 }
@@ -455,6 +458,56 @@ pub struct RunOutcome {
     pub usage: Option<Usage>,
 }
 
+impl RunOutcome {
+    /// An attempt that ended with `status` at `finished_at`: no exit code, no output,
+    /// no error yet.
+    pub fn new(status: RunStatus, finished_at: Instant) -> Self {
+        Self {
+            status,
+            finished_at,
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: None,
+            summary: None,
+            usage: None,
+        }
+    }
+
+    /// A failed attempt with no process to show for it (its target could not be
+    /// resolved, its workflow is missing): `error` says why.
+    pub fn failed(finished_at: Instant, error: impl Into<String>) -> Self {
+        Self {
+            error: Some(error.into()),
+            ..Self::new(RunStatus::Failed, finished_at)
+        }
+    }
+
+    /// An attempt its runner could not see to its end (the runner died, or the process
+    /// outlived it and its exit status is unknown); it counts as a failed attempt.
+    pub fn abandoned(finished_at: Instant, error: impl Into<String>) -> Self {
+        Self {
+            error: Some(error.into()),
+            ..Self::new(RunStatus::Abandoned, finished_at)
+        }
+    }
+
+    /// An attempt its runner's owner stopped (daemon stop, lease lost): abandoned, with
+    /// the error `interrupted: {reason}`.
+    pub fn interrupted(finished_at: Instant, reason: &str) -> Self {
+        Self::abandoned(finished_at, format!("interrupted: {reason}"))
+    }
+
+    /// The same outcome with the captured output tails.
+    pub fn with_output(self, stdout: String, stderr: String) -> Self {
+        Self {
+            stdout,
+            stderr,
+            ..self
+        }
+    }
+}
+
 impl Provider {
     /// The CLI executable the provider is driven through.
     pub fn executable(self) -> &'static str {
@@ -509,10 +562,123 @@ string_enum!(
     }
 );
 
+string_enum!(
+    /// What an entry of a workflow run's append-only event log records. Stored and
+    /// printed as its text (the `event_type` column, `eventType` in JSON, as OpenLoops
+    /// 0.3 names them).
+    WorkflowEventType {
+        /// The run was created, for `workflows run` or for a loop's slot.
+        Created = "created",
+        /// An attempt began: the first, a retry of the slot, or the continuation of an
+        /// attempt whose runner died.
+        AttemptStarted = "attempt_started",
+        StepStarted = "step_started",
+        StepSucceeded = "step_succeeded",
+        StepFailed = "step_failed",
+        StepTimedOut = "step_timed_out",
+        StepSkipped = "step_skipped",
+        StepCancelled = "step_cancelled",
+        /// `workflows recover` reset a step whose process was gone to `pending`.
+        Recovered = "recovered",
+        /// The attempt ended and the run succeeded.
+        Succeeded = "succeeded",
+        /// The attempt ended with a step failure that stopped the run.
+        Failed = "failed",
+        /// A step timed out and stopped the run, or the whole run timed out.
+        TimedOut = "timed_out",
+        /// `workflows cancel` (or `remove --force` of its loop) stopped the run.
+        Cancelled = "cancelled",
+        /// The run's owner stopped the attempt (daemon stop, lease lost, Ctrl-C): the
+        /// run is recorded `failed`, and the loop run it belongs to `abandoned`.
+        Interrupted = "interrupted",
+    }
+);
+
+impl WorkflowEventType {
+    /// The event recording that a step ended with `status`.
+    pub fn step_ended(status: StepStatus) -> Self {
+        match status {
+            StepStatus::Succeeded => Self::StepSucceeded,
+            StepStatus::TimedOut => Self::StepTimedOut,
+            StepStatus::Skipped => Self::StepSkipped,
+            StepStatus::Cancelled => Self::StepCancelled,
+            StepStatus::Failed | StepStatus::Pending | StepStatus::Running => Self::StepFailed,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn workflow_event_types_keep_their_stored_names() {
+        // The stored and printed names (OpenLoops 0.3's): renaming a variant must not
+        // change them.
+        let names: Vec<&str> = WorkflowEventType::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "created",
+                "attempt_started",
+                "step_started",
+                "step_succeeded",
+                "step_failed",
+                "step_timed_out",
+                "step_skipped",
+                "step_cancelled",
+                "recovered",
+                "succeeded",
+                "failed",
+                "timed_out",
+                "cancelled",
+                "interrupted",
+            ]
+        );
+        for t in WorkflowEventType::ALL {
+            assert_eq!(t.as_str().parse::<WorkflowEventType>(), Ok(*t));
+            assert_eq!(
+                serde_json::to_value(t).unwrap(),
+                serde_json::Value::from(t.as_str())
+            );
+        }
+        assert!("step_retried".parse::<WorkflowEventType>().is_err());
+    }
+
+    #[test]
+    fn run_outcome_constructors() {
+        let at = chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap();
+        let o = RunOutcome::interrupted(at, "daemon stopped");
+        assert_eq!(o.status, RunStatus::Abandoned);
+        assert_eq!(o.error.as_deref(), Some("interrupted: daemon stopped"));
+        assert_eq!(o.finished_at, at);
+        let o = RunOutcome::failed(at, "no active workflow named \"w\"")
+            .with_output("out".into(), "err".into());
+        assert_eq!(o.status, RunStatus::Failed);
+        assert_eq!((o.stdout.as_str(), o.stderr.as_str()), ("out", "err"));
+        assert_eq!(o.exit_code, None);
+        let o = RunOutcome::new(RunStatus::Succeeded, at);
+        assert_eq!((o.error, o.summary, o.usage), (None, None, None));
+        assert_eq!(
+            RunOutcome::abandoned(at, "runner gone").status,
+            RunStatus::Abandoned
+        );
+    }
+
+    #[test]
+    fn a_step_ending_names_its_event() {
+        use WorkflowEventType as E;
+        for (status, event) in [
+            (StepStatus::Succeeded, E::StepSucceeded),
+            (StepStatus::Failed, E::StepFailed),
+            (StepStatus::TimedOut, E::StepTimedOut),
+            (StepStatus::Skipped, E::StepSkipped),
+            (StepStatus::Cancelled, E::StepCancelled),
+        ] {
+            assert_eq!(E::step_ended(status), event, "{status}");
+        }
+    }
 
     #[test]
     fn env_and_config_overrides_refuse_duplicate_keys() {

@@ -209,7 +209,8 @@ pub struct LoopAdvanceDecision {
     pub retry_scheduled_for: Option<Instant>,
 }
 
-/// Applies DESIGN §2 "After a run ends" to `lp` for a run of slot
+/// Applies the retry rules (README, "Scheduling contract": retries, `once` loops,
+/// expiry) to `lp` after a run of slot
 /// `run_scheduled_for` (attempt `attempt`, 1-based) that finished at `finished_at`.
 ///
 /// In order:
@@ -452,7 +453,7 @@ mod tests {
                 cwd: None,
                 shell: false,
                 env: Default::default(),
-                timeout_ms: None,
+                timeout: None,
                 account: None,
             }),
             next_run_at: Some(t(next_run_at)),

@@ -5,9 +5,9 @@
 //! run takes, and advancing early is what lets a slow run coexist with the next slot
 //! (overlap `skip` records it, `allow` runs it). Schedules whose next slot depends on
 //! the finish time (`fixed_delay`, `dynamic`, `once`) have no next slot while a run is
-//! in flight; [`on_finish`] fills it in. Retries follow DESIGN §2: a failed attempt with
-//! attempts left retries the same slot after `retryDelay`, an older failed slot with
-//! attempts left is retried before new slots.
+//! in flight; [`on_finish`] fills it in. Retries (README, "Scheduling contract"): a
+//! failed attempt with attempts left retries the same slot after `retryDelay`, an older
+//! failed slot with attempts left is retried before new slots.
 
 use crate::schedule::{self, ScheduleError};
 use crate::{Anchor, Instant, Loop, LoopStatus, Run, RunSource, RunStatus, Schedule};
@@ -18,6 +18,37 @@ pub struct LoopAdvance {
     pub status: LoopStatus,
     pub next_run_at: Option<Instant>,
     pub retry_scheduled_for: Option<Instant>,
+}
+
+/// Why a loop was taken out of scheduling ("parked"): its schedule no longer computes
+/// or its stored row cannot be read. The loop is set `paused` and a failed run records
+/// [`Parked::message`] as its error, the one form the store keeps; `doctor` reads it
+/// back with [`Parked::from_error`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parked {
+    pub reason: String,
+}
+
+const PARKED_PREFIX: &str = "loop parked (paused): ";
+const PARKED_SUFFIX: &str = "; fix it, then `loops resume`";
+
+impl Parked {
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+        }
+    }
+
+    /// The parked run's error: `loop parked (paused): {reason}; fix it, then `loops resume``.
+    pub fn message(&self) -> String {
+        format!("{PARKED_PREFIX}{}{PARKED_SUFFIX}", self.reason)
+    }
+
+    /// The parking a run's error records, if it records one.
+    pub fn from_error(error: &str) -> Option<Self> {
+        let rest = error.strip_prefix(PARKED_PREFIX)?;
+        Some(Self::new(rest.strip_suffix(PARKED_SUFFIX).unwrap_or(rest)))
+    }
 }
 
 /// Whether the next slot can only be known once the current run finished.
@@ -121,4 +152,23 @@ pub fn slot_finished(run: &Run, max_attempts: u32) -> bool {
 
 fn ms(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parked_loops_run_error_reads_back() {
+        let parked = Parked::new("its schedule cannot be computed: unknown time zone");
+        let message = parked.message();
+        assert_eq!(
+            message,
+            "loop parked (paused): its schedule cannot be computed: unknown time zone; \
+             fix it, then `loops resume`"
+        );
+        assert_eq!(Parked::from_error(&message), Some(parked));
+        assert_eq!(Parked::from_error("exited with status 1"), None);
+        assert_eq!(Parked::from_error("loop parked"), None);
+    }
 }

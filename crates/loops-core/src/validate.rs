@@ -88,8 +88,7 @@ pub fn target(target: &Target, label: &str) -> Result<(), ValidationError> {
             if t.workflow.trim().is_empty() {
                 return invalid(format!("{label}: workflow name is empty"));
             }
-            field("workflow name", Some(&t.workflow), label)?;
-            timeout(t.timeout_ms, label)
+            field("workflow name", Some(&t.workflow), label)
         }
     }
 }
@@ -127,8 +126,7 @@ pub fn command(t: &CommandTarget, label: &str) -> Result<(), ValidationError> {
             ));
         }
     }
-    env(&t.env, label)?;
-    timeout(t.timeout_ms, label)
+    env(&t.env, label)
 }
 
 /// Agent targets: a prompt, and only the options the chosen provider understands.
@@ -168,8 +166,7 @@ pub fn agent(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
     if let Some(account) = &t.account {
         account_fields(account, label)?;
     }
-    env(&t.env, label)?;
-    timeout(t.timeout_ms, label)
+    env(&t.env, label)
 }
 
 /// `configOverrides` become `-c key=value` for codex-shaped CLIs only; keys are dotted
@@ -265,13 +262,6 @@ fn env(vars: &BTreeMap<String, String>, label: &str) -> Result<(), ValidationErr
         .or_else(|e| invalid(format!("{label}: {e}")))
 }
 
-fn timeout(timeout_ms: Option<u64>, label: &str) -> Result<(), ValidationError> {
-    if timeout_ms == Some(0) {
-        return invalid(format!("{label}: timeout must be greater than zero"));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,7 +275,7 @@ mod tests {
             cwd: None,
             shell,
             env: BTreeMap::new(),
-            timeout_ms: None,
+            timeout: None,
             account: None,
         }
     }
@@ -302,7 +292,7 @@ mod tests {
             config_isolation: ConfigIsolation::Safe,
             config_overrides: BTreeMap::new(),
             env: BTreeMap::new(),
-            timeout_ms: None,
+            timeout: None,
             account: None,
         }
     }

@@ -4,7 +4,8 @@
 
 use crate::validate::{self, ValidationError};
 use crate::{
-    Account, AgentTarget, CommandTarget, Instant, StepStatus, WorkflowRunStatus, WorkflowStatus,
+    Account, AgentTarget, CommandTarget, Duration, Instant, LoopId, RunId, StepId, StepRunId,
+    StepStatus, WorkflowEventType, WorkflowId, WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -42,24 +43,26 @@ impl WorkflowSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Step {
-    pub id: String,
+    pub id: StepId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub target: StepTarget,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
+    pub depends_on: Vec<StepId>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub continue_on_failure: bool,
-    /// Step timeout: `"30s"` or milliseconds; overrides the target's own.
+    /// Step timeout: `"30s"` or milliseconds; overrides the target's own. JSON:
+    /// `timeout` or `timeoutMs` (written as `timeoutMs`).
     #[serde(
         default,
+        rename = "timeoutMs",
         alias = "timeout",
         deserialize_with = "duration_or_ms",
         skip_serializing_if = "Option::is_none"
     )]
-    pub timeout_ms: Option<u64>,
+    pub timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -74,10 +77,10 @@ pub enum StepTarget {
 
 impl Step {
     /// The step's effective timeout (its own, else its target's).
-    pub fn timeout_ms(&self) -> Option<u64> {
-        self.timeout_ms.or(match &self.target {
-            StepTarget::Command(c) => c.timeout_ms,
-            StepTarget::Agent(a) => a.timeout_ms,
+    pub fn effective_timeout(&self) -> Option<Duration> {
+        self.timeout.or(match &self.target {
+            StepTarget::Command(c) => c.timeout,
+            StepTarget::Agent(a) => a.timeout,
         })
     }
 
@@ -90,7 +93,7 @@ impl Step {
     }
 }
 
-fn duration_or_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+fn duration_or_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -102,9 +105,9 @@ fn duration_or_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Err
         Some(Raw::Ms(0)) => Err(serde::de::Error::custom(
             "timeout must be greater than zero",
         )),
-        Some(Raw::Ms(ms)) => Ok(Some(ms)),
-        Some(Raw::Text(t)) => crate::Duration::parse(&t)
-            .map(|d| Some(d.as_millis()))
+        Some(Raw::Ms(ms)) => Ok(Duration::from_millis(ms)),
+        Some(Raw::Text(t)) => Duration::parse(&t)
+            .map(Some)
             .map_err(serde::de::Error::custom),
     }
 }
@@ -157,8 +160,12 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
         MAX_DESCRIPTION_BYTES,
     );
     for step in &spec.steps {
-        let label = format!("step {:?}", truncated(&step.id));
-        sized(format!("{label}: id"), step.id.len(), MAX_FIELD_BYTES);
+        let label = format!("step {:?}", truncated(step.id.as_str()));
+        sized(
+            format!("{label}: id"),
+            step.id.as_str().len(),
+            MAX_FIELD_BYTES,
+        );
         sized(format!("{label}: name"), len(&step.name), MAX_FIELD_BYTES);
         sized(
             format!("{label}: description"),
@@ -181,7 +188,7 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
     );
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for step in &spec.steps {
-        if step.id.trim().is_empty() {
+        if step.id.as_str().trim().is_empty() {
             problems.push("a step has an empty id".to_owned());
             continue;
         }
@@ -264,7 +271,7 @@ fn find_cycle(spec: &WorkflowSpec) -> Option<Vec<String>> {
                         let from = stack.iter().position(|(n, _)| *n == dep).unwrap_or(0);
                         let mut path: Vec<String> = stack[from..]
                             .iter()
-                            .map(|(n, _)| spec.steps[*n].id.clone())
+                            .map(|(n, _)| spec.steps[*n].id.to_string())
                             .collect();
                         // Edges point at dependencies; print in execution order.
                         path.reverse();
@@ -394,7 +401,7 @@ impl Dag {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowRecord {
-    pub id: String,
+    pub id: WorkflowId,
     pub name: String,
     pub version: u32,
     pub status: WorkflowStatus,
@@ -408,8 +415,8 @@ pub struct WorkflowRecord {
 /// Where a workflow run came from when a loop started it: it belongs to that slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOrigin {
-    pub loop_id: crate::LoopId,
-    pub loop_run_id: crate::RunId,
+    pub loop_id: LoopId,
+    pub loop_run_id: RunId,
     pub scheduled_for: Instant,
 }
 
@@ -428,11 +435,11 @@ impl RunOrigin {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowRun {
-    pub id: String,
-    pub workflow_id: String,
+    pub id: WorkflowRunId,
+    pub workflow_id: WorkflowId,
     pub workflow_name: String,
-    pub loop_id: Option<String>,
-    pub loop_run_id: Option<String>,
+    pub loop_id: Option<LoopId>,
+    pub loop_run_id: Option<RunId>,
     #[serde(default, with = "crate::timefmt::option")]
     pub scheduled_for: Option<Instant>,
     pub idempotency_key: Option<String>,
@@ -457,9 +464,9 @@ pub struct WorkflowRun {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepRun {
-    pub id: String,
-    pub workflow_run_id: String,
-    pub step_id: String,
+    pub id: StepRunId,
+    pub workflow_run_id: WorkflowRunId,
+    pub step_id: StepId,
     pub sequence: u32,
     pub status: StepStatus,
     /// How many times the step was started across the run's attempts.
@@ -499,10 +506,10 @@ pub struct StepRun {
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowEvent {
     pub id: String,
-    pub workflow_run_id: String,
+    pub workflow_run_id: WorkflowRunId,
     pub sequence: u64,
-    pub event_type: String,
-    pub step_id: Option<String>,
+    pub event_type: WorkflowEventType,
+    pub step_id: Option<StepId>,
     pub payload: serde_json::Value,
     #[serde(with = "crate::timefmt")]
     pub created_at: Instant,
@@ -511,20 +518,21 @@ pub struct WorkflowEvent {
 /// An event to append.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
-    pub event_type: &'static str,
-    pub step_id: Option<String>,
+    pub event_type: WorkflowEventType,
+    pub step_id: Option<StepId>,
     pub payload: serde_json::Value,
 }
 
 impl NewEvent {
+    /// An event of `event_type`, about `step_id` when it concerns one step.
     pub fn new(
-        event_type: &'static str,
-        step_id: Option<&str>,
+        event_type: WorkflowEventType,
+        step_id: Option<&StepId>,
         payload: serde_json::Value,
     ) -> Self {
         Self {
             event_type,
-            step_id: step_id.map(str::to_owned),
+            step_id: step_id.cloned(),
             payload,
         }
     }
@@ -728,14 +736,31 @@ mod tests {
                 .to_owned(),
         ]))
         .unwrap();
-        assert_eq!(s.steps[0].timeout_ms(), Some(1500));
+        assert_eq!(
+            s.steps[0].effective_timeout().map(Duration::as_millis),
+            Some(1500)
+        );
         let s = spec(&wf(&[
             r#"{"id":"a","timeoutMs":200,"target":{"type":"command","command":"true"}}"#.to_owned(),
         ]))
         .unwrap();
-        assert_eq!(s.steps[0].timeout_ms(), Some(200));
+        assert_eq!(
+            s.steps[0].effective_timeout().map(Duration::as_millis),
+            Some(200)
+        );
         // Round trip through our own serialization.
         let back = parse_spec(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+        // A target's timeout is a duration too: zero is refused with its path.
+        let err = spec(&wf(&[
+            r#"{"id":"a","target":{"type":"command","command":"true","timeoutMs":0}}"#.to_owned(),
+        ]))
+        .unwrap_err();
+        assert!(
+            err.0
+                .starts_with("invalid workflow spec at steps[0].target")
+                && err.0.contains("greater than zero"),
+            "{err}"
+        );
     }
 }

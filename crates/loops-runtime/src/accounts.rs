@@ -1,4 +1,5 @@
-//! Accounts (DESIGN.md §3): running a target under an OpenAccounts profile.
+//! Accounts (README, "Agent targets" → "Accounts"): running a target under an
+//! OpenAccounts profile.
 //!
 //! When a target or step has `account {profile, tool}`, loops runs
 //! `accounts env <profile> --tool <tool>` (the tool defaults to the agent's provider;

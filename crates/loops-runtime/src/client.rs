@@ -14,7 +14,7 @@
 //!     schedule: Schedule::Cron { expression: "0 9 * * MON".into(), timezone: "Europe/Berlin".into() },
 //!     target: Target::Command(CommandTarget {
 //!         command: "df -h".into(), args: vec![], cwd: None, shell: true,
-//!         env: Default::default(), timeout_ms: None, account: None,
+//!         env: Default::default(), timeout: None, account: None,
 //!     }),
 //!     policy: Policy::default(),
 //! };
@@ -23,14 +23,21 @@
 //! # Ok(()) }
 //! ```
 
+use crate::clock::SystemClock;
+use crate::engine::{Engine, EngineConfig};
+use crate::workflow::RunEnd;
 use loops_core::schedule::{self, ScheduleError};
 use loops_core::validate::{self, ValidationError};
-use loops_core::workflow::{StepRun, WorkflowRecord, WorkflowRun, WorkflowSpec};
+use loops_core::workflow::{StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec};
 use loops_core::{
-    Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, Schedule, Target, WorkflowStatus,
+    Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, RunId, RunSource, Schedule, Target,
+    WorkflowId, WorkflowRunId, WorkflowStatus,
 };
 use loops_sqlite::SqliteStore;
-use loops_store::{LoopAdvance, RunFilter, Store, StoreError};
+use loops_store::{
+    DaemonLease, LoopAdvance, PrunePolicy, RunFilter, Store, StoreError, UnreadableLoop,
+};
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -94,20 +101,10 @@ pub enum ClientError {
     Workflow(#[from] loops_core::workflow::WorkflowError),
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-impl ClientError {
-    /// Whether the error is the caller's input (exit code 2) rather than the system's.
-    pub fn is_user_error(&self) -> bool {
-        match self {
-            ClientError::Store(StoreError::DuplicateName(_) | StoreError::DuplicateWorkflow(_)) => {
-                true
-            }
-            ClientError::Recover(crate::workflow::RecoverError::Store(_)) => false,
-            ClientError::Store(_) | ClientError::Refused(_) => false,
-            _ => true,
-        }
-    }
+    /// `tick` and `run-now` ran the engine, which stopped (its store failed, the loop
+    /// is busy, the daemon lease was lost).
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
 }
 
 /// Result alias for client calls.
@@ -134,7 +131,40 @@ pub struct LoopDefinition {
 #[derive(Clone)]
 pub struct Client {
     store: Arc<dyn Store>,
+    /// The same store, when this client opened it as a SQLite file: for the checks
+    /// only that backend has ([`Client::integrity_check`]).
+    sqlite: Option<Arc<SqliteStore>>,
     data_dir: PathBuf,
+}
+
+/// What [`Client::tick`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TickSummary {
+    /// The runs it started, as recorded once they ended.
+    pub claimed: Vec<Run>,
+    /// Slots recorded `skipped` (overlap `skip` while a run was in flight).
+    pub skipped: Vec<RunId>,
+    /// Rows of runners that are gone, recorded `abandoned`.
+    pub recovered: Vec<RunId>,
+    /// Loops past their `expiresAt`, now `expired`.
+    pub expired: Vec<LoopId>,
+}
+
+/// What [`Client::run_now`] ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunNowOutcome {
+    /// The run, as recorded once it ended.
+    pub run: Run,
+    /// Which slot it was: the due one (`due_slot`), a pending retry (`retry_slot`), or
+    /// a one-off at now (`ad_hoc`, which leaves the schedule alone).
+    pub source: RunSource,
+}
+
+/// What [`Client::prune`] deleted (or, on a dry run, would delete).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub runs: usize,
+    pub workflow_runs: usize,
 }
 
 impl Client {
@@ -148,7 +178,7 @@ impl Client {
     pub fn open(data_dir: &Path) -> Result<Self> {
         loops_store::prepare_data_dir(data_dir)?;
         let store = SqliteStore::open(&data_dir.join(loops_store::DB_FILE))?;
-        Ok(Self::with_store(Arc::new(store), data_dir))
+        Ok(Self::with_sqlite(Arc::new(store), data_dir))
     }
 
     /// Opens the store in `data_dir` for reading only (see
@@ -159,13 +189,21 @@ impl Client {
     pub fn open_read_only(data_dir: &Path) -> Result<Self> {
         loops_store::prepare_data_dir(data_dir)?;
         let store = SqliteStore::open_read_only(&data_dir.join(loops_store::DB_FILE))?;
-        Ok(Self::with_store(Arc::new(store), data_dir))
+        Ok(Self::with_sqlite(Arc::new(store), data_dir))
+    }
+
+    fn with_sqlite(store: Arc<SqliteStore>, data_dir: &Path) -> Self {
+        Self {
+            sqlite: Some(Arc::clone(&store)),
+            ..Self::with_store(store, data_dir)
+        }
     }
 
     /// Wraps an already opened store (tests, other backends).
     pub fn with_store(store: Arc<dyn Store>, data_dir: &Path) -> Self {
         Self {
             store,
+            sqlite: None,
             data_dir: data_dir.to_path_buf(),
         }
     }
@@ -272,7 +310,7 @@ impl Client {
                 .workflows_with_id_prefix(name, PREFIX_MATCHES)?
                 .into_iter()
                 .find(|w| w.name != name)
-                .map(|w| w.id),
+                .map(|w| w.id.to_string()),
             // Runs have no names.
             RecordKind::WorkflowRun => None,
         };
@@ -435,14 +473,14 @@ impl Client {
         for run in running {
             processes.extend(run.pid.map(|pid| (pid, run.pid_start_time)));
             for wf in self.store.list_workflow_runs(None, None)? {
-                if wf.loop_run_id.as_deref() != Some(run.id.as_str())
+                if wf.loop_run_id.as_ref() != Some(&run.id)
                     || wf.status != loops_core::WorkflowRunStatus::Running
                 {
                     continue;
                 }
                 self.store
-                    .request_workflow_cancel(&wf.id, "loop removed", now)?;
-                for step in self.store.step_runs(&wf.id)? {
+                    .request_workflow_cancel(wf.id.as_str(), "loop removed", now)?;
+                for step in self.store.step_runs(wf.id.as_str())? {
                     if step.status == loops_core::StepStatus::Running {
                         processes.extend(step.pid.map(|pid| (pid, step.pid_start_time)));
                     }
@@ -500,6 +538,148 @@ impl Client {
         };
         Ok(self.store.list_runs(&RunFilter { loop_id, limit })?)
     }
+
+    /// The newest run of a loop, if it has one.
+    pub fn last_run(&self, id: &LoopId) -> Result<Option<Run>> {
+        let filter = RunFilter {
+            loop_id: Some(id.clone()),
+            limit: Some(1),
+        };
+        Ok(self.store.list_runs(&filter)?.pop())
+    }
+
+    /// Every loop row, optionally of one status, each decoded on its own: a row this
+    /// build cannot read is an [`UnreadableLoop`] instead of failing the listing.
+    pub fn loop_rows(
+        &self,
+        status: Option<LoopStatus>,
+    ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        Ok(self.store.loop_rows(status)?)
+    }
+
+    /// Runs in flight, of every loop.
+    pub fn running_runs(&self) -> Result<Vec<Run>> {
+        Ok(self.store.running_runs(None)?)
+    }
+
+    /// The active loop due soonest (through the due index: one row, whatever the
+    /// number of loops); `None` when nothing is scheduled or its row cannot be read.
+    pub fn next_due_loop(&self) -> Result<Option<Loop>> {
+        Ok(self
+            .store
+            .due_loops(chrono::DateTime::<chrono::Utc>::MAX_UTC, 1)?
+            .into_iter()
+            .next()
+            .and_then(std::result::Result::ok))
+    }
+
+    /// The daemon lease row: who holds (or last held) the store.
+    pub fn daemon_lease(&self) -> Result<Option<DaemonLease>> {
+        Ok(self.store.current_daemon_lease()?)
+    }
+
+    /// Problems that would stop `target` from starting here and now (see
+    /// [`crate::preflight::check_loop_target`]); empty when it can start.
+    pub fn check_target(&self, target: &Target) -> Vec<String> {
+        crate::preflight::check_loop_target(self.store.as_ref(), target)
+    }
+
+    /// SQLite's full `PRAGMA integrity_check` of the database (`doctor`): `["ok"]`, or
+    /// the problems found. `None` for a store this client did not open as a file.
+    pub fn integrity_check(&self) -> Result<Option<Vec<String>>> {
+        match &self.sqlite {
+            Some(store) => Ok(Some(store.integrity_check()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// SQLite's quicker `PRAGMA quick_check` (the daemon's start-up check), as
+    /// [`Client::integrity_check`].
+    pub fn quick_check(&self) -> Result<Option<Vec<String>>> {
+        match &self.sqlite {
+            Some(store) => Ok(Some(store.quick_check()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Deletes finished runs and workflow runs by `policy` (running rows are never
+    /// pruned); with `dry_run`, only counts them.
+    pub fn prune(&self, policy: &PrunePolicy, dry_run: bool) -> Result<Pruned> {
+        Ok(Pruned {
+            runs: self.store.prune_runs(policy, dry_run)?,
+            workflow_runs: self.store.prune_workflow_runs(policy, dry_run)?,
+        })
+    }
+}
+
+/// Running loops in this process (`tick`, `run-now`, the daemon): each call builds an
+/// engine on this client's store, with its output spooled in the data dir.
+impl Client {
+    fn engine(&self, max_concurrent: NonZeroUsize) -> Result<Arc<Engine>> {
+        let cfg = EngineConfig {
+            max_concurrent,
+            ..EngineConfig::for_data_dir(&self.data_dir)
+        };
+        Ok(Engine::new(
+            Arc::clone(&self.store),
+            cfg,
+            Arc::new(SystemClock),
+        )?)
+    }
+
+    /// One scheduling pass here (`loops tick`, e.g. from system cron): recovers the
+    /// rows of runners that are gone, expires loops, claims every due slot — at most
+    /// `max_concurrent` running at once, the rest as runs finish — and waits for every
+    /// run it started.
+    pub async fn tick(&self, max_concurrent: NonZeroUsize) -> Result<TickSummary> {
+        let engine = self.engine(max_concurrent)?;
+        let _heartbeat = engine.spawn_heartbeat();
+        let mut summary = TickSummary::default();
+        let mut claimed = Vec::new();
+        loop {
+            let report = engine.tick()?;
+            claimed.extend(report.claimed);
+            summary.skipped.extend(report.skipped);
+            summary.recovered.extend(report.recovered);
+            summary.expired.extend(report.expired);
+            if !report.saturated {
+                break;
+            }
+            // Every slot is busy: wait for one to free, then pick up the rest.
+            engine.run_finished().await;
+        }
+        engine.drain().await;
+        summary.claimed = claimed
+            .iter()
+            .filter_map(|id| self.store.get_run(id).ok().flatten())
+            .collect();
+        Ok(summary)
+    }
+
+    /// Runs a loop now, here (`loops run-now`): its due slot (or pending retry slot)
+    /// when one is due, advancing the loop; else a one-off slot at now that leaves the
+    /// schedule alone. A loop with overlap `skip` and a run in flight is refused
+    /// ([`crate::engine::EngineError::Busy`]) unless `allow_overlap`. Returns once the
+    /// run ended; a daemon is poked to re-plan.
+    pub async fn run_now(&self, key: &str, allow_overlap: bool) -> Result<RunNowOutcome> {
+        let lp = self.get(key)?;
+        let engine = self.engine(crate::engine::DEFAULT_MAX_CONCURRENT)?;
+        let _heartbeat = engine.spawn_heartbeat();
+        let (run, source) = engine.run_now(&lp, allow_overlap).await?;
+        // The loop's next slot may have moved: let a daemon re-plan.
+        crate::wake::poke(&self.data_dir);
+        Ok(RunNowOutcome { run, source })
+    }
+
+    /// Runs the daemon on this client's store until `shutdown` resolves (see
+    /// [`crate::daemon::run`]).
+    pub async fn run_daemon(
+        &self,
+        cfg: crate::daemon::DaemonConfig,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> std::result::Result<(), crate::daemon::DaemonError> {
+        crate::daemon::run(Arc::clone(&self.store), cfg, shutdown).await
+    }
 }
 
 /// Workflow specs and runs.
@@ -539,7 +719,7 @@ impl Client {
     /// Archives a spec (loops naming it stop finding it).
     pub fn archive_workflow(&self, key: &str, now: Instant) -> Result<WorkflowRecord> {
         let wf = self.get_workflow(key)?;
-        Ok(self.store.archive_workflow(&wf.id, now)?)
+        Ok(self.store.archive_workflow(wf.id.as_str(), now)?)
     }
 
     /// Resolves a workflow run by exact id, then unambiguous id prefix (runs have no
@@ -598,7 +778,52 @@ impl Client {
                 run.id, run.status
             )));
         }
-        Ok(self.store.request_workflow_cancel(&run.id, reason, now)?)
+        Ok(self
+            .store
+            .request_workflow_cancel(run.id.as_str(), reason, now)?)
+    }
+
+    /// The stored workflow of exactly this id (any version, archived or not): the spec
+    /// a workflow run executed.
+    pub fn workflow_by_id(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
+        Ok(self.store.get_workflow(id.as_str())?)
+    }
+
+    /// The step runs of a workflow run, in spec order.
+    pub fn step_runs(&self, run: &WorkflowRunId) -> Result<Vec<StepRun>> {
+        Ok(self.store.step_runs(run.as_str())?)
+    }
+
+    /// A workflow run's event log, oldest first: all of it, or its last `limit` events.
+    pub fn workflow_events(
+        &self,
+        run: &WorkflowRunId,
+        limit: Option<usize>,
+    ) -> Result<Vec<WorkflowEvent>> {
+        Ok(self.store.workflow_events(run.as_str(), limit)?)
+    }
+
+    /// Runs `workflow` to its end in this process (`workflows run`): not for a loop's
+    /// slot, no daemon fence, timestamps from the system clock. `interrupt` stops it
+    /// (Ctrl-C): running steps are terminated and the run ends
+    /// [`RunEnd::Interrupted`].
+    pub async fn run_workflow(
+        &self,
+        workflow: &WorkflowRecord,
+        timeout: Option<std::time::Duration>,
+        interrupt: tokio::sync::watch::Receiver<Option<String>>,
+    ) -> Result<RunEnd> {
+        let ctx = crate::workflow::RunContext {
+            store: Arc::clone(&self.store),
+            fence: None,
+            exec: crate::targets::ExecSettings::for_data_dir(&self.data_dir),
+            clock: Arc::new(crate::clock::SystemClock),
+            origin: None,
+            loop_metadata: Vec::new(),
+            timeout,
+            interrupt,
+        };
+        Ok(crate::workflow::run(&ctx, workflow).await?)
     }
 
     /// Resets steps whose processes are gone to `pending`; refuses while any lives.

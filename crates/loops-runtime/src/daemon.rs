@@ -15,6 +15,7 @@ use crate::wake;
 use loops_core::{format_instant, Instant};
 use loops_store::{Fence, LeaseAcquire, LeaseHolder, PrunePolicy, Store, StoreError};
 use std::future::Future;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +31,8 @@ pub const DEFAULT_KEEP_RUNS: usize = 1_000;
 pub const DEFAULT_KEEP_FOR: Duration = Duration::from_secs(30 * 86_400);
 /// How often the daemon prunes.
 pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(600);
-/// Default daemon lease TTL (heartbeat every third of it).
+/// Default daemon lease TTL (renewed every third of it; the run leases follow the
+/// engine's heartbeat policy, [`crate::engine::heartbeat`]).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// Minimum spacing of recovery scans in a busy daemon.
 const RECOVER_EVERY: Duration = Duration::from_secs(1);
@@ -45,7 +47,7 @@ pub const MAX_SLEEP: Duration = Duration::from_secs(60);
 pub struct DaemonConfig {
     pub data_dir: PathBuf,
     pub lease_ttl: Duration,
-    pub max_concurrent: usize,
+    pub max_concurrent: NonZeroUsize,
     pub shutdown_grace: Duration,
     pub kill_grace: Duration,
     pub keep_runs: Option<usize>,
@@ -81,6 +83,13 @@ impl DaemonConfig {
             keep_per_loop: self.keep_runs,
         }
     }
+}
+
+/// The default retention policy (what `loops prune` without flags applies) as of
+/// `now`: the newest [`DEFAULT_KEEP_RUNS`] finished runs per loop, none older than
+/// [`DEFAULT_KEEP_FOR`].
+pub fn default_prune_policy(now: Instant) -> PrunePolicy {
+    DaemonConfig::new(Path::new("")).prune_policy(now)
 }
 
 /// Why the daemon stopped abnormally.
@@ -203,6 +212,9 @@ pub async fn run_with_clock(
         let _ = store.release_daemon_lease(&fence);
         remove_pid_file(&cfg.data_dir, pid);
     })?;
+    // Run leases are renewed on the engine's policy until the engine is dropped, so
+    // through the shutdown grace period too.
+    let _run_heartbeat = engine.spawn_heartbeat();
     let outcome = main_loop(
         &engine,
         &store,
@@ -290,9 +302,10 @@ async fn main_loop(
 ) -> Result<(), DaemonError> {
     let mut shutdown = std::pin::pin!(shutdown);
     let ttl_ms = u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX);
-    let mut heartbeat = tokio::time::interval((cfg.lease_ttl / 3).max(Duration::from_millis(50)));
-    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    heartbeat.tick().await;
+    // The daemon lease's own renewal (the run leases are the engine's heartbeat's).
+    let mut lease_beat = tokio::time::interval((cfg.lease_ttl / 3).max(Duration::from_millis(50)));
+    lease_beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    lease_beat.tick().await;
     let mut next_prune = tokio::time::Instant::now();
     let mut buf = [0u8; 64];
     let mut last_recover = None;
@@ -406,8 +419,9 @@ async fn main_loop(
                     wake_socket_ok = false;
                 }
             }
+            // A finished run moved its loop, or the engine noticed the lease was lost.
             _ = engine.replan_needed(), if !failing => {}
-            _ = heartbeat.tick() => {
+            _ = lease_beat.tick() => {
                 match store.heartbeat_daemon_lease(fence, ttl_ms, clock.now()) {
                     Ok(true) => note_recovery(lease_backoff.succeed(), "daemon lease heartbeat"),
                     Ok(false) => {
@@ -420,11 +434,6 @@ async fn main_loop(
                         lease_backoff.fail();
                         note_failure(&lease_backoff, "daemon lease heartbeat", &e);
                     }
-                }
-                match engine.heartbeat() {
-                    Ok(_) => {}
-                    Err(EngineError::LeaseLost) => return Err(lease_loss(store.as_ref())),
-                    Err(e) => tracing::debug!(error = %e, "run lease heartbeat failed"),
                 }
             }
             _ = &mut shutdown => {

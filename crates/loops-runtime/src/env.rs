@@ -1,6 +1,7 @@
 //! The one place a child's environment is built, and executable lookup on its PATH.
 //!
-//! Precedence, lowest first (DESIGN.md §3): the inherited environment, `PATH`
+//! Precedence, lowest first (README, "Running loops" → "Execution"): the inherited
+//! environment, `PATH`
 //! extended with the usual per-user bin dirs (a daemon started by systemd or launchd
 //! has a bare PATH, while `claude`, `bun`, `cargo` installs live under `~`), the
 //! target's own `env`, then the `LOOPS_*` run metadata, which nothing can override.

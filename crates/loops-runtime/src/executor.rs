@@ -154,6 +154,15 @@ impl ExecResult {
         self.finished_at - self.started_at
     }
 
+    /// A failed attempt that never got a process because it could not be specified
+    /// (an unknown account, a bad target), as of `at`.
+    pub fn unspecified(error: String, at: DateTime<Utc>) -> Self {
+        Self {
+            finished_at: at,
+            ..Self::not_started(ExecStatus::Failed, error, at)
+        }
+    }
+
     /// A run that never got a process.
     fn not_started(status: ExecStatus, error: String, started_at: DateTime<Utc>) -> Self {
         Self {

@@ -2,7 +2,19 @@
 //! scheduler engine, the daemon, and the library [`client::Client`] the CLI uses.
 //!
 //! Layering: this crate sits on `loops-core` (pure domain) and `loops-store`
-//! (persistence) and is the only one that spawns processes or owns an async runtime.
+//! (persistence). It spawns every run's process, workflow step, `accounts env`
+//! lookup and provider `--version` probe. The one other crate that spawns anything is
+//! the `loops` binary, for daemon control only: `daemon start` starts the binary
+//! itself detached (`daemon run`), and `daemon install --enable` runs the service
+//! manager's enable commands (`systemctl --user`, `launchctl`). Core and store spawn
+//! nothing.
+//!
+//! Every front end goes through [`client::Client`]: it resolves keys, validates
+//! definitions and runs loops in-process ([`client::Client::tick`],
+//! [`client::Client::run_now`], [`client::Client::run_workflow`]); the engine's
+//! heartbeat policy ([`engine::heartbeat`]) and its defaults
+//! ([`engine::DEFAULT_MAX_CONCURRENT`], the `daemon::DEFAULT_*` constants) are the
+//! ones the CLI shows.
 
 pub mod accounts;
 pub mod backoff;

@@ -1,5 +1,6 @@
 //! Turns a loop's target and a claimed run into an [`ExecSpec`]: executable, argv,
-//! stdin and the environment (DESIGN §3), built in one place.
+//! stdin and the environment (README, "Running loops" → "Execution"), built in one
+//! place.
 //!
 //! Environment layers, lowest first: the daemon's environment, then (under an
 //! account) that environment scrubbed of auth variables with the profile applied,
@@ -114,14 +115,14 @@ pub fn exec_spec(lp: &Loop, run: &Run, cfg: &ExecSettings) -> Result<ExecSpec, S
         Target::Command(c) => process_spec(
             ProcessTarget::Command(c),
             c.account.as_ref(),
-            c.timeout_ms,
+            c.timeout,
             metadata,
             cfg,
         ),
         Target::Agent(a) => process_spec(
             ProcessTarget::Agent(a),
             a.account.as_ref(),
-            a.timeout_ms,
+            a.timeout,
             metadata,
             cfg,
         ),
@@ -133,11 +134,11 @@ pub fn exec_spec(lp: &Loop, run: &Run, cfg: &ExecSettings) -> Result<ExecSpec, S
 }
 
 /// Executable, argv, stdin and environment for a process target, under `account` (if
-/// any) with `timeout_ms` and the given `LOOPS_*` metadata.
+/// any) with `timeout` and the given `LOOPS_*` metadata.
 pub fn process_spec(
     target: ProcessTarget<'_>,
     account: Option<&Account>,
-    timeout_ms: Option<u64>,
+    timeout: Option<loops_core::Duration>,
     mut metadata: Vec<(&'static str, String)>,
     cfg: &ExecSettings,
 ) -> Result<ExecSpec, SpecError> {
@@ -167,7 +168,7 @@ pub fn process_spec(
             spec
         }
     };
-    spec.timeout = timeout_ms.map(Duration::from_millis);
+    spec.timeout = timeout.map(loops_core::Duration::to_std);
     spec.kill_grace = cfg.kill_grace;
     spec.max_output_bytes = cfg.max_output_bytes;
     Ok(spec)

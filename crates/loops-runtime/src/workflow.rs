@@ -13,13 +13,17 @@
 //! its side effects may already have happened.
 
 use crate::clock::Clock;
-use crate::executor::{execute, ExecResult, ExecSpec, ExecStatus};
+use crate::executor::{execute, ExecResult, ExecSpec};
 use crate::process::is_same_process_alive;
+use crate::providers::{self, Verdict};
 use crate::targets::{process_spec, ExecSettings, ProcessTarget};
 use loops_core::workflow::{
     Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, WorkflowRecord, WorkflowRun,
 };
-use loops_core::{format_instant, Instant, StepStatus, WorkflowRunStatus};
+use loops_core::{
+    format_instant, Instant, StepId, StepStatus, WorkflowEventType, WorkflowRunId,
+    WorkflowRunStatus,
+};
 use loops_store::{Fence, Store, StoreError};
 use serde_json::json;
 use std::sync::Arc;
@@ -62,14 +66,45 @@ impl RunContext {
 /// Why the run stopped starting steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Stop {
-    Failed { step: String, status: StepStatus },
+    Failed { step: StepId, status: StepStatus },
     TimedOut(String),
     Cancelled(String),
     Interrupted(String),
 }
 
-/// Runs (or continues) a workflow run to its end and returns the final run record.
-pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<WorkflowRun, StoreError> {
+/// How [`run`] left a workflow run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The attempt came to an end of its own: the run succeeded, failed, timed out or
+    /// was cancelled.
+    Finished(WorkflowRun),
+    /// The run's owner stopped the attempt (daemon stop, lease lost, Ctrl-C): the run
+    /// is recorded `failed` ("interrupted: …"), but the attempt did not complete, so
+    /// the loop run it belongs to is `abandoned` rather than failed.
+    Interrupted(WorkflowRun),
+    /// Stopped while a step process left by an earlier runner still ran, before
+    /// anything changed: the run stays `running`, for whoever continues it next.
+    Untouched(WorkflowRun),
+}
+
+impl RunEnd {
+    /// The run record as it was left.
+    pub fn run(&self) -> &WorkflowRun {
+        match self {
+            RunEnd::Finished(run) | RunEnd::Interrupted(run) | RunEnd::Untouched(run) => run,
+        }
+    }
+
+    /// The run record as it was left.
+    pub fn into_run(self) -> WorkflowRun {
+        match self {
+            RunEnd::Finished(run) | RunEnd::Interrupted(run) | RunEnd::Untouched(run) => run,
+        }
+    }
+}
+
+/// Runs (or continues) a workflow run to its end and says how it was left.
+pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<RunEnd, StoreError> {
     let now = ctx.now();
     let (mut run, created) =
         ctx.store
@@ -79,10 +114,10 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
         workflow.clone()
     } else {
         ctx.store
-            .get_workflow(&run.workflow_id)?
-            .ok_or_else(|| StoreError::WorkflowNotFound(run.workflow_id.clone()))?
+            .get_workflow(run.workflow_id.as_str())?
+            .ok_or_else(|| StoreError::WorkflowNotFound(run.workflow_id.to_string()))?
     };
-    let mut steps = ctx.store.step_runs(&run.id)?;
+    let mut steps = ctx.store.step_runs(run.id.as_str())?;
     // Still `running`: its runner died mid-run, and this continues the same attempt.
     let interrupted = !created && run.status == WorkflowRunStatus::Running;
     let mut reset = Vec::new();
@@ -91,7 +126,7 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
         if !wait_for_orphans(&steps, &ctx.interrupt).await {
             // Stopped while a step's process still runs: leave everything as it is
             // for whoever continues the run next.
-            return Ok(run);
+            return Ok(RunEnd::Untouched(run));
         }
         for step in steps.iter_mut() {
             let rerun = match step.status {
@@ -121,7 +156,7 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
     run.error = None;
     run.cancel_requested = None;
     let attempt_event = NewEvent::new(
-        "attempt_started",
+        WorkflowEventType::AttemptStarted,
         None,
         json!({
             "attempt": run.attempt,
@@ -137,7 +172,11 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
     let stop = drive(ctx, &workflow, &run, &mut steps).await?;
     let finished = ctx.now();
     let (status, error, event) = match &stop {
-        None => (WorkflowRunStatus::Succeeded, None, "succeeded"),
+        None => (
+            WorkflowRunStatus::Succeeded,
+            None,
+            WorkflowEventType::Succeeded,
+        ),
         Some(Stop::Failed { step, status }) => (
             if *status == StepStatus::TimedOut {
                 WorkflowRunStatus::TimedOut
@@ -146,21 +185,25 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
             },
             Some(format!("step {step:?} {status}")),
             if *status == StepStatus::TimedOut {
-                "timed_out"
+                WorkflowEventType::TimedOut
             } else {
-                "failed"
+                WorkflowEventType::Failed
             },
         ),
-        Some(Stop::TimedOut(why)) => (WorkflowRunStatus::TimedOut, Some(why.clone()), "timed_out"),
+        Some(Stop::TimedOut(why)) => (
+            WorkflowRunStatus::TimedOut,
+            Some(why.clone()),
+            WorkflowEventType::TimedOut,
+        ),
         Some(Stop::Cancelled(why)) => (
             WorkflowRunStatus::Cancelled,
             Some(format!("cancelled: {why}")),
-            "cancelled",
+            WorkflowEventType::Cancelled,
         ),
         Some(Stop::Interrupted(why)) => (
             WorkflowRunStatus::Failed,
             Some(format!("interrupted: {why}")),
-            "interrupted",
+            WorkflowEventType::Interrupted,
         ),
     };
     run.status = status;
@@ -176,7 +219,10 @@ pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<Workflow
     );
     ctx.store
         .save_workflow_run(&run, &[event], finished, ctx.fence())?;
-    Ok(run)
+    Ok(match stop {
+        Some(Stop::Interrupted(_)) => RunEnd::Interrupted(run),
+        _ => RunEnd::Finished(run),
+    })
 }
 
 /// Steps left `running` by a runner that died may still have live processes: never
@@ -214,7 +260,11 @@ fn record_orphan_outcome(
     now: Instant,
 ) -> Result<(), StoreError> {
     let pid = step.pid.unwrap_or(0);
-    let spooled = ctx.exec.spool.as_ref().map(|s| s.for_step(&step.id));
+    let spooled = ctx
+        .exec
+        .spool
+        .as_ref()
+        .map(|s| s.for_step(step.id.as_str()));
     if let Some(files) = &spooled {
         let (stdout, stderr) = files.read(ctx.exec.max_output_bytes);
         step.stdout = Some(stdout);
@@ -232,7 +282,7 @@ fn record_orphan_outcome(
         .map(|s| u64::try_from((now - s).num_milliseconds()).unwrap_or(0));
     step.error = Some(error.clone());
     let ev = NewEvent::new(
-        "step_failed",
+        WorkflowEventType::StepFailed,
         Some(&step.step_id),
         json!({ "exitCode": null, "exitStatusUnknown": true, "pid": pid, "error": error }),
     );
@@ -317,7 +367,7 @@ async fn drive(
                         step.status = StepStatus::Skipped;
                         step.error = Some(reason.clone());
                         let ev = NewEvent::new(
-                            "step_skipped",
+                            WorkflowEventType::StepSkipped,
                             Some(&step.step_id),
                             json!({ "reason": reason }),
                         );
@@ -370,7 +420,7 @@ async fn drive(
                     && matches!(status, StepStatus::Failed | StepStatus::TimedOut)
                     && dag.failure_stops_run(i)
                 {
-                    stop = Some(Stop::Failed { step: ids[i].to_owned(), status });
+                    stop = Some(Stop::Failed { step: spec.steps[i].id.clone(), status });
                     cancel_all(&cancels);
                 }
             }
@@ -393,7 +443,7 @@ async fn drive(
                             .unwrap_or_default();
                         stop = Some(Stop::TimedOut(format!("workflow timed out after {limit}")));
                         cancel_all(&cancels);
-                    } else if let Some(reason) = ctx.store.get_workflow_run(&run.id)?.and_then(|r| r.cancel_requested) {
+                    } else if let Some(reason) = ctx.store.get_workflow_run(run.id.as_str())?.and_then(|r| r.cancel_requested) {
                         stop = Some(Stop::Cancelled(reason));
                         cancel_all(&cancels);
                     }
@@ -404,32 +454,23 @@ async fn drive(
 
     // Whatever never started: skipped after a failure or timeout, cancelled on cancel.
     if let Some(stop) = &stop {
-        let (status, reason, event) = match stop {
+        let (status, reason) = match stop {
             Stop::Failed { step, status } => (
                 StepStatus::Skipped,
                 format!("workflow stopped: step {step:?} {status}"),
-                "step_skipped",
             ),
-            Stop::TimedOut(why) => (
-                StepStatus::Skipped,
-                format!("workflow stopped: {why}"),
-                "step_skipped",
-            ),
-            Stop::Cancelled(why) => (
-                StepStatus::Cancelled,
-                format!("cancelled: {why}"),
-                "step_cancelled",
-            ),
-            Stop::Interrupted(why) => (
-                StepStatus::Cancelled,
-                format!("interrupted: {why}"),
-                "step_cancelled",
-            ),
+            Stop::TimedOut(why) => (StepStatus::Skipped, format!("workflow stopped: {why}")),
+            Stop::Cancelled(why) => (StepStatus::Cancelled, format!("cancelled: {why}")),
+            Stop::Interrupted(why) => (StepStatus::Cancelled, format!("interrupted: {why}")),
         };
         for step in steps.iter_mut().filter(|s| s.status == StepStatus::Pending) {
             step.status = status;
             step.error = Some(reason.clone());
-            let ev = NewEvent::new(event, Some(&step.step_id), json!({ "reason": reason }));
+            let ev = NewEvent::new(
+                WorkflowEventType::step_ended(status),
+                Some(&step.step_id),
+                json!({ "reason": reason }),
+            );
             ctx.store
                 .save_step_run(step, &[ev], ctx.now(), ctx.fence())?;
         }
@@ -459,14 +500,18 @@ fn start_step(
     record.attempts += 1;
     record.started_at = Some(now);
     let ev = NewEvent::new(
-        "step_started",
+        WorkflowEventType::StepStarted,
         Some(&step.id),
         json!({ "attempt": run.attempt, "stepAttempt": record.attempts }),
     );
     ctx.store.save_step_run(record, &[ev], now, ctx.fence())?;
 
     let spec = step_spec(ctx, workflow, run, step).map(|mut spec| {
-        spec.spool = ctx.exec.spool.as_ref().map(|s| s.for_step(&record.id));
+        spec.spool = ctx
+            .exec
+            .spool
+            .as_ref()
+            .map(|s| s.for_step(record.id.as_str()));
         spec
     });
     let store = Arc::clone(&ctx.store);
@@ -489,18 +534,7 @@ fn start_step(
         };
         let result = match spec {
             Ok(spec) => execute(spec, on_spawn, cancelled).await,
-            Err(message) => ExecResult {
-                status: ExecStatus::Failed,
-                exit_code: None,
-                signal: None,
-                stdout: String::new(),
-                stderr: String::new(),
-                error: Some(message),
-                pid: None,
-                pid_start_time: None,
-                started_at: now,
-                finished_at: now,
-            },
+            Err(message) => ExecResult::unspecified(message, now),
         };
         (index, result)
     });
@@ -517,43 +551,13 @@ fn finish_step(
     // The pid is kept: it tells `recover` and a continuing run which process ran.
     record.pid = result.pid.or(record.pid);
     record.pid_start_time = result.pid_start_time.or(record.pid_start_time);
-    let mut status = match result.status {
-        ExecStatus::Succeeded => StepStatus::Succeeded,
-        ExecStatus::Failed => StepStatus::Failed,
-        ExecStatus::TimedOut => StepStatus::TimedOut,
-        ExecStatus::Cancelled => StepStatus::Cancelled,
+    let verdict = match &step.target {
+        StepTarget::Agent(agent) => providers::judge(agent, &result),
+        StepTarget::Command(_) => Verdict::of_process(&result),
     };
-    let mut result = result;
-    if let (StepTarget::Agent(agent), StepStatus::Succeeded | StepStatus::Failed) =
-        (&step.target, status)
-    {
-        // The provider's own verdict (e.g. claude's `is_error` with exit 0) decides.
-        let mut outcome = loops_core::RunOutcome {
-            status: if status == StepStatus::Succeeded {
-                loops_core::RunStatus::Succeeded
-            } else {
-                loops_core::RunStatus::Failed
-            },
-            finished_at: result.finished_at,
-            exit_code: result.exit_code,
-            stdout: std::mem::take(&mut result.stdout),
-            stderr: std::mem::take(&mut result.stderr),
-            error: result.error.take(),
-            summary: None,
-            usage: None,
-        };
-        crate::providers::interpret(agent, &mut outcome);
-        status = if outcome.status == loops_core::RunStatus::Succeeded {
-            StepStatus::Succeeded
-        } else {
-            StepStatus::Failed
-        };
-        result.stdout = outcome.stdout;
-        result.stderr = outcome.stderr;
-        result.error = outcome.error;
-        record.summary = outcome.summary;
-        record.usage = outcome.usage;
-    }
+    let status = verdict.step_status();
+    record.summary = verdict.summary;
+    record.usage = verdict.usage;
     let error = match (status, stop) {
         (StepStatus::Cancelled, Some(Stop::Failed { step, status })) => {
             Some(format!("cancelled: step {step:?} {status}"))
@@ -563,7 +567,7 @@ fn finish_step(
         (StepStatus::Cancelled, Some(Stop::Interrupted(why))) => {
             Some(format!("interrupted: {why}"))
         }
-        _ => result.error.clone(),
+        _ => verdict.error,
     };
     record.status = status;
     record.finished_at = Some(result.finished_at);
@@ -574,21 +578,15 @@ fn finish_step(
     record.stdout = Some(result.stdout);
     record.stderr = Some(result.stderr);
     record.error = error.clone();
-    let event = match status {
-        StepStatus::Succeeded => "step_succeeded",
-        StepStatus::TimedOut => "step_timed_out",
-        StepStatus::Cancelled => "step_cancelled",
-        _ => "step_failed",
-    };
     let ev = NewEvent::new(
-        event,
+        WorkflowEventType::step_ended(status),
         Some(&record.step_id),
         json!({ "exitCode": record.exit_code, "durationMs": record.duration_ms, "error": error }),
     );
     ctx.store
         .save_step_run(record, &[ev], ctx.now(), ctx.fence())?;
     if let Some(spool) = &ctx.exec.spool {
-        spool.for_step(&record.id).remove();
+        spool.for_step(record.id.as_str()).remove();
     }
     Ok(status)
 }
@@ -603,10 +601,10 @@ fn step_spec(
 ) -> Result<ExecSpec, String> {
     let mut metadata = ctx.loop_metadata.clone();
     metadata.extend([
-        ("LOOPS_WORKFLOW_ID", workflow.id.clone()),
+        ("LOOPS_WORKFLOW_ID", workflow.id.to_string()),
         ("LOOPS_WORKFLOW_NAME", workflow.name.clone()),
-        ("LOOPS_WORKFLOW_RUN_ID", run.id.clone()),
-        ("LOOPS_WORKFLOW_STEP_ID", step.id.clone()),
+        ("LOOPS_WORKFLOW_RUN_ID", run.id.to_string()),
+        ("LOOPS_WORKFLOW_STEP_ID", step.id.to_string()),
     ]);
     let target = match &step.target {
         StepTarget::Command(c) => ProcessTarget::Command(c),
@@ -615,7 +613,7 @@ fn step_spec(
     process_spec(
         target,
         step.account(),
-        step.timeout_ms(),
+        step.effective_timeout(),
         metadata,
         &ctx.exec,
     )
@@ -626,10 +624,10 @@ fn step_spec(
 /// later attempt reruns them; refuses while any of those processes is alive.
 pub fn recover(
     store: &dyn Store,
-    run_id: &str,
+    run_id: &WorkflowRunId,
     reason: &str,
 ) -> Result<Vec<StepRun>, RecoverError> {
-    let steps = store.step_runs(run_id)?;
+    let steps = store.step_runs(run_id.as_str())?;
     let running: Vec<&StepRun> = steps
         .iter()
         .filter(|s| s.status == StepStatus::Running)
@@ -652,7 +650,7 @@ pub fn recover(
         reset_step(&mut step);
         step.error = Some(reason.to_owned());
         let ev = NewEvent::new(
-            "recovered",
+            WorkflowEventType::Recovered,
             Some(&step.step_id),
             json!({ "reason": reason, "at": format_instant(&now) }),
         );

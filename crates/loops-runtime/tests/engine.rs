@@ -37,7 +37,7 @@ fn every(name: &str, every_ms: u64, cmd: &str, next: Instant) -> NewLoop {
             cwd: None,
             shell: true,
             env: Default::default(),
-            timeout_ms: None,
+            timeout: None,
             account: None,
         }),
         policy: Policy::default(),
@@ -324,4 +324,127 @@ async fn the_daemon_loop_runs_due_loops_and_stops_cleanly_on_shutdown() {
         w.store.current_daemon_lease().unwrap().is_none(),
         "released at shutdown"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_workflow_run_ends_interrupted_not_failed() {
+    use loops_core::workflow::{parse_spec, validate};
+    use loops_runtime::workflow::{run, RunContext, RunEnd};
+    let w = world(t0());
+    let (gate, cmd) = w.gate();
+    let spec = parse_spec(&format!(
+        r#"{{"name":"slow","steps":[{{"id":"wait","target":{{"type":"command","command":{cmd:?},"shell":true}}}}]}}"#
+    ))
+    .unwrap();
+    validate(&spec).unwrap();
+    let workflow = w.store.create_workflow(&spec, false, t0()).unwrap();
+    let (stop, interrupt) = tokio::sync::watch::channel(None::<String>);
+    let ctx = RunContext {
+        store: Arc::clone(&w.store),
+        fence: None,
+        exec: loops_runtime::targets::ExecSettings::for_data_dir(w.dir.path()),
+        clock: Arc::clone(&w.clock) as Arc<dyn Clock>,
+        origin: None,
+        loop_metadata: Vec::new(),
+        timeout: None,
+        interrupt,
+    };
+    let running = tokio::spawn(async move { run(&ctx, &workflow).await });
+    let store = Arc::clone(&w.store);
+    until("the step to start", Duration::from_secs(10), || {
+        store
+            .list_workflow_runs(Some("slow"), Some(1))
+            .unwrap()
+            .first()
+            .and_then(|r| store.step_runs(r.id.as_str()).ok())
+            .is_some_and(|s| s[0].pid.is_some())
+    })
+    .await;
+    stop.send(Some("daemon stopped".into())).unwrap();
+    let end = running.await.unwrap().unwrap();
+    let RunEnd::Interrupted(stopped) = &end else {
+        panic!("not interrupted: {end:?}");
+    };
+    assert_eq!(stopped.status, loops_core::WorkflowRunStatus::Failed);
+    assert_eq!(
+        stopped.error.as_deref(),
+        Some("interrupted: daemon stopped")
+    );
+    let events = w.store.workflow_events(stopped.id.as_str(), None).unwrap();
+    assert_eq!(
+        events.last().map(|e| e.event_type),
+        Some(loops_core::WorkflowEventType::Interrupted)
+    );
+    std::fs::write(gate, b"").unwrap();
+
+    // One that ends by itself is finished.
+    let spec = parse_spec(
+        r#"{"name":"quick","steps":[{"id":"a","target":{"type":"command","command":"true"}}]}"#,
+    )
+    .unwrap();
+    let workflow = w.store.create_workflow(&spec, false, t0()).unwrap();
+    let (_stop, interrupt) = tokio::sync::watch::channel(None::<String>);
+    let ctx = RunContext {
+        store: Arc::clone(&w.store),
+        fence: None,
+        exec: loops_runtime::targets::ExecSettings::for_data_dir(w.dir.path()),
+        clock: Arc::clone(&w.clock) as Arc<dyn Clock>,
+        origin: None,
+        loop_metadata: Vec::new(),
+        timeout: None,
+        interrupt,
+    };
+    let end = run(&ctx, &workflow).await.unwrap();
+    assert!(
+        matches!(&end, RunEnd::Finished(r) if r.status == loops_core::WorkflowRunStatus::Succeeded),
+        "{end:?}"
+    );
+}
+
+/// One heartbeat policy for every runner: a run lease is renewed every third of it
+/// (within 50 ms..10 s), re-planned when a run with a shorter lease starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_leases_are_renewed_every_third_of_the_shortest_lease() {
+    use loops_runtime::engine::heartbeat::{heartbeat_period, HEARTBEAT_MAX};
+    let start = t0();
+    let w = world(start);
+    let (gate, cmd) = w.gate();
+    let mut short = every("short", 3_600_000, &cmd, start);
+    short.policy.lease_ms = 600;
+    let lp = w.store.create_loop(short, start).unwrap();
+    let engine = w.engine();
+    assert_eq!(engine.heartbeat_every(), HEARTBEAT_MAX, "no runs held");
+    let _heartbeat = engine.spawn_heartbeat();
+    let claimed = engine.tick().unwrap().claimed;
+    assert_eq!(claimed.len(), 1);
+    let held = Arc::clone(&engine);
+    until("the run to be held", Duration::from_secs(3), || {
+        held.heartbeat_every() == heartbeat_period(Duration::from_millis(600))
+    })
+    .await;
+    let first = w.store.get_run(&claimed[0]).unwrap().unwrap();
+    assert_eq!(
+        first.lease_expires_at,
+        Some(start + TimeDelta::milliseconds(600))
+    );
+    // Time moves on: the next beat (200 ms later, not 10 s) renews from the new now.
+    let later = start + TimeDelta::seconds(5);
+    w.clock.set(later);
+    let store = Arc::clone(&w.store);
+    let id = claimed[0].clone();
+    until(
+        "the run lease to be renewed",
+        Duration::from_secs(3),
+        || {
+            store.get_run(&id).unwrap().unwrap().lease_expires_at
+                == Some(later + TimeDelta::milliseconds(600))
+        },
+    )
+    .await;
+    std::fs::write(&gate, b"open").unwrap();
+    engine.drain().await;
+    assert_eq!(engine.heartbeat_every(), HEARTBEAT_MAX);
+    let done = w.store.get_run(&claimed[0]).unwrap().unwrap();
+    assert_eq!(done.status, RunStatus::Succeeded);
+    assert_eq!(done.loop_id, lp.id);
 }

@@ -6,10 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use loops_core::{AgentTarget, ConfigIsolation, Provider, RunOutcome, RunStatus, Usage};
+use loops_core::{
+    AgentTarget, ConfigIsolation, Provider, RunOutcome, RunStatus, StepStatus, Usage,
+};
+use loops_runtime::executor::{ExecResult, ExecStatus};
 use loops_runtime::providers::{
-    account_tool, agent_args, bounded_summary, detect_providers, interpret, parse_output,
-    SUMMARY_MAX_BYTES,
+    account_tool, agent_args, bounded_summary, detect_providers, interpret, judge, parse_output,
+    Verdict, SUMMARY_MAX_BYTES,
 };
 
 fn fixture(name: &str) -> String {
@@ -29,7 +32,7 @@ fn target(provider: Provider) -> AgentTarget {
         config_isolation: ConfigIsolation::Safe,
         config_overrides: BTreeMap::new(),
         env: BTreeMap::new(),
-        timeout_ms: None,
+        timeout: None,
         account: None,
     }
 }
@@ -485,4 +488,123 @@ fn detect_providers_finds_clis_on_the_given_path_with_versions() {
         ]
     );
     assert_eq!(found[0].path, dir.path().join("claude"));
+}
+
+/// An agent process that ended with `status` (exit code 0 for success, else `exit`).
+fn ended(status: ExecStatus, exit: Option<i32>, stdout: &str, error: Option<&str>) -> ExecResult {
+    let now = chrono::Utc::now();
+    ExecResult {
+        status,
+        exit_code: exit,
+        signal: None,
+        stdout: stdout.to_owned(),
+        stderr: String::new(),
+        error: error.map(str::to_owned),
+        pid: Some(1),
+        pid_start_time: None,
+        started_at: now,
+        finished_at: now,
+    }
+}
+
+#[test]
+fn one_verdict_for_loop_runs_and_workflow_steps() {
+    // claude's `is_error` with exit 0 fails a loop run and a workflow step alike.
+    let v = judge(
+        &target(Provider::Claude),
+        &ended(
+            ExecStatus::Succeeded,
+            Some(0),
+            &fixture("claude_api_error.json"),
+            None,
+        ),
+    );
+    assert_eq!(v.status, ExecStatus::Failed);
+    assert_eq!(
+        (v.run_status(), v.step_status()),
+        (RunStatus::Failed, StepStatus::Failed)
+    );
+    assert_eq!(
+        v.error.as_deref(),
+        Some("API Error: 400 mock says: bad request")
+    );
+    let v = judge(
+        &target(Provider::Codex),
+        &ended(
+            ExecStatus::Succeeded,
+            Some(0),
+            &fixture("codex_success.jsonl"),
+            None,
+        ),
+    );
+    assert_eq!(
+        (v.run_status(), v.step_status()),
+        (RunStatus::Succeeded, StepStatus::Succeeded)
+    );
+    assert_eq!(v.summary.as_deref(), Some("Hello from the mock model."));
+    assert_eq!(v.usage.and_then(|u| u.output_tokens), Some(8));
+    // A timed-out or stopped agent keeps the executor's error and what it got done.
+    for (status, run, step) in [
+        (
+            ExecStatus::TimedOut,
+            RunStatus::TimedOut,
+            StepStatus::TimedOut,
+        ),
+        (
+            ExecStatus::Cancelled,
+            RunStatus::Abandoned,
+            StepStatus::Cancelled,
+        ),
+    ] {
+        let v = judge(
+            &target(Provider::Codex),
+            &ended(
+                status,
+                None,
+                &fixture("codex_success.jsonl"),
+                Some("stopped"),
+            ),
+        );
+        assert_eq!((v.run_status(), v.step_status()), (run, step));
+        assert_eq!(v.error.as_deref(), Some("stopped"));
+        assert_eq!(v.summary.as_deref(), Some("Hello from the mock model."));
+    }
+    // A command's verdict is its process's ending, output unread.
+    let v = Verdict::of_process(&ended(
+        ExecStatus::Succeeded,
+        Some(0),
+        &fixture("claude_api_error.json"),
+        None,
+    ));
+    assert_eq!(
+        (v.status, v.summary, v.usage),
+        (ExecStatus::Succeeded, None, None)
+    );
+}
+
+#[test]
+fn interpret_is_judge_on_a_run_outcome() {
+    let stdout = fixture("claude_api_error.json");
+    let mut o = outcome(RunStatus::Succeeded, Some(0), &stdout, "");
+    interpret(&target(Provider::Claude), &mut o);
+    let v = judge(
+        &target(Provider::Claude),
+        &ended(ExecStatus::Succeeded, Some(0), &stdout, None),
+    );
+    assert_eq!(
+        (o.status, o.error, o.summary),
+        (v.run_status(), v.error, v.summary)
+    );
+    // An interrupted run stays abandoned.
+    let mut o = outcome(
+        RunStatus::Abandoned,
+        None,
+        &fixture("codex_success.jsonl"),
+        "",
+    );
+    o.error = Some("interrupted: daemon stopped".into());
+    interpret(&target(Provider::Codex), &mut o);
+    assert_eq!(o.status, RunStatus::Abandoned);
+    assert_eq!(o.error.as_deref(), Some("interrupted: daemon stopped"));
+    assert_eq!(o.summary.as_deref(), Some("Hello from the mock model."));
 }

@@ -216,7 +216,7 @@ mod tests {
                 cwd: None,
                 shell: true,
                 env: Default::default(),
-                timeout_ms: None,
+                timeout: None,
                 account: None,
             }),
             policy: Policy::default(),

@@ -9,7 +9,10 @@ use crate::SqliteStore;
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{Instant, StepStatus, WorkflowRunStatus, WorkflowStatus};
+use loops_core::{
+    Instant, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
+    WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
+};
 use loops_store::{Fence, PrunePolicy, StoreError, WorkflowStore};
 use rusqlite::{params, Row, Transaction};
 
@@ -22,7 +25,7 @@ const STEP_COLS: &str = "id, workflow_run_id, step_id, sequence, status, attempt
 
 fn workflow_from_row(row: &Row<'_>) -> Result<WorkflowRecord> {
     Ok(WorkflowRecord {
-        id: get(row, 0, "id")?,
+        id: WorkflowId::new(get::<String>(row, 0, "id")?),
         name: get(row, 1, "name")?,
         version: get_u32(row, 2, "version")?,
         status: get_enum::<WorkflowStatus>(row, 3, "status")?,
@@ -34,11 +37,11 @@ fn workflow_from_row(row: &Row<'_>) -> Result<WorkflowRecord> {
 
 fn run_from_row(row: &Row<'_>) -> Result<WorkflowRun> {
     Ok(WorkflowRun {
-        id: get(row, 0, "id")?,
-        workflow_id: get(row, 1, "workflow_id")?,
+        id: WorkflowRunId::new(get::<String>(row, 0, "id")?),
+        workflow_id: WorkflowId::new(get::<String>(row, 1, "workflow_id")?),
         workflow_name: get(row, 2, "workflow_name")?,
-        loop_id: get(row, 3, "loop_id")?,
-        loop_run_id: get(row, 4, "loop_run_id")?,
+        loop_id: get::<Option<String>>(row, 3, "loop_id")?.map(LoopId::new),
+        loop_run_id: get::<Option<String>>(row, 4, "loop_run_id")?.map(RunId::new),
         scheduled_for: get_opt_instant(row, 5, "scheduled_for")?,
         idempotency_key: get(row, 6, "idempotency_key")?,
         status: get_enum::<WorkflowRunStatus>(row, 7, "status")?,
@@ -55,9 +58,9 @@ fn run_from_row(row: &Row<'_>) -> Result<WorkflowRun> {
 
 fn step_from_row(row: &Row<'_>) -> Result<StepRun> {
     Ok(StepRun {
-        id: get(row, 0, "id")?,
-        workflow_run_id: get(row, 1, "workflow_run_id")?,
-        step_id: get(row, 2, "step_id")?,
+        id: StepRunId::new(get::<String>(row, 0, "id")?),
+        workflow_run_id: WorkflowRunId::new(get::<String>(row, 1, "workflow_run_id")?),
+        step_id: StepId::new(get::<String>(row, 2, "step_id")?),
         sequence: get_u32(row, 3, "sequence")?,
         status: get_enum::<StepStatus>(row, 4, "status")?,
         attempts: get_u32(row, 5, "attempts")?,
@@ -84,10 +87,10 @@ fn event_from_row(row: &Row<'_>) -> Result<WorkflowEvent> {
     let payload: String = get(row, 5, "payload_json")?;
     Ok(WorkflowEvent {
         id: get(row, 0, "id")?,
-        workflow_run_id: get(row, 1, "workflow_run_id")?,
+        workflow_run_id: WorkflowRunId::new(get::<String>(row, 1, "workflow_run_id")?),
         sequence: get_u64(row, 2, "sequence")?,
-        event_type: get(row, 3, "event_type")?,
-        step_id: get(row, 4, "step_id")?,
+        event_type: get_enum::<WorkflowEventType>(row, 3, "event_type")?,
+        step_id: get::<Option<String>>(row, 4, "step_id")?.map(StepId::new),
         payload: serde_json::from_str(&payload)
             .map_err(|e| Error::decode(format!("column payload_json: {e}")))?,
         created_at: get_instant(row, 6, "created_at")?,
@@ -120,8 +123,8 @@ fn append_events(
             new_id(),
             run_id,
             sequence,
-            event.event_type,
-            event.step_id,
+            event.event_type.as_str(),
+            event.step_id.as_ref().map(StepId::as_str),
             payload,
             ms(&now)
         ])?;
@@ -156,18 +159,18 @@ impl WorkflowStore for SqliteStore {
                 }
                 tx.execute(
                     "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
-                    params![old.id, ms(&now)],
+                    params![old.id.as_str(), ms(&now)],
                 )?;
                 version = version.max(old.version + 1);
             }
             let mut record_spec = spec.clone();
             record_spec.version = version;
             let json = if version == spec.version { json.clone() } else { spec_json(&record_spec)? };
-            let id = new_id();
+            let id = WorkflowId::new(new_id());
             tx.execute(
                 "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
                  VALUES (?1, ?2, ?3, 'active', ?4, ?5, ?5)",
-                params![id, spec.name, version, json, ms(&now)],
+                params![id.as_str(), spec.name, version, json, ms(&now)],
             )?;
             Ok(WorkflowRecord {
                 id,
@@ -268,11 +271,11 @@ impl WorkflowStore for SqliteStore {
                 }
             }
             let run = WorkflowRun {
-                id: new_id(),
+                id: WorkflowRunId::new(new_id()),
                 workflow_id: workflow.id.clone(),
                 workflow_name: workflow.name.clone(),
-                loop_id: origin.map(|o| o.loop_id.to_string()),
-                loop_run_id: origin.map(|o| o.loop_run_id.to_string()),
+                loop_id: origin.map(|o| o.loop_id.clone()),
+                loop_run_id: origin.map(|o| o.loop_run_id.clone()),
                 scheduled_for: origin.map(|o| o.scheduled_for),
                 idempotency_key: key.clone(),
                 status: WorkflowRunStatus::Running,
@@ -288,11 +291,11 @@ impl WorkflowStore for SqliteStore {
             tx.execute(
                 &format!("INSERT INTO workflow_runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, NULL, NULL, NULL, ?11, ?11)"),
                 params![
-                    run.id,
-                    run.workflow_id,
+                    run.id.as_str(),
+                    run.workflow_id.as_str(),
                     run.workflow_name,
-                    run.loop_id,
-                    run.loop_run_id,
+                    run.loop_id.as_ref().map(LoopId::as_str),
+                    run.loop_run_id.as_ref().map(RunId::as_str),
                     opt_ms(run.scheduled_for.as_ref()),
                     run.idempotency_key,
                     run.status.as_str(),
@@ -310,8 +313,8 @@ impl WorkflowStore for SqliteStore {
                 let account = step.account();
                 insert.execute(params![
                     new_id(),
-                    run.id,
-                    step.id,
+                    run.id.as_str(),
+                    step.id.as_str(),
                     sequence as i64,
                     account.map(|a| a.profile.clone()),
                     account.and_then(|a| a.tool.clone()),
@@ -320,9 +323,9 @@ impl WorkflowStore for SqliteStore {
             }
             append_events(
                 tx,
-                &run.id,
+                run.id.as_str(),
                 &[NewEvent::new(
-                    "created",
+                    WorkflowEventType::Created,
                     None,
                     serde_json::json!({
                         "workflowId": workflow.id,
@@ -424,7 +427,7 @@ impl WorkflowStore for SqliteStore {
                 "UPDATE workflow_runs SET status = ?2, attempt = ?3, started_at = ?4, finished_at = ?5, \
                  duration_ms = ?6, error = ?7, cancel_requested = ?8, updated_at = ?9 WHERE id = ?1",
                 params![
-                    run.id,
+                    run.id.as_str(),
                     run.status.as_str(),
                     run.attempt,
                     opt_ms(run.started_at.as_ref()),
@@ -436,9 +439,9 @@ impl WorkflowStore for SqliteStore {
                 ],
             )?;
             if changed == 0 {
-                return Err(StoreError::WorkflowRunNotFound(run.id.clone()).into());
+                return Err(StoreError::WorkflowRunNotFound(run.id.to_string()).into());
             }
-            append_events(tx, &run.id, events, now)
+            append_events(tx, run.id.as_str(), events, now)
         })
     }
 
@@ -457,7 +460,7 @@ impl WorkflowStore for SqliteStore {
                  error = ?12, updated_at = ?13, summary = ?14, usage_json = ?15, \
                  exit_status_unknown = ?16 WHERE id = ?1",
                 params![
-                    step.id,
+                    step.id.as_str(),
                     step.status.as_str(),
                     step.attempts,
                     opt_ms(step.started_at.as_ref()),
@@ -476,9 +479,11 @@ impl WorkflowStore for SqliteStore {
                 ],
             )?;
             if changed == 0 {
-                return Err(StoreError::WorkflowRunNotFound(step.workflow_run_id.clone()).into());
+                return Err(StoreError::WorkflowRunNotFound(
+                    step.workflow_run_id.to_string(),
+                ).into());
             }
-            append_events(tx, &step.workflow_run_id, events, now)
+            append_events(tx, step.workflow_run_id.as_str(), events, now)
         })
     }
 

@@ -31,7 +31,7 @@ fn new_loop(name: &str, next: Option<Instant>) -> NewLoop {
             cwd: None,
             shell: true,
             env: Default::default(),
-            timeout_ms: None,
+            timeout: None,
             account: None,
         }),
         policy: Policy::default(),

@@ -1,8 +1,114 @@
 //! Command-line definition (clap derive). Doc comments here are the help text.
-//! Parsing only: turning flags into validated domain requests happens in `commands`.
+//!
+//! Flags are parsed into typed values once, here: durations by [`duration`],
+//! [`timeout`] and [`Span`], `--max-concurrent` as a [`NonZeroUsize`], and every
+//! default is the runtime's own constant rather than a second copy of it. A value our
+//! parsers refuse is reported as one line, `error: --flag: why` (see
+//! [`value_error`]). Turning flags into validated domain requests (schedules, targets,
+//! paths) happens in `commands`.
 
 use clap::{Args, Parser, Subcommand};
+use loops_core::duration::DurationError;
+use loops_core::Duration;
+use loops_runtime::daemon::{
+    DEFAULT_KEEP_FOR, DEFAULT_KEEP_RUNS, DEFAULT_LEASE_TTL, DEFAULT_PRUNE_EVERY,
+    DEFAULT_SHUTDOWN_GRACE,
+};
+use loops_runtime::engine::DEFAULT_MAX_CONCURRENT;
+use loops_runtime::executor::DEFAULT_KILL_GRACE;
+use std::fmt;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
+use std::time::Duration as StdDuration;
+
+/// How long `daemon stop` waits for the daemon to exit, unless `--timeout` says.
+pub const DEFAULT_STOP_TIMEOUT: StdDuration = StdDuration::from_secs(30);
+
+/// A flag value one of our parsers refused; the message quotes the value.
+#[derive(Debug)]
+pub struct BadValue(String);
+
+impl fmt::Display for BadValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadValue {}
+
+/// A duration flag: `500ms`, `30s`, `15m`, `1.5h`, `2d`; zero and garbage refused.
+pub fn duration(text: &str) -> Result<Duration, BadValue> {
+    Duration::parse(text).map_err(|e| BadValue(e.to_string()))
+}
+
+/// `--timeout`: a [`duration`], where zero is refused with the way to say "no limit".
+pub fn timeout(text: &str) -> Result<Duration, BadValue> {
+    Duration::parse(text).map_err(|e| match e {
+        DurationError::NotPositive(_) => BadValue(format!("{e} (omit --timeout for no limit)")),
+        e => BadValue(e.to_string()),
+    })
+}
+
+/// A daemon setting given as a duration (a [`duration`] as a `std` one), printed in
+/// the shortest exact form so a default reads as it is typed (`30s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span(pub StdDuration);
+
+impl std::str::FromStr for Span {
+    type Err = BadValue;
+    fn from_str(text: &str) -> Result<Self, BadValue> {
+        duration(text).map(|d| Span(d.to_std()))
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX);
+        match Duration::from_millis(ms) {
+            Some(d) => write!(f, "{d}"),
+            None => f.write_str("0"),
+        }
+    }
+}
+
+/// `--keep-for`: a [`Span`], or `0` / `none` for no age limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepFor(pub Option<StdDuration>);
+
+impl std::str::FromStr for KeepFor {
+    type Err = BadValue;
+    fn from_str(text: &str) -> Result<Self, BadValue> {
+        match text.trim() {
+            "0" | "none" => Ok(KeepFor(None)),
+            other => other.parse::<Span>().map(|s| KeepFor(Some(s.0))),
+        }
+    }
+}
+
+impl fmt::Display for KeepFor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(d) => Span(d).fmt(f),
+            None => f.write_str("0"),
+        }
+    }
+}
+
+/// The one line for a flag value our parsers refused (`--every: invalid duration
+/// "0s": must be greater than zero`), or `None` for clap's own errors, which clap
+/// reports itself.
+pub fn value_error(err: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    if err.kind() != clap::error::ErrorKind::ValueValidation {
+        return None;
+    }
+    let bad = std::error::Error::source(err)?.downcast_ref::<BadValue>()?;
+    let flag = match err.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => arg.split_whitespace().next().unwrap_or(arg),
+        _ => "value",
+    };
+    Some(format!("{flag}: {bad}"))
+}
 
 /// Durable, local-first scheduler for shell commands and AI coding agents.
 #[derive(Debug, Parser)]
@@ -61,7 +167,7 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct RunNowArgs {
-    /// Loop name, id, or unambiguous id prefix.
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
     pub r#loop: String,
     /// Print the run's stdout and stderr.
     #[arg(long)]
@@ -74,16 +180,16 @@ pub struct RunNowArgs {
 
 #[derive(Debug, Args)]
 pub struct TickArgs {
-    /// Most runs executing at once.
-    #[arg(long, value_name = "N", default_value_t = loops_runtime::engine::DEFAULT_MAX_CONCURRENT)]
-    pub max_concurrent: usize,
+    /// Most runs executing at once (at least 1).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT)]
+    pub max_concurrent: NonZeroUsize,
 }
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Delete finished runs older than DURATION.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
-    pub older_than: Option<String>,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
+    pub older_than: Option<Duration>,
     /// Keep the newest N runs of every loop.
     #[arg(long, value_name = "N")]
     pub keep: Option<usize>,
@@ -110,27 +216,27 @@ pub enum DaemonCommand {
 
 #[derive(Debug, Clone, Args)]
 pub struct DaemonRunArgs {
-    /// Most runs executing at once.
-    #[arg(long, value_name = "N", default_value_t = loops_runtime::engine::DEFAULT_MAX_CONCURRENT)]
-    pub max_concurrent: usize,
+    /// Most runs executing at once (at least 1).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT)]
+    pub max_concurrent: NonZeroUsize,
     /// Daemon lease TTL; a stalled daemon loses the store after this long.
-    #[arg(long, value_name = "DURATION", default_value = "30s")]
-    pub lease_ttl: String,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = Span(DEFAULT_LEASE_TTL))]
+    pub lease_ttl: Span,
     /// Time running children get to finish at shutdown before being terminated.
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
-    pub shutdown_grace: String,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = Span(DEFAULT_SHUTDOWN_GRACE))]
+    pub shutdown_grace: Span,
     /// Time between SIGTERM and SIGKILL when a run is stopped.
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
-    pub kill_grace: String,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = Span(DEFAULT_KILL_GRACE))]
+    pub kill_grace: Span,
     /// Retention: keep at most N finished runs per loop (0 = no limit).
-    #[arg(long, value_name = "N", default_value_t = loops_runtime::daemon::DEFAULT_KEEP_RUNS)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_KEEP_RUNS)]
     pub keep_runs: usize,
     /// Retention: delete finished runs older than DURATION ("0" = no age limit).
-    #[arg(long, value_name = "DURATION", default_value = "30d")]
-    pub keep_for: String,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = KeepFor(Some(DEFAULT_KEEP_FOR)))]
+    pub keep_for: KeepFor,
     /// How often retention runs.
-    #[arg(long, value_name = "DURATION", default_value = "10m")]
-    pub prune_every: String,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = Span(DEFAULT_PRUNE_EVERY))]
+    pub prune_every: Span,
     /// Longest sleep between scheduling passes, in milliseconds (OpenLoops 0.3's tick
     /// interval, accepted for compatibility). The daemon is event-driven: it wakes when
     /// a slot comes due or a command changes a loop, so the value only caps the
@@ -142,8 +248,8 @@ pub struct DaemonRunArgs {
 #[derive(Debug, Args)]
 pub struct DaemonStopArgs {
     /// How long to wait for the daemon to exit.
-    #[arg(long, value_name = "DURATION", default_value = "30s")]
-    pub timeout: String,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = Span(DEFAULT_STOP_TIMEOUT))]
+    pub timeout: Span,
 }
 
 #[derive(Debug, Args)]
@@ -195,16 +301,17 @@ pub struct CommonCreate {
         long,
         group = "schedule",
         value_name = "DURATION",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = duration
     )]
-    pub every: Option<String>,
+    pub every: Option<Duration>,
     /// Five-field cron expression ("*/15 * * * *", "0 9 * * MON-FRI").
     #[arg(long, group = "schedule", value_name = "EXPR")]
     pub cron: Option<String>,
     /// First run MIN_INTERVAL after creation, then MIN_INTERVAL after each run
     /// finishes (default 1m), no backfill.
-    #[arg(long, group = "schedule", value_name = "MIN_INTERVAL", num_args = 0..=1, default_missing_value = "1m")]
-    pub dynamic: Option<String>,
+    #[arg(long, group = "schedule", value_name = "MIN_INTERVAL", num_args = 0..=1, default_missing_value = "1m", value_parser = duration)]
+    pub dynamic: Option<Duration>,
     /// IANA time zone for --cron (default: this host's zone); stored canonical
     /// (europe/berlin → Europe/Berlin). Only with --cron.
     #[arg(long, value_name = "ZONE")]
@@ -226,11 +333,11 @@ pub struct CommonCreate {
     #[arg(long, value_name = "N")]
     pub attempts: Option<u32>,
     /// Delay before retrying a failed slot (default 1m).
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
-    pub retry_delay: Option<String>,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
+    pub retry_delay: Option<Duration>,
     /// Lease of a running row before it is presumed dead (default 30m).
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
-    pub lease: Option<String>,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
+    pub lease: Option<Duration>,
     /// Stop scheduling after this instant (status becomes expired).
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub expires_at: Option<String>,
@@ -243,8 +350,8 @@ pub struct CommonCreate {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
     /// Kill the run after DURATION (omit for no limit).
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
-    pub timeout: Option<String>,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = timeout)]
+    pub timeout: Option<Duration>,
     /// Extra environment variable (repeatable, each key once; values at most 64 KiB).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
@@ -333,7 +440,7 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// Loop id, name, or unambiguous id prefix (tried in that order).
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
     pub r#loop: String,
     /// Reveal the prompt and env values.
     #[arg(long)]
@@ -354,7 +461,7 @@ pub struct RunsArgs {
 
 #[derive(Debug, Args)]
 pub struct RemoveArgs {
-    /// Loop name, id, or unambiguous id prefix.
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
     pub r#loop: String,
     /// Stop the loop's runs in flight first (SIGTERM to their process groups, SIGKILL
     /// after the kill grace), then remove it.
@@ -364,7 +471,7 @@ pub struct RemoveArgs {
 
 #[derive(Debug, Args)]
 pub struct LoopArg {
-    /// Loop id, name, or unambiguous id prefix (tried in that order).
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
     pub r#loop: String,
 }
 
@@ -433,20 +540,22 @@ pub struct WorkflowListArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkflowArg {
-    /// Workflow id, active name, or unambiguous id prefix (tried in that order).
+    /// The workflow: its exact id, else an active workflow's exact name, else an
+    /// unambiguous id prefix.
     pub workflow: String,
 }
 
 #[derive(Debug, Args)]
 pub struct WorkflowRunArgs {
-    /// Workflow id, active name, or unambiguous id prefix (tried in that order).
+    /// The workflow: its exact id, else an active workflow's exact name, else an
+    /// unambiguous id prefix.
     pub workflow: String,
     /// Print every step's stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
     /// Stop the whole run after DURATION (omit for no limit).
-    #[arg(long, value_name = "DURATION")]
-    pub timeout: Option<String>,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = timeout)]
+    pub timeout: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -460,7 +569,7 @@ pub struct WorkflowRunsArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkflowRunArg {
-    /// Workflow run id, or unambiguous id prefix.
+    /// The workflow run: its exact id, else an unambiguous id prefix.
     pub run: String,
     /// Include step output.
     #[arg(long)]
@@ -469,7 +578,7 @@ pub struct WorkflowRunArg {
 
 #[derive(Debug, Args)]
 pub struct WorkflowEventsArgs {
-    /// Workflow run id, or unambiguous id prefix.
+    /// The workflow run: its exact id, else an unambiguous id prefix.
     pub run: String,
     /// Only the last N events.
     #[arg(long, value_name = "N")]
@@ -478,9 +587,94 @@ pub struct WorkflowEventsArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkflowReasonArgs {
-    /// Workflow run id, or unambiguous id prefix.
+    /// The workflow run: its exact id, else an unambiguous id prefix.
     pub run: String,
     /// Recorded with the event.
     #[arg(long)]
     pub reason: Option<String>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("loops").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn daemon_defaults_are_the_runtimes_constants() {
+        let Command::Daemon(DaemonCommand::Run(args)) = parse(&["daemon", "run"]).unwrap().command
+        else {
+            panic!("not daemon run");
+        };
+        assert_eq!(args.max_concurrent, DEFAULT_MAX_CONCURRENT);
+        assert_eq!(args.lease_ttl.0, DEFAULT_LEASE_TTL);
+        assert_eq!(args.shutdown_grace.0, DEFAULT_SHUTDOWN_GRACE);
+        assert_eq!(args.kill_grace.0, DEFAULT_KILL_GRACE);
+        assert_eq!(args.keep_for.0, Some(DEFAULT_KEEP_FOR));
+        assert_eq!(args.prune_every.0, DEFAULT_PRUNE_EVERY);
+        assert_eq!(args.keep_runs, DEFAULT_KEEP_RUNS);
+        // As the help text shows them.
+        assert_eq!(
+            [
+                args.lease_ttl.to_string(),
+                args.shutdown_grace.to_string(),
+                args.kill_grace.to_string(),
+                args.keep_for.to_string(),
+                args.prune_every.to_string(),
+            ],
+            ["30s", "10s", "2s", "30d", "10m"]
+        );
+    }
+
+    #[test]
+    fn settings_print_as_they_parse() {
+        for text in ["300ms", "1500ms", "90s", "1h", "2d"] {
+            let span: Span = text.parse().unwrap();
+            assert_eq!(span.to_string().parse::<Span>().unwrap(), span, "{text}");
+        }
+        assert_eq!("1.5s".parse::<Span>().unwrap().to_string(), "1500ms");
+        for off in ["0", "none"] {
+            let keep: KeepFor = off.parse().unwrap();
+            assert_eq!(keep, KeepFor(None));
+            assert_eq!(keep.to_string().parse::<KeepFor>().unwrap(), keep);
+        }
+        assert!("0s".parse::<Span>().is_err());
+    }
+
+    #[test]
+    fn refused_values_are_one_line_naming_the_flag() {
+        let cases = [
+            (
+                &["create", "command", "j", "--cmd", "true", "--every", "0s"][..],
+                "--every: invalid duration \"0s\": must be greater than zero",
+            ),
+            (
+                &["create", "command", "j", "--cmd", "true", "--every", "1m", "--timeout", "0"][..],
+                "--timeout: invalid duration \"0\": must be greater than zero (omit --timeout for no limit)",
+            ),
+            (
+                &["daemon", "run", "--lease-ttl", "-1s"][..],
+                "--lease-ttl: invalid duration \"-1s\": must be greater than zero",
+            ),
+            (
+                &["prune", "--older-than", "soon"][..],
+                "--older-than: invalid duration \"soon\"",
+            ),
+        ];
+        for (args, expected) in cases {
+            let err = parse(args).unwrap_err();
+            let line = value_error(&err).unwrap_or_else(|| panic!("{args:?}: {err}"));
+            assert!(line.starts_with(expected), "{args:?}: {line}");
+            assert!(!line.contains('\n'), "{line}");
+        }
+        // `--max-concurrent` is at least 1, refused by clap as any bad number is.
+        let err = parse(&["tick", "--max-concurrent", "0"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+        assert_eq!(value_error(&err), None);
+        // clap's own errors are left to clap.
+        assert_eq!(value_error(&parse(&["list", "--bogus"]).unwrap_err()), None);
+    }
 }

@@ -1,17 +1,16 @@
 //! The `loops` binary: parses the command line, dispatches to one module per verb, and
-//! maps every error to one line on stderr and an exit code.
-//!
-//! Exit codes: 0 success; 1 a run failed or an operation did not succeed; 2 invalid
-//! input (usage, validation, unknown or ambiguous loop, duplicate name); 3 the store
-//! could not be used (corrupt database, read-only data dir).
+//! maps every error to one line on stderr and an [`Exit`] code (`exit.rs` gives each
+//! error kind its code, in one place; the codes are the README's "Exit codes").
 
 mod cli;
 mod commands;
+mod exit;
 mod output;
 
 use loops::timeparse;
 
-use clap::Parser;
+use clap::Parser as _;
+use exit::Exit;
 use std::io::Write as _;
 use std::process::ExitCode;
 
@@ -19,31 +18,30 @@ use std::process::ExitCode;
 #[derive(Debug)]
 pub enum Failure {
     /// One line for stderr (without the `error: ` prefix) and the exit code.
-    Error { code: u8, message: String },
+    Error { code: Exit, message: String },
     /// The reader of stdout went away (`loops list | head -1`): not an error worth
     /// reporting; stop writing and exit 0 silently.
     BrokenPipe,
 }
 
 impl Failure {
-    pub fn usage(message: impl Into<String>) -> Self {
+    fn with(code: Exit, message: impl Into<String>) -> Self {
         Self::Error {
-            code: 2,
+            code,
             message: message.into(),
         }
     }
+    /// Invalid input (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::with(Exit::Usage, message)
+    }
+    /// An operation that did not succeed (exit 1).
     pub fn failed(message: impl Into<String>) -> Self {
-        Self::Error {
-            code: 1,
-            message: message.into(),
-        }
+        Self::with(Exit::Failed, message)
     }
     /// The store cannot be used (exit 3): corrupt, read-only, not ours, unreachable.
     pub fn store(message: impl Into<String>) -> Self {
-        Self::Error {
-            code: 3,
-            message: message.into(),
-        }
+        Self::with(Exit::Store, message)
     }
     /// A failed write to stdout: a closed pipe is [`Failure::BrokenPipe`].
     pub fn stdout(err: std::io::Error) -> Self {
@@ -54,10 +52,10 @@ impl Failure {
         }
     }
     /// The exit code this failure ends the process with.
-    pub fn code(&self) -> u8 {
+    pub fn code(&self) -> Exit {
         match self {
             Self::Error { code, .. } => *code,
-            Self::BrokenPipe => 0,
+            Self::BrokenPipe => Exit::Success,
         }
     }
 }
@@ -73,56 +71,27 @@ impl std::fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-/// The exit code of a store error: the caller's mistake (2), a state that did not
-/// allow the operation (1), or a store that cannot be used at all (3).
-pub fn store_error_code(err: &loops_store::StoreError) -> u8 {
-    use loops_store::StoreError as E;
-    match err {
-        E::DuplicateName(_)
-        | E::DuplicateWorkflow(_)
-        | E::LoopNotFound(_)
-        | E::WorkflowNotFound(_)
-        | E::RunNotFound(_)
-        | E::WorkflowRunNotFound(_)
-        | E::InvalidArgument(_) => 2,
-        E::NotRunning(_) | E::LeaseLost => 1,
-        _ => 3,
-    }
-}
-
 impl From<loops_store::StoreError> for Failure {
     fn from(err: loops_store::StoreError) -> Self {
-        Self::Error {
-            code: store_error_code(&err),
-            message: err.to_string(),
-        }
+        Self::with(Exit::of_store(&err), err.to_string())
     }
 }
 
 impl From<loops_runtime::client::ClientError> for Failure {
     fn from(err: loops_runtime::client::ClientError) -> Self {
-        use loops_runtime::client::ClientError;
-        let code = match &err {
-            ClientError::Store(e) => store_error_code(e),
-            ClientError::Recover(loops_runtime::workflow::RecoverError::Store(e)) => {
-                store_error_code(e)
-            }
-            _ if err.is_user_error() => 2,
-            _ => 1,
-        };
-        Self::Error {
-            code,
-            message: err.to_string(),
-        }
+        Self::with(Exit::of_client(&err), err.to_string())
     }
 }
 
 impl From<loops_runtime::engine::EngineError> for Failure {
     fn from(err: loops_runtime::engine::EngineError) -> Self {
-        match err {
-            loops_runtime::engine::EngineError::Store(e) => e.into(),
-            other => Self::failed(other.to_string()),
-        }
+        Self::with(Exit::of_engine(&err), err.to_string())
+    }
+}
+
+impl From<loops_runtime::daemon::DaemonError> for Failure {
+    fn from(err: loops_runtime::daemon::DaemonError) -> Self {
+        Self::with(Exit::of_daemon(&err), err.to_string())
     }
 }
 
@@ -151,14 +120,24 @@ impl From<anyhow::Error> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => match cli::value_error(&err) {
+            // One line, like every other error of ours; nothing has run yet.
+            Some(message) => {
+                let _ = writeln!(std::io::stderr(), "error: {message}");
+                return Exit::Usage.into();
+            }
+            None => err.exit(),
+        },
+    };
     match commands::run(cli) {
-        Ok(code) => code,
-        Err(Failure::BrokenPipe) => ExitCode::SUCCESS,
+        Ok(exit) => exit.into(),
+        Err(Failure::BrokenPipe) => Exit::Success.into(),
         Err(Failure::Error { code, message }) => {
             // Not eprintln!: it panics when stderr is closed too.
             let _ = writeln!(std::io::stderr(), "error: {message}");
-            ExitCode::from(code)
+            code.into()
         }
     }
 }

@@ -1,9 +1,25 @@
-//! Renewal of the run leases this engine holds, in one write per beat.
+//! Renewal of the run leases this engine holds, in one write per beat, on the one
+//! heartbeat policy every runner follows — the daemon, `tick` and `run-now` alike:
+//! every third of the shortest lease among the engine's runs ([`heartbeat_period`]).
 
 use super::{lock, Engine, EngineError};
 use loops_core::RunId;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The longest time between two renewals, whatever the leases: a lease of 30 minutes
+/// (the default) is still renewed every 10 s, so a runner that dies is noticed by its
+/// lease's expiry alone no later than it would be by its renewals stopping.
+pub const HEARTBEAT_MAX: Duration = Duration::from_secs(10);
+/// The shortest time between two renewals (a lease of 100 ms is renewed every 50 ms).
+pub const HEARTBEAT_MIN: Duration = Duration::from_millis(50);
+
+/// How often a run lease of `lease` is renewed: a third of it, so two renewals can
+/// fail before it lapses, within [`HEARTBEAT_MIN`]..=[`HEARTBEAT_MAX`].
+pub fn heartbeat_period(lease: Duration) -> Duration {
+    (lease / 3).clamp(HEARTBEAT_MIN, HEARTBEAT_MAX)
+}
 
 impl Engine {
     /// Renews the lease of every run this engine holds, in one write.
@@ -17,21 +33,59 @@ impl Engine {
             .map_err(|e| self.note_store_error(e))
     }
 
-    /// Spawns the heartbeat task: renews run leases every `every` until the engine is
-    /// dropped by every other owner.
-    pub fn spawn_heartbeat(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+    /// The period the heartbeat task renews at now: [`heartbeat_period`] of the
+    /// shortest lease among the runs this engine holds ([`HEARTBEAT_MAX`] with none).
+    pub fn heartbeat_every(&self) -> Duration {
+        lock(&self.inflight)
+            .values()
+            .map(|run| heartbeat_period(run.lease))
+            .min()
+            .unwrap_or(HEARTBEAT_MAX)
+    }
+
+    /// Spawns the heartbeat task: renews run leases every [`Engine::heartbeat_every`]
+    /// (re-planned after every beat, and at once when a run starts whose lease needs a
+    /// shorter period) until the engine is dropped by every other owner.
+    pub fn spawn_heartbeat(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(self);
+        let started = Arc::clone(&self.run_started);
         tokio::spawn(async move {
-            let mut interval = tokio::time::interval(every);
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            interval.tick().await;
+            let mut last = tokio::time::Instant::now();
             loop {
-                interval.tick().await;
+                let Some(every) = weak.upgrade().map(|engine| {
+                    let every = engine.heartbeat_every();
+                    engine
+                        .beat_every_ms
+                        .store(super::duration_ms(every), Ordering::SeqCst);
+                    every
+                }) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::time::sleep_until(last + every) => {}
+                    // A new run may hold a shorter lease: plan the next beat again.
+                    _ = started.notified() => continue,
+                }
                 let Some(engine) = weak.upgrade() else { return };
+                last = tokio::time::Instant::now();
                 if let Err(e) = engine.heartbeat() {
                     tracing::warn!(error = %e, "run heartbeat failed");
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_third_of_the_lease_within_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(heartbeat_period(ms(30 * 60_000)), HEARTBEAT_MAX);
+        assert_eq!(heartbeat_period(ms(30_000)), ms(10_000));
+        assert_eq!(heartbeat_period(ms(3_000)), ms(1_000));
+        assert_eq!(heartbeat_period(ms(90)), HEARTBEAT_MIN);
     }
 }

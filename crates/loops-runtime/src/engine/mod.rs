@@ -13,7 +13,7 @@
 //!   the first rejected write marks the lease lost and cancels every run.
 
 mod finalize;
-mod heartbeat;
+pub mod heartbeat;
 mod pass;
 mod recover;
 mod run;
@@ -27,12 +27,13 @@ use crate::targets::ExecSettings;
 use loops_core::{LoopId, RunId};
 use loops_store::{Fence, Store, StoreError};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{watch, Notify, Semaphore};
 
 /// Default bound on runs executing at once.
-pub const DEFAULT_MAX_CONCURRENT: usize = 64;
+pub const DEFAULT_MAX_CONCURRENT: NonZeroUsize = NonZeroUsize::MIN.saturating_add(63);
 /// Most due loops looked at in one pass; the rest are picked up by the next pass.
 const DUE_BATCH: usize = 2_048;
 
@@ -71,7 +72,8 @@ impl EngineError {
 pub struct EngineConfig {
     /// Identifies this engine in `claimedBy`: `host/pid/start-time`.
     pub runner_id: String,
-    pub max_concurrent: usize,
+    /// Most runs executing at once (never zero: the type says so, nobody clamps).
+    pub max_concurrent: NonZeroUsize,
     /// Daemon lease fence; `None` for CLI engines.
     pub fence: Option<Fence>,
     /// Adopt live processes of runs whose runner died (daemon only).
@@ -163,6 +165,8 @@ impl Drop for TaskGuard {
 
 struct InFlight {
     cancel: watch::Sender<Option<String>>,
+    /// The run's lease, which the heartbeat renews every third of.
+    lease: std::time::Duration,
 }
 
 /// The scheduler engine. Cheap to share: wrap in `Arc`.
@@ -178,6 +182,11 @@ pub struct Engine {
     tasks: Arc<Tasks>,
     /// Signalled when a finished run changes what is due (see [`Engine::replan_needed`]).
     replan: Notify,
+    /// Signalled when a run starts whose lease needs a shorter heartbeat period than
+    /// the one planned ([`Engine::heartbeat_every`]), so the heartbeat re-plans.
+    run_started: Arc<Notify>,
+    /// The heartbeat task's current period, in milliseconds.
+    beat_every_ms: AtomicU64,
     /// The last pass left due work for want of a free slot.
     saturated: AtomicBool,
     lease_lost: AtomicBool,
@@ -190,12 +199,33 @@ impl Engine {
         TaskGuard::new(&self.tasks)
     }
 
+    /// Registers a run this engine holds until [`Engine::release`]: its cancel switch
+    /// and its lease, renewed from now on by the heartbeat.
+    fn hold(&self, run: &RunId, lease: std::time::Duration) -> watch::Receiver<Option<String>> {
+        let (cancel, rx) = watch::channel(None::<String>);
+        lock(&self.inflight).insert(run.clone(), InFlight { cancel, lease });
+        // Most runs share the default lease: only a shorter one wakes the heartbeat.
+        if duration_ms(heartbeat::heartbeat_period(lease))
+            < self.beat_every_ms.load(Ordering::SeqCst)
+        {
+            self.run_started.notify_one();
+        }
+        rx
+    }
+
+    /// Forgets a run this engine held; returns why it was cancelled, if it was.
+    fn release(&self, run: &RunId) -> Option<String> {
+        lock(&self.inflight)
+            .remove(run)
+            .and_then(|f| f.cancel.borrow().clone())
+    }
+
     pub fn new(
         store: Arc<dyn Store>,
         cfg: EngineConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>, EngineError> {
-        let permits = Arc::new(Semaphore::new(cfg.max_concurrent.max(1)));
+        let permits = Arc::new(Semaphore::new(cfg.max_concurrent.get()));
         if let Some(spool) = &cfg.exec.spool {
             if let Err(e) = spool.ensure() {
                 // Runs still work; their output is only kept in memory until they end.
@@ -211,6 +241,8 @@ impl Engine {
             recorder,
             tasks: Arc::new(Tasks::default()),
             replan: Notify::new(),
+            run_started: Arc::new(Notify::new()),
+            beat_every_ms: AtomicU64::new(duration_ms(heartbeat::HEARTBEAT_MAX)),
             saturated: AtomicBool::new(false),
             lease_lost: AtomicBool::new(false),
             host: hostname(),
@@ -276,8 +308,15 @@ impl Engine {
         if matches!(e, StoreError::LeaseLost) && !self.lease_lost.swap(true, Ordering::SeqCst) {
             tracing::error!("daemon lease lost: cancelling all runs");
             self.cancel_all("daemon lease lost");
+            // Wherever it was noticed (a heartbeat, a finalization), the daemon's loop
+            // wakes to stop.
+            self.replan.notify_one();
         }
     }
+}
+
+fn duration_ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -158,7 +158,7 @@ impl Engine {
         now: Instant,
         report: &mut TickReport,
     ) -> Result<(), EngineError> {
-        let reason = format!("loop parked (paused): {reason}; fix it, then `loops resume`");
+        let reason = loops_core::transitions::Parked::new(reason).message();
         let parked = self
             .store
             .park_loop(id, &reason, now, self.fence())

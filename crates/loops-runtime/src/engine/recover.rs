@@ -1,13 +1,12 @@
 //! Recovery of rows whose runner is gone: adopted when their process lives (or when
 //! they are a workflow loop's run, continued in place), abandoned otherwise.
 
-use super::{lock, parse_runner_id, Engine, EngineError, InFlight, TickReport};
+use super::{lock, parse_runner_id, Engine, EngineError, TickReport};
 use crate::process::is_same_process_alive;
-use loops_core::{Instant, Loop, Run, RunOutcome, RunStatus};
+use loops_core::{Instant, Loop, Run, RunOutcome};
 use loops_store::{RunWrite, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 
 impl Engine {
     /// Step 1 of a tick: running rows whose runner is gone (lease expired, or its
@@ -58,32 +57,24 @@ impl Engine {
                 .as_ref()
                 .map(|files| files.read(self.cfg.exec.max_output_bytes))
                 .unwrap_or_default();
-            let outcome = RunOutcome {
-                status: RunStatus::Abandoned,
-                finished_at: now,
-                exit_code: None,
-                stdout: run
-                    .stdout
-                    .clone()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or(stdout),
-                stderr: run
-                    .stderr
-                    .clone()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or(stderr),
-                error: Some(match run.pid {
-                    _ if workflow => "abandoned: runner gone; the slot's workflow run continues \
-                                      with its next attempt"
-                        .to_owned(),
-                    Some(pid) => {
-                        format!("abandoned: runner gone and process {pid} no longer exists")
-                    }
-                    None => "abandoned: runner gone before the process started".to_owned(),
-                }),
-                summary: None,
-                usage: None,
+            let stdout = run
+                .stdout
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or(stdout);
+            let stderr = run
+                .stderr
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or(stderr);
+            let error = match run.pid {
+                _ if workflow => "abandoned: runner gone; the slot's workflow run continues \
+                                  with its next attempt"
+                    .to_owned(),
+                Some(pid) => format!("abandoned: runner gone and process {pid} no longer exists"),
+                None => "abandoned: runner gone before the process started".to_owned(),
             };
+            let outcome = RunOutcome::abandoned(now, error).with_output(stdout, stderr);
             let write = RunWrite::Finished {
                 run: run.id.clone(),
                 outcome,
@@ -175,8 +166,12 @@ impl Engine {
         };
         report.adopted.push(run.id.clone());
         let engine = Arc::clone(self);
-        let (cancel_tx, mut cancel_rx) = watch::channel(None::<String>);
-        lock(&self.inflight).insert(run.id.clone(), InFlight { cancel: cancel_tx });
+        // Taking the row over gave it a fresh lease of its loop's length.
+        let lease = run
+            .lease_expires_at
+            .and_then(|t| (t - now).to_std().ok())
+            .unwrap_or(super::heartbeat::HEARTBEAT_MAX * 3);
+        let mut cancel_rx = self.hold(&run.id, lease);
         let task = self.task();
         tracing::info!(run = %run.id, pid = ?run.pid, "adopting a run whose process outlived its runner");
         tokio::spawn(async move {
@@ -192,7 +187,7 @@ impl Engine {
                     }
                 }
             }
-            lock(&engine.inflight).remove(&run.id);
+            engine.release(&run.id);
             if let Some(reason) = &cancelled {
                 // Shutdown or lease loss: leave the process alone and the row running, so
                 // the next daemon adopts it again.
@@ -205,18 +200,13 @@ impl Engine {
                     .as_ref()
                     .map(|s| s.for_run(&run.id).read(engine.cfg.exec.max_output_bytes))
                     .unwrap_or_default();
-                let outcome = RunOutcome {
-                    status: RunStatus::Abandoned,
-                    finished_at: engine.clock.now(),
-                    exit_code: None,
-                    stdout,
-                    stderr,
-                    error: Some(format!(
+                let outcome = RunOutcome::abandoned(
+                    engine.clock.now(),
+                    format!(
                         "process {pid} exited while adopted after its runner died; exit status unknown"
-                    )),
-                    summary: None,
-                    usage: None,
-                };
+                    ),
+                )
+                .with_output(stdout, stderr);
                 engine.finalize_and_advance(&run, &outcome).await;
             }
         });

@@ -1,13 +1,14 @@
 //! Executing one claimed run: its process (or workflow), then its finalization; and
 //! the rest of a catch-up batch on the same task.
 
-use super::{lock, Engine, InFlight};
+use super::{lock, Engine};
 use crate::executor::{execute, ExecResult, ExecStatus};
+use crate::providers::{self, Verdict};
 use crate::targets::{exec_spec, SpecError};
-use loops_core::{Instant, Loop, Overlap, Run, RunOutcome, RunSource, RunStatus};
+use loops_core::{Instant, Loop, Overlap, Run, RunOutcome, RunSource};
 use loops_store::{ClaimRequest, RunWrite};
 use std::sync::Arc;
-use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio::sync::OwnedSemaphorePermit;
 
 impl Engine {
     /// Executes `first` and then the remaining catch-up slots of the batch, in order,
@@ -64,8 +65,8 @@ impl Engine {
     /// Executes one claimed run to its end, finalizes it and advances its loop.
     /// Returns the finalized run (`None` when finalizing was rejected).
     pub async fn execute_claimed(&self, lp: &Loop, run: Run) -> Option<Run> {
-        let (cancel_tx, mut cancel_rx) = watch::channel(None::<String>);
-        lock(&self.inflight).insert(run.id.clone(), InFlight { cancel: cancel_tx });
+        let lease = std::time::Duration::from_millis(lp.lease_ms);
+        let mut cancel_rx = self.hold(&run.id, lease);
         if self.lease_lost() {
             let _ = lock(&self.inflight)
                 .get(&run.id)
@@ -73,13 +74,13 @@ impl Engine {
         }
         if let loops_core::Target::Workflow(target) = &lp.target {
             let outcome = self.run_workflow_target(lp, &run, target, cancel_rx).await;
-            lock(&self.inflight).remove(&run.id);
+            self.release(&run.id);
             return match outcome {
                 Some(outcome) => self.finalize_and_advance(&run, &outcome).await,
                 None => None,
             };
         }
-        let (result, spec_error) = match exec_spec(lp, &run, &self.cfg.exec) {
+        let outcome = match exec_spec(lp, &run, &self.cfg.exec) {
             Ok(mut spec) => {
                 spec.spool = self.cfg.exec.spool.as_ref().map(|s| s.for_run(&run.id));
                 let on_spawn = |pid: u32, start: Option<u64>| {
@@ -95,58 +96,40 @@ impl Engine {
                         std::future::pending::<()>().await;
                     }
                 };
-                (Some(execute(spec, on_spawn, cancel).await), None)
+                let result = execute(spec, on_spawn, cancel).await;
+                let verdict = match &lp.target {
+                    loops_core::Target::Agent(agent) => providers::judge(agent, &result),
+                    _ => Verdict::of_process(&result),
+                };
+                let reason = self.release(&run.id);
+                run_outcome(result, verdict, reason)
             }
-            Err(SpecError(message)) => (None, Some(message)),
-        };
-        let reason = lock(&self.inflight)
-            .remove(&run.id)
-            .and_then(|f| f.cancel.borrow().clone());
-        let outcome = match result {
-            Some(result) => {
-                let mut outcome = outcome_from(result, reason);
-                if let loops_core::Target::Agent(agent) = &lp.target {
-                    crate::providers::interpret(agent, &mut outcome);
-                }
-                outcome
+            Err(SpecError(message)) => {
+                self.release(&run.id);
+                RunOutcome::failed(self.clock.now(), message)
             }
-            None => RunOutcome {
-                status: RunStatus::Failed,
-                finished_at: self.clock.now(),
-                exit_code: None,
-                stdout: String::new(),
-                stderr: String::new(),
-                error: spec_error,
-                summary: None,
-                usage: None,
-            },
         };
         self.finalize_and_advance(&run, &outcome).await
     }
 }
 
-fn outcome_from(result: ExecResult, cancel_reason: Option<String>) -> RunOutcome {
-    let (status, error) = match result.status {
-        ExecStatus::Succeeded => (RunStatus::Succeeded, None),
-        ExecStatus::Failed => (RunStatus::Failed, result.error),
-        ExecStatus::TimedOut => (RunStatus::TimedOut, result.error),
-        // Interrupted (daemon stop, lease loss): the attempt did not complete.
-        ExecStatus::Cancelled => (
-            RunStatus::Abandoned,
-            Some(format!(
-                "interrupted: {}",
-                cancel_reason.unwrap_or_else(|| "cancelled".into())
-            )),
+/// A loop run's outcome from its process and the verdict on it. A stopped attempt
+/// (daemon stop, lease lost) is interrupted, with its owner's reason.
+fn run_outcome(result: ExecResult, verdict: Verdict, cancel_reason: Option<String>) -> RunOutcome {
+    let status = verdict.run_status();
+    let mut outcome = match verdict.status {
+        ExecStatus::Cancelled => RunOutcome::interrupted(
+            result.finished_at,
+            cancel_reason.as_deref().unwrap_or("cancelled"),
         ),
-    };
-    RunOutcome {
-        status,
-        finished_at: result.finished_at,
-        exit_code: result.exit_code,
-        stdout: result.stdout,
-        stderr: result.stderr,
-        error,
-        summary: None,
-        usage: None,
+        _ => RunOutcome {
+            error: verdict.error,
+            ..RunOutcome::new(status, result.finished_at)
+        },
     }
+    .with_output(result.stdout, result.stderr);
+    outcome.exit_code = result.exit_code;
+    outcome.summary = verdict.summary;
+    outcome.usage = verdict.usage;
+    outcome
 }

@@ -2,9 +2,9 @@
 //! and its result as the loop run's outcome.
 
 use super::Engine;
-use loops_core::{Loop, Run, RunOutcome, RunStatus};
+use crate::workflow::RunEnd;
+use loops_core::{Loop, Run, RunOutcome, RunStatus, WorkflowRunStatus};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::watch;
 
 impl Engine {
@@ -18,16 +18,7 @@ impl Engine {
         target: &loops_core::WorkflowTarget,
         interrupt: watch::Receiver<Option<String>>,
     ) -> Option<RunOutcome> {
-        let failed = |error: String| RunOutcome {
-            status: RunStatus::Failed,
-            finished_at: self.clock.now(),
-            exit_code: None,
-            stdout: String::new(),
-            stderr: String::new(),
-            error: Some(error),
-            summary: None,
-            usage: None,
-        };
+        let failed = |error: String| RunOutcome::failed(self.clock.now(), error);
         let origin = loops_core::workflow::RunOrigin {
             loop_id: lp.id.clone(),
             loop_run_id: run.id.clone(),
@@ -56,52 +47,46 @@ impl Engine {
             clock: Arc::clone(&self.clock),
             origin: Some(origin),
             loop_metadata: crate::targets::run_metadata(lp, run),
-            timeout: target.timeout_ms.map(Duration::from_millis),
+            timeout: target.timeout.map(loops_core::Duration::to_std),
             interrupt,
         };
-        match crate::workflow::run(&ctx, &workflow).await {
+        let end = match crate::workflow::run(&ctx, &workflow).await {
             // Interrupted before the run changed (still waiting on a step process that
             // outlived a runner): left as it is, for the next daemon to adopt.
-            Ok(wf_run) if wf_run.status == loops_core::WorkflowRunStatus::Running => None,
-            Ok(wf_run) => {
-                let steps = self.store.step_runs(&wf_run.id).unwrap_or_default();
-                let status = match wf_run.status {
-                    loops_core::WorkflowRunStatus::Succeeded => RunStatus::Succeeded,
-                    loops_core::WorkflowRunStatus::TimedOut => RunStatus::TimedOut,
-                    _ if wf_run
-                        .error
-                        .as_deref()
-                        .is_some_and(|e| e.starts_with("interrupted")) =>
-                    {
-                        RunStatus::Abandoned
-                    }
-                    _ => RunStatus::Failed,
-                };
-                let summary: Vec<serde_json::Value> = steps
-                    .iter()
-                    .map(|s| serde_json::json!({"stepId": s.step_id, "status": s.status, "exitCode": s.exit_code, "error": s.error, "summary": s.summary}))
-                    .collect();
-                Some(RunOutcome {
-                    status,
-                    finished_at: self.clock.now(),
-                    exit_code: None,
-                    stdout: serde_json::to_string_pretty(
-                        &serde_json::json!({ "workflowRun": wf_run, "steps": summary }),
-                    )
-                    .unwrap_or_default(),
-                    stderr: String::new(),
-                    error: wf_run
-                        .error
-                        .clone()
-                        .map(|e| format!("workflow run {}: {e}", wf_run.id)),
-                    summary: Some(format!("workflow run {} {}", wf_run.id, wf_run.status)),
-                    usage: None,
-                })
-            }
+            Ok(RunEnd::Untouched(_)) => return None,
+            Ok(end) => end,
             Err(e) => {
                 self.note_store_error_ref(&e);
-                Some(failed(format!("workflow run failed to record: {e}")))
+                return Some(failed(format!("workflow run failed to record: {e}")));
             }
-        }
+        };
+        // An interrupted attempt did not complete: the loop run is abandoned (and
+        // retried), not failed.
+        let status = match &end {
+            RunEnd::Interrupted(_) => RunStatus::Abandoned,
+            _ => match end.run().status {
+                WorkflowRunStatus::Succeeded => RunStatus::Succeeded,
+                WorkflowRunStatus::TimedOut => RunStatus::TimedOut,
+                _ => RunStatus::Failed,
+            },
+        };
+        let wf_run = end.into_run();
+        let steps = self.store.step_runs(wf_run.id.as_str()).unwrap_or_default();
+        let summary: Vec<serde_json::Value> = steps
+            .iter()
+            .map(|s| serde_json::json!({"stepId": s.step_id, "status": s.status, "exitCode": s.exit_code, "error": s.error, "summary": s.summary}))
+            .collect();
+        let report = serde_json::to_string_pretty(
+            &serde_json::json!({ "workflowRun": wf_run, "steps": summary }),
+        )
+        .unwrap_or_default();
+        let mut outcome =
+            RunOutcome::new(status, self.clock.now()).with_output(report, String::new());
+        outcome.error = wf_run
+            .error
+            .as_ref()
+            .map(|e| format!("workflow run {}: {e}", wf_run.id));
+        outcome.summary = Some(format!("workflow run {} {}", wf_run.id, wf_run.status));
+        Some(outcome)
     }
 }

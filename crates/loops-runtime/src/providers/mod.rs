@@ -10,9 +10,10 @@
 //! argv order matters (codex rejects `--ask-for-approval` after `exec`), and "exit 0"
 //! is not "success" for every provider (claude reports API errors in its JSON).
 //!
-//! Entry points: [`agent_args`] (used when a run's process is built), [`interpret`]
-//! (used by the engine after every agent run), [`account_tool`] (the default
-//! `accounts --tool` of a provider) and [`detect_providers`] (for `doctor`).
+//! Entry points: [`agent_args`] (used when a run's process is built), [`judge`] (the
+//! [`Verdict`] on every finished agent attempt, loop run or workflow step alike),
+//! [`account_tool`] (the default `accounts --tool` of a provider) and
+//! [`detect_providers`] (for `doctor`).
 
 mod aicopilot;
 mod claude;
@@ -26,7 +27,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use loops_core::{AgentTarget, Provider, RunOutcome, RunStatus, Usage};
+use loops_core::{AgentTarget, Provider, RunOutcome, RunStatus, StepStatus, Usage};
+
+use crate::executor::{ExecResult, ExecStatus};
 
 use crate::accounts::run_with_timeout;
 use crate::env::resolve_executable;
@@ -79,46 +82,157 @@ pub fn account_tool(provider: Provider) -> &'static str {
     provider.as_str()
 }
 
-/// Reads the provider's structured output on a finished agent run: fills `summary`
-/// and `usage`, turns a reported error (exit 0 with claude's `is_error`, codex's
-/// `turn.failed`, opencode's `error` event) into a failure carrying the provider's
-/// message, and explains a non-zero exit with what the CLI said.
-pub fn interpret(target: &AgentTarget, outcome: &mut RunOutcome) {
-    let provider = target.provider;
-    let report = parse_output(provider, &outcome.stdout);
-    if report.usage.is_some() {
-        outcome.usage = report.usage.clone();
+/// What an attempt came to: how its process ended, read through its provider's
+/// output when it is an agent. The one verdict that a loop run
+/// ([`Verdict::run_status`]) and a workflow step ([`Verdict::step_status`]) both map
+/// from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The process's own ending, except that an agent that exited 0 but reported an
+    /// error (claude's `is_error`, codex's `turn.failed`, opencode's `error` event) is
+    /// [`ExecStatus::Failed`].
+    pub status: ExecStatus,
+    /// Why it did not succeed: the provider's message, a non-zero exit explained with
+    /// what the CLI printed, or the executor's own (spawn failure, timeout, cancel).
+    pub error: Option<String>,
+    /// The agent's final text, bounded ([`SUMMARY_MAX_BYTES`]): on success, and for an
+    /// attempt that timed out or was stopped (what got done).
+    pub summary: Option<String>,
+    /// Tokens and cost, when the provider reported them.
+    pub usage: Option<Usage>,
+}
+
+impl Verdict {
+    /// A command's verdict: its process's ending, as the executor reported it.
+    pub fn of_process(result: &ExecResult) -> Self {
+        Self {
+            status: result.status,
+            error: result.error.clone(),
+            summary: None,
+            usage: None,
+        }
     }
-    match outcome.status {
-        RunStatus::Succeeded => match report.error {
+
+    /// The status of a loop run that ended so: a stopped attempt did not complete, so
+    /// it is `abandoned` (a failed attempt, retried if attempts remain).
+    pub fn run_status(&self) -> RunStatus {
+        match self.status {
+            ExecStatus::Succeeded => RunStatus::Succeeded,
+            ExecStatus::Failed => RunStatus::Failed,
+            ExecStatus::TimedOut => RunStatus::TimedOut,
+            ExecStatus::Cancelled => RunStatus::Abandoned,
+        }
+    }
+
+    /// The status of a workflow step that ended so.
+    pub fn step_status(&self) -> StepStatus {
+        match self.status {
+            ExecStatus::Succeeded => StepStatus::Succeeded,
+            ExecStatus::Failed => StepStatus::Failed,
+            ExecStatus::TimedOut => StepStatus::TimedOut,
+            ExecStatus::Cancelled => StepStatus::Cancelled,
+        }
+    }
+}
+
+/// Judges an agent's finished attempt by its provider's structured output: fills
+/// `summary` and `usage`, turns a reported error (exit 0 with claude's `is_error`,
+/// codex's `turn.failed`, opencode's `error` event) into a failure carrying the
+/// provider's message, and explains a non-zero exit with what the CLI said.
+pub fn judge(target: &AgentTarget, result: &ExecResult) -> Verdict {
+    judge_ending(
+        target.provider,
+        Ending {
+            status: result.status,
+            exit_code: result.exit_code,
+            stdout: &result.stdout,
+            stderr: &result.stderr,
+            error: result.error.as_deref(),
+        },
+    )
+}
+
+/// [`judge`] for a loop run's outcome that was already built from its process: the
+/// outcome's status, error, summary and usage become the verdict's. For callers that
+/// hold a [`RunOutcome`] rather than the process's [`ExecResult`].
+pub fn interpret(target: &AgentTarget, outcome: &mut RunOutcome) {
+    let status = match outcome.status {
+        RunStatus::Succeeded => ExecStatus::Succeeded,
+        RunStatus::Failed => ExecStatus::Failed,
+        RunStatus::TimedOut => ExecStatus::TimedOut,
+        // Ended without completing: only the output's progress is read.
+        RunStatus::Abandoned | RunStatus::Skipped | RunStatus::Running => ExecStatus::Cancelled,
+    };
+    let verdict = judge_ending(
+        target.provider,
+        Ending {
+            status,
+            exit_code: outcome.exit_code,
+            stdout: &outcome.stdout,
+            stderr: &outcome.stderr,
+            error: outcome.error.as_deref(),
+        },
+    );
+    if verdict.status != status {
+        outcome.status = verdict.run_status();
+    }
+    outcome.error = verdict.error;
+    if verdict.summary.is_some() {
+        outcome.summary = verdict.summary;
+    }
+    if verdict.usage.is_some() {
+        outcome.usage = verdict.usage;
+    }
+}
+
+/// How a provider's process ended, before its output was read.
+struct Ending<'a> {
+    status: ExecStatus,
+    exit_code: Option<i32>,
+    stdout: &'a str,
+    stderr: &'a str,
+    error: Option<&'a str>,
+}
+
+fn judge_ending(provider: Provider, ending: Ending<'_>) -> Verdict {
+    let report = parse_output(provider, ending.stdout);
+    let mut verdict = Verdict {
+        status: ending.status,
+        error: ending.error.map(str::to_owned),
+        summary: None,
+        usage: report.usage.clone(),
+    };
+    match ending.status {
+        ExecStatus::Succeeded => match report.error {
             Some(message) => {
-                outcome.status = RunStatus::Failed;
-                outcome.error = Some(message);
+                verdict.status = ExecStatus::Failed;
+                verdict.error = Some(message);
             }
             None => {
                 // Text-mode output (cursor) has no structure: the output is the answer.
                 let text = report
                     .text
-                    .or_else(|| plain_text_fallback(provider, &outcome.stdout));
-                outcome.summary = text.as_deref().map(bounded_summary);
+                    .or_else(|| plain_text_fallback(provider, ending.stdout));
+                verdict.summary = text.as_deref().map(bounded_summary);
             }
         },
-        RunStatus::Failed => {
+        ExecStatus::Failed => {
             // `exit_code == None` means the process never ran (or died by a signal):
             // the executor's message ("Executable not found in PATH: …") says it all.
-            if let Some(code) = outcome.exit_code {
-                outcome.error = Some(failure_message(provider, code, &report, outcome));
+            if let Some(code) = ending.exit_code {
+                verdict.error = Some(failure_message(provider, code, &report, &ending));
             }
         }
-        // Timed out or interrupted: keep the engine's error, record what got done.
-        _ => {
-            outcome.summary = report.text.as_deref().map(bounded_summary);
+        // Timed out or stopped: keep the executor's error, record what got done.
+        ExecStatus::TimedOut | ExecStatus::Cancelled => {
+            verdict.summary = report.text.as_deref().map(bounded_summary);
         }
     }
+    verdict
 }
 
 /// The error of an agent that exited non-zero.
-fn failure_message(provider: Provider, code: i32, report: &Report, outcome: &RunOutcome) -> String {
+fn failure_message(provider: Provider, code: i32, report: &Report, ending: &Ending<'_>) -> String {
     if let Some(message) = &report.error {
         return format!(
             "{message} ({} exited with status {code})",
@@ -126,10 +240,10 @@ fn failure_message(provider: Provider, code: i32, report: &Report, outcome: &Run
         );
     }
     let exe = provider.executable();
-    let hint = output::stderr_hint(&outcome.stderr);
+    let hint = output::stderr_hint(ending.stderr);
     let rejected = matches!(provider, Provider::Opencode | Provider::Aicopilot)
         && code == 1
-        && outcome.stdout.trim().is_empty();
+        && ending.stdout.trim().is_empty();
     if rejected {
         // opencode prints its usage (not an error line) when it rejects a flag, so only
         // a line that names an error is worth quoting.
@@ -141,10 +255,9 @@ fn failure_message(provider: Provider, code: i32, report: &Report, outcome: &Run
             "{exe} exited with status 1 and no output: the CLI rejected its arguments or input{detail}"
         );
     }
-    let base = outcome
+    let base = ending
         .error
-        .clone()
-        .unwrap_or_else(|| format!("exited with status {code}"));
+        .map_or_else(|| format!("exited with status {code}"), str::to_owned);
     match hint {
         Some(hint) => format!("{exe} {base}: {hint}"),
         None => format!("{exe} {base}"),

@@ -3,7 +3,7 @@
 use super::{acquired, claim, claim_req, holder, new_loop, t, TestDb};
 use crate::{DaemonLease, Fence, PrunePolicy, StoreError};
 use loops_core::workflow::{parse_spec, NewEvent, RunOrigin, WorkflowSpec};
-use loops_core::{StepStatus, WorkflowRunStatus, WorkflowStatus};
+use loops_core::{StepId, StepStatus, WorkflowEventType, WorkflowRunStatus, WorkflowStatus};
 
 /// A two-step spec (`b` after `a`) named `name`.
 fn spec(name: &str) -> WorkflowSpec {
@@ -22,7 +22,12 @@ fn spec(name: &str) -> WorkflowSpec {
 
 /// An event about `step` (or the run) to append.
 fn event(step: Option<&str>) -> NewEvent {
-    NewEvent::new("step_started", step, Default::default())
+    let step = step.map(StepId::new);
+    NewEvent::new(
+        WorkflowEventType::StepStarted,
+        step.as_ref(),
+        Default::default(),
+    )
 }
 
 /// A spec is stored as version 1 (or its own), a second active spec of the name is
@@ -34,7 +39,7 @@ pub fn workflow_specs_are_versioned_replaced_and_archived(db: &dyn TestDb) {
     assert_eq!((v1.name.as_str(), v1.version), ("w", 1));
     assert_eq!(v1.status, WorkflowStatus::Active);
     assert_eq!(v1.spec.steps.len(), 2);
-    assert_eq!(store.get_workflow(&v1.id).unwrap().unwrap(), v1);
+    assert_eq!(store.get_workflow(v1.id.as_str()).unwrap().unwrap(), v1);
     assert_eq!(store.get_active_workflow("w").unwrap().unwrap(), v1);
     assert!(store.get_active_workflow("nope").unwrap().is_none());
 
@@ -48,7 +53,7 @@ pub fn workflow_specs_are_versioned_replaced_and_archived(db: &dyn TestDb) {
     assert_eq!(v2.spec.version, 2, "the stored spec carries its version");
     assert_ne!(v2.id, v1.id);
     assert_eq!(
-        store.get_workflow(&v1.id).unwrap().unwrap().status,
+        store.get_workflow(v1.id.as_str()).unwrap().unwrap().status,
         WorkflowStatus::Archived
     );
     assert_eq!(store.get_active_workflow("w").unwrap().unwrap().id, v2.id);
@@ -65,12 +70,12 @@ pub fn workflow_specs_are_versioned_replaced_and_archived(db: &dyn TestDb) {
     );
     let active = store.list_workflows(Some(WorkflowStatus::Active)).unwrap();
     assert_eq!(active.len(), 2);
-    let prefix = &v2.id[..4];
+    let prefix = &v2.id.as_str()[..4];
     let found = store.workflows_with_id_prefix(prefix, 10).unwrap();
     assert!(found.iter().any(|w| w.id == v2.id), "prefix {prefix}");
-    assert!(found.iter().all(|w| w.id.starts_with(prefix)));
+    assert!(found.iter().all(|w| w.id.as_str().starts_with(prefix)));
 
-    let archived = store.archive_workflow(&v2.id, t(4)).unwrap();
+    let archived = store.archive_workflow(v2.id.as_str(), t(4)).unwrap();
     assert_eq!(archived.status, WorkflowStatus::Archived);
     assert!(store.get_active_workflow("w").unwrap().is_none());
     // The name is free again.
@@ -88,13 +93,16 @@ pub fn a_slot_has_one_workflow_run_with_its_steps_pending(db: &dyn TestDb) {
     assert_eq!(run.status, WorkflowRunStatus::Running);
     assert_eq!(run.workflow_name, "w");
     assert_eq!(run.started_at, Some(t(1)));
-    assert_eq!(store.get_workflow_run(&run.id).unwrap().unwrap(), run);
-    let steps = store.step_runs(&run.id).unwrap();
+    assert_eq!(
+        store.get_workflow_run(run.id.as_str()).unwrap().unwrap(),
+        run
+    );
+    let steps = store.step_runs(run.id.as_str()).unwrap();
     let ids: Vec<_> = steps.iter().map(|s| s.step_id.as_str()).collect();
     assert_eq!(ids, ["a", "b"]);
     assert!(steps.iter().all(|s| s.status == StepStatus::Pending));
     assert_eq!(steps.iter().map(|s| s.sequence).collect::<Vec<_>>(), [0, 1]);
-    let events = store.workflow_events(&run.id, None).unwrap();
+    let events = store.workflow_events(run.id.as_str(), None).unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].sequence, 1);
 
@@ -132,7 +140,7 @@ pub fn a_slot_has_one_workflow_run_with_its_steps_pending(db: &dyn TestDb) {
         .list_workflow_runs(Some("x"), None)
         .unwrap()
         .is_empty());
-    let prefix = &run.id[..4];
+    let prefix = &run.id.as_str()[..4];
     let found = store.workflow_runs_with_id_prefix(prefix, 10).unwrap();
     assert!(found.iter().any(|r| r.id == run.id), "prefix {prefix}");
 }
@@ -143,7 +151,7 @@ pub fn workflow_saves_append_events_in_sequence(db: &dyn TestDb) {
     let store = db.open();
     let wf = store.create_workflow(&spec("w"), false, t(0)).unwrap();
     let (mut run, _) = store.create_workflow_run(&wf, None, t(1), None).unwrap();
-    let mut step = store.step_runs(&run.id).unwrap().remove(0);
+    let mut step = store.step_runs(run.id.as_str()).unwrap().remove(0);
     step.status = StepStatus::Succeeded;
     step.attempts = 1;
     step.started_at = Some(t(2));
@@ -157,7 +165,7 @@ pub fn workflow_saves_append_events_in_sequence(db: &dyn TestDb) {
     store
         .save_step_run(&step, &[event(Some("a")), event(Some("a"))], t(5), None)
         .unwrap();
-    let saved = store.step_runs(&run.id).unwrap().remove(0);
+    let saved = store.step_runs(run.id.as_str()).unwrap().remove(0);
     step.updated_at = t(5);
     assert_eq!(saved, step);
 
@@ -168,21 +176,21 @@ pub fn workflow_saves_append_events_in_sequence(db: &dyn TestDb) {
     store
         .save_workflow_run(&run, &[event(None)], t(6), None)
         .unwrap();
-    let saved = store.get_workflow_run(&run.id).unwrap().unwrap();
+    let saved = store.get_workflow_run(run.id.as_str()).unwrap().unwrap();
     assert_eq!(saved.status, WorkflowRunStatus::Succeeded);
     assert_eq!(saved.finished_at, Some(t(6)));
     assert_eq!(saved.duration_ms, Some(5));
     assert_eq!(saved.attempt, 1);
     assert_eq!(saved.updated_at, t(6));
 
-    let events = store.workflow_events(&run.id, None).unwrap();
+    let events = store.workflow_events(run.id.as_str(), None).unwrap();
     let seq: Vec<_> = events.iter().map(|e| e.sequence).collect();
     assert_eq!(seq, [1, 2, 3, 4]);
-    assert_eq!(events[1].step_id.as_deref(), Some("a"));
+    assert_eq!(events[1].step_id.as_ref().map(StepId::as_str), Some("a"));
     assert_eq!(events[3].step_id, None);
     assert_eq!(events[3].created_at, t(6));
     let last: Vec<_> = store
-        .workflow_events(&run.id, Some(2))
+        .workflow_events(run.id.as_str(), Some(2))
         .unwrap()
         .into_iter()
         .map(|e| e.sequence)
@@ -198,7 +206,7 @@ pub fn workflow_cancel_requests_and_pruning(db: &dyn TestDb) {
     let other = store.create_workflow(&spec("v"), false, t(0)).unwrap();
     let (running, _) = store.create_workflow_run(&wf, None, t(1), None).unwrap();
     let asked = store
-        .request_workflow_cancel(&running.id, "stop it", t(2))
+        .request_workflow_cancel(running.id.as_str(), "stop it", t(2))
         .unwrap();
     assert_eq!(asked.cancel_requested.as_deref(), Some("stop it"));
     let mut finished = Vec::new();
@@ -211,7 +219,7 @@ pub fn workflow_cancel_requests_and_pruning(db: &dyn TestDb) {
         finished.push(run.id);
     }
     let done = store
-        .request_workflow_cancel(&finished[0], "too late", t(20))
+        .request_workflow_cancel(finished[0].as_str(), "too late", t(20))
         .unwrap();
     assert_eq!(
         done.cancel_requested, None,
@@ -232,10 +240,13 @@ pub fn workflow_cancel_requests_and_pruning(db: &dyn TestDb) {
     assert_eq!(store.prune_workflow_runs(&keep, true).unwrap(), 2);
     assert_eq!(store.list_workflow_runs(None, None).unwrap().len(), 5);
     assert_eq!(store.prune_workflow_runs(&keep, false).unwrap(), 2);
-    assert!(store.get_workflow_run(&finished[0]).unwrap().is_none());
-    assert!(store.step_runs(&finished[0]).unwrap().is_empty());
     assert!(store
-        .workflow_events(&finished[0], None)
+        .get_workflow_run(finished[0].as_str())
+        .unwrap()
+        .is_none());
+    assert!(store.step_runs(finished[0].as_str()).unwrap().is_empty());
+    assert!(store
+        .workflow_events(finished[0].as_str(), None)
         .unwrap()
         .is_empty());
     // Older than everything: every finished run, never the running one.
@@ -282,7 +293,7 @@ pub fn workflow_writes_are_fenced(db: &dyn TestDb) {
             .create_workflow_run(&wf, None, t(3), Some(&old_fence))
             .map(|_| ()),
     );
-    let mut step = store.step_runs(&run.id).unwrap().remove(0);
+    let mut step = store.step_runs(run.id.as_str()).unwrap().remove(0);
     step.status = StepStatus::Running;
     lost(store.save_step_run(&step, &[event(Some("a"))], t(3), Some(&old_fence)));
     run.status = WorkflowRunStatus::Failed;
@@ -290,13 +301,20 @@ pub fn workflow_writes_are_fenced(db: &dyn TestDb) {
 
     assert_eq!(store.list_workflow_runs(None, None).unwrap().len(), 1);
     assert_eq!(
-        store.get_workflow_run(&run.id).unwrap().unwrap().status,
+        store
+            .get_workflow_run(run.id.as_str())
+            .unwrap()
+            .unwrap()
+            .status,
         WorkflowRunStatus::Running
     );
     assert!(store
-        .step_runs(&run.id)
+        .step_runs(run.id.as_str())
         .unwrap()
         .iter()
         .all(|s| s.status == StepStatus::Pending));
-    assert_eq!(store.workflow_events(&run.id, None).unwrap().len(), 1);
+    assert_eq!(
+        store.workflow_events(run.id.as_str(), None).unwrap().len(),
+        1
+    );
 }

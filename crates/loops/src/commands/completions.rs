@@ -1,16 +1,16 @@
 //! `loops completions bash|zsh|fish`.
 
 use crate::cli::{Cli, CompletionsArgs};
+use crate::exit::Exit;
 use crate::Failure;
 use clap::CommandFactory;
-use std::process::ExitCode;
 
-pub fn run(args: CompletionsArgs) -> Result<ExitCode, Failure> {
+pub fn run(args: CompletionsArgs) -> Result<Exit, Failure> {
     let mut cmd = Cli::command();
     // clap_complete panics when its writer fails (a closed pipe): render into memory,
     // then write through the one stdout path that maps a closed pipe.
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "loops", &mut script);
     crate::output::write_stdout_bytes(&script)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

@@ -5,25 +5,24 @@ use super::Context;
 use crate::cli::{
     CommonCreate, CreateAgentArgs, CreateCommand, CreateCommandArgs, CreateWorkflowArgs,
 };
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::timeparse::parse_instant;
 use crate::Failure;
 use loops_core::cron::CronSchedule;
-use loops_core::duration::DurationError;
 use loops_core::limits::MAX_PROMPT_BYTES;
 use loops_core::{
-    Account, AgentTarget, Anchor, CommandTarget, ConfigIsolation, Duration, Instant, Policy,
-    Provider, Schedule, Target, WorkflowTarget,
+    Account, AgentTarget, Anchor, CommandTarget, ConfigIsolation, Instant, Policy, Provider,
+    Schedule, Target, WorkflowTarget,
 };
 use loops_runtime::client::LoopDefinition;
 use loops_runtime::input::{absolute_path, read_text};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::ExitCode;
 use std::str::FromStr;
 
-pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<Exit, Failure> {
     let now = output::now();
     let (common, target) = match cmd {
         CreateCommand::Command(args) => command_target(args)?,
@@ -39,7 +38,7 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<ExitCode, Failure> {
     };
     let client = ctx.client()?;
     if common.preflight {
-        preflight(client.store().as_ref(), &def.target)?;
+        preflight(&client, &def.target)?;
     }
     let mut lp = client.create(def, now)?;
     if ctx.json {
@@ -53,7 +52,7 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<ExitCode, Failure> {
             output::when(lp.next_run_at, now)
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 fn schedule(c: &CommonCreate, now: Instant) -> Result<Schedule, Failure> {
@@ -77,13 +76,13 @@ fn schedule(c: &CommonCreate, now: Instant) -> Result<Schedule, Failure> {
         }
         return Ok(Schedule::Once { at });
     }
-    if let Some(every) = &c.every {
+    if let Some(every) = c.every {
         let anchor = match &c.anchor {
             Some(a) => parse_enum::<Anchor>("--anchor", a)?,
             None => Anchor::FixedRate,
         };
         return Ok(Schedule::Interval {
-            every_ms: duration("--every", every)?,
+            every_ms: every.as_millis(),
             anchor,
         });
     }
@@ -98,9 +97,9 @@ fn schedule(c: &CommonCreate, now: Instant) -> Result<Schedule, Failure> {
             timezone,
         });
     }
-    if let Some(min) = &c.dynamic {
+    if let Some(min) = c.dynamic {
         return Ok(Schedule::Dynamic {
-            min_interval_ms: duration("--dynamic", min)?,
+            min_interval_ms: min.as_millis(),
         });
     }
     // clap's required group makes this unreachable; keep a clear message anyway.
@@ -137,11 +136,11 @@ fn policy(c: &CommonCreate, now: Instant) -> Result<Policy, Failure> {
     if let Some(n) = c.attempts {
         p.max_attempts = n;
     }
-    if let Some(v) = &c.retry_delay {
-        p.retry_delay_ms = duration("--retry-delay", v)?;
+    if let Some(v) = c.retry_delay {
+        p.retry_delay_ms = v.as_millis();
     }
-    if let Some(v) = &c.lease {
-        p.lease_ms = duration("--lease", v)?;
+    if let Some(v) = c.lease {
+        p.lease_ms = v.as_millis();
     }
     if let Some(v) = &c.expires_at {
         p.expires_at = Some(parse_instant("--expires-at", v, now).map_err(Failure::usage)?);
@@ -162,7 +161,7 @@ fn command_target(args: CreateCommandArgs) -> Result<(CommonCreate, Target), Fai
         cwd: cwd(c)?,
         shell: !args.no_shell,
         env: env_map(&c.env)?,
-        timeout_ms: timeout(c)?,
+        timeout: c.timeout,
         account: account(c),
     };
     if !target.shell && target.command.trim().contains(char::is_whitespace) {
@@ -214,7 +213,7 @@ fn agent_target(args: CreateAgentArgs) -> Result<(CommonCreate, Target), Failure
         config_isolation,
         config_overrides: config_overrides(&args.config_overrides)?,
         env: env_map(&c.env)?,
-        timeout_ms: timeout(c)?,
+        timeout: c.timeout,
         account: account(c),
     };
     Ok((args.common, Target::Agent(target)))
@@ -223,25 +222,9 @@ fn agent_target(args: CreateAgentArgs) -> Result<(CommonCreate, Target), Failure
 fn workflow_target(args: CreateWorkflowArgs) -> Result<(CommonCreate, Target), Failure> {
     let target = WorkflowTarget {
         workflow: args.workflow.clone(),
-        timeout_ms: timeout(&args.common)?,
+        timeout: args.common.timeout,
     };
     Ok((args.common, Target::Workflow(target)))
-}
-
-/// `--timeout`: zero is refused with the way to say "no limit" (leave the flag out).
-fn timeout(c: &CommonCreate) -> Result<Option<u64>, Failure> {
-    c.timeout.as_deref().map(timeout_ms).transpose()
-}
-
-/// Parses a `--timeout` value (shared with `workflows run --timeout`).
-pub fn timeout_ms(text: &str) -> Result<u64, Failure> {
-    match Duration::parse(text) {
-        Ok(d) => Ok(d.as_millis()),
-        Err(e @ DurationError::NotPositive(_)) => Err(Failure::usage(format!(
-            "--timeout: {e} (omit --timeout for no limit)"
-        ))),
-        Err(e) => Err(Failure::usage(format!("--timeout: {e}"))),
-    }
 }
 
 /// `--cwd`, made absolute against this process's directory (`~/` is `$HOME`), so the
@@ -291,12 +274,6 @@ fn key_values(flag: &str, pairs: &[String]) -> Result<BTreeMap<String, String>, 
     Ok(map)
 }
 
-fn duration(flag: &str, text: &str) -> Result<u64, Failure> {
-    Duration::parse(text)
-        .map(Duration::as_millis)
-        .map_err(|e| Failure::usage(format!("{flag}: {e}")))
-}
-
 fn parse_enum<T: FromStr<Err = String>>(flag: &str, text: &str) -> Result<T, Failure> {
     T::from_str(text).map_err(|e| {
         // "invalid Provider \"x\": expected …" → "invalid --provider \"x\": expected …"
@@ -309,8 +286,8 @@ fn parse_enum<T: FromStr<Err = String>>(flag: &str, text: &str) -> Result<T, Fai
 /// Checks that the target could start now: its executable resolves on the effective
 /// PATH and a working directory exists (for a workflow target: the workflow is active
 /// and every step's target can start).
-fn preflight(store: &dyn loops_store::Store, target: &Target) -> Result<(), Failure> {
-    let problems = loops_runtime::preflight::check_loop_target(store, target);
+fn preflight(client: &loops_runtime::Client, target: &Target) -> Result<(), Failure> {
+    let problems = client.check_target(target);
     if let Some(first) = problems.first() {
         return Err(Failure::usage(format!("preflight failed: {first}")));
     }

@@ -2,19 +2,19 @@
 
 use super::Context;
 use crate::cli::{DaemonCommand, DaemonInstallArgs, DaemonLogsArgs, DaemonRunArgs, DaemonStopArgs};
+use crate::exit::Exit;
 use crate::output::{self, outln, print_json};
 use crate::Failure;
-use loops_core::{format_instant, Duration};
-use loops_runtime::daemon::{self as d, DaemonConfig, LOG_FILE, PID_FILE};
+use loops_core::format_instant;
+use loops_runtime::daemon::{DaemonConfig, LOG_FILE, PID_FILE};
 use loops_runtime::process::is_same_process_alive;
-use loops_sqlite::SqliteStore;
-use loops_store::{Store, DATA_DIR_ENV, DB_FILE};
+use loops_runtime::Client;
+use loops_store::{DATA_DIR_ENV, DB_FILE};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-pub fn run(ctx: &Context, cmd: DaemonCommand) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, cmd: DaemonCommand) -> Result<Exit, Failure> {
     match cmd {
         DaemonCommand::Run(args) => foreground(ctx, args),
         DaemonCommand::Start(args) => start(ctx, args),
@@ -25,35 +25,25 @@ pub fn run(ctx: &Context, cmd: DaemonCommand) -> Result<ExitCode, Failure> {
     }
 }
 
-fn std_duration(flag: &str, text: &str) -> Result<StdDuration, Failure> {
-    Duration::parse(text)
-        .map(|d| StdDuration::from_millis(d.as_millis()))
-        .map_err(|e| Failure::usage(format!("{flag}: {e}")))
-}
-
-fn config(dir: &Path, args: &DaemonRunArgs) -> Result<DaemonConfig, Failure> {
+/// The daemon's settings from its flags (already typed and checked by clap).
+fn config(dir: &Path, args: &DaemonRunArgs) -> DaemonConfig {
     let mut cfg = DaemonConfig::new(dir);
-    cfg.max_concurrent = args.max_concurrent.max(1);
-    cfg.lease_ttl = std_duration("--lease-ttl", &args.lease_ttl)?;
-    cfg.shutdown_grace = std_duration("--shutdown-grace", &args.shutdown_grace)?;
-    cfg.kill_grace = std_duration("--kill-grace", &args.kill_grace)?;
+    cfg.max_concurrent = args.max_concurrent;
+    cfg.lease_ttl = args.lease_ttl.0;
+    cfg.shutdown_grace = args.shutdown_grace.0;
+    cfg.kill_grace = args.kill_grace.0;
     cfg.keep_runs = (args.keep_runs > 0).then_some(args.keep_runs);
-    cfg.keep_for = match args.keep_for.as_str() {
-        "0" | "none" => None,
-        other => Some(std_duration("--keep-for", other)?),
-    };
-    cfg.prune_every = std_duration("--prune-every", &args.prune_every)?;
+    cfg.keep_for = args.keep_for.0;
+    cfg.prune_every = args.prune_every.0;
     cfg.max_sleep = args.interval_ms.map(StdDuration::from_millis);
-    Ok(cfg)
+    cfg
 }
 
-fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
+fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let dir = ctx.data_dir()?;
-    loops_store::prepare_data_dir(&dir)?;
-    let db = dir.join(DB_FILE);
-    let store = SqliteStore::open(&db)?;
-    refuse_corrupt(&store, &db)?;
-    let cfg = config(&dir, &args)?;
+    let client = Client::open(&dir)?;
+    refuse_corrupt(&client, &dir.join(DB_FILE))?;
+    let cfg = config(&dir, &args);
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
@@ -67,8 +57,7 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
-    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(store);
-    let result = rt.block_on(async move {
+    let result = rt.block_on(async {
         let shutdown = async {
             use tokio::signal::unix::{signal, SignalKind};
             match (
@@ -84,16 +73,16 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
                 _ => std::future::pending::<()>().await,
             }
         };
-        d::run(store, cfg, shutdown).await
+        client.run_daemon(cfg, shutdown).await
     });
     rt.shutdown_timeout(StdDuration::from_secs(1));
-    result.map(|()| ExitCode::SUCCESS).map_err(daemon_failure)
+    result.map(|()| Exit::Success).map_err(Failure::from)
 }
 
 /// `PRAGMA quick_check` before the daemon takes the store: a damaged page would
 /// otherwise surface only when some pass happens to touch it.
-fn refuse_corrupt(store: &SqliteStore, db: &Path) -> Result<(), Failure> {
-    let problems = store.quick_check()?;
+fn refuse_corrupt(client: &Client, db: &Path) -> Result<(), Failure> {
+    let problems = client.quick_check()?.unwrap_or_default();
     if problems.is_empty() || problems == ["ok"] {
         return Ok(());
     }
@@ -111,16 +100,6 @@ fn refuse_corrupt(store: &SqliteStore, db: &Path) -> Result<(), Failure> {
         db.display(),
         first.join("; ")
     )))
-}
-
-/// The exit code of a daemon that stopped abnormally: 3 when its store cannot be used
-/// (corrupt, removed or replaced, read-only), else 1.
-fn daemon_failure(err: d::DaemonError) -> Failure {
-    match err {
-        d::DaemonError::Store(e) => e.into(),
-        e @ d::DaemonError::StoreGone { .. } => Failure::store(e.to_string()),
-        e => Failure::failed(e.to_string()),
-    }
 }
 
 /// Whether this store's daemon runs, judged from the lease row alone: its pid, the
@@ -179,10 +158,10 @@ pub struct DaemonView {
 /// Reads the pid file, then the lease, in that order: a daemon writes its pid file
 /// only after taking the lease, so a pid file read first that does not name the
 /// holder read second is stale.
-pub fn inspect_daemon(store: &dyn Store, dir: &Path) -> Result<DaemonView, Failure> {
+pub fn inspect_daemon(client: &Client, dir: &Path) -> Result<DaemonView, Failure> {
     let path = dir.join(PID_FILE);
     let contents = std::fs::read_to_string(&path).ok();
-    let lease = store.current_daemon_lease()?;
+    let lease = client.daemon_lease()?;
     let this_host = loops_runtime::process::hostname();
     let now = output::now();
     let (state, holder) = match lease {
@@ -263,11 +242,10 @@ pub fn stalled_text(h: &Holder, now: loops_core::Instant) -> String {
     )
 }
 
-fn start(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
+fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let dir = client.data_dir().to_path_buf();
-    config(&dir, &args)?;
-    let view = inspect_daemon(client.store().as_ref(), &dir)?;
+    let view = inspect_daemon(&client, &dir)?;
     match (view.state, &view.holder) {
         (DaemonState::Running, Some(h)) => {
             return Err(Failure::failed(format!(
@@ -299,28 +277,17 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find own executable: {e}")))?;
     let mut cmd = std::process::Command::new(exe);
+    // The same settings, each printed in the form it parses back from.
     cmd.arg("--data-dir")
         .arg(&dir)
         .args(["daemon", "run"])
         .args(["--max-concurrent", &args.max_concurrent.to_string()])
-        .args([
-            "--lease-ttl",
-            &args.lease_ttl,
-            "--shutdown-grace",
-            &args.shutdown_grace,
-        ])
-        .args([
-            "--kill-grace",
-            &args.kill_grace,
-            "--keep-runs",
-            &args.keep_runs.to_string(),
-        ])
-        .args([
-            "--keep-for",
-            &args.keep_for,
-            "--prune-every",
-            &args.prune_every,
-        ])
+        .args(["--lease-ttl", &args.lease_ttl.to_string()])
+        .args(["--shutdown-grace", &args.shutdown_grace.to_string()])
+        .args(["--kill-grace", &args.kill_grace.to_string()])
+        .args(["--keep-runs", &args.keep_runs.to_string()])
+        .args(["--keep-for", &args.keep_for.to_string()])
+        .args(["--prune-every", &args.prune_every.to_string()])
         .stdin(std::process::Stdio::null())
         .stdout(log)
         .stderr(err_log);
@@ -335,7 +302,7 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
     let pid = child.id();
     let deadline = StdInstant::now() + StdDuration::from_secs(10);
     loop {
-        if let Ok(Some(lease)) = client.store().current_daemon_lease() {
+        if let Ok(Some(lease)) = client.daemon_lease() {
             if lease.holder.pid == pid {
                 break;
             }
@@ -365,7 +332,7 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<ExitCode, Failure> {
     } else {
         outln!("daemon started (pid {pid}); log: {}", log_path.display())?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// Opens `path` for appending, creating it 0600 (the log holds run errors and paths).
@@ -378,20 +345,23 @@ fn private_append(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
+/// What was appended to `path` since `offset`: at most its last [`LOG_CHUNK`] bytes.
 fn read_from(path: &Path, offset: u64) -> String {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     if let Ok(mut f) = std::fs::File::open(path) {
-        let _ = f.seek(SeekFrom::Start(offset));
-        let _ = f.read_to_string(&mut text);
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let start = offset.max(len.saturating_sub(LOG_CHUNK as u64));
+        let _ = f.seek(SeekFrom::Start(start));
+        let _ = f.take(LOG_CHUNK as u64).read_to_end(&mut bytes);
     }
-    text
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
-fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<ExitCode, Failure> {
-    let timeout = std_duration("--timeout", &args.timeout)?;
+fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
+    let timeout = args.timeout.0;
     let client = ctx.reader()?;
     let dir = client.data_dir().to_path_buf();
-    let view = inspect_daemon(client.store().as_ref(), &dir)?;
+    let view = inspect_daemon(&client, &dir)?;
     if let Some(stale) = &view.stale_pid_file {
         stale.remove();
     }
@@ -401,7 +371,7 @@ fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<ExitCode, Failure> {
         } else {
             outln!("no daemon is running")?;
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     };
     if !h.local {
         return Err(Failure::failed(format!(
@@ -443,32 +413,26 @@ fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<ExitCode, Failure> {
             output::elapsed_text(took.as_millis() as u64)
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn status(ctx: &Context) -> Result<ExitCode, Failure> {
+fn status(ctx: &Context) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
     let dir = client.data_dir().to_path_buf();
-    let store = client.store();
     let now = output::now();
-    let view = inspect_daemon(store.as_ref(), &dir)?;
-    let running = store.running_runs(None)?;
-    // The earliest due loop, through the due index (one row, whatever the number of
-    // loops); a row that no longer decodes does not stop the status report.
-    let next_due = store
-        .due_loops(chrono::DateTime::<chrono::Utc>::MAX_UTC, 1)?
-        .into_iter()
-        .next()
-        .and_then(Result::ok);
+    let view = inspect_daemon(&client, &dir)?;
+    let running = client.running_runs()?;
+    // A row that no longer decodes does not stop the status report.
+    let next_due = client.next_due_loop()?;
     let removed = view
         .stale_pid_file
         .as_ref()
         .is_some_and(StalePidFile::remove);
     // A stalled daemon holds the store without scheduling: not a healthy state.
     let code = if view.state == DaemonState::Stalled {
-        ExitCode::from(1)
+        Exit::Failed
     } else {
-        ExitCode::SUCCESS
+        Exit::Success
     };
     let holder = view.holder.as_ref();
     if ctx.json {
@@ -524,39 +488,122 @@ fn status(ctx: &Context) -> Result<ExitCode, Failure> {
     Ok(code)
 }
 
-fn logs(ctx: &Context, args: DaemonLogsArgs) -> Result<ExitCode, Failure> {
+/// Bytes read at a time from the daemon log, backwards while looking for the last
+/// lines and forwards while following: the log may be large, memory stays bounded.
+const LOG_CHUNK: usize = 64 * 1024;
+
+fn logs(ctx: &Context, args: DaemonLogsArgs) -> Result<Exit, Failure> {
     let dir = ctx.data_dir()?;
     let path = dir.join(LOG_FILE);
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
     let mut out = std::io::stdout().lock();
-    for line in &lines[lines.len().saturating_sub(args.lines)..] {
-        writeln!(out, "{line}").map_err(Failure::stdout)?;
+    let mut offset = 0;
+    let mut identity = None;
+    match std::fs::File::open(&path) {
+        Ok(mut file) => {
+            let start = start_of_last_lines(&mut file, args.lines)
+                .map_err(|e| Failure::failed(format!("cannot read {}: {e}", path.display())))?;
+            let end = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let ends_in_newline = copy_range(&mut file, start, end, &mut out)?;
+            if !args.follow && !ends_in_newline && end > start {
+                writeln!(out).map_err(Failure::stdout)?;
+            }
+            offset = end;
+            identity = file_identity(&file);
+        }
+        Err(_) if !args.follow => {
+            let _ = writeln!(std::io::stderr(), "no log yet at {}", path.display());
+        }
+        Err(_) => {}
     }
     out.flush().map_err(Failure::stdout)?;
     if !args.follow {
-        if !path.exists() {
-            let _ = writeln!(std::io::stderr(), "no log yet at {}", path.display());
-        }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
-    let mut offset = text.len() as u64;
     loop {
         std::thread::sleep(StdDuration::from_millis(200));
-        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if len < offset {
-            offset = 0; // rotated or truncated
+        let Ok(mut file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let now = file_identity(&file);
+        if now != identity || len < offset {
+            // Replaced (rotated) or truncated: the new contents from their start.
+            identity = now;
+            offset = 0;
         }
         if len > offset {
-            let chunk = read_from(&path, offset);
-            offset += chunk.len() as u64;
-            write!(out, "{chunk}").map_err(Failure::stdout)?;
+            copy_range(&mut file, offset, len, &mut out)?;
             out.flush().map_err(Failure::stdout)?;
+            offset = len;
         }
     }
 }
 
-fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<ExitCode, Failure> {
+/// Device and inode of an open file: a log replaced under its name is a new file.
+fn file_identity(file: &std::fs::File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Where the last `lines` lines of `file` start: read backwards from its end, one
+/// [`LOG_CHUNK`] at a time, until enough newlines are found (a final newline ends the
+/// last line rather than starting another).
+fn start_of_last_lines(file: &mut std::fs::File, lines: usize) -> std::io::Result<u64> {
+    let len = file.metadata()?.len();
+    if lines == 0 {
+        return Ok(len);
+    }
+    let mut buf = vec![0u8; LOG_CHUNK];
+    let mut end = len;
+    let mut seen = 0;
+    let mut last_byte = true;
+    while end > 0 {
+        let begin = end.saturating_sub(LOG_CHUNK as u64);
+        let chunk = &mut buf[..usize::try_from(end - begin).unwrap_or(LOG_CHUNK)];
+        file.seek(SeekFrom::Start(begin))?;
+        file.read_exact(chunk)?;
+        for (i, b) in chunk.iter().enumerate().rev() {
+            let at_end = std::mem::take(&mut last_byte);
+            if *b != b'\n' || at_end {
+                continue;
+            }
+            seen += 1;
+            if seen == lines {
+                return Ok(begin + i as u64 + 1);
+            }
+        }
+        end = begin;
+    }
+    Ok(0)
+}
+
+/// Copies bytes `start..end` of `file` to `out` one [`LOG_CHUNK`] at a time; whether
+/// they end in a newline.
+fn copy_range(
+    file: &mut std::fs::File,
+    start: u64,
+    end: u64,
+    out: &mut impl Write,
+) -> Result<bool, Failure> {
+    let read_error = |e: std::io::Error| Failure::failed(format!("cannot read the log: {e}"));
+    file.seek(SeekFrom::Start(start)).map_err(read_error)?;
+    let mut buf = vec![0u8; LOG_CHUNK];
+    let mut left = end.saturating_sub(start);
+    let mut last = None;
+    while left > 0 {
+        let want = usize::try_from(left).map_or(LOG_CHUNK, |l| l.min(LOG_CHUNK));
+        let n = file.read(&mut buf[..want]).map_err(read_error)?;
+        if n == 0 {
+            break;
+        }
+        out.write_all(&buf[..n]).map_err(Failure::stdout)?;
+        last = buf[..n].last().copied();
+        left -= n as u64;
+    }
+    Ok(last == Some(b'\n'))
+}
+
+fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<Exit, Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find own executable: {e}")))?;
     // Both go into a service file: absolute (the service's cwd is not ours) and
@@ -612,7 +659,7 @@ fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<ExitCode, Failure> 
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// `path` made absolute, as text fit for a service file: UTF-8 (units and plists are
@@ -715,6 +762,40 @@ fn launch_agent(exe: &str, dir: &str) -> String {
 mod tests {
     use super::*;
 
+    fn tail(text: &[u8], lines: usize) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, text).unwrap();
+        let mut file = std::fs::File::open(&path).unwrap();
+        let start = start_of_last_lines(&mut file, lines).unwrap();
+        let mut out = Vec::new();
+        copy_range(&mut file, start, text.len() as u64, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_last_lines_are_found_from_the_end() {
+        assert_eq!(tail(b"a\nb\nc\n", 2), b"b\nc\n");
+        assert_eq!(tail(b"a\nb\nc", 2), b"b\nc");
+        assert_eq!(tail(b"a\nb\nc\n", 9), b"a\nb\nc\n");
+        assert_eq!(tail(b"a\nb\nc\n", 0), b"");
+        assert_eq!(tail(b"", 3), b"");
+        assert_eq!(tail(b"\n\n\n", 2), b"\n\n");
+        // Lines longer than a chunk, and a newline right at a chunk boundary.
+        let long = vec![b'x'; LOG_CHUNK + 10];
+        let mut text = long.clone();
+        text.push(b'\n');
+        text.extend_from_slice(&long);
+        text.push(b'\n');
+        let mut last = long.clone();
+        last.push(b'\n');
+        assert_eq!(tail(&text, 1), last);
+        assert_eq!(tail(&text, 2), text);
+        let mut edge = vec![b'y'; LOG_CHUNK - 1];
+        edge.extend_from_slice(b"\nz\n");
+        assert_eq!(tail(&edge, 1), b"z\n");
+    }
+
     #[test]
     fn systemd_unit_quotes_and_escapes() {
         let unit = systemd_unit("/opt/my $bin/loops", "/home/a b/100%\\\"x\"");
@@ -768,7 +849,7 @@ mod tests {
             else {
                 panic!("{bad:?} accepted");
             };
-            assert_eq!(code, 2);
+            assert_eq!(code.code(), 2);
             assert!(message.contains("control character"), "{message}");
             assert!(!message.contains('\n'), "{message}");
         }

@@ -2,14 +2,13 @@
 
 use super::daemon::DaemonState;
 use super::Context;
+use crate::exit::Exit;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::{LoopStatus, RunStatus};
-use loops_runtime::preflight::check_loop_target;
-use loops_sqlite::SqliteStore;
-use loops_store::{Store, StoreError, DB_FILE};
+use loops_runtime::{Client, ClientError};
+use loops_store::{StoreError, DB_FILE};
 use serde::Serialize;
-use std::process::ExitCode;
 
 #[derive(Serialize)]
 struct Check {
@@ -31,7 +30,7 @@ fn check(
     });
 }
 
-pub fn run(ctx: &Context) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context) -> Result<Exit, Failure> {
     let mut checks = Vec::new();
     let dir = ctx.data_dir()?;
     // Only a dir that passes the ownership rule is looked into further: a database
@@ -70,13 +69,13 @@ pub fn run(ctx: &Context) -> Result<ExitCode, Failure> {
     };
     permission_checks(&dir, &mut checks);
     let db_path = dir.join(DB_FILE);
-    let store = if trusted {
-        open_store(&db_path, &mut checks)
+    let client = if trusted {
+        open_store(&dir, &db_path, &mut checks)
     } else {
         None
     };
-    if let Some(store) = &store {
-        match super::daemon::inspect_daemon(store, &dir) {
+    if let Some(client) = &client {
+        match super::daemon::inspect_daemon(client, &dir) {
             Ok(view) => {
                 match (view.state, &view.holder) {
                     (DaemonState::Running, Some(h)) => check(
@@ -107,7 +106,7 @@ pub fn run(ctx: &Context) -> Result<ExitCode, Failure> {
             }
             Err(e) => check(&mut checks, "daemon", "fail", e.to_string()),
         }
-        loop_checks(store, &mut checks);
+        loop_checks(client, &mut checks);
     }
     provider_checks(&mut checks);
     let failed = checks.iter().any(|c| c.status == "fail");
@@ -124,20 +123,20 @@ pub fn run(ctx: &Context) -> Result<ExitCode, Failure> {
         }
         table.print()?;
     }
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if failed { Exit::Failed } else { Exit::Success })
 }
 
 /// Opens the database read-write, else (when it is not writable) read-only, so the
 /// rest of the report can still be made; records the "database" check.
-fn open_store(db_path: &std::path::Path, checks: &mut Vec<Check>) -> Option<SqliteStore> {
-    let (store, read_only) = match SqliteStore::open(db_path) {
-        Ok(store) => (store, false),
-        Err(StoreError::ReadOnly { .. }) => match SqliteStore::open_read_only(db_path) {
-            Ok(store) => (store, true),
+fn open_store(
+    dir: &std::path::Path,
+    db_path: &std::path::Path,
+    checks: &mut Vec<Check>,
+) -> Option<Client> {
+    let (client, read_only) = match Client::open(dir) {
+        Ok(client) => (client, false),
+        Err(ClientError::Store(StoreError::ReadOnly { .. })) => match Client::open_read_only(dir) {
+            Ok(client) => (client, true),
             Err(e) => {
                 check(checks, "database", "fail", e.to_string());
                 return None;
@@ -148,7 +147,7 @@ fn open_store(db_path: &std::path::Path, checks: &mut Vec<Check>) -> Option<Sqli
             return None;
         }
     };
-    match store.integrity_check() {
+    match client.integrity_check().map(Option::unwrap_or_default) {
         Ok(problems) if problems.is_empty() || problems == ["ok"] => {
             if read_only {
                 check(
@@ -173,7 +172,7 @@ fn open_store(db_path: &std::path::Path, checks: &mut Vec<Check>) -> Option<Sqli
         Ok(problems) => check(checks, "database", "fail", problems.join("; ")),
         Err(e) => check(checks, "database", "fail", e.to_string()),
     }
-    Some(store)
+    Some(client)
 }
 
 /// Owner and mode of the data dir and each of its files: all the user's own, none
@@ -243,8 +242,8 @@ fn schedule_check(lp: &loops_core::Loop, now: loops_core::Instant, checks: &mut 
 }
 
 /// Paused loops the engine parked because they could no longer be scheduled.
-fn parked_checks(store: &SqliteStore, checks: &mut Vec<Check>) {
-    let Ok(paused) = store.loop_rows(Some(LoopStatus::Paused)) else {
+fn parked_checks(client: &Client, checks: &mut Vec<Check>) {
+    let Ok(paused) = client.loop_rows(Some(LoopStatus::Paused)) else {
         return;
     };
     for row in paused {
@@ -260,25 +259,19 @@ fn parked_checks(store: &SqliteStore, checks: &mut Vec<Check>) {
                 continue;
             }
         };
-        let last = store
-            .list_runs(&loops_store::RunFilter {
-                loop_id: Some(lp.id.clone()),
-                limit: Some(1),
-            })
-            .ok()
-            .and_then(|mut r| r.pop());
+        let last = client.last_run(&lp.id).ok().flatten();
         if let Some(error) = last
             .and_then(|r| r.error)
-            .filter(|e| e.starts_with("loop parked"))
+            .filter(|e| loops_core::transitions::Parked::from_error(e).is_some())
         {
             check(checks, format!("loop {}", lp.name), "warn", error);
         }
     }
 }
 
-fn loop_checks(store: &SqliteStore, checks: &mut Vec<Check>) {
-    parked_checks(store, checks);
-    let rows = match store.loop_rows(Some(LoopStatus::Active)) {
+fn loop_checks(client: &Client, checks: &mut Vec<Check>) {
+    parked_checks(client, checks);
+    let rows = match client.loop_rows(Some(LoopStatus::Active)) {
         Ok(rows) => rows,
         Err(e) => return check(checks, "loops", "fail", e.to_string()),
     };
@@ -298,7 +291,7 @@ fn loop_checks(store: &SqliteStore, checks: &mut Vec<Check>) {
     let now = output::now();
     for lp in &loops {
         schedule_check(lp, now, checks);
-        let problems = check_loop_target(store, &lp.target);
+        let problems = client.check_target(&lp.target);
         if problems.is_empty() {
             check(
                 checks,
@@ -314,13 +307,7 @@ fn loop_checks(store: &SqliteStore, checks: &mut Vec<Check>) {
                 problems.join("; "),
             );
         }
-        let last = store
-            .list_runs(&loops_store::RunFilter {
-                loop_id: Some(lp.id.clone()),
-                limit: Some(1),
-            })
-            .ok()
-            .and_then(|mut r| r.pop());
+        let last = client.last_run(&lp.id).ok().flatten();
         if let Some(run) = last.filter(|r| r.status.is_failure() || r.status == RunStatus::TimedOut)
         {
             failing.push(format!("{} ({})", lp.name, run.status));

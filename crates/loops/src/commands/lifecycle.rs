@@ -2,38 +2,38 @@
 
 use super::Context;
 use crate::cli::{LoopArg, RemoveArgs};
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::Loop;
-use std::process::ExitCode;
 
-pub fn pause(ctx: &Context, args: LoopArg) -> Result<ExitCode, Failure> {
+pub fn pause(ctx: &Context, args: LoopArg) -> Result<Exit, Failure> {
     let lp = ctx.client()?.pause(&args.r#loop, output::now())?;
     report(ctx, &lp, "paused")
 }
 
-pub fn resume(ctx: &Context, args: LoopArg) -> Result<ExitCode, Failure> {
+pub fn resume(ctx: &Context, args: LoopArg) -> Result<Exit, Failure> {
     let lp = ctx.client()?.resume(&args.r#loop, output::now())?;
     report(ctx, &lp, "resumed")
 }
 
-pub fn stop(ctx: &Context, args: LoopArg) -> Result<ExitCode, Failure> {
+pub fn stop(ctx: &Context, args: LoopArg) -> Result<Exit, Failure> {
     let lp = ctx.client()?.stop(&args.r#loop, output::now())?;
     report(ctx, &lp, "stopped")
 }
 
-pub fn remove(ctx: &Context, args: RemoveArgs) -> Result<ExitCode, Failure> {
+pub fn remove(ctx: &Context, args: RemoveArgs) -> Result<Exit, Failure> {
     let lp = ctx.client()?.remove(&args.r#loop, args.force)?;
     if ctx.json {
         print_json(&serde_json::json!({ "removed": true, "id": lp.id, "name": lp.name }))?;
     } else {
         outln!("removed {} ({})", lp.name, lp.id)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn report(ctx: &Context, lp: &Loop, verb: &str) -> Result<ExitCode, Failure> {
+fn report(ctx: &Context, lp: &Loop, verb: &str) -> Result<Exit, Failure> {
     if ctx.json {
         let mut shown = lp.clone();
         output::redact_loop(&mut shown);
@@ -46,5 +46,5 @@ fn report(ctx: &Context, lp: &Loop, verb: &str) -> Result<ExitCode, Failure> {
             output::when(lp.next_run_at, output::now())
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

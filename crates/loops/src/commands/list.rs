@@ -2,13 +2,13 @@
 
 use super::Context;
 use crate::cli::{ListArgs, ShowArgs};
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::{LoopStatus, Target};
-use std::process::ExitCode;
 
-pub fn list(ctx: &Context, args: ListArgs) -> Result<ExitCode, Failure> {
+pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
     let status = args
         .status
         .as_deref()
@@ -23,11 +23,11 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<ExitCode, Failure> {
     }
     if ctx.json {
         print_json(&loops)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     if loops.is_empty() {
         outln!("no loops; create one with `loops create command NAME --every 5m --cmd '…'`")?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let now = output::now();
     let mut table = Table::new(vec![
@@ -44,10 +44,10 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<ExitCode, Failure> {
         ]);
     }
     table.print()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode, Failure> {
+pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
     let mut lp = client.get(&args.r#loop)?;
     if !args.show_output {
@@ -55,7 +55,7 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode, Failure> {
     }
     if ctx.json {
         print_json(&lp)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let now = output::now();
     let mut lines: Vec<(&str, String)> = vec![
@@ -95,8 +95,8 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode, Failure> {
         }
         Target::Workflow(w) => lines.push(("workflow", w.workflow.clone())),
     }
-    if let Some(t) = lp.target.timeout_ms() {
-        lines.push(("timeout", output::duration_text(t)));
+    if let Some(t) = lp.target.timeout() {
+        lines.push(("timeout", output::duration_text(t.as_millis())));
     }
     lines.extend([
         (
@@ -143,7 +143,7 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode, Failure> {
     for (key, value) in lines {
         outln!("{key:>width$}  {value}")?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 fn push_opt(lines: &mut Vec<(&str, String)>, key: &'static str, value: Option<String>) {

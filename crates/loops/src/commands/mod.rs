@@ -1,4 +1,6 @@
-//! One module per verb; [`run`] dispatches in one line per command.
+//! One module per verb; [`run`] dispatches in one line per command. Each verb is a thin
+//! layer over the library [`Client`]: typed flags in (see `cli`), one client call,
+//! output and an [`Exit`] code out; none reaches past the client to the store.
 
 mod completions;
 mod create;
@@ -13,11 +15,11 @@ mod tick;
 mod workflows;
 
 use crate::cli::{Cli, Command};
+use crate::exit::Exit;
 use crate::Failure;
 use loops_runtime::client::{Client, ClientError};
 use loops_store::StoreError;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Global options every command sees.
 pub struct Context {
@@ -69,13 +71,8 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))
 }
 
-/// How often run leases are renewed: a third of the lease, at most every 10 s.
-pub fn heartbeat_every(lease_ms: u64) -> std::time::Duration {
-    std::time::Duration::from_millis((lease_ms / 3).clamp(50, 10_000))
-}
-
 /// Runs the parsed command line.
-pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
+pub fn run(cli: Cli) -> Result<Exit, Failure> {
     let ctx = Context {
         json: cli.json,
         data_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()),
@@ -96,5 +93,40 @@ pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),
         Command::Completions(args) => completions::run(args),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    /// The commands are a thin layer over the library [`Client`]: they never reach
+    /// past it to the store or its SQLite backend (#10 item 6).
+    #[test]
+    fn commands_go_through_the_client() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands");
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                for needle in [
+                    ".store()",
+                    "SqliteStore",
+                    "Engine::new(",
+                    "dyn Store",
+                    "Store>",
+                ] {
+                    if code.contains(needle) && !code.contains("\"") {
+                        found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "use a Client method instead:\n{}",
+            found.join("\n")
+        );
     }
 }

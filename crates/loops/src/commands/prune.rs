@@ -3,40 +3,24 @@
 
 use super::Context;
 use crate::cli::PruneArgs;
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
-use loops_core::Duration;
 use loops_store::PrunePolicy;
-use std::process::ExitCode;
 
-pub fn run(ctx: &Context, args: PruneArgs) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, args: PruneArgs) -> Result<Exit, Failure> {
     let now = output::now();
     let policy = if args.older_than.is_none() && args.keep.is_none() {
-        loops_runtime::daemon::DaemonConfig::new(std::path::Path::new(".")).prune_policy(now)
+        loops_runtime::daemon::default_prune_policy(now)
     } else {
-        let older_than = args
-            .older_than
-            .as_deref()
-            .map(|d| {
-                Duration::parse(d)
-                    .map(|d| now - d.to_chrono())
-                    .map_err(|e| Failure::usage(format!("--older-than: {e}")))
-            })
-            .transpose()?;
         PrunePolicy {
-            older_than,
+            older_than: args.older_than.map(|d| now - d.to_chrono()),
             keep_per_loop: args.keep,
         }
     };
-    let client = ctx.client()?;
-    let store = client.store();
-    let count = store
-        .prune_runs(&policy, args.dry_run)
-        .map_err(Failure::from)?;
-    let workflow_runs = store
-        .prune_workflow_runs(&policy, args.dry_run)
-        .map_err(Failure::from)?;
+    let pruned = ctx.client()?.prune(&policy, args.dry_run)?;
+    let (count, workflow_runs) = (pruned.runs, pruned.workflow_runs);
     if ctx.json {
         print_json(&serde_json::json!({
             "pruned": if args.dry_run { 0 } else { count },
@@ -49,5 +33,5 @@ pub fn run(ctx: &Context, args: PruneArgs) -> Result<ExitCode, Failure> {
     } else {
         outln!("pruned {count} run(s) and {workflow_runs} workflow run(s)")?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

@@ -3,14 +3,12 @@
 
 use super::{runtime, Context};
 use crate::cli::RunNowArgs;
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::{Run, RunSource, RunStatus};
-use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
 use serde::Serialize;
-use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -27,23 +25,10 @@ struct RunNowOutput<'a> {
     run_now: RunNowInfo,
 }
 
-pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, args: RunNowArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
-    let lp = client.get(&args.r#loop)?;
-    let engine = Engine::new(
-        Arc::clone(client.store()),
-        EngineConfig::for_data_dir(client.data_dir()),
-        Arc::new(SystemClock),
-    )
-    .map_err(Failure::from)?;
-    let (run, source) = runtime()?
-        .block_on(async {
-            let _heartbeat = engine.spawn_heartbeat(super::heartbeat_every(lp.lease_ms));
-            engine.run_now(&lp, args.allow_overlap).await
-        })
-        .map_err(Failure::from)?;
-    // The loop's next slot may have moved: let a daemon re-plan.
-    loops_runtime::wake::poke(client.data_dir());
+    let outcome = runtime()?.block_on(client.run_now(&args.r#loop, args.allow_overlap))?;
+    let (run, source) = (outcome.run, outcome.source);
     let mut shown = run.clone();
     if !args.show_output {
         output::redact_run(&mut shown);
@@ -85,8 +70,8 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(if run.status == RunStatus::Succeeded {
-        ExitCode::SUCCESS
+        Exit::Success
     } else {
-        ExitCode::from(1)
+        Exit::Failed
     })
 }

@@ -2,15 +2,15 @@
 
 use super::Context;
 use crate::cli::RunsArgs;
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
-use std::process::ExitCode;
 
 /// Default number of runs shown when `--limit` is not given.
 const DEFAULT_LIMIT: usize = 20;
 
-pub fn run(ctx: &Context, args: RunsArgs) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
     let limit = match args.limit {
         Some(0) => None,
         Some(n) => Some(n),
@@ -22,11 +22,11 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<ExitCode, Failure> {
     }
     if ctx.json {
         print_json(&runs)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     if runs.is_empty() {
         outln!("no runs yet")?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let now = output::now();
     let mut table = Table::new(vec![
@@ -68,5 +68,5 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<ExitCode, Failure> {
             output::print_streams(run)?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

@@ -3,46 +3,15 @@
 
 use super::{runtime, Context};
 use crate::cli::TickArgs;
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::print_json;
 use crate::Failure;
-use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
-use std::process::ExitCode;
-use std::sync::Arc;
 
-pub fn run(ctx: &Context, args: TickArgs) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, args: TickArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
-    let cfg = EngineConfig {
-        max_concurrent: args.max_concurrent.max(1),
-        ..EngineConfig::for_data_dir(client.data_dir())
-    };
-    let engine = Engine::new(Arc::clone(client.store()), cfg, Arc::new(SystemClock))
-        .map_err(Failure::from)?;
-    let report = runtime()?.block_on(async {
-        let _heartbeat = engine.spawn_heartbeat(std::time::Duration::from_secs(10));
-        let mut total = loops_runtime::engine::TickReport::default();
-        loop {
-            let report = engine.tick().map_err(Failure::from)?;
-            let saturated = report.saturated;
-            total.claimed.extend(report.claimed);
-            total.skipped.extend(report.skipped);
-            total.recovered.extend(report.recovered);
-            total.expired.extend(report.expired);
-            if !saturated {
-                break;
-            }
-            // Every slot is busy: wait for one to free, then pick up the rest.
-            engine.run_finished().await;
-        }
-        engine.drain().await;
-        Ok::<_, Failure>(total)
-    })?;
-    let store = client.store();
-    let runs: Vec<_> = report
-        .claimed
-        .iter()
-        .filter_map(|id| store.get_run(id).ok().flatten())
-        .collect();
+    let report = runtime()?.block_on(client.tick(args.max_concurrent))?;
+    let runs = &report.claimed;
     if ctx.json {
         print_json(&serde_json::json!({
             "claimed": runs,
@@ -58,7 +27,7 @@ pub fn run(ctx: &Context, args: TickArgs) -> Result<ExitCode, Failure> {
             report.recovered.len(),
             report.expired.len()
         )?;
-        for run in &runs {
+        for run in runs {
             outln!(
                 "  {} {} attempt {}: {}",
                 run.id,
@@ -68,5 +37,5 @@ pub fn run(ctx: &Context, args: TickArgs) -> Result<ExitCode, Failure> {
             )?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

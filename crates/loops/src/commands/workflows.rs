@@ -5,6 +5,7 @@ use crate::cli::{
     WorkflowArg, WorkflowCreateArgs, WorkflowEventsArgs, WorkflowFileArgs, WorkflowListArgs,
     WorkflowReasonArgs, WorkflowRunArg, WorkflowRunArgs, WorkflowRunsArgs, WorkflowsCommand,
 };
+use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
@@ -13,15 +14,12 @@ use loops_core::workflow::{
     parse_spec, validate, Dag, StepRun, StepTarget, WorkflowRecord, WorkflowSpec,
 };
 use loops_core::{StepStatus, Target, WorkflowRunStatus, WorkflowStatus};
-use loops_runtime::clock::SystemClock;
 use loops_runtime::input::{absolute_path, read_text};
-use loops_runtime::targets::ExecSettings;
+use loops_runtime::Client;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::process::ExitCode;
-use std::sync::Arc;
 
-pub fn run(ctx: &Context, cmd: WorkflowsCommand) -> Result<ExitCode, Failure> {
+pub fn run(ctx: &Context, cmd: WorkflowsCommand) -> Result<Exit, Failure> {
     match cmd {
         WorkflowsCommand::Validate(args) => validate_cmd(ctx, args),
         WorkflowsCommand::Create(args) => create(ctx, args),
@@ -120,7 +118,7 @@ fn record_json(record: &WorkflowRecord) -> serde_json::Value {
     value
 }
 
-fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<ExitCode, Failure> {
+fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<Exit, Failure> {
     let spec = load_spec(&args)?;
     if ctx.json {
         print_json(
@@ -134,10 +132,10 @@ fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<ExitCode, Failu
             spec.steps.len()
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<ExitCode, Failure> {
+fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<Exit, Failure> {
     let spec = load_spec(&args.file)?;
     let record = ctx
         .client()?
@@ -153,11 +151,11 @@ fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<ExitCode, Failure> 
             spec.steps.len()
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// Active specs only, unless `--all` or `--status archived` (as OpenLoops 0.3 lists).
-fn list(ctx: &Context, args: WorkflowListArgs) -> Result<ExitCode, Failure> {
+fn list(ctx: &Context, args: WorkflowListArgs) -> Result<Exit, Failure> {
     let status = match args.status.as_deref() {
         Some(s) => Some(
             s.parse::<WorkflowStatus>()
@@ -169,11 +167,11 @@ fn list(ctx: &Context, args: WorkflowListArgs) -> Result<ExitCode, Failure> {
     let list = ctx.reader()?.list_workflows(status)?;
     if ctx.json {
         print_json(&list.iter().map(record_json).collect::<Vec<_>>())?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     if list.is_empty() {
         outln!("no workflows; store one with `loops workflows create FILE`")?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let mut table = Table::new(vec!["ID", "NAME", "VERSION", "STATUS", "STEPS", "CREATED"]);
     for w in &list {
@@ -187,14 +185,14 @@ fn list(ctx: &Context, args: WorkflowListArgs) -> Result<ExitCode, Failure> {
         ]);
     }
     table.print()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn show(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
+fn show(ctx: &Context, args: WorkflowArg) -> Result<Exit, Failure> {
     let record = ctx.reader()?.get_workflow(&args.workflow)?;
     if ctx.json {
         print_json(&record_json(&record))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     outln!(
         "workflow {} v{} ({}) {}",
@@ -228,14 +226,15 @@ fn show(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
         let deps = if step.depends_on.is_empty() {
             String::new()
         } else {
-            format!(" ← {}", step.depends_on.join(", "))
+            let deps: Vec<&str> = step.depends_on.iter().map(|d| d.as_str()).collect();
+            format!(" ← {}", deps.join(", "))
         };
         outln!("{}{}: {what}{deps}", "  ".repeat(levels[i] + 1), step.id)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
+fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let workflow = client.get_workflow(&args.workflow)?;
     if workflow.status != WorkflowStatus::Active {
@@ -244,34 +243,18 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
             workflow.name, workflow.version
         )));
     }
-    let timeout = args
-        .timeout
-        .as_deref()
-        .map(super::create::timeout_ms)
-        .transpose()?
-        .map(std::time::Duration::from_millis);
-    let store = Arc::clone(client.store());
+    let timeout = args.timeout.map(loops_core::Duration::to_std);
     let live = !ctx.json && std::io::stdout().is_terminal();
     let rt = runtime()?;
     let result = rt.block_on(async {
         let (interrupt_tx, interrupt_rx) = tokio::sync::watch::channel(None::<String>);
-        let ctx_run = loops_runtime::workflow::RunContext {
-            store: Arc::clone(&store),
-            fence: None,
-            exec: ExecSettings::for_data_dir(client.data_dir()),
-            clock: Arc::new(SystemClock),
-            origin: None,
-            loop_metadata: Vec::new(),
-            timeout,
-            interrupt: interrupt_rx,
-        };
         let signals = tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 let _ = interrupt_tx.send(Some("interrupted by the user".into()));
             }
         });
-        let progress = live.then(|| spawn_progress(Arc::clone(&store), workflow.name.clone()));
-        let result = loops_runtime::workflow::run(&ctx_run, &workflow).await;
+        let progress = live.then(|| spawn_progress(client.clone(), workflow.name.clone()));
+        let result = client.run_workflow(&workflow, timeout, interrupt_rx).await;
         signals.abort();
         if let Some(p) = progress {
             p.abort();
@@ -279,8 +262,8 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         }
         result
     });
-    let run = result.map_err(Failure::from)?;
-    let steps = client.store().step_runs(&run.id).map_err(Failure::from)?;
+    let run = result?.into_run();
+    let steps = client.step_runs(&run.id)?;
     if ctx.json {
         let steps: Vec<StepRun> = steps
             .into_iter()
@@ -312,27 +295,27 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(if run.status == WorkflowRunStatus::Succeeded {
-        ExitCode::SUCCESS
+        Exit::Success
     } else {
-        ExitCode::from(1)
+        Exit::Failed
     })
 }
 
 /// Redraws one line per step (state and elapsed time) while a run executes on a TTY.
-fn spawn_progress(store: Arc<dyn loops_store::Store>, name: String) -> tokio::task::JoinHandle<()> {
+fn spawn_progress(client: Client, name: String) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut drawn = 0usize;
         let mut run_id = None;
         loop {
             if run_id.is_none() {
-                run_id = store
-                    .list_workflow_runs(Some(&name), Some(1))
+                run_id = client
+                    .workflow_runs(Some(&name), Some(1))
                     .ok()
                     .and_then(|mut r| r.pop())
                     .map(|r| r.id);
             }
             if let Some(id) = &run_id {
-                if let Ok(steps) = store.step_runs(id) {
+                if let Ok(steps) = client.step_runs(id) {
                     let _ = draw_steps(&steps, drawn);
                     drawn = steps.len();
                 }
@@ -439,7 +422,7 @@ fn redact_step(mut s: StepRun, reveal: bool) -> StepRun {
     s
 }
 
-fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
+fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<Exit, Failure> {
     let limit = match args.limit {
         Some(0) => None,
         Some(n) => Some(n),
@@ -450,11 +433,11 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
         .workflow_runs(args.workflow.as_deref(), limit)?;
     if ctx.json {
         print_json(&runs)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     if runs.is_empty() {
         outln!("no workflow runs yet")?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let now = output::now();
     let mut table = Table::new(vec![
@@ -470,30 +453,26 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<ExitCode, Failure> {
             r.duration_ms
                 .map_or_else(|| "-".into(), output::elapsed_text)
                 .into(),
-            r.loop_id.clone().unwrap_or_else(|| "-".into()).into(),
+            r.loop_id.as_ref().map_or("-", |id| id.as_str()).into(),
             r.error.clone().unwrap_or_default().into(),
         ]);
     }
     table.print()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
+fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
     let run = client.get_workflow_run(&args.run)?;
-    let store = client.store();
-    let steps: Vec<StepRun> = store
-        .step_runs(&run.id)
-        .map_err(Failure::from)?
+    let steps: Vec<StepRun> = client
+        .step_runs(&run.id)?
         .into_iter()
         .map(|s| redact_step(s, args.show_output))
         .collect();
-    let events = store
-        .workflow_events(&run.id, None)
-        .map_err(Failure::from)?;
+    let events = client.workflow_events(&run.id, None)?;
     if ctx.json {
         print_json(&serde_json::json!({ "workflowRun": run, "steps": steps, "events": events }))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     outln!(
         "workflow run {} of {} — {} (attempt {}){}",
@@ -511,9 +490,7 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
     if let Some(k) = &run.idempotency_key {
         outln!("slot: {k}")?;
     }
-    let workflow = store
-        .get_workflow(&run.workflow_id)
-        .map_err(Failure::from)?;
+    let workflow = client.workflow_by_id(&run.workflow_id)?;
     let levels = workflow.as_ref().map(|w| Dag::new(&w.spec).levels());
     let mut rows: Vec<(usize, &StepRun)> = steps
         .iter()
@@ -552,26 +529,23 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<ExitCode, Failure> {
             e.created_at
                 .with_timezone(&chrono::Local)
                 .format("%H:%M:%S%.3f"),
-            e.event_type,
-            e.step_id.as_deref().unwrap_or("")
+            e.event_type.as_str(),
+            e.step_id.as_ref().map_or("", |id| id.as_str())
         )?;
     }
     if args.show_output {
         print_step_output(&steps)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn events(ctx: &Context, args: WorkflowEventsArgs) -> Result<ExitCode, Failure> {
+fn events(ctx: &Context, args: WorkflowEventsArgs) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
     let run = client.get_workflow_run(&args.run)?;
-    let events = client
-        .store()
-        .workflow_events(&run.id, args.limit)
-        .map_err(Failure::from)?;
+    let events = client.workflow_events(&run.id, args.limit)?;
     if ctx.json {
         print_json(&events)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let mut table = Table::new(vec!["SEQ", "TIME", "EVENT", "STEP", "PAYLOAD"]);
     for e in &events {
@@ -579,15 +553,15 @@ fn events(ctx: &Context, args: WorkflowEventsArgs) -> Result<ExitCode, Failure> 
             e.sequence.to_string().into(),
             loops_core::format_instant(&e.created_at).into(),
             e.event_type.as_str().into(),
-            e.step_id.clone().unwrap_or_default().into(),
+            e.step_id.as_ref().map_or("", |id| id.as_str()).into(),
             e.payload.to_string().into(),
         ]);
     }
     table.print()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn cancel(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure> {
+fn cancel(ctx: &Context, args: WorkflowReasonArgs) -> Result<Exit, Failure> {
     let reason = args
         .reason
         .unwrap_or_else(|| "cancelled from the CLI".into());
@@ -599,10 +573,10 @@ fn cancel(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure> 
     } else {
         outln!("cancel requested for workflow run {} ({reason})", run.id)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn recover(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure> {
+fn recover(ctx: &Context, args: WorkflowReasonArgs) -> Result<Exit, Failure> {
     let reason = args
         .reason
         .unwrap_or_else(|| "workflow run recovered for retry".into());
@@ -619,10 +593,10 @@ fn recover(ctx: &Context, args: WorkflowReasonArgs) -> Result<ExitCode, Failure>
             ids.join(", ")
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn archive(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
+fn archive(ctx: &Context, args: WorkflowArg) -> Result<Exit, Failure> {
     let record = ctx
         .client()?
         .archive_workflow(&args.workflow, output::now())?;
@@ -636,5 +610,5 @@ fn archive(ctx: &Context, args: WorkflowArg) -> Result<ExitCode, Failure> {
             record.id
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

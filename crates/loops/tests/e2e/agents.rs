@@ -360,6 +360,36 @@ fn agent_workflow_steps_keep_their_summary_and_usage() {
     );
 }
 
+/// Steps and loop runs share one verdict: a step that times out keeps what the agent
+/// reported before it was stopped, as a timed-out loop run does.
+#[test]
+fn a_timed_out_agent_step_keeps_its_summary_and_usage() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    let out = fakes.out.join("slow.out");
+    std::fs::write(&out, fixture("claude_success.json")).unwrap();
+    write_script(
+        &fakes.bin.join("claude"),
+        &format!(
+            "#!/bin/sh\ncat > /dev/null\ncat {}\nexec sleep 30\n",
+            out.display()
+        ),
+    );
+    let spec = serde_json::json!({"name": "slow", "steps": [
+        {"id": "review", "timeout": "1s", "target": {"type": "agent", "provider": "claude", "prompt": "Review it."}}
+    ]});
+    let path = w.root.path().join("wf.json");
+    std::fs::write(&path, spec.to_string()).unwrap();
+    w.ok(&["workflows", "create", path.to_str().unwrap()]);
+    let out = w.run(&["--json", "workflows", "run", "slow"]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let step = &doc["steps"][0];
+    assert_eq!(step["status"], "timed_out", "{doc}");
+    assert_eq!(step["summary"], "Hello from the mock model.", "{doc}");
+    assert_eq!(step["usage"]["outputTokens"], 7, "{doc}");
+}
+
 #[test]
 fn reported_errors_fail_the_run_with_the_providers_message() {
     let mut w = World::new();
@@ -850,218 +880,200 @@ fn capture_fixture(run: &Value, file: &str) {
     }
 }
 
-fn assert_real_success(run: &Value, mock: &MockModel, prompt: &str, reply: &str) {
+const REPLY: &str = "Hello from the mock model.";
+
+/// One real CLI of the table: how a loop points it at the mock model server, and what
+/// its success and its failure look like there. Each row runs the same two stories
+/// ([`real_success`], [`real_failure`]); the `real_*` tests name one row each.
+struct RealCli {
+    /// The executable `ci/install-agent-clis.sh` installs, and the loop's `--provider`.
+    cli: &'static str,
+    /// A marker in the success prompt: the mock's log shows the prompt got through.
+    prompt: &'static str,
+    /// `create agent` flags that point the CLI at `mock_url` (besides the common
+    /// `--at`, `--prompt`, `--cwd` and `--timeout`).
+    flags: fn(mock_url: &str) -> Vec<String>,
+    /// The request the CLI sends the model (a POST to this path).
+    path: fn(&str) -> bool,
+    /// Fixture names for `LOOPS_CAPTURE_FIXTURES` (success, then the failed call).
+    fixtures: [&'static str; 2],
+    /// Whether the CLI prices its usage (`usage.costUsd`).
+    reports_cost: bool,
+}
+
+const CLAUDE: RealCli = RealCli {
+    cli: "claude",
+    prompt: "Say hello (real-claude-prompt-7f3a)",
+    flags: |url| {
+        env(&[
+            ("ANTHROPIC_BASE_URL", url),
+            ("ANTHROPIC_API_KEY", "dummy"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+        ])
+    },
+    path: |p| p.starts_with("/v1/messages"),
+    fixtures: ["claude_success.json", "claude_api_error.json"],
+    reports_cost: true,
+};
+
+const CODEX: RealCli = RealCli {
+    cli: "codex",
+    prompt: "Say hello (real-codex-prompt-91c2)",
+    // Codex ignores OPENAI_BASE_URL: a custom provider is configured through the
+    // modeled `configOverrides` (`-c` pairs), retries off.
+    flags: |url| {
+        let provider = format!(
+            r#"model_providers.mock={{name="Mock",base_url="{url}/v1",env_key="MOCK_API_KEY",wire_api="responses",request_max_retries=0,stream_max_retries=0}}"#
+        );
+        let mut flags = vec![
+            "--config-override".to_owned(),
+            "model_provider=mock".to_owned(),
+            "--config-override".to_owned(),
+            provider,
+        ];
+        flags.extend(env(&[("MOCK_API_KEY", "dummy")]));
+        flags
+    },
+    path: |p| p == "/v1/responses",
+    fixtures: ["codex_success.jsonl", "codex_turn_failed.jsonl"],
+    reports_cost: false,
+};
+
+const OPENCODE: RealCli = RealCli {
+    cli: "opencode",
+    prompt: "Say hello (real-opencode-prompt-5d0e)",
+    flags: |url| {
+        let config = serde_json::json!({"provider": {"mock": {
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": format!("{url}/v1"), "apiKey": "dummy"},
+            "models": {"mock-model": {}}
+        }}})
+        .to_string();
+        let mut flags = vec!["--model".to_owned(), "mock/mock-model".to_owned()];
+        flags.extend(env(&[
+            ("OPENCODE_CONFIG_CONTENT", &config),
+            // Offline: no models.dev fetch, no self-update, no LSP downloads.
+            ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+            ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+            ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+            ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
+        ]));
+        flags
+    },
+    path: |p| p == "/v1/chat/completions",
+    fixtures: ["opencode_success.jsonl", "opencode_api_error.jsonl"],
+    reports_cost: false,
+};
+
+/// `--env K=V` flags.
+fn env(pairs: &[(&str, &str)]) -> Vec<String> {
+    pairs
+        .iter()
+        .flat_map(|(k, v)| ["--env".to_owned(), format!("{k}={v}")])
+        .collect()
+}
+
+/// The loop name of a row.
+fn real_name(cli: &RealCli) -> String {
+    format!("real-{}", cli.cli)
+}
+
+/// Creates the row's loop (one run, a second from now) against `mock`, runs the
+/// daemon until that run finished, and returns it; `None` when the CLI is not
+/// installed (see [`real_cli`]).
+fn real_run(cli: &RealCli, mock: &MockModel, prompt: &str) -> Option<Value> {
+    let bin = real_cli(cli.cli)?;
+    let (w, work) = real_world(&bin);
+    let mut args: Vec<String> = [
+        "--at",
+        "+1s",
+        "--prompt",
+        prompt,
+        "--cwd",
+        work.to_str().unwrap(),
+        "--timeout",
+        "60s",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.extend((cli.flags)(&mock.url()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    create_agent(&w, &real_name(cli), cli.cli, &args);
+    Some(first_run_through_daemon(&w, &real_name(cli)))
+}
+
+/// The model replies: the run succeeds with the reply as its summary and the usage
+/// the CLI reported, after the CLI sent the prompt.
+fn real_success(cli: &RealCli) {
+    let mock = MockModel::start(Mode::Reply(REPLY.into()));
+    let Some(run) = real_run(cli, &mock, cli.prompt) else {
+        return;
+    };
+    capture_fixture(&run, cli.fixtures[0]);
     assert_eq!(run["status"], "succeeded", "{run:#}");
     assert!(
-        mock.saw(prompt),
+        mock.saw(cli.prompt),
         "the model never saw the prompt: {:?}",
         mock.requests()
     );
-    assert_eq!(run["summary"], reply, "{run:#}");
+    assert_eq!(run["summary"], REPLY, "{run:#}");
     assert!(run["usage"]["outputTokens"].as_u64().is_some(), "{run:#}");
+    if cli.reports_cost {
+        assert!(run["usage"]["costUsd"].as_f64().is_some(), "{run:#}");
+    }
+    assert!(mock
+        .requests()
+        .iter()
+        .any(|r| r.method == "POST" && (cli.path)(&r.path)));
 }
 
-fn assert_real_failure(run: &Value, mock: &MockModel, message: &str) {
+/// The model answers HTTP 400: the run fails with the model's message.
+fn real_failure(cli: &RealCli) {
+    let mock = MockModel::start(Mode::Fail {
+        status: 400,
+        message: "mock says: bad request".into(),
+    });
+    let Some(run) = real_run(cli, &mock, "Say hello") else {
+        return;
+    };
+    capture_fixture(&run, cli.fixtures[1]);
     assert_eq!(run["status"], "failed", "{run:#}");
     assert!(!mock.requests().is_empty(), "the CLI never called the mock");
     let error = run["error"].as_str().unwrap_or_default();
+    let message = "mock says: bad request";
     assert!(
         error.contains(message),
         "error {error:?} lacks {message:?}: {run:#}"
     );
 }
 
-fn claude_loop(w: &World, work: &Path, mock: &MockModel, prompt: &str) {
-    let base_url = format!("ANTHROPIC_BASE_URL={}", mock.url());
-    create_agent(
-        w,
-        "real-claude",
-        "claude",
-        &[
-            "--at",
-            "+1s",
-            "--prompt",
-            prompt,
-            "--cwd",
-            work.to_str().unwrap(),
-            "--timeout",
-            "60s",
-            "--env",
-            &base_url,
-            "--env",
-            "ANTHROPIC_API_KEY=dummy",
-            "--env",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-            "--env",
-            "CLAUDE_CODE_MAX_RETRIES=0",
-        ],
-    );
-}
-
-fn codex_loop(w: &World, work: &Path, mock: &MockModel, prompt: &str) {
-    // Codex ignores OPENAI_BASE_URL: a custom provider is configured through the
-    // modeled `configOverrides` (`-c` pairs), retries off.
-    let provider = format!(
-        r#"model_providers.mock={{name="Mock",base_url="{}/v1",env_key="MOCK_API_KEY",wire_api="responses",request_max_retries=0,stream_max_retries=0}}"#,
-        mock.url()
-    );
-    create_agent(
-        w,
-        "real-codex",
-        "codex",
-        &[
-            "--at",
-            "+1s",
-            "--prompt",
-            prompt,
-            "--cwd",
-            work.to_str().unwrap(),
-            "--timeout",
-            "60s",
-            "--config-override",
-            "model_provider=mock",
-            "--config-override",
-            &provider,
-            "--env",
-            "MOCK_API_KEY=dummy",
-        ],
-    );
-}
-
-fn opencode_loop(w: &World, work: &Path, mock: &MockModel, prompt: &str) {
-    let config = serde_json::json!({"provider": {"mock": {
-        "npm": "@ai-sdk/openai-compatible",
-        "options": {"baseURL": format!("{}/v1", mock.url()), "apiKey": "dummy"},
-        "models": {"mock-model": {}}
-    }}});
-    let config = format!("OPENCODE_CONFIG_CONTENT={config}");
-    create_agent(
-        w,
-        "real-opencode",
-        "opencode",
-        &[
-            "--at",
-            "+1s",
-            "--prompt",
-            prompt,
-            "--model",
-            "mock/mock-model",
-            "--cwd",
-            work.to_str().unwrap(),
-            "--timeout",
-            "60s",
-            "--env",
-            &config,
-            // Offline: no models.dev fetch, no self-update, no LSP downloads.
-            "--env",
-            "OPENCODE_DISABLE_MODELS_FETCH=1",
-            "--env",
-            "OPENCODE_DISABLE_AUTOUPDATE=1",
-            "--env",
-            "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
-            "--env",
-            "OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
-        ],
-    );
-}
-
-const REPLY: &str = "Hello from the mock model.";
-
 #[test]
 fn real_claude_succeeds_against_the_mock() {
-    let Some(bin) = real_cli("claude") else {
-        return;
-    };
-    let (w, work) = real_world(&bin);
-    let mock = MockModel::start(Mode::Reply(REPLY.into()));
-    let prompt = "Say hello (real-claude-prompt-7f3a)";
-    claude_loop(&w, &work, &mock, prompt);
-    let run = first_run_through_daemon(&w, "real-claude");
-    capture_fixture(&run, "claude_success.json");
-    assert_real_success(&run, &mock, prompt, REPLY);
-    assert!(run["usage"]["costUsd"].as_f64().is_some(), "{run:#}");
-    assert!(mock
-        .requests()
-        .iter()
-        .any(|r| r.method == "POST" && r.path.starts_with("/v1/messages")));
+    real_success(&CLAUDE);
 }
 
 #[test]
 fn real_claude_http_400_fails_the_run() {
-    let Some(bin) = real_cli("claude") else {
-        return;
-    };
-    let (w, work) = real_world(&bin);
-    let mock = MockModel::start(Mode::Fail {
-        status: 400,
-        message: "mock says: bad request".into(),
-    });
-    claude_loop(&w, &work, &mock, "Say hello");
-    let run = first_run_through_daemon(&w, "real-claude");
-    capture_fixture(&run, "claude_api_error.json");
-    assert_real_failure(&run, &mock, "mock says: bad request");
+    real_failure(&CLAUDE);
 }
 
 #[test]
 fn real_codex_succeeds_against_the_mock() {
-    let Some(bin) = real_cli("codex") else { return };
-    let (w, work) = real_world(&bin);
-    let mock = MockModel::start(Mode::Reply(REPLY.into()));
-    let prompt = "Say hello (real-codex-prompt-91c2)";
-    codex_loop(&w, &work, &mock, prompt);
-    let run = first_run_through_daemon(&w, "real-codex");
-    capture_fixture(&run, "codex_success.jsonl");
-    assert_real_success(&run, &mock, prompt, REPLY);
-    assert!(mock
-        .requests()
-        .iter()
-        .any(|r| r.method == "POST" && r.path == "/v1/responses"));
+    real_success(&CODEX);
 }
 
 #[test]
 fn real_codex_http_400_fails_the_run() {
-    let Some(bin) = real_cli("codex") else { return };
-    let (w, work) = real_world(&bin);
-    let mock = MockModel::start(Mode::Fail {
-        status: 400,
-        message: "mock says: bad request".into(),
-    });
-    codex_loop(&w, &work, &mock, "Say hello");
-    let run = first_run_through_daemon(&w, "real-codex");
-    capture_fixture(&run, "codex_turn_failed.jsonl");
-    assert_real_failure(&run, &mock, "mock says: bad request");
+    real_failure(&CODEX);
 }
 
 #[test]
 fn real_opencode_succeeds_against_the_mock() {
-    let Some(bin) = real_cli("opencode") else {
-        return;
-    };
-    let (w, work) = real_world(&bin);
-    let mock = MockModel::start(Mode::Reply(REPLY.into()));
-    let prompt = "Say hello (real-opencode-prompt-5d0e)";
-    opencode_loop(&w, &work, &mock, prompt);
-    let run = first_run_through_daemon(&w, "real-opencode");
-    capture_fixture(&run, "opencode_success.jsonl");
-    assert_real_success(&run, &mock, prompt, REPLY);
-    assert!(mock
-        .requests()
-        .iter()
-        .any(|r| r.method == "POST" && r.path == "/v1/chat/completions"));
+    real_success(&OPENCODE);
 }
 
 #[test]
 fn real_opencode_http_400_fails_the_run() {
-    let Some(bin) = real_cli("opencode") else {
-        return;
-    };
-    let (w, work) = real_world(&bin);
-    let mock = MockModel::start(Mode::Fail {
-        status: 400,
-        message: "mock says: bad request".into(),
-    });
-    opencode_loop(&w, &work, &mock, "Say hello");
-    let run = first_run_through_daemon(&w, "real-opencode");
-    capture_fixture(&run, "opencode_api_error.jsonl");
-    assert_real_failure(&run, &mock, "mock says: bad request");
+    real_failure(&OPENCODE);
 }

@@ -298,3 +298,20 @@ fn read_only_data_dir() {
     assert!(stderr.contains("read-only"), "{stderr}");
     assert!(stderr.contains(&w.data.display().to_string()), "{stderr}");
 }
+
+/// `--max-concurrent` is at least 1: zero is refused before anything runs (it used to
+/// be taken as 1 silently, in three places).
+#[test]
+fn max_concurrent_zero_is_refused() {
+    let w = World::new();
+    for args in [
+        &["tick", "--max-concurrent", "0"][..],
+        &["daemon", "run", "--max-concurrent", "0"][..],
+        &["daemon", "start", "--max-concurrent", "0"][..],
+    ] {
+        let (code, stderr) = w.fail(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains("--max-concurrent"), "{args:?}: {stderr}");
+    }
+    assert!(!w.db_path().exists(), "nothing was opened");
+}

@@ -642,3 +642,101 @@ fn install_writes_a_systemd_unit() {
         ])
     );
 }
+
+/// `daemon logs -n N` reads the log's end, not the whole file: a 2 GiB log (sparse
+/// here) is tailed at once under a 512 MiB address-space limit (#9 leftover).
+#[test]
+fn logs_read_the_last_lines_from_the_end() {
+    use std::io::Write as _;
+    let w = World::new();
+    w.ok(&["list"]);
+    let log = w.data.join("daemon.log");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&log)
+        .expect("log");
+    file.set_len(2 << 30).expect("sparse");
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .expect("log");
+    file.write_all(b"\nalpha\nbeta\ngamma\n").expect("append");
+    let begun = std::time::Instant::now();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 524288 && exec {} --data-dir {} daemon logs -n 2",
+            crate::util::bin(),
+            w.data.display()
+        ))
+        .output()
+        .expect("spawn");
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "beta\ngamma\n");
+    assert!(
+        begun.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        begun.elapsed()
+    );
+    // A last line without its newline still prints as a line.
+    std::fs::write(&log, "one\ntwo").expect("write");
+    assert_eq!(w.ok(&["daemon", "logs", "-n", "1"]), "two\n");
+    assert_eq!(w.ok(&["daemon", "logs", "-n", "0"]), "");
+}
+
+/// `--follow` prints only what is appended, and starts over when the log is
+/// truncated or replaced.
+#[test]
+fn logs_follow_prints_new_bytes_only() {
+    use std::io::{BufRead, Write as _};
+    let w = World::new();
+    w.ok(&["list"]);
+    let log = w.data.join("daemon.log");
+    std::fs::write(&log, "old 1\nold 2\n").expect("write");
+    let mut child = w
+        .cmd(&["daemon", "logs", "-n", "1", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let next = || rx.recv_timeout(LONG).expect("a line within the deadline");
+    assert_eq!(next(), "old 2");
+    let mut append = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .expect("log");
+    append.write_all(b"new 1\nnew 2\n").expect("append");
+    assert_eq!(next(), "new 1");
+    assert_eq!(next(), "new 2");
+    // Truncated and rewritten (shorter than before): read from its start.
+    std::fs::write(&log, "after\n").expect("truncate");
+    assert_eq!(next(), "after");
+    // Replaced by another file under the same name.
+    let other = w.data.join("daemon.log.new");
+    std::fs::write(
+        &other,
+        "rotated 1\nrotated 2 is a longer line than the rest\n",
+    )
+    .expect("new");
+    std::fs::rename(&other, &log).expect("rotate");
+    assert_eq!(next(), "rotated 1");
+    assert_eq!(next(), "rotated 2 is a longer line than the rest");
+    let _ = child.kill();
+    let _ = child.wait();
+}

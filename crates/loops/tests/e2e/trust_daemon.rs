@@ -618,6 +618,42 @@ fn corrupt_page_is_refused_everywhere_and_nothing_is_written() {
     assert_eq!(daemon.wait_exit(Duration::from_secs(20)), Some(3));
 }
 
+/// The engine (`tick`, `run-now`) meets the damaged page only when it claims: the
+/// loop itself reads fine. A corrupt store exits 3 however it is reached (#10 item 6).
+#[test]
+fn a_corrupt_store_met_by_the_engine_exits_3() {
+    let w = World::new();
+    w.create_cmd(
+        "noisy",
+        &["--every", "1h"],
+        "head -c 1500 /dev/zero | tr '\\0' x",
+    );
+    for _ in 0..40 {
+        w.ok(&["run-now", "noisy"]);
+    }
+    w.make_due("noisy");
+    corrupt_table_page(&w.db_path(), "runs");
+    let before = file_bytes(&w.db_path());
+    // The loop is readable: what fails is the engine's claim.
+    assert_eq!(w.json(&["show", "noisy"])["name"], "noisy");
+    for args in [
+        &["tick"][..],
+        &["--json", "tick"][..],
+        &["tick", "--max-concurrent", "1"][..],
+        &["run-now", "noisy"][..],
+        &["--json", "run-now", "noisy"][..],
+    ] {
+        let (code, err) = w.fail(args);
+        assert_eq!(code, 3, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains("corrupt"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(file_bytes(&w.db_path()), before, "nothing written");
+}
+
 // ---------------------------------------------------------------------------------
 // Item 13: a closed stdout
 // ---------------------------------------------------------------------------------

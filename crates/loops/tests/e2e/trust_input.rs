@@ -61,7 +61,7 @@ fn plant_loop(w: &World, name: &str) -> String {
             cwd: None,
             shell: true,
             env: Default::default(),
-            timeout_ms: None,
+            timeout: None,
             account: None,
         }),
         policy: Policy::default(),
@@ -218,7 +218,7 @@ fn workflows_follow_the_same_rule() {
     let shown = w.json(&["workflows", "show", &id]);
     assert_eq!(shown["name"], "first", "{shown}");
     assert_eq!(
-        w.json(&["workflows", "show", &impostor.id])["description"],
+        w.json(&["workflows", "show", impostor.id.as_str()])["description"],
         "impostor"
     );
 }
