@@ -400,7 +400,7 @@ impl Dag {
 /// A stored workflow spec.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WorkflowRecord {
+pub struct Workflow {
     pub id: WorkflowId,
     pub name: String,
     pub version: u32,

@@ -28,7 +28,7 @@ use crate::engine::{Engine, EngineConfig};
 use crate::workflow::RunEnd;
 use loops_core::schedule::{self, ScheduleError};
 use loops_core::validate::{self, ValidationError};
-use loops_core::workflow::{StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec};
+use loops_core::workflow::{StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec};
 use loops_core::{
     Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, RunId, RunSource, Schedule, Target,
     WorkflowId, WorkflowRunId, WorkflowStatus,
@@ -323,7 +323,7 @@ impl Client {
     }
 
     /// The active workflow a workflow target names (targets name workflows by name).
-    fn active_workflow(&self, name: &str) -> Result<WorkflowRecord> {
+    fn active_workflow(&self, name: &str) -> Result<Workflow> {
         self.store
             .get_active_workflow(name)?
             .ok_or_else(|| ClientError::Invalid(format!("no active workflow named {name:?}")))
@@ -633,11 +633,11 @@ impl Client {
     /// run it started.
     pub async fn tick(&self, max_concurrent: NonZeroUsize) -> Result<TickSummary> {
         let engine = self.engine(max_concurrent)?;
-        let _heartbeat = engine.spawn_heartbeat();
+        let _heartbeat = engine.spawn_lease_renewal();
         let mut summary = TickSummary::default();
         let mut claimed = Vec::new();
         loop {
-            let report = engine.tick()?;
+            let report = engine.pass(true)?;
             claimed.extend(report.claimed);
             summary.skipped.extend(report.skipped);
             summary.recovered.extend(report.recovered);
@@ -664,7 +664,7 @@ impl Client {
     pub async fn run_now(&self, key: &str, allow_overlap: bool) -> Result<RunNowOutcome> {
         let lp = self.get(key)?;
         let engine = self.engine(crate::engine::DEFAULT_MAX_CONCURRENT)?;
-        let _heartbeat = engine.spawn_heartbeat();
+        let _heartbeat = engine.spawn_lease_renewal();
         let (run, source) = engine.run_now(&lp, allow_overlap).await?;
         // The loop's next slot may have moved: let a daemon re-plan.
         crate::wake::poke(&self.data_dir);
@@ -690,7 +690,7 @@ impl Client {
         spec: &WorkflowSpec,
         replace: bool,
         now: Instant,
-    ) -> Result<WorkflowRecord> {
+    ) -> Result<Workflow> {
         loops_core::workflow::validate(spec)?;
         self.check_new_name(RecordKind::Workflow, &spec.name)?;
         Ok(self.store.create_workflow(spec, replace, now)?)
@@ -699,7 +699,7 @@ impl Client {
     /// Resolves a workflow like [`Client::get`] resolves a loop: an exact id (of any
     /// version, archived or not) wins, then an active spec's exact name, then an
     /// unambiguous id prefix.
-    pub fn get_workflow(&self, key: &str) -> Result<WorkflowRecord> {
+    pub fn get_workflow(&self, key: &str) -> Result<Workflow> {
         let store = self.store.as_ref();
         resolve(
             RecordKind::Workflow,
@@ -712,12 +712,12 @@ impl Client {
     }
 
     /// Specs, optionally of one status.
-    pub fn list_workflows(&self, status: Option<WorkflowStatus>) -> Result<Vec<WorkflowRecord>> {
+    pub fn list_workflows(&self, status: Option<WorkflowStatus>) -> Result<Vec<Workflow>> {
         Ok(self.store.list_workflows(status)?)
     }
 
     /// Archives a spec (loops naming it stop finding it).
-    pub fn archive_workflow(&self, key: &str, now: Instant) -> Result<WorkflowRecord> {
+    pub fn archive_workflow(&self, key: &str, now: Instant) -> Result<Workflow> {
         let wf = self.get_workflow(key)?;
         Ok(self.store.archive_workflow(wf.id.as_str(), now)?)
     }
@@ -785,7 +785,7 @@ impl Client {
 
     /// The stored workflow of exactly this id (any version, archived or not): the spec
     /// a workflow run executed.
-    pub fn workflow_by_id(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
+    pub fn workflow_by_id(&self, id: &WorkflowId) -> Result<Option<Workflow>> {
         Ok(self.store.get_workflow(id.as_str())?)
     }
 
@@ -809,7 +809,7 @@ impl Client {
     /// [`RunEnd::Interrupted`].
     pub async fn run_workflow(
         &self,
-        workflow: &WorkflowRecord,
+        workflow: &Workflow,
         timeout: Option<std::time::Duration>,
         interrupt: tokio::sync::watch::Receiver<Option<String>>,
     ) -> Result<RunEnd> {
@@ -831,9 +831,10 @@ impl Client {
         &self,
         key: &str,
         reason: &str,
+        now: Instant,
     ) -> Result<(WorkflowRun, Vec<StepRun>)> {
         let run = self.get_workflow_run(key)?;
-        let steps = crate::workflow::recover(self.store.as_ref(), &run.id, reason)?;
+        let steps = crate::workflow::recover(self.store.as_ref(), &run.id, reason, now)?;
         Ok((run, steps))
     }
 }

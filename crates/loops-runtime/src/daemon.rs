@@ -214,7 +214,7 @@ pub async fn run_with_clock(
     })?;
     // Run leases are renewed on the engine's policy until the engine is dropped, so
     // through the shutdown grace period too.
-    let _run_heartbeat = engine.spawn_heartbeat();
+    let _run_heartbeat = engine.spawn_lease_renewal();
     let outcome = main_loop(
         &engine,
         &store,
@@ -422,7 +422,7 @@ async fn main_loop(
             // A finished run moved its loop, or the engine noticed the lease was lost.
             _ = engine.replan_needed(), if !failing => {}
             _ = lease_beat.tick() => {
-                match store.heartbeat_daemon_lease(fence, ttl_ms, clock.now()) {
+                match store.renew_daemon_lease(fence, ttl_ms, clock.now()) {
                     Ok(true) => note_recovery(lease_backoff.succeed(), "daemon lease heartbeat"),
                     Ok(false) => {
                         engine.cancel_all("daemon lease lost");
@@ -449,7 +449,7 @@ async fn main_loop(
 /// Never later than `max_sleep` (capped at [`MAX_SLEEP`]) from now.
 fn next_deadline(
     store: &dyn Store,
-    report: &crate::engine::TickReport,
+    report: &crate::engine::PassReport,
     now: Instant,
     next_prune: tokio::time::Instant,
     foreign_running: bool,

@@ -1,6 +1,6 @@
 //! Runs one resolved command as a child process and reports how it ended.
 //!
-//! [`execute`] takes an [`ExecSpec`] (program, args, cwd, the complete environment,
+//! [`execute`] takes an [`Invocation`] (program, args, cwd, the complete environment,
 //! optional stdin, limits) and always returns an [`ExecResult`]: a command that cannot
 //! be found, a missing working directory, a non-zero exit, a timeout and a
 //! cancellation are all data, never `Err` or a panic (STYLE.md §4).
@@ -8,7 +8,7 @@
 //! Invariants:
 //! - The child leads its own process group, so a timeout or cancel reaches everything
 //!   it started: SIGTERM to the group, up to `kill_grace` to exit, then SIGKILL.
-//! - stdin is `/dev/null` unless the spec carries bytes (an agent's prompt), which are
+//! - stdin is `/dev/null` unless the invocation carries bytes (an agent's prompt), which are
 //!   written concurrently with reading the output, then the pipe is closed.
 //! - stdout and stderr are always drained and keep a bounded tail
 //!   ([`crate::capture`]). Once the leader has exited, the pipes get a short bounded
@@ -37,9 +37,9 @@ use crate::env::resolve_executable_in;
 use crate::process::{process_start_time, signal_group, signal_name, terminate_group};
 use crate::spool::SpoolFiles;
 
-/// Time between SIGTERM and SIGKILL when a spec does not say otherwise.
+/// Time between SIGTERM and SIGKILL when an invocation does not say otherwise.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
-/// Bytes of each output stream kept when a spec does not say otherwise.
+/// Bytes of each output stream kept when an invocation does not say otherwise.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 256 * 1024;
 /// The shell that runs `shell: true` command lines.
 pub const SHELL: &str = "/bin/sh";
@@ -55,7 +55,7 @@ const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
 
 /// What to run, fully resolved: no lookups in the store or the daemon's environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExecSpec {
+pub struct Invocation {
     /// The executable (looked up on the PATH of `env` unless it contains `/`), or the
     /// command line when `shell` is true.
     pub program: String,
@@ -81,7 +81,7 @@ pub struct ExecSpec {
     pub spool: Option<SpoolFiles>,
 }
 
-impl ExecSpec {
+impl Invocation {
     /// Executes `program` directly with `args`, with default limits, no cwd and an
     /// empty environment.
     pub fn direct(
@@ -102,7 +102,7 @@ impl ExecSpec {
         }
     }
 
-    /// Runs `command_line` through `/bin/sh -c`, with the defaults of [`ExecSpec::direct`].
+    /// Runs `command_line` through `/bin/sh -c`, with the defaults of [`Invocation::direct`].
     pub fn shell(command_line: impl Into<String>) -> Self {
         Self {
             shell: true,
@@ -120,8 +120,9 @@ pub enum ExecStatus {
     Failed,
     /// Killed by us because the timeout expired.
     TimedOut,
-    /// Killed by us (or never started) because the run was cancelled.
-    Cancelled,
+    /// Terminated by us (or never started) before it ended: its runner was interrupted
+    /// (shutdown, lease loss), its workflow run was cancelled, or a sibling step failed.
+    Terminated,
 }
 
 /// The outcome of [`execute`].
@@ -180,7 +181,7 @@ impl ExecResult {
     }
 }
 
-/// Runs `spec` to completion and reports the outcome; never fails or panics.
+/// Runs `invocation` to completion and reports the outcome; never fails or panics.
 ///
 /// `on_spawn(pid, start_time)` is called once, right after a successful spawn, so the
 /// caller can record the PID before the run ends (it must not block). The run is
@@ -194,14 +195,14 @@ impl ExecResult {
 ///
 /// ```no_run
 /// # async fn demo() {
-/// use loops_runtime::executor::{execute, ExecSpec, ExecStatus};
-/// let mut spec = ExecSpec::shell("echo hello");
-/// spec.env = loops_runtime::env::build_env(std::env::vars(), None, &Default::default(), &[]);
-/// let result = execute(spec, |_pid, _start| {}, std::future::pending()).await;
+/// use loops_runtime::executor::{execute, Invocation, ExecStatus};
+/// let mut invocation = Invocation::shell("echo hello");
+/// invocation.env = loops_runtime::env::build_env(std::env::vars(), None, &Default::default(), &[]);
+/// let result = execute(invocation, |_pid, _start| {}, std::future::pending()).await;
 /// assert_eq!(result.status, ExecStatus::Succeeded);
 /// # }
 /// ```
-pub async fn execute<F, C>(mut spec: ExecSpec, on_spawn: F, cancel: C) -> ExecResult
+pub async fn execute<F, C>(mut invocation: Invocation, on_spawn: F, cancel: C) -> ExecResult
 where
     F: FnOnce(u32, Option<u64>) + Send,
     C: Future<Output = ()> + Send,
@@ -209,10 +210,10 @@ where
     let started_at = Utc::now();
     let mut cancel = pin!(cancel);
     if is_ready(cancel.as_mut()).await {
-        return ExecResult::not_started(ExecStatus::Cancelled, "cancelled".to_owned(), started_at);
+        return ExecResult::not_started(ExecStatus::Terminated, "cancelled".to_owned(), started_at);
     }
 
-    let mut child = match spawn(&spec) {
+    let mut child = match spawn(&invocation) {
         Ok(child) => child,
         Err(error) => return ExecResult::not_started(ExecStatus::Failed, error, started_at),
     };
@@ -221,18 +222,18 @@ where
     let pid_start_time = pid.and_then(process_start_time);
     let mut guard = GroupGuard(pid);
     if let Some(pid) = pid {
-        tracing::debug!(pid, program = %spec.program, "spawned");
+        tracing::debug!(pid, program = %invocation.program, "spawned");
         on_spawn(pid, pid_start_time);
     }
 
-    let feed = feed_stdin(child.stdin.take(), spec.stdin.take());
+    let feed = feed_stdin(child.stdin.take(), invocation.stdin.take());
     let mut capture = PipeCapture::new(
         child.stdout.take(),
         child.stderr.take(),
-        spec.max_output_bytes,
+        invocation.max_output_bytes,
     )
-    .with_spool(spec.spool.take());
-    let (ending, exit) = supervise(&mut child, pid, feed, &mut capture, &spec, cancel).await;
+    .with_spool(invocation.spool.take());
+    let (ending, exit) = supervise(&mut child, pid, feed, &mut capture, &invocation, cancel).await;
     // The leader is reaped (or given up on), so its PID may be reused: never signal it again.
     guard.0 = None;
 
@@ -260,10 +261,10 @@ where
             ExecStatus::TimedOut,
             Some(format!(
                 "timed out after {}",
-                human_duration(spec.timeout.unwrap_or_default())
+                human_duration(invocation.timeout.unwrap_or_default())
             )),
         ),
-        Ending::Cancelled => (ExecStatus::Cancelled, Some("cancelled".to_owned())),
+        Ending::Cancelled => (ExecStatus::Terminated, Some("cancelled".to_owned())),
         Ending::Exited => match exit {
             Some(Ok(status)) if status.success() => (ExecStatus::Succeeded, None),
             Some(Ok(status)) => (ExecStatus::Failed, Some(describe_exit(status))),
@@ -309,7 +310,7 @@ async fn supervise<C, O, E>(
     pid: Option<u32>,
     feed: impl Future<Output = ()>,
     capture: &mut PipeCapture<O, E>,
-    spec: &ExecSpec,
+    invocation: &Invocation,
     mut cancel: Pin<&mut C>,
 ) -> (Ending, Option<io::Result<ExitStatus>>)
 where
@@ -319,7 +320,7 @@ where
 {
     let mut feed = pin!(feed);
     let mut fed = false;
-    let timeout = spec.timeout;
+    let timeout = invocation.timeout;
     let mut expiry = pin!(async move {
         match timeout {
             Some(limit) => tokio::time::sleep(limit).await,
@@ -346,10 +347,10 @@ where
         // No PID means tokio already reaped the child: there is nothing left to stop.
         return (ending, None);
     };
-    let mut terminate = pin!(terminate_group(pgid, spec.kill_grace));
+    let mut terminate = pin!(terminate_group(pgid, invocation.kill_grace));
     let mut terminated = false;
     let mut give_up = pin!(tokio::time::sleep(
-        spec.kill_grace.saturating_add(REAP_AFTER_KILL)
+        invocation.kill_grace.saturating_add(REAP_AFTER_KILL)
     ));
     let mut exit = None;
     let mut reaped = false;
@@ -372,35 +373,41 @@ where
 }
 
 /// Builds and spawns the child, or explains why it could not start.
-fn spawn(spec: &ExecSpec) -> Result<Child, String> {
-    if let Some(cwd) = &spec.cwd {
+fn spawn(invocation: &Invocation) -> Result<Child, String> {
+    if let Some(cwd) = &invocation.cwd {
         check_cwd(cwd)?;
     }
-    let (mut command, shown) = if spec.shell {
+    let (mut command, shown) = if invocation.shell {
         let mut command = Command::new(SHELL);
         command
             .arg("-c")
-            .arg(shell_command_line(&spec.program, &spec.args));
+            .arg(shell_command_line(&invocation.program, &invocation.args));
         (command, SHELL)
-    } else if spec.program.contains('/') {
+    } else if invocation.program.contains('/') {
         // execve resolves it relative to the child's cwd; spawn errors say if it is missing.
-        let mut command = Command::new(&spec.program);
-        command.args(&spec.args);
-        (command, spec.program.as_str())
+        let mut command = Command::new(&invocation.program);
+        command.args(&invocation.args);
+        (command, invocation.program.as_str())
     } else {
-        let Some(path) = resolve_executable_in(&spec.program, &spec.env, spec.cwd.as_deref())
-        else {
-            return Err(format!("Executable not found in PATH: {}", spec.program));
+        let Some(path) = resolve_executable_in(
+            &invocation.program,
+            &invocation.env,
+            invocation.cwd.as_deref(),
+        ) else {
+            return Err(format!(
+                "Executable not found in PATH: {}",
+                invocation.program
+            ));
         };
         let mut command = Command::new(path);
         // argv[0] stays the name as written, as a shell would pass it.
-        command.arg0(&spec.program).args(&spec.args);
-        (command, spec.program.as_str())
+        command.arg0(&invocation.program).args(&invocation.args);
+        (command, invocation.program.as_str())
     };
     command
         .env_clear()
-        .envs(spec.env.iter().map(|(name, value)| (name, value)))
-        .stdin(if spec.stdin.is_some() {
+        .envs(invocation.env.iter().map(|(name, value)| (name, value)))
+        .stdin(if invocation.stdin.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -410,12 +417,12 @@ fn spawn(spec: &ExecSpec) -> Result<Child, String> {
         // Its own group, so signals reach its descendants and a terminal's Ctrl-C on
         // the daemon does not reach the runs.
         .process_group(0);
-    if let Some(cwd) = &spec.cwd {
+    if let Some(cwd) = &invocation.cwd {
         command.current_dir(cwd);
     }
     command
         .spawn()
-        .map_err(|e| spawn_error(shown, spec.cwd.as_deref(), &e))
+        .map_err(|e| spawn_error(shown, invocation.cwd.as_deref(), &e))
 }
 
 /// Checks the working directory up front: the OS reports a missing cwd as the same

@@ -1,4 +1,4 @@
-//! Turns a loop's target and a claimed run into an [`ExecSpec`]: executable, argv,
+//! Turns a loop's target and a claimed run into an [`Invocation`]: executable, argv,
 //! stdin and the environment (README, "Running loops" → "Execution"), built in one
 //! place.
 //!
@@ -10,7 +10,7 @@
 
 use crate::accounts;
 use crate::env::build_env;
-use crate::executor::{ExecSpec, DEFAULT_KILL_GRACE, DEFAULT_MAX_OUTPUT_BYTES};
+use crate::executor::{Invocation, DEFAULT_KILL_GRACE, DEFAULT_MAX_OUTPUT_BYTES};
 use crate::providers::{account_tool, agent_args};
 use crate::spool::Spool;
 use loops_core::{format_instant, Account, AgentTarget, CommandTarget, Loop, Run, Target};
@@ -109,17 +109,17 @@ pub enum ProcessTarget<'a> {
 }
 
 /// The process to start for `run` of `lp`.
-pub fn exec_spec(lp: &Loop, run: &Run, cfg: &ExecSettings) -> Result<ExecSpec, SpecError> {
+pub fn loop_invocation(lp: &Loop, run: &Run, cfg: &ExecSettings) -> Result<Invocation, SpecError> {
     let metadata = run_metadata(lp, run);
     match &lp.target {
-        Target::Command(c) => process_spec(
+        Target::Command(c) => invocation(
             ProcessTarget::Command(c),
             c.account.as_ref(),
             c.timeout,
             metadata,
             cfg,
         ),
-        Target::Agent(a) => process_spec(
+        Target::Agent(a) => invocation(
             ProcessTarget::Agent(a),
             a.account.as_ref(),
             a.timeout,
@@ -135,41 +135,41 @@ pub fn exec_spec(lp: &Loop, run: &Run, cfg: &ExecSettings) -> Result<ExecSpec, S
 
 /// Executable, argv, stdin and environment for a process target, under `account` (if
 /// any) with `timeout` and the given `LOOPS_*` metadata.
-pub fn process_spec(
+pub fn invocation(
     target: ProcessTarget<'_>,
     account: Option<&Account>,
     timeout: Option<loops_core::Duration>,
     mut metadata: Vec<(&'static str, String)>,
     cfg: &ExecSettings,
-) -> Result<ExecSpec, SpecError> {
+) -> Result<Invocation, SpecError> {
     let home = cfg.home.as_deref();
-    let mut spec = match target {
+    let mut invocation = match target {
         ProcessTarget::Command(c) => {
             let base = inherited_env(account, None, &mut metadata)?;
-            let mut spec = if c.shell {
-                ExecSpec::shell(c.command.clone())
+            let mut invocation = if c.shell {
+                Invocation::shell(c.command.clone())
             } else {
-                ExecSpec::direct(c.command.clone(), Vec::<String>::new())
+                Invocation::direct(c.command.clone(), Vec::<String>::new())
             };
             // With a shell, args are appended as single-quoted words.
-            spec.args = c.args.clone();
-            spec.cwd = c.cwd.as_ref().map(PathBuf::from);
-            spec.env = build_env(base, home, &c.env, &metadata);
-            spec
+            invocation.args = c.args.clone();
+            invocation.cwd = c.cwd.as_ref().map(PathBuf::from);
+            invocation.env = build_env(base, home, &c.env, &metadata);
+            invocation
         }
         ProcessTarget::Agent(a) => {
             let tool = account_tool(a.provider);
             let base = inherited_env(account, Some(tool), &mut metadata)?;
-            let mut spec = ExecSpec::direct(a.provider.executable(), agent_args(a));
-            spec.cwd = a.cwd.as_ref().map(PathBuf::from);
-            spec.env = build_env(base, home, &a.env, &metadata);
+            let mut invocation = Invocation::direct(a.provider.executable(), agent_args(a));
+            invocation.cwd = a.cwd.as_ref().map(PathBuf::from);
+            invocation.env = build_env(base, home, &a.env, &metadata);
             // The prompt goes to stdin only: argv is visible to every user via /proc.
-            spec.stdin = Some(a.prompt.clone().into_bytes());
-            spec
+            invocation.stdin = Some(a.prompt.clone().into_bytes());
+            invocation
         }
     };
-    spec.timeout = timeout.map(loops_core::Duration::to_std);
-    spec.kill_grace = cfg.kill_grace;
-    spec.max_output_bytes = cfg.max_output_bytes;
-    Ok(spec)
+    invocation.timeout = timeout.map(loops_core::Duration::to_std);
+    invocation.kill_grace = cfg.kill_grace;
+    invocation.max_output_bytes = cfg.max_output_bytes;
+    Ok(invocation)
 }

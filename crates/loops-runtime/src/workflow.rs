@@ -13,12 +13,12 @@
 //! its side effects may already have happened.
 
 use crate::clock::Clock;
-use crate::executor::{execute, ExecResult, ExecSpec};
+use crate::executor::{execute, ExecResult, Invocation};
 use crate::process::is_same_process_alive;
 use crate::providers::{self, Verdict};
-use crate::targets::{process_spec, ExecSettings, ProcessTarget};
+use crate::targets::{invocation, ExecSettings, ProcessTarget};
 use loops_core::workflow::{
-    Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, WorkflowRecord, WorkflowRun,
+    Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, Workflow, WorkflowRun,
 };
 use loops_core::{
     format_instant, Instant, StepId, StepStatus, WorkflowEventType, WorkflowRunId,
@@ -104,7 +104,7 @@ impl RunEnd {
 }
 
 /// Runs (or continues) a workflow run to its end and says how it was left.
-pub async fn run(ctx: &RunContext, workflow: &WorkflowRecord) -> Result<RunEnd, StoreError> {
+pub async fn run(ctx: &RunContext, workflow: &Workflow) -> Result<RunEnd, StoreError> {
     let now = ctx.now();
     let (mut run, created) =
         ctx.store
@@ -311,7 +311,7 @@ fn reset_step(step: &mut StepRun) {
 /// without stopping the run.
 async fn drive(
     ctx: &RunContext,
-    workflow: &WorkflowRecord,
+    workflow: &Workflow,
     run: &WorkflowRun,
     steps: &mut [StepRun],
 ) -> Result<Option<Stop>, StoreError> {
@@ -487,7 +487,7 @@ fn cancel_all(cancels: &[Option<watch::Sender<bool>>]) {
 #[allow(clippy::too_many_arguments)]
 fn start_step(
     ctx: &RunContext,
-    workflow: &WorkflowRecord,
+    workflow: &Workflow,
     run: &WorkflowRun,
     step: &Step,
     record: &mut StepRun,
@@ -506,13 +506,13 @@ fn start_step(
     );
     ctx.store.save_step_run(record, &[ev], now, ctx.fence())?;
 
-    let spec = step_spec(ctx, workflow, run, step).map(|mut spec| {
-        spec.spool = ctx
+    let invocation = step_invocation(ctx, workflow, run, step).map(|mut invocation| {
+        invocation.spool = ctx
             .exec
             .spool
             .as_ref()
             .map(|s| s.for_step(record.id.as_str()));
-        spec
+        invocation
     });
     let store = Arc::clone(&ctx.store);
     let fence = ctx.fence.clone();
@@ -532,8 +532,8 @@ fn start_step(
                 std::future::pending::<()>().await;
             }
         };
-        let result = match spec {
-            Ok(spec) => execute(spec, on_spawn, cancelled).await,
+        let result = match invocation {
+            Ok(invocation) => execute(invocation, on_spawn, cancelled).await,
             Err(message) => ExecResult::unspecified(message, now),
         };
         (index, result)
@@ -593,12 +593,12 @@ fn finish_step(
 
 /// The process for one step: direct exec unless `shell: true`, prompt on stdin for
 /// agents, the step's account, the `LOOPS_WORKFLOW_*` metadata on top of the loop's.
-fn step_spec(
+fn step_invocation(
     ctx: &RunContext,
-    workflow: &WorkflowRecord,
+    workflow: &Workflow,
     run: &WorkflowRun,
     step: &Step,
-) -> Result<ExecSpec, String> {
+) -> Result<Invocation, String> {
     let mut metadata = ctx.loop_metadata.clone();
     metadata.extend([
         ("LOOPS_WORKFLOW_ID", workflow.id.to_string()),
@@ -610,7 +610,7 @@ fn step_spec(
         StepTarget::Command(c) => ProcessTarget::Command(c),
         StepTarget::Agent(a) => ProcessTarget::Agent(a),
     };
-    process_spec(
+    invocation(
         target,
         step.account(),
         step.effective_timeout(),
@@ -626,6 +626,7 @@ pub fn recover(
     store: &dyn Store,
     run_id: &WorkflowRunId,
     reason: &str,
+    now: Instant,
 ) -> Result<Vec<StepRun>, RecoverError> {
     let steps = store.step_runs(run_id.as_str())?;
     let running: Vec<&StepRun> = steps
@@ -643,7 +644,6 @@ pub fn recover(
     if !live.is_empty() {
         return Err(RecoverError::Alive(live.join(", ")));
     }
-    let now = chrono::Utc::now();
     let mut recovered = Vec::new();
     for step in running {
         let mut step = step.clone();

@@ -106,10 +106,10 @@ async fn slots_follow_the_injected_clock_and_latest_catch_up_coalesces() {
         )
         .unwrap();
     let engine = w.engine();
-    assert!(engine.tick().unwrap().claimed.is_empty(), "not due yet");
+    assert!(engine.pass(true).unwrap().claimed.is_empty(), "not due yet");
 
     w.clock.set(start + TimeDelta::minutes(1));
-    let report = engine.tick().unwrap();
+    let report = engine.pass(true).unwrap();
     assert_eq!(report.claimed.len(), 1);
     engine.drain().await;
     let run = w.store.get_run(&report.claimed[0]).unwrap().unwrap();
@@ -120,7 +120,7 @@ async fn slots_follow_the_injected_clock_and_latest_catch_up_coalesces() {
 
     // Ten minutes of downtime: `latest` runs the newest missed slot once, on the grid.
     w.clock.set(start + TimeDelta::seconds(11 * 60 + 30));
-    let report = engine.tick().unwrap();
+    let report = engine.pass(true).unwrap();
     assert_eq!(report.claimed.len(), 1);
     engine.drain().await;
     let run = w.store.get_run(&report.claimed[0]).unwrap().unwrap();
@@ -139,9 +139,9 @@ async fn overlap_skip_records_a_skipped_slot_while_a_run_is_in_flight() {
         .create_loop(every("slow", 1_000, &cmd, start), start)
         .unwrap();
     let engine = w.engine();
-    assert_eq!(engine.tick().unwrap().claimed.len(), 1);
+    assert_eq!(engine.pass(true).unwrap().claimed.len(), 1);
     w.clock.advance(Duration::from_secs(1));
-    let report = engine.tick().unwrap();
+    let report = engine.pass(true).unwrap();
     assert!(report.claimed.is_empty());
     assert_eq!(report.skipped.len(), 1);
     let skipped = w.store.get_run(&report.skipped[0]).unwrap().unwrap();
@@ -174,7 +174,7 @@ async fn a_loop_that_cannot_be_scheduled_is_parked_and_the_others_are_claimed() 
         .create_loop(every("good", 1_000, "true", start), start)
         .unwrap();
     let engine = w.engine();
-    let report = engine.tick().unwrap();
+    let report = engine.pass(true).unwrap();
     assert_eq!(report.parked, vec![bad.id.clone()]);
     assert_eq!(report.claimed.len(), 1);
     engine.drain().await;
@@ -190,7 +190,7 @@ async fn a_loop_that_cannot_be_scheduled_is_parked_and_the_others_are_claimed() 
     assert_eq!(parked.status, LoopStatus::Paused);
     // Said once: the next pass does not see it again.
     w.clock.advance(Duration::from_secs(1));
-    let report = engine.tick().unwrap();
+    let report = engine.pass(true).unwrap();
     assert!(report.parked.is_empty());
     engine.drain().await;
 }
@@ -405,7 +405,7 @@ async fn a_stopped_workflow_run_ends_interrupted_not_failed() {
 /// (within 50 ms..10 s), re-planned when a run with a shorter lease starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_leases_are_renewed_every_third_of_the_shortest_lease() {
-    use loops_runtime::engine::heartbeat::{heartbeat_period, HEARTBEAT_MAX};
+    use loops_runtime::engine::lease_renewal::{renewal_period, RENEWAL_MAX};
     let start = t0();
     let w = world(start);
     let (gate, cmd) = w.gate();
@@ -413,13 +413,13 @@ async fn run_leases_are_renewed_every_third_of_the_shortest_lease() {
     short.policy.lease_ms = 600;
     let lp = w.store.create_loop(short, start).unwrap();
     let engine = w.engine();
-    assert_eq!(engine.heartbeat_every(), HEARTBEAT_MAX, "no runs held");
-    let _heartbeat = engine.spawn_heartbeat();
-    let claimed = engine.tick().unwrap().claimed;
+    assert_eq!(engine.heartbeat_every(), RENEWAL_MAX, "no runs held");
+    let _heartbeat = engine.spawn_lease_renewal();
+    let claimed = engine.pass(true).unwrap().claimed;
     assert_eq!(claimed.len(), 1);
     let held = Arc::clone(&engine);
     until("the run to be held", Duration::from_secs(3), || {
-        held.heartbeat_every() == heartbeat_period(Duration::from_millis(600))
+        held.heartbeat_every() == renewal_period(Duration::from_millis(600))
     })
     .await;
     let first = w.store.get_run(&claimed[0]).unwrap().unwrap();
@@ -443,7 +443,7 @@ async fn run_leases_are_renewed_every_third_of_the_shortest_lease() {
     .await;
     std::fs::write(&gate, b"open").unwrap();
     engine.drain().await;
-    assert_eq!(engine.heartbeat_every(), HEARTBEAT_MAX);
+    assert_eq!(engine.heartbeat_every(), RENEWAL_MAX);
     let done = w.store.get_run(&claimed[0]).unwrap().unwrap();
     assert_eq!(done.status, RunStatus::Succeeded);
     assert_eq!(done.loop_id, lp.id);

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loops_runtime::env::{build_env, get};
-use loops_runtime::executor::{execute, ExecResult, ExecSpec, ExecStatus};
+use loops_runtime::executor::{execute, ExecResult, ExecStatus, Invocation};
 use loops_runtime::process::{
     is_same_process_alive, process_start_time, process_state, signal_group, ProcessState,
 };
@@ -22,19 +22,19 @@ fn test_env() -> Vec<(String, String)> {
     build_env([("PATH".to_owned(), path)], None, &BTreeMap::new(), &[])
 }
 
-fn shell(command_line: &str) -> ExecSpec {
-    let mut spec = ExecSpec::shell(command_line);
+fn shell(command_line: &str) -> Invocation {
+    let mut spec = Invocation::shell(command_line);
     spec.env = test_env();
     spec
 }
 
-fn direct(program: &str, args: &[&str]) -> ExecSpec {
-    let mut spec = ExecSpec::direct(program, args.iter().copied());
+fn direct(program: &str, args: &[&str]) -> Invocation {
+    let mut spec = Invocation::direct(program, args.iter().copied());
     spec.env = test_env();
     spec
 }
 
-async fn run(spec: ExecSpec) -> ExecResult {
+async fn run(spec: Invocation) -> ExecResult {
     execute(spec, |_, _| {}, pending()).await
 }
 
@@ -366,7 +366,7 @@ async fn cancellation_stops_the_run_and_on_spawn_sees_its_identity() {
     assert!(eventually(Duration::from_secs(10), || ready.exists()).await);
     cancel_tx.send(()).unwrap();
     let result = run.await.unwrap();
-    assert_eq!(result.status, ExecStatus::Cancelled, "{result:?}");
+    assert_eq!(result.status, ExecStatus::Terminated, "{result:?}");
     assert_eq!(result.error.as_deref(), Some("cancelled"));
     assert_eq!(result.pid, Some(pid));
     assert_eq!(result.pid_start_time, start);
@@ -379,7 +379,7 @@ async fn already_cancelled_runs_never_spawn() {
     let mut spawned = false;
     let result = execute(shell("echo nope"), |_, _| spawned = true, async {}).await;
     assert!(!spawned);
-    assert_eq!(result.status, ExecStatus::Cancelled);
+    assert_eq!(result.status, ExecStatus::Terminated);
     assert_eq!(result.pid, None);
     assert_eq!(result.error.as_deref(), Some("cancelled"));
 }

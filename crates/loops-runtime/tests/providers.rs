@@ -551,7 +551,7 @@ fn one_verdict_for_loop_runs_and_workflow_steps() {
             StepStatus::TimedOut,
         ),
         (
-            ExecStatus::Cancelled,
+            ExecStatus::Terminated,
             RunStatus::Abandoned,
             StepStatus::Cancelled,
         ),

@@ -91,7 +91,7 @@ pub(crate) fn acquire_daemon_lease(
     })
 }
 
-pub(crate) fn heartbeat_daemon_lease(
+pub(crate) fn renew_daemon_lease(
     store: &SqliteStore,
     fence: &Fence,
     ttl_ms: u64,

@@ -204,14 +204,14 @@ impl Store for SqliteStore {
         claims::claim_runs(self, batch, fence)
     }
 
-    fn heartbeat_runs(
+    fn renew_run_leases(
         &self,
         runs: &[RunId],
         runner_id: &str,
         now: Instant,
         fence: Option<&Fence>,
     ) -> StoreResult<usize> {
-        runs::heartbeat_runs(self, runs, runner_id, now, fence)
+        runs::renew_run_leases(self, runs, runner_id, now, fence)
     }
 
     fn record_run_writes(
@@ -260,13 +260,8 @@ impl Store for SqliteStore {
         lease::acquire_daemon_lease(self, holder, ttl_ms, now, takeover)
     }
 
-    fn heartbeat_daemon_lease(
-        &self,
-        fence: &Fence,
-        ttl_ms: u64,
-        now: Instant,
-    ) -> StoreResult<bool> {
-        lease::heartbeat_daemon_lease(self, fence, ttl_ms, now)
+    fn renew_daemon_lease(&self, fence: &Fence, ttl_ms: u64, now: Instant) -> StoreResult<bool> {
+        lease::renew_daemon_lease(self, fence, ttl_ms, now)
     }
 
     fn release_daemon_lease(&self, fence: &Fence) -> StoreResult<()> {

@@ -20,7 +20,7 @@ pub(crate) fn not_running(conn: &Connection, id: &RunId) -> Error {
     }
 }
 
-pub(crate) fn heartbeat_runs(
+pub(crate) fn renew_run_leases(
     store: &SqliteStore,
     runs: &[RunId],
     runner_id: &str,

@@ -7,7 +7,7 @@ use crate::codec::{
 use crate::error::{from_sqlite, Error, Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::workflow::{
-    NewEvent, RunOrigin, StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec,
+    NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
 use loops_core::{
     Instant, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
@@ -23,8 +23,8 @@ const STEP_COLS: &str = "id, workflow_run_id, step_id, sequence, status, attempt
      exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, account_tool, \
      created_at, updated_at, summary, usage_json, exit_status_unknown";
 
-fn workflow_from_row(row: &Row<'_>) -> Result<WorkflowRecord> {
-    Ok(WorkflowRecord {
+fn workflow_from_row(row: &Row<'_>) -> Result<Workflow> {
+    Ok(Workflow {
         id: WorkflowId::new(get::<String>(row, 0, "id")?),
         name: get(row, 1, "name")?,
         version: get_u32(row, 2, "version")?,
@@ -142,7 +142,7 @@ impl WorkflowStore for SqliteStore {
         spec: &WorkflowSpec,
         replace: bool,
         now: Instant,
-    ) -> StoreResult<WorkflowRecord> {
+    ) -> StoreResult<Workflow> {
         let json = spec_json(spec)?;
         self.write(None, |tx| {
             let existing = query_first(
@@ -172,7 +172,7 @@ impl WorkflowStore for SqliteStore {
                  VALUES (?1, ?2, ?3, 'active', ?4, ?5, ?5)",
                 params![id.as_str(), spec.name, version, json, ms(&now)],
             )?;
-            Ok(WorkflowRecord {
+            Ok(Workflow {
                 id,
                 name: spec.name.clone(),
                 version,
@@ -184,7 +184,7 @@ impl WorkflowStore for SqliteStore {
         })
     }
 
-    fn get_workflow(&self, id: &str) -> StoreResult<Option<WorkflowRecord>> {
+    fn get_workflow(&self, id: &str) -> StoreResult<Option<Workflow>> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(&format!(
@@ -194,7 +194,7 @@ impl WorkflowStore for SqliteStore {
         Ok(query_first(&mut stmt, [id], workflow_from_row)?)
     }
 
-    fn get_active_workflow(&self, name: &str) -> StoreResult<Option<WorkflowRecord>> {
+    fn get_active_workflow(&self, name: &str) -> StoreResult<Option<Workflow>> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(&format!(
@@ -204,11 +204,7 @@ impl WorkflowStore for SqliteStore {
         Ok(query_first(&mut stmt, [name], workflow_from_row)?)
     }
 
-    fn workflows_with_id_prefix(
-        &self,
-        prefix: &str,
-        limit: usize,
-    ) -> StoreResult<Vec<WorkflowRecord>> {
+    fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Workflow>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {WORKFLOW_COLS} FROM workflows WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2"
@@ -220,7 +216,7 @@ impl WorkflowStore for SqliteStore {
         )?)
     }
 
-    fn list_workflows(&self, status: Option<WorkflowStatus>) -> StoreResult<Vec<WorkflowRecord>> {
+    fn list_workflows(&self, status: Option<WorkflowStatus>) -> StoreResult<Vec<Workflow>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {WORKFLOW_COLS} FROM workflows WHERE ?1 IS NULL OR status = ?1 ORDER BY name, version"
@@ -232,7 +228,7 @@ impl WorkflowStore for SqliteStore {
         )?)
     }
 
-    fn archive_workflow(&self, id: &str, now: Instant) -> StoreResult<WorkflowRecord> {
+    fn archive_workflow(&self, id: &str, now: Instant) -> StoreResult<Workflow> {
         self.write(None, |tx| {
             tx.execute(
                 "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
@@ -251,7 +247,7 @@ impl WorkflowStore for SqliteStore {
 
     fn create_workflow_run(
         &self,
-        workflow: &WorkflowRecord,
+        workflow: &Workflow,
         origin: Option<&RunOrigin>,
         now: Instant,
         fence: Option<&Fence>,

@@ -72,7 +72,7 @@ pub use types::{
 };
 
 use loops_core::workflow::{
-    NewEvent, RunOrigin, StepRun, WorkflowEvent, WorkflowRecord, WorkflowRun, WorkflowSpec,
+    NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
 use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, WorkflowStatus};
 
@@ -190,7 +190,7 @@ pub trait Store: WorkflowStore + Send + Sync {
     ) -> Result<Vec<Result<RunWritten>>>;
     /// Extends the lease of every listed running row claimed by `runner_id` to
     /// `now + leaseMs` of its loop, in one write. Returns how many rows were renewed.
-    fn heartbeat_runs(
+    fn renew_run_leases(
         &self,
         runs: &[RunId],
         runner_id: &str,
@@ -232,7 +232,7 @@ pub trait Store: WorkflowStore + Send + Sync {
     ) -> Result<LeaseAcquire>;
     /// Extends the lease (also one that expired while nobody took it over); false when
     /// it is no longer held with this fence.
-    fn heartbeat_daemon_lease(&self, fence: &Fence, ttl_ms: u64, now: Instant) -> Result<bool>;
+    fn renew_daemon_lease(&self, fence: &Fence, ttl_ms: u64, now: Instant) -> Result<bool>;
     /// Gives the lease up (no-op when not held).
     fn release_daemon_lease(&self, fence: &Fence) -> Result<()>;
     fn current_daemon_lease(&self) -> Result<Option<DaemonLease>>;
@@ -252,28 +252,24 @@ pub trait WorkflowStore {
     /// Stores a new spec. An active spec with the same name is an error
     /// ([`StoreError::DuplicateWorkflow`]) unless `replace`, which archives it and gives
     /// the new one a higher version, in one transaction.
-    fn create_workflow(
-        &self,
-        spec: &WorkflowSpec,
-        replace: bool,
-        now: Instant,
-    ) -> Result<WorkflowRecord>;
-    fn get_workflow(&self, id: &str) -> Result<Option<WorkflowRecord>>;
+    fn create_workflow(&self, spec: &WorkflowSpec, replace: bool, now: Instant)
+        -> Result<Workflow>;
+    fn get_workflow(&self, id: &str) -> Result<Option<Workflow>>;
     /// The active spec with this name.
-    fn get_active_workflow(&self, name: &str) -> Result<Option<WorkflowRecord>>;
+    fn get_active_workflow(&self, name: &str) -> Result<Option<Workflow>>;
     /// Specs whose id starts with `prefix` (at most `limit`).
-    fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<WorkflowRecord>>;
+    fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Workflow>>;
     /// Specs by name then version, optionally of one status.
-    fn list_workflows(&self, status: Option<WorkflowStatus>) -> Result<Vec<WorkflowRecord>>;
+    fn list_workflows(&self, status: Option<WorkflowStatus>) -> Result<Vec<Workflow>>;
     /// Marks a spec archived.
-    fn archive_workflow(&self, id: &str, now: Instant) -> Result<WorkflowRecord>;
+    fn archive_workflow(&self, id: &str, now: Instant) -> Result<Workflow>;
 
     /// Creates a run of `workflow` with every step `pending` and a `created` event —
     /// or, when `origin`'s slot already has a run, returns that one (`false`): a slot
     /// never has two workflow runs.
     fn create_workflow_run(
         &self,
-        workflow: &WorkflowRecord,
+        workflow: &Workflow,
         origin: Option<&RunOrigin>,
         now: Instant,
         fence: Option<&Fence>,

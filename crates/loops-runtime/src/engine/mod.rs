@@ -13,7 +13,7 @@
 //!   the first rejected write marks the lease lost and cancels every run.
 
 mod finalize;
-pub mod heartbeat;
+pub mod lease_renewal;
 mod pass;
 mod recover;
 mod run;
@@ -121,7 +121,7 @@ pub fn parse_runner_id(id: &str) -> Option<(&str, u32, Option<u64>)> {
 
 /// What one `tick` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TickReport {
+pub struct PassReport {
     pub claimed: Vec<RunId>,
     pub skipped: Vec<RunId>,
     pub recovered: Vec<RunId>,
@@ -205,7 +205,7 @@ impl Engine {
         let (cancel, rx) = watch::channel(None::<String>);
         lock(&self.inflight).insert(run.clone(), InFlight { cancel, lease });
         // Most runs share the default lease: only a shorter one wakes the heartbeat.
-        if duration_ms(heartbeat::heartbeat_period(lease))
+        if duration_ms(lease_renewal::renewal_period(lease))
             < self.beat_every_ms.load(Ordering::SeqCst)
         {
             self.run_started.notify_one();
@@ -242,7 +242,7 @@ impl Engine {
             tasks: Arc::new(Tasks::default()),
             replan: Notify::new(),
             run_started: Arc::new(Notify::new()),
-            beat_every_ms: AtomicU64::new(duration_ms(heartbeat::HEARTBEAT_MAX)),
+            beat_every_ms: AtomicU64::new(duration_ms(lease_renewal::RENEWAL_MAX)),
             saturated: AtomicBool::new(false),
             lease_lost: AtomicBool::new(false),
             host: hostname(),

@@ -2,7 +2,7 @@
 //! in one transaction) → start the claimed runs. A loop that cannot be scheduled is
 //! parked; a backwards clock jump re-plans the loops it left far ahead.
 
-use super::{Engine, EngineError, TickReport, DUE_BATCH};
+use super::{Engine, EngineError, PassReport, DUE_BATCH};
 use loops_core::schedule::due_slots;
 use loops_core::transitions::on_claim;
 use loops_core::{format_instant, Instant, Loop, LoopId, Overlap, RunSource};
@@ -12,18 +12,12 @@ use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
 
 impl Engine {
-    /// One full scheduling pass (recover, expire, dispatch). Claimed runs execute on
-    /// spawned tasks; await [`Self::drain`] to wait for them.
-    pub fn tick(self: &Arc<Self>) -> Result<TickReport, EngineError> {
-        self.pass(true)
-    }
-
     /// A scheduling pass; `recover` includes the (costlier) reconciliation of other
     /// runners' rows, which the daemon runs on its own cadence rather than on every
     /// wake-up.
-    pub fn pass(self: &Arc<Self>, recover: bool) -> Result<TickReport, EngineError> {
+    pub fn pass(self: &Arc<Self>, recover: bool) -> Result<PassReport, EngineError> {
         let now = self.clock.now();
-        let mut report = TickReport::default();
+        let mut report = PassReport::default();
         self.saturated.store(false, Ordering::SeqCst);
         if recover {
             self.recover(now, &mut report)?;
@@ -64,7 +58,7 @@ impl Engine {
         self: &Arc<Self>,
         due: Vec<Result<Loop, UnreadableLoop>>,
         now: Instant,
-        report: &mut TickReport,
+        report: &mut PassReport,
     ) -> Result<bool, EngineError> {
         struct Planned {
             lp: Loop,
@@ -156,7 +150,7 @@ impl Engine {
         name: &str,
         reason: &str,
         now: Instant,
-        report: &mut TickReport,
+        report: &mut PassReport,
     ) -> Result<(), EngineError> {
         let reason = loops_core::transitions::Parked::new(reason).message();
         let parked = self

@@ -1,7 +1,7 @@
 //! Recovery of rows whose runner is gone: adopted when their process lives (or when
 //! they are a workflow loop's run, continued in place), abandoned otherwise.
 
-use super::{lock, parse_runner_id, Engine, EngineError, TickReport};
+use super::{lock, parse_runner_id, Engine, EngineError, PassReport};
 use crate::process::is_same_process_alive;
 use loops_core::{Instant, Loop, Run, RunOutcome};
 use loops_store::{RunWrite, StoreError};
@@ -17,7 +17,7 @@ impl Engine {
     pub(super) fn recover(
         self: &Arc<Self>,
         now: Instant,
-        report: &mut TickReport,
+        report: &mut PassReport,
     ) -> Result<(), EngineError> {
         let running = self.store.running_runs(None)?;
         for run in running {
@@ -122,7 +122,7 @@ impl Engine {
         lp: Loop,
         run: Run,
         now: Instant,
-        report: &mut TickReport,
+        report: &mut PassReport,
     ) -> Result<(), EngineError> {
         let Some(run) = self.take_over(&run, now)? else {
             return Ok(());
@@ -159,7 +159,7 @@ impl Engine {
         self: &Arc<Self>,
         run: Run,
         now: Instant,
-        report: &mut TickReport,
+        report: &mut PassReport,
     ) -> Result<(), EngineError> {
         let Some(run) = self.take_over(&run, now)? else {
             return Ok(());
@@ -170,7 +170,7 @@ impl Engine {
         let lease = run
             .lease_expires_at
             .and_then(|t| (t - now).to_std().ok())
-            .unwrap_or(super::heartbeat::HEARTBEAT_MAX * 3);
+            .unwrap_or(super::lease_renewal::RENEWAL_MAX * 3);
         let mut cancel_rx = self.hold(&run.id, lease);
         let task = self.task();
         tracing::info!(run = %run.id, pid = ?run.pid, "adopting a run whose process outlived its runner");

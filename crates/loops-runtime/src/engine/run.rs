@@ -4,7 +4,7 @@
 use super::{lock, Engine};
 use crate::executor::{execute, ExecResult, ExecStatus};
 use crate::providers::{self, Verdict};
-use crate::targets::{exec_spec, SpecError};
+use crate::targets::{loop_invocation, SpecError};
 use loops_core::{Instant, Loop, Overlap, Run, RunOutcome, RunSource};
 use loops_store::{ClaimRequest, RunWrite};
 use std::sync::Arc;
@@ -80,7 +80,7 @@ impl Engine {
                 None => None,
             };
         }
-        let outcome = match exec_spec(lp, &run, &self.cfg.exec) {
+        let outcome = match loop_invocation(lp, &run, &self.cfg.exec) {
             Ok(mut spec) => {
                 spec.spool = self.cfg.exec.spool.as_ref().map(|s| s.for_run(&run.id));
                 let on_spawn = |pid: u32, start: Option<u64>| {
@@ -118,7 +118,7 @@ impl Engine {
 fn run_outcome(result: ExecResult, verdict: Verdict, cancel_reason: Option<String>) -> RunOutcome {
     let status = verdict.run_status();
     let mut outcome = match verdict.status {
-        ExecStatus::Cancelled => RunOutcome::interrupted(
+        ExecStatus::Terminated => RunOutcome::interrupted(
             result.finished_at,
             cancel_reason.as_deref().unwrap_or("cancelled"),
         ),

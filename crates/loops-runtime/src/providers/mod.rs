@@ -120,7 +120,7 @@ impl Verdict {
             ExecStatus::Succeeded => RunStatus::Succeeded,
             ExecStatus::Failed => RunStatus::Failed,
             ExecStatus::TimedOut => RunStatus::TimedOut,
-            ExecStatus::Cancelled => RunStatus::Abandoned,
+            ExecStatus::Terminated => RunStatus::Abandoned,
         }
     }
 
@@ -130,7 +130,7 @@ impl Verdict {
             ExecStatus::Succeeded => StepStatus::Succeeded,
             ExecStatus::Failed => StepStatus::Failed,
             ExecStatus::TimedOut => StepStatus::TimedOut,
-            ExecStatus::Cancelled => StepStatus::Cancelled,
+            ExecStatus::Terminated => StepStatus::Cancelled,
         }
     }
 }
@@ -161,7 +161,7 @@ pub fn interpret(target: &AgentTarget, outcome: &mut RunOutcome) {
         RunStatus::Failed => ExecStatus::Failed,
         RunStatus::TimedOut => ExecStatus::TimedOut,
         // Ended without completing: only the output's progress is read.
-        RunStatus::Abandoned | RunStatus::Skipped | RunStatus::Running => ExecStatus::Cancelled,
+        RunStatus::Abandoned | RunStatus::Skipped | RunStatus::Running => ExecStatus::Terminated,
     };
     let verdict = judge_ending(
         target.provider,
@@ -224,7 +224,7 @@ fn judge_ending(provider: Provider, ending: Ending<'_>) -> Verdict {
             }
         }
         // Timed out or stopped: keep the executor's error, record what got done.
-        ExecStatus::TimedOut | ExecStatus::Cancelled => {
+        ExecStatus::TimedOut | ExecStatus::Terminated => {
             verdict.summary = report.text.as_deref().map(bounded_summary);
         }
     }

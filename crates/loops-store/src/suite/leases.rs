@@ -38,7 +38,7 @@ pub fn daemon_lease_lifecycle(db: &dyn TestDb) {
 
     // Heartbeat extends.
     let fence1 = Fence { token: l1.token };
-    assert!(store.heartbeat_daemon_lease(&fence1, 1000, t(900)).unwrap());
+    assert!(store.renew_daemon_lease(&fence1, 1000, t(900)).unwrap());
     let cur = store.current_daemon_lease().unwrap().unwrap();
     assert_eq!(cur.heartbeat_at, t(900));
     assert_eq!(cur.expires_at, t(1900));
@@ -51,7 +51,7 @@ pub fn daemon_lease_lifecycle(db: &dyn TestDb) {
             .unwrap(),
     );
     assert_eq!(l1b.token, 2);
-    assert!(!store.heartbeat_daemon_lease(&fence1, 1000, t(960)).unwrap());
+    assert!(!store.renew_daemon_lease(&fence1, 1000, t(960)).unwrap());
 
     // Takeover callback says the holder is gone.
     let l2 = acquired(
@@ -72,9 +72,7 @@ pub fn daemon_lease_lifecycle(db: &dyn TestDb) {
     let fence3 = Fence { token: 4 };
     // Expired but taken by nobody: still d3's, and its heartbeat renews it (a daemon
     // whose writes failed on a full disk resumes once they work again).
-    assert!(store
-        .heartbeat_daemon_lease(&fence3, 1000, t(3000))
-        .unwrap());
+    assert!(store.renew_daemon_lease(&fence3, 1000, t(3000)).unwrap());
     assert_eq!(
         store.current_daemon_lease().unwrap().unwrap().expires_at,
         t(4000)
@@ -87,9 +85,7 @@ pub fn daemon_lease_lifecycle(db: &dyn TestDb) {
             .unwrap(),
     );
     // Once someone else holds it, the old fence's heartbeat fails.
-    assert!(!store
-        .heartbeat_daemon_lease(&fence3, 1000, t(4001))
-        .unwrap());
+    assert!(!store.renew_daemon_lease(&fence3, 1000, t(4001)).unwrap());
     store.release_daemon_lease(&fence3).unwrap();
     assert_eq!(store.current_daemon_lease().unwrap(), Some(l4.clone()));
     store
@@ -199,7 +195,7 @@ pub fn fenced_writes_after_losing_the_lease_write_nothing(db: &dyn TestDb) {
     );
     lost(
         store
-            .heartbeat_runs(
+            .renew_run_leases(
                 std::slice::from_ref(&running.id),
                 "runner-a",
                 now,
@@ -240,9 +236,7 @@ pub fn fenced_writes_after_losing_the_lease_write_nothing(db: &dyn TestDb) {
             .record_run_writes(&[spawned, finished], now, Some(&old_fence))
             .map(|_| ()),
     );
-    assert!(!store
-        .heartbeat_daemon_lease(&old_fence, 60_000, now)
-        .unwrap());
+    assert!(!store.renew_daemon_lease(&old_fence, 60_000, now).unwrap());
 
     assert_eq!(store.get_loop(&lp.id).unwrap().unwrap(), before_loop);
     assert_eq!(

@@ -244,7 +244,7 @@ pub fn heartbeat_extends_only_listed_rows_of_the_runner(db: &dyn TestDb) {
 
     let listed = [r1.id.clone(), r2.id.clone(), r4.id.clone(), r5.id.clone()];
     let n = store
-        .heartbeat_runs(&listed, "runner-a", t(500), None)
+        .renew_run_leases(&listed, "runner-a", t(500), None)
         .unwrap();
     assert_eq!(n, 2);
     let lease = |id: &RunId| store.get_run(id).unwrap().unwrap().lease_expires_at;
@@ -253,7 +253,9 @@ pub fn heartbeat_extends_only_listed_rows_of_the_runner(db: &dyn TestDb) {
     assert_eq!(lease(&r3.id), Some(t(1000)));
     assert_eq!(lease(&r4.id), Some(t(5000)));
     assert_eq!(
-        store.heartbeat_runs(&[], "runner-a", t(600), None).unwrap(),
+        store
+            .renew_run_leases(&[], "runner-a", t(600), None)
+            .unwrap(),
         0
     );
 }
@@ -422,7 +424,7 @@ pub fn take_over_run_moves_a_running_row_to_a_new_runner(db: &dyn TestDb) {
     );
     // The new runner's heartbeat now renews it.
     let renewed = store
-        .heartbeat_runs(std::slice::from_ref(&run.id), "runner-b", t(9), None)
+        .renew_run_leases(std::slice::from_ref(&run.id), "runner-b", t(9), None)
         .unwrap();
     assert_eq!(renewed, 1);
     // A finished row cannot be taken.

@@ -11,7 +11,7 @@ use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::limits::{MAX_PROMPT_BYTES, MAX_SPEC_BYTES};
 use loops_core::workflow::{
-    parse_spec, validate, Dag, StepRun, StepTarget, WorkflowRecord, WorkflowSpec,
+    parse_spec, validate, Dag, StepRun, StepTarget, Workflow, WorkflowSpec,
 };
 use loops_core::{StepStatus, Target, WorkflowRunStatus, WorkflowStatus};
 use loops_runtime::input::{absolute_path, read_text};
@@ -101,7 +101,7 @@ fn redacted(mut spec: WorkflowSpec) -> WorkflowSpec {
     spec
 }
 
-fn record_json(record: &WorkflowRecord) -> serde_json::Value {
+fn record_json(record: &Workflow) -> serde_json::Value {
     let mut shown = record.clone();
     shown.spec = redacted(shown.spec);
     let mut value = serde_json::to_value(&shown).unwrap_or_default();
@@ -580,7 +580,9 @@ fn recover(ctx: &Context, args: WorkflowReasonArgs) -> Result<Exit, Failure> {
     let reason = args
         .reason
         .unwrap_or_else(|| "workflow run recovered for retry".into());
-    let (run, steps) = ctx.client()?.recover_workflow_run(&args.run, &reason)?;
+    let (run, steps) = ctx
+        .client()?
+        .recover_workflow_run(&args.run, &reason, output::now())?;
     if ctx.json {
         print_json(&serde_json::json!({ "workflowRun": run, "recoveredSteps": steps }))?;
     } else if steps.is_empty() {
