@@ -50,7 +50,7 @@
 //!
 //! A backend implements the primitives: the loop rows and their queries, one batch of
 //! claims ([`Store::claim_runs`]), one batch of run writes
-//! ([`Store::record_run_writes`]), the heartbeat and take-over of running rows, the run
+//! ([`Store::record_run_writes`]), the lease renewal and take-over of running rows, the run
 //! queries, pruning and the daemon lease. [`Store::claim_run`] (one claim) and
 //! [`Store::list_loops`] (every row decoded) are default methods on top of them.
 

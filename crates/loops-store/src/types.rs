@@ -12,7 +12,7 @@ pub use loops_core::transitions::LoopAdvance;
 /// lease row still has this `token`: nobody else has acquired the lease since. The
 /// lease's expiry decides only when another daemon may take it over; a daemon whose
 /// lease expired without anyone taking it (it was stalled, or its writes failed on a
-/// full disk) still holds it and renews it with its next heartbeat.
+/// full disk) still holds it and renews it with its next renewal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fence {
     pub token: u64,
