@@ -170,7 +170,11 @@ impl PgCluster {
                 pg_ctl.display(),
                 data.display()
             ),
-            None => format!("{} -D {} -m immediate stop", pg_ctl.display(), data.display()),
+            None => format!(
+                "{} -D {} -m immediate stop",
+                pg_ctl.display(),
+                data.display()
+            ),
         };
         let script = format!(
             "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {root}",
@@ -214,7 +218,16 @@ impl PgCluster {
     pub fn psql(&self, db: &str, sql: &str) -> String {
         let out = Command::new(self.bin.join("psql"))
             .args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"])
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "loops", "-d", db])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "loops",
+                "-d",
+                db,
+            ])
             .args(["-c", sql])
             .stdin(Stdio::null())
             .output()
