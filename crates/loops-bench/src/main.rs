@@ -678,6 +678,7 @@ fn all_runs(db: &Path) -> Result<Vec<Run>> {
     Ok(store.list_runs(&RunFilter {
         loop_id: None,
         limit: None,
+        ..RunFilter::default()
     })?)
 }
 
@@ -1476,6 +1477,7 @@ impl Bencher {
             let listed = store.list_runs(&RunFilter {
                 loop_id: None,
                 limit: None,
+                ..RunFilter::default()
             })?;
             let rows = listed.len();
             // Slots of the last interval, shifted back 1 s so they have run. Retention

@@ -550,7 +550,11 @@ impl Client {
             Some(key) => Some(self.get(key)?.id),
             None => None,
         };
-        Ok(self.store.list_runs(&RunFilter { loop_id, limit })?)
+        Ok(self.store.list_runs(&RunFilter {
+            loop_id,
+            limit,
+            ..RunFilter::default()
+        })?)
     }
 
     /// The newest run of a loop, if it has one.
@@ -558,6 +562,7 @@ impl Client {
         let filter = RunFilter {
             loop_id: Some(id.clone()),
             limit: Some(1),
+            ..RunFilter::default()
         };
         Ok(self.store.list_runs(&filter)?.pop())
     }
