@@ -32,7 +32,8 @@ use crate::error::{Result, StoreResult};
 use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId};
 use loops_store::{
     BatchClaim, ClaimOutcome, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
-    PrunePolicy, RunFilter, RunWrite, RunWritten, Store, StoreError, UnreadableLoop,
+    LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten, Store,
+    StoreError, UnreadableLoop,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -131,6 +132,39 @@ impl SqliteStore {
     }
 }
 
+/// Query plans of the filtered listings (issue #11), for the tests that keep them on
+/// their indexes and for benchmarks: the `detail` column of `EXPLAIN QUERY PLAN` for
+/// the very statement [`Store::list_runs`] / [`Store::loop_rows_matching`] runs.
+impl SqliteStore {
+    /// The plan of [`Store::list_runs`] for `filter`.
+    pub fn runs_query_plan(&self, filter: &RunFilter) -> StoreResult<Vec<String>> {
+        let (sql, params) = runs::runs_query(filter);
+        self.query_plan(&sql, params)
+    }
+
+    /// The plan of [`Store::loop_rows_matching`] for `filter`.
+    pub fn loops_query_plan(&self, filter: &LoopFilter) -> StoreResult<Vec<String>> {
+        let (sql, params) = loops::loops_query(filter);
+        self.query_plan(&sql, params)
+    }
+
+    fn query_plan(
+        &self,
+        sql: &str,
+        params: Vec<rusqlite::types::Value>,
+    ) -> StoreResult<Vec<String>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                out.push(row.get::<_, String>(3)?);
+            }
+            Ok(out)
+        })
+    }
+}
+
 /// Each method is implemented in the module of its part of the trait.
 impl Store for SqliteStore {
     fn create_loop(&self, new: NewLoop, now: Instant) -> StoreResult<Loop> {
@@ -194,6 +228,23 @@ impl Store for SqliteStore {
 
     fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> StoreResult<Vec<Loop>> {
         loops::expire_loops(self, now, fence)
+    }
+
+    fn update_loop_definition(
+        &self,
+        id: &LoopId,
+        update: &LoopUpdate,
+        expected: &LoopVersion,
+        now: Instant,
+    ) -> StoreResult<Option<Loop>> {
+        loops::update_loop_definition(self, id, update, expected, now)
+    }
+
+    fn loop_rows_matching(
+        &self,
+        filter: &LoopFilter,
+    ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        loops::loop_rows_matching(self, filter)
     }
 
     fn claim_runs(

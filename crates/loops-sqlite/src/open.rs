@@ -52,10 +52,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "labels, jitter, notifications",
         sql: include_str!("../migrations/0005_operability.sql"),
     },
+    Migration {
+        version: 6,
+        name: "run filters",
+        sql: include_str!("../migrations/0006_run_filters.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

@@ -67,8 +67,8 @@ pub use paths::{
 };
 pub use types::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire,
-    LeaseHolder, LoopAdvance, OnRefusal, PrunePolicy, RunFilter, RunWrite, RunWritten,
-    UnreadableLoop,
+    LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, OnRefusal, PrunePolicy,
+    RunFilter, RunWrite, RunWritten, UnreadableLoop,
 };
 
 use loops_core::workflow::{
@@ -139,6 +139,31 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// Marks active loops with `expiresAt <= now` as `expired` (nextRunAt cleared);
     /// returns them by name.
     fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> Result<Vec<Loop>>;
+
+    // ---- loop definitions and labels (issue #11) ----
+    /// Replaces a loop's definition (name, description, schedule, target, policy,
+    /// labels, notification settings) and schedule state (`status`, `nextRunAt`,
+    /// `retryScheduledFor`; `dueAt` follows) in one transaction, keeping its id and
+    /// run history, and sets `updatedAt` to `now`. Applies only while the row still has
+    /// the `expected` version; `Ok(None)` when it changed meanwhile (nothing written).
+    /// The label index is rewritten in the same transaction, and on a new name the
+    /// loop's runs take it (`loopName`). Fails with [`StoreError::LoopNotFound`] when
+    /// the loop does not exist and [`StoreError::DuplicateName`] when another loop has
+    /// the name; an error writes nothing. Unfenced: a CLI write.
+    fn update_loop_definition(
+        &self,
+        id: &LoopId,
+        update: &LoopUpdate,
+        expected: &LoopVersion,
+        now: Instant,
+    ) -> Result<Option<Loop>>;
+    /// Loops matching `filter`, ordered by name (by default every loop but archived
+    /// ones); labels are matched through the label index. A row that cannot be decoded
+    /// is returned as an [`UnreadableLoop`] in its place.
+    fn loop_rows_matching(
+        &self,
+        filter: &LoopFilter,
+    ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>>;
 
     // ---- runs ----
     /// Claims in one transaction, one outcome per claim, in order. Each claim creates
@@ -214,7 +239,8 @@ pub trait Store: WorkflowStore + Send + Sync {
     fn running_runs(&self, loop_id: Option<&LoopId>) -> Result<Vec<Run>>;
     fn get_run(&self, id: &RunId) -> Result<Option<Run>>;
     /// Runs newest first (by creation; rows created in the same millisecond newest
-    /// insertion first), filtered.
+    /// insertion first), filtered by loop, labels, statuses and a creation window
+    /// ([`RunFilter`]), each through an index.
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>>;
     /// Deletes finished runs by policy; with `dry_run` only counts. Returns the count.
     fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize>;

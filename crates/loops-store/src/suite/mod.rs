@@ -22,12 +22,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod claims;
+mod definitions;
 mod leases;
 mod loops;
 mod runs;
 mod workflows;
 
 pub use claims::*;
+pub use definitions::*;
 pub use leases::*;
 pub use loops::*;
 pub use runs::*;
@@ -114,6 +116,11 @@ macro_rules! store_suite {
             workflow_saves_append_events_in_sequence,
             workflow_cancel_requests_and_pruning,
             workflow_writes_are_fenced,
+            // loop definitions, labels and run filters (#11)
+            update_loop_definition_replaces_the_definition_keeping_id_and_history,
+            update_loop_definition_is_guarded_and_writes_nothing_when_refused,
+            loop_rows_matching_filters_by_labels_and_hides_archived,
+            list_runs_filters_by_status_window_loop_and_labels,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -280,6 +287,7 @@ mod tests {
             include_str!("runs.rs"),
             include_str!("leases.rs"),
             include_str!("workflows.rs"),
+            include_str!("definitions.rs"),
         ];
         let this = include_str!("mod.rs");
         let listed = &this[this.find("macro_rules! store_suite").unwrap()..];
@@ -297,6 +305,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 38);
+        assert_eq!(count, 42);
     }
 }

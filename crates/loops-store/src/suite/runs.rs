@@ -316,6 +316,7 @@ pub fn list_runs_newest_first_with_filter_and_limit(db: &dyn TestDb) {
         .list_runs(&RunFilter {
             loop_id: None,
             limit: Some(2),
+            ..RunFilter::default()
         })
         .unwrap();
     assert_eq!(limited.len(), 2);
@@ -325,6 +326,7 @@ pub fn list_runs_newest_first_with_filter_and_limit(db: &dyn TestDb) {
         .list_runs(&RunFilter {
             loop_id: Some(a.id.clone()),
             limit: None,
+            ..RunFilter::default()
         })
         .unwrap()
         .into_iter()

@@ -7,6 +7,7 @@ use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::{LoopStatus, Target};
+use loops_store::LoopFilter;
 
 pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
     let status = args
@@ -17,7 +18,12 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
                 .map_err(|e| Failure::usage(e.replace("LoopStatus", "--status")))
         })
         .transpose()?;
-    let mut loops = ctx.reader()?.list(status)?;
+    let filter = LoopFilter {
+        status,
+        include_archived: args.all,
+        labels: args.labels.clone(),
+    };
+    let mut loops = ctx.reader()?.list_matching(&filter)?;
     if !args.show_output {
         loops.iter_mut().for_each(output::redact_loop);
     }

@@ -5,7 +5,9 @@
 mod completions;
 mod create;
 mod daemon;
+mod definition;
 mod doctor;
+mod edit;
 mod lifecycle;
 mod list;
 mod prune;
@@ -93,6 +95,10 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),
         Command::Completions(args) => completions::run(args),
+        Command::Edit(args) => edit::edit(&ctx, args),
+        Command::Rename(args) => edit::rename(&ctx, args),
+        Command::Archive(args) => edit::archive(&ctx, args),
+        Command::Unarchive(args) => edit::unarchive(&ctx, args),
     }
 }
 

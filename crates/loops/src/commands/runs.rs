@@ -1,11 +1,15 @@
-//! `runs [loop] [--limit N] [--show-output]`.
+//! `runs [loop] [--limit N] [--show-output] [--status S]… [--since D|TIME] [--until
+//! D|TIME] [--label L]…`.
 
 use super::Context;
 use crate::cli::RunsArgs;
 use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
+use crate::timeparse::parse_past;
 use crate::Failure;
+use loops_core::{Instant, RunStatus};
+use loops_runtime::client::RunQuery;
 
 /// Default number of runs shown when `--limit` is not given.
 const DEFAULT_LIMIT: usize = 20;
@@ -16,7 +20,24 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         Some(n) => Some(n),
         None => Some(DEFAULT_LIMIT),
     };
-    let mut runs = ctx.reader()?.runs(args.r#loop.as_deref(), limit)?;
+    let now = output::now();
+    let statuses = args
+        .statuses
+        .iter()
+        .map(|s| {
+            s.parse::<RunStatus>()
+                .map_err(|e| Failure::usage(e.replace("RunStatus", "--status")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let query = RunQuery {
+        loop_key: args.r#loop.clone(),
+        labels: args.labels.clone(),
+        statuses,
+        since: since("--since", args.since.as_deref(), now)?,
+        until: since("--until", args.until.as_deref(), now)?,
+        limit,
+    };
+    let mut runs = ctx.reader()?.query_runs(&query)?;
     if !args.show_output {
         runs.iter_mut().for_each(output::redact_run);
     }
@@ -25,10 +46,21 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         return Ok(Exit::Success);
     }
     if runs.is_empty() {
-        outln!("no runs yet")?;
+        let filtered = query.loop_key.is_some()
+            || !query.labels.is_empty()
+            || !query.statuses.is_empty()
+            || query.since.is_some()
+            || query.until.is_some();
+        outln!(
+            "{}",
+            if filtered {
+                "no matching runs"
+            } else {
+                "no runs yet"
+            }
+        )?;
         return Ok(Exit::Success);
     }
-    let now = output::now();
     let mut table = Table::new(vec![
         "RUN",
         "LOOP",
@@ -69,4 +101,10 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         }
     }
     Ok(Exit::Success)
+}
+
+/// `--since` / `--until`: a duration ago or an instant.
+fn since(flag: &str, text: Option<&str>, now: Instant) -> Result<Option<Instant>, Failure> {
+    text.map(|t| parse_past(flag, t, now).map_err(Failure::usage))
+        .transpose()
 }
