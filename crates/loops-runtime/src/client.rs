@@ -52,15 +52,18 @@ pub enum RecordKind {
     Loop,
     Workflow,
     WorkflowRun,
+    /// A loop run (`loops logs RUN`): by exact id, then unambiguous id prefix.
+    Run,
 }
 
 impl RecordKind {
-    /// `loop`, `workflow`, `workflow run`.
+    /// `loop`, `workflow`, `workflow run`, `run`.
     pub fn as_str(self) -> &'static str {
         match self {
             RecordKind::Loop => "loop",
             RecordKind::Workflow => "workflow",
             RecordKind::WorkflowRun => "workflow run",
+            RecordKind::Run => "run",
         }
     }
 }
@@ -97,6 +100,8 @@ pub enum ClientError {
     WorkflowNotFound(String),
     #[error("no workflow run with id {0:?}")]
     WorkflowRunNotFound(String),
+    #[error("no run with id {0:?}")]
+    RunNotFound(String),
     #[error(transparent)]
     Recover(#[from] crate::workflow::RecoverError),
     #[error(transparent)]
@@ -326,7 +331,7 @@ impl Client {
                 .find(|w| w.name != name)
                 .map(|w| w.id.to_string()),
             // Runs have no names.
-            RecordKind::WorkflowRun => None,
+            RecordKind::WorkflowRun | RecordKind::Run => None,
         };
         match shadowed {
             Some(id) => Err(ClientError::Invalid(format!(
@@ -644,7 +649,8 @@ impl Client {
     /// One scheduling pass here (`loops tick`, e.g. from system cron): recovers the
     /// rows of runners that are gone, expires loops, claims every due slot — at most
     /// `max_concurrent` running at once, the rest as runs finish — and waits for every
-    /// run it started.
+    /// run it started, then for the notifications they queued (bounded by
+    /// [`crate::notify::CLI_DELIVERY_BOUND`]; the daemon delivers what is left).
     pub async fn tick(&self, max_concurrent: NonZeroUsize) -> Result<TickSummary> {
         let engine = self.engine(max_concurrent)?;
         let _heartbeat = engine.spawn_lease_renewal();
@@ -663,6 +669,7 @@ impl Client {
             engine.run_finished().await;
         }
         engine.drain().await;
+        self.deliver_queued(&engine).await;
         summary.claimed = claimed
             .iter()
             .filter_map(|id| self.store.get_run(id).ok().flatten())
@@ -682,6 +689,7 @@ impl Client {
         let (run, source) = engine.run_now(&lp, allow_overlap).await?;
         // The loop's next slot may have moved: let a daemon re-plan.
         crate::wake::poke(&self.data_dir);
+        self.deliver_queued(&engine).await;
         Ok(RunNowOutcome { run, source })
     }
 
@@ -854,7 +862,7 @@ impl Client {
 }
 
 /// How many id-prefix matches are fetched: enough to name a few in an "ambiguous" error.
-const PREFIX_MATCHES: usize = 6;
+pub(crate) const PREFIX_MATCHES: usize = 6;
 
 /// How long `remove --force` waits, after SIGTERM plus the kill grace, for a run's
 /// runner to record its end.
@@ -867,13 +875,13 @@ fn describe_running(run: &Run) -> String {
     }
 }
 
-type Lookup<'a, T> = &'a dyn Fn(&str) -> std::result::Result<Option<T>, StoreError>;
+pub(crate) type Lookup<'a, T> = &'a dyn Fn(&str) -> std::result::Result<Option<T>, StoreError>;
 
 /// The one resolution rule for every kind of record: an exact id wins, then an exact
 /// name (`by_name`, for kinds that have names), then an id prefix that matches exactly
 /// one record. No match is `*NotFound`, several are [`ClientError::Ambiguous`] naming a
 /// few of them with `label`.
-fn resolve<T>(
+pub(crate) fn resolve<T>(
     kind: RecordKind,
     key: &str,
     by_id: impl Fn(&str) -> std::result::Result<Option<T>, StoreError>,
@@ -885,6 +893,7 @@ fn resolve<T>(
         RecordKind::Loop => ClientError::NotFound(key.to_owned()),
         RecordKind::Workflow => ClientError::WorkflowNotFound(key.to_owned()),
         RecordKind::WorkflowRun => ClientError::WorkflowRunNotFound(key.to_owned()),
+        RecordKind::Run => ClientError::RunNotFound(key.to_owned()),
     };
     if key.is_empty() {
         return Err(not_found());
