@@ -57,6 +57,8 @@ pub struct DaemonConfig {
     /// Caps the sleep between scheduling passes below [`MAX_SLEEP`] (OpenLoops'
     /// `--interval-ms`). `None`: sleep until the next due slot, at most [`MAX_SLEEP`].
     pub max_sleep: Option<Duration>,
+    /// Limit of one notification: a command hook's run, one HTTP try of a webhook.
+    pub notify_timeout: Duration,
 }
 
 impl DaemonConfig {
@@ -71,6 +73,7 @@ impl DaemonConfig {
             keep_for: Some(DEFAULT_KEEP_FOR),
             prune_every: DEFAULT_PRUNE_EVERY,
             max_sleep: None,
+            notify_timeout: crate::notify::DEFAULT_NOTIFY_TIMEOUT,
         }
     }
 
@@ -287,7 +290,7 @@ fn start_notifier(
     let deliverer = crate::notify::Deliverer::new(
         Arc::clone(store),
         runner_id,
-        crate::notify::DeliveryPolicy::default(),
+        crate::notify::DeliveryPolicy::with_timeout(cfg.notify_timeout),
         ExecSettings {
             kill_grace: cfg.kill_grace,
             ..ExecSettings::for_this_process()

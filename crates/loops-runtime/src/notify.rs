@@ -69,15 +69,31 @@ pub struct DeliveryPolicy {
     /// Deliveries in flight at once (per runner).
     pub max_concurrent: usize,
     /// How long a claim holds before another runner may take it over (longer than the
-    /// longest delivery: every try timing out plus the back-off between them).
+    /// longest delivery: every try timing out plus the back-off between them; a runner
+    /// on the same host whose process is gone is taken over at once).
     pub claim_for: Duration,
+}
+
+/// Default limit of one command hook and of one HTTP try (`daemon run
+/// --notify-timeout`).
+pub const DEFAULT_NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl DeliveryPolicy {
+    /// The default policy with `timeout` for a hook's run and each HTTP try.
+    pub fn with_timeout(timeout: Duration) -> Self {
+        Self {
+            hook_timeout: timeout,
+            webhook_timeout: timeout,
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for DeliveryPolicy {
     fn default() -> Self {
         Self {
-            hook_timeout: Duration::from_secs(30),
-            webhook_timeout: Duration::from_secs(10),
+            hook_timeout: DEFAULT_NOTIFY_TIMEOUT,
+            webhook_timeout: DEFAULT_NOTIFY_TIMEOUT,
             webhook_tries: 4,
             retry_first: Duration::from_secs(1),
             retry_cap: Duration::from_secs(8),

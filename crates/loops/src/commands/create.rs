@@ -301,7 +301,7 @@ fn key_values(flag: &str, pairs: &[String]) -> Result<BTreeMap<String, String>, 
     Ok(map)
 }
 
-fn parse_enum<T: FromStr<Err = String>>(flag: &str, text: &str) -> Result<T, Failure> {
+pub(super) fn parse_enum<T: FromStr<Err = String>>(flag: &str, text: &str) -> Result<T, Failure> {
     T::from_str(text).map_err(|e| {
         // "invalid Provider \"x\": expected …" → "invalid --provider \"x\": expected …"
         let rest = e.split_once(' ').map(|(_, r)| r).unwrap_or(&e);

@@ -8,9 +8,12 @@ mod daemon;
 mod doctor;
 mod lifecycle;
 mod list;
+mod logs;
+mod notify;
 mod prune;
 mod run_now;
 mod runs;
+mod runs_follow;
 mod tick;
 mod workflows;
 
@@ -93,6 +96,8 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),
         Command::Completions(args) => completions::run(args),
+        Command::Notify(cmd) => notify::run(&ctx, cmd),
+        Command::Logs(args) => logs::run(&ctx, args),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `runs [loop] [--limit N] [--show-output]`.
+//! `runs [loop] [--limit N] [--show-output]` (`--follow`: `runs_follow`).
 
 use super::Context;
 use crate::cli::RunsArgs;
@@ -11,17 +11,29 @@ use crate::Failure;
 const DEFAULT_LIMIT: usize = 20;
 
 pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
+    if args.follow {
+        return super::runs_follow::run(ctx, &args);
+    }
     let limit = match args.limit {
         Some(0) => None,
         Some(n) => Some(n),
         None => Some(DEFAULT_LIMIT),
     };
-    let mut runs = ctx.reader()?.runs(args.r#loop.as_deref(), limit)?;
+    let client = ctx.reader()?;
+    let mut runs = client.runs(args.r#loop.as_deref(), limit)?;
+    // Before redaction: a failed run's line quotes its first stderr line.
+    let errors: Vec<String> = runs.iter().map(output::run_error_line).collect();
     if !args.show_output {
         runs.iter_mut().for_each(output::redact_run);
     }
     if ctx.json {
-        print_json(&runs)?;
+        let ids: Vec<_> = runs.iter().map(|r| r.id.clone()).collect();
+        let deliveries = client.deliveries_of_runs(&ids)?;
+        print_json(&output::runs_with_notifications(
+            runs,
+            deliveries,
+            args.show_output,
+        ))?;
         return Ok(Exit::Success);
     }
     if runs.is_empty() {
@@ -39,7 +51,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         "EXIT",
         "ERROR",
     ]);
-    for run in &runs {
+    for (run, error) in runs.iter().zip(errors) {
         table.row(vec![
             run.id.as_str().into(),
             run.loop_name.as_str().into(),
@@ -52,7 +64,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
             run.exit_code
                 .map_or_else(|| "-".into(), |c| c.to_string())
                 .into(),
-            run.error.clone().unwrap_or_default().into(),
+            error.into(),
         ]);
     }
     table.print()?;

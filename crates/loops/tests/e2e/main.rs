@@ -12,6 +12,8 @@ mod daemon;
 mod loops_cli;
 mod mock_model;
 mod operability_define;
+mod operability_notify;
+mod operability_output;
 mod trust_daemon;
 mod trust_engine;
 mod trust_input;
