@@ -681,7 +681,8 @@ impl Client {
     /// when one is due, advancing the loop; else a one-off slot at now that leaves the
     /// schedule alone. A loop with overlap `skip` and a run in flight is refused
     /// ([`crate::engine::EngineError::Busy`]) unless `allow_overlap`. Returns once the
-    /// run ended; a daemon is poked to re-plan.
+    /// run ended and the notifications it queued were delivered (bounded by
+    /// [`crate::notify::CLI_DELIVERY_BOUND`]); a daemon is poked to re-plan.
     pub async fn run_now(&self, key: &str, allow_overlap: bool) -> Result<RunNowOutcome> {
         let lp = self.get(key)?;
         let engine = self.engine(crate::engine::DEFAULT_MAX_CONCURRENT)?;

@@ -33,7 +33,7 @@ pub const DEFAULT_KEEP_FOR: Duration = Duration::from_secs(30 * 86_400);
 /// How often the daemon prunes.
 pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// Default daemon lease TTL (renewed every third of it; the run leases follow the
-/// engine's heartbeat policy, [`crate::engine::heartbeat`]).
+/// engine's heartbeat policy, [`crate::engine::lease_renewal`]).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// Minimum spacing of recovery scans in a busy daemon.
 const RECOVER_EVERY: Duration = Duration::from_secs(1);

@@ -12,7 +12,7 @@
 //! Every front end goes through [`client::Client`]: it resolves keys, validates
 //! definitions and runs loops in-process ([`client::Client::tick`],
 //! [`client::Client::run_now`], [`client::Client::run_workflow`]); the engine's
-//! heartbeat policy ([`engine::heartbeat`]) and its defaults
+//! heartbeat policy ([`engine::lease_renewal`]) and its defaults
 //! ([`engine::DEFAULT_MAX_CONCURRENT`], the `daemon::DEFAULT_*` constants) are the
 //! ones the CLI shows.
 

@@ -91,7 +91,9 @@ pub fn failure_is_queued_once_per_slot_after_the_last_attempt(db: &dyn TestDb) {
         assert_eq!(d.claimed_by, None);
     }
     assert_eq!(
-        store.deliveries_of_runs(&[last.id.clone()]).unwrap(),
+        store
+            .deliveries_of_runs(std::slice::from_ref(&last.id))
+            .unwrap(),
         queued
     );
     assert_eq!(store.pending_deliveries(10).unwrap(), queued);
@@ -284,7 +286,9 @@ pub fn deliveries_are_claimed_by_one_runner_and_recorded(db: &dyn TestDb) {
         .unwrap();
     assert_eq!(failed.status, DeliveryStatus::Failed);
     assert!(store.pending_deliveries(10).unwrap().is_empty());
-    let of_run = store.deliveries_of_runs(&[run.id.clone()]).unwrap();
+    let of_run = store
+        .deliveries_of_runs(std::slice::from_ref(&run.id))
+        .unwrap();
     assert_eq!(
         of_run.iter().map(|d| d.status).collect::<Vec<_>>(),
         vec![DeliveryStatus::Failed, DeliveryStatus::Delivered]
