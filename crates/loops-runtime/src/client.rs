@@ -53,15 +53,18 @@ pub enum RecordKind {
     Loop,
     Workflow,
     WorkflowRun,
+    /// A loop run (`loops logs RUN`): by exact id, then unambiguous id prefix.
+    Run,
 }
 
 impl RecordKind {
-    /// `loop`, `workflow`, `workflow run`.
+    /// `loop`, `workflow`, `workflow run`, `run`.
     pub fn as_str(self) -> &'static str {
         match self {
             RecordKind::Loop => "loop",
             RecordKind::Workflow => "workflow",
             RecordKind::WorkflowRun => "workflow run",
+            RecordKind::Run => "run",
         }
     }
 }
@@ -98,6 +101,8 @@ pub enum ClientError {
     WorkflowNotFound(String),
     #[error("no workflow run with id {0:?}")]
     WorkflowRunNotFound(String),
+    #[error("no run with id {0:?}")]
+    RunNotFound(String),
     #[error(transparent)]
     Recover(#[from] crate::workflow::RecoverError),
     #[error(transparent)]
@@ -414,7 +419,7 @@ impl Client {
                 .find(|w| w.name != name)
                 .map(|w| w.id.to_string()),
             // Runs have no names.
-            RecordKind::WorkflowRun => None,
+            RecordKind::WorkflowRun | RecordKind::Run => None,
         };
         match shadowed {
             Some(id) => Err(ClientError::Invalid(format!(
@@ -989,7 +994,8 @@ impl Client {
     /// One scheduling pass here (`loops tick`, e.g. from system cron): recovers the
     /// rows of runners that are gone, expires loops, claims every due slot — at most
     /// `max_concurrent` running at once, the rest as runs finish — and waits for every
-    /// run it started.
+    /// run it started, then for the notifications they queued (bounded by
+    /// [`crate::notify::CLI_DELIVERY_BOUND`]; the daemon delivers what is left).
     pub async fn tick(&self, max_concurrent: NonZeroUsize) -> Result<TickSummary> {
         let engine = self.engine(max_concurrent)?;
         let _heartbeat = engine.spawn_lease_renewal();
@@ -1008,6 +1014,7 @@ impl Client {
             engine.run_finished().await;
         }
         engine.drain().await;
+        self.deliver_queued(&engine).await;
         summary.claimed = claimed
             .iter()
             .filter_map(|id| self.store.get_run(id).ok().flatten())
@@ -1019,7 +1026,8 @@ impl Client {
     /// when one is due, advancing the loop; else a one-off slot at now that leaves the
     /// schedule alone. A loop with overlap `skip` and a run in flight is refused
     /// ([`crate::engine::EngineError::Busy`]) unless `allow_overlap`. Returns once the
-    /// run ended; a daemon is poked to re-plan.
+    /// run ended and the notifications it queued were delivered (bounded by
+    /// [`crate::notify::CLI_DELIVERY_BOUND`]); a daemon is poked to re-plan.
     pub async fn run_now(&self, key: &str, allow_overlap: bool) -> Result<RunNowOutcome> {
         let lp = self.get(key)?;
         refuse_archived(&lp)?;
@@ -1028,6 +1036,7 @@ impl Client {
         let (run, source) = engine.run_now(&lp, allow_overlap).await?;
         // The loop's next slot may have moved: let a daemon re-plan.
         crate::wake::poke(&self.data_dir);
+        self.deliver_queued(&engine).await;
         Ok(RunNowOutcome { run, source })
     }
 
@@ -1200,7 +1209,7 @@ impl Client {
 }
 
 /// How many id-prefix matches are fetched: enough to name a few in an "ambiguous" error.
-const PREFIX_MATCHES: usize = 6;
+pub(crate) const PREFIX_MATCHES: usize = 6;
 
 /// How long `remove --force` waits, after SIGTERM plus the kill grace, for a run's
 /// runner to record its end.
@@ -1213,13 +1222,13 @@ fn describe_running(run: &Run) -> String {
     }
 }
 
-type Lookup<'a, T> = &'a dyn Fn(&str) -> std::result::Result<Option<T>, StoreError>;
+pub(crate) type Lookup<'a, T> = &'a dyn Fn(&str) -> std::result::Result<Option<T>, StoreError>;
 
 /// The one resolution rule for every kind of record: an exact id wins, then an exact
 /// name (`by_name`, for kinds that have names), then an id prefix that matches exactly
 /// one record. No match is `*NotFound`, several are [`ClientError::Ambiguous`] naming a
 /// few of them with `label`.
-fn resolve<T>(
+pub(crate) fn resolve<T>(
     kind: RecordKind,
     key: &str,
     by_id: impl Fn(&str) -> std::result::Result<Option<T>, StoreError>,
@@ -1231,6 +1240,7 @@ fn resolve<T>(
         RecordKind::Loop => ClientError::NotFound(key.to_owned()),
         RecordKind::Workflow => ClientError::WorkflowNotFound(key.to_owned()),
         RecordKind::WorkflowRun => ClientError::WorkflowRunNotFound(key.to_owned()),
+        RecordKind::Run => ClientError::RunNotFound(key.to_owned()),
     };
     if key.is_empty() {
         return Err(not_found());

@@ -212,3 +212,63 @@ pub(crate) fn prune_runs(
             .execute(params![older, keep])?)
     })
 }
+
+/// Runs whose id starts with `prefix`: a primary-key range scan (as for loops).
+pub(crate) fn runs_with_id_prefix(
+    store: &SqliteStore,
+    prefix: &str,
+    limit: usize,
+) -> StoreResult<Vec<Run>> {
+    let upper = format!("{prefix}\u{10FFFF}");
+    let runs = store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            run_cols!(),
+            " FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+        ))?;
+        query_all(
+            &mut stmt,
+            params![prefix, upper, sat_i64(limit as u64)],
+            run_from_row,
+        )
+    })?;
+    Ok(runs
+        .into_iter()
+        .filter(|r| r.id.as_str().starts_with(prefix))
+        .collect())
+}
+
+/// Runs created at or after `since`, oldest first, through `runs_created` (or
+/// `runs_loop_created` for one loop).
+pub(crate) fn runs_created_since(
+    store: &SqliteStore,
+    since: Instant,
+    loop_id: Option<&LoopId>,
+    limit: usize,
+) -> StoreResult<Vec<Run>> {
+    let limit = sat_i64(limit as u64);
+    store.read(|conn| match loop_id {
+        Some(id) => {
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs INDEXED BY runs_loop_created WHERE loop_id = ?1 AND created_at >= ?2 \
+                 ORDER BY created_at, rowid LIMIT ?3"
+            ))?;
+            query_all(
+                &mut stmt,
+                params![id.as_str(), ms(&since), limit],
+                run_from_row,
+            )
+        }
+        None => {
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs INDEXED BY runs_created WHERE created_at >= ?1 \
+                 ORDER BY created_at, rowid LIMIT ?2"
+            ))?;
+            query_all(&mut stmt, params![ms(&since), limit], run_from_row)
+        }
+    })
+}

@@ -142,10 +142,12 @@ pub enum RunWrite {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunWritten {
     Spawned,
-    /// The finalized row, and whether the loop's schedule state was changed.
+    /// The finalized row, whether the loop's schedule state was changed, and the
+    /// notification deliveries queued (`pending`) for it in the same transaction.
     Finished {
         run: Box<Run>,
         loop_moved: bool,
+        notifications: Vec<loops_core::Delivery>,
     },
 }
 

@@ -16,6 +16,7 @@ use loops_runtime::daemon::{
 };
 use loops_runtime::engine::DEFAULT_MAX_CONCURRENT;
 use loops_runtime::executor::DEFAULT_KILL_GRACE;
+use loops_runtime::notify::DEFAULT_NOTIFY_TIMEOUT;
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -171,6 +172,12 @@ pub enum Command {
     Archive(ArchiveArgs),
     /// Bring an archived loop back, paused (`resume` then schedules it again).
     Unarchive(LoopArg),
+    /// Store-wide default notifications, for loops without --notify-* settings.
+    #[command(subcommand)]
+    Notify(NotifyCommand),
+    /// Print a run's output: a running run's as it is written, a finished run's as
+    /// stored.
+    Logs(LogsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -251,6 +258,10 @@ pub struct DaemonRunArgs {
     /// longest sleep between scheduling passes (default: 60000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub interval_ms: Option<u64>,
+    /// Limit of one notification: a --notify-cmd hook's run (then SIGTERM to its
+    /// group), one HTTP try of a --notify-url webhook.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = Span(DEFAULT_NOTIFY_TIMEOUT))]
+    pub notify_timeout: Span,
 }
 
 #[derive(Debug, Args)]
@@ -513,6 +524,11 @@ pub struct RunsArgs {
     /// Only runs of loops with this label (repeatable: loops with all of them).
     #[arg(long = "label", value_name = "NAME")]
     pub labels: Vec<String>,
+    /// Keep printing runs as they start and end, until interrupted (polls the store
+    /// four times a second; with --json, one JSON object per line). Takes a loop but
+    /// not the other filters.
+    #[arg(long, conflicts_with_all = ["statuses", "since", "until", "labels", "limit"])]
+    pub follow: bool,
 }
 
 /// `loops edit`: the loop, then any flag of `create` (a flag not given leaves its
@@ -823,4 +839,57 @@ mod tests {
         // clap's own errors are left to clap.
         assert_eq!(value_error(&parse(&["list", "--bogus"]).unwrap_err()), None);
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NotifyCommand {
+    /// Set the default (replacing any earlier one as a whole).
+    Set(NotifySetArgs),
+    /// Show the default.
+    Show(NotifyShowArgs),
+    /// Remove the default.
+    Clear,
+    /// Send a test notification now, through every channel of the default — or, with
+    /// --loop, of the settings that apply to that loop; exit 1 when one fails.
+    Test(NotifyTestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NotifySetArgs {
+    /// Run this command (by /bin/sh) with the run as JSON on stdin.
+    #[arg(long, value_name = "CMD")]
+    pub notify_cmd: Option<String>,
+    /// POST the run as JSON to this http(s) URL.
+    #[arg(long, value_name = "URL")]
+    pub notify_url: Option<String>,
+    /// When notifications fire: failure (default), recovery or always.
+    #[arg(long, value_name = "WHEN")]
+    pub notify_on: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyShowArgs {
+    /// Show a webhook URL in full (its path is redacted otherwise).
+    #[arg(long)]
+    pub show_output: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyTestArgs {
+    /// Test the settings that apply to this loop (its own, else the default), with its
+    /// newest run in the payload.
+    #[arg(long = "loop", value_name = "LOOP")]
+    pub r#loop: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The run: its exact id, else an unambiguous id prefix.
+    pub run: String,
+    /// Keep printing output as it is written until the run ends.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Print stderr instead of stdout.
+    #[arg(long)]
+    pub stderr: bool,
 }

@@ -25,6 +25,7 @@ mod claims;
 mod definitions;
 mod leases;
 mod loops;
+mod notify;
 mod runs;
 mod workflows;
 
@@ -32,6 +33,7 @@ pub use claims::*;
 pub use definitions::*;
 pub use leases::*;
 pub use loops::*;
+pub use notify::*;
 pub use runs::*;
 pub use workflows::*;
 
@@ -121,6 +123,13 @@ macro_rules! store_suite {
             update_loop_definition_is_guarded_and_writes_nothing_when_refused,
             loop_rows_matching_filters_by_labels_and_hides_archived,
             list_runs_filters_by_status_window_loop_and_labels,
+            // notifications and the live views' run lookups
+            notify_default_round_trips_and_clears,
+            failure_is_queued_once_per_slot_after_the_last_attempt,
+            recovery_is_queued_on_the_first_success_after_a_failed_slot,
+            the_default_applies_to_loops_without_settings_of_their_own,
+            deliveries_are_claimed_by_one_runner_and_recorded,
+            runs_by_id_prefix_and_created_since,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -288,6 +297,7 @@ mod tests {
             include_str!("leases.rs"),
             include_str!("workflows.rs"),
             include_str!("definitions.rs"),
+            include_str!("notify.rs"),
         ];
         let this = include_str!("mod.rs");
         let listed = &this[this.find("macro_rules! store_suite").unwrap()..];
@@ -305,6 +315,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 42);
+        assert_eq!(count, 48);
     }
 }

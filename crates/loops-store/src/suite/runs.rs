@@ -126,6 +126,7 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
         Ok(RunWritten::Finished {
             run: done,
             loop_moved,
+            ..
         }) => {
             assert!(*loop_moved);
             assert_eq!(done.status, RunStatus::Succeeded);
@@ -148,6 +149,7 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
         Ok(RunWritten::Finished {
             run: done,
             loop_moved,
+            ..
         }) => {
             assert!(
                 !*loop_moved,

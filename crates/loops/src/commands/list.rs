@@ -169,6 +169,9 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
             lines.push(("last usage", output::usage_text(usage)));
         }
     }
+    for line in super::notify::last_deliveries(&client, &lp, args.show_output) {
+        lines.push(("notified", line));
+    }
     let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (key, value) in lines {
         outln!("{key:>width$}  {value}")?;

@@ -10,9 +10,12 @@ mod doctor;
 mod edit;
 mod lifecycle;
 mod list;
+mod logs;
+mod notify;
 mod prune;
 mod run_now;
 mod runs;
+mod runs_follow;
 mod tick;
 mod workflows;
 
@@ -99,6 +102,8 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Rename(args) => edit::rename(&ctx, args),
         Command::Archive(args) => edit::archive(&ctx, args),
         Command::Unarchive(args) => edit::unarchive(&ctx, args),
+        Command::Notify(cmd) => notify::run(&ctx, cmd),
+        Command::Logs(args) => logs::run(&ctx, args),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `runs [loop] [--limit N] [--show-output] [--status S]… [--since D|TIME] [--until
-//! D|TIME] [--label L]…`.
+//! D|TIME] [--label L]…` (`--follow`: `runs_follow`).
 
 use super::Context;
 use crate::cli::RunsArgs;
@@ -15,6 +15,9 @@ use loops_runtime::client::RunQuery;
 const DEFAULT_LIMIT: usize = 20;
 
 pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
+    if args.follow {
+        return super::runs_follow::run(ctx, &args);
+    }
     let limit = match args.limit {
         Some(0) => None,
         Some(n) => Some(n),
@@ -37,12 +40,21 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         until: since("--until", args.until.as_deref(), now)?,
         limit,
     };
-    let mut runs = ctx.reader()?.query_runs(&query)?;
+    let client = ctx.reader()?;
+    let mut runs = client.query_runs(&query)?;
+    // Before redaction: a failed run's line quotes its first stderr line.
+    let errors: Vec<String> = runs.iter().map(output::run_error_line).collect();
     if !args.show_output {
         runs.iter_mut().for_each(output::redact_run);
     }
     if ctx.json {
-        print_json(&runs)?;
+        let ids: Vec<_> = runs.iter().map(|r| r.id.clone()).collect();
+        let deliveries = client.deliveries_of_runs(&ids)?;
+        print_json(&output::runs_with_notifications(
+            runs,
+            deliveries,
+            args.show_output,
+        ))?;
         return Ok(Exit::Success);
     }
     if runs.is_empty() {
@@ -71,7 +83,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         "EXIT",
         "ERROR",
     ]);
-    for run in &runs {
+    for (run, error) in runs.iter().zip(errors) {
         table.row(vec![
             run.id.as_str().into(),
             run.loop_name.as_str().into(),
@@ -84,7 +96,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
             run.exit_code
                 .map_or_else(|| "-".into(), |c| c.to_string())
                 .into(),
-            run.error.clone().unwrap_or_default().into(),
+            error.into(),
         ]);
     }
     table.print()?;

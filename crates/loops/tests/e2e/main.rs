@@ -13,6 +13,8 @@ mod loops_cli;
 mod mock_model;
 mod operability_define;
 mod operability_edit;
+mod operability_notify;
+mod operability_output;
 mod trust_daemon;
 mod trust_engine;
 mod trust_input;
