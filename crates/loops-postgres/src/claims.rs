@@ -1,0 +1,327 @@
+//! Claims: a slot attempt becomes a `running` row in one conditional write, under the
+//! loop row's lock, and a scheduling pass's claims (with their loops' advances, and the
+//! skipped slots of busy loops) share one transaction.
+//!
+//! Several runners race for the same due loops; exactly one wins each slot attempt:
+//! the loop row is locked (`FOR UPDATE`), the slot's attempts are read under that lock,
+//! and the insert's `(loop, scheduledFor, attempt)` key is the final guard
+//! (`ON CONFLICT DO NOTHING`). A scheduling pass takes the lock with `SKIP LOCKED`: a
+//! loop another runner is claiming right now is theirs, and passed over without
+//! waiting. A pass's plan was made from the loop as it read it a moment before, so its
+//! claim (or skip, or advance) applies only while the loop still points at (or before)
+//! one of the planned slots: otherwise another runner moved it meanwhile, and a stale
+//! advance must not move it back.
+
+use crate::codec::{get, ms, new_id, run_cols, run_from_row, text, ID_ATTEMPTS};
+use crate::error::{Error, Result};
+use crate::loops::apply_advance_known;
+use crate::session::Db;
+use loops_core::schedule::jitter_delay;
+use loops_core::{Instant, LoopId, LoopStatus, Run, RunSource};
+use loops_store::{BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, LoopAdvance, OnRefusal};
+use tokio_postgres::GenericClient;
+
+/// The reason recorded on a slot skipped because its loop was still running.
+const SKIPPED_BUSY: &str = "previous run still active";
+
+pub(crate) async fn claim_runs<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    claims: &[BatchClaim],
+) -> Result<Vec<ClaimOutcome>> {
+    let mut out = Vec::with_capacity(claims.len());
+    for claim in claims {
+        out.push(batch_claim_in(db, claim).await?);
+    }
+    Ok(out)
+}
+
+/// The loop row as a claim reads it, locked.
+struct LockedLoop {
+    status: String,
+    name: String,
+    max_attempts: i64,
+    lease_ms: i64,
+    jitter_ms: u64,
+    next_run_at: Option<i64>,
+    retry_for: Option<i64>,
+    due_at: Option<i64>,
+}
+
+enum Lock {
+    Locked(LockedLoop),
+    /// Another transaction holds the row (a pass's `SKIP LOCKED`).
+    Busy,
+    Missing,
+}
+
+async fn lock_loop<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &LoopId,
+    skip: bool,
+) -> Result<Lock> {
+    let sql = if skip {
+        "SELECT status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
+         retry_scheduled_for, due_at FROM loops WHERE id = $1 FOR UPDATE SKIP LOCKED"
+    } else {
+        "SELECT status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
+         retry_scheduled_for, due_at FROM loops WHERE id = $1 FOR UPDATE"
+    };
+    let Some(row) = db.query_opt(sql, &[&id.as_str()]).await? else {
+        if skip
+            && db
+                .query_opt("SELECT 1 FROM loops WHERE id = $1", &[&id.as_str()])
+                .await?
+                .is_some()
+        {
+            return Ok(Lock::Busy);
+        }
+        return Ok(Lock::Missing);
+    };
+    Ok(Lock::Locked(LockedLoop {
+        status: get(&row, 0, "status")?,
+        name: get(&row, 1, "name")?,
+        max_attempts: get(&row, 2, "max_attempts")?,
+        lease_ms: get(&row, 3, "lease_ms")?,
+        jitter_ms: u64::try_from(get::<i64>(&row, 4, "jitter_ms")?).unwrap_or(0),
+        next_run_at: get(&row, 5, "next_run_at")?,
+        retry_for: get(&row, 6, "retry_scheduled_for")?,
+        due_at: get(&row, 7, "due_at")?,
+    }))
+}
+
+/// The claim itself, inside the caller's transaction, with the loop row locked: its
+/// status, then (for overlap `skip`) whether it is busy, then the slot's attempts, then
+/// the insert, whose slot-attempt key is the final guard. On success, applies
+/// `advance` to the loop in the same transaction.
+async fn claim_locked<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lp: &LockedLoop,
+    req: &ClaimRequest,
+    advance: Option<&LoopAdvance>,
+) -> Result<std::result::Result<Run, ClaimRefused>> {
+    let now = ms(&req.now);
+    let slot = ms(&req.scheduled_for);
+    let ad_hoc = req.source == RunSource::AdHoc;
+    let due_at = if ad_hoc {
+        None
+    } else if lp.retry_for == Some(slot) {
+        lp.due_at
+    } else {
+        let delay = jitter_delay(&req.loop_id, req.scheduled_for, lp.jitter_ms);
+        Some(slot.saturating_add(i64::try_from(delay).unwrap_or(0)))
+    };
+    if !ad_hoc && lp.status != LoopStatus::Active.as_str() {
+        return Ok(Err(ClaimRefused::LoopNotActive));
+    }
+    if req.require_no_running {
+        let busy = db
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE loop_id = $1 AND status = 'running')",
+                &[&req.loop_id.as_str()],
+            )
+            .await?;
+        if get::<bool>(&busy, 0, "exists")? {
+            return Ok(Err(ClaimRefused::LoopBusy));
+        }
+    }
+    let counts = db
+        .query_one(
+            "SELECT COUNT(*) FILTER (WHERE status = 'running'), \
+                    COUNT(*) FILTER (WHERE status IN ('succeeded', 'skipped')), \
+                    COALESCE(MAX(attempt), 0) \
+             FROM runs WHERE loop_id = $1 AND scheduled_for = $2",
+            &[&req.loop_id.as_str(), &slot],
+        )
+        .await?;
+    let running: i64 = get(&counts, 0, "running")?;
+    let done: i64 = get(&counts, 1, "done")?;
+    let last_attempt: i64 = get(&counts, 2, "attempt")?;
+    if running > 0 {
+        return Ok(Err(ClaimRefused::SlotRunning));
+    }
+    if done > 0 {
+        return Ok(Err(ClaimRefused::SlotDone));
+    }
+    let allowed = if ad_hoc { 1 } else { lp.max_attempts.max(1) };
+    if last_attempt >= allowed {
+        return Ok(Err(ClaimRefused::SlotDone));
+    }
+    for _ in 0..ID_ATTEMPTS {
+        let id = new_id();
+        let row = db
+            .query_opt(
+                concat!(
+                    "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
+                     source, started_at, claimed_by, lease_expires_at, created_at, updated_at, \
+                     due_at) \
+                     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $7, $7, $10) \
+                     ON CONFLICT DO NOTHING RETURNING ",
+                    run_cols!()
+                ),
+                &[
+                    &id,
+                    &req.loop_id.as_str(),
+                    &lp.name,
+                    &slot,
+                    &(last_attempt + 1),
+                    &req.source.as_str(),
+                    &now,
+                    &text(&req.runner_id).as_ref(),
+                    &now.saturating_add(lp.lease_ms),
+                    &due_at,
+                ],
+            )
+            .await?;
+        if let Some(row) = row {
+            let run = run_from_row(&row)?;
+            if let Some(advance) = advance {
+                apply_advance_known(db, &req.loop_id, lp.jitter_ms, advance, req.now).await?;
+            }
+            return Ok(Ok(run));
+        }
+        // Nothing inserted: the slot attempt exists (the final guard), or the id did.
+        let taken = db
+            .query_opt(
+                "SELECT 1 FROM runs WHERE loop_id = $1 AND scheduled_for = $2 AND attempt = $3",
+                &[&req.loop_id.as_str(), &slot, &(last_attempt + 1)],
+            )
+            .await?;
+        if taken.is_some() {
+            return Ok(Err(ClaimRefused::SlotRunning));
+        }
+    }
+    Err(Error::ids_exhausted("run"))
+}
+
+/// Records a `skipped` row for `slot` of `lp` inside the caller's transaction.
+async fn skip_in<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lp: &LoopId,
+    name: &str,
+    slot: Instant,
+    reason: &str,
+    now: Instant,
+) -> Result<Run> {
+    for _ in 0..ID_ATTEMPTS {
+        let row = db
+            .query_opt(
+                concat!(
+                    "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
+                     source, started_at, finished_at, duration_ms, error, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, \
+                       (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs \
+                        WHERE loop_id = $2 AND scheduled_for = $4), \
+                       'skipped', $5, $6, $6, 0, $7, $6, $6) \
+                     ON CONFLICT (id) DO NOTHING RETURNING ",
+                    run_cols!()
+                ),
+                &[
+                    &new_id(),
+                    &lp.as_str(),
+                    &name,
+                    &ms(&slot),
+                    &RunSource::Scheduled.as_str(),
+                    &ms(&now),
+                    &reason,
+                ],
+            )
+            .await?;
+        if let Some(row) = row {
+            return run_from_row(&row);
+        }
+    }
+    Err(Error::ids_exhausted("run"))
+}
+
+/// Whether the latest attempt of the request's slot was claimed by the request's runner.
+async fn own_slot<C: GenericClient + Sync>(db: &Db<'_, C>, req: &ClaimRequest) -> Result<bool> {
+    let row = db
+        .query_opt(
+            "SELECT claimed_by FROM runs WHERE loop_id = $1 AND scheduled_for = $2 \
+             ORDER BY attempt DESC LIMIT 1",
+            &[&req.loop_id.as_str(), &ms(&req.scheduled_for)],
+        )
+        .await?;
+    Ok(match row {
+        Some(row) => {
+            get::<Option<String>>(&row, 0, "claimed_by")?.as_deref() == Some(req.runner_id.as_str())
+        }
+        None => false,
+    })
+}
+
+/// One claim of a batch and what its refusal implies, inside the caller's transaction.
+async fn batch_claim_in<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    claim: &BatchClaim,
+) -> Result<ClaimOutcome> {
+    let req = &claim.request;
+    let advance = claim.advance.as_ref();
+    let pass = match &claim.on_refusal {
+        OnRefusal::Keep => None,
+        OnRefusal::PassOver { skip_slots } => Some(skip_slots),
+    };
+    let lp = match lock_loop(db, &req.loop_id, pass.is_some()).await? {
+        Lock::Locked(lp) => lp,
+        // Another runner is claiming this loop at this very moment: it is theirs.
+        Lock::Busy => return Ok(ClaimOutcome::Moved),
+        Lock::Missing => {
+            return Ok(match pass {
+                None => ClaimOutcome::Refused(ClaimRefused::LoopNotActive),
+                Some(_) => ClaimOutcome::NotActive,
+            })
+        }
+    };
+    if let Some(slots) = pass {
+        if lp.status != LoopStatus::Active.as_str() {
+            return Ok(ClaimOutcome::NotActive);
+        }
+        // The plan is stale when the loop no longer points at (or before) one of its
+        // slots: another runner claimed and advanced it, or finished its run and
+        // moved it. Then nothing is claimed, skipped or advanced — unless the slot is
+        // this runner's own (an earlier claim of the same batch or pass), whose
+        // advance the contract applies.
+        let last = slots
+            .iter()
+            .map(ms)
+            .chain(std::iter::once(ms(&req.scheduled_for)))
+            .max()
+            .unwrap_or(i64::MIN);
+        let pointer = lp.retry_for.or(lp.next_run_at);
+        if pointer.is_none_or(|p| p > last) {
+            if own_slot(db, req).await? {
+                if let Some(advance) = advance {
+                    apply_advance_known(db, &req.loop_id, lp.jitter_ms, advance, req.now).await?;
+                }
+            }
+            return Ok(ClaimOutcome::Moved);
+        }
+    }
+    let refused = match claim_locked(db, &lp, req, advance).await? {
+        Ok(run) => return Ok(ClaimOutcome::Claimed(Box::new(run))),
+        Err(refused) => refused,
+    };
+    let Some(skip_slots) = pass else {
+        return Ok(ClaimOutcome::Refused(refused));
+    };
+    match refused {
+        ClaimRefused::LoopBusy => {
+            let mut skipped = Vec::with_capacity(skip_slots.len());
+            for slot in skip_slots {
+                skipped
+                    .push(skip_in(db, &req.loop_id, &lp.name, *slot, SKIPPED_BUSY, req.now).await?);
+            }
+            if let Some(advance) = advance {
+                apply_advance_known(db, &req.loop_id, lp.jitter_ms, advance, req.now).await?;
+            }
+            Ok(ClaimOutcome::Skipped(skipped))
+        }
+        ClaimRefused::SlotDone | ClaimRefused::SlotRunning => {
+            if let Some(advance) = advance {
+                apply_advance_known(db, &req.loop_id, lp.jitter_ms, advance, req.now).await?;
+            }
+            Ok(ClaimOutcome::Moved)
+        }
+        ClaimRefused::LoopNotActive => Ok(ClaimOutcome::NotActive),
+    }
+}

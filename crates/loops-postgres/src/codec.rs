@@ -1,0 +1,281 @@
+//! Encoding and decoding: the column lists, instants as BIGINT milliseconds, typed
+//! column reads that name the column they failed on, row decoders, ids, and text the
+//! server cannot store.
+
+use crate::error::{Error, Result};
+use loops_core::{Instant, Loop, LoopId, Run, RunId, Usage};
+use loops_store::{DaemonLease, LeaseHolder, UnreadableLoop};
+use std::str::FromStr;
+use tokio_postgres::types::FromSql;
+use tokio_postgres::Row;
+
+/// New ids are retried on the (astronomically unlikely) collision of 48 random bits.
+pub(crate) const ID_ATTEMPTS: usize = 8;
+
+/// The columns of `loops`, in the order [`loop_from_row`] reads them.
+macro_rules! loop_cols {
+    () => {
+        "id, name, description, status, schedule_json, target_json, next_run_at, \
+         retry_scheduled_for, catch_up, catch_up_limit, overlap, max_attempts, \
+         retry_delay_ms, lease_ms, expires_at, created_at, updated_at, jitter_ms, due_at, \
+         labels_json, notify_json"
+    };
+}
+pub(crate) use loop_cols;
+
+/// The columns of `runs`, in the order [`run_from_row`] reads them.
+macro_rules! run_cols {
+    () => {
+        "id, loop_id, loop_name, scheduled_for, attempt, status, source, started_at, \
+         finished_at, exit_code, duration_ms, stdout, stderr, error, pid, pid_start_time, \
+         claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at, due_at"
+    };
+}
+pub(crate) use run_cols;
+
+/// The database's clock in milliseconds since the epoch: runners on several hosts judge
+/// expiry by this one clock, not by their own.
+#[allow(unused_macros)]
+macro_rules! db_now_ms {
+    () => {
+        "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use db_now_ms;
+
+pub(crate) fn ms(t: &Instant) -> i64 {
+    t.timestamp_millis()
+}
+
+pub(crate) fn opt_ms(t: Option<&Instant>) -> Option<i64> {
+    t.map(ms)
+}
+
+/// `u64` quantities (durations, tokens, start times) saturate at `i64::MAX` in storage.
+pub(crate) fn sat_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Text for a TEXT column: PostgreSQL cannot store NUL characters (SQLite can), so a
+/// run's output containing them keeps every other byte, each NUL shown as U+FFFD.
+pub(crate) fn text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') {
+        std::borrow::Cow::Owned(s.replace('\0', "\u{FFFD}"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+/// [`text`] of an optional value.
+pub(crate) fn opt_text(s: Option<&str>) -> Option<String> {
+    s.map(|s| text(s).into_owned())
+}
+
+pub(crate) fn instant_from_ms(v: i64, col: &str) -> Result<Instant> {
+    chrono::DateTime::from_timestamp_millis(v)
+        .ok_or_else(|| Error::decode(format!("column {col}: instant {v} out of range")))
+}
+
+pub(crate) fn get<'a, T: FromSql<'a>>(row: &'a Row, idx: usize, col: &str) -> Result<T> {
+    row.try_get(idx)
+        .map_err(|e| Error::decode(format!("column {col}: {e}")))
+}
+
+pub(crate) fn get_instant(row: &Row, idx: usize, col: &str) -> Result<Instant> {
+    instant_from_ms(get(row, idx, col)?, col)
+}
+
+pub(crate) fn get_opt_instant(row: &Row, idx: usize, col: &str) -> Result<Option<Instant>> {
+    get::<Option<i64>>(row, idx, col)?
+        .map(|v| instant_from_ms(v, col))
+        .transpose()
+}
+
+pub(crate) fn get_enum<T: FromStr<Err = String>>(row: &Row, idx: usize, col: &str) -> Result<T> {
+    let text: String = get(row, idx, col)?;
+    text.parse()
+        .map_err(|e| Error::decode(format!("column {col}: {e}")))
+}
+
+pub(crate) fn get_json<T: serde::de::DeserializeOwned>(
+    row: &Row,
+    idx: usize,
+    col: &str,
+) -> Result<T> {
+    let text: String = get(row, idx, col)?;
+    serde_json::from_str(&text).map_err(|e| Error::decode(format!("column {col}: {e}")))
+}
+
+pub(crate) fn get_u32(row: &Row, idx: usize, col: &str) -> Result<u32> {
+    let v: i64 = get(row, idx, col)?;
+    u32::try_from(v).map_err(|_| Error::decode(format!("column {col}: {v} out of range")))
+}
+
+pub(crate) fn get_opt_u32(row: &Row, idx: usize, col: &str) -> Result<Option<u32>> {
+    get::<Option<i64>>(row, idx, col)?
+        .map(|v| {
+            u32::try_from(v).map_err(|_| Error::decode(format!("column {col}: {v} out of range")))
+        })
+        .transpose()
+}
+
+pub(crate) fn get_opt_i32(row: &Row, idx: usize, col: &str) -> Result<Option<i32>> {
+    get::<Option<i64>>(row, idx, col)?
+        .map(|v| {
+            i32::try_from(v).map_err(|_| Error::decode(format!("column {col}: {v} out of range")))
+        })
+        .transpose()
+}
+
+pub(crate) fn get_u64(row: &Row, idx: usize, col: &str) -> Result<u64> {
+    let v: i64 = get(row, idx, col)?;
+    u64::try_from(v).map_err(|_| Error::decode(format!("column {col}: {v} is negative")))
+}
+
+pub(crate) fn get_opt_u64(row: &Row, idx: usize, col: &str) -> Result<Option<u64>> {
+    get::<Option<i64>>(row, idx, col)?
+        .map(|v| {
+            u64::try_from(v).map_err(|_| Error::decode(format!("column {col}: {v} is negative")))
+        })
+        .transpose()
+}
+
+/// Decodes a row selected with `loop_cols!()`.
+pub(crate) fn loop_from_row(row: &Row) -> Result<Loop> {
+    Ok(Loop {
+        id: LoopId::new(get::<String>(row, 0, "id")?),
+        name: get(row, 1, "name")?,
+        description: get(row, 2, "description")?,
+        status: get_enum(row, 3, "status")?,
+        schedule: get_json(row, 4, "schedule_json")?,
+        target: get_json(row, 5, "target_json")?,
+        next_run_at: get_opt_instant(row, 6, "next_run_at")?,
+        retry_scheduled_for: get_opt_instant(row, 7, "retry_scheduled_for")?,
+        catch_up: get_enum(row, 8, "catch_up")?,
+        catch_up_limit: get_u32(row, 9, "catch_up_limit")?,
+        overlap: get_enum(row, 10, "overlap")?,
+        max_attempts: get_u32(row, 11, "max_attempts")?,
+        retry_delay_ms: get_u64(row, 12, "retry_delay_ms")?,
+        lease_ms: get_u64(row, 13, "lease_ms")?,
+        expires_at: get_opt_instant(row, 14, "expires_at")?,
+        jitter_ms: get_u64(row, 17, "jitter_ms")?,
+        due_at: get_opt_instant(row, 18, "due_at")?,
+        labels: get_json(row, 19, "labels_json")?,
+        notify: get::<Option<String>>(row, 20, "notify_json")?
+            .map(|text| {
+                serde_json::from_str(&text)
+                    .map_err(|e| Error::decode(format!("column notify_json: {e}")))
+            })
+            .transpose()?,
+        created_at: get_instant(row, 15, "created_at")?,
+        updated_at: get_instant(row, 16, "updated_at")?,
+    })
+}
+
+/// A loop row of a listing: decoded, or — when it does not decode — reported in its
+/// place, so one bad loop never hides or stops the others.
+pub(crate) fn decode_loop_row(row: &Row) -> std::result::Result<Loop, UnreadableLoop> {
+    loop_from_row(row).map_err(|e| UnreadableLoop {
+        id: LoopId::new(row.try_get::<_, String>(0).unwrap_or_default()),
+        name: row.try_get::<_, String>(1).unwrap_or_default(),
+        error: loops_store::StoreError::from(e).to_string(),
+    })
+}
+
+/// Decodes a row selected with `run_cols!()`.
+pub(crate) fn run_from_row(row: &Row) -> Result<Run> {
+    Ok(Run {
+        id: RunId::new(get::<String>(row, 0, "id")?),
+        loop_id: LoopId::new(get::<String>(row, 1, "loop_id")?),
+        loop_name: get(row, 2, "loop_name")?,
+        scheduled_for: get_instant(row, 3, "scheduled_for")?,
+        attempt: get_u32(row, 4, "attempt")?,
+        status: get_enum(row, 5, "status")?,
+        source: get_enum(row, 6, "source")?,
+        started_at: get_opt_instant(row, 7, "started_at")?,
+        finished_at: get_opt_instant(row, 8, "finished_at")?,
+        exit_code: get_opt_i32(row, 9, "exit_code")?,
+        duration_ms: get_opt_u64(row, 10, "duration_ms")?,
+        stdout: get(row, 11, "stdout")?,
+        stderr: get(row, 12, "stderr")?,
+        error: get(row, 13, "error")?,
+        pid: get_opt_u32(row, 14, "pid")?,
+        pid_start_time: get_opt_u64(row, 15, "pid_start_time")?,
+        claimed_by: get(row, 16, "claimed_by")?,
+        lease_expires_at: get_opt_instant(row, 17, "lease_expires_at")?,
+        summary: get(row, 18, "summary")?,
+        usage: get_usage(row, 19)?,
+        created_at: get_instant(row, 20, "created_at")?,
+        updated_at: get_instant(row, 21, "updated_at")?,
+        due_at: get_opt_instant(row, 22, "due_at")?,
+    })
+}
+
+/// Decodes a `daemon_lease` row selected in table order without `id`.
+pub(crate) fn lease_from_row(row: &Row) -> Result<DaemonLease> {
+    let pid: i64 = get(row, 1, "pid")?;
+    Ok(DaemonLease {
+        holder: LeaseHolder {
+            runner_id: get(row, 0, "runner_id")?,
+            pid: u32::try_from(pid)
+                .map_err(|_| Error::decode(format!("column pid: {pid} out of range")))?,
+            pid_start_time: get_opt_u64(row, 2, "pid_start_time")?,
+            host: get(row, 3, "host")?,
+        },
+        token: get_u64(row, 4, "token")?,
+        acquired_at: get_instant(row, 5, "acquired_at")?,
+        heartbeat_at: get_instant(row, 6, "heartbeat_at")?,
+        expires_at: get_instant(row, 7, "expires_at")?,
+    })
+}
+
+/// The `usage_json` column of a run or step run.
+pub(crate) fn encode_usage(usage: Option<&Usage>) -> Result<Option<String>> {
+    usage
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| Error::invalid(format!("usage: {e}")))
+}
+
+/// Reads a `usage_json` column back.
+pub(crate) fn get_usage(row: &Row, idx: usize) -> Result<Option<Usage>> {
+    get::<Option<String>>(row, idx, "usage_json")?
+        .map(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| Error::decode(format!("column usage_json: {e}")))
+        })
+        .transpose()
+}
+
+/// Decodes every row.
+pub(crate) fn decode_all<T>(rows: &[Row], decode: fn(&Row) -> Result<T>) -> Result<Vec<T>> {
+    rows.iter().map(decode).collect()
+}
+
+/// 12 lowercase hex characters (48 random bits): short enough to type.
+pub(crate) fn new_id() -> String {
+    format!("{:012x}", rand::random::<u64>() >> 16)
+}
+
+/// The exclusive upper bound of the ids starting with `prefix` (under the "C"
+/// collation): the prefix with U+10FFFF appended.
+pub(crate) fn prefix_upper(prefix: &str) -> String {
+    format!("{prefix}\u{10FFFF}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_12_lowercase_hex_and_nul_is_replaced() {
+        for _ in 0..100 {
+            let id = new_id();
+            assert_eq!(id.len(), 12);
+            assert!(id.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')));
+        }
+        assert_eq!(text("a\0b"), "a\u{FFFD}b");
+        assert!(matches!(text("ab"), std::borrow::Cow::Borrowed(_)));
+    }
+}

@@ -1,0 +1,221 @@
+//! Run writes: a batch of pid records and finalizations in one transaction, each
+//! finalization followed by its loop's transition as the domain decides it
+//! (`loops_core::transitions`), from the loop as stored (locked) and its deferred retry
+//! looked up in the same transaction, and the notifications it calls for queued there
+//! too (`crate::notify`).
+
+use crate::codec::{
+    encode_usage, get, instant_from_ms, loop_cols, loop_from_row, ms, opt_text, run_cols,
+    run_from_row, sat_i64,
+};
+use crate::error::{Error, Result};
+use crate::loops::apply_advance;
+use crate::runs::not_running;
+use crate::session::Db;
+use loops_core::transitions;
+use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
+use loops_store::{RunWrite, RunWritten, StoreError};
+use tokio_postgres::GenericClient;
+
+pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    writes: &[RunWrite],
+    now: Instant,
+) -> Result<Vec<loops_store::Result<RunWritten>>> {
+    let mut done = Vec::with_capacity(writes.len());
+    for (i, write) in writes.iter().enumerate() {
+        let savepoint = format!("run_write_{i}");
+        db.batch(&format!("SAVEPOINT {savepoint}")).await?;
+        let result = match write {
+            RunWrite::Spawned {
+                run,
+                pid,
+                pid_start_time,
+                at,
+            } => mark_pid_in(db, run, *pid, *pid_start_time, *at)
+                .await
+                .map(|()| RunWritten::Spawned),
+            RunWrite::Finished { run, outcome } => finish_one(db, run, outcome, now).await,
+        };
+        match result {
+            Ok(written) => {
+                db.batch(&format!("RELEASE SAVEPOINT {savepoint}")).await?;
+                done.push(Ok(written));
+            }
+            // A bad outcome fails alone, like a row that is no longer running.
+            Err(Error::Store(e))
+                if e.is_per_row() || matches!(e, StoreError::InvalidArgument(_)) =>
+            {
+                db.batch(&format!("ROLLBACK TO SAVEPOINT {savepoint}"))
+                    .await?;
+                done.push(Err(e));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+async fn finish_one<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    run: &RunId,
+    outcome: &RunOutcome,
+    now: Instant,
+) -> Result<RunWritten> {
+    if outcome.status == RunStatus::Running {
+        return Err(Error::invalid("a run cannot be finalized as running"));
+    }
+    let usage = encode_usage(outcome.usage.as_ref())?;
+    let finished = finalize_in(db, run, outcome, usage).await?;
+    let Some(lp) = stored_loop(db, &finished.loop_id).await? else {
+        return Ok(RunWritten::Finished {
+            run: Box::new(finished),
+            loop_moved: false,
+            notifications: Vec::new(),
+        });
+    };
+    let loop_moved = advance_after_finish(db, &lp, &finished).await?;
+    let notifications = crate::notify::queue_for_run(db, &lp, &finished, now).await?;
+    Ok(RunWritten::Finished {
+        run: Box::new(finished),
+        loop_moved,
+        notifications,
+    })
+}
+
+/// Records the child's pid on a running row, inside the caller's transaction.
+async fn mark_pid_in<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    run: &RunId,
+    pid: u32,
+    pid_start_time: Option<u64>,
+    now: Instant,
+) -> Result<()> {
+    let n = db
+        .execute(
+            "UPDATE runs SET pid = $2, pid_start_time = $3, updated_at = $4 \
+             WHERE id = $1 AND status = 'running'",
+            &[
+                &run.as_str(),
+                &i64::from(pid),
+                &pid_start_time.map(sat_i64),
+                &ms(&now),
+            ],
+        )
+        .await?;
+    if n == 0 {
+        return Err(not_running(db, run).await);
+    }
+    Ok(())
+}
+
+/// Moves a running row to its terminal status, inside the caller's transaction.
+async fn finalize_in<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    run: &RunId,
+    outcome: &RunOutcome,
+    usage: Option<String>,
+) -> Result<Run> {
+    let row = db
+        .query_opt(
+            concat!(
+                "UPDATE runs SET status = $2, finished_at = $3, exit_code = $4, \
+                   duration_ms = CASE WHEN started_at IS NULL THEN NULL \
+                                      ELSE GREATEST(0, $3 - started_at) END, \
+                   stdout = $5, stderr = $6, error = $7, summary = $8, usage_json = $9, \
+                   updated_at = $3 \
+                 WHERE id = $1 AND status = 'running' RETURNING ",
+                run_cols!()
+            ),
+            &[
+                &run.as_str(),
+                &outcome.status.as_str(),
+                &ms(&outcome.finished_at),
+                &outcome.exit_code.map(i64::from),
+                &crate::codec::text(&outcome.stdout).as_ref(),
+                &crate::codec::text(&outcome.stderr).as_ref(),
+                &opt_text(outcome.error.as_deref()),
+                &opt_text(outcome.summary.as_deref()),
+                &usage,
+            ],
+        )
+        .await?;
+    match row {
+        Some(r) => run_from_row(&r),
+        None => Err(not_running(db, run).await),
+    }
+}
+
+/// The loop of a run finalized in this transaction, as stored and locked (`None`:
+/// removed), so the transition is decided from what no other runner can change until
+/// this transaction ends.
+async fn stored_loop<C: GenericClient + Sync>(db: &Db<'_, C>, id: &LoopId) -> Result<Option<Loop>> {
+    db.query_opt(
+        concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE id = $1 FOR UPDATE"
+        ),
+        &[&id.as_str()],
+    )
+    .await?
+    .map(|row| loop_from_row(&row))
+    .transpose()
+}
+
+/// After `run` was finalized in this transaction: applies its loop's transition, as
+/// the domain decides it from the loop as stored (`lp`). True when the loop's schedule
+/// state changed. A loop whose schedule no longer computes is left as it is (logged):
+/// the next scheduling pass parks it.
+async fn advance_after_finish<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lp: &Loop,
+    run: &Run,
+) -> Result<bool> {
+    let deferred = if transitions::wants_deferred_retry(lp, run) {
+        retryable_slot(db, &lp.id, lp.max_attempts, run.scheduled_for).await?
+    } else {
+        None
+    };
+    match transitions::on_finish(lp, run, deferred) {
+        Ok(Some(advance)) => {
+            apply_advance(
+                db,
+                &lp.id,
+                &advance,
+                run.finished_at.unwrap_or(run.updated_at),
+            )
+            .await
+        }
+        Ok(None) => Ok(false),
+        Err(e) => {
+            tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");
+            Ok(false)
+        }
+    }
+}
+
+/// The oldest slot of `loop_id` other than `except` whose latest attempt failed with
+/// attempts left under `max_attempts` (a deferred retry).
+async fn retryable_slot<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    loop_id: &LoopId,
+    max_attempts: u32,
+    except: Instant,
+) -> Result<Option<Instant>> {
+    let row = db
+        .query_opt(
+            "SELECT f.scheduled_for FROM runs f \
+             WHERE f.loop_id = $1 AND f.status IN ('failed', 'timed_out', 'abandoned') \
+               AND f.source != 'ad_hoc' AND f.scheduled_for != $3 AND f.attempt < $2 \
+               AND NOT EXISTS ( \
+                 SELECT 1 FROM runs x \
+                 WHERE x.loop_id = f.loop_id AND x.scheduled_for = f.scheduled_for \
+                   AND (x.attempt > f.attempt OR x.status IN ('running', 'succeeded', 'skipped'))) \
+             ORDER BY f.scheduled_for LIMIT 1",
+            &[&loop_id.as_str(), &i64::from(max_attempts), &ms(&except)],
+        )
+        .await?;
+    row.map(|r| instant_from_ms(get(&r, 0, "scheduled_for")?, "scheduled_for"))
+        .transpose()
+}

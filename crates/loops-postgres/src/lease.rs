@@ -1,0 +1,171 @@
+//! The daemon lease (one row, a fencing token that only grows) and the fence check
+//! every daemon write makes inside its own transaction.
+//!
+//! The fence check reads the lease row `FOR SHARE`: an acquire (which updates the row)
+//! waits for every fenced transaction in flight to end, and a fenced transaction that
+//! starts after an acquire committed sees the new token and fails. So no write carrying
+//! an old token ever commits after a new holder took the lease.
+
+use crate::codec::{get, lease_from_row, ms, sat_i64};
+use crate::error::{Error, Result};
+use crate::session::Db;
+use loops_core::Instant;
+use loops_store::{DaemonLease, Fence, LeaseAcquire, LeaseHolder, StoreError};
+use tokio_postgres::GenericClient;
+
+/// `meta` key of the last fencing token handed out, so tokens never repeat even after
+/// the lease row is released.
+pub(crate) const META_LEASE_TOKEN: &str = "daemon_lease_token";
+
+/// Fails with [`StoreError::LeaseLost`] unless the lease row still carries `fence`'s
+/// token (see [`Fence`]).
+pub(crate) async fn check_fence<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    fence: &Fence,
+    _now: Instant,
+) -> Result<()> {
+    let held = db
+        .query_opt(
+            "SELECT 1 FROM daemon_lease WHERE id = 1 AND token = $1 FOR SHARE",
+            &[&sat_i64(fence.token)],
+        )
+        .await?;
+    if held.is_some() {
+        Ok(())
+    } else {
+        Err(StoreError::LeaseLost.into())
+    }
+}
+
+async fn read_lease<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lock: bool,
+) -> Result<Option<DaemonLease>> {
+    let sql = if lock {
+        "SELECT runner_id, pid, pid_start_time, host, token, acquired_at, heartbeat_at, \
+         expires_at FROM daemon_lease WHERE id = 1 FOR UPDATE"
+    } else {
+        "SELECT runner_id, pid, pid_start_time, host, token, acquired_at, heartbeat_at, \
+         expires_at FROM daemon_lease WHERE id = 1"
+    };
+    db.query_opt(sql, &[])
+        .await?
+        .map(|r| lease_from_row(&r))
+        .transpose()
+}
+
+/// The decision of an acquire, given the lease as it is (read under its lock).
+pub(crate) async fn lease_for_acquire<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+) -> Result<Option<DaemonLease>> {
+    // Serializes acquires even while there is no row to lock.
+    db.execute("SELECT pg_advisory_xact_lock(7105200521)", &[])
+        .await?;
+    read_lease(db, true).await
+}
+
+/// Takes the lease for `holder` (the caller decided it may): a new token, higher than
+/// any handed out before.
+pub(crate) async fn take_lease<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    existing: Option<&DaemonLease>,
+    holder: &LeaseHolder,
+    ttl_ms: u64,
+    now: Instant,
+) -> Result<DaemonLease> {
+    let last = db
+        .query_opt(
+            "SELECT value FROM meta WHERE key = $1",
+            &[&META_LEASE_TOKEN],
+        )
+        .await?;
+    let last = match last {
+        Some(row) => get::<String>(&row, 0, "value")?
+            .parse::<u64>()
+            .map_err(|e| Error::decode(format!("meta {META_LEASE_TOKEN}: {e}")))?,
+        None => 0,
+    };
+    let token = last.max(existing.map_or(0, |l| l.token)).saturating_add(1);
+    db.execute(
+        "INSERT INTO meta (key, value) VALUES ($1, $2) \
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        &[&META_LEASE_TOKEN, &token.to_string()],
+    )
+    .await?;
+    let now_ms = ms(&now);
+    db.execute(
+        "INSERT INTO daemon_lease (id, runner_id, pid, pid_start_time, host, token, \
+           acquired_at, heartbeat_at, expires_at) \
+         VALUES (1, $1, $2, $3, $4, $5, $6, $6, $7) \
+         ON CONFLICT (id) DO UPDATE SET runner_id = excluded.runner_id, pid = excluded.pid, \
+           pid_start_time = excluded.pid_start_time, host = excluded.host, \
+           token = excluded.token, acquired_at = excluded.acquired_at, \
+           heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at",
+        &[
+            &holder.runner_id,
+            &i64::from(holder.pid),
+            &holder.pid_start_time.map(sat_i64),
+            &holder.host,
+            &sat_i64(token),
+            &now_ms,
+            &now_ms.saturating_add(sat_i64(ttl_ms)),
+        ],
+    )
+    .await?;
+    read_lease(db, false)
+        .await?
+        .ok_or_else(|| Error::decode("daemon_lease row missing after acquire"))
+}
+
+/// Whether `existing` keeps `holder` out (a live lease of another runner that the
+/// take-over callback does not declare gone).
+pub(crate) fn acquire_decision(
+    existing: Option<&DaemonLease>,
+    holder: &LeaseHolder,
+    now: Instant,
+    takeover: &dyn Fn(&DaemonLease) -> bool,
+) -> Option<LeaseAcquire> {
+    let cur = existing?;
+    let live = cur.expires_at > now;
+    (live && cur.holder.runner_id != holder.runner_id && !takeover(cur))
+        .then(|| LeaseAcquire::Held(cur.clone()))
+}
+
+pub(crate) async fn renew_daemon_lease<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    fence: &Fence,
+    ttl_ms: u64,
+    now: Instant,
+) -> Result<bool> {
+    let now_ms = ms(&now);
+    let n = db
+        .execute(
+            "UPDATE daemon_lease SET heartbeat_at = $2, expires_at = $3 \
+             WHERE id = 1 AND token = $1",
+            &[
+                &sat_i64(fence.token),
+                &now_ms,
+                &now_ms.saturating_add(sat_i64(ttl_ms)),
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub(crate) async fn release_daemon_lease<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    fence: &Fence,
+) -> Result<()> {
+    db.execute(
+        "DELETE FROM daemon_lease WHERE id = 1 AND token = $1",
+        &[&sat_i64(fence.token)],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn current_daemon_lease<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+) -> Result<Option<DaemonLease>> {
+    read_lease(db, false).await
+}

@@ -1,0 +1,663 @@
+//! The PostgreSQL backend of [`loops_store::Store`]: several daemons ("runners"), on
+//! several hosts, share one set of loops.
+//!
+//! # Driver
+//!
+//! [`tokio_postgres`] on a runtime thread owned by each [`PgStore`] (`session`): every
+//! trait call is a job sent to that thread, and the calling thread waits for the
+//! answer on a channel. The trait stays synchronous, exactly as on SQLite, and is safe
+//! to call from anywhere — including the daemon's own tokio worker threads, where the
+//! synchronous `postgres` crate would panic (it blocks on a runtime of its own).
+//! One connection per store, opened lazily and reopened after it broke; a call that
+//! takes longer than [`CALL_TIMEOUT`] fails as a transient I/O error and closes its
+//! connection, so the server rolls back what it had begun.
+//!
+//! # Guarantees (see `loops_store`'s crate docs for the contract)
+//!
+//! - Migrations run in one transaction under an advisory lock: openers starting at
+//!   once migrate once (`open`).
+//! - A claim locks its loop row (`FOR UPDATE`, a pass `SKIP LOCKED`) and inserts the
+//!   slot attempt with `ON CONFLICT DO NOTHING` on the `(loop, scheduledFor, attempt)`
+//!   key: of any number of runners racing, exactly one wins (`claims`).
+//! - A fenced write checks the daemon lease row `FOR SHARE` inside its own
+//!   transaction (`lease`).
+//! - Text is stored as on SQLite except NUL characters, which PostgreSQL cannot store:
+//!   they read back as U+FFFD.
+//!
+//! Instants are BIGINT milliseconds since the epoch, as on SQLite, so both backends
+//! return the same values. Only plain connections (`NoTls`): use a local socket, a
+//! private network or a TLS tunnel.
+
+mod claims;
+mod codec;
+mod error;
+mod finalize;
+mod lease;
+mod loops;
+mod notify;
+mod open;
+mod runs;
+mod session;
+mod workflows;
+
+pub use open::{is_postgres_url, redact_url, SCHEMA_VERSION};
+pub use session::{CALL_TIMEOUT, CONNECT_TIMEOUT};
+
+use crate::error::StoreResult;
+use crate::session::{Db, Job};
+use loops_core::workflow::{
+    NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
+};
+use loops_core::{
+    Delivery, DeliveryStatus, Instant, Loop, LoopId, LoopStatus, NewLoop, Notify, Run, RunId,
+    WorkflowStatus,
+};
+use loops_store::{
+    BatchClaim, ClaimOutcome, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
+    LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten, Store,
+    StoreError, UnreadableLoop, WorkflowStore,
+};
+use std::str::FromStr;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// The PostgreSQL implementation of [`Store`].
+pub struct PgStore {
+    jobs: UnboundedSender<Job>,
+    /// The URL without its password.
+    display: String,
+    /// How many migrations this store's open applied.
+    applied: usize,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("url", &self.display)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `$body` (a future using `$db`, a [`Db`] on the connection) as one call.
+macro_rules! read {
+    ($store:expr, |$db:ident| $body:expr) => {
+        $store.call(move |s| {
+            Box::pin(async move {
+                let $db = &s.reader().await?;
+                $body.await
+            })
+        })
+    };
+}
+
+/// Runs `$body` (a future using `$db`, a [`Db`] on a transaction) in one transaction,
+/// after checking `$fence` (`Option<(Fence, Instant)>`) inside it; commits only when
+/// the body succeeds.
+macro_rules! write {
+    ($store:expr, $fence:expr, |$db:ident| $body:expr) => {{
+        let fence: Option<(Fence, Instant)> = $fence;
+        $store.call(move |s| {
+            Box::pin(async move {
+                let (tx, cache) = s.begin().await?;
+                let out = {
+                    let $db = &Db::new(&tx, cache);
+                    if let Some((f, now)) = &fence {
+                        crate::lease::check_fence($db, f, *now).await?;
+                    }
+                    $body.await?
+                };
+                tx.commit().await?;
+                Ok(out)
+            })
+        })
+    }};
+}
+
+fn fenced(fence: Option<&Fence>, now: Instant) -> Option<(Fence, Instant)> {
+    fence.map(|f| (f.clone(), now))
+}
+
+impl PgStore {
+    /// Connects to the database `url` names (`postgres://user:password@host:port/db`,
+    /// or any libpq-style URL tokio-postgres accepts) and applies pending migrations.
+    ///
+    /// A database holding tables of ours without loops' `schema_migrations` yields
+    /// [`StoreError::Corrupt`] (not a loops store) and is left untouched; one migrated
+    /// by a newer build yields [`StoreError::TooNew`]. A server that cannot be reached
+    /// yields a transient I/O error.
+    pub fn open(url: &str) -> StoreResult<Self> {
+        let display = redact_url(url);
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
+            StoreError::InvalidArgument(format!("invalid PostgreSQL URL {display}: {e}"))
+        })?;
+        if config.get_application_name().is_none() {
+            config.application_name("loops");
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        // A cut-off network fails a call within seconds rather than minutes.
+        config.keepalives_idle(std::time::Duration::from_secs(5));
+        config.tcp_user_timeout(std::time::Duration::from_secs(10));
+        let jobs = session::spawn(config, "loops-postgres".to_owned())?;
+        let mut store = Self {
+            jobs,
+            display: display.clone(),
+            applied: 0,
+        };
+        let shown = display.clone();
+        store.applied =
+            write!(store, None, |db| open::migrate(db, &shown)).map_err(|e| match e {
+                StoreError::Backend {
+                    kind,
+                    message,
+                    source,
+                } => StoreError::Backend {
+                    kind,
+                    message: format!("cannot open PostgreSQL store {display}: {message}"),
+                    source,
+                },
+                other => other,
+            })?;
+        Ok(store)
+    }
+
+    /// The store's URL without its password.
+    pub fn display_url(&self) -> &str {
+        &self.display
+    }
+
+    /// How many migrations opening this store applied (0 when another opener, or an
+    /// earlier one, had applied them).
+    pub fn migrations_applied(&self) -> usize {
+        self.applied
+    }
+
+    /// The schema version recorded in `schema_migrations`.
+    pub fn schema_version(&self) -> StoreResult<i64> {
+        read!(self, |db| open::current_version(db))
+    }
+
+    /// The server's version string (`SHOW server_version`), for `doctor`.
+    pub fn server_version(&self) -> StoreResult<String> {
+        read!(self, |db| async move {
+            let row = db.query_one("SHOW server_version", &[]).await?;
+            codec::get::<String>(&row, 0, "server_version")
+        })
+    }
+
+    fn call<T: Send + 'static>(
+        &self,
+        job: impl for<'s> FnOnce(
+                &'s mut session::Session,
+            ) -> session::LocalBoxFuture<'s, error::Result<T>>
+            + Send
+            + 'static,
+    ) -> StoreResult<T> {
+        session::call(&self.jobs, job)
+    }
+}
+
+/// Each method is implemented in the module of its part of the trait.
+impl Store for PgStore {
+    fn create_loop(&self, new: NewLoop, now: Instant) -> StoreResult<Loop> {
+        write!(self, None, |db| loops::create_loop(db, &new, now))
+    }
+
+    fn get_loop(&self, id: &LoopId) -> StoreResult<Option<Loop>> {
+        let id = id.clone();
+        read!(self, |db| loops::get_loop(db, &id))
+    }
+
+    fn get_loop_by_name(&self, name: &str) -> StoreResult<Option<Loop>> {
+        let name = name.to_owned();
+        read!(self, |db| loops::get_loop_by_name(db, &name))
+    }
+
+    fn loops_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Loop>> {
+        let prefix = prefix.to_owned();
+        read!(self, |db| loops::loops_with_id_prefix(db, &prefix, limit))
+    }
+
+    fn loop_rows(
+        &self,
+        status: Option<LoopStatus>,
+    ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        read!(self, |db| loops::loop_rows(db, status))
+    }
+
+    fn update_loop_schedule(
+        &self,
+        id: &LoopId,
+        advance: &LoopAdvance,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Loop> {
+        let (id, advance) = (id.clone(), advance.clone());
+        write!(self, fenced(fence, now), |db| loops::update_loop_schedule(
+            db, &id, &advance, now
+        ))
+    }
+
+    fn remove_loop(&self, id: &LoopId) -> StoreResult<bool> {
+        let id = id.clone();
+        write!(self, None, |db| loops::remove_loop(db, &id))
+    }
+
+    fn due_loops(
+        &self,
+        now: Instant,
+        limit: usize,
+    ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        read!(self, |db| loops::due_loops(db, now, limit))
+    }
+
+    fn next_due_at(&self) -> StoreResult<Option<Instant>> {
+        read!(self, |db| loops::next_due_at(db))
+    }
+
+    fn park_loop(
+        &self,
+        id: &LoopId,
+        reason: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Option<Run>> {
+        let (id, reason) = (id.clone(), reason.to_owned());
+        write!(self, fenced(fence, now), |db| loops::park_loop(
+            db, &id, &reason, now
+        ))
+    }
+
+    fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> StoreResult<Vec<Loop>> {
+        // Every scheduling pass asks; almost always nothing is due to expire, and a
+        // read is cheaper than an (empty) write transaction.
+        if !read!(self, |db| loops::any_expired(db, now))? {
+            return Ok(Vec::new());
+        }
+        write!(self, fenced(fence, now), |db| loops::expire_loops(db, now))
+    }
+
+    fn update_loop_definition(
+        &self,
+        id: &LoopId,
+        update: &LoopUpdate,
+        expected: &LoopVersion,
+        now: Instant,
+    ) -> StoreResult<Option<Loop>> {
+        let (id, update, expected) = (id.clone(), update.clone(), expected.clone());
+        write!(self, None, |db| loops::update_loop_definition(
+            db, &id, &update, &expected, now
+        ))
+    }
+
+    fn loop_rows_matching(
+        &self,
+        filter: &LoopFilter,
+    ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        let filter = filter.clone();
+        read!(self, |db| loops::loop_rows_matching(db, &filter))
+    }
+
+    fn claim_runs(
+        &self,
+        batch: &[BatchClaim],
+        fence: Option<&Fence>,
+    ) -> StoreResult<Vec<ClaimOutcome>> {
+        let Some(first) = batch.first() else {
+            return Ok(Vec::new());
+        };
+        let at = first.request.now;
+        let batch = batch.to_vec();
+        write!(self, fenced(fence, at), |db| claims::claim_runs(db, &batch))
+    }
+
+    fn record_run_writes(
+        &self,
+        writes: &[RunWrite],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Vec<StoreResult<RunWritten>>> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let writes = writes.to_vec();
+        write!(self, fenced(fence, now), |db| finalize::record_run_writes(
+            db, &writes, now
+        ))
+    }
+
+    fn renew_run_leases(
+        &self,
+        runs: &[RunId],
+        runner_id: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<usize> {
+        let (runs, runner) = (runs.to_vec(), runner_id.to_owned());
+        write!(self, fenced(fence, now), |db| runs::renew_run_leases(
+            db, &runs, &runner, now
+        ))
+    }
+
+    fn take_over_run(
+        &self,
+        run: &RunId,
+        from: Option<&str>,
+        runner_id: &str,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Run> {
+        let (run, from, runner) = (run.clone(), from.map(str::to_owned), runner_id.to_owned());
+        write!(self, fenced(fence, now), |db| runs::take_over_run(
+            db,
+            &run,
+            from.as_deref(),
+            &runner,
+            now
+        ))
+    }
+
+    fn running_runs(&self, loop_id: Option<&LoopId>) -> StoreResult<Vec<Run>> {
+        let loop_id = loop_id.cloned();
+        read!(self, |db| runs::running_runs(db, loop_id.as_ref()))
+    }
+
+    fn get_run(&self, id: &RunId) -> StoreResult<Option<Run>> {
+        let id = id.clone();
+        read!(self, |db| runs::get_run(db, &id))
+    }
+
+    fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+        let filter = filter.clone();
+        read!(self, |db| runs::list_runs(db, &filter))
+    }
+
+    fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> StoreResult<usize> {
+        let policy = policy.clone();
+        if dry_run {
+            return read!(self, |db| runs::prune_runs(db, &policy, true));
+        }
+        write!(self, None, |db| runs::prune_runs(db, &policy, false))
+    }
+
+    fn acquire_daemon_lease(
+        &self,
+        holder: &LeaseHolder,
+        ttl_ms: u64,
+        now: Instant,
+        takeover: &dyn Fn(&DaemonLease) -> bool,
+    ) -> StoreResult<LeaseAcquire> {
+        // The take-over callback runs here, on the caller's thread, between a read of
+        // the lease and the write that takes it; the write applies only while the lease
+        // is still the one judged (else the whole decision is made again).
+        for _ in 0..16 {
+            let existing = read!(self, |db| lease::current_daemon_lease(db))?;
+            if let Some(held) = lease::acquire_decision(existing.as_ref(), holder, now, takeover) {
+                return Ok(held);
+            }
+            let judged = existing.as_ref().map(|l| l.token);
+            let holder = holder.clone();
+            let taken = write!(self, None, |db| async move {
+                let current = lease::lease_for_acquire(db).await?;
+                if current.as_ref().map(|l| l.token) != judged {
+                    return Ok(None);
+                }
+                lease::take_lease(db, current.as_ref(), &holder, ttl_ms, now)
+                    .await
+                    .map(Some)
+            })?;
+            if let Some(lease) = taken {
+                return Ok(LeaseAcquire::Acquired(lease));
+            }
+        }
+        Err(StoreError::backend(
+            loops_store::BackendErrorKind::Busy,
+            "the daemon lease kept changing while it was being acquired",
+        ))
+    }
+
+    fn renew_daemon_lease(&self, fence: &Fence, ttl_ms: u64, now: Instant) -> StoreResult<bool> {
+        let fence = fence.clone();
+        write!(self, None, |db| lease::renew_daemon_lease(
+            db, &fence, ttl_ms, now
+        ))
+    }
+
+    fn release_daemon_lease(&self, fence: &Fence) -> StoreResult<()> {
+        let fence = fence.clone();
+        write!(self, None, |db| lease::release_daemon_lease(db, &fence))
+    }
+
+    fn current_daemon_lease(&self) -> StoreResult<Option<DaemonLease>> {
+        read!(self, |db| lease::current_daemon_lease(db))
+    }
+
+    fn notify_default(&self) -> StoreResult<Option<Notify>> {
+        read!(self, |db| notify::notify_default(db))
+    }
+
+    fn set_notify_default(&self, settings: Option<&Notify>) -> StoreResult<()> {
+        let settings = settings.cloned();
+        write!(self, None, |db| notify::set_notify_default(
+            db,
+            settings.as_ref()
+        ))
+    }
+
+    fn deliveries_of_runs(&self, runs: &[RunId]) -> StoreResult<Vec<Delivery>> {
+        let runs = runs.to_vec();
+        read!(self, |db| notify::deliveries_of_runs(db, &runs))
+    }
+
+    fn pending_deliveries(&self, limit: usize) -> StoreResult<Vec<Delivery>> {
+        read!(self, |db| notify::pending_deliveries(db, limit))
+    }
+
+    fn claim_delivery(
+        &self,
+        id: &str,
+        from: Option<&str>,
+        runner_id: &str,
+        until: Instant,
+        now: Instant,
+    ) -> StoreResult<Option<Delivery>> {
+        let (id, from, runner) = (id.to_owned(), from.map(str::to_owned), runner_id.to_owned());
+        write!(self, None, |db| notify::claim_delivery(
+            db,
+            &id,
+            from.as_deref(),
+            &runner,
+            until,
+            now
+        ))
+    }
+
+    fn record_delivery(
+        &self,
+        id: &str,
+        runner_id: &str,
+        status: DeliveryStatus,
+        attempts: u32,
+        last_error: Option<&str>,
+        now: Instant,
+    ) -> StoreResult<Option<Delivery>> {
+        let (id, runner, last_error) = (
+            id.to_owned(),
+            runner_id.to_owned(),
+            last_error.map(str::to_owned),
+        );
+        write!(self, None, |db| notify::record_delivery(
+            db,
+            &id,
+            &runner,
+            status,
+            attempts,
+            last_error.as_deref(),
+            now
+        ))
+    }
+
+    fn runs_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Run>> {
+        let prefix = prefix.to_owned();
+        read!(self, |db| runs::runs_with_id_prefix(db, &prefix, limit))
+    }
+
+    fn runs_created_since(
+        &self,
+        since: Instant,
+        loop_id: Option<&LoopId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Run>> {
+        let loop_id = loop_id.cloned();
+        read!(self, |db| runs::runs_created_since(
+            db,
+            since,
+            loop_id.as_ref(),
+            limit
+        ))
+    }
+}
+
+impl WorkflowStore for PgStore {
+    fn create_workflow(
+        &self,
+        spec: &WorkflowSpec,
+        replace: bool,
+        now: Instant,
+    ) -> StoreResult<Workflow> {
+        let spec = spec.clone();
+        write!(self, None, |db| workflows::create_workflow(
+            db, &spec, replace, now
+        ))
+    }
+
+    fn get_workflow(&self, id: &str) -> StoreResult<Option<Workflow>> {
+        let id = id.to_owned();
+        read!(self, |db| workflows::get_workflow(db, &id))
+    }
+
+    fn get_active_workflow(&self, name: &str) -> StoreResult<Option<Workflow>> {
+        let name = name.to_owned();
+        read!(self, |db| workflows::get_active_workflow(db, &name))
+    }
+
+    fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Workflow>> {
+        let prefix = prefix.to_owned();
+        read!(self, |db| workflows::workflows_with_id_prefix(
+            db, &prefix, limit
+        ))
+    }
+
+    fn list_workflows(&self, status: Option<WorkflowStatus>) -> StoreResult<Vec<Workflow>> {
+        read!(self, |db| workflows::list_workflows(db, status))
+    }
+
+    fn archive_workflow(&self, id: &str, now: Instant) -> StoreResult<Workflow> {
+        let id = id.to_owned();
+        write!(self, None, |db| workflows::archive_workflow(db, &id, now))
+    }
+
+    fn create_workflow_run(
+        &self,
+        workflow: &Workflow,
+        origin: Option<&RunOrigin>,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<(WorkflowRun, bool)> {
+        let (workflow, origin) = (workflow.clone(), origin.cloned());
+        write!(self, fenced(fence, now), |db| {
+            workflows::create_workflow_run(db, &workflow, origin.as_ref(), now)
+        })
+    }
+
+    fn get_workflow_run(&self, id: &str) -> StoreResult<Option<WorkflowRun>> {
+        let id = id.to_owned();
+        read!(self, |db| workflows::get_workflow_run(db, &id))
+    }
+
+    fn workflow_runs_with_id_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<WorkflowRun>> {
+        let prefix = prefix.to_owned();
+        read!(self, |db| workflows::workflow_runs_with_id_prefix(
+            db, &prefix, limit
+        ))
+    }
+
+    fn list_workflow_runs(
+        &self,
+        workflow_name: Option<&str>,
+        limit: Option<usize>,
+    ) -> StoreResult<Vec<WorkflowRun>> {
+        let name = workflow_name.map(str::to_owned);
+        read!(self, |db| workflows::list_workflow_runs(
+            db,
+            name.as_deref(),
+            limit
+        ))
+    }
+
+    fn step_runs(&self, run_id: &str) -> StoreResult<Vec<StepRun>> {
+        let run_id = run_id.to_owned();
+        read!(self, |db| workflows::step_runs(db, &run_id))
+    }
+
+    fn workflow_events(
+        &self,
+        run_id: &str,
+        limit: Option<usize>,
+    ) -> StoreResult<Vec<WorkflowEvent>> {
+        let run_id = run_id.to_owned();
+        read!(self, |db| workflows::workflow_events(db, &run_id, limit))
+    }
+
+    fn save_workflow_run(
+        &self,
+        run: &WorkflowRun,
+        events: &[NewEvent],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()> {
+        let (run, events) = (run.clone(), events.to_vec());
+        write!(self, fenced(fence, now), |db| workflows::save_workflow_run(
+            db, &run, &events, now
+        ))
+    }
+
+    fn save_step_run(
+        &self,
+        step: &StepRun,
+        events: &[NewEvent],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()> {
+        let (step, events) = (step.clone(), events.to_vec());
+        write!(self, fenced(fence, now), |db| workflows::save_step_run(
+            db, &step, &events, now
+        ))
+    }
+
+    fn request_workflow_cancel(
+        &self,
+        run_id: &str,
+        reason: &str,
+        now: Instant,
+    ) -> StoreResult<WorkflowRun> {
+        let (run_id, reason) = (run_id.to_owned(), reason.to_owned());
+        write!(self, None, |db| workflows::request_workflow_cancel(
+            db, &run_id, &reason, now
+        ))
+    }
+
+    fn prune_workflow_runs(&self, policy: &PrunePolicy, dry_run: bool) -> StoreResult<usize> {
+        let policy = policy.clone();
+        if dry_run {
+            return read!(self, |db| workflows::prune_workflow_runs(db, &policy, true));
+        }
+        write!(self, None, |db| workflows::prune_workflow_runs(
+            db, &policy, false
+        ))
+    }
+}

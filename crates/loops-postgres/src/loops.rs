@@ -1,0 +1,528 @@
+//! Loop rows: create, look up, list, move (schedule state), remove, the due index,
+//! parking and expiry.
+
+use crate::codec::{
+    decode_all, decode_loop_row, instant_from_ms, loop_cols, loop_from_row, ms, new_id, opt_ms,
+    prefix_upper, run_cols, run_from_row, sat_i64, text, ID_ATTEMPTS,
+};
+use crate::error::{is_unique_violation, violated_constraint, Error, Result};
+use crate::session::Db;
+use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
+use loops_store::{LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::GenericClient;
+
+/// The JSON columns of a definition.
+pub(crate) struct DefinitionJson {
+    schedule: String,
+    target: String,
+    labels: String,
+    notify: Option<String>,
+}
+
+pub(crate) fn definition_json(def: &NewLoop) -> Result<DefinitionJson> {
+    let json = |what: &str, e: serde_json::Error| Error::invalid(format!("{what}: {e}"));
+    Ok(DefinitionJson {
+        schedule: serde_json::to_string(&def.schedule).map_err(|e| json("schedule", e))?,
+        target: serde_json::to_string(&def.target).map_err(|e| json("target", e))?,
+        labels: serde_json::to_string(&def.labels).map_err(|e| json("labels", e))?,
+        notify: def
+            .notify
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| json("notify", e))?,
+    })
+}
+
+pub(crate) async fn create_loop<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    new: &NewLoop,
+    now: Instant,
+) -> Result<Loop> {
+    let json = definition_json(new)?;
+    let p = &new.policy;
+    for _ in 0..ID_ATTEMPTS {
+        let id = new_id();
+        let due_at = schedule::due_at(&LoopId::new(&id), new.next_run_at, None, p.jitter_ms);
+        // A savepoint, so a collision (name or id) leaves the transaction usable.
+        db.batch("SAVEPOINT create_loop").await?;
+        let inserted = db
+            .query_one(
+                concat!(
+                    "INSERT INTO loops (",
+                    loop_cols!(),
+                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, \
+                     $15, $15, $16, $17, $18, $19) RETURNING ",
+                    loop_cols!()
+                ),
+                &[
+                    &id,
+                    &new.name,
+                    &new.description,
+                    &LoopStatus::Active.as_str(),
+                    &json.schedule,
+                    &json.target,
+                    &opt_ms(new.next_run_at.as_ref()),
+                    &p.catch_up.as_str(),
+                    &i64::from(p.catch_up_limit),
+                    &p.overlap.as_str(),
+                    &i64::from(p.max_attempts),
+                    &sat_i64(p.retry_delay_ms),
+                    &sat_i64(p.lease_ms),
+                    &opt_ms(p.expires_at.as_ref()),
+                    &ms(&now),
+                    &sat_i64(p.jitter_ms),
+                    &opt_ms(due_at.as_ref()),
+                    &json.labels,
+                    &json.notify,
+                ],
+            )
+            .await;
+        match inserted {
+            Ok(row) => {
+                db.batch("RELEASE SAVEPOINT create_loop").await?;
+                let created = loop_from_row(&row)?;
+                set_labels(db, &created.id, &created.labels).await?;
+                return Ok(created);
+            }
+            Err(e) if is_unique_violation(&e) => {
+                db.batch("ROLLBACK TO SAVEPOINT create_loop").await?;
+                if violated_constraint(&e).as_deref() == Some("loops_name_key") {
+                    return Err(StoreError::DuplicateName(new.name.clone()).into());
+                }
+                // An id collision: draw another.
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::ids_exhausted("loop"))
+}
+
+pub(crate) async fn get_loop<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &LoopId,
+) -> Result<Option<Loop>> {
+    db.query_opt(
+        concat!("SELECT ", loop_cols!(), " FROM loops WHERE id = $1"),
+        &[&id.as_str()],
+    )
+    .await?
+    .map(|row| loop_from_row(&row))
+    .transpose()
+}
+
+pub(crate) async fn get_loop_by_name<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    name: &str,
+) -> Result<Option<Loop>> {
+    db.query_opt(
+        concat!("SELECT ", loop_cols!(), " FROM loops WHERE name = $1"),
+        &[&name],
+    )
+    .await?
+    .map(|row| loop_from_row(&row))
+    .transpose()
+}
+
+pub(crate) async fn loops_with_id_prefix<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<Loop>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                loop_cols!(),
+                " FROM loops WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
+            ),
+            &[&prefix, &prefix_upper(prefix), &sat_i64(limit as u64)],
+        )
+        .await?;
+    Ok(decode_all(&rows, loop_from_row)?
+        .into_iter()
+        .filter(|l| l.id.as_str().starts_with(prefix))
+        .collect())
+}
+
+pub(crate) async fn loop_rows<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    status: Option<LoopStatus>,
+) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                loop_cols!(),
+                " FROM loops WHERE $1::text IS NULL OR status = $1 ORDER BY name"
+            ),
+            &[&status.map(LoopStatus::as_str)],
+        )
+        .await?;
+    Ok(rows.iter().map(decode_loop_row).collect())
+}
+
+pub(crate) async fn update_loop_schedule<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &LoopId,
+    advance: &LoopAdvance,
+    now: Instant,
+) -> Result<Loop> {
+    if !apply_advance(db, id, advance, now).await? {
+        return Err(StoreError::LoopNotFound(id.to_string()).into());
+    }
+    get_loop(db, id)
+        .await?
+        .ok_or_else(|| StoreError::LoopNotFound(id.to_string()).into())
+}
+
+/// Sets a loop's schedule state inside the caller's transaction (its `due_at` computed
+/// here, from its jitter, as [`schedule::due_at`] does); false when the loop does not
+/// exist.
+pub(crate) async fn apply_advance<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &LoopId,
+    advance: &LoopAdvance,
+    now: Instant,
+) -> Result<bool> {
+    let jitter = db
+        .query_opt(
+            "SELECT jitter_ms FROM loops WHERE id = $1 FOR UPDATE",
+            &[&id.as_str()],
+        )
+        .await?;
+    let Some(jitter) = jitter else {
+        return Ok(false);
+    };
+    let jitter: i64 = crate::codec::get(&jitter, 0, "jitter_ms")?;
+    apply_advance_known(db, id, u64::try_from(jitter).unwrap_or(0), advance, now).await
+}
+
+/// [`apply_advance`] when the loop row is already locked and its jitter known.
+pub(crate) async fn apply_advance_known<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &LoopId,
+    jitter_ms: u64,
+    advance: &LoopAdvance,
+    now: Instant,
+) -> Result<bool> {
+    let due_at = schedule::due_at(
+        id,
+        advance.next_run_at,
+        advance.retry_scheduled_for,
+        jitter_ms,
+    );
+    let n = db
+        .execute(
+            "UPDATE loops SET status = $2, next_run_at = $3, retry_scheduled_for = $4, \
+             due_at = $5, updated_at = $6 WHERE id = $1",
+            &[
+                &id.as_str(),
+                &advance.status.as_str(),
+                &opt_ms(advance.next_run_at.as_ref()),
+                &opt_ms(advance.retry_scheduled_for.as_ref()),
+                &opt_ms(due_at.as_ref()),
+                &ms(&now),
+            ],
+        )
+        .await?;
+    Ok(n > 0)
+}
+
+/// Replaces a loop's labels in the filter index (its `labels_json` is written by the
+/// caller, in the same transaction).
+pub(crate) async fn set_labels<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &LoopId,
+    labels: &[String],
+) -> Result<()> {
+    db.execute(
+        "DELETE FROM loop_labels WHERE loop_id = $1",
+        &[&id.as_str()],
+    )
+    .await?;
+    if !labels.is_empty() {
+        db.execute(
+            "INSERT INTO loop_labels (label, loop_id) SELECT unnest($1::text[]), $2",
+            &[&labels, &id.as_str()],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn remove_loop<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &LoopId,
+) -> Result<bool> {
+    let id = id.as_str();
+    db.execute(
+        "DELETE FROM notification_deliveries WHERE loop_id = $1",
+        &[&id],
+    )
+    .await?;
+    db.execute("DELETE FROM loop_labels WHERE loop_id = $1", &[&id])
+        .await?;
+    db.execute("DELETE FROM runs WHERE loop_id = $1", &[&id])
+        .await?;
+    Ok(db
+        .execute("DELETE FROM loops WHERE id = $1", &[&id])
+        .await?
+        > 0)
+}
+
+pub(crate) async fn due_loops<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    now: Instant,
+    limit: usize,
+) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                loop_cols!(),
+                " FROM loops WHERE status = 'active' AND due_at <= $1 ORDER BY due_at LIMIT $2"
+            ),
+            &[&ms(&now), &sat_i64(limit as u64)],
+        )
+        .await?;
+    Ok(rows.iter().map(decode_loop_row).collect())
+}
+
+pub(crate) async fn next_due_at<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+) -> Result<Option<Instant>> {
+    let row = db
+        .query_opt(
+            "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+             ORDER BY due_at LIMIT 1",
+            &[],
+        )
+        .await?;
+    row.map(|r| instant_from_ms(crate::codec::get(&r, 0, "due_at")?, "due_at"))
+        .transpose()
+}
+
+pub(crate) async fn park_loop<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &LoopId,
+    reason: &str,
+    now: Instant,
+) -> Result<Option<Run>> {
+    let found = db
+        .query_opt(
+            "UPDATE loops SET status = 'paused', updated_at = $2 \
+             WHERE id = $1 AND status = 'active' RETURNING name, next_run_at",
+            &[&id.as_str(), &ms(&now)],
+        )
+        .await?;
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    let name: String = crate::codec::get(&found, 0, "name")?;
+    let slot: Option<i64> = crate::codec::get(&found, 1, "next_run_at")?;
+    let slot = slot.unwrap_or_else(|| ms(&now));
+    let reason = text(reason);
+    for _ in 0..ID_ATTEMPTS {
+        let row = db
+            .query_opt(
+                concat!(
+                    "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
+                     source, started_at, finished_at, duration_ms, error, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, \
+                       (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs \
+                        WHERE loop_id = $2 AND scheduled_for = $4), \
+                       'failed', 'scheduled', $5, $5, 0, $6, $5, $5) \
+                     ON CONFLICT (id) DO NOTHING RETURNING ",
+                    run_cols!()
+                ),
+                &[
+                    &new_id(),
+                    &id.as_str(),
+                    &name,
+                    &slot,
+                    &ms(&now),
+                    &reason.as_ref(),
+                ],
+            )
+            .await?;
+        if let Some(row) = row {
+            return run_from_row(&row).map(Some);
+        }
+    }
+    Err(Error::ids_exhausted("run"))
+}
+
+/// Whether any active loop is past its expiry (a cheap read before the write).
+pub(crate) async fn any_expired<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    now: Instant,
+) -> Result<bool> {
+    let row = db
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM loops \
+             WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= $1)",
+            &[&ms(&now)],
+        )
+        .await?;
+    crate::codec::get(&row, 0, "exists")
+}
+
+pub(crate) async fn expire_loops<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    now: Instant,
+) -> Result<Vec<Loop>> {
+    let rows = db
+        .query(
+            concat!(
+                "UPDATE loops SET status = 'expired', next_run_at = NULL, due_at = NULL, \
+                 updated_at = $1 \
+                 WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= $1 \
+                 RETURNING ",
+                loop_cols!()
+            ),
+            &[&ms(&now)],
+        )
+        .await?;
+    let mut loops = decode_all(&rows, loop_from_row)?;
+    loops.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(loops)
+}
+
+/// One guarded `UPDATE … RETURNING` of the whole definition and schedule state; then,
+/// in the same transaction, the label index and (on a new name) the runs' `loop_name`.
+pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &LoopId,
+    update: &LoopUpdate,
+    expected: &LoopVersion,
+    now: Instant,
+) -> Result<Option<Loop>> {
+    let def = &update.definition;
+    let json = definition_json(def)?;
+    let p = &def.policy;
+    let due_at = schedule::due_at(id, def.next_run_at, update.retry_scheduled_for, p.jitter_ms);
+    db.batch("SAVEPOINT edit_loop").await?;
+    let updated = db
+        .query_opt(
+            concat!(
+                "UPDATE loops SET name = $2, description = $3, status = $4, schedule_json = $5, \
+                   target_json = $6, next_run_at = $7, retry_scheduled_for = $8, catch_up = $9, \
+                   catch_up_limit = $10, overlap = $11, max_attempts = $12, retry_delay_ms = $13, \
+                   lease_ms = $14, expires_at = $15, jitter_ms = $16, due_at = $17, \
+                   labels_json = $18, notify_json = $19, updated_at = $20 \
+                 WHERE id = $1 AND status = $21 AND next_run_at IS NOT DISTINCT FROM $22 \
+                   AND retry_scheduled_for IS NOT DISTINCT FROM $23 AND updated_at = $24 \
+                 RETURNING ",
+                loop_cols!()
+            ),
+            &[
+                &id.as_str(),
+                &def.name,
+                &def.description,
+                &update.status.as_str(),
+                &json.schedule,
+                &json.target,
+                &opt_ms(def.next_run_at.as_ref()),
+                &opt_ms(update.retry_scheduled_for.as_ref()),
+                &p.catch_up.as_str(),
+                &i64::from(p.catch_up_limit),
+                &p.overlap.as_str(),
+                &i64::from(p.max_attempts),
+                &sat_i64(p.retry_delay_ms),
+                &sat_i64(p.lease_ms),
+                &opt_ms(p.expires_at.as_ref()),
+                &sat_i64(p.jitter_ms),
+                &opt_ms(due_at.as_ref()),
+                &json.labels,
+                &json.notify,
+                &ms(&now),
+                &expected.status.as_str(),
+                &opt_ms(expected.next_run_at.as_ref()),
+                &opt_ms(expected.retry_scheduled_for.as_ref()),
+                &ms(&expected.updated_at),
+            ],
+        )
+        .await;
+    let updated = match updated {
+        Ok(updated) => {
+            db.batch("RELEASE SAVEPOINT edit_loop").await?;
+            updated
+        }
+        Err(e) if is_unique_violation(&e) => {
+            db.batch("ROLLBACK TO SAVEPOINT edit_loop").await?;
+            return Err(StoreError::DuplicateName(def.name.clone()).into());
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(updated) = updated else {
+        let exists = db
+            .query_opt("SELECT 1 FROM loops WHERE id = $1", &[&id.as_str()])
+            .await?;
+        return match exists {
+            Some(_) => Ok(None),
+            None => Err(StoreError::LoopNotFound(id.to_string()).into()),
+        };
+    };
+    let updated = loop_from_row(&updated)?;
+    set_labels(db, id, &updated.labels).await?;
+    db.execute(
+        "UPDATE runs SET loop_name = $2 WHERE loop_id = $1 AND loop_name != $2",
+        &[&id.as_str(), &updated.name],
+    )
+    .await?;
+    Ok(Some(updated))
+}
+
+/// The statement of [`loop_rows_matching`] and its parameters. With labels, the loops
+/// carrying all of them are found in `loop_labels` first (its primary key is
+/// `(label, loop_id)`) and only those rows are read.
+pub(crate) fn loops_query(filter: &LoopFilter) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
+    let mut labels = filter.labels.clone();
+    labels.sort();
+    labels.dedup();
+    let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+    let mut sql = String::from(concat!("SELECT ", loop_cols!()));
+    if labels.is_empty() {
+        sql.push_str(" FROM loops");
+    } else {
+        let n = labels.len() as i64;
+        params.push(Box::new(labels));
+        params.push(Box::new(n));
+        sql.push_str(
+            " FROM loops WHERE id IN (SELECT loop_id FROM loop_labels \
+               WHERE label = ANY($1::text[]) GROUP BY loop_id HAVING COUNT(*) = $2)",
+        );
+    }
+    let joiner = if params.is_empty() {
+        " WHERE "
+    } else {
+        " AND "
+    };
+    match filter.status {
+        Some(status) => {
+            params.push(Box::new(status.as_str().to_owned()));
+            sql.push_str(&format!("{joiner}status = ${}", params.len()));
+        }
+        None if !filter.include_archived => {
+            sql.push_str(&format!("{joiner}status != 'archived'"));
+        }
+        None => {}
+    }
+    sql.push_str(" ORDER BY name");
+    (sql, params)
+}
+
+pub(crate) async fn loop_rows_matching<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    filter: &LoopFilter,
+) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+    let (sql, params) = loops_query(filter);
+    let refs: Vec<&(dyn ToSql + Sync)> = params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    let rows = db.query(&sql, &refs).await?;
+    Ok(rows.iter().map(decode_loop_row).collect())
+}

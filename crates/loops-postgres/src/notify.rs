@@ -1,0 +1,294 @@
+//! Notifications: the store-wide default (in `meta`), the delivery rows a finalization
+//! queues in its own transaction (the decision is the domain's,
+//! `loops_core::notify::decide`), their claims and their results.
+
+use crate::codec::{
+    decode_all, get, get_enum, get_instant, get_opt_instant, get_u32, ms, new_id, opt_text,
+    sat_i64, text, ID_ATTEMPTS,
+};
+use crate::error::{Error, Result};
+use crate::session::Db;
+use loops_core::notify;
+use loops_core::{
+    Delivery, DeliveryStatus, Instant, Loop, LoopId, Notify, NotifyChannel, NotifyEvent, Run, RunId,
+};
+use tokio_postgres::{GenericClient, Row};
+
+/// `meta` key of the store-wide default settings (JSON).
+const META_NOTIFY_DEFAULT: &str = "notify_default";
+
+/// The columns of `notification_deliveries`, in the order [`delivery_from_row`] reads them.
+macro_rules! delivery_cols {
+    () => {
+        "id, run_id, loop_id, event, channel, target, status, attempts, last_error, \
+         created_at, updated_at, claimed_by, claim_expires_at"
+    };
+}
+
+fn delivery_from_row(row: &Row) -> Result<Delivery> {
+    Ok(Delivery {
+        id: get(row, 0, "id")?,
+        run_id: RunId::new(get::<String>(row, 1, "run_id")?),
+        loop_id: LoopId::new(get::<String>(row, 2, "loop_id")?),
+        event: get_enum(row, 3, "event")?,
+        channel: get_enum(row, 4, "channel")?,
+        target: get(row, 5, "target")?,
+        status: get_enum(row, 6, "status")?,
+        attempts: get_u32(row, 7, "attempts")?,
+        last_error: get(row, 8, "last_error")?,
+        created_at: get_instant(row, 9, "created_at")?,
+        updated_at: get_instant(row, 10, "updated_at")?,
+        claimed_by: get(row, 11, "claimed_by")?,
+        claim_expires_at: get_opt_instant(row, 12, "claim_expires_at")?,
+    })
+}
+
+pub(crate) async fn notify_default<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+) -> Result<Option<Notify>> {
+    let row = db
+        .query_opt(
+            "SELECT value FROM meta WHERE key = $1",
+            &[&META_NOTIFY_DEFAULT],
+        )
+        .await?;
+    row.map(|r| {
+        let text: String = get(&r, 0, "value")?;
+        serde_json::from_str(&text)
+            .map_err(|e| Error::decode(format!("meta {META_NOTIFY_DEFAULT}: {e}")))
+    })
+    .transpose()
+}
+
+pub(crate) async fn set_notify_default<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    notify: Option<&Notify>,
+) -> Result<()> {
+    let value = notify
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| Error::invalid(format!("notify settings: {e}")))?;
+    match value {
+        Some(value) => {
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES ($1, $2) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[&META_NOTIFY_DEFAULT, &value],
+            )
+            .await?
+        }
+        None => {
+            db.execute("DELETE FROM meta WHERE key = $1", &[&META_NOTIFY_DEFAULT])
+                .await?
+        }
+    };
+    Ok(())
+}
+
+/// After `run` was finalized in this transaction: queues the notifications its loop's
+/// settings (else the store-wide default) call for, one `pending` row per channel.
+pub(crate) async fn queue_for_run<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lp: &Loop,
+    run: &Run,
+    now: Instant,
+) -> Result<Vec<Delivery>> {
+    if run.status == loops_core::RunStatus::Skipped {
+        return Ok(Vec::new());
+    }
+    let default = match &lp.notify {
+        Some(_) => None,
+        None => notify_default(db).await?,
+    };
+    let Some(settings) = notify::effective(lp.notify.as_ref(), default.as_ref()) else {
+        return Ok(Vec::new());
+    };
+    // The domain asks about the previous slot only when it needs to; the answer is
+    // looked up first here (an async lookup cannot run inside its callback).
+    let previous_failed = if run.status == loops_core::RunStatus::Succeeded {
+        previous_slot_failed(db, lp, run).await?
+    } else {
+        false
+    };
+    let event = notify::decide(settings.on, run, lp.max_attempts, || {
+        Ok::<_, Error>(previous_failed)
+    })?;
+    let Some(event) = event else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (channel, target) in notify::channels(settings) {
+        out.push(insert(db, run, event, channel, target, now).await?);
+    }
+    Ok(out)
+}
+
+/// Whether the newest other slot of the loop whose last attempt is known (a success,
+/// or a failure on its last attempt; ad-hoc runs have one) failed.
+async fn previous_slot_failed<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lp: &Loop,
+    run: &Run,
+) -> Result<bool> {
+    let row = db
+        .query_opt(
+            "SELECT status FROM runs \
+             WHERE loop_id = $1 AND id != $2 AND scheduled_for != $3 \
+               AND (status = 'succeeded' \
+                    OR (status IN ('failed', 'timed_out', 'abandoned') \
+                        AND (attempt >= $4 OR source = 'ad_hoc'))) \
+             ORDER BY created_at DESC, seq DESC LIMIT 1",
+            &[
+                &lp.id.as_str(),
+                &run.id.as_str(),
+                &ms(&run.scheduled_for),
+                &i64::from(lp.max_attempts),
+            ],
+        )
+        .await?;
+    Ok(match row {
+        Some(r) => get::<String>(&r, 0, "status")? != "succeeded",
+        None => false,
+    })
+}
+
+async fn insert<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    run: &Run,
+    event: NotifyEvent,
+    channel: NotifyChannel,
+    target: &str,
+    now: Instant,
+) -> Result<Delivery> {
+    for _ in 0..ID_ATTEMPTS {
+        let row = db
+            .query_opt(
+                concat!(
+                    "INSERT INTO notification_deliveries \
+                       (id, run_id, loop_id, event, channel, target, status, attempts, \
+                        created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7) \
+                     ON CONFLICT (id) DO NOTHING RETURNING ",
+                    delivery_cols!()
+                ),
+                &[
+                    &new_id(),
+                    &run.id.as_str(),
+                    &run.loop_id.as_str(),
+                    &event.as_str(),
+                    &channel.as_str(),
+                    &text(target).as_ref(),
+                    &ms(&now),
+                ],
+            )
+            .await?;
+        if let Some(row) = row {
+            return delivery_from_row(&row);
+        }
+    }
+    Err(Error::ids_exhausted("notification delivery"))
+}
+
+pub(crate) async fn deliveries_of_runs<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    runs: &[RunId],
+) -> Result<Vec<Delivery>> {
+    if runs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<&str> = runs.iter().map(RunId::as_str).collect();
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                delivery_cols!(),
+                " FROM notification_deliveries WHERE run_id = ANY($1::text[]) \
+                 ORDER BY created_at, seq"
+            ),
+            &[&ids],
+        )
+        .await?;
+    let mut found = decode_all(&rows, delivery_from_row)?;
+    let order: std::collections::HashMap<&str, usize> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.as_str(), i))
+        .collect();
+    found.sort_by_key(|d| order.get(d.run_id.as_str()).copied().unwrap_or(usize::MAX));
+    Ok(found)
+}
+
+pub(crate) async fn pending_deliveries<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    limit: usize,
+) -> Result<Vec<Delivery>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                delivery_cols!(),
+                " FROM notification_deliveries WHERE status = 'pending' \
+                 ORDER BY created_at, seq LIMIT $1"
+            ),
+            &[&sat_i64(limit as u64)],
+        )
+        .await?;
+    decode_all(&rows, delivery_from_row)
+}
+
+pub(crate) async fn claim_delivery<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &str,
+    from: Option<&str>,
+    runner_id: &str,
+    until: Instant,
+    now: Instant,
+) -> Result<Option<Delivery>> {
+    db.query_opt(
+        concat!(
+            "UPDATE notification_deliveries SET claimed_by = $3, claim_expires_at = $4, \
+               updated_at = $5 \
+             WHERE id = $1 AND status = 'pending' AND claimed_by IS NOT DISTINCT FROM $2 \
+             RETURNING ",
+            delivery_cols!()
+        ),
+        &[&id, &from, &runner_id, &ms(&until), &ms(&now)],
+    )
+    .await?
+    .map(|r| delivery_from_row(&r))
+    .transpose()
+}
+
+pub(crate) async fn record_delivery<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &str,
+    runner_id: &str,
+    status: DeliveryStatus,
+    attempts: u32,
+    last_error: Option<&str>,
+    now: Instant,
+) -> Result<Option<Delivery>> {
+    let done = status != DeliveryStatus::Pending;
+    db.query_opt(
+        concat!(
+            "UPDATE notification_deliveries SET status = $3, attempts = $4, last_error = $5, \
+               updated_at = $6, \
+               claimed_by = CASE WHEN $7 THEN NULL ELSE claimed_by END, \
+               claim_expires_at = CASE WHEN $7 THEN NULL ELSE claim_expires_at END \
+             WHERE id = $1 AND status = 'pending' AND claimed_by = $2 RETURNING ",
+            delivery_cols!()
+        ),
+        &[
+            &id,
+            &runner_id,
+            &status.as_str(),
+            &i64::from(attempts),
+            &opt_text(last_error),
+            &ms(&now),
+            &done,
+        ],
+    )
+    .await?
+    .map(|r| delivery_from_row(&r))
+    .transpose()
+}

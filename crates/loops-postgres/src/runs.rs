@@ -1,0 +1,251 @@
+//! Runs after their claim: the leases of running rows (renewal, take-over), the
+//! queries over runs, and pruning.
+
+use crate::codec::{decode_all, ms, prefix_upper, run_cols, run_from_row, sat_i64};
+use crate::error::{Error, Result};
+use crate::session::Db;
+use loops_core::{Instant, LoopId, Run, RunId};
+use loops_store::{PrunePolicy, RunFilter, StoreError};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::GenericClient;
+
+/// After a guarded update touched no row: tells a missing run from a finished one.
+pub(crate) async fn not_running<C: GenericClient + Sync>(db: &Db<'_, C>, id: &RunId) -> Error {
+    match db
+        .query_opt("SELECT 1 FROM runs WHERE id = $1", &[&id.as_str()])
+        .await
+    {
+        Ok(Some(_)) => StoreError::NotRunning(id.to_string()).into(),
+        Ok(None) => StoreError::RunNotFound(id.to_string()).into(),
+        Err(e) => e,
+    }
+}
+
+fn ids(runs: &[RunId]) -> Vec<&str> {
+    runs.iter().map(RunId::as_str).collect()
+}
+
+pub(crate) async fn renew_run_leases<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    runs: &[RunId],
+    runner_id: &str,
+    now: Instant,
+) -> Result<usize> {
+    let n = db
+        .execute(
+            "UPDATE runs SET lease_expires_at = $1 + l.lease_ms, updated_at = $1 \
+             FROM loops l \
+             WHERE l.id = runs.loop_id AND runs.status = 'running' AND runs.claimed_by = $2 \
+               AND runs.id = ANY($3::text[])",
+            &[&ms(&now), &runner_id, &ids(runs)],
+        )
+        .await?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+pub(crate) async fn take_over_run<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    run: &RunId,
+    from: Option<&str>,
+    runner_id: &str,
+    now: Instant,
+) -> Result<Run> {
+    let row = db
+        .query_opt(
+            concat!(
+                "UPDATE runs SET claimed_by = $3, \
+                   lease_expires_at = $4 + (SELECT l.lease_ms FROM loops l WHERE l.id = runs.loop_id), \
+                   updated_at = $4 \
+                 WHERE id = $1 AND status = 'running' AND claimed_by IS NOT DISTINCT FROM $2 \
+                 RETURNING ",
+                run_cols!()
+            ),
+            &[&run.as_str(), &from, &runner_id, &ms(&now)],
+        )
+        .await?;
+    match row {
+        Some(r) => run_from_row(&r),
+        None => Err(not_running(db, run).await),
+    }
+}
+
+pub(crate) async fn running_runs<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    loop_id: Option<&LoopId>,
+) -> Result<Vec<Run>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs WHERE status = 'running' AND ($1::text IS NULL OR loop_id = $1) \
+                 ORDER BY created_at, id"
+            ),
+            &[&loop_id.map(LoopId::as_str)],
+        )
+        .await?;
+    decode_all(&rows, run_from_row)
+}
+
+pub(crate) async fn get_run<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &RunId,
+) -> Result<Option<Run>> {
+    db.query_opt(
+        concat!("SELECT ", run_cols!(), " FROM runs WHERE id = $1"),
+        &[&id.as_str()],
+    )
+    .await?
+    .map(|r| run_from_row(&r))
+    .transpose()
+}
+
+type Param = Box<dyn ToSql + Sync + Send>;
+
+/// The statement of [`list_runs`] and its parameters, newest first by creation time
+/// (rows created in the same millisecond by insertion, newest first).
+pub(crate) fn runs_query(filter: &RunFilter) -> (String, Vec<Param>) {
+    let mut labels = filter.labels.clone();
+    labels.sort();
+    labels.dedup();
+    let mut statuses: Vec<String> = filter
+        .statuses
+        .iter()
+        .map(|s| s.as_str().to_owned())
+        .collect();
+    statuses.sort_unstable();
+    statuses.dedup();
+    let mut params: Vec<Param> = Vec::new();
+    let mut terms = Vec::new();
+    let mut sql = String::from(concat!("SELECT ", run_cols!(), " FROM runs"));
+    if !labels.is_empty() {
+        let n = labels.len() as i64;
+        params.push(Box::new(labels));
+        params.push(Box::new(n));
+        terms.push(
+            "loop_id IN (SELECT loop_id FROM loop_labels WHERE label = ANY($1::text[]) \
+             GROUP BY loop_id HAVING COUNT(*) = $2)"
+                .to_owned(),
+        );
+    }
+    if let Some(id) = &filter.loop_id {
+        params.push(Box::new(id.as_str().to_owned()));
+        terms.push(format!("loop_id = ${}", params.len()));
+    }
+    if !statuses.is_empty() {
+        params.push(Box::new(statuses));
+        terms.push(format!("status = ANY(${}::text[])", params.len()));
+    }
+    if let Some(since) = &filter.since {
+        params.push(Box::new(ms(since)));
+        terms.push(format!("created_at >= ${}", params.len()));
+    }
+    if let Some(until) = &filter.until {
+        params.push(Box::new(ms(until)));
+        terms.push(format!("created_at < ${}", params.len()));
+    }
+    if !terms.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&terms.join(" AND "));
+    }
+    sql.push_str(" ORDER BY created_at DESC, seq DESC");
+    if let Some(limit) = filter.limit {
+        params.push(Box::new(sat_i64(limit as u64)));
+        sql.push_str(&format!(" LIMIT ${}", params.len()));
+    }
+    (sql, params)
+}
+
+pub(crate) async fn list_runs<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    filter: &RunFilter,
+) -> Result<Vec<Run>> {
+    let (sql, params) = runs_query(filter);
+    let refs: Vec<&(dyn ToSql + Sync)> = params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    let rows = db.query(&sql, &refs).await?;
+    decode_all(&rows, run_from_row)
+}
+
+/// Deletes finished runs (never `running` ones) matching EITHER rule of the policy
+/// (see `PrunePolicy`); with neither rule set nothing is deleted.
+pub(crate) async fn prune_runs<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    policy: &PrunePolicy,
+    dry_run: bool,
+) -> Result<usize> {
+    let older = policy.older_than.as_ref().map(ms);
+    let keep = policy.keep_per_loop.map(|n| sat_i64(n as u64));
+    if older.is_none() && keep.is_none() {
+        return Ok(0);
+    }
+    let candidates = "SELECT id FROM ( \
+           SELECT id, finished_at, \
+                  ROW_NUMBER() OVER (PARTITION BY loop_id ORDER BY created_at DESC, seq DESC) AS rn \
+           FROM runs WHERE status != 'running') ranked \
+         WHERE ($1::bigint IS NOT NULL AND finished_at < $1) OR ($2::bigint IS NOT NULL AND rn > $2)";
+    if dry_run {
+        let row = db
+            .query_one(
+                &format!("SELECT COUNT(*) FROM ({candidates}) c"),
+                &[&older, &keep],
+            )
+            .await?;
+        let n: i64 = crate::codec::get(&row, 0, "count")?;
+        return Ok(usize::try_from(n).unwrap_or(0));
+    }
+    let n = db
+        .execute(
+            &format!("DELETE FROM runs WHERE id IN ({candidates})"),
+            &[&older, &keep],
+        )
+        .await?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+pub(crate) async fn runs_with_id_prefix<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<Run>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
+            ),
+            &[&prefix, &prefix_upper(prefix), &sat_i64(limit as u64)],
+        )
+        .await?;
+    Ok(decode_all(&rows, run_from_row)?
+        .into_iter()
+        .filter(|r| r.id.as_str().starts_with(prefix))
+        .collect())
+}
+
+pub(crate) async fn runs_created_since<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    since: Instant,
+    loop_id: Option<&LoopId>,
+    limit: usize,
+) -> Result<Vec<Run>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs WHERE created_at >= $1 AND ($2::text IS NULL OR loop_id = $2) \
+                 ORDER BY created_at, seq LIMIT $3"
+            ),
+            &[
+                &ms(&since),
+                &loop_id.map(LoopId::as_str),
+                &sat_i64(limit as u64),
+            ],
+        )
+        .await?;
+    decode_all(&rows, run_from_row)
+}

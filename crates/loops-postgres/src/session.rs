@@ -1,0 +1,215 @@
+//! The store's own runtime thread and its connection: every [`crate::PgStore`] call is
+//! a job sent to that thread, which runs it on its connection and hands the answer
+//! back over a channel. The caller's thread only waits on that channel — it never
+//! enters a runtime — so the synchronous `Store` trait is safe to call from anywhere,
+//! including the daemon's own tokio worker threads.
+//!
+//! The connection is opened on the first job and again after it broke (the server
+//! restarted, the network went away): a job that meets a dead connection fails with a
+//! transient I/O error, and the next one reconnects. A job that takes longer than
+//! [`CALL_TIMEOUT`] is dropped and its connection closed (the server rolls back what it
+//! had begun), so a cut-off network never hangs a caller for long.
+
+use crate::error::{io, Error, Result, StoreResult};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, GenericClient, NoTls, Row, Statement, Transaction};
+
+/// A future borrowing the session, run on the store's thread (never sent anywhere).
+pub(crate) type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// One call of the store, run on its thread.
+pub(crate) type Job = Box<dyn for<'s> FnOnce(&'s mut Session) -> LocalBoxFuture<'s, ()> + Send>;
+
+/// Longest one call may take (connecting included) before it fails as an I/O error.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest a connection attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Prepared statements kept per connection; the cache is cleared past this.
+const STATEMENT_CACHE: usize = 512;
+
+/// The connection of one store (opened lazily, reopened after it broke) and its
+/// prepared statements.
+pub(crate) struct Session {
+    config: Config,
+    client: Option<Client>,
+    cache: StmtCache,
+}
+
+/// Prepared statements by SQL text, for the connection they were prepared on.
+#[derive(Default)]
+pub(crate) struct StmtCache(RefCell<HashMap<String, Statement>>);
+
+impl Session {
+    pub(crate) fn new(config: Config) -> Self {
+        Self {
+            config,
+            client: None,
+            cache: StmtCache::default(),
+        }
+    }
+
+    /// The open connection, opening one when there is none or it closed.
+    pub(crate) async fn client(&mut self) -> Result<&mut Client> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.client = None;
+            self.cache.0.borrow_mut().clear();
+            let (client, connection) = self.config.connect(NoTls).await?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "PostgreSQL connection closed");
+                }
+            });
+            self.client = Some(client);
+        }
+        match self.client.as_mut() {
+            Some(client) => Ok(client),
+            None => Err(io("no PostgreSQL connection").into()),
+        }
+    }
+
+    /// Reads on the connection (each statement its own snapshot).
+    pub(crate) async fn reader(&mut self) -> Result<Db<'_, Client>> {
+        self.client().await?;
+        match &self.client {
+            Some(client) => Ok(Db {
+                c: client,
+                cache: &self.cache,
+            }),
+            None => Err(io("no PostgreSQL connection").into()),
+        }
+    }
+
+    /// A transaction (READ COMMITTED) on the connection.
+    pub(crate) async fn begin(&mut self) -> Result<(Transaction<'_>, &StmtCache)> {
+        self.client().await?;
+        let cache = &self.cache;
+        match self.client.as_mut() {
+            Some(client) => Ok((client.transaction().await?, cache)),
+            None => Err(io("no PostgreSQL connection").into()),
+        }
+    }
+
+    /// Drops the connection (after a call timed out mid-way).
+    pub(crate) fn disconnect(&mut self) {
+        self.client = None;
+        self.cache.0.borrow_mut().clear();
+    }
+
+    /// Whether the connection broke during the last call.
+    pub(crate) fn broken(&self) -> bool {
+        self.client.as_ref().is_some_and(Client::is_closed)
+    }
+}
+
+/// Statements on a connection or transaction, prepared once per connection.
+pub(crate) struct Db<'a, C> {
+    pub(crate) c: &'a C,
+    cache: &'a StmtCache,
+}
+
+/// Statement parameters.
+pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+impl<'a, C: GenericClient + Sync> Db<'a, C> {
+    pub(crate) fn new(c: &'a C, cache: &'a StmtCache) -> Self {
+        Self { c, cache }
+    }
+
+    async fn prepare(&self, sql: &str) -> Result<Statement> {
+        if let Some(st) = self.cache.0.borrow().get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self.c.prepare(sql).await?;
+        let mut cache = self.cache.0.borrow_mut();
+        if cache.len() >= STATEMENT_CACHE {
+            cache.clear();
+        }
+        cache.insert(sql.to_owned(), st.clone());
+        Ok(st)
+    }
+
+    pub(crate) async fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
+        let st = self.prepare(sql).await?;
+        Ok(self.c.query(&st, params).await?)
+    }
+
+    pub(crate) async fn query_opt(&self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
+        let st = self.prepare(sql).await?;
+        Ok(self.c.query_opt(&st, params).await?)
+    }
+
+    pub(crate) async fn query_one(&self, sql: &str, params: &Params<'_>) -> Result<Row> {
+        let st = self.prepare(sql).await?;
+        Ok(self.c.query_one(&st, params).await?)
+    }
+
+    pub(crate) async fn execute(&self, sql: &str, params: &Params<'_>) -> Result<u64> {
+        let st = self.prepare(sql).await?;
+        Ok(self.c.execute(&st, params).await?)
+    }
+
+    /// Statements without parameters or results (DDL, `SAVEPOINT`).
+    pub(crate) async fn batch(&self, sql: &str) -> Result<()> {
+        Ok(self.c.batch_execute(sql).await?)
+    }
+}
+
+/// Starts the thread that runs `config`'s store's jobs; it ends when every sender is
+/// dropped.
+pub(crate) fn spawn(
+    config: Config,
+    name: String,
+) -> StoreResult<tokio::sync::mpsc::UnboundedSender<Job>> {
+    let (jobs, mut queue) = tokio::sync::mpsc::unbounded_channel::<Job>();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| io(format!("cannot start the PostgreSQL runtime: {e}")))?;
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            rt.block_on(async move {
+                let mut session = Session::new(config);
+                while let Some(job) = queue.recv().await {
+                    let call = job(&mut session);
+                    if tokio::time::timeout(CALL_TIMEOUT, call).await.is_err() {
+                        // The caller got its error (the answer channel closed); what the
+                        // call had begun rolls back with the connection.
+                        session.disconnect();
+                    } else if session.broken() {
+                        session.disconnect();
+                    }
+                }
+            });
+        })
+        .map_err(|e| io(format!("cannot start the PostgreSQL thread: {e}")))?;
+    Ok(jobs)
+}
+
+/// Sends `job` to the store's thread and waits for its answer.
+pub(crate) fn call<T: Send + 'static>(
+    jobs: &tokio::sync::mpsc::UnboundedSender<Job>,
+    job: impl for<'s> FnOnce(&'s mut Session) -> LocalBoxFuture<'s, Result<T>> + Send + 'static,
+) -> StoreResult<T> {
+    let (done, answer) = std::sync::mpsc::sync_channel::<Result<T>>(1);
+    let boxed: Job = Box::new(move |s: &mut Session| {
+        Box::pin(async move {
+            let out = job(s).await;
+            let _ = done.send(out);
+        })
+    });
+    jobs.send(boxed)
+        .map_err(|_| io("the PostgreSQL store's thread has stopped"))?;
+    match answer.recv() {
+        Ok(out) => out.map_err(Error::into),
+        Err(_) => Err(io(format!(
+            "PostgreSQL call did not finish within {} s (connection closed)",
+            CALL_TIMEOUT.as_secs()
+        ))),
+    }
+}

@@ -1,0 +1,626 @@
+//! Workflow specs, runs, step runs and the event log.
+
+use crate::codec::{
+    decode_all, encode_usage, get, get_enum, get_instant, get_json, get_opt_i32, get_opt_instant,
+    get_opt_u32, get_opt_u64, get_u32, get_u64, get_usage, ms, new_id, opt_ms, opt_text,
+    prefix_upper, sat_i64,
+};
+use crate::error::{Error, Result};
+use crate::session::Db;
+use loops_core::workflow::{
+    NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
+};
+use loops_core::{
+    Instant, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
+    WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
+};
+use loops_store::{PrunePolicy, StoreError};
+use tokio_postgres::{GenericClient, Row};
+
+macro_rules! workflow_cols {
+    () => {
+        "id, name, version, status, spec_json, created_at, updated_at"
+    };
+}
+macro_rules! wf_run_cols {
+    () => {
+        "id, workflow_id, workflow_name, loop_id, loop_run_id, scheduled_for, idempotency_key, \
+         status, attempt, started_at, finished_at, duration_ms, error, cancel_requested, \
+         created_at, updated_at"
+    };
+}
+macro_rules! step_cols {
+    () => {
+        "id, workflow_run_id, step_id, sequence, status, attempts, started_at, finished_at, \
+         exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, \
+         account_tool, created_at, updated_at, summary, usage_json, exit_status_unknown"
+    };
+}
+
+fn workflow_from_row(row: &Row) -> Result<Workflow> {
+    Ok(Workflow {
+        id: WorkflowId::new(get::<String>(row, 0, "id")?),
+        name: get(row, 1, "name")?,
+        version: get_u32(row, 2, "version")?,
+        status: get_enum::<WorkflowStatus>(row, 3, "status")?,
+        spec: get_json(row, 4, "spec_json")?,
+        created_at: get_instant(row, 5, "created_at")?,
+        updated_at: get_instant(row, 6, "updated_at")?,
+    })
+}
+
+fn run_from_row(row: &Row) -> Result<WorkflowRun> {
+    Ok(WorkflowRun {
+        id: WorkflowRunId::new(get::<String>(row, 0, "id")?),
+        workflow_id: WorkflowId::new(get::<String>(row, 1, "workflow_id")?),
+        workflow_name: get(row, 2, "workflow_name")?,
+        loop_id: get::<Option<String>>(row, 3, "loop_id")?.map(LoopId::new),
+        loop_run_id: get::<Option<String>>(row, 4, "loop_run_id")?.map(RunId::new),
+        scheduled_for: get_opt_instant(row, 5, "scheduled_for")?,
+        idempotency_key: get(row, 6, "idempotency_key")?,
+        status: get_enum::<WorkflowRunStatus>(row, 7, "status")?,
+        attempt: get_u32(row, 8, "attempt")?,
+        started_at: get_opt_instant(row, 9, "started_at")?,
+        finished_at: get_opt_instant(row, 10, "finished_at")?,
+        duration_ms: get_opt_u64(row, 11, "duration_ms")?,
+        error: get(row, 12, "error")?,
+        cancel_requested: get(row, 13, "cancel_requested")?,
+        created_at: get_instant(row, 14, "created_at")?,
+        updated_at: get_instant(row, 15, "updated_at")?,
+    })
+}
+
+fn step_from_row(row: &Row) -> Result<StepRun> {
+    Ok(StepRun {
+        id: StepRunId::new(get::<String>(row, 0, "id")?),
+        workflow_run_id: WorkflowRunId::new(get::<String>(row, 1, "workflow_run_id")?),
+        step_id: StepId::new(get::<String>(row, 2, "step_id")?),
+        sequence: get_u32(row, 3, "sequence")?,
+        status: get_enum::<StepStatus>(row, 4, "status")?,
+        attempts: get_u32(row, 5, "attempts")?,
+        started_at: get_opt_instant(row, 6, "started_at")?,
+        finished_at: get_opt_instant(row, 7, "finished_at")?,
+        exit_code: get_opt_i32(row, 8, "exit_code")?,
+        pid: get_opt_u32(row, 9, "pid")?,
+        pid_start_time: get_opt_u64(row, 10, "pid_start_time")?,
+        duration_ms: get_opt_u64(row, 11, "duration_ms")?,
+        stdout: get(row, 12, "stdout")?,
+        stderr: get(row, 13, "stderr")?,
+        error: get(row, 14, "error")?,
+        account_profile: get(row, 15, "account_profile")?,
+        account_tool: get(row, 16, "account_tool")?,
+        created_at: get_instant(row, 17, "created_at")?,
+        updated_at: get_instant(row, 18, "updated_at")?,
+        summary: get(row, 19, "summary")?,
+        usage: get_usage(row, 20)?,
+        exit_status_unknown: get(row, 21, "exit_status_unknown")?,
+    })
+}
+
+fn event_from_row(row: &Row) -> Result<WorkflowEvent> {
+    let payload: String = get(row, 5, "payload_json")?;
+    Ok(WorkflowEvent {
+        id: get(row, 0, "id")?,
+        workflow_run_id: WorkflowRunId::new(get::<String>(row, 1, "workflow_run_id")?),
+        sequence: get_u64(row, 2, "sequence")?,
+        event_type: get_enum::<WorkflowEventType>(row, 3, "event_type")?,
+        step_id: get::<Option<String>>(row, 4, "step_id")?.map(StepId::new),
+        payload: serde_json::from_str(&payload)
+            .map_err(|e| Error::decode(format!("column payload_json: {e}")))?,
+        created_at: get_instant(row, 6, "created_at")?,
+    })
+}
+
+/// Appends events with the next sequence numbers of the run (its row locked by the
+/// caller's update, so two writers never draw the same numbers).
+async fn append_events<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    run_id: &str,
+    events: &[NewEvent],
+    now: Instant,
+) -> Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let first = db
+        .query_one(
+            "SELECT COALESCE(MAX(sequence), 0) + 1 FROM workflow_events WHERE workflow_run_id = $1",
+            &[&run_id],
+        )
+        .await?;
+    let first: i64 = get(&first, 0, "sequence")?;
+    for (sequence, event) in (first..).zip(events) {
+        let payload =
+            serde_json::to_string(&event.payload).map_err(|e| Error::decode(e.to_string()))?;
+        db.execute(
+            "INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, step_id, \
+             payload_json, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &new_id(),
+                &run_id,
+                &sequence,
+                &event.event_type.as_str(),
+                &event.step_id.as_ref().map(StepId::as_str),
+                &crate::codec::text(&payload).as_ref(),
+                &ms(&now),
+            ],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+fn spec_json(spec: &WorkflowSpec) -> Result<String> {
+    serde_json::to_string(spec).map_err(|e| Error::decode(format!("spec: {e}")))
+}
+
+pub(crate) async fn create_workflow<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    spec: &WorkflowSpec,
+    replace: bool,
+    now: Instant,
+) -> Result<Workflow> {
+    // One creator of a name at a time (the partial unique index is the last word).
+    db.execute(
+        "SELECT pg_advisory_xact_lock(1819242352, hashtext('workflow:' || $1))",
+        &[&spec.name],
+    )
+    .await?;
+    let existing = db
+        .query_opt(
+            concat!(
+                "SELECT ",
+                workflow_cols!(),
+                " FROM workflows WHERE name = $1 AND status = 'active' FOR UPDATE"
+            ),
+            &[&spec.name],
+        )
+        .await?
+        .map(|r| workflow_from_row(&r))
+        .transpose()?;
+    let mut version = spec.version.max(1);
+    if let Some(old) = existing {
+        if !replace {
+            return Err(StoreError::DuplicateWorkflow(spec.name.clone()).into());
+        }
+        db.execute(
+            "UPDATE workflows SET status = 'archived', updated_at = $2 WHERE id = $1",
+            &[&old.id.as_str(), &ms(&now)],
+        )
+        .await?;
+        version = version.max(old.version + 1);
+    }
+    let mut record_spec = spec.clone();
+    record_spec.version = version;
+    let json = spec_json(&record_spec)?;
+    let id = WorkflowId::new(new_id());
+    db.execute(
+        "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
+         VALUES ($1, $2, $3, 'active', $4, $5, $5)",
+        &[
+            &id.as_str(),
+            &spec.name,
+            &i64::from(version),
+            &json,
+            &ms(&now),
+        ],
+    )
+    .await?;
+    Ok(Workflow {
+        id,
+        name: spec.name.clone(),
+        version,
+        status: WorkflowStatus::Active,
+        spec: record_spec,
+        created_at: now,
+        updated_at: now,
+    })
+}
+
+pub(crate) async fn get_workflow<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &str,
+) -> Result<Option<Workflow>> {
+    db.query_opt(
+        concat!("SELECT ", workflow_cols!(), " FROM workflows WHERE id = $1"),
+        &[&id],
+    )
+    .await?
+    .map(|r| workflow_from_row(&r))
+    .transpose()
+}
+
+pub(crate) async fn get_active_workflow<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    name: &str,
+) -> Result<Option<Workflow>> {
+    db.query_opt(
+        concat!(
+            "SELECT ",
+            workflow_cols!(),
+            " FROM workflows WHERE name = $1 AND status = 'active'"
+        ),
+        &[&name],
+    )
+    .await?
+    .map(|r| workflow_from_row(&r))
+    .transpose()
+}
+
+pub(crate) async fn workflows_with_id_prefix<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<Workflow>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                workflow_cols!(),
+                " FROM workflows WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
+            ),
+            &[&prefix, &prefix_upper(prefix), &sat_i64(limit as u64)],
+        )
+        .await?;
+    Ok(decode_all(&rows, workflow_from_row)?
+        .into_iter()
+        .filter(|w| w.id.as_str().starts_with(prefix))
+        .collect())
+}
+
+pub(crate) async fn list_workflows<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    status: Option<WorkflowStatus>,
+) -> Result<Vec<Workflow>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                workflow_cols!(),
+                " FROM workflows WHERE $1::text IS NULL OR status = $1 ORDER BY name, version"
+            ),
+            &[&status.map(|s| s.as_str())],
+        )
+        .await?;
+    decode_all(&rows, workflow_from_row)
+}
+
+pub(crate) async fn archive_workflow<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &str,
+    now: Instant,
+) -> Result<Workflow> {
+    db.query_opt(
+        concat!(
+            "UPDATE workflows SET status = 'archived', updated_at = $2 WHERE id = $1 RETURNING ",
+            workflow_cols!()
+        ),
+        &[&id, &ms(&now)],
+    )
+    .await?
+    .map(|r| workflow_from_row(&r))
+    .transpose()?
+    .ok_or_else(|| StoreError::WorkflowNotFound(id.to_owned()).into())
+}
+
+pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    workflow: &Workflow,
+    origin: Option<&RunOrigin>,
+    now: Instant,
+) -> Result<(WorkflowRun, bool)> {
+    let key = origin.map(RunOrigin::key);
+    if let Some(key) = &key {
+        // One creator of a slot's workflow run at a time.
+        db.execute(
+            "SELECT pg_advisory_xact_lock(1819242352, hashtext('workflow run:' || $1))",
+            &[key],
+        )
+        .await?;
+        let existing = db
+            .query_opt(
+                concat!(
+                    "SELECT ",
+                    wf_run_cols!(),
+                    " FROM workflow_runs WHERE idempotency_key = $1"
+                ),
+                &[key],
+            )
+            .await?;
+        if let Some(row) = existing {
+            return Ok((run_from_row(&row)?, false));
+        }
+    }
+    let run = WorkflowRun {
+        id: WorkflowRunId::new(new_id()),
+        workflow_id: workflow.id.clone(),
+        workflow_name: workflow.name.clone(),
+        loop_id: origin.map(|o| o.loop_id.clone()),
+        loop_run_id: origin.map(|o| o.loop_run_id.clone()),
+        scheduled_for: origin.map(|o| o.scheduled_for),
+        idempotency_key: key.clone(),
+        status: WorkflowRunStatus::Running,
+        attempt: 0,
+        started_at: Some(now),
+        finished_at: None,
+        duration_ms: None,
+        error: None,
+        cancel_requested: None,
+        created_at: now,
+        updated_at: now,
+    };
+    db.execute(
+        concat!(
+            "INSERT INTO workflow_runs (",
+            wf_run_cols!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL, NULL, NULL, $11, $11)"
+        ),
+        &[
+            &run.id.as_str(),
+            &run.workflow_id.as_str(),
+            &run.workflow_name,
+            &run.loop_id.as_ref().map(LoopId::as_str),
+            &run.loop_run_id.as_ref().map(RunId::as_str),
+            &opt_ms(run.scheduled_for.as_ref()),
+            &run.idempotency_key,
+            &run.status.as_str(),
+            &i64::from(run.attempt),
+            &ms(&now),
+            &ms(&now),
+        ],
+    )
+    .await?;
+    for (sequence, step) in workflow.spec.steps.iter().enumerate() {
+        let account = step.account();
+        db.execute(
+            "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, \
+             attempts, account_profile, account_tool, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6, $7, $7)",
+            &[
+                &new_id(),
+                &run.id.as_str(),
+                &step.id.as_str(),
+                &(sequence as i64),
+                &account.map(|a| a.profile.clone()),
+                &account.and_then(|a| a.tool.clone()),
+                &ms(&now),
+            ],
+        )
+        .await?;
+    }
+    append_events(
+        db,
+        run.id.as_str(),
+        &[NewEvent::new(
+            WorkflowEventType::Created,
+            None,
+            serde_json::json!({
+                "workflowId": workflow.id,
+                "workflowName": workflow.name,
+                "version": workflow.version,
+                "stepCount": workflow.spec.steps.len(),
+                "loopId": run.loop_id,
+                "loopRunId": run.loop_run_id,
+                "idempotencyKey": run.idempotency_key,
+            }),
+        )],
+        now,
+    )
+    .await?;
+    Ok((run, true))
+}
+
+pub(crate) async fn get_workflow_run<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &str,
+) -> Result<Option<WorkflowRun>> {
+    db.query_opt(
+        concat!(
+            "SELECT ",
+            wf_run_cols!(),
+            " FROM workflow_runs WHERE id = $1"
+        ),
+        &[&id],
+    )
+    .await?
+    .map(|r| run_from_row(&r))
+    .transpose()
+}
+
+pub(crate) async fn workflow_runs_with_id_prefix<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<WorkflowRun>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                wf_run_cols!(),
+                " FROM workflow_runs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
+            ),
+            &[&prefix, &prefix_upper(prefix), &sat_i64(limit as u64)],
+        )
+        .await?;
+    Ok(decode_all(&rows, run_from_row)?
+        .into_iter()
+        .filter(|r| r.id.as_str().starts_with(prefix))
+        .collect())
+}
+
+pub(crate) async fn list_workflow_runs<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    workflow_name: Option<&str>,
+    limit: Option<usize>,
+) -> Result<Vec<WorkflowRun>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                wf_run_cols!(),
+                " FROM workflow_runs WHERE $1::text IS NULL OR workflow_name = $1 \
+                 ORDER BY created_at DESC, seq DESC LIMIT $2"
+            ),
+            &[&workflow_name, &limit.map(|l| sat_i64(l as u64))],
+        )
+        .await?;
+    decode_all(&rows, run_from_row)
+}
+
+pub(crate) async fn step_runs<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    run_id: &str,
+) -> Result<Vec<StepRun>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                step_cols!(),
+                " FROM workflow_step_runs WHERE workflow_run_id = $1 ORDER BY sequence"
+            ),
+            &[&run_id],
+        )
+        .await?;
+    decode_all(&rows, step_from_row)
+}
+
+pub(crate) async fn workflow_events<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    run_id: &str,
+    limit: Option<usize>,
+) -> Result<Vec<WorkflowEvent>> {
+    let rows = db
+        .query(
+            "SELECT * FROM (SELECT id, workflow_run_id, sequence, event_type, step_id, \
+               payload_json, created_at FROM workflow_events WHERE workflow_run_id = $1 \
+               ORDER BY sequence DESC LIMIT $2) last ORDER BY sequence",
+            &[&run_id, &limit.map(|l| sat_i64(l as u64))],
+        )
+        .await?;
+    decode_all(&rows, event_from_row)
+}
+
+pub(crate) async fn save_workflow_run<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    run: &WorkflowRun,
+    events: &[NewEvent],
+    now: Instant,
+) -> Result<()> {
+    let changed = db
+        .execute(
+            "UPDATE workflow_runs SET status = $2, attempt = $3, started_at = $4, \
+             finished_at = $5, duration_ms = $6, error = $7, cancel_requested = $8, \
+             updated_at = $9 WHERE id = $1",
+            &[
+                &run.id.as_str(),
+                &run.status.as_str(),
+                &i64::from(run.attempt),
+                &opt_ms(run.started_at.as_ref()),
+                &opt_ms(run.finished_at.as_ref()),
+                &run.duration_ms.map(sat_i64),
+                &opt_text(run.error.as_deref()),
+                &opt_text(run.cancel_requested.as_deref()),
+                &ms(&now),
+            ],
+        )
+        .await?;
+    if changed == 0 {
+        return Err(StoreError::WorkflowRunNotFound(run.id.to_string()).into());
+    }
+    append_events(db, run.id.as_str(), events, now).await
+}
+
+pub(crate) async fn save_step_run<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    step: &StepRun,
+    events: &[NewEvent],
+    now: Instant,
+) -> Result<()> {
+    let usage = encode_usage(step.usage.as_ref())?;
+    // The run's row first, so its event numbers are drawn by one writer at a time.
+    db.execute(
+        "SELECT 1 FROM workflow_runs WHERE id = $1 FOR UPDATE",
+        &[&step.workflow_run_id.as_str()],
+    )
+    .await?;
+    let changed = db
+        .execute(
+            "UPDATE workflow_step_runs SET status = $2, attempts = $3, started_at = $4, \
+             finished_at = $5, exit_code = $6, pid = $7, pid_start_time = $8, duration_ms = $9, \
+             stdout = $10, stderr = $11, error = $12, updated_at = $13, summary = $14, \
+             usage_json = $15, exit_status_unknown = $16 WHERE id = $1",
+            &[
+                &step.id.as_str(),
+                &step.status.as_str(),
+                &i64::from(step.attempts),
+                &opt_ms(step.started_at.as_ref()),
+                &opt_ms(step.finished_at.as_ref()),
+                &step.exit_code.map(i64::from),
+                &step.pid.map(i64::from),
+                &step.pid_start_time.map(sat_i64),
+                &step.duration_ms.map(sat_i64),
+                &opt_text(step.stdout.as_deref()),
+                &opt_text(step.stderr.as_deref()),
+                &opt_text(step.error.as_deref()),
+                &ms(&now),
+                &opt_text(step.summary.as_deref()),
+                &usage,
+                &step.exit_status_unknown,
+            ],
+        )
+        .await?;
+    if changed == 0 {
+        return Err(StoreError::WorkflowRunNotFound(step.workflow_run_id.to_string()).into());
+    }
+    append_events(db, step.workflow_run_id.as_str(), events, now).await
+}
+
+pub(crate) async fn request_workflow_cancel<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    run_id: &str,
+    reason: &str,
+    now: Instant,
+) -> Result<WorkflowRun> {
+    db.execute(
+        "UPDATE workflow_runs SET cancel_requested = $2, updated_at = $3 \
+         WHERE id = $1 AND status = 'running'",
+        &[&run_id, &crate::codec::text(reason).as_ref(), &ms(&now)],
+    )
+    .await?;
+    get_workflow_run(db, run_id)
+        .await?
+        .ok_or_else(|| StoreError::WorkflowRunNotFound(run_id.to_owned()).into())
+}
+
+pub(crate) async fn prune_workflow_runs<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    policy: &PrunePolicy,
+    dry_run: bool,
+) -> Result<usize> {
+    if policy.older_than.is_none() && policy.keep_per_loop.is_none() {
+        return Ok(0);
+    }
+    let older = policy.older_than.as_ref().map(ms);
+    let keep = policy.keep_per_loop.map(|k| sat_i64(k as u64));
+    let select = "SELECT id FROM (SELECT id, finished_at, ROW_NUMBER() OVER \
+         (PARTITION BY workflow_name ORDER BY created_at DESC, seq DESC) AS rn \
+         FROM workflow_runs WHERE status != 'running') ranked \
+         WHERE ($1::bigint IS NOT NULL AND finished_at < $1) OR ($2::bigint IS NOT NULL AND rn > $2)";
+    if dry_run {
+        let row = db
+            .query_one(
+                &format!("SELECT COUNT(*) FROM ({select}) c"),
+                &[&older, &keep],
+            )
+            .await?;
+        let n: i64 = get(&row, 0, "count")?;
+        return Ok(usize::try_from(n).unwrap_or(0));
+    }
+    let n = db
+        .execute(
+            &format!("DELETE FROM workflow_runs WHERE id IN ({select})"),
+            &[&older, &keep],
+        )
+        .await?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
