@@ -35,6 +35,7 @@ use loops_core::{
     Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, RunId, RunSource, Schedule, Target,
     WorkflowId, WorkflowRunId, WorkflowStatus,
 };
+use loops_postgres::PgStore;
 use loops_sqlite::SqliteStore;
 use loops_store::{
     DaemonLease, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, Store,
@@ -186,8 +187,48 @@ pub struct Client {
     /// The same store, when this client opened it as a SQLite file: for the checks
     /// only that backend has ([`Client::integrity_check`]).
     sqlite: Option<Arc<SqliteStore>>,
+    /// The same store, when it is a PostgreSQL database.
+    postgres: Option<Arc<PgStore>>,
+    backend: Backend,
     data_dir: PathBuf,
 }
+
+/// Which database a [`Client`] works on (`doctor` and `daemon status` name it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// The embedded default: a SQLite file in the data dir.
+    Sqlite { path: PathBuf },
+    /// A PostgreSQL database shared by several runners (`--store postgres://…`); the
+    /// URL without its password.
+    Postgres { url: String },
+    /// A store opened by the embedding program ([`Client::with_store`]).
+    Other,
+}
+
+impl Backend {
+    /// `sqlite`, `postgres` or `other`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Backend::Sqlite { .. } => "sqlite",
+            Backend::Postgres { .. } => "postgres",
+            Backend::Other => "other",
+        }
+    }
+
+    /// Where the data lives: the database file, or the URL without its password.
+    pub fn location(&self) -> String {
+        match self {
+            Backend::Sqlite { path } => path.display().to_string(),
+            Backend::Postgres { url } => url.clone(),
+            Backend::Other => String::new(),
+        }
+    }
+}
+
+/// The environment variable naming the store (`--store`): a `postgres://` URL, or
+/// `sqlite` (the default, a file in the data dir).
+pub const STORE_ENV: &str = "LOOPS_STORE";
 
 /// What [`Client::tick`] did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -245,9 +286,40 @@ impl Client {
     }
 
     fn with_sqlite(store: Arc<SqliteStore>, data_dir: &Path) -> Self {
+        let backend = Backend::Sqlite {
+            path: store
+                .path()
+                .map_or_else(|| data_dir.join(loops_store::DB_FILE), Path::to_path_buf),
+        };
         Self {
             sqlite: Some(Arc::clone(&store)),
+            backend,
             ..Self::with_store(store, data_dir)
+        }
+    }
+
+    /// Opens the store `store` names — a `postgres://` (or `postgresql://`) URL, or
+    /// `None` / `sqlite` for the SQLite file in `data_dir` ([`Client::open`]) — with
+    /// `data_dir` holding the host-local files either way (pid file, log, wake socket,
+    /// spooled output). Anything else is refused ([`ClientError::Invalid`]).
+    pub fn open_store(data_dir: &Path, store: Option<&str>) -> Result<Self> {
+        match store.map(str::trim).filter(|s| !s.is_empty()) {
+            None | Some("sqlite") => Self::open(data_dir),
+            Some(url) if loops_postgres::is_postgres_url(url) => {
+                loops_store::prepare_data_dir(data_dir)?;
+                let pg = Arc::new(PgStore::open(url)?);
+                Ok(Self {
+                    postgres: Some(Arc::clone(&pg)),
+                    backend: Backend::Postgres {
+                        url: pg.display_url().to_owned(),
+                    },
+                    ..Self::with_store(pg, data_dir)
+                })
+            }
+            Some(other) => Err(ClientError::Invalid(format!(
+                "--store {:?}: expected a postgres:// URL or `sqlite`",
+                loops_postgres::redact_url(other)
+            ))),
         }
     }
 
@@ -256,7 +328,23 @@ impl Client {
         Self {
             store,
             sqlite: None,
+            postgres: None,
+            backend: Backend::Other,
             data_dir: data_dir.to_path_buf(),
+        }
+    }
+
+    /// Which database this client works on.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The PostgreSQL server's version and the store's schema version, for `doctor`;
+    /// `None` on another backend.
+    pub fn postgres_info(&self) -> Result<Option<(String, i64)>> {
+        match &self.postgres {
+            Some(pg) => Ok(Some((pg.server_version()?, pg.schema_version()?))),
+            None => Ok(None),
         }
     }
 
@@ -1047,6 +1135,9 @@ impl Client {
         cfg: crate::daemon::DaemonConfig,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> std::result::Result<(), crate::daemon::DaemonError> {
+        let mut cfg = cfg;
+        // Only a SQLite store is a file in the data dir the daemon must watch.
+        cfg.watch_store_file &= matches!(self.backend, Backend::Sqlite { .. });
         crate::daemon::run(Arc::clone(&self.store), cfg, shutdown).await
     }
 }

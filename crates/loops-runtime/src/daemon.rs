@@ -59,6 +59,9 @@ pub struct DaemonConfig {
     pub max_sleep: Option<Duration>,
     /// Limit of one notification: a command hook's run, one HTTP try of a webhook.
     pub notify_timeout: Duration,
+    /// Exit when the data dir's database file is removed or replaced (a SQLite store;
+    /// off for a store elsewhere).
+    pub watch_store_file: bool,
 }
 
 impl DaemonConfig {
@@ -74,6 +77,7 @@ impl DaemonConfig {
             prune_every: DEFAULT_PRUNE_EVERY,
             max_sleep: None,
             notify_timeout: crate::notify::DEFAULT_NOTIFY_TIMEOUT,
+            watch_store_file: true,
         }
     }
 
@@ -371,7 +375,11 @@ async fn main_loop(
     // The clock may have been set back while no daemon ran.
     let mut replan_clock = true;
     let mut last_clock = (clock.now(), tokio::time::Instant::now());
-    let store_file = StoreFile::record(&cfg.data_dir);
+    let store_file = if cfg.watch_store_file {
+        StoreFile::record(&cfg.data_dir)
+    } else {
+        StoreFile::none()
+    };
     loop {
         store_file.check()?;
         let (wall, mono) = (clock.now(), tokio::time::Instant::now());
@@ -541,6 +549,14 @@ impl StoreFile {
         Self {
             identity: wake::file_identity(&path),
             path,
+        }
+    }
+
+    /// No file to watch (a store that is not a file in the data dir).
+    fn none() -> Self {
+        Self {
+            path: PathBuf::new(),
+            identity: None,
         }
     }
 

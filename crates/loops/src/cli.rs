@@ -123,6 +123,18 @@ pub struct Cli {
     #[arg(long, global = true, env = "LOOPS_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
+    /// Where loops, runs and workflows are stored: `sqlite` (the default, loops.db in
+    /// the data dir) or a PostgreSQL URL (`postgres://user:pass@host/db`), which any
+    /// number of daemons on any hosts share. The data dir keeps the host-local files.
+    #[arg(
+        long,
+        global = true,
+        env = "LOOPS_STORE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub store: Option<String>,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -29,6 +29,7 @@
 //! ```
 
 pub use loops_core as core;
+pub use loops_postgres as postgres;
 pub use loops_runtime::client::{Client, ClientError, LoopDefinition};
 pub use loops_runtime::{daemon, engine, workflow};
 pub use loops_sqlite as sqlite;

@@ -42,7 +42,7 @@ fn config(dir: &Path, args: &DaemonRunArgs) -> DaemonConfig {
 
 fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let dir = ctx.data_dir()?;
-    let client = Client::open(&dir)?;
+    let client = ctx.client()?;
     refuse_corrupt(&client, &dir.join(DB_FILE))?;
     let cfg = config(&dir, &args);
     let _ = tracing_subscriber::fmt()
@@ -296,6 +296,12 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
         cmd.args(["--interval-ms", &ms.to_string()]);
     }
     cmd.args(["--notify-timeout", &args.notify_timeout.to_string()]);
+    // The store travels in the environment, never in argv (its URL may carry a
+    // password that `ps` would show).
+    match ctx.store() {
+        Some(store) => cmd.env(loops_runtime::client::STORE_ENV, store),
+        None => cmd.env_remove(loops_runtime::client::STORE_ENV),
+    };
     // Its own process group: a Ctrl-C in the starting terminal must not reach it.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd
@@ -455,6 +461,8 @@ fn status(ctx: &Context) -> Result<Exit, Failure> {
             "runningRuns": running,
             "nextDue": next_due.as_ref().map(|l| serde_json::json!({"id": l.id, "name": l.name, "nextRunAt": l.next_run_at.map(|t| format_instant(&t))})),
             "stalePidFile": view.stale_pid_file.is_some(),
+            "backend": client.backend().kind(),
+            "store": client.backend().location(),
         }))?;
         return Ok(code);
     }
@@ -479,6 +487,11 @@ fn status(ctx: &Context) -> Result<Exit, Failure> {
             None => outln!("daemon: not running")?,
         },
     }
+    outln!(
+        "store: {} {}",
+        client.backend().kind(),
+        client.backend().location()
+    )?;
     outln!("running runs: {}", running.len())?;
     for run in &running {
         outln!(

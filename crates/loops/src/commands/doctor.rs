@@ -69,10 +69,12 @@ pub fn run(ctx: &Context) -> Result<Exit, Failure> {
     };
     permission_checks(&dir, &mut checks);
     let db_path = dir.join(DB_FILE);
-    let client = if trusted {
-        open_store(&dir, &db_path, &mut checks)
-    } else {
+    let client = if !trusted {
         None
+    } else if ctx.store().is_some() {
+        open_server_store(ctx, &mut checks)
+    } else {
+        open_store(&dir, &db_path, &mut checks)
     };
     if let Some(client) = &client {
         match super::daemon::inspect_daemon(client, &dir) {
@@ -128,6 +130,39 @@ pub fn run(ctx: &Context) -> Result<Exit, Failure> {
 
 /// Opens the database read-write, else (when it is not writable) read-only, so the
 /// rest of the report can still be made; records the "database" check.
+/// A store on a database server (`--store postgres://…`): reachable, migrated, and
+/// which server it is.
+fn open_server_store(ctx: &Context, checks: &mut Vec<Check>) -> Option<Client> {
+    let client = match ctx.client() {
+        Ok(client) => client,
+        Err(e) => {
+            check(checks, "database", "fail", e.to_string());
+            return None;
+        }
+    };
+    let backend = client.backend();
+    match client.postgres_info() {
+        Ok(Some((server, schema))) => check(
+            checks,
+            "database",
+            "ok",
+            format!(
+                "{} {} (PostgreSQL {server}, schema {schema})",
+                backend.kind(),
+                backend.location()
+            ),
+        ),
+        Ok(None) => check(
+            checks,
+            "database",
+            "ok",
+            format!("{} {}", backend.kind(), backend.location()),
+        ),
+        Err(e) => check(checks, "database", "fail", e.to_string()),
+    }
+    Some(client)
+}
+
 fn open_store(
     dir: &std::path::Path,
     db_path: &std::path::Path,
@@ -165,7 +200,7 @@ fn open_store(
                     checks,
                     "database",
                     "ok",
-                    format!("{} passes integrity check", db_path.display()),
+                    format!("sqlite {} passes integrity check", db_path.display()),
                 )
             }
         }

@@ -30,6 +30,8 @@ use std::path::PathBuf;
 pub struct Context {
     pub json: bool,
     data_dir: Option<PathBuf>,
+    /// `--store` / `$LOOPS_STORE`: a PostgreSQL URL, else the SQLite file.
+    store: Option<String>,
 }
 
 impl Context {
@@ -44,7 +46,15 @@ impl Context {
     /// Opens the store for a command that writes (creating the data dir and the
     /// database on first use, migrating an older one).
     pub fn client(&self) -> Result<Client, Failure> {
-        Ok(Client::open(&self.data_dir()?)?)
+        Ok(Client::open_store(&self.data_dir()?, self.store())?)
+    }
+
+    /// `--store` / `$LOOPS_STORE` when it names another store than the SQLite file.
+    pub fn store(&self) -> Option<&str> {
+        self.store
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && *s != "sqlite")
     }
 
     /// Opens the store for a command that only reads. An existing, current database
@@ -53,6 +63,10 @@ impl Context {
     /// can still be read. A missing or older database is opened as by
     /// [`Context::client`] (created or migrated first).
     pub fn reader(&self) -> Result<Client, Failure> {
+        if self.store().is_some() {
+            // A database server: reads need no special open.
+            return self.client();
+        }
         let dir = self.data_dir()?;
         let db = dir.join(loops_store::DB_FILE);
         if std::fs::metadata(&db).is_ok_and(|m| m.len() > 0) {
@@ -81,6 +95,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
     let ctx = Context {
         json: cli.json,
         data_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()),
+        store: cli.store,
     };
     match cli.command {
         Command::Create(args) => create::run(&ctx, args),

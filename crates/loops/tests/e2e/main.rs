@@ -15,6 +15,7 @@ mod operability_define;
 mod operability_edit;
 mod operability_notify;
 mod operability_output;
+mod several_hosts;
 mod trust_daemon;
 mod trust_engine;
 mod trust_input;
