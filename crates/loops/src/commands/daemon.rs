@@ -298,7 +298,7 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     cmd.args(["--notify-timeout", &args.notify_timeout.to_string()]);
     // The store travels in the environment, never in argv (its URL may carry a
     // password that `ps` would show).
-    match ctx.store() {
+    match ctx.store_url() {
         Some(store) => cmd.env(loops_runtime::client::STORE_ENV, store),
         None => cmd.env_remove(loops_runtime::client::STORE_ENV),
     };

@@ -71,7 +71,7 @@ pub fn run(ctx: &Context) -> Result<Exit, Failure> {
     let db_path = dir.join(DB_FILE);
     let client = if !trusted {
         None
-    } else if ctx.store().is_some() {
+    } else if ctx.store_url().is_some() {
         open_server_store(ctx, &mut checks)
     } else {
         open_store(&dir, &db_path, &mut checks)

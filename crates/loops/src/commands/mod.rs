@@ -46,11 +46,11 @@ impl Context {
     /// Opens the store for a command that writes (creating the data dir and the
     /// database on first use, migrating an older one).
     pub fn client(&self) -> Result<Client, Failure> {
-        Ok(Client::open_store(&self.data_dir()?, self.store())?)
+        Ok(Client::open_store(&self.data_dir()?, self.store_url())?)
     }
 
     /// `--store` / `$LOOPS_STORE` when it names another store than the SQLite file.
-    pub fn store(&self) -> Option<&str> {
+    pub fn store_url(&self) -> Option<&str> {
         self.store
             .as_deref()
             .map(str::trim)
@@ -63,7 +63,7 @@ impl Context {
     /// can still be read. A missing or older database is opened as by
     /// [`Context::client`] (created or migrated first).
     pub fn reader(&self) -> Result<Client, Failure> {
-        if self.store().is_some() {
+        if self.store_url().is_some() {
             // A database server: reads need no special open.
             return self.client();
         }
