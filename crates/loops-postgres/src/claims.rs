@@ -24,13 +24,15 @@ use tokio_postgres::GenericClient;
 /// The reason recorded on a slot skipped because its loop was still running.
 const SKIPPED_BUSY: &str = "previous run still active";
 
+/// `epoch`: the claiming runner's (its fence's), recorded on each row it claims.
 pub(crate) async fn claim_runs<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     claims: &[BatchClaim],
+    epoch: Option<i64>,
 ) -> Result<Vec<ClaimOutcome>> {
     let mut out = Vec::with_capacity(claims.len());
     for claim in claims {
-        out.push(batch_claim_in(db, claim).await?);
+        out.push(batch_claim_in(db, claim, epoch).await?);
     }
     Ok(out)
 }
@@ -98,6 +100,7 @@ async fn claim_locked<C: GenericClient + Sync>(
     lp: &LockedLoop,
     req: &ClaimRequest,
     advance: Option<&LoopAdvance>,
+    epoch: Option<i64>,
 ) -> Result<std::result::Result<Run, ClaimRefused>> {
     let now = ms(&req.now);
     let slot = ms(&req.scheduled_for);
@@ -153,8 +156,8 @@ async fn claim_locked<C: GenericClient + Sync>(
                 concat!(
                     "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
                      source, started_at, claimed_by, lease_expires_at, created_at, updated_at, \
-                     due_at) \
-                     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $7, $7, $10) \
+                     due_at, runner_epoch) \
+                     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $7, $7, $10, $11) \
                      ON CONFLICT DO NOTHING RETURNING ",
                     run_cols!()
                 ),
@@ -169,6 +172,7 @@ async fn claim_locked<C: GenericClient + Sync>(
                     &text(&req.runner_id).as_ref(),
                     &now.saturating_add(lp.lease_ms),
                     &due_at,
+                    &epoch,
                 ],
             )
             .await?;
@@ -254,6 +258,7 @@ async fn own_slot<C: GenericClient + Sync>(db: &Db<'_, C>, req: &ClaimRequest) -
 async fn batch_claim_in<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     claim: &BatchClaim,
+    epoch: Option<i64>,
 ) -> Result<ClaimOutcome> {
     let req = &claim.request;
     let advance = claim.advance.as_ref();
@@ -297,7 +302,7 @@ async fn batch_claim_in<C: GenericClient + Sync>(
             return Ok(ClaimOutcome::Moved);
         }
     }
-    let refused = match claim_locked(db, &lp, req, advance).await? {
+    let refused = match claim_locked(db, &lp, req, advance, epoch).await? {
         Ok(run) => return Ok(ClaimOutcome::Claimed(Box::new(run))),
         Err(refused) => refused,
     };

@@ -35,13 +35,11 @@ pub(crate) use run_cols;
 
 /// The database's clock in milliseconds since the epoch: runners on several hosts judge
 /// expiry by this one clock, not by their own.
-#[allow(unused_macros)]
 macro_rules! db_now_ms {
     () => {
         "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
     };
 }
-#[allow(unused_imports)]
 pub(crate) use db_now_ms;
 
 pub(crate) fn ms(t: &Instant) -> i64 {

@@ -6,7 +6,7 @@
 //! starts after an acquire committed sees the new token and fails. So no write carrying
 //! an old token ever commits after a new holder took the lease.
 
-use crate::codec::{get, lease_from_row, ms, sat_i64};
+use crate::codec::{db_now_ms, get, lease_from_row, ms, sat_i64};
 use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::Instant;
@@ -17,21 +17,32 @@ use tokio_postgres::GenericClient;
 /// the lease row is released.
 pub(crate) const META_LEASE_TOKEN: &str = "daemon_lease_token";
 
-/// Fails with [`StoreError::LeaseLost`] unless the lease row still carries `fence`'s
-/// token (see [`Fence`]).
+/// Fails with [`StoreError::LeaseLost`] unless `fence` is a live lease: the daemon
+/// lease row still carries its token (see [`Fence`]), or it is the epoch of a runner
+/// whose lease has not expired by the database's clock nor been released. Returns the
+/// runner's epoch for a runner fence (recorded on the runs it claims).
 pub(crate) async fn check_fence<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     fence: &Fence,
     _now: Instant,
-) -> Result<()> {
-    let held = db
-        .query_opt(
-            "SELECT 1 FROM daemon_lease WHERE id = 1 AND token = $1 FOR SHARE",
-            &[&sat_i64(fence.token)],
+) -> Result<Option<i64>> {
+    let token = sat_i64(fence.token);
+    let row = db
+        .query_one(
+            concat!(
+                "SELECT EXISTS (SELECT 1 FROM runners WHERE epoch = $1 AND released_at IS NULL \
+                   AND expires_at > ",
+                db_now_ms!(),
+                " FOR SHARE), \
+                 EXISTS (SELECT 1 FROM daemon_lease WHERE id = 1 AND token = $1 FOR SHARE)"
+            ),
+            &[&token],
         )
         .await?;
-    if held.is_some() {
-        Ok(())
+    if get::<bool>(&row, 0, "runner")? {
+        Ok(Some(token))
+    } else if get::<bool>(&row, 1, "daemon")? {
+        Ok(None)
     } else {
         Err(StoreError::LeaseLost.into())
     }
@@ -75,7 +86,7 @@ pub(crate) async fn take_lease<C: GenericClient + Sync>(
 ) -> Result<DaemonLease> {
     let last = db
         .query_opt(
-            "SELECT value FROM meta WHERE key = $1",
+            "SELECT value FROM meta WHERE key = $1 FOR UPDATE",
             &[&META_LEASE_TOKEN],
         )
         .await?;

@@ -36,6 +36,7 @@ mod lease;
 mod loops;
 mod notify;
 mod open;
+mod runners;
 mod runs;
 mod session;
 mod workflows;
@@ -54,8 +55,8 @@ use loops_core::{
 };
 use loops_store::{
     BatchClaim, ClaimOutcome, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
-    LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten, Store,
-    StoreError, UnreadableLoop, WorkflowStore,
+    LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten, RunnerInfo,
+    RunnerLease, RunnerRegistration, Store, StoreError, UnreadableLoop, WorkflowStore,
 };
 use std::str::FromStr;
 use tokio::sync::mpsc::UnboundedSender;
@@ -92,17 +93,23 @@ macro_rules! read {
 /// Runs `$body` (a future using `$db`, a [`Db`] on a transaction) in one transaction,
 /// after checking `$fence` (`Option<(Fence, Instant)>`) inside it; commits only when
 /// the body succeeds.
+/// With `|$db, $epoch|`, the body also sees the fence's runner epoch (`None` for no
+/// fence or the daemon lease's).
 macro_rules! write {
-    ($store:expr, $fence:expr, |$db:ident| $body:expr) => {{
+    ($store:expr, $fence:expr, |$db:ident| $body:expr) => {
+        write!($store, $fence, |$db, _epoch| $body)
+    };
+    ($store:expr, $fence:expr, |$db:ident, $epoch:ident| $body:expr) => {{
         let fence: Option<(Fence, Instant)> = $fence;
         $store.call(move |s| {
             Box::pin(async move {
                 let (tx, cache) = s.begin().await?;
                 let out = {
                     let $db = &Db::new(&tx, cache);
-                    if let Some((f, now)) = &fence {
-                        crate::lease::check_fence($db, f, *now).await?;
-                    }
+                    let $epoch: Option<i64> = match &fence {
+                        Some((f, now)) => crate::lease::check_fence($db, f, *now).await?,
+                        None => None,
+                    };
                     $body.await?
                 };
                 tx.commit().await?;
@@ -134,6 +141,11 @@ impl PgStore {
         }
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        // A client cut off mid-transaction must not hold row locks for long: the server
+        // ends a transaction left idle this long (the client's call timed out anyway).
+        if config.get_options().is_none() {
+            config.options("-c idle_in_transaction_session_timeout=15000");
         }
         // A cut-off network fails a call within seconds rather than minutes.
         config.keepalives_idle(std::time::Duration::from_secs(5));
@@ -308,7 +320,9 @@ impl Store for PgStore {
         };
         let at = first.request.now;
         let batch = batch.to_vec();
-        write!(self, fenced(fence, at), |db| claims::claim_runs(db, &batch))
+        write!(self, fenced(fence, at), |db, epoch| claims::claim_runs(
+            db, &batch, epoch
+        ))
     }
 
     fn record_run_writes(
@@ -348,12 +362,13 @@ impl Store for PgStore {
         fence: Option<&Fence>,
     ) -> StoreResult<Run> {
         let (run, from, runner) = (run.clone(), from.map(str::to_owned), runner_id.to_owned());
-        write!(self, fenced(fence, now), |db| runs::take_over_run(
+        write!(self, fenced(fence, now), |db, epoch| runs::take_over_run(
             db,
             &run,
             from.as_deref(),
             &runner,
-            now
+            now,
+            epoch
         ))
     }
 
@@ -495,6 +510,35 @@ impl Store for PgStore {
             last_error.as_deref(),
             now
         ))
+    }
+
+    fn supports_runners(&self) -> bool {
+        true
+    }
+
+    fn register_runner(
+        &self,
+        runner: &RunnerRegistration,
+        ttl_ms: u64,
+    ) -> StoreResult<RunnerLease> {
+        let runner = runner.clone();
+        write!(self, None, |db| runners::register_runner(
+            db, &runner, ttl_ms
+        ))
+    }
+
+    fn renew_runner(&self, fence: &Fence, ttl_ms: u64) -> StoreResult<Option<RunnerLease>> {
+        let fence = fence.clone();
+        write!(self, None, |db| runners::renew_runner(db, &fence, ttl_ms))
+    }
+
+    fn release_runner(&self, fence: &Fence) -> StoreResult<()> {
+        let fence = fence.clone();
+        write!(self, None, |db| runners::release_runner(db, &fence))
+    }
+
+    fn runners(&self) -> StoreResult<Vec<RunnerInfo>> {
+        read!(self, |db| runners::runners(db))
     }
 
     fn runs_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Run>> {

@@ -49,18 +49,19 @@ pub(crate) async fn take_over_run<C: GenericClient + Sync>(
     from: Option<&str>,
     runner_id: &str,
     now: Instant,
+    epoch: Option<i64>,
 ) -> Result<Run> {
     let row = db
         .query_opt(
             concat!(
-                "UPDATE runs SET claimed_by = $3, \
+                "UPDATE runs SET claimed_by = $3, runner_epoch = $5, \
                    lease_expires_at = $4 + (SELECT l.lease_ms FROM loops l WHERE l.id = runs.loop_id), \
                    updated_at = $4 \
                  WHERE id = $1 AND status = 'running' AND claimed_by IS NOT DISTINCT FROM $2 \
                  RETURNING ",
                 run_cols!()
             ),
-            &[&run.as_str(), &from, &runner_id, &ms(&now)],
+            &[&run.as_str(), &from, &runner_id, &ms(&now), &epoch],
         )
         .await?;
     match row {
@@ -73,14 +74,19 @@ pub(crate) async fn running_runs<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     loop_id: Option<&LoopId>,
 ) -> Result<Vec<Run>> {
+    // A row a runner claimed holds its lease only while its runner's lease lasts: the
+    // earlier of the two is its lease (a runner gone from the table: already over).
     let rows = db
         .query(
-            concat!(
-                "SELECT ",
-                run_cols!(),
-                " FROM runs WHERE status = 'running' AND ($1::text IS NULL OR loop_id = $1) \
-                 ORDER BY created_at, id"
-            ),
+            "SELECT r.id, r.loop_id, r.loop_name, r.scheduled_for, r.attempt, r.status, \
+               r.source, r.started_at, r.finished_at, r.exit_code, r.duration_ms, r.stdout, \
+               r.stderr, r.error, r.pid, r.pid_start_time, r.claimed_by, \
+               CASE WHEN r.runner_epoch IS NULL THEN r.lease_expires_at \
+                    ELSE LEAST(r.lease_expires_at, COALESCE(rn.expires_at, 0)) END, \
+               r.summary, r.usage_json, r.created_at, r.updated_at, r.due_at \
+             FROM runs r LEFT JOIN runners rn ON rn.epoch = r.runner_epoch \
+             WHERE r.status = 'running' AND ($1::text IS NULL OR r.loop_id = $1) \
+             ORDER BY r.created_at, r.id",
             &[&loop_id.map(LoopId::as_str)],
         )
         .await?;

@@ -73,7 +73,7 @@ pub use paths::{
 pub use types::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire,
     LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, OnRefusal, PrunePolicy,
-    RunFilter, RunWrite, RunWritten, UnreadableLoop,
+    RunFilter, RunWrite, RunWritten, RunnerInfo, RunnerLease, RunnerRegistration, UnreadableLoop,
 };
 
 use loops_core::workflow::{
@@ -326,7 +326,60 @@ pub trait Store: WorkflowStore + Send + Sync {
     fn start_background_maintenance(&self) -> Result<()> {
         Ok(())
     }
+
+    // ---- runners: several daemons on one store (PostgreSQL; issue #12) ----
+    /// Whether this store lets several daemons ("runners") share it, each with a lease
+    /// of its own ([`Store::register_runner`]), instead of the one daemon lease. The
+    /// default (SQLite) is no: those methods fail with [`StoreError::InvalidArgument`].
+    fn supports_runners(&self) -> bool {
+        false
+    }
+    /// Registers a runner with a new epoch — a fencing token no runner (nor daemon
+    /// lease) had before — and a lease of `ttl_ms` judged by the store's own clock.
+    /// Writes fenced with [`RunnerLease::fence`] apply only while that lease is live:
+    /// once it expired (the runner stalled or was cut off), every one of them fails with
+    /// [`StoreError::LeaseLost`], and the runs it claimed count as its runner's gone
+    /// (their lease in [`Store::running_runs`] is the runner's).
+    fn register_runner(&self, runner: &RunnerRegistration, ttl_ms: u64) -> Result<RunnerLease> {
+        let _ = (runner, ttl_ms);
+        Err(StoreError::InvalidArgument(
+            "this store has one daemon lease, not runners".to_owned(),
+        ))
+    }
+    /// Extends a live runner lease by `ttl_ms` from the store's clock; `None` when it
+    /// already expired or was released (the runner must stop its runs and register
+    /// anew).
+    fn renew_runner(&self, fence: &Fence, ttl_ms: u64) -> Result<Option<RunnerLease>> {
+        let _ = (fence, ttl_ms);
+        Err(StoreError::InvalidArgument(
+            "this store has one daemon lease, not runners".to_owned(),
+        ))
+    }
+    /// Ends a runner lease (a clean shutdown): its epoch fences nothing from now on.
+    fn release_runner(&self, fence: &Fence) -> Result<()> {
+        let _ = fence;
+        Ok(())
+    }
+    /// Every runner registered recently (live ones first, then by host and start), with
+    /// its running runs counted; empty on a store without runners.
+    fn runners(&self) -> Result<Vec<RunnerInfo>> {
+        Ok(Vec::new())
+    }
+    /// Calls `wake` whenever another process (on any host) changed what is due —
+    /// created, edited or resumed a loop, or finished a run that moved one — until the
+    /// returned guard is dropped; `None` when the store has no such channel (SQLite:
+    /// the daemon's local wake socket serves instead). A backend that loses its channel
+    /// reconnects by itself; meanwhile callers rely on their own deadlines.
+    fn watch_wakeups(&self, wake: WakeFn) -> Result<Option<WakeGuard>> {
+        let _ = wake;
+        Ok(None)
+    }
 }
+
+/// What a [`Store::watch_wakeups`] caller is called with on every wake-up.
+pub type WakeFn = std::sync::Arc<dyn Fn() + Send + Sync>;
+/// Keeps a [`Store::watch_wakeups`] subscription alive; dropping it ends it.
+pub type WakeGuard = Box<dyn std::any::Any + Send>;
 
 /// Persistence of workflow specs, workflow runs, step runs and their event logs.
 /// Runner writes carry the daemon's fence like every other daemon write.

@@ -249,3 +249,51 @@ pub struct PrunePolicy {
     /// Delete finished runs beyond the newest N (by creation) of each loop.
     pub keep_per_loop: Option<usize>,
 }
+
+/// A daemon registering as one of a store's runners
+/// ([`Store::register_runner`](crate::Store::register_runner)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerRegistration {
+    /// `host/pid/start-time`, as its runs' `claimedBy`.
+    pub runner_id: String,
+    pub host: String,
+    pub pid: u32,
+    pub pid_start_time: Option<u64>,
+    /// The labels it advertises (`daemon run --runner-label`), sorted.
+    pub labels: Vec<String>,
+    /// Runs it executes at once at most (`--max-concurrent`).
+    pub capacity: usize,
+}
+
+/// A runner's lease: its epoch (the fence of its writes) and until when the store
+/// considers it live, by the store's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerLease {
+    pub fence: Fence,
+    pub expires_at: Instant,
+    /// The store's clock when it granted or renewed the lease.
+    pub now: Instant,
+}
+
+/// One runner as `loops runners` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerInfo {
+    pub epoch: u64,
+    pub runner_id: String,
+    pub host: String,
+    pub pid: u32,
+    pub pid_start_time: Option<u64>,
+    pub labels: Vec<String>,
+    pub capacity: usize,
+    pub started_at: Instant,
+    pub heartbeat_at: Instant,
+    pub expires_at: Instant,
+    /// Live (not expired, not released) by the store's clock at the time of the read.
+    pub live: bool,
+    /// Released by a clean shutdown.
+    pub released: bool,
+    /// Its running rows.
+    pub running: usize,
+    /// The store's clock at the time of the read.
+    pub now: Instant,
+}
