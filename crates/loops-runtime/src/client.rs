@@ -775,6 +775,18 @@ impl Client {
             .and_then(std::result::Result::ok))
     }
 
+    /// Whether several daemons ("runners") share this store, each with a lease of its
+    /// own (PostgreSQL), instead of the one daemon lease.
+    pub fn store_has_runners(&self) -> bool {
+        self.store.supports_runners()
+    }
+
+    /// The runners registered recently (live ones first); empty on a store without
+    /// runners.
+    pub fn runners(&self) -> Result<Vec<loops_store::RunnerInfo>> {
+        Ok(self.store.runners()?)
+    }
+
     /// The daemon lease row: who holds (or last held) the store.
     pub fn daemon_lease(&self) -> Result<Option<DaemonLease>> {
         Ok(self.store.current_daemon_lease()?)

@@ -62,6 +62,8 @@ pub struct DaemonConfig {
     /// Exit when the data dir's database file is removed or replaced (a SQLite store;
     /// off for a store elsewhere).
     pub watch_store_file: bool,
+    /// Labels this daemon advertises as a runner (`--runner-label`; PostgreSQL).
+    pub runner_labels: Vec<String>,
 }
 
 impl DaemonConfig {
@@ -78,6 +80,7 @@ impl DaemonConfig {
             max_sleep: None,
             notify_timeout: crate::notify::DEFAULT_NOTIFY_TIMEOUT,
             watch_store_file: true,
+            runner_labels: Vec::new(),
         }
     }
 
@@ -156,6 +159,13 @@ pub async fn run(
 
 /// [`run`] with the wall clock injected: in-process tests drive the daemon loop's
 /// scheduling decisions with a [`crate::clock::ManualClock`].
+///
+/// On a store with runners ([`Store::supports_runners`], PostgreSQL) the daemon is one
+/// runner among any number: it registers a runner lease instead of taking the one
+/// daemon lease, and when that lease expires (it stalled, or the store could not be
+/// reached for a lease TTL) it stops its runs — terminating them itself before the
+/// lease can expire when renewals keep failing — writes nothing more under the old
+/// epoch, and registers anew.
 pub async fn run_with_clock(
     store: Arc<dyn Store>,
     cfg: DaemonConfig,
@@ -172,94 +182,297 @@ pub async fn run_with_clock(
         host: host.clone(),
     };
     let ttl_ms = u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX);
-    // A holder on this host whose process is gone (or a zombie) cannot renew: take over
-    // now rather than waiting out the TTL. A live holder — even a stopped one — keeps it.
-    let takeover = |lease: &loops_store::DaemonLease| {
-        lease.holder.host == host
-            && !is_same_process_alive(lease.holder.pid, lease.holder.pid_start_time)
-    };
-    let fence = match store.acquire_daemon_lease(&holder, ttl_ms, clock.now(), &takeover)? {
-        LeaseAcquire::Acquired(lease) => Fence { token: lease.token },
-        LeaseAcquire::Held(lease) => {
-            return Err(DaemonError::AlreadyRunning {
-                pid: lease.holder.pid,
-                host: lease.holder.host,
-                since: format_instant(&lease.acquired_at),
-            })
+    let runner_mode = store.supports_runners();
+    let mut lease = if runner_mode {
+        register(store.as_ref(), &holder, &cfg, ttl_ms)?
+    } else {
+        // A holder on this host whose process is gone (or a zombie) cannot renew: take
+        // over now rather than waiting out the TTL. A live holder — even a stopped one
+        // — keeps it.
+        let takeover = |lease: &loops_store::DaemonLease| {
+            lease.holder.host == host
+                && !is_same_process_alive(lease.holder.pid, lease.holder.pid_start_time)
+        };
+        match store.acquire_daemon_lease(&holder, ttl_ms, clock.now(), &takeover)? {
+            LeaseAcquire::Acquired(lease) => Held::Daemon(Fence { token: lease.token }),
+            LeaseAcquire::Held(lease) => {
+                return Err(DaemonError::AlreadyRunning {
+                    pid: lease.holder.pid,
+                    host: lease.holder.host,
+                    since: format_instant(&lease.acquired_at),
+                })
+            }
         }
     };
-    tracing::info!(pid, token = fence.token, data_dir = %cfg.data_dir.display(), "daemon lease acquired");
+    tracing::info!(pid, token = lease.fence().token, runner = runner_mode, data_dir = %cfg.data_dir.display(), "daemon lease acquired");
     if let Err(e) = store.start_background_maintenance() {
         // Commits then checkpoint the WAL themselves: slower, still correct.
         tracing::warn!(error = %e, "cannot start background WAL checkpoints");
     }
-    write_pid_file(&cfg.data_dir, pid)?;
-    let wake = wake::WakeListener::bind(&cfg.data_dir).map_err(|source| DaemonError::Io {
-        context: format!(
-            "cannot bind wake socket {}",
-            wake::socket_path(&cfg.data_dir).display()
-        ),
-        source,
-    })?;
-
-    let engine = Engine::new(
-        Arc::clone(&store),
-        EngineConfig {
-            runner_id: runner_id.clone(),
-            max_concurrent: cfg.max_concurrent,
-            exec: ExecSettings {
-                kill_grace: cfg.kill_grace,
-                ..ExecSettings::for_data_dir(&cfg.data_dir)
+    if let Err(e) = write_pid_file(&cfg.data_dir, pid) {
+        lease.release(store.as_ref());
+        return Err(e);
+    }
+    let wake = match wake::WakeListener::bind(&cfg.data_dir) {
+        Ok(wake) => wake,
+        Err(source) => {
+            lease.release(store.as_ref());
+            remove_pid_file(&cfg.data_dir, pid);
+            return Err(DaemonError::Io {
+                context: format!(
+                    "cannot bind wake socket {}",
+                    wake::socket_path(&cfg.data_dir).display()
+                ),
+                source,
+            });
+        }
+    };
+    // Wake-ups from other hosts (PostgreSQL LISTEN/NOTIFY), next to the local socket.
+    let remote_wake = Arc::new(tokio::sync::Notify::new());
+    let _remote_guard = {
+        let notify = Arc::clone(&remote_wake);
+        match store.watch_wakeups(Arc::new(move || notify.notify_one())) {
+            Ok(guard) => guard,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch for wake-ups from other runners; relying on deadlines");
+                None
+            }
+        }
+    };
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let fence = lease.fence().clone();
+        let engine = match Engine::new(
+            Arc::clone(&store),
+            EngineConfig {
+                runner_id: runner_id.clone(),
+                max_concurrent: cfg.max_concurrent,
+                exec: ExecSettings {
+                    kill_grace: cfg.kill_grace,
+                    ..ExecSettings::for_data_dir(&cfg.data_dir)
+                },
+                fence: Some(fence.clone()),
+                adopt_orphans: true,
             },
-            fence: Some(fence.clone()),
-            adopt_orphans: true,
-        },
-        Arc::clone(&clock),
-    )
-    .inspect_err(|_| {
-        let _ = store.release_daemon_lease(&fence);
-        remove_pid_file(&cfg.data_dir, pid);
-    })?;
-    // Run leases are renewed on the engine's policy until the engine is dropped, so
-    // through the shutdown grace period too.
-    let _run_heartbeat = engine.spawn_lease_renewal();
-    let notifier = start_notifier(&engine, &store, &cfg, runner_id);
-    let outcome = main_loop(
-        &engine,
-        &store,
-        &cfg,
-        &fence,
-        wake.socket(),
-        clock.as_ref(),
-        shutdown,
-    )
-    .await;
-
-    // Shutdown (clean or not): let runs finish within the grace period, then stop them.
-    if tokio::time::timeout(cfg.shutdown_grace, engine.drain())
-        .await
-        .is_err()
-    {
-        tracing::info!(
-            running = engine.running_count(),
-            "grace period over; terminating runs"
-        );
-        engine.cancel_all("daemon stopped");
-        let bound = cfg.kill_grace + Duration::from_secs(5);
-        if tokio::time::timeout(bound, engine.drain()).await.is_err() {
-            tracing::warn!("some runs did not finish after termination");
+            Arc::clone(&clock),
+        ) {
+            Ok(engine) => engine,
+            Err(e) => {
+                lease.release(store.as_ref());
+                remove_pid_file(&cfg.data_dir, pid);
+                return Err(e.into());
+            }
+        };
+        // Run leases are renewed on the engine's policy until the engine is dropped, so
+        // through the shutdown grace period too.
+        let _run_heartbeat = engine.spawn_lease_renewal();
+        let watchdog = runner_mode.then(|| Watchdog::start(&engine, &cfg));
+        let notifier = start_notifier(&engine, &store, &cfg, runner_id.clone());
+        let outcome = main_loop(
+            &engine,
+            &store,
+            &cfg,
+            &lease,
+            watchdog.as_ref(),
+            wake.socket(),
+            &remote_wake,
+            clock.as_ref(),
+            &mut shutdown,
+        )
+        .await;
+        let lost = matches!(outcome, Err(DaemonError::LeaseLost(_)));
+        if lost {
+            // Nothing of ours may run on under a lease that is gone.
+            engine.cancel_all("runner lease lost");
+        }
+        // Shutdown (clean or not): let runs finish within the grace period, then stop them.
+        let grace = if lost {
+            Duration::ZERO
+        } else {
+            cfg.shutdown_grace
+        };
+        if tokio::time::timeout(grace, engine.drain()).await.is_err() {
+            tracing::info!(
+                running = engine.running_count(),
+                "grace period over; terminating runs"
+            );
+            engine.cancel_all("daemon stopped");
+            let bound = cfg.kill_grace + Duration::from_secs(5);
+            if tokio::time::timeout(bound, engine.drain()).await.is_err() {
+                tracing::warn!("some runs did not finish after termination");
+            }
+        }
+        notifier.stop().await;
+        drop(watchdog);
+        match outcome {
+            Err(DaemonError::LeaseLost(why)) if runner_mode => {
+                tracing::warn!(reason = %why, "runner lease lost: runs stopped; registering as a new runner");
+                lease = loop {
+                    match register(store.as_ref(), &holder, &cfg, ttl_ms) {
+                        Ok(lease) => break lease,
+                        Err(e) if e.is_transient() => {
+                            tracing::warn!(error = %e, "cannot register as a runner yet; retrying");
+                            tokio::select! {
+                                _ = tokio::time::sleep(PASS_RETRY_FIRST * 10) => {}
+                                _ = &mut shutdown => {
+                                    drop(wake);
+                                    remove_pid_file(&cfg.data_dir, pid);
+                                    return Ok(());
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            drop(wake);
+                            remove_pid_file(&cfg.data_dir, pid);
+                            return Err(e.into());
+                        }
+                    }
+                };
+                tracing::info!(token = lease.fence().token, "registered as a new runner");
+                continue;
+            }
+            Ok(()) => {
+                drop(wake);
+                remove_pid_file(&cfg.data_dir, pid);
+                lease.release_checked(store.as_ref())?;
+                tracing::info!("daemon stopped");
+                return Ok(());
+            }
+            Err(e) => {
+                drop(wake);
+                remove_pid_file(&cfg.data_dir, pid);
+                return Err(e);
+            }
         }
     }
-    notifier.stop().await;
-    drop(wake);
-    remove_pid_file(&cfg.data_dir, pid);
-    match outcome {
-        Ok(()) => {
-            store.release_daemon_lease(&fence)?;
-            tracing::info!("daemon stopped");
-            Ok(())
+}
+
+/// The lease a daemon holds: the store's one daemon lease, or its own runner lease.
+enum Held {
+    Daemon(Fence),
+    Runner(Fence),
+}
+
+impl Held {
+    fn fence(&self) -> &Fence {
+        match self {
+            Held::Daemon(f) | Held::Runner(f) => f,
         }
-        Err(e) => Err(e),
+    }
+
+    /// Renews it; false when it is no longer ours.
+    fn renew(&self, store: &dyn Store, ttl_ms: u64, now: Instant) -> Result<bool, StoreError> {
+        match self {
+            Held::Daemon(f) => store.renew_daemon_lease(f, ttl_ms, now),
+            Held::Runner(f) => store.renew_runner(f, ttl_ms).map(|l| l.is_some()),
+        }
+    }
+
+    fn release_checked(&self, store: &dyn Store) -> Result<(), StoreError> {
+        match self {
+            Held::Daemon(f) => store.release_daemon_lease(f),
+            Held::Runner(f) => store.release_runner(f),
+        }
+    }
+
+    /// Gives it up on a path that already fails for another reason.
+    fn release(&self, store: &dyn Store) {
+        if let Err(e) = self.release_checked(store) {
+            tracing::warn!(error = %e, "cannot release the lease");
+        }
+    }
+}
+
+/// Registers this daemon as a runner of the store.
+fn register(
+    store: &dyn Store,
+    holder: &LeaseHolder,
+    cfg: &DaemonConfig,
+    ttl_ms: u64,
+) -> Result<Held, StoreError> {
+    let mut labels = cfg.runner_labels.clone();
+    labels.sort();
+    labels.dedup();
+    let registration = loops_store::RunnerRegistration {
+        runner_id: holder.runner_id.clone(),
+        host: holder.host.clone(),
+        pid: holder.pid,
+        pid_start_time: holder.pid_start_time,
+        labels,
+        capacity: cfg.max_concurrent.get(),
+    };
+    let lease = store.register_runner(&registration, ttl_ms)?;
+    Ok(Held::Runner(lease.fence))
+}
+
+/// A runner's guard against outliving its lease while the store cannot be reached:
+/// when no renewal has succeeded for long enough that the lease could expire before
+/// its runs are terminated (the lease TTL less the kill grace and a margin), it stops
+/// them — from a thread of its own, since a store call may block the daemon's loop.
+struct Watchdog {
+    /// Milliseconds since `base` at the start of the last renewal that succeeded.
+    last_ok: Arc<std::sync::atomic::AtomicU64>,
+    base: std::time::Instant,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Watchdog {
+    fn start(engine: &Arc<Engine>, cfg: &DaemonConfig) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let base = std::time::Instant::now();
+        let last_ok = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let margin = cfg.lease_ttl / 10;
+        let budget = cfg
+            .lease_ttl
+            .saturating_sub(cfg.kill_grace)
+            .saturating_sub(margin)
+            .max(cfg.lease_ttl / 4);
+        let (last, stopped, weak) = (
+            Arc::clone(&last_ok),
+            Arc::clone(&stop),
+            Arc::downgrade(engine),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("loops-runner-watchdog".to_owned())
+            .spawn(move || {
+                let mut fired = false;
+                while !stopped.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(50));
+                    let since = Duration::from_millis(last.load(Ordering::SeqCst));
+                    let overdue = base.elapsed().saturating_sub(since) > budget;
+                    if overdue && !fired {
+                        let Some(engine) = weak.upgrade() else { return };
+                        tracing::error!(
+                            budget_ms = budget.as_millis() as u64,
+                            "runner lease could not be renewed in time; terminating this runner's runs"
+                        );
+                        engine.cancel_all("runner lease expiring: the store cannot be reached");
+                        fired = true;
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the runner watchdog");
+        }
+        Self {
+            last_ok,
+            base,
+            stop,
+        }
+    }
+
+    /// A renewal that began at `began` succeeded.
+    fn renewed(&self, began: std::time::Instant) {
+        let ms = u64::try_from(began.duration_since(self.base).as_millis()).unwrap_or(u64::MAX);
+        self.last_ok
+            .fetch_max(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -350,17 +563,26 @@ fn note_recovery(failures: u32, what: &str) {
     }
 }
 
-async fn main_loop(
+#[allow(clippy::too_many_arguments)]
+async fn main_loop<S: Future<Output = ()>>(
     engine: &Arc<Engine>,
     store: &Arc<dyn Store>,
     cfg: &DaemonConfig,
-    fence: &Fence,
+    lease: &Held,
+    watchdog: Option<&Watchdog>,
     socket: &tokio::net::UnixDatagram,
+    remote_wake: &tokio::sync::Notify,
     clock: &dyn Clock,
-    shutdown: impl Future<Output = ()>,
+    shutdown: &mut std::pin::Pin<&mut S>,
 ) -> Result<(), DaemonError> {
-    let mut shutdown = std::pin::pin!(shutdown);
     let ttl_ms = u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX);
+    let lost = || match lease {
+        Held::Runner(_) => DaemonError::LeaseLost(
+            "its runner lease expired (the daemon stalled, or the store could not be reached)"
+                .to_owned(),
+        ),
+        Held::Daemon(_) => lease_loss(store.as_ref()),
+    };
     // The daemon lease's own renewal (the run leases are the engine's heartbeat's).
     let mut lease_beat = tokio::time::interval((cfg.lease_ttl / 3).max(Duration::from_millis(50)));
     lease_beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -399,7 +621,7 @@ async fn main_loop(
         if std::mem::take(&mut replan_clock) {
             match engine.replan_after_clock_jump() {
                 Ok(_) => {}
-                Err(EngineError::LeaseLost) => return Err(lease_loss(store.as_ref())),
+                Err(EngineError::LeaseLost) => return Err(lost()),
                 // Said once; loops left far ahead are moved at the next jump or start.
                 Err(e) => tracing::warn!(error = %e, "cannot re-plan loops after a clock change"),
             }
@@ -416,7 +638,7 @@ async fn main_loop(
                 note_recovery(pass_backoff.succeed(), "scheduler pass");
                 r
             }
-            Err(EngineError::LeaseLost) => return Err(lease_loss(store.as_ref())),
+            Err(EngineError::LeaseLost) => return Err(lost()),
             // A damaged database is never retried (issue #9, item 12).
             Err(EngineError::Store(e)) if e.is_corrupt() => return Err(DaemonError::Store(e)),
             Err(e) => {
@@ -428,7 +650,7 @@ async fn main_loop(
             }
         };
         if engine.lease_lost() {
-            return Err(lease_loss(store.as_ref()));
+            return Err(lost());
         }
         if recover {
             foreign_running = report.foreign_running;
@@ -484,12 +706,20 @@ async fn main_loop(
             }
             // A finished run moved its loop, or the engine noticed the lease was lost.
             _ = engine.replan_needed(), if !failing => {}
+            // Another host changed what is due (PostgreSQL NOTIFY).
+            _ = remote_wake.notified(), if !failing => {}
             _ = lease_beat.tick() => {
-                match store.renew_daemon_lease(fence, ttl_ms, clock.now()) {
-                    Ok(true) => note_recovery(lease_backoff.succeed(), "daemon lease heartbeat"),
+                let began = std::time::Instant::now();
+                match lease.renew(store.as_ref(), ttl_ms, clock.now()) {
+                    Ok(true) => {
+                        if let Some(w) = watchdog {
+                            w.renewed(began);
+                        }
+                        note_recovery(lease_backoff.succeed(), "daemon lease heartbeat")
+                    }
                     Ok(false) => {
                         engine.cancel_all("daemon lease lost");
-                        return Err(lease_loss(store.as_ref()));
+                        return Err(lost());
                     }
                     Err(e) => {
                         // The lease stays ours until another daemon takes it; the next
@@ -499,7 +729,7 @@ async fn main_loop(
                     }
                 }
             }
-            _ = &mut shutdown => {
+            _ = shutdown.as_mut() => {
                 tracing::info!(running = engine.running_count(), "shutdown requested: no new claims");
                 return Ok(());
             }

@@ -190,6 +190,9 @@ pub enum Command {
     /// Print a run's output: a running run's as it is written, a finished run's as
     /// stored.
     Logs(LogsArgs),
+    /// The daemons sharing a PostgreSQL store: host, labels, capacity, running runs,
+    /// heartbeat age, lease state.
+    Runners,
 }
 
 #[derive(Debug, Args)]
@@ -274,6 +277,10 @@ pub struct DaemonRunArgs {
     /// group), one HTTP try of a --notify-url webhook.
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = Span(DEFAULT_NOTIFY_TIMEOUT))]
     pub notify_timeout: Span,
+    /// A label this daemon advertises as a runner of a PostgreSQL store (repeatable),
+    /// e.g. `gpu` or `claude-auth`; shown by `loops runners`.
+    #[arg(long = "runner-label", value_name = "LABEL")]
+    pub runner_labels: Vec<String>,
 }
 
 #[derive(Debug, Args)]

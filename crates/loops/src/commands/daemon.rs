@@ -37,6 +37,7 @@ fn config(dir: &Path, args: &DaemonRunArgs) -> DaemonConfig {
     cfg.prune_every = args.prune_every.0;
     cfg.max_sleep = args.interval_ms.map(StdDuration::from_millis);
     cfg.notify_timeout = args.notify_timeout.0;
+    cfg.runner_labels = args.runner_labels.clone();
     cfg
 }
 
@@ -162,9 +163,12 @@ pub struct DaemonView {
 pub fn inspect_daemon(client: &Client, dir: &Path) -> Result<DaemonView, Failure> {
     let path = dir.join(PID_FILE);
     let contents = std::fs::read_to_string(&path).ok();
-    let lease = client.daemon_lease()?;
     let this_host = loops_runtime::process::hostname();
     let now = output::now();
+    if client.store_has_runners() {
+        return inspect_runner(client, path, contents, &this_host);
+    }
+    let lease = client.daemon_lease()?;
     let (state, holder) = match lease {
         None => (DaemonState::Stopped, None),
         Some(lease) => {
@@ -199,6 +203,60 @@ pub fn inspect_daemon(client: &Client, dir: &Path) -> Result<DaemonView, Failure
         let names_holder = matches!((&holder, pid), (Some(h), Some(p)) if h.pid == p);
         (!names_holder).then_some(StalePidFile {
             path: path.clone(),
+            contents,
+            pid,
+        })
+    });
+    Ok(DaemonView {
+        state,
+        holder,
+        stale_pid_file,
+    })
+}
+
+/// [`inspect_daemon`] on a store with runners: this data dir's daemon is the runner
+/// its pid file names, on this host, as its newest runner row confirms (pid, start
+/// time, host); live by the store's clock, stalled when its lease expired while its
+/// process lives.
+fn inspect_runner(
+    client: &Client,
+    path: PathBuf,
+    contents: Option<String>,
+    this_host: &str,
+) -> Result<DaemonView, Failure> {
+    let pid = contents
+        .as_deref()
+        .and_then(|c| c.trim().parse::<u32>().ok());
+    let runners = client.runners()?;
+    let mine = pid.and_then(|pid| {
+        runners
+            .iter()
+            .filter(|r| r.host == this_host && r.pid == pid && !r.released)
+            .max_by_key(|r| r.epoch)
+    });
+    let (state, holder) = match mine {
+        Some(r) if is_same_process_alive(r.pid, r.pid_start_time) => {
+            let state = if r.live {
+                DaemonState::Running
+            } else {
+                DaemonState::Stalled
+            };
+            let holder = Holder {
+                pid: r.pid,
+                pid_start_time: r.pid_start_time,
+                host: r.host.clone(),
+                local: true,
+                since: r.started_at,
+                // By this host's clock: the store's `now` minus the time left.
+                expires: output::now() + (r.expires_at - r.now),
+            };
+            (state, Some(holder))
+        }
+        _ => (DaemonState::Stopped, None),
+    };
+    let stale_pid_file = contents.and_then(|contents| {
+        (holder.is_none()).then_some(StalePidFile {
+            path,
             contents,
             pid,
         })
@@ -296,6 +354,9 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
         cmd.args(["--interval-ms", &ms.to_string()]);
     }
     cmd.args(["--notify-timeout", &args.notify_timeout.to_string()]);
+    for label in &args.runner_labels {
+        cmd.args(["--runner-label", label]);
+    }
     // The store travels in the environment, never in argv (its URL may carry a
     // password that `ps` would show).
     match ctx.store_url() {

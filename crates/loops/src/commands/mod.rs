@@ -14,6 +14,7 @@ mod logs;
 mod notify;
 mod prune;
 mod run_now;
+mod runners;
 mod runs;
 mod runs_follow;
 mod tick;
@@ -119,6 +120,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Unarchive(args) => edit::unarchive(&ctx, args),
         Command::Notify(cmd) => notify::run(&ctx, cmd),
         Command::Logs(args) => logs::run(&ctx, args),
+        Command::Runners => runners::run(&ctx),
     }
 }
 

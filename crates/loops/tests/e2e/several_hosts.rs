@@ -96,3 +96,303 @@ fn a_daemon_runs_loops_from_a_postgres_store() {
     assert_eq!(daemon.stop(), Some(0), "{}", daemon.log_text());
     assert!(w.runs("tick").iter().all(|r| r["status"] != "running"));
 }
+
+/// Worlds (data dirs, as hosts would have) sharing one fresh PostgreSQL database.
+fn pg_worlds(n: usize) -> Option<Vec<World>> {
+    let cluster = PgCluster::shared()?;
+    let url = cluster.database();
+    Some(
+        (0..n)
+            .map(|_| {
+                let mut w = World::new();
+                w.extra_env.push(("LOOPS_STORE".to_owned(), url.clone()));
+                w
+            })
+            .collect(),
+    )
+}
+
+/// The journal every run appends to: `loop scheduledFor attempt runner-pid`.
+fn journal_cmd(journal: &std::path::Path, work: &str) -> String {
+    format!(
+        "{work}echo \"$LOOPS_LOOP_NAME $LOOPS_SCHEDULED_FOR $LOOPS_ATTEMPT $PPID\" >> {}",
+        journal.display()
+    )
+}
+
+fn journal_lines(journal: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(journal)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// No (loop, slot, attempt) ran twice.
+fn assert_exactly_once(lines: &[String]) {
+    let mut seen = std::collections::HashSet::new();
+    for line in lines {
+        let key: Vec<&str> = line.split(' ').take(3).collect();
+        assert!(seen.insert(key.join(" ")), "ran twice: {line}");
+    }
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Three runners on one PostgreSQL store, many loops every second: every slot attempt
+/// ran exactly once (the journal the command writes, keyed by `LOOPS_SCHEDULED_FOR` +
+/// attempt), no slot was lost, and every runner took a share. Scaled by
+/// `LOOPS_TEST_PG_LOOPS` / `LOOPS_TEST_PG_SECS` (the 200 loops for 60 s).
+#[test]
+fn three_runners_run_every_slot_exactly_once_and_share_the_work() {
+    let Some(worlds) = pg_worlds(3) else {
+        return;
+    };
+    let loops = env_or("LOOPS_TEST_PG_LOOPS", 200);
+    let secs = env_or("LOOPS_TEST_PG_SECS", 60);
+    let journal = worlds[0].root.path().join("journal");
+    for i in 0..loops {
+        worlds[0].create_cmd(
+            &format!("l{i:03}"),
+            &["--every", "1s"],
+            &journal_cmd(&journal, ""),
+        );
+    }
+    let mut daemons: Vec<_> = worlds
+        .iter()
+        .map(|w| w.daemon_ready(&["--max-concurrent", "256"]))
+        .collect();
+    let begun = std::time::Instant::now();
+    wait_for("the run window", Duration::from_secs(secs + 30), || {
+        (begun.elapsed() >= Duration::from_secs(secs)).then_some(())
+    });
+    for d in &mut daemons {
+        assert_eq!(d.stop(), Some(0), "{}", d.log_text());
+    }
+    let lines = journal_lines(&journal);
+    assert_exactly_once(&lines);
+    // Every run row that succeeded wrote its line, and nothing else did.
+    let runs = worlds[0].json(&["runs", "--limit", "0"]);
+    let runs = runs.as_array().unwrap();
+    let succeeded = runs.iter().filter(|r| r["status"] == "succeeded").count();
+    assert_eq!(succeeded, lines.len(), "journal lines vs succeeded runs");
+    assert!(runs.iter().all(|r| r["status"] != "running"));
+    // No lost slots: each loop ran about once a second for the whole window.
+    let mut per_loop = std::collections::HashMap::<&str, usize>::new();
+    for line in &lines {
+        *per_loop.entry(line.split(' ').next().unwrap()).or_default() += 1;
+    }
+    assert_eq!(per_loop.len() as u64, loops, "every loop ran");
+    let least = per_loop.values().min().copied().unwrap_or(0) as u64;
+    assert!(
+        least + 3 >= secs,
+        "a loop ran only {least} times in {secs} s"
+    );
+    // Each runner took a share.
+    let mut by_runner = std::collections::HashMap::<String, usize>::new();
+    for r in runs {
+        if let Some(by) = r["claimedBy"].as_str() {
+            *by_runner.entry(by.to_owned()).or_default() += 1;
+        }
+    }
+    assert!(by_runner.len() >= 3, "runs by runner: {by_runner:?}");
+    let total: usize = by_runner.values().sum();
+    assert!(
+        by_runner.values().all(|n| *n * 10 >= total),
+        "every runner took at least a tenth: {by_runner:?}"
+    );
+}
+
+/// A runner killed with SIGKILL mid-run: its rows are taken over by the others within
+/// the lease TTL plus a pass (their still-running processes watched to the end, on the
+/// same host), and no slot attempt runs twice.
+#[test]
+fn a_killed_runners_runs_are_taken_over_and_nothing_runs_twice() {
+    let Some(worlds) = pg_worlds(2) else {
+        return;
+    };
+    let journal = worlds[0].root.path().join("journal");
+    for i in 0..10 {
+        worlds[0].create_cmd(
+            &format!("slow{i}"),
+            &["--every", "1s"],
+            &journal_cmd(&journal, "sleep 1; "),
+        );
+    }
+    let mut victim = worlds[0].daemon_ready(&["--lease-ttl", "3s", "--kill-grace", "200ms"]);
+    let mut survivor = worlds[1].daemon_ready(&["--lease-ttl", "3s", "--kill-grace", "200ms"]);
+    let victim_id = format!("/{}/", victim.pid());
+    let victims_running = || -> Vec<serde_json::Value> {
+        worlds[1]
+            .json(&["runs", "--limit", "0"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["status"] == "running"
+                    && r["claimedBy"]
+                        .as_str()
+                        .is_some_and(|c| c.contains(&victim_id))
+            })
+            .cloned()
+            .collect()
+    };
+    wait_for(
+        "the victim to be running a run",
+        Duration::from_secs(20),
+        || (!victims_running().is_empty()).then_some(()),
+    );
+    victim.signal("KILL");
+    let killed = std::time::Instant::now();
+    victim.wait_exit(Duration::from_secs(5));
+    wait_for(
+        "the victim's rows to be taken over",
+        Duration::from_secs(3 + 10),
+        || victims_running().is_empty().then_some(()),
+    );
+    let failover = killed.elapsed();
+    eprintln!("failover after kill -9: {} ms", failover.as_millis());
+    assert!(
+        failover <= Duration::from_secs(3 + 5),
+        "failover took {failover:?}"
+    );
+    // The survivor keeps scheduling.
+    let before = journal_lines(&journal).len();
+    wait_for(
+        "more runs after the failover",
+        Duration::from_secs(15),
+        || (journal_lines(&journal).len() >= before + 10).then_some(()),
+    );
+    assert_eq!(survivor.stop(), Some(0), "{}", survivor.log_text());
+    assert_exactly_once(&journal_lines(&journal));
+}
+
+/// A runner stopped (SIGSTOP) past its lease TTL: the others take its rows over; once
+/// continued it finds its epoch gone, terminates its children, writes nothing under the
+/// old epoch, registers as a new runner and takes work again.
+#[test]
+fn a_stalled_runner_finds_its_epoch_gone_writes_nothing_and_registers_anew() {
+    let Some(worlds) = pg_worlds(2) else {
+        return;
+    };
+    let journal = worlds[0].root.path().join("journal");
+    worlds[0].create_cmd(
+        "long",
+        &["--every", "1s"],
+        &journal_cmd(&journal, "sleep 30; "),
+    );
+    for i in 0..5 {
+        worlds[0].create_cmd(
+            &format!("fast{i}"),
+            &["--every", "1s"],
+            &journal_cmd(&journal, ""),
+        );
+    }
+    let flags = ["--lease-ttl", "2s", "--kill-grace", "200ms"];
+    let mut stalled = worlds[0].daemon_ready(&flags);
+    let stalled_pid = stalled.pid();
+    let stalled_id = format!("/{stalled_pid}/");
+    let runs_of = |w: &World| -> Vec<serde_json::Value> {
+        w.json(&["runs", "long", "--limit", "0"])
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let held = wait_for(
+        "the stalled runner to hold a long run",
+        Duration::from_secs(20),
+        || {
+            runs_of(&worlds[0]).into_iter().find(|r| {
+                r["status"] == "running"
+                    && r["claimedBy"]
+                        .as_str()
+                        .is_some_and(|c| c.contains(&stalled_id))
+            })
+        },
+    );
+    let mut other = worlds[1].daemon_ready(&flags);
+    stalled.signal("STOP");
+    // The other runner adopts the row (its process lives on this host).
+    let other_id = format!("/{}/", other.pid());
+    wait_for(
+        "the other runner to take the row over",
+        Duration::from_secs(15),
+        || {
+            runs_of(&worlds[1])
+                .into_iter()
+                .find(|r| r["id"] == held["id"])
+                .filter(|r| {
+                    r["claimedBy"]
+                        .as_str()
+                        .is_some_and(|c| c.contains(&other_id))
+                })
+        },
+    );
+    stalled.signal("CONT");
+    // It terminates its child; the adopting runner records the end.
+    let child = held["pid"].as_u64().unwrap();
+    wait_for(
+        "the stalled runner's child to be terminated",
+        Duration::from_secs(10),
+        || (!crate::util::pid_alive(child)).then_some(()),
+    );
+    let ended = wait_for("the row to be finalized", Duration::from_secs(10), || {
+        runs_of(&worlds[1])
+            .into_iter()
+            .find(|r| r["id"] == held["id"] && r["status"] != "running")
+    });
+    assert_eq!(ended["status"], "abandoned", "{ended}");
+    assert!(
+        ended["claimedBy"]
+            .as_str()
+            .is_some_and(|c| c.contains(&other_id)),
+        "recorded by the live runner, not the stale one: {ended}"
+    );
+    // It registered anew and runs work again.
+    wait_for(
+        "the continued runner to register anew",
+        Duration::from_secs(15),
+        || {
+            let runners = worlds[0].json(&["runners"]);
+            let mine: Vec<_> = runners
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["pid"] == u64::from(stalled_pid))
+                .cloned()
+                .collect();
+            (mine.len() >= 2 && mine.iter().any(|r| r["lease"] == "live")).then_some(())
+        },
+    );
+    let log = stalled.log_text();
+    assert!(log.contains("registered as a new runner"), "{log}");
+    wait_for(
+        "the continued runner to claim again",
+        Duration::from_secs(15),
+        || {
+            worlds[0]
+                .json(&["runs", "--limit", "200"])
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| {
+                    r["claimedBy"]
+                        .as_str()
+                        .is_some_and(|c| c.contains(&stalled_id))
+                        && r["status"] == "succeeded"
+                        && r["loopName"] != "long"
+                        && crate::util::instant(&r["createdAt"])
+                            > crate::util::instant(&ended["finishedAt"])
+                })
+                .then_some(())
+        },
+    );
+    assert_eq!(stalled.stop(), Some(0), "{}", stalled.log_text());
+    assert_eq!(other.stop(), Some(0), "{}", other.log_text());
+    assert_exactly_once(&journal_lines(&journal));
+}
