@@ -116,29 +116,26 @@ async fn claim_locked<C: GenericClient + Sync>(
     if !ad_hoc && lp.status != LoopStatus::Active.as_str() {
         return Ok(Err(ClaimRefused::LoopNotActive));
     }
-    if req.require_no_running {
-        let busy = db
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM runs WHERE loop_id = $1 AND status = 'running')",
-                &[&req.loop_id.as_str()],
-            )
-            .await?;
-        if get::<bool>(&busy, 0, "exists")? {
-            return Ok(Err(ClaimRefused::LoopBusy));
-        }
-    }
+    // One read: whether the loop is busy (for overlap `skip`), and the slot's attempts.
     let counts = db
         .query_one(
             "SELECT COUNT(*) FILTER (WHERE status = 'running'), \
-                    COUNT(*) FILTER (WHERE status IN ('succeeded', 'skipped')), \
-                    COALESCE(MAX(attempt), 0) \
-             FROM runs WHERE loop_id = $1 AND scheduled_for = $2",
+                    COUNT(*) FILTER (WHERE scheduled_for = $2 AND status = 'running'), \
+                    COUNT(*) FILTER (WHERE scheduled_for = $2 AND status IN ('succeeded', 'skipped')), \
+                    COALESCE(MAX(attempt) FILTER (WHERE scheduled_for = $2), 0) \
+             FROM runs WHERE loop_id = $1 AND (scheduled_for = $2 OR status = 'running')",
             &[&req.loop_id.as_str(), &slot],
         )
         .await?;
-    let running: i64 = get(&counts, 0, "running")?;
-    let done: i64 = get(&counts, 1, "done")?;
-    let last_attempt: i64 = get(&counts, 2, "attempt")?;
+    let busy: i64 = get(&counts, 0, "busy")?;
+    let running: i64 = get(&counts, 1, "running")?;
+    let done: i64 = get(&counts, 2, "done")?;
+    let last_attempt: i64 = get(&counts, 3, "attempt")?;
+    // Before the slot's own state: "the loop is busy" is the answer that explains a
+    // refused exclusive claim, whatever its slot looks like.
+    if req.require_no_running && busy > 0 {
+        return Ok(Err(ClaimRefused::LoopBusy));
+    }
     if running > 0 {
         return Ok(Err(ClaimRefused::SlotRunning));
     }

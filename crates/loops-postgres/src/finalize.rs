@@ -22,10 +22,11 @@ pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
     writes: &[RunWrite],
     now: Instant,
 ) -> Result<Vec<loops_store::Result<RunWritten>>> {
+    // A write that fails alone (a row no longer running, an outcome that cannot end a
+    // run) is found out before it writes anything, and without an SQL error: the
+    // transaction goes on with the next write, no savepoint needed.
     let mut done = Vec::with_capacity(writes.len());
-    for (i, write) in writes.iter().enumerate() {
-        let savepoint = format!("run_write_{i}");
-        db.batch(&format!("SAVEPOINT {savepoint}")).await?;
+    for write in writes {
         let result = match write {
             RunWrite::Spawned {
                 run,
@@ -38,17 +39,11 @@ pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
             RunWrite::Finished { run, outcome } => finish_one(db, run, outcome, now).await,
         };
         match result {
-            Ok(written) => {
-                db.batch(&format!("RELEASE SAVEPOINT {savepoint}")).await?;
-                done.push(Ok(written));
-            }
-            // A bad outcome fails alone, like a row that is no longer running.
+            Ok(written) => done.push(Ok(written)),
             Err(Error::Store(e))
                 if e.is_per_row() || matches!(e, StoreError::InvalidArgument(_)) =>
             {
-                db.batch(&format!("ROLLBACK TO SAVEPOINT {savepoint}"))
-                    .await?;
-                done.push(Err(e));
+                done.push(Err(e))
             }
             Err(e) => return Err(e),
         }

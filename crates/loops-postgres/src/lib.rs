@@ -39,6 +39,7 @@ mod open;
 mod runners;
 mod runs;
 mod session;
+mod wakeups;
 mod workflows;
 
 pub use open::{is_postgres_url, redact_url, SCHEMA_VERSION};
@@ -56,7 +57,8 @@ use loops_core::{
 use loops_store::{
     BatchClaim, ClaimOutcome, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
     LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten, RunnerInfo,
-    RunnerLease, RunnerRegistration, Store, StoreError, UnreadableLoop, WorkflowStore,
+    RunnerLease, RunnerRegistration, Store, StoreError, UnreadableLoop, WakeFn, WakeGuard,
+    WorkflowStore,
 };
 use std::str::FromStr;
 use tokio::sync::mpsc::UnboundedSender;
@@ -64,6 +66,8 @@ use tokio::sync::mpsc::UnboundedSender;
 /// The PostgreSQL implementation of [`Store`].
 pub struct PgStore {
     jobs: UnboundedSender<Job>,
+    /// For connections of its own (wake-ups).
+    config: tokio_postgres::Config,
     /// The URL without its password.
     display: String,
     /// How many migrations this store's open applied.
@@ -150,9 +154,10 @@ impl PgStore {
         // A cut-off network fails a call within seconds rather than minutes.
         config.keepalives_idle(std::time::Duration::from_secs(5));
         config.tcp_user_timeout(std::time::Duration::from_secs(10));
-        let jobs = session::spawn(config, "loops-postgres".to_owned())?;
+        let jobs = session::spawn(config.clone(), "loops-postgres".to_owned())?;
         let mut store = Self {
             jobs,
+            config,
             display: display.clone(),
             applied: 0,
         };
@@ -212,7 +217,11 @@ impl PgStore {
 /// Each method is implemented in the module of its part of the trait.
 impl Store for PgStore {
     fn create_loop(&self, new: NewLoop, now: Instant) -> StoreResult<Loop> {
-        write!(self, None, |db| loops::create_loop(db, &new, now))
+        write!(self, None, |db| async move {
+            let created = loops::create_loop(db, &new, now).await?;
+            wakeups::notify(db).await?;
+            Ok::<_, error::Error>(created)
+        })
     }
 
     fn get_loop(&self, id: &LoopId) -> StoreResult<Option<Loop>> {
@@ -245,9 +254,11 @@ impl Store for PgStore {
         fence: Option<&Fence>,
     ) -> StoreResult<Loop> {
         let (id, advance) = (id.clone(), advance.clone());
-        write!(self, fenced(fence, now), |db| loops::update_loop_schedule(
-            db, &id, &advance, now
-        ))
+        write!(self, fenced(fence, now), |db| async move {
+            let moved = loops::update_loop_schedule(db, &id, &advance, now).await?;
+            wakeups::notify(db).await?;
+            Ok::<_, error::Error>(moved)
+        })
     }
 
     fn remove_loop(&self, id: &LoopId) -> StoreResult<bool> {
@@ -297,9 +308,13 @@ impl Store for PgStore {
         now: Instant,
     ) -> StoreResult<Option<Loop>> {
         let (id, update, expected) = (id.clone(), update.clone(), expected.clone());
-        write!(self, None, |db| loops::update_loop_definition(
-            db, &id, &update, &expected, now
-        ))
+        write!(self, None, |db| async move {
+            let edited = loops::update_loop_definition(db, &id, &update, &expected, now).await?;
+            if edited.is_some() {
+                wakeups::notify(db).await?;
+            }
+            Ok::<_, error::Error>(edited)
+        })
     }
 
     fn loop_rows_matching(
@@ -335,9 +350,24 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let writes = writes.to_vec();
-        write!(self, fenced(fence, now), |db| finalize::record_run_writes(
-            db, &writes, now
-        ))
+        write!(self, fenced(fence, now), |db| async move {
+            let done = finalize::record_run_writes(db, &writes, now).await?;
+            // A finished run that moved its loop (a retry, a fixed-delay or dynamic next
+            // slot) changes what is due for every runner.
+            let moved = done.iter().any(|w| {
+                matches!(
+                    w,
+                    Ok(RunWritten::Finished {
+                        loop_moved: true,
+                        ..
+                    })
+                )
+            });
+            if moved {
+                wakeups::notify(db).await?;
+            }
+            Ok::<_, error::Error>(done)
+        })
     }
 
     fn renew_run_leases(
@@ -539,6 +569,12 @@ impl Store for PgStore {
 
     fn runners(&self) -> StoreResult<Vec<RunnerInfo>> {
         read!(self, |db| runners::runners(db))
+    }
+
+    fn watch_wakeups(&self, wake: WakeFn) -> StoreResult<Option<WakeGuard>> {
+        wakeups::watch(self.config.clone(), wake)
+            .map(Some)
+            .map_err(|e| error::io(format!("cannot start listening for wake-ups: {e}")))
     }
 
     fn runs_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Run>> {

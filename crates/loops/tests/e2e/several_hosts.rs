@@ -396,3 +396,51 @@ fn a_stalled_runner_finds_its_epoch_gone_writes_nothing_and_registers_anew() {
     assert_eq!(other.stop(), Some(0), "{}", other.log_text());
     assert_exactly_once(&journal_lines(&journal));
 }
+
+/// A change made on one host wakes an idle runner elsewhere at once (LISTEN/NOTIFY):
+/// `resume` of an overdue loop starts its run within moments, where the runner would
+/// otherwise sleep up to a minute (it has nothing due).
+#[test]
+fn a_change_on_another_host_wakes_an_idle_runner_at_once() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let worlds: Vec<World> = (0..2)
+        .map(|_| {
+            let mut w = World::new();
+            w.extra_env.push(("LOOPS_STORE".to_owned(), url.clone()));
+            w
+        })
+        .collect();
+    let mut runner = worlds[1].daemon_ready(&[]);
+    let mut lags = Vec::new();
+    for i in 0..5 {
+        let name = format!("wake{i}");
+        worlds[0].create_cmd(&name, &["--every", "1h"], "true");
+        worlds[0].ok(&["pause", &name]);
+        // Overdue by a second (as if it had been paused past its slot).
+        cluster.psql(
+            &db,
+            &format!(
+                "UPDATE loops SET next_run_at = (extract(epoch FROM now()) * 1000)::bigint - 1000, \
+                 due_at = (extract(epoch FROM now()) * 1000)::bigint - 1000 WHERE name = '{name}'"
+            ),
+        );
+        // Let the runner go back to sleep first.
+        std::thread::sleep(Duration::from_millis(200));
+        let resumed = chrono::Utc::now();
+        worlds[0].ok(&["resume", &name]);
+        let run = wait_for(
+            "the woken runner to start the run",
+            Duration::from_secs(5),
+            || worlds[0].runs(&name).into_iter().next(),
+        );
+        let started = crate::util::instant(&run["startedAt"]);
+        lags.push((started - resumed).num_milliseconds());
+    }
+    eprintln!("resume → start on another runner (ms, incl. the CLI's own run time): {lags:?}");
+    assert!(lags.iter().all(|ms| *ms < 3_000), "{lags:?}");
+    assert_eq!(runner.stop(), Some(0), "{}", runner.log_text());
+}
