@@ -202,6 +202,21 @@ impl PgStore {
         })
     }
 
+    /// Transactions committed and rolled back in this database so far, by the server's
+    /// statistics (for benchmarks: round trips per run).
+    pub fn transactions(&self) -> StoreResult<i64> {
+        read!(self, |db| async move {
+            let row = db
+                .query_one(
+                    "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database \
+                     WHERE datname = current_database()",
+                    &[],
+                )
+                .await?;
+            codec::get::<i64>(&row, 0, "xacts")
+        })
+    }
+
     fn call<T: Send + 'static>(
         &self,
         job: impl for<'s> FnOnce(
