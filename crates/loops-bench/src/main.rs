@@ -25,11 +25,11 @@
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
 use clap::{Parser, Subcommand};
+use loops_core::transitions::LoopAdvance;
+use loops_core::LoopStatus;
 use loops_core::{
     Anchor, CommandTarget, Instant, Policy, Run, RunOutcome, RunSource, RunStatus, Schedule, Target,
 };
-use loops_core::transitions::LoopAdvance;
-use loops_core::LoopStatus;
 use loops_runtime::client::{Client, LoopDefinition};
 use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
 use loops_sqlite::SqliteStore;
@@ -255,7 +255,14 @@ fn main() -> Result<()> {
             max_concurrent,
             store,
             shell,
-        } => bench.pg_dispatch(loops, secs, runners, max_concurrent, store, Exec::pick(shell)),
+        } => bench.pg_dispatch(
+            loops,
+            secs,
+            runners,
+            max_concurrent,
+            store,
+            Exec::pick(shell),
+        ),
         Bench::Rss { loops, idle_secs } => bench.rss(loops, idle_secs),
         Bench::TickCost {
             loops,
@@ -1449,14 +1456,23 @@ impl Bencher {
                 if let Some(run) = runs.into_iter().find(|r| r.status == RunStatus::Succeeded) {
                     break run;
                 }
-                ensure!(Mono::now() < deadline, "the runner did not start {name} within 10 s");
+                ensure!(
+                    Mono::now() < deadline,
+                    "the runner did not start {name} within 10 s"
+                );
                 sleep(Duration::from_millis(2));
             };
             if let Some(started) = run.started_at {
                 recorded.push(delta_ms(started - committed));
             }
-            if let Some(ran) = run.stdout.as_deref().and_then(|o| o.trim().parse::<i64>().ok()) {
-                real.push(delta_ms(chrono::DateTime::from_timestamp_nanos(ran) - committed));
+            if let Some(ran) = run
+                .stdout
+                .as_deref()
+                .and_then(|o| o.trim().parse::<i64>().ok())
+            {
+                real.push(delta_ms(
+                    chrono::DateTime::from_timestamp_nanos(ran) - committed,
+                ));
             }
         }
         runner.stop()?;
@@ -1487,7 +1503,10 @@ impl Bencher {
         store: Option<String>,
         exec: Exec,
     ) -> Result<()> {
-        ensure!(n > 0 && secs >= 6 && runners > 0, "need loops, runners and --secs >= 6");
+        ensure!(
+            n > 0 && secs >= 6 && runners > 0,
+            "need loops, runners and --secs >= 6"
+        );
         let _cluster;
         let url = match store {
             Some(url) => url,
@@ -1512,7 +1531,14 @@ impl Bencher {
         })?;
         eprintln!("created {n} loops in {:.2} s", setup.as_secs_f64());
         let mc = max_concurrent.to_string();
-        let flags = ["--max-concurrent", &mc, "--keep-runs", "0", "--keep-for", "0"];
+        let flags = [
+            "--max-concurrent",
+            &mc,
+            "--keep-runs",
+            "0",
+            "--keep-for",
+            "0",
+        ];
         let mut daemons = dirs
             .iter()
             .map(|d| {
@@ -1526,11 +1552,17 @@ impl Bencher {
             })
             .collect::<Result<Vec<_>>>()?;
         let tck = clock_ticks_per_sec();
-        let cpu0 = daemons.iter().map(Daemon::cpu).collect::<Result<Vec<_>>>()?;
+        let cpu0 = daemons
+            .iter()
+            .map(Daemon::cpu)
+            .collect::<Result<Vec<_>>>()?;
         let x0 = stats.transactions()?;
         let measured_from = Utc::now();
         sleep(Duration::from_secs(secs));
-        let cpu1 = daemons.iter().map(Daemon::cpu).collect::<Result<Vec<_>>>()?;
+        let cpu1 = daemons
+            .iter()
+            .map(Daemon::cpu)
+            .collect::<Result<Vec<_>>>()?;
         let measured_to = Utc::now();
         // The server's statistics are flushed within a second of each transaction.
         sleep(Duration::from_millis(1_500));
@@ -1543,7 +1575,9 @@ impl Bencher {
             .zip(&cpu0)
             .map(|(b, a)| b.since_ms(a, tck).0)
             .sum();
-        let runs = client.store().list_runs(&loops_store::RunFilter::default())?;
+        let runs = client
+            .store()
+            .list_runs(&loops_store::RunFilter::default())?;
         let ready = daemons.iter().map(|d| d.ready_at).max().unwrap_or(base);
         let ws = ready.max(base + TimeDelta::seconds(1)) + TimeDelta::seconds(2);
         let we = measured_to - TimeDelta::seconds(2);
@@ -1554,13 +1588,19 @@ impl Bencher {
         let (mut executed, mut skipped, mut not_ok) = (0usize, 0usize, 0usize);
         let started_in = runs
             .iter()
-            .filter(|r| r.started_at.is_some_and(|t| t >= measured_from && t <= measured_to))
+            .filter(|r| {
+                r.started_at
+                    .is_some_and(|t| t >= measured_from && t <= measured_to)
+            })
             .count();
         for r in runs
             .iter()
             .filter(|r| r.scheduled_for >= ws && r.scheduled_for <= we)
         {
-            slots.entry(r.loop_id.as_str()).or_default().insert(r.scheduled_for);
+            slots
+                .entry(r.loop_id.as_str())
+                .or_default()
+                .insert(r.scheduled_for);
             if r.status == RunStatus::Skipped {
                 skipped += 1;
                 continue;
@@ -1579,7 +1619,9 @@ impl Bencher {
         let (mut expected, mut missed) = (0i64, 0i64);
         for (id, first) in &first_slots {
             let Some(first) = first else { continue };
-            let k0 = ((ws - *first).num_milliseconds() + 999).div_euclid(1_000).max(0);
+            let k0 = ((ws - *first).num_milliseconds() + 999)
+                .div_euclid(1_000)
+                .max(0);
             let k1 = (we - *first).num_milliseconds().div_euclid(1_000);
             let want = (k1 - k0 + 1).max(0);
             expected += want;
@@ -1592,7 +1634,9 @@ impl Bencher {
         let per_run = |v: f64| v / started_in.max(1) as f64;
         println!();
         println!("| backend | runners | loops | exec | runs in window | expected slots | runs/s | lag p50 ms | p99 ms | max ms | missed slots | skipped | not succeeded | runs per runner | daemon CPU (all runners) | daemon CPU ms per run | DB transactions per run |");
-        println!("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|");
+        println!(
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+        );
         println!(
             "| postgres | {runners} | {n} | {} | {executed} | {expected} | {:.0} | {:.2} | {:.2} | {:.2} | {missed} | {skipped} | {not_ok} | {shares:?} | {:.0}% | {:.2} | {:.2} |",
             exec.label(),
