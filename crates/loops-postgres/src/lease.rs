@@ -84,25 +84,20 @@ pub(crate) async fn take_lease<C: GenericClient + Sync>(
     ttl_ms: u64,
     now: Instant,
 ) -> Result<DaemonLease> {
-    let last = db
-        .query_opt(
-            "SELECT value FROM meta WHERE key = $1 FOR UPDATE",
-            &[&META_LEASE_TOKEN],
+    // One atomic step of the token counter it shares with the runners' epochs: a
+    // separate read and write would let a runner registering at the same moment draw
+    // the same number.
+    let floor = sat_i64(existing.map_or(0, |l| l.token).saturating_add(1));
+    let row = db
+        .query_one(
+            "INSERT INTO meta (key, value) VALUES ($1, $2::bigint::text) \
+             ON CONFLICT (key) DO UPDATE \
+               SET value = GREATEST((meta.value)::bigint + 1, $2::bigint)::text \
+             RETURNING (value)::bigint",
+            &[&META_LEASE_TOKEN, &floor],
         )
         .await?;
-    let last = match last {
-        Some(row) => get::<String>(&row, 0, "value")?
-            .parse::<u64>()
-            .map_err(|e| Error::decode(format!("meta {META_LEASE_TOKEN}: {e}")))?,
-        None => 0,
-    };
-    let token = last.max(existing.map_or(0, |l| l.token)).saturating_add(1);
-    db.execute(
-        "INSERT INTO meta (key, value) VALUES ($1, $2) \
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        &[&META_LEASE_TOKEN, &token.to_string()],
-    )
-    .await?;
+    let token: i64 = get(&row, 0, "value")?;
     let now_ms = ms(&now);
     db.execute(
         "INSERT INTO daemon_lease (id, runner_id, pid, pid_start_time, host, token, \
@@ -117,7 +112,7 @@ pub(crate) async fn take_lease<C: GenericClient + Sync>(
             &i64::from(holder.pid),
             &holder.pid_start_time.map(sat_i64),
             &holder.host,
-            &sat_i64(token),
+            &token,
             &now_ms,
             &now_ms.saturating_add(sat_i64(ttl_ms)),
         ],
