@@ -350,17 +350,8 @@ impl Store for PgStore {
         };
         let at = first.request.now;
         let batch = batch.to_vec();
-        // A claim outside any runner (`run-now`, `tick`) that moves its loop changes
-        // what is due for the runners; theirs they plan again by themselves.
-        let unfenced = fence.is_none();
         write!(self, fenced(fence, at), |db, epoch| async move {
             let outcomes = claims::claim_runs(db, &batch, epoch).await?;
-            let moved = batch.iter().zip(&outcomes).any(|(claim, outcome)| {
-                claim.advance.is_some() && matches!(outcome, ClaimOutcome::Claimed(_))
-            });
-            if unfenced && moved {
-                wakeups::notify(db).await?;
-            }
             Ok::<_, error::Error>(outcomes)
         })
     }

@@ -1079,16 +1079,23 @@ fn refuse_archived(lp: &Loop) -> Result<()> {
 /// Running loops in this process (`tick`, `run-now`, the daemon): each call builds an
 /// engine on this client's store, with its output spooled in the data dir.
 impl Client {
-    fn engine(&self, max_concurrent: NonZeroUsize) -> Result<Arc<Engine>> {
-        let cfg = EngineConfig {
+    /// An engine for this process; on a store with runners (PostgreSQL) it runs as a
+    /// short-lived runner of its own, so its runs are fenced and, should this process
+    /// die, recovered by the others once its lease expires. Call inside a runtime.
+    fn engine(&self, max_concurrent: NonZeroUsize) -> Result<(Arc<Engine>, Option<CliRunner>)> {
+        let mut cfg = EngineConfig {
             max_concurrent,
             ..EngineConfig::for_data_dir(&self.data_dir)
         };
-        Ok(Engine::new(
-            Arc::clone(&self.store),
-            cfg,
-            Arc::new(SystemClock),
-        )?)
+        let runner = if self.store.supports_runners() {
+            let runner = CliRunner::register(&self.store, &cfg.runner_id, max_concurrent)?;
+            cfg.fence = Some(runner.fence.clone());
+            Some(runner)
+        } else {
+            None
+        };
+        let engine = Engine::new(Arc::clone(&self.store), cfg, Arc::new(SystemClock))?;
+        Ok((engine, runner))
     }
 
     /// One scheduling pass here (`loops tick`, e.g. from system cron): recovers the
@@ -1097,7 +1104,7 @@ impl Client {
     /// run it started, then for the notifications they queued (bounded by
     /// [`crate::notify::CLI_DELIVERY_BOUND`]; the daemon delivers what is left).
     pub async fn tick(&self, max_concurrent: NonZeroUsize) -> Result<TickSummary> {
-        let engine = self.engine(max_concurrent)?;
+        let (engine, _runner) = self.engine(max_concurrent)?;
         let _heartbeat = engine.spawn_lease_renewal();
         let mut summary = TickSummary::default();
         let mut claimed = Vec::new();
@@ -1131,7 +1138,7 @@ impl Client {
     pub async fn run_now(&self, key: &str, allow_overlap: bool) -> Result<RunNowOutcome> {
         let lp = self.get(key)?;
         refuse_archived(&lp)?;
-        let engine = self.engine(crate::engine::DEFAULT_MAX_CONCURRENT)?;
+        let (engine, _runner) = self.engine(crate::engine::DEFAULT_MAX_CONCURRENT)?;
         let _heartbeat = engine.spawn_lease_renewal();
         let (run, source) = engine.run_now(&lp, allow_overlap).await?;
         // The loop's next slot may have moved: let a daemon re-plan.
@@ -1308,6 +1315,63 @@ impl Client {
         let run = self.get_workflow_run(key)?;
         let steps = crate::workflow::recover(self.store.as_ref(), &run.id, reason, now)?;
         Ok((run, steps))
+    }
+}
+
+/// The runner lease of a `tick` or `run-now` on a store with runners: renewed every
+/// third of its TTL while it lives, released when dropped.
+struct CliRunner {
+    store: Arc<dyn Store>,
+    fence: loops_store::Fence,
+    renewal: tokio::task::JoinHandle<()>,
+}
+
+impl CliRunner {
+    fn register(store: &Arc<dyn Store>, runner_id: &str, capacity: NonZeroUsize) -> Result<Self> {
+        let pid = std::process::id();
+        let registration = loops_store::RunnerRegistration {
+            runner_id: runner_id.to_owned(),
+            host: crate::process::hostname(),
+            pid,
+            pid_start_time: crate::process::process_start_time(pid),
+            labels: Vec::new(),
+            capacity: capacity.get(),
+        };
+        let ttl = crate::daemon::DEFAULT_LEASE_TTL;
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let lease = store.register_runner(&registration, ttl_ms)?;
+        let (renewing, fence) = (Arc::clone(store), lease.fence.clone());
+        let renewal = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ttl / 3).await;
+                match renewing.renew_runner(&fence, ttl_ms) {
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        tracing::warn!(
+                            "this process's runner lease expired; its writes are refused"
+                        );
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot renew this process's runner lease")
+                    }
+                }
+            }
+        });
+        Ok(Self {
+            store: Arc::clone(store),
+            fence: lease.fence,
+            renewal,
+        })
+    }
+}
+
+impl Drop for CliRunner {
+    fn drop(&mut self) {
+        self.renewal.abort();
+        if let Err(e) = self.store.release_runner(&self.fence) {
+            tracing::warn!(error = %e, "cannot release this process's runner lease");
+        }
     }
 }
 

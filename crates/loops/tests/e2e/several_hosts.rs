@@ -29,6 +29,16 @@ fn the_cli_works_the_same_on_postgres_and_keeps_only_host_files_in_the_data_dir(
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["exitCode"], 0);
     assert_eq!(runs[0]["loopName"], "greet");
+    // run-now ran as a short-lived runner of its own, released when it was done.
+    let runners = w.json(&["runners"]);
+    let cli = runners
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["runnerId"] == runs[0]["claimedBy"])
+        .unwrap_or_else(|| panic!("run-now's runner is listed: {runners}"));
+    assert_eq!(cli["lease"], "released", "{cli}");
+    assert_eq!(cli["running"], 0, "{cli}");
     assert!(
         !w.db_path().exists(),
         "no SQLite file is created for a PostgreSQL store"
