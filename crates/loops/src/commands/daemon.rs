@@ -686,6 +686,14 @@ fn copy_range(
 }
 
 fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<Exit, Failure> {
+    if ctx.store_url().is_some() {
+        // The service would otherwise run on the data dir's SQLite file, silently.
+        return Err(Failure::usage(
+            "daemon install does not carry --store / LOOPS_STORE into the service yet (its \
+             URL may hold a password): install without it, then add \
+             `EnvironmentFile=` with LOOPS_STORE=… (mode 0600) to the unit by hand",
+        ));
+    }
     let exe = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find own executable: {e}")))?;
     // Both go into a service file: absolute (the service's cwd is not ours) and

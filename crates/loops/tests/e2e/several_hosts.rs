@@ -76,6 +76,11 @@ fn the_cli_works_the_same_on_postgres_and_keeps_only_host_files_in_the_data_dir(
     assert_eq!(status["backend"], "postgres", "{status}");
     assert_eq!(status["state"], "stopped", "{status}");
 
+    // `daemon install` refuses rather than installing a service on the SQLite file.
+    let (code, err) = w.fail(&["daemon", "install"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("LOOPS_STORE"), "{err}");
+
     // A store that is neither sqlite nor a PostgreSQL URL is refused.
     let (code, err) = w.fail(&["--store", "mysql://x/y", "list"]);
     assert_eq!(code, 2, "{err}");
