@@ -8,7 +8,7 @@
 
 use crate::Failure;
 use chrono::{Local, Utc};
-use loops_core::{format_instant, Instant, Loop, Run, RunStatus, Schedule, Target};
+use loops_core::{format_instant, Instant, Run, RunStatus, Schedule, Target};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 
@@ -269,59 +269,8 @@ fn truncate(text: &str, max: usize) -> String {
     }
 }
 
-/// Replaces prompt bodies and env values with markers (unless revealing).
-pub fn redact_loop(lp: &mut Loop) {
-    match &mut lp.target {
-        Target::Command(c) => redact_env(&mut c.env),
-        Target::Agent(a) => {
-            a.prompt = format!(
-                "[redacted {} chars; use --show-output]",
-                a.prompt.chars().count()
-            );
-            redact_env(&mut a.env);
-        }
-        Target::Workflow(_) => {}
-    }
-    if let Some(url) = lp.notify.as_mut().and_then(|n| n.url.as_mut()) {
-        *url = redact_url(url);
-    }
-}
-
-/// A webhook URL's path and query often are its secret (Slack, Discord): only the
-/// scheme and host are shown unless revealing.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return "[redacted]".to_owned();
-    };
-    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let host = rest[..host_end].rsplit('@').next().unwrap_or("");
-    let hidden = rest.len() - host_end;
-    if hidden == 0 {
-        format!("{scheme}://{host}")
-    } else {
-        format!("{scheme}://{host}/[redacted {hidden} chars; use --show-output]")
-    }
-}
-
-fn redact_env(env: &mut std::collections::BTreeMap<String, String>) {
-    for value in env.values_mut() {
-        *value = "[redacted]".into();
-    }
-}
-
-/// Replaces run output with a size marker (unless revealing).
-pub fn redact_run(run: &mut Run) {
-    redact_streams(&mut run.stdout, &mut run.stderr);
-}
-
-/// Replaces captured stdout/stderr with size markers.
-pub fn redact_streams(stdout: &mut Option<String>, stderr: &mut Option<String>) {
-    for text in [stdout, stderr].into_iter().flatten() {
-        if !text.is_empty() {
-            *text = format!("[redacted {} bytes; use --show-output]", text.len());
-        }
-    }
-}
+// Redaction is the domain's, shared with every front end (the MCP tools too).
+pub use loops_core::redact::{redact_loop, redact_run, redact_step};
 
 /// A run's status word, for tables.
 pub fn run_status(status: RunStatus) -> Cell {

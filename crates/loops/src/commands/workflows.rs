@@ -89,15 +89,7 @@ fn load_spec(args: &WorkflowFileArgs) -> Result<WorkflowSpec, Failure> {
 }
 
 fn redacted(mut spec: WorkflowSpec) -> WorkflowSpec {
-    for step in &mut spec.steps {
-        match &mut step.target {
-            StepTarget::Agent(a) => {
-                a.prompt = format!("[redacted {} chars]", a.prompt.chars().count());
-                a.env.values_mut().for_each(|v| *v = "[redacted]".into());
-            }
-            StepTarget::Command(c) => c.env.values_mut().for_each(|v| *v = "[redacted]".into()),
-        }
-    }
+    loops_core::redact::redact_spec(&mut spec);
     spec
 }
 
@@ -417,7 +409,7 @@ fn print_step_output(steps: &[StepRun]) -> Result<(), Failure> {
 
 fn redact_step(mut s: StepRun, reveal: bool) -> StepRun {
     if !reveal {
-        output::redact_streams(&mut s.stdout, &mut s.stderr);
+        output::redact_step(&mut s);
     }
     s
 }
