@@ -22,6 +22,8 @@ pub mod capture;
 pub mod client;
 pub mod clock;
 pub mod daemon;
+pub mod daemon_view;
+pub mod doctor;
 pub mod engine;
 pub mod env;
 pub mod executor;

@@ -175,30 +175,7 @@ pub fn when(t: Option<Instant>, now: Instant) -> String {
 
 /// `in 4m`, `3h ago`, `now`.
 pub fn relative(t: Instant, now: Instant) -> String {
-    let secs = (t - now).num_seconds();
-    let (abs, future) = (secs.unsigned_abs(), secs > 0);
-    if abs < 1 {
-        return "now".into();
-    }
-    let text = if abs < 60 {
-        format!("{abs}s")
-    } else if abs < 3_600 {
-        format!("{}m", abs / 60)
-    } else if abs < 86_400 {
-        let (h, m) = (abs / 3_600, (abs % 3_600) / 60);
-        if m == 0 {
-            format!("{h}h")
-        } else {
-            format!("{h}h{m}m")
-        }
-    } else {
-        format!("{}d", abs / 86_400)
-    };
-    if future {
-        format!("in {text}")
-    } else {
-        format!("{text} ago")
-    }
+    loops_core::format_relative(t, now)
 }
 
 /// `every 5m`, `cron 0 9 * * * (Europe/Berlin)`, `once 2026-…`, `dynamic ≥1m`.
