@@ -36,5 +36,6 @@ pub mod spool;
 pub mod targets;
 pub mod wake;
 pub mod workflow;
+pub mod workflow_file;
 
 pub use client::{Client, ClientError, LoopDefinition};
