@@ -25,6 +25,10 @@
 //! # Ok(()) }
 //! ```
 
+mod started;
+
+pub use started::{Interrupter, StartedRun, StartedWorkflowRun};
+
 use crate::clock::SystemClock;
 use crate::engine::{Engine, EngineConfig};
 use crate::workflow::RunEnd;
@@ -676,13 +680,7 @@ impl Client {
     /// ([`crate::engine::EngineError::Busy`]) unless `allow_overlap`. Returns once the
     /// run ended; a daemon is poked to re-plan.
     pub async fn run_now(&self, key: &str, allow_overlap: bool) -> Result<RunNowOutcome> {
-        let lp = self.get(key)?;
-        let engine = self.engine(crate::engine::DEFAULT_MAX_CONCURRENT)?;
-        let _heartbeat = engine.spawn_lease_renewal();
-        let (run, source) = engine.run_now(&lp, allow_overlap).await?;
-        // The loop's next slot may have moved: let a daemon re-plan.
-        crate::wake::poke(&self.data_dir);
-        Ok(RunNowOutcome { run, source })
+        self.start_run_now(key, allow_overlap)?.finish().await
     }
 
     /// Runs the daemon on this client's store until `shutdown` resolves (see
@@ -827,16 +825,7 @@ impl Client {
         timeout: Option<std::time::Duration>,
         interrupt: tokio::sync::watch::Receiver<Option<String>>,
     ) -> Result<RunEnd> {
-        let ctx = crate::workflow::RunContext {
-            store: Arc::clone(&self.store),
-            fence: None,
-            exec: crate::targets::ExecSettings::for_data_dir(&self.data_dir),
-            clock: Arc::new(crate::clock::SystemClock),
-            origin: None,
-            loop_metadata: Vec::new(),
-            timeout,
-            interrupt,
-        };
+        let ctx = self.workflow_context(timeout, interrupt);
         Ok(crate::workflow::run(&ctx, workflow).await?)
     }
 

@@ -159,13 +159,7 @@ fn show(ctx: &Context, args: WorkflowArg) -> Result<Exit, Failure> {
 
 fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
-    let workflow = client.get_workflow(&args.workflow)?;
-    if workflow.status != WorkflowStatus::Active {
-        return Err(Failure::usage(format!(
-            "workflow {} v{} is archived",
-            workflow.name, workflow.version
-        )));
-    }
+    let workflow = client.runnable_workflow(&args.workflow)?;
     let timeout = args.timeout.map(loops_core::Duration::to_std);
     let live = !ctx.json && std::io::stdout().is_terminal();
     let rt = runtime()?;
