@@ -171,6 +171,39 @@ pub struct RunNowOutcome {
     pub source: RunSource,
 }
 
+/// The JSON document of `run-now --json` (and the MCP tool `loops_run_now`): the
+/// run's fields (the run as it is to be shown, redacted or not; its status may still
+/// be `running`), and `runNow: {source, advancesLoop}`.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunNowJson<'a> {
+    #[serde(flatten)]
+    pub run: &'a Run,
+    pub run_now: RunNowInfo,
+}
+
+/// Which slot a run-now run is, in [`RunNowJson`].
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunNowInfo {
+    pub source: RunSource,
+    /// Whether it was the loop's due (or retry) slot, which moves its schedule on.
+    pub advances_loop: bool,
+}
+
+impl<'a> RunNowJson<'a> {
+    /// `run`, claimed for `source`.
+    pub fn new(run: &'a Run, source: RunSource) -> Self {
+        Self {
+            run,
+            run_now: RunNowInfo {
+                source,
+                advances_loop: source != RunSource::AdHoc,
+            },
+        }
+    }
+}
+
 /// What [`Client::prune`] deleted (or, on a dry run, would delete).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pruned {
@@ -201,6 +234,26 @@ impl Client {
         loops_store::prepare_data_dir(data_dir)?;
         let store = SqliteStore::open_read_only(&data_dir.join(loops_store::DB_FILE))?;
         Ok(Self::with_sqlite(Arc::new(store), data_dir))
+    }
+
+    /// Opens the store in `data_dir` for a front end that only reads (`loops list`, the
+    /// MCP server's read tools). An existing, current database is opened read-only
+    /// ([`Client::open_read_only`]): nothing is written, a writer holding the lock for
+    /// seconds does not delay the read, and a store whose file or directory is not
+    /// writable can still be read. A missing or older database is opened as by
+    /// [`Client::open`] (created or migrated first).
+    pub fn open_for_reading(data_dir: &Path) -> Result<Self> {
+        let db = data_dir.join(loops_store::DB_FILE);
+        if std::fs::metadata(&db).is_ok_and(|m| m.len() > 0) {
+            match Self::open_read_only(data_dir) {
+                Ok(client) => return Ok(client),
+                // Needs setting up or migrating: a read-write open does that, or
+                // says why it cannot.
+                Err(ClientError::Store(StoreError::ReadOnly { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Self::open(data_dir)
     }
 
     fn with_sqlite(store: Arc<SqliteStore>, data_dir: &Path) -> Self {

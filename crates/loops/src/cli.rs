@@ -161,8 +161,27 @@ pub enum Command {
     /// Define, run and inspect workflows (DAGs of steps).
     #[command(subcommand)]
     Workflows(WorkflowsCommand),
+    /// Serve the Model Context Protocol on stdio, for coding agents: the loops
+    /// operations as tools (read-only unless --allow-mutations).
+    Mcp(McpArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Allow the tools that create, change, run or remove loops and workflow runs
+    /// (without it they are listed but refuse).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_MUTATIONS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_mutations: bool,
+    /// Allow command targets run by /bin/sh, and notification commands (without it
+    /// only argv targets: noShell with cmd and args).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_SHELL", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_shell: bool,
+    /// Allow showOutput to reveal prompts, env values and run output (without it
+    /// they stay redacted, as in the CLI without --show-output).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_SECRETS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_secrets: bool,
 }
 
 #[derive(Debug, Args)]
