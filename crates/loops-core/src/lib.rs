@@ -10,6 +10,7 @@ pub mod duration;
 pub mod ids;
 pub mod limits;
 pub mod model;
+pub mod notify;
 pub mod redact;
 pub mod schedule;
 pub mod timefmt;

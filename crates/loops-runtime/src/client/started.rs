@@ -13,7 +13,6 @@ use crate::engine::Engine;
 use crate::workflow::{RunContext, RunEnd};
 use loops_core::workflow::{Workflow, WorkflowRun};
 use loops_core::{Loop, Run, RunSource, WorkflowStatus};
-use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
@@ -26,16 +25,20 @@ pub struct StartedRun {
     pub source: RunSource,
     lp: Loop,
     engine: Arc<Engine>,
-    data_dir: PathBuf,
+    client: Client,
 }
 
 impl StartedRun {
-    /// Executes the run here and returns it as recorded once it ended; a daemon is
-    /// poked to re-plan (the loop's next slot may have moved).
+    /// Executes the run here and returns it as recorded once it ended and the
+    /// notifications it queued were delivered (bounded by
+    /// [`crate::notify::CLI_DELIVERY_BOUND`]); a daemon is poked to re-plan (the loop's
+    /// next slot may have moved).
     pub async fn finish(self) -> Result<RunNowOutcome> {
         let _renewal = self.engine.spawn_lease_renewal();
         let run = self.engine.finish_claimed(&self.lp, self.run).await?;
-        crate::wake::poke(&self.data_dir);
+        // The loop's next slot may have moved: let a daemon re-plan.
+        crate::wake::poke(self.client.data_dir());
+        self.client.deliver_queued(&self.engine).await;
         Ok(RunNowOutcome {
             run,
             source: self.source,
@@ -108,6 +111,7 @@ impl Client {
     /// overlap `skip` unless `allow_overlap`) and returns it without executing it.
     pub fn start_run_now(&self, key: &str, allow_overlap: bool) -> Result<StartedRun> {
         let lp = self.get(key)?;
+        super::refuse_archived(&lp)?;
         let engine = self.engine(crate::engine::DEFAULT_MAX_CONCURRENT)?;
         let (run, source) = engine.claim_now(&lp, allow_overlap)?;
         Ok(StartedRun {
@@ -115,7 +119,7 @@ impl Client {
             source,
             lp,
             engine,
-            data_dir: self.data_dir.clone(),
+            client: self.clone(),
         })
     }
 

@@ -5,13 +5,18 @@
 mod completions;
 mod create;
 mod daemon;
+mod definition;
 mod doctor;
+mod edit;
 mod lifecycle;
 mod list;
+mod logs;
 mod mcp;
+mod notify;
 mod prune;
 mod run_now;
 mod runs;
+mod runs_follow;
 mod tick;
 mod workflows;
 
@@ -81,6 +86,12 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),
         Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Completions(args) => completions::run(args),
+        Command::Edit(args) => edit::edit(&ctx, args),
+        Command::Rename(args) => edit::rename(&ctx, args),
+        Command::Archive(args) => edit::archive(&ctx, args),
+        Command::Unarchive(args) => edit::unarchive(&ctx, args),
+        Command::Notify(cmd) => notify::run(&ctx, cmd),
+        Command::Logs(args) => logs::run(&ctx, args),
     }
 }
 
