@@ -107,3 +107,10 @@ mod tests {
         assert_eq!(err.as_deref(), Some(""));
     }
 }
+
+/// A webhook delivery's URL path is redacted like the loop's (unless `reveal`).
+pub fn redact_delivery(d: &mut crate::Delivery, reveal: bool) {
+    if !reveal && d.channel == crate::NotifyChannel::Url {
+        d.target = redact_url(&d.target);
+    }
+}

@@ -14,6 +14,7 @@ use loops_runtime::daemon::{
     DEFAULT_KEEP_FOR, DEFAULT_KEEP_RUNS, DEFAULT_LEASE_TTL, DEFAULT_PRUNE_EVERY,
     DEFAULT_SHUTDOWN_GRACE,
 };
+use loops_runtime::definition;
 use loops_runtime::engine::DEFAULT_MAX_CONCURRENT;
 use loops_runtime::executor::DEFAULT_KILL_GRACE;
 use loops_runtime::notify::DEFAULT_NOTIFY_TIMEOUT;
@@ -602,7 +603,7 @@ pub struct EditArgs {
     pub workflow: Option<String>,
 }
 
-/// What `edit --clear` can clear.
+/// What `edit --clear` can clear (the runtime's [`definition::ClearField`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ClearField {
     Description,
@@ -911,4 +912,94 @@ pub struct LogsArgs {
     /// Print stderr instead of stdout.
     #[arg(long)]
     pub stderr: bool,
+}
+
+/// The clap flags as the runtime's plain flags (`loops_runtime::definition`), which
+/// the MCP tools fill from their parameters too.
+impl DefinitionArgs {
+    pub fn flags(&self) -> definition::DefinitionFlags {
+        definition::DefinitionFlags {
+            at: self.at.clone(),
+            every: self.every,
+            cron: self.cron.clone(),
+            dynamic: self.dynamic,
+            tz: self.tz.clone(),
+            anchor: self.anchor.clone(),
+            catch_up: self.catch_up.clone(),
+            catch_up_limit: self.catch_up_limit,
+            overlap: self.overlap.clone(),
+            attempts: self.attempts,
+            retry_delay: self.retry_delay,
+            lease: self.lease,
+            expires_at: self.expires_at.clone(),
+            description: self.description.clone(),
+            cwd: self.cwd.clone(),
+            timeout: self.timeout,
+            env: self.env.clone(),
+            account: self.account.clone(),
+            account_tool: self.account_tool.clone(),
+            preflight: self.preflight,
+            labels: self.labels.clone(),
+            jitter: self.jitter,
+            notify_cmd: self.notify_cmd.clone(),
+            notify_url: self.notify_url.clone(),
+            notify_on: self.notify_on.clone(),
+        }
+    }
+}
+
+impl AgentOptions {
+    pub fn flags(&self) -> definition::AgentOptions {
+        definition::AgentOptions {
+            model: self.model.clone(),
+            agent: self.agent.clone(),
+            auth_profile: self.auth_profile.clone(),
+            config_isolation: self.config_isolation.clone(),
+            config_overrides: self.config_overrides.clone(),
+        }
+    }
+}
+
+impl From<ClearField> for definition::ClearField {
+    fn from(field: ClearField) -> Self {
+        use definition::ClearField as F;
+        match field {
+            ClearField::Description => F::Description,
+            ClearField::Cwd => F::Cwd,
+            ClearField::Timeout => F::Timeout,
+            ClearField::Env => F::Env,
+            ClearField::Account => F::Account,
+            ClearField::Args => F::Args,
+            ClearField::Model => F::Model,
+            ClearField::Agent => F::Agent,
+            ClearField::AuthProfile => F::AuthProfile,
+            ClearField::ConfigOverrides => F::ConfigOverrides,
+            ClearField::ExpiresAt => F::ExpiresAt,
+            ClearField::Jitter => F::Jitter,
+            ClearField::Labels => F::Labels,
+            ClearField::Notify => F::Notify,
+            ClearField::NotifyCmd => F::NotifyCmd,
+            ClearField::NotifyUrl => F::NotifyUrl,
+        }
+    }
+}
+
+impl EditArgs {
+    pub fn flags(&self) -> definition::EditFlags {
+        definition::EditFlags {
+            def: self.def.flags(),
+            unlabels: self.unlabels.clone(),
+            unset_env: self.unset_env.clone(),
+            clear: self.clear.iter().map(|f| (*f).into()).collect(),
+            cmd: self.cmd.clone(),
+            no_shell: self.no_shell,
+            shell: self.shell,
+            args: self.args.clone(),
+            provider: self.provider.clone(),
+            prompt: self.prompt.clone(),
+            prompt_file: self.prompt_file.clone(),
+            agent: self.agent.flags(),
+            workflow: self.workflow.clone(),
+        }
+    }
 }

@@ -268,41 +268,10 @@ pub fn run_error_line(run: &Run) -> String {
     }
 }
 
-/// A run as `runs --json` prints it: the run's fields plus `notifications`, the
-/// deliveries of its notifications (a webhook's path redacted unless `reveal`).
-#[derive(Serialize)]
-pub struct RunWithNotifications {
-    #[serde(flatten)]
-    pub run: Run,
-    pub notifications: Vec<loops_core::Delivery>,
-}
-
-/// Pairs each run with its deliveries (as [`loops_core::Delivery`] lists them).
-pub fn runs_with_notifications(
-    runs: Vec<Run>,
-    deliveries: Vec<loops_core::Delivery>,
-    reveal: bool,
-) -> Vec<RunWithNotifications> {
-    let mut by_run: std::collections::HashMap<loops_core::RunId, Vec<loops_core::Delivery>> =
-        std::collections::HashMap::new();
-    for mut d in deliveries {
-        redact_delivery(&mut d, reveal);
-        by_run.entry(d.run_id.clone()).or_default().push(d);
-    }
-    runs.into_iter()
-        .map(|run| RunWithNotifications {
-            notifications: by_run.remove(&run.id).unwrap_or_default(),
-            run,
-        })
-        .collect()
-}
-
-/// A webhook delivery's URL path is redacted like the loop's (unless `reveal`).
-pub fn redact_delivery(d: &mut loops_core::Delivery, reveal: bool) {
-    if !reveal && d.channel == loops_core::NotifyChannel::Url {
-        d.target = redact_url(&d.target);
-    }
-}
+// A run as `runs --json` prints it, with its notifications: the runtime's, shared with
+// the MCP tool `loops_runs`.
+pub use loops_core::redact::redact_delivery;
+pub use loops_runtime::client_notify::runs_with_notifications;
 
 /// A run's status word, for tables.
 pub fn run_status(status: RunStatus) -> Cell {

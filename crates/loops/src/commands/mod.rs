@@ -5,7 +5,6 @@
 mod completions;
 mod create;
 mod daemon;
-mod definition;
 mod doctor;
 mod edit;
 mod lifecycle;
