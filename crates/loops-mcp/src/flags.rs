@@ -54,3 +54,20 @@ pub fn wait_timeout(text: Option<&str>) -> Result<std::time::Duration, String> {
     }
     Ok(wait)
 }
+
+/// A JSON object of `KEY: VALUE` as the CLI's repeated `KEY=VALUE` flag values; a key
+/// holding `=` could not be told apart, so it is refused.
+pub fn pairs(
+    flag: &str,
+    map: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<String>, String> {
+    map.iter()
+        .map(|(k, v)| {
+            if k.contains('=') {
+                Err(format!("invalid {flag} key {k:?}: it contains '='"))
+            } else {
+                Ok(format!("{k}={v}"))
+            }
+        })
+        .collect()
+}

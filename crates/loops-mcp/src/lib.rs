@@ -28,6 +28,7 @@
 //!
 //! [`Client`]: loops_runtime::Client
 
+mod define_tools;
 mod flags;
 mod loop_tools;
 mod params;
@@ -40,6 +41,17 @@ pub use server::{LoopsMcp, Options};
 pub use started::StartedRuns;
 
 use rmcp::ServiceExt as _;
+
+/// The tool list as the golden file of the tests holds it: every tool (name,
+/// description, input schema, annotations) in name order, as pretty JSON with a final
+/// newline.
+pub fn tools_document(tools: &[rmcp::model::Tool]) -> String {
+    let mut tools = tools.to_vec();
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut text = serde_json::to_string_pretty(&tools).unwrap_or_default();
+    text.push('\n');
+    text
+}
 
 /// Serves MCP on stdin/stdout until the client closes the connection (stdin ends) or
 /// the process is told to stop (SIGTERM, SIGINT).

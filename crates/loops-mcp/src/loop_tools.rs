@@ -6,8 +6,11 @@ use crate::flags;
 use crate::params::{ListParams, LoopParams, RemoveParams, RunNowParams, RunsParams, ShowParams};
 use crate::server::{blocking, json, result, LoopsMcp, Outcome};
 use loops_core::redact::{redact_loop, redact_run};
-use loops_core::{Loop, LoopStatus};
-use loops_runtime::client::RunNowJson;
+use loops_core::{Loop, LoopStatus, RunStatus};
+use loops_runtime::client::{RunNowJson, RunQuery};
+use loops_runtime::client_notify::runs_with_notifications;
+use loops_runtime::timeparse::parse_past;
+use loops_store::LoopFilter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
@@ -19,7 +22,7 @@ const DEFAULT_RUNS: usize = 20;
 impl LoopsMcp {
     #[tool(
         name = "loops_list",
-        description = "List the scheduled loops (like `loops list --json`). Use it first to see what exists, to find a loop's exact name or id, or to check statuses. Returns a JSON array of loops by name, each with id, name, status (active, paused, stopped, expired), schedule, target (command, agent or workflow), policy fields, labels, nextRunAt and timestamps. Prompts and env values are redacted.",
+        description = "List the scheduled loops (like `loops list --json`). Use it first to see what exists, to find a loop's exact name or id, or to check statuses. Archived loops are hidden unless all: true; labels filters by labels (all of them). Returns a JSON array of loops by name, each with id, name, status (active, paused, stopped, expired, archived), schedule, target (command, agent or workflow), policy fields, labels, nextRunAt and timestamps. Prompts and env values are redacted.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn loops_list(&self, Parameters(p): Parameters<ListParams>) -> CallToolResult {
@@ -37,7 +40,7 @@ impl LoopsMcp {
 
     #[tool(
         name = "loops_runs",
-        description = "List runs (attempts at a loop's slots), newest first (like `loops runs --json`). Use it to see whether a loop ran, succeeded or failed, and why: each run has id, loopId, loopName, scheduledFor, attempt, status (running, succeeded, failed, timed_out, abandoned, skipped), startedAt, finishedAt, durationMs, exitCode, error, and for agents summary and usage. stdout/stderr are replaced by their sizes unless showOutput is allowed. Default 20 runs; limit 0 for all.",
+        description = "List runs (attempts at a loop's slots), newest first (like `loops runs --json`). Use it to see whether a loop ran, succeeded or failed, and why: each run has id, loopId, loopName, scheduledFor, attempt, status (running, succeeded, failed, timed_out, abandoned, skipped), startedAt, finishedAt, durationMs, exitCode, error, for agents summary and usage, and notifications (their deliveries). Filter by loop, status (any of), labels, since/until (\"1d\" ago or an instant). stdout/stderr are replaced by their sizes unless showOutput is allowed. Default 20 runs; limit 0 for all.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn loops_runs(&self, Parameters(p): Parameters<RunsParams>) -> CallToolResult {
@@ -127,14 +130,22 @@ impl LoopsMcp {
 impl LoopsMcp {
     async fn list(&self, p: ListParams) -> Outcome {
         let reveal = self.reveal(p.show_output)?;
+        if p.all && p.status.is_some() {
+            return Err("--status cannot be used with --all".to_owned());
+        }
         let status = p
             .status
             .as_deref()
             .map(|s| flags::status::<LoopStatus>("LoopStatus", "--status", s))
             .transpose()?;
+        let filter = LoopFilter {
+            status,
+            include_archived: p.all,
+            labels: p.labels,
+        };
         let client = self.reader()?;
         blocking(move || {
-            let mut loops = client.list(status).map_err(|e| e.to_string())?;
+            let mut loops = client.list_matching(&filter).map_err(|e| e.to_string())?;
             if let Some(limit) = p.limit.filter(|n| *n > 0) {
                 loops.truncate(limit);
             }
@@ -166,15 +177,31 @@ impl LoopsMcp {
             Some(n) => Some(n),
             None => Some(DEFAULT_RUNS),
         };
+        let now = chrono::Utc::now();
+        let statuses = p
+            .status
+            .iter()
+            .map(|s| flags::status::<RunStatus>("RunStatus", "--status", s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let past =
+            |flag: &str, text: Option<&str>| text.map(|t| parse_past(flag, t, now)).transpose();
+        let query = RunQuery {
+            loop_key: p.key,
+            labels: p.labels,
+            statuses,
+            since: past("--since", p.since.as_deref())?,
+            until: past("--until", p.until.as_deref())?,
+            limit,
+        };
         let client = self.reader()?;
         blocking(move || {
-            let mut runs = client
-                .runs(p.key.as_deref(), limit)
-                .map_err(|e| e.to_string())?;
+            let mut runs = client.query_runs(&query).map_err(|e| e.to_string())?;
             if !reveal {
                 runs.iter_mut().for_each(redact_run);
             }
-            json(&runs)
+            let ids: Vec<_> = runs.iter().map(|r| r.id.clone()).collect();
+            let deliveries = client.deliveries_of_runs(&ids).map_err(|e| e.to_string())?;
+            json(&runs_with_notifications(runs, deliveries, reveal))
         })
         .await
     }

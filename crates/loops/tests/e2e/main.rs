@@ -10,6 +10,7 @@ mod agents;
 mod bad_input;
 mod daemon;
 mod loops_cli;
+mod mcp;
 mod mock_model;
 mod operability_define;
 mod operability_edit;
