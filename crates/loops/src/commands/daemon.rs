@@ -164,8 +164,14 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let pid = child.id();
     let deadline = StdInstant::now() + StdDuration::from_secs(10);
     loop {
+        // Ready once it holds the lease and has written its pid file and bound its
+        // wake socket (both come after the lease): whoever reads either right after
+        // `start` returned must find this daemon there.
         if let Ok(Some(lease)) = client.daemon_lease() {
-            if lease.holder.pid == pid {
+            if lease.holder.pid == pid
+                && loops_runtime::daemon::read_pid_file(&dir) == Some(pid)
+                && loops_runtime::wake::socket_path(&dir).exists()
+            {
                 break;
             }
         }
