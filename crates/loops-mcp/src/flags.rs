@@ -41,8 +41,18 @@ pub const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 /// How long a tool waits when `waitTimeout` is not given.
 pub const DEFAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How long to wait for a started run: `None` without `wait`, else `waitTimeout` or
+/// [`DEFAULT_WAIT`]. A `waitTimeout` without `wait` is refused (it would do nothing).
+pub fn wait(wait: bool, timeout: Option<&str>) -> Result<Option<std::time::Duration>, String> {
+    match (wait, timeout) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err("waitTimeout needs wait: true".to_owned()),
+        (true, text) => wait_timeout(text).map(Some),
+    }
+}
+
 /// `waitTimeout`: a duration of at most [`MAX_WAIT`] (default [`DEFAULT_WAIT`]).
-pub fn wait_timeout(text: Option<&str>) -> Result<std::time::Duration, String> {
+fn wait_timeout(text: Option<&str>) -> Result<std::time::Duration, String> {
     let Some(text) = text else {
         return Ok(DEFAULT_WAIT);
     };

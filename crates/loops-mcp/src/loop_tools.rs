@@ -238,7 +238,7 @@ impl LoopsMcp {
         let client = self.writer()?;
         blocking(move || {
             let removed = client.remove(&p.key, p.force).map_err(|e| e.to_string())?;
-            Ok(serde_json::json!({ "removed": true, "id": removed.id, "name": removed.name }))
+            json(&serde_json::json!({ "removed": true, "id": removed.id, "name": removed.name }))
         })
         .await
     }
@@ -246,10 +246,7 @@ impl LoopsMcp {
     async fn run_now(&self, p: RunNowParams) -> Outcome {
         self.mutation("loops_run_now")?;
         let reveal = self.reveal(p.show_output)?;
-        let wait = match p.wait {
-            true => Some(flags::wait_timeout(p.wait_timeout.as_deref())?),
-            false => None,
-        };
+        let wait = flags::wait(p.wait, p.wait_timeout.as_deref())?;
         let client = self.writer()?;
         let (key, allow_overlap) = (p.key, p.allow_overlap);
         let started =

@@ -19,7 +19,7 @@ impl LoopsMcp {
         result(
             blocking(move || {
                 let status = client.daemon_status().map_err(|e| e.to_string())?;
-                Ok(status.to_json(chrono::Utc::now()))
+                json(&status.to_json(chrono::Utc::now()))
             })
             .await,
         )

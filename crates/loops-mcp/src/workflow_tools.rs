@@ -105,9 +105,7 @@ impl LoopsMcp {
         let client = self.reader()?;
         blocking(move || {
             let list = client.list_workflows(status).map_err(|e| e.to_string())?;
-            Ok(serde_json::Value::Array(
-                list.iter().map(workflow_json).collect(),
-            ))
+            json(&list.iter().map(workflow_json).collect::<Vec<_>>())
         })
         .await
     }
@@ -118,7 +116,7 @@ impl LoopsMcp {
             let record = client
                 .get_workflow(&p.workflow)
                 .map_err(|e| e.to_string())?;
-            Ok(workflow_json(&record))
+            json(&workflow_json(&record))
         })
         .await
     }
@@ -136,7 +134,7 @@ impl LoopsMcp {
                 }
                 _ => return Err("give exactly one of file (a spec file's path) or spec (the spec as a JSON object)".to_owned()),
             };
-            Ok(serde_json::json!({ "valid": true, "name": spec.name, "steps": spec.steps.len() }))
+            json(&serde_json::json!({ "valid": true, "name": spec.name, "steps": spec.steps.len() }))
         })
         .await
     }
@@ -150,10 +148,7 @@ impl LoopsMcp {
             .map(|t| flags::timeout("--timeout", t))
             .transpose()?
             .map(loops_core::Duration::to_std);
-        let wait = match p.wait {
-            true => Some(flags::wait_timeout(p.wait_timeout.as_deref())?),
-            false => None,
-        };
+        let wait = flags::wait(p.wait, p.wait_timeout.as_deref())?;
         let client = self.writer()?;
         let workflow = {
             let client = client.clone();
@@ -196,7 +191,7 @@ impl LoopsMcp {
                 client.step_runs(&run.id).map_err(|e| e.to_string())?,
                 reveal,
             );
-            Ok(serde_json::json!({ "workflowRun": run, "steps": steps }))
+            json(&serde_json::json!({ "workflowRun": run, "steps": steps }))
         })
         .await
     }
@@ -213,7 +208,7 @@ impl LoopsMcp {
             let events = client
                 .workflow_events(&run.id, None)
                 .map_err(|e| e.to_string())?;
-            Ok(serde_json::json!({ "workflowRun": run, "steps": steps, "events": events }))
+            json(&serde_json::json!({ "workflowRun": run, "steps": steps, "events": events }))
         })
         .await
     }
