@@ -7,6 +7,7 @@
 
 pub mod cron;
 pub mod duration;
+pub mod health;
 pub mod ids;
 pub mod limits;
 pub mod model;
