@@ -15,11 +15,14 @@
 //! cargo run --release -p loops-bench -- tick-cost              # scheduling cost with 100k loops
 //! cargo run --release -p loops-bench -- soak --secs 120        # bounded store under retention
 //! cargo run --release -p loops-bench -- quick-check            # daemon start-up check, 100k runs
+//! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
 //! ```
 //!
 //! The `loops` binary is `target/release/loops` of this workspace unless
 //! `--loops-bin PATH` says otherwise. Results and the machine they were taken on are
 //! recorded in `BENCHMARKS.md` at the workspace root.
+
+mod operability;
 
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
@@ -158,6 +161,20 @@ enum Bench {
         #[arg(long, default_value_t = 10)]
         reps: usize,
     },
+    /// `loops health` (JSON and table) over N loops and M finished runs, all inside
+    /// the last day's window.
+    Health {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100_000)]
+        runs: usize,
+        /// Each loop's interval, in milliseconds (default 15 minutes: 100 runs ≈ 25 h).
+        #[arg(long, default_value_t = 900_000)]
+        every_ms: u64,
+        /// Timed invocations of each command.
+        #[arg(long, default_value_t = 30)]
+        reps: usize,
+    },
 }
 
 fn main() -> Result<()> {
@@ -220,6 +237,12 @@ fn main() -> Result<()> {
             output_bytes,
             reps,
         } => bench.quick_check(loops, runs, output_bytes, reps),
+        Bench::Health {
+            loops,
+            runs,
+            every_ms,
+            reps,
+        } => bench.health(loops, runs, every_ms, reps),
     };
     println!("\n1-min load average at end: {}", loadavg());
     result

@@ -23,6 +23,10 @@
 //! # Ok(()) }
 //! ```
 
+mod health;
+
+pub use health::{HealthReport, LoopHealth};
+
 use crate::clock::SystemClock;
 use crate::engine::{Engine, EngineConfig};
 use crate::workflow::RunEnd;

@@ -12,6 +12,7 @@
 //! The modules follow the trait's parts: [`open`](SqliteStore::open) (creating,
 //! inspecting and migrating the file), `codec` (columns and rows), `loops` (loop rows),
 //! `claims`, `finalize` (a batch of run writes), `runs` (leases of runs and queries),
+//! `reports` (health facts and usage), `import` (one import in one transaction),
 //! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance)
 //! and `workflows`. SQL lives only in this crate.
 
@@ -20,19 +21,23 @@ mod claims;
 mod codec;
 mod error;
 mod finalize;
+mod import;
 mod lease;
 mod loops;
 mod open;
+mod reports;
 mod runs;
 mod workflows;
 
 pub use open::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreResult};
+use loops_core::health::RunFacts;
 use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId};
 use loops_store::{
-    BatchClaim, ClaimOutcome, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
-    PrunePolicy, RunFilter, RunWrite, RunWritten, Store, StoreError, UnreadableLoop,
+    BatchClaim, ClaimOutcome, DaemonLease, Fence, ImportBatch, Imported, LeaseAcquire, LeaseHolder,
+    LoopAdvance, PrunePolicy, RunFilter, RunWrite, RunWritten, Store, StoreError, UnreadableLoop,
+    UsageRow,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -248,6 +253,23 @@ impl Store for SqliteStore {
 
     fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> StoreResult<usize> {
         runs::prune_runs(self, policy, dry_run)
+    }
+
+    fn run_facts(
+        &self,
+        loops: &[LoopId],
+        window: (Instant, Instant),
+        recent: usize,
+    ) -> StoreResult<Vec<RunFacts>> {
+        reports::run_facts(self, loops, window, recent)
+    }
+
+    fn usage_since(&self, since: Instant) -> StoreResult<Vec<UsageRow>> {
+        reports::usage_since(self, since)
+    }
+
+    fn import(&self, batch: &ImportBatch, now: Instant) -> StoreResult<Imported> {
+        import::import(self, batch, now)
     }
 
     fn acquire_daemon_lease(

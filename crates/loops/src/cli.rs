@@ -153,6 +153,9 @@ pub enum Command {
     Tick(TickArgs),
     /// Check the installation, the store, the daemon and every active loop's target.
     Doctor,
+    /// One line per active loop: last run, last success, failures, missed and skipped
+    /// slots, and a verdict (ok, warn, fail); exits 1 when any loop fails.
+    Health(HealthArgs),
     /// Delete old finished runs.
     Prune(PruneArgs),
     /// Run and control the background daemon.
@@ -184,6 +187,9 @@ pub struct TickArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT)]
     pub max_concurrent: NonZeroUsize,
 }
+
+#[derive(Debug, Args)]
+pub struct HealthArgs {}
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {

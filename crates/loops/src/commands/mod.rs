@@ -6,6 +6,7 @@ mod completions;
 mod create;
 mod daemon;
 mod doctor;
+mod health;
 mod lifecycle;
 mod list;
 mod prune;
@@ -89,6 +90,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::RunNow(args) => run_now::run(&ctx, args),
         Command::Tick(args) => tick::run(&ctx, args),
         Command::Doctor => doctor::run(&ctx),
+        Command::Health(args) => health::run(&ctx, args),
         Command::Prune(args) => prune::run(&ctx, args),
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),
