@@ -399,6 +399,8 @@ fn command_def(name: String, schedule: Schedule, exec: Exec) -> LoopDefinition {
         schedule,
         target: Target::Command(exec.target()),
         policy: Policy::default(),
+        labels: Vec::new(),
+        notify: None,
     }
 }
 

@@ -168,6 +168,8 @@ fn history_batch(loops: usize, runs: usize, every_ms: u64, now: Instant) -> Resu
                     account: None,
                 }),
                 policy: Policy::default(),
+                labels: vec![],
+                notify: None,
                 next_run_at: Some(newest + every),
             },
             state: LoopAdvance {
@@ -190,6 +192,7 @@ fn history_run(slot: Instant, status: RunStatus) -> Run {
         loop_id: LoopId::new(""),
         loop_name: String::new(),
         scheduled_for: slot,
+        due_at: None,
         attempt: 1,
         status,
         source: RunSource::Scheduled,

@@ -17,8 +17,8 @@
 //!
 //! A *missed* slot is one the schedule had in the last day ([`schedule::window_slots`])
 //! for which no run row exists, counted from the loop's creation and from its oldest
-//! kept run (older rows may have been deleted by retention), up to [`GRACE`] before
-//! `now` (a slot that just came due is not missed yet).
+//! kept run (older rows may have been deleted by retention), up to [`GRACE`] (plus the
+//! loop's jitter) before `now` (a slot that just came due is not missed yet).
 
 use crate::schedule::{self, ScheduleError};
 use crate::transitions::Parked;
@@ -266,11 +266,14 @@ fn period_rules(
     if let Some(oldest) = facts.oldest_slot.filter(|o| *o > from) {
         from = oldest;
     }
-    let slots = schedule::window_slots(lp, from, now - GRACE)?;
+    // A jittered slot comes due up to `jitterMs` after it.
+    let jitter = TimeDelta::milliseconds(i64::try_from(lp.jitter_ms).unwrap_or(i64::MAX));
+    let to = now - GRACE - jitter;
+    let slots = schedule::window_slots(lp, from, to)?;
     let present = facts
         .window_slots
         .iter()
-        .filter(|s| **s >= from && **s <= now - GRACE && slots.contains(**s))
+        .filter(|s| **s >= from && **s <= to && slots.contains(**s))
         .count() as u64;
     let missed = slots.len().saturating_sub(present);
     if missed > 0 {
@@ -280,7 +283,7 @@ fn period_rules(
         ));
     }
 
-    let overdue = lp.next_run_at.filter(|n| *n + GRACE < now);
+    let overdue = lp.due_at.or(lp.next_run_at).filter(|n| *n + GRACE < now);
     if let Some(next) = overdue {
         warns.push(format!(
             "next slot overdue by {} (is the daemon running?)",

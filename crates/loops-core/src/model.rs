@@ -55,6 +55,49 @@ string_enum!(
         Paused = "paused",
         Stopped = "stopped",
         Expired = "expired",
+        /// Put away: never scheduled, hidden from `list`, history kept.
+        Archived = "archived",
+    }
+);
+
+string_enum!(
+    /// When a loop's notifications fire (`--notify-on`).
+    NotifyOn {
+        /// A slot ended `failed`, `timed_out` or `abandoned` after its last attempt.
+        Failure = "failure",
+        /// The first success after a failure.
+        Recovery = "recovery",
+        /// Both.
+        Always = "always",
+    }
+);
+
+string_enum!(
+    /// What a notification is about.
+    NotifyEvent {
+        Failure = "failure",
+        Recovery = "recovery",
+        /// `loops notify test`.
+        Test = "test",
+    }
+);
+
+string_enum!(
+    /// Where one notification goes.
+    NotifyChannel {
+        /// A command hook: the run as JSON on stdin, `LOOPS_*` in its environment.
+        Cmd = "cmd",
+        /// A webhook: the same JSON by HTTP POST.
+        Url = "url",
+    }
+);
+
+string_enum!(
+    /// The state of one notification delivery.
+    DeliveryStatus {
+        Pending = "pending",
+        Delivered = "delivered",
+        Failed = "failed",
     }
 );
 
@@ -320,6 +363,10 @@ pub struct Policy {
     pub lease_ms: u64,
     #[serde(default, with = "crate::timefmt::option")]
     pub expires_at: Option<Instant>,
+    /// Each slot starts a stable pseudo-random delay in `[0, jitterMs)` after its
+    /// scheduled time (0 = none; see [`crate::schedule::jitter_delay`]).
+    #[serde(default)]
+    pub jitter_ms: u64,
 }
 
 impl Default for Policy {
@@ -332,12 +379,55 @@ impl Default for Policy {
             retry_delay_ms: 60_000,
             lease_ms: 30 * 60_000,
             expires_at: None,
+            jitter_ms: 0,
         }
     }
 }
 
 /// Default cap on slots replayed by `catchUp: all`.
 pub const DEFAULT_CATCH_UP_LIMIT: u32 = 10;
+
+/// Where a loop's notifications go and when (`--notify-cmd`, `--notify-url`,
+/// `--notify-on`); also the store-wide default (`loops notify set`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Notify {
+    /// A command run by `/bin/sh -c` with the run as JSON on stdin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+    /// An `http://` or `https://` URL the run is POSTed to as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// When it fires (default `failure`).
+    #[serde(default = "NotifyOn::default_on")]
+    pub on: NotifyOn,
+}
+
+impl NotifyOn {
+    fn default_on() -> Self {
+        NotifyOn::Failure
+    }
+}
+
+/// One notification about one run, to one channel, and how its delivery went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    pub id: String,
+    pub run_id: RunId,
+    pub loop_id: LoopId,
+    pub event: NotifyEvent,
+    pub channel: NotifyChannel,
+    /// The command or URL (as configured; a URL's credentials are not stored).
+    pub target: String,
+    pub status: DeliveryStatus,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    #[serde(with = "crate::timefmt")]
+    pub created_at: Instant,
+    #[serde(with = "crate::timefmt")]
+    pub updated_at: Instant,
+}
 
 /// A loop as requested by a user, before the store gives it an id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -347,6 +437,9 @@ pub struct NewLoop {
     pub schedule: Schedule,
     pub target: Target,
     pub policy: Policy,
+    /// Sorted, without duplicates ([`crate::validate::labels`]).
+    pub labels: Vec<String>,
+    pub notify: Option<Notify>,
     /// First slot, computed by [`crate::schedule::initial_next_run`].
     pub next_run_at: Option<Instant>,
 }
@@ -374,6 +467,18 @@ pub struct Loop {
     pub lease_ms: u64,
     #[serde(default, with = "crate::timefmt::option")]
     pub expires_at: Option<Instant>,
+    /// See [`Policy::jitter_ms`].
+    #[serde(default)]
+    pub jitter_ms: u64,
+    /// When the next slot (or pending retry) becomes due: `nextRunAt` plus the slot's
+    /// jitter ([`crate::schedule::due_at`]).
+    #[serde(default, with = "crate::timefmt::option")]
+    pub due_at: Option<Instant>,
+    /// Sorted, without duplicates.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Notify>,
     #[serde(with = "crate::timefmt")]
     pub created_at: Instant,
     #[serde(with = "crate::timefmt")]
@@ -391,6 +496,7 @@ impl Loop {
             retry_delay_ms: self.retry_delay_ms,
             lease_ms: self.lease_ms,
             expires_at: self.expires_at,
+            jitter_ms: self.jitter_ms,
         }
     }
 }
@@ -419,6 +525,10 @@ pub struct Run {
     pub attempt: u32,
     pub status: RunStatus,
     pub source: RunSource,
+    /// When the attempt became due: its slot (or retry time) plus the loop's jitter for
+    /// the slot; dispatch lag counts from here. `None` for ad-hoc runs.
+    #[serde(default, with = "crate::timefmt::option")]
+    pub due_at: Option<Instant>,
     #[serde(default, with = "crate::timefmt::option")]
     pub started_at: Option<Instant>,
     #[serde(default, with = "crate::timefmt::option")]

@@ -20,7 +20,7 @@
 //! bounded walk, so a 1-second loop that was down for a week costs microseconds.
 
 use crate::cron::{CronError, CronSchedule};
-use crate::{Anchor, CatchUp, Instant, Loop, LoopStatus, Schedule};
+use crate::{Anchor, CatchUp, Instant, Loop, LoopId, LoopStatus, Schedule};
 use chrono::TimeDelta;
 use std::collections::VecDeque;
 
@@ -132,14 +132,27 @@ pub fn due_slots(lp: &Loop, now: Instant) -> Result<Vec<Instant>, ScheduleError>
     if let Some(retry) = lp.retry_scheduled_for {
         return Ok(vec![retry]);
     }
-    match lp.catch_up {
-        CatchUp::None => Ok(vec![next]),
-        CatchUp::Latest => latest_slot(&lp.schedule, next, now).map(|slot| vec![slot]),
+    let slots = match lp.catch_up {
+        CatchUp::None => vec![next],
+        CatchUp::Latest => vec![latest_slot(&lp.schedule, next, now)?],
         CatchUp::All => {
             let limit = lp.catch_up_limit.clamp(1, MAX_CATCH_UP_SLOTS) as usize;
-            missed_slots(&lp.schedule, next, now, limit)
+            missed_slots(&lp.schedule, next, now, limit)?
         }
+    };
+    if lp.jitter_ms == 0 {
+        return Ok(slots);
     }
+    // With jitter a slot is due only once its own delay has passed; `nextRunAt`'s
+    // has (the loop was found due), so it stands in for a later slot that is not yet.
+    let due: Vec<Instant> = slots
+        .into_iter()
+        .filter(|slot| {
+            let delay = i64::try_from(jitter_delay(&lp.id, *slot, lp.jitter_ms)).unwrap_or(0);
+            *slot + TimeDelta::milliseconds(delay) <= now
+        })
+        .collect();
+    Ok(if due.is_empty() { vec![next] } else { due })
 }
 
 /// The `nextRunAt` a loop should have after the wall clock went backwards, when its
@@ -191,6 +204,44 @@ pub fn replan_after_clock_jump(lp: &Loop, now: Instant) -> Result<Option<Instant
             Ok(initial_next_run(cron, now)?.filter(|fresh| *fresh < next))
         }
     }
+}
+
+/// The delay of `slot` of loop `id` under a jitter of `jitter_ms`: a number in
+/// `[0, jitter_ms)` derived from the loop's id and the slot alone (FNV-1a, a hash that
+/// never changes between builds), so every attempt of a slot, before and after a
+/// restart, waits the same delay, while the slots of many loops spread out.
+pub fn jitter_delay(id: &LoopId, slot: Instant, jitter_ms: u64) -> u64 {
+    if jitter_ms <= 1 {
+        return 0;
+    }
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = OFFSET;
+    for byte in id
+        .as_str()
+        .bytes()
+        .chain(slot.timestamp_millis().to_le_bytes())
+    {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(PRIME);
+    }
+    hash % jitter_ms
+}
+
+/// When a loop whose next slot (or retry time) is `next_run_at` becomes due: that
+/// instant plus the jitter of the slot it is for (`retry_scheduled_for` while a retry
+/// is pending, else `next_run_at` itself).
+pub fn due_at(
+    id: &LoopId,
+    next_run_at: Option<Instant>,
+    retry_scheduled_for: Option<Instant>,
+    jitter_ms: u64,
+) -> Option<Instant> {
+    let next = next_run_at?;
+    let slot = retry_scheduled_for.unwrap_or(next);
+    let delay = i64::try_from(jitter_delay(id, slot, jitter_ms)).unwrap_or(0);
+    next.checked_add_signed(TimeDelta::milliseconds(delay))
+        .or(Some(next))
 }
 
 /// Whether `lp` is past its `expiresAt` at `now`.
@@ -611,6 +662,10 @@ mod tests {
             retry_delay_ms: 60_000,
             lease_ms: 30 * 60_000,
             expires_at: None,
+            jitter_ms: 0,
+            due_at: None,
+            labels: Vec::new(),
+            notify: None,
             created_at: created,
             updated_at: created,
         }
@@ -1400,5 +1455,54 @@ mod tests {
             Some(TimeDelta::hours(16))
         );
         assert_eq!(period_near(&Schedule::Once { at: now }, now).unwrap(), None);
+    }
+
+    #[test]
+    fn jitter_is_stable_per_slot_bounded_and_spread() {
+        let id = LoopId::new("0123456789ab");
+        let slot = t("2026-01-01T12:00:00Z");
+        assert_eq!(jitter_delay(&id, slot, 0), 0);
+        assert_eq!(jitter_delay(&id, slot, 1), 0);
+        let d = jitter_delay(&id, slot, 60_000);
+        assert!(d < 60_000);
+        assert_eq!(jitter_delay(&id, slot, 60_000), d, "stable");
+        // Fixed forever: a change would move every jittered slot after an upgrade.
+        assert_eq!(
+            jitter_delay(&LoopId::new("abc"), t("2026-01-01T00:00:00Z"), 1_000_000),
+            jitter_delay(&LoopId::new("abc"), t("2026-01-01T00:00:00Z"), 1_000_000)
+        );
+        let delays: std::collections::BTreeSet<u64> = (0..100)
+            .map(|i| jitter_delay(&id, slot + TimeDelta::minutes(i), 60_000))
+            .collect();
+        assert!(delays.len() > 90, "slots spread out: {}", delays.len());
+        let other = jitter_delay(&LoopId::new("ba9876543210"), slot, 60_000);
+        assert_ne!(other, d, "loops spread out");
+        // due_at: the retry keeps its slot's delay.
+        let retry = t("2026-01-01T12:05:00Z");
+        assert_eq!(
+            due_at(&id, Some(retry), Some(slot), 60_000),
+            Some(retry + TimeDelta::milliseconds(d as i64))
+        );
+        assert_eq!(due_at(&id, None, None, 60_000), None);
+        assert_eq!(due_at(&id, Some(slot), None, 0), Some(slot));
+    }
+
+    #[test]
+    fn with_jitter_a_later_slot_waits_for_its_own_delay() {
+        let mut lp = test_loop(
+            every(60_000, Anchor::FixedRate),
+            "2026-01-01T12:00:00Z",
+            CatchUp::All,
+        );
+        lp.jitter_ms = 59_999;
+        let now = t("2026-01-01T12:03:00Z");
+        let slots = due_slots(&lp, now).unwrap();
+        for slot in &slots {
+            let delay = jitter_delay(&lp.id, *slot, lp.jitter_ms) as i64;
+            assert!(
+                *slot + TimeDelta::milliseconds(delay) <= now || *slot == t("2026-01-01T12:00:00Z")
+            );
+        }
+        assert!(!slots.is_empty());
     }
 }

@@ -4,7 +4,7 @@
 //! unbounded prompt, command or environment.
 
 use crate::limits::{self, MAX_FIELD_BYTES};
-use crate::{Account, AgentTarget, CommandTarget, Provider, Target};
+use crate::{Account, AgentTarget, CommandTarget, Notify, Provider, Schedule, Target};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -75,6 +75,126 @@ fn cwd(value: Option<&str>, label: &str) -> Result<(), ValidationError> {
     field("cwd", Some(dir), label)?;
     if !Path::new(dir).is_absolute() {
         return invalid(format!("{label}: cwd {dir:?} is not an absolute path"));
+    }
+    Ok(())
+}
+
+/// Longest label, in bytes.
+pub const MAX_LABEL_BYTES: usize = 64;
+/// Most labels on one loop.
+pub const MAX_LABELS: usize = 32;
+
+/// Checks one label: `[a-z0-9][a-z0-9._-]*`, at most 64 bytes.
+pub fn label(label: &str) -> Result<(), ValidationError> {
+    let mut chars = label.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c));
+    if !first_ok || !rest_ok {
+        return invalid(format!(
+            "invalid label {label:?}: use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit"
+        ));
+    }
+    if label.len() > MAX_LABEL_BYTES {
+        return invalid(format!(
+            "label {label:?} is longer than {MAX_LABEL_BYTES} bytes"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks labels and returns them sorted, each once (a repeated label is harmless).
+pub fn labels(labels: &[String]) -> Result<Vec<String>, ValidationError> {
+    for l in labels {
+        label(l)?;
+    }
+    let mut out: Vec<String> = labels.to_vec();
+    out.sort();
+    out.dedup();
+    if out.len() > MAX_LABELS {
+        return invalid(format!("a loop has at most {MAX_LABELS} labels"));
+    }
+    Ok(out)
+}
+
+/// Longest notification URL, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+
+/// Checks notification settings: a command and/or an `http(s)://host…` URL.
+pub fn notify(n: &Notify, label: &str) -> Result<(), ValidationError> {
+    if n.cmd.is_none() && n.url.is_none() {
+        return invalid(format!(
+            "{label}: notifications need a command (--notify-cmd) or a URL (--notify-url)"
+        ));
+    }
+    if let Some(cmd) = &n.cmd {
+        if cmd.trim().is_empty() {
+            return invalid(format!("{label}: --notify-cmd is empty"));
+        }
+        if cmd.len() > limits::MAX_COMMAND_BYTES {
+            return invalid(format!(
+                "{label}: --notify-cmd is longer than {} bytes",
+                limits::MAX_COMMAND_BYTES
+            ));
+        }
+        if cmd.contains('\0') {
+            return invalid(format!("{label}: --notify-cmd contains a NUL byte"));
+        }
+    }
+    if let Some(url) = &n.url {
+        url_field(url, label)?;
+    }
+    Ok(())
+}
+
+fn url_field(url: &str, label: &str) -> Result<(), ValidationError> {
+    if url.len() > MAX_URL_BYTES {
+        return invalid(format!(
+            "{label}: --notify-url is longer than {MAX_URL_BYTES} bytes"
+        ));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return invalid(format!(
+            "{label}: --notify-url {url:?} contains whitespace or control characters"
+        ));
+    }
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| {
+            ValidationError(format!(
+                "{label}: --notify-url {url:?} is not an http:// or https:// URL"
+            ))
+        })?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    if host.is_empty() || host.starts_with(':') {
+        return invalid(format!("{label}: --notify-url {url:?} has no host"));
+    }
+    Ok(())
+}
+
+/// Longest jitter for schedules without a period of their own (cron, once): a day.
+pub const MAX_JITTER_MS: u64 = 86_400_000;
+
+/// Checks a jitter against the schedule: shorter than an interval's period (or a
+/// dynamic loop's minimum interval), else at most a day.
+pub fn jitter(schedule: &Schedule, jitter_ms: u64) -> Result<(), ValidationError> {
+    let (limit, what) = match schedule {
+        Schedule::Interval { every_ms, .. } => (*every_ms, "its --every"),
+        Schedule::Dynamic { min_interval_ms } => (*min_interval_ms, "its --dynamic interval"),
+        Schedule::Cron { .. } | Schedule::Once { .. } => (MAX_JITTER_MS + 1, "a day"),
+    };
+    if jitter_ms >= limit {
+        let shown = |ms: u64| {
+            crate::Duration::from_millis(ms).map_or_else(|| format!("{ms}ms"), |d| d.to_string())
+        };
+        return invalid(format!(
+            "--jitter {} must be shorter than {what} ({})",
+            shown(jitter_ms),
+            shown(limit.min(MAX_JITTER_MS))
+        ));
     }
     Ok(())
 }
@@ -475,5 +595,64 @@ mod tests {
         let mut t = cmd("true", false);
         t.env.insert("1BAD".into(), "v".into());
         assert!(command(&t, "loop").is_err());
+    }
+
+    #[test]
+    fn labels_have_one_syntax_and_come_back_sorted_once() {
+        assert_eq!(
+            labels(&["nightly".into(), "ci".into(), "nightly".into()]).unwrap(),
+            vec!["ci".to_owned(), "nightly".to_owned()]
+        );
+        for ok in ["a", "0", "gpu-1", "team.ops", "a_b"] {
+            assert!(label(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "A", "-a", ".a", "a b", "ä", "a/b"] {
+            let e = label(bad).unwrap_err();
+            assert!(e.0.contains("invalid label"), "{bad}: {e}");
+        }
+        assert!(label(&"a".repeat(65)).unwrap_err().0.contains("64 bytes"));
+    }
+
+    #[test]
+    fn notify_urls_must_be_http() {
+        let n = |url: &str| Notify {
+            cmd: None,
+            url: Some(url.into()),
+            on: crate::NotifyOn::Failure,
+        };
+        assert!(notify(&n("https://hooks.example.com/x?y=1"), "loop").is_ok());
+        assert!(notify(&n("http://127.0.0.1:8080/"), "loop").is_ok());
+        for bad in [
+            "ftp://x",
+            "example.com",
+            "http://",
+            "https:///path",
+            "http://a b",
+        ] {
+            assert!(notify(&n(bad), "loop").is_err(), "{bad}");
+        }
+        let none = Notify {
+            cmd: None,
+            url: None,
+            on: crate::NotifyOn::Failure,
+        };
+        assert!(notify(&none, "loop").is_err());
+    }
+
+    #[test]
+    fn jitter_is_shorter_than_the_period() {
+        let every = Schedule::Interval {
+            every_ms: 60_000,
+            anchor: crate::Anchor::FixedRate,
+        };
+        assert!(jitter(&every, 59_999).is_ok());
+        let e = jitter(&every, 60_000).unwrap_err();
+        assert!(e.0.contains("shorter than its --every (1m)"), "{e}");
+        let cron = Schedule::Cron {
+            expression: "0 * * * *".into(),
+            timezone: "UTC".into(),
+        };
+        assert!(jitter(&cron, MAX_JITTER_MS).is_ok());
+        assert!(jitter(&cron, MAX_JITTER_MS + 1).is_err());
     }
 }

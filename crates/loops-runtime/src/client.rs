@@ -17,6 +17,8 @@
 //!         env: Default::default(), timeout: None, account: None,
 //!     }),
 //!     policy: Policy::default(),
+//!     labels: vec!["reports".into()],
+//!     notify: None,
 //! };
 //! let created = client.create(def, chrono::Utc::now())?;
 //! println!("{} next runs at {:?}", created.name, created.next_run_at);
@@ -129,6 +131,11 @@ pub struct LoopDefinition {
     pub schedule: Schedule,
     pub target: Target,
     pub policy: Policy,
+    /// Labels (`[a-z0-9][a-z0-9._-]*`); stored sorted, each once.
+    pub labels: Vec<String>,
+    /// Where the loop's failure (or recovery) notifications go, if anywhere besides the
+    /// store-wide default.
+    pub notify: Option<loops_core::Notify>,
 }
 
 /// Handle on one loops store.
@@ -234,6 +241,11 @@ impl Client {
         validate::description(def.description.as_deref(), &label)?;
         validate::target(&def.target, &label)?;
         validate_policy(&def.policy)?;
+        validate::jitter(&def.schedule, def.policy.jitter_ms)?;
+        let labels = validate::labels(&def.labels)?;
+        if let Some(notify) = &def.notify {
+            validate::notify(notify, &label)?;
+        }
         if let Schedule::Cron { timezone, .. } = &mut def.schedule {
             *timezone = loops_core::cron::canonical_timezone(timezone)
                 .map_err(ScheduleError::from)?
@@ -258,6 +270,8 @@ impl Client {
             schedule: def.schedule,
             target: def.target,
             policy: def.policy,
+            labels,
+            notify: def.notify,
             next_run_at,
         };
         let created = self.store.create_loop(new, now)?;

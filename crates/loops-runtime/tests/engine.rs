@@ -41,6 +41,8 @@ fn every(name: &str, every_ms: u64, cmd: &str, next: Instant) -> NewLoop {
             account: None,
         }),
         policy: Policy::default(),
+        labels: Vec::new(),
+        notify: None,
         next_run_at: Some(next),
     }
 }

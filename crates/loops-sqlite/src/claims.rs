@@ -6,6 +6,7 @@ use crate::codec::{ms, new_id, run_cols, run_from_row, ID_ATTEMPTS};
 use crate::error::{Error, Result, StoreResult};
 use crate::loops::apply_advance;
 use crate::SqliteStore;
+use loops_core::schedule::jitter_delay;
 use loops_core::{Instant, LoopId, LoopStatus, Run, RunSource};
 use loops_store::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, Fence, LoopAdvance, OnRefusal, StoreError,
@@ -40,14 +41,40 @@ fn claim_in_tx(
     let now = ms(&req.now);
     let slot = ms(&req.scheduled_for);
     let ad_hoc = req.source == RunSource::AdHoc;
-    let lp: Option<(String, String, i64, i64)> = tx
-        .prepare_cached("SELECT status, name, max_attempts, lease_ms FROM loops WHERE id = ?1")?
+    type LoopRow = (String, String, i64, i64, i64, Option<i64>, Option<i64>);
+    let lp: Option<LoopRow> = tx
+        .prepare_cached(
+            "SELECT status, name, max_attempts, lease_ms, jitter_ms, retry_scheduled_for, due_at \
+             FROM loops WHERE id = ?1",
+        )?
         .query_row([req.loop_id.as_str()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
         })
         .optional()?;
-    let Some((status, name, max_attempts, lease_ms)) = lp else {
+    let Some((status, name, max_attempts, lease_ms, jitter_ms, retry_for, loop_due)) = lp else {
         return Ok(Err(ClaimRefused::LoopNotActive));
+    };
+    // When this attempt became due: a pending retry's time (with its slot's jitter, as
+    // the loop holds it), else the slot plus its jitter. An ad-hoc run was never due.
+    let due_at = if ad_hoc {
+        None
+    } else if retry_for == Some(slot) {
+        loop_due
+    } else {
+        let delay = jitter_delay(
+            &req.loop_id,
+            req.scheduled_for,
+            u64::try_from(jitter_ms).unwrap_or(0),
+        );
+        Some(slot.saturating_add(i64::try_from(delay).unwrap_or(0)))
     };
     if !ad_hoc && status != LoopStatus::Active.as_str() {
         return Ok(Err(ClaimRefused::LoopNotActive));
@@ -90,8 +117,8 @@ fn claim_in_tx(
 
     let mut stmt = tx.prepare_cached(concat!(
         "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
-             started_at, claimed_by, lease_expires_at, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, ?7, ?7) RETURNING ",
+             started_at, claimed_by, lease_expires_at, created_at, updated_at, due_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, ?7, ?7, ?10) RETURNING ",
         run_cols!()
     ))?;
     for _ in 0..ID_ATTEMPTS {
@@ -105,6 +132,7 @@ fn claim_in_tx(
             now,
             req.runner_id,
             now.saturating_add(lease_ms),
+            due_at,
         ])?;
         match rows.next() {
             Ok(Some(row)) => {

@@ -17,7 +17,8 @@ macro_rules! loop_cols {
     () => {
         "id, name, description, status, schedule_json, target_json, next_run_at, \
          retry_scheduled_for, catch_up, catch_up_limit, overlap, max_attempts, \
-         retry_delay_ms, lease_ms, expires_at, created_at, updated_at"
+         retry_delay_ms, lease_ms, expires_at, created_at, updated_at, jitter_ms, due_at, \
+         labels_json, notify_json"
     };
 }
 pub(crate) use loop_cols;
@@ -27,7 +28,7 @@ macro_rules! run_cols {
     () => {
         "id, loop_id, loop_name, scheduled_for, attempt, status, source, started_at, \
          finished_at, exit_code, duration_ms, stdout, stderr, error, pid, pid_start_time, \
-         claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at"
+         claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at, due_at"
     };
 }
 pub(crate) use run_cols;
@@ -129,6 +130,15 @@ pub(crate) fn loop_from_row(row: &Row<'_>) -> Result<Loop> {
         retry_delay_ms: get_u64(row, 12, "retry_delay_ms")?,
         lease_ms: get_u64(row, 13, "lease_ms")?,
         expires_at: get_opt_instant(row, 14, "expires_at")?,
+        jitter_ms: get_u64(row, 17, "jitter_ms")?,
+        due_at: get_opt_instant(row, 18, "due_at")?,
+        labels: get_json(row, 19, "labels_json")?,
+        notify: get::<Option<String>>(row, 20, "notify_json")?
+            .map(|text| {
+                serde_json::from_str(&text)
+                    .map_err(|e| Error::decode(format!("column notify_json: {e}")))
+            })
+            .transpose()?,
         created_at: get_instant(row, 15, "created_at")?,
         updated_at: get_instant(row, 16, "updated_at")?,
     })
@@ -175,6 +185,7 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> Result<Run> {
         usage: get_usage(row, 19)?,
         created_at: get_instant(row, 20, "created_at")?,
         updated_at: get_instant(row, 21, "updated_at")?,
+        due_at: get_opt_instant(row, 22, "due_at")?,
     })
 }
 

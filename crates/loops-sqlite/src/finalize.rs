@@ -220,6 +220,8 @@ mod tests {
                 account: None,
             }),
             policy: Policy::default(),
+            labels: Vec::new(),
+            notify: None,
             next_run_at: Some(t(0)),
         };
         new.policy.max_attempts = 3;

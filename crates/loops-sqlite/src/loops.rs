@@ -7,7 +7,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result, StoreResult};
 use crate::SqliteStore;
-use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
+use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
 use loops_store::{Fence, LoopAdvance, StoreError, UnreadableLoop};
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -23,15 +23,24 @@ pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Resul
     let target = serde_json::to_string(&new.target)
         .map_err(|e| StoreError::InvalidArgument(format!("target: {e}")))?;
     let p = &new.policy;
+    let labels = serde_json::to_string(&new.labels)
+        .map_err(|e| StoreError::InvalidArgument(format!("labels: {e}")))?;
+    let notify = new
+        .notify
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::InvalidArgument(format!("notify: {e}")))?;
     let mut stmt = tx.prepare_cached(concat!(
         "INSERT INTO loops (",
         loop_cols!(),
-        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15) \
-         RETURNING ",
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, \
+         ?16, ?17, ?18, ?19) RETURNING ",
         loop_cols!()
     ))?;
     for _ in 0..ID_ATTEMPTS {
         let id = new_id();
+        let due_at = schedule::due_at(&LoopId::new(&id), new.next_run_at, None, p.jitter_ms);
         let mut rows = stmt.query(params![
             id,
             new.name,
@@ -48,9 +57,18 @@ pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Resul
             sat_i64(p.lease_ms),
             opt_ms(p.expires_at.as_ref()),
             ms(&now),
+            sat_i64(p.jitter_ms),
+            opt_ms(due_at.as_ref()),
+            labels,
+            notify,
         ])?;
         match rows.next() {
-            Ok(Some(row)) => return loop_from_row(row),
+            Ok(Some(row)) => {
+                let created = loop_from_row(row)?;
+                drop(rows);
+                set_labels(tx, &created.id, &created.labels)?;
+                return Ok(created);
+            }
             Ok(None) => break,
             Err(e) if crate::codec::is_unique_violation(&e) => {
                 // The UNIQUE constraint is the check (no racy pre-read); the
@@ -144,7 +162,7 @@ pub(crate) fn update_loop_schedule(
     store.write(fence.map(|f| (f, now)), |tx| {
         let mut stmt = tx.prepare_cached(concat!(
             "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4, \
-             updated_at = ?5 WHERE id = ?1 RETURNING ",
+             due_at = loops_due_at(id, ?3, ?4, jitter_ms), updated_at = ?5 WHERE id = ?1 RETURNING ",
             loop_cols!()
         ))?;
         let params = params![
@@ -170,7 +188,7 @@ pub(crate) fn apply_advance(
     let n = conn
         .prepare_cached(
             "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4, \
-             updated_at = ?5 WHERE id = ?1",
+             due_at = loops_due_at(id, ?3, ?4, jitter_ms), updated_at = ?5 WHERE id = ?1",
         )?
         .execute(params![
             id.as_str(),
@@ -182,9 +200,48 @@ pub(crate) fn apply_advance(
     Ok(n > 0)
 }
 
+/// SQL functions the statements of this backend use: `loops_due_at(id, next_run_at,
+/// retry_scheduled_for, jitter_ms)` is [`schedule::due_at`] (milliseconds in and out),
+/// so a loop's `due_at` is kept in the same statement that moves its next slot.
+pub(crate) fn register_functions(conn: &Connection) -> Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "loops_due_at",
+        4,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let id: String = ctx.get(0)?;
+            let at = |v: Option<i64>| v.and_then(chrono::DateTime::from_timestamp_millis);
+            let next = at(ctx.get(1)?);
+            let retry = at(ctx.get(2)?);
+            let jitter = u64::try_from(ctx.get::<i64>(3)?).unwrap_or(0);
+            Ok(schedule::due_at(&LoopId::new(id), next, retry, jitter)
+                .map(|t| t.timestamp_millis()))
+        },
+    )?;
+    Ok(())
+}
+
+/// Replaces a loop's labels in the filter index (its `labels_json` is written by the
+/// caller, in the same transaction).
+pub(crate) fn set_labels(conn: &Connection, id: &LoopId, labels: &[String]) -> Result<()> {
+    conn.prepare_cached("DELETE FROM loop_labels WHERE loop_id = ?1")?
+        .execute([id.as_str()])?;
+    let mut insert =
+        conn.prepare_cached("INSERT INTO loop_labels (label, loop_id) VALUES (?1, ?2)")?;
+    for label in labels {
+        insert.execute(params![label, id.as_str()])?;
+    }
+    Ok(())
+}
+
 pub(crate) fn remove_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<bool> {
     store.write(None, |tx| {
         // Explicit, so removal does not depend on the foreign_keys pragma.
+        tx.prepare_cached("DELETE FROM notification_deliveries WHERE loop_id = ?1")?
+            .execute([id.as_str()])?;
+        tx.prepare_cached("DELETE FROM loop_labels WHERE loop_id = ?1")?
+            .execute([id.as_str()])?;
         tx.prepare_cached("DELETE FROM runs WHERE loop_id = ?1")?
             .execute([id.as_str()])?;
         let n = tx
@@ -203,8 +260,8 @@ pub(crate) fn due_loops(
         let mut stmt = conn.prepare_cached(concat!(
             "SELECT ",
             loop_cols!(),
-            " FROM loops WHERE status = 'active' AND next_run_at <= ?1 \
-             ORDER BY next_run_at LIMIT ?2"
+            " FROM loops WHERE status = 'active' AND due_at <= ?1 \
+             ORDER BY due_at LIMIT ?2"
         ))?;
         let mut rows = stmt.query(params![ms(&now), sat_i64(limit as u64)])?;
         let mut out = Vec::new();
@@ -219,12 +276,12 @@ pub(crate) fn next_due_at(store: &SqliteStore) -> StoreResult<Option<Instant>> {
     store.read(|conn| {
         let next: Option<i64> = conn
             .prepare_cached(
-                "SELECT next_run_at FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL \
-                 ORDER BY next_run_at LIMIT 1",
+                "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+                 ORDER BY due_at LIMIT 1",
             )?
             .query_row([], |r| r.get(0))
             .optional()?;
-        next.map(|v| instant_from_ms(v, "next_run_at")).transpose()
+        next.map(|v| instant_from_ms(v, "due_at")).transpose()
     })
 }
 
@@ -290,7 +347,7 @@ pub(crate) fn expire_loops(
     }
     store.write(fence.map(|f| (f, now)), |tx| {
         let mut stmt = tx.prepare_cached(concat!(
-            "UPDATE loops INDEXED BY loops_expiry SET status = 'expired', next_run_at = NULL, updated_at = ?1 \
+            "UPDATE loops INDEXED BY loops_expiry SET status = 'expired', next_run_at = NULL, due_at = NULL, updated_at = ?1 \
              WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1 \
              RETURNING ",
             loop_cols!()

@@ -47,10 +47,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "step exit status unknown",
         sql: include_str!("../migrations/0004_step_exit_status_unknown.sql"),
     },
+    Migration {
+        version: 5,
+        name: "labels, jitter, notifications",
+        sql: include_str!("../migrations/0005_operability.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to
@@ -377,6 +382,7 @@ fn inspect_schema(conn: &Connection, display: &str) -> StoreResult<i64> {
 fn setup_connection(conn: &mut Connection, path: Option<&str>, found: i64) -> Result<()> {
     // First, so that the journal-mode switch below also waits for other openers.
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    crate::loops::register_functions(conn)?;
     if path.is_some() {
         // Readers never block the writer and vice versa; the setting is persistent.
         // Switching a fresh file to WAL needs an exclusive lock, and SQLite reports

@@ -35,6 +35,8 @@ fn new_loop(name: &str, next: Option<Instant>) -> NewLoop {
             account: None,
         }),
         policy: Policy::default(),
+        labels: Vec::new(),
+        notify: None,
         next_run_at: next,
     }
 }

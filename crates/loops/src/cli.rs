@@ -370,6 +370,23 @@ pub struct CommonCreate {
     /// Check that the target can start (executable on PATH, accounts) before saving.
     #[arg(long)]
     pub preflight: bool,
+    /// A label (repeatable): lowercase letters, digits, '.', '_', '-' (≤ 64 bytes).
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+    /// Start each slot a stable pseudo-random delay in [0, DURATION) after its time
+    /// (shorter than the loop's period).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub jitter: Option<Duration>,
+    /// Run this command (by /bin/sh) with the run as JSON on stdin when a slot fails
+    /// (see --notify-on).
+    #[arg(long, value_name = "CMD")]
+    pub notify_cmd: Option<String>,
+    /// POST the run as JSON to this http(s) URL when a slot fails (see --notify-on).
+    #[arg(long, value_name = "URL")]
+    pub notify_url: Option<String>,
+    /// When notifications fire: failure (default), recovery or always.
+    #[arg(long, value_name = "WHEN")]
+    pub notify_on: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -17,6 +17,8 @@
 //!             env: Default::default(), timeout: None, account: None,
 //!         }),
 //!         policy: Policy::default(),
+//!         labels: Vec::new(),
+//!         notify: None,
 //!     },
 //!     chrono::Utc::now(),
 //! )?;

@@ -292,6 +292,25 @@ pub fn redact_loop(lp: &mut Loop) {
         }
         Target::Workflow(_) => {}
     }
+    if let Some(url) = lp.notify.as_mut().and_then(|n| n.url.as_mut()) {
+        *url = redact_url(url);
+    }
+}
+
+/// A webhook URL's path and query often are its secret (Slack, Discord): only the
+/// scheme and host are shown unless revealing.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "[redacted]".to_owned();
+    };
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = rest[..host_end].rsplit('@').next().unwrap_or("");
+    let hidden = rest.len() - host_end;
+    if hidden == 0 {
+        format!("{scheme}://{host}")
+    } else {
+        format!("{scheme}://{host}/[redacted {hidden} chars; use --show-output]")
+    }
 }
 
 fn redact_env(env: &mut std::collections::BTreeMap<String, String>) {

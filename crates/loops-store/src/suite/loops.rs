@@ -301,3 +301,69 @@ pub fn park_loop_pauses_it_and_records_why_in_one_write(db: &dyn TestDb) {
         LoopStatus::Active
     );
 }
+
+/// Labels and notification settings are stored with the loop and read back as given
+/// (labels sorted and unique, as validation hands them over).
+pub fn labels_and_notify_round_trip(db: &dyn TestDb) {
+    let store = db.open();
+    let mut new = new_loop("tagged", Some(t(0)));
+    new.labels = vec!["ci".into(), "nightly".into()];
+    new.notify = Some(loops_core::Notify {
+        cmd: Some("notify-send loops".into()),
+        url: Some("https://hooks.example.com/T/B/x".into()),
+        on: loops_core::NotifyOn::Always,
+    });
+    let created = store.create_loop(new.clone(), t(0)).unwrap();
+    assert_eq!(created.labels, new.labels);
+    assert_eq!(created.notify, new.notify);
+    let read = store.get_loop(&created.id).unwrap().unwrap();
+    assert_eq!(read.labels, new.labels);
+    assert_eq!(read.notify, new.notify);
+    let plain = store.create_loop(new_loop("plain", None), t(0)).unwrap();
+    assert!(plain.labels.is_empty());
+    assert_eq!(plain.notify, None);
+}
+
+/// With a jitter the loop becomes due at its slot plus the slot's stable delay: the
+/// due index follows it as the loop moves, and a claim records when its attempt
+/// became due.
+pub fn jitter_moves_the_due_instant_with_each_slot(db: &dyn TestDb) {
+    let store = db.open();
+    let mut new = new_loop("jittery", Some(t(60_000)));
+    new.policy.jitter_ms = 30_000;
+    let lp = store.create_loop(new, t(0)).unwrap();
+    let delay =
+        |slot| i64::try_from(loops_core::schedule::jitter_delay(&lp.id, slot, 30_000)).unwrap();
+    let due = t(60_000 + delay(t(60_000)));
+    assert_eq!(lp.jitter_ms, 30_000);
+    assert_eq!(lp.due_at, Some(due));
+    // Not due at its slot, only at its jittered instant.
+    if due > t(60_000) {
+        assert!(store.due_loops(t(60_000), 10).unwrap().is_empty());
+    }
+    assert_eq!(store.due_loops(due, 10).unwrap().len(), 1);
+    assert_eq!(store.next_due_at().unwrap(), Some(due));
+    // Moving the loop moves its due instant with the new slot's own delay.
+    let advance = LoopAdvance {
+        status: LoopStatus::Active,
+        next_run_at: Some(t(120_000)),
+        retry_scheduled_for: None,
+    };
+    let moved = store
+        .update_loop_schedule(&lp.id, &advance, t(1), None)
+        .unwrap();
+    assert_eq!(moved.due_at, Some(t(120_000 + delay(t(120_000)))));
+    // A claim of the slot records when the attempt became due.
+    let run = claim(&*store, &claim_req(&moved, t(120_000), t(200_000))).unwrap();
+    assert_eq!(run.due_at, moved.due_at);
+    // A pending retry keeps its slot's delay.
+    let retry = LoopAdvance {
+        status: LoopStatus::Active,
+        next_run_at: Some(t(500_000)),
+        retry_scheduled_for: Some(t(120_000)),
+    };
+    let retrying = store
+        .update_loop_schedule(&lp.id, &retry, t(2), None)
+        .unwrap();
+    assert_eq!(retrying.due_at, Some(t(500_000 + delay(t(120_000)))));
+}

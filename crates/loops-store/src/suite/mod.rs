@@ -82,6 +82,8 @@ macro_rules! store_suite {
             remove_loop_deletes_its_runs,
             due_loops_reports_an_unreadable_row_in_its_place,
             park_loop_pauses_it_and_records_why_in_one_write,
+            labels_and_notify_round_trip,
+            jitter_moves_the_due_instant_with_each_slot,
             // claims
             claim_semantics,
             claim_overlap_skip_reports_busy,
@@ -153,6 +155,8 @@ fn new_loop(name: &str, next: Option<Instant>) -> NewLoop {
             account: None,
         }),
         policy: Policy::default(),
+        labels: Vec::new(),
+        notify: None,
         next_run_at: next,
     }
 }
@@ -293,6 +297,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 36);
+        assert_eq!(count, 38);
     }
 }

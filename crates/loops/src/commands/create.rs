@@ -13,8 +13,8 @@ use crate::Failure;
 use loops_core::cron::CronSchedule;
 use loops_core::limits::MAX_PROMPT_BYTES;
 use loops_core::{
-    Account, AgentTarget, Anchor, CommandTarget, ConfigIsolation, Instant, Policy, Provider,
-    Schedule, Target, WorkflowTarget,
+    Account, AgentTarget, Anchor, CommandTarget, ConfigIsolation, Instant, Notify, NotifyOn,
+    Policy, Provider, Schedule, Target, WorkflowTarget,
 };
 use loops_runtime::client::LoopDefinition;
 use loops_runtime::input::{absolute_path, read_text};
@@ -35,6 +35,8 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<Exit, Failure> {
         schedule: schedule(&common, now)?,
         target,
         policy: policy(&common, now)?,
+        labels: common.labels.clone(),
+        notify: notify(&common)?,
     };
     let client = ctx.client()?;
     if common.preflight {
@@ -145,7 +147,32 @@ fn policy(c: &CommonCreate, now: Instant) -> Result<Policy, Failure> {
     if let Some(v) = &c.expires_at {
         p.expires_at = Some(parse_instant("--expires-at", v, now).map_err(Failure::usage)?);
     }
+    if let Some(v) = c.jitter {
+        p.jitter_ms = v.as_millis();
+    }
     Ok(p)
+}
+
+/// `--notify-cmd` / `--notify-url` / `--notify-on`; `--notify-on` alone is refused.
+fn notify(c: &CommonCreate) -> Result<Option<Notify>, Failure> {
+    let on = c
+        .notify_on
+        .as_deref()
+        .map(|v| parse_enum::<NotifyOn>("--notify-on", v))
+        .transpose()?;
+    if c.notify_cmd.is_none() && c.notify_url.is_none() {
+        if on.is_some() {
+            return Err(Failure::usage(
+                "--notify-on needs --notify-cmd or --notify-url",
+            ));
+        }
+        return Ok(None);
+    }
+    Ok(Some(Notify {
+        cmd: c.notify_cmd.clone(),
+        url: c.notify_url.clone(),
+        on: on.unwrap_or(NotifyOn::Failure),
+    }))
 }
 
 fn command_target(args: CreateCommandArgs) -> Result<(CommonCreate, Target), Failure> {

@@ -31,7 +31,7 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
     }
     let now = output::now();
     let mut table = Table::new(vec![
-        "ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN",
+        "ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN", "LABELS",
     ]);
     for lp in &loops {
         table.row(vec![
@@ -41,6 +41,7 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
             output::schedule_summary(&lp.schedule).into(),
             output::target_summary(&lp.target).into(),
             output::when(lp.next_run_at, now).into(),
+            lp.labels.join(",").into(),
         ]);
     }
     table.print()?;
@@ -65,6 +66,29 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         ("schedule", output::schedule_summary(&lp.schedule)),
         ("next run", output::when(lp.next_run_at, now)),
     ];
+    if lp.jitter_ms > 0 {
+        lines.push((
+            "jitter",
+            format!(
+                "up to {} (next slot starts {})",
+                output::duration_text(lp.jitter_ms),
+                output::when(lp.due_at, now)
+            ),
+        ));
+    }
+    if !lp.labels.is_empty() {
+        lines.push(("labels", lp.labels.join(", ")));
+    }
+    if let Some(n) = &lp.notify {
+        let mut to = Vec::new();
+        if let Some(cmd) = &n.cmd {
+            to.push(format!("command {cmd:?}"));
+        }
+        if let Some(url) = &n.url {
+            to.push(format!("POST {url}"));
+        }
+        lines.push(("notify", format!("on {}: {}", n.on, to.join(", "))));
+    }
     if let Some(d) = &lp.description {
         lines.insert(2, ("description", d.clone()));
     }

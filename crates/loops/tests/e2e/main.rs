@@ -11,6 +11,7 @@ mod bad_input;
 mod daemon;
 mod loops_cli;
 mod mock_model;
+mod operability_define;
 mod trust_daemon;
 mod trust_engine;
 mod trust_input;

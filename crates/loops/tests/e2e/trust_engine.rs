@@ -75,8 +75,8 @@ fn a_loop_whose_schedule_no_longer_parses_is_parked_and_the_others_run() {
         &w,
         &format!(
             "UPDATE loops SET schedule_json = '{{\"type\":\"cron\",\"expression\":\"* * * * *\",\"timezone\":\"Mars/Olympus_Mons\"}}', \
-             next_run_at = {due} WHERE id = '{}';
-             UPDATE loops SET catch_up = 'sometimes', next_run_at = {due} WHERE id = '{}';",
+             next_run_at = {due}, due_at = {due} WHERE id = '{}';
+             UPDATE loops SET catch_up = 'sometimes', next_run_at = {due}, due_at = {due} WHERE id = '{}';",
             bad["id"].as_str().unwrap(),
             unreadable["id"].as_str().unwrap()
         ),
@@ -440,7 +440,7 @@ fn a_daemon_started_after_the_clock_went_back_replans_at_once() {
     sql(
         &w,
         &format!(
-            "UPDATE loops SET next_run_at = {ahead} WHERE id = '{}'",
+            "UPDATE loops SET next_run_at = {ahead}, due_at = {ahead} WHERE id = '{}'",
             lp["id"].as_str().unwrap()
         ),
     );

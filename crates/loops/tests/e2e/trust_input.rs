@@ -65,6 +65,8 @@ fn plant_loop(w: &World, name: &str) -> String {
             account: None,
         }),
         policy: Policy::default(),
+        labels: Vec::new(),
+        notify: None,
         next_run_at: Some(chrono::Utc::now() + chrono::TimeDelta::hours(1)),
     };
     store(w)
