@@ -59,11 +59,15 @@ impl Bencher {
             counts = [Verdict::Ok, Verdict::Warn, Verdict::Fail].map(|v| r.count(v));
         }
         let store = SqliteStore::open_read_only(&dir.db())?;
-        let ids: Vec<LoopId> = store.list_loops(None)?.into_iter().map(|l| l.id).collect();
+        let loops_now = store.list_loops(None)?;
         for _ in 0..reps {
             let t = Mono::now();
-            let window = loops_core::health::window(Utc::now());
-            std::hint::black_box(store.run_facts(&ids, window, loops_core::health::RECENT_RUNS)?);
+            let now = Utc::now();
+            let queries: Vec<_> = loops_now
+                .iter()
+                .map(|lp| loops_core::health::facts_query(lp, now))
+                .collect();
+            std::hint::black_box(store.run_facts(&queries, loops_core::health::RECENT_RUNS)?);
             facts.push(ms(t.elapsed()));
         }
         let (open, report, facts) = (Stats::of(open), Stats::of(report), Stats::of(facts));

@@ -22,7 +22,7 @@
 
 use crate::schedule::{self, ScheduleError};
 use crate::transitions::Parked;
-use crate::{Instant, Loop, LoopStatus, RunStatus};
+use crate::{Instant, Loop, LoopId, LoopStatus, RunStatus};
 use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +58,35 @@ impl RunBrief {
     }
 }
 
+/// What to ask a store about one loop's runs (`Store::run_facts`); [`facts_query`]
+/// builds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactsQuery {
+    pub loop_id: LoopId,
+    /// Skipped rows are counted with `scheduledFor` in this range (inclusive).
+    pub window: (Instant, Instant),
+    /// The slots of the loop's rows are reported with `scheduledFor` in this range …
+    pub slot_window: (Instant, Instant),
+    /// … counted, when given, as the distinct slots on the grid `anchor + k·every_ms`
+    /// (an interval's slots: the store need not return every one); else listed.
+    pub grid: Option<(Instant, u64)>,
+}
+
+/// The slots of a loop's rows inside [`FactsQuery::slot_window`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotRows {
+    /// The distinct slots, ascending.
+    Listed(Vec<Instant>),
+    /// How many distinct slots lie on the query's grid.
+    OnGrid(u64),
+}
+
+impl Default for SlotRows {
+    fn default() -> Self {
+        SlotRows::Listed(Vec::new())
+    }
+}
+
 /// What a store knows about one loop's runs, for [`assess`]. A store fills it with a
 /// few bounded queries per loop (`Store::run_facts`), never a scan of the history.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,9 +98,8 @@ pub struct RunFacts {
     /// Failed attempts (`failed`, `timed_out`, `abandoned`) recorded after
     /// `last_success` — all of the loop's, when it never succeeded.
     pub failures_since_success: u64,
-    /// The distinct slots (`scheduledFor`) of the loop's rows inside the window asked
-    /// for, ascending.
-    pub window_slots: Vec<Instant>,
+    /// The slots (`scheduledFor`) of the loop's rows inside the slot window.
+    pub window_slots: SlotRows,
     /// Rows inside the window recorded `skipped`.
     pub window_skipped: u64,
     /// The oldest slot of any of the loop's rows.
@@ -81,6 +109,29 @@ pub struct RunFacts {
 /// The window a store is asked about at `now`: the slots of the last [`WINDOW`].
 pub fn window(now: Instant) -> (Instant, Instant) {
     (now - WINDOW, now)
+}
+
+/// The question to ask the store about `lp` at `now`: its skipped rows of the last
+/// [`WINDOW`], and the slots it had since then (or since its creation) up to
+/// [`GRACE`] and its jitter before `now` — counted on its grid for interval and
+/// dynamic schedules, listed for the others.
+pub fn facts_query(lp: &Loop, now: Instant) -> FactsQuery {
+    let (from, _) = window(now);
+    // A jittered slot comes due up to `jitterMs` after it.
+    let jitter = TimeDelta::milliseconds(i64::try_from(lp.jitter_ms).unwrap_or(i64::MAX));
+    let slot_window = (from.max(lp.created_at), now - GRACE - jitter);
+    let grid = match schedule::window_slots(lp, slot_window.0, slot_window.1) {
+        Ok(schedule::WindowSlots::Grid {
+            anchor, every_ms, ..
+        }) => Some((anchor, every_ms)),
+        _ => None,
+    };
+    FactsQuery {
+        loop_id: lp.id.clone(),
+        window: window(now),
+        slot_window,
+        grid,
+    }
 }
 
 /// How a loop is doing, worst first in declaration order reversed.
@@ -260,21 +311,21 @@ fn period_rules(
     fails: &mut Vec<String>,
     warns: &mut Vec<String>,
 ) -> Result<u64, ScheduleError> {
-    // Missed slots: the schedule's slots in the window without any row.
-    let (mut from, _) = window(now);
-    from = from.max(lp.created_at);
+    // Missed slots: the schedule's slots in the window without any row, from the
+    // oldest kept row on (retention may have deleted older ones).
+    let (mut from, to) = facts_query(lp, now).slot_window;
     if let Some(oldest) = facts.oldest_slot.filter(|o| *o > from) {
         from = oldest;
     }
-    // A jittered slot comes due up to `jitterMs` after it.
-    let jitter = TimeDelta::milliseconds(i64::try_from(lp.jitter_ms).unwrap_or(i64::MAX));
-    let to = now - GRACE - jitter;
     let slots = schedule::window_slots(lp, from, to)?;
-    let present = facts
-        .window_slots
-        .iter()
-        .filter(|s| **s >= from && **s <= to && slots.contains(**s))
-        .count() as u64;
+    let present = match &facts.window_slots {
+        SlotRows::Listed(rows) => rows
+            .iter()
+            .filter(|s| **s >= from && **s <= to && slots.contains(**s))
+            .count() as u64,
+        // Counted by the store on this grid; no row lies before the oldest one.
+        SlotRows::OnGrid(count) => *count,
+    };
     let missed = slots.len().saturating_sub(present);
     if missed > 0 {
         warns.push(format!(
@@ -428,11 +479,13 @@ mod tests {
             .take_while(|r| r.status != RunStatus::Succeeded)
             .filter(|r| r.status.is_failure())
             .count() as u64;
-        let window_slots = (0..=24)
-            .rev()
-            .filter(|h| !gaps.contains(h))
-            .map(|h| now - TimeDelta::hours(i64::from(h)))
-            .collect();
+        let window_slots = SlotRows::Listed(
+            (0..=24)
+                .rev()
+                .filter(|h| !gaps.contains(h))
+                .map(|h| now - TimeDelta::hours(i64::from(h)))
+                .collect(),
+        );
         RunFacts {
             window_skipped: recent
                 .iter()
@@ -447,6 +500,42 @@ mod tests {
     }
 
     use RunStatus::{Abandoned, Failed, Running, Skipped, Succeeded, TimedOut};
+
+    fn listed(f: &mut RunFacts) -> &mut Vec<Instant> {
+        match &mut f.window_slots {
+            SlotRows::Listed(v) => v,
+            SlotRows::OnGrid(_) => panic!("listed slots expected"),
+        }
+    }
+
+    #[test]
+    fn interval_slots_are_counted_on_their_grid_others_listed() {
+        let now = t(NOW);
+        let q = facts_query(&hourly(), now);
+        assert_eq!(q.window, (now - WINDOW, now));
+        assert_eq!(q.slot_window, (now - WINDOW, now - GRACE));
+        assert_eq!(q.grid, Some((t("2026-03-10T13:00:00Z"), 3_600_000)));
+        // The store's count stands in for the listed slots: 24 of the 24 slots from
+        // 12:00 yesterday (exclusive of today's, within the grace) … 11:00 present.
+        let mut f = facts(&[Succeeded], &[]);
+        f.window_slots = SlotRows::OnGrid(24);
+        assert_eq!(assess(&hourly(), &f, now).missed_slots, 0);
+        f.window_slots = SlotRows::OnGrid(21);
+        assert_eq!(assess(&hourly(), &f, now).missed_slots, 3);
+        // Cron slots are listed; a jittered loop's window ends its jitter earlier.
+        let mut lp = hourly();
+        lp.schedule = crate::Schedule::Cron {
+            expression: "0 * * * *".into(),
+            timezone: "UTC".into(),
+        };
+        lp.jitter_ms = 600_000;
+        let q = facts_query(&lp, now);
+        assert_eq!(q.grid, None);
+        assert_eq!(q.slot_window.1, now - GRACE - TimeDelta::minutes(10));
+        // A loop created an hour ago is asked about its hour only.
+        lp.created_at = now - TimeDelta::hours(1);
+        assert_eq!(facts_query(&lp, now).slot_window.0, lp.created_at);
+    }
 
     #[test]
     fn verdicts_by_rule() {
@@ -543,7 +632,7 @@ mod tests {
         let mut f = facts(&[Succeeded], &[]);
         f.recent[0] = run("2026-03-10T07:00:00Z", Succeeded);
         f.last_success = Some(f.recent[0].clone());
-        f.window_slots.retain(|s| *s <= t("2026-03-10T07:00:00Z"));
+        listed(&mut f).retain(|s| *s <= t("2026-03-10T07:00:00Z"));
         let h = assess(&lp, &f, now);
         assert_eq!(h.verdict, Verdict::Fail, "{:?}", h.reasons);
         assert_eq!(
@@ -578,7 +667,7 @@ mod tests {
         let mut f = facts(&[Succeeded], &[]);
         f.recent[0] = run("2026-03-10T09:00:00Z", Succeeded);
         f.last_success = Some(f.recent[0].clone());
-        f.window_slots.retain(|s| *s <= t("2026-03-10T09:00:00Z"));
+        listed(&mut f).retain(|s| *s <= t("2026-03-10T09:00:00Z"));
         let h = assess(&lp, &f, now);
         assert!(
             h.reasons.iter().any(|r| r == "no run for 2h59m"),
@@ -589,14 +678,14 @@ mod tests {
         let mut lp = hourly();
         lp.created_at = t("2026-03-10T06:30:00Z");
         let mut f = facts(&[Succeeded], &[]);
-        f.window_slots = vec![t("2026-03-10T11:00:00Z"), t("2026-03-10T12:00:00Z")];
+        *listed(&mut f) = vec![t("2026-03-10T11:00:00Z"), t("2026-03-10T12:00:00Z")];
         f.oldest_slot = Some(t("2026-03-10T11:00:00Z"));
         // Retention kept rows from 11:00 on: nothing before counts as missed.
         assert_eq!(assess(&lp, &f, now).missed_slots, 0);
         f.oldest_slot = Some(t("2026-03-10T07:00:00Z"));
         assert_eq!(assess(&lp, &f, now).missed_slots, 4);
         // The slot that just came due (within the grace) is not missed yet.
-        f.window_slots.pop();
+        listed(&mut f).pop();
         assert_eq!(assess(&lp, &f, now).missed_slots, 4);
     }
 

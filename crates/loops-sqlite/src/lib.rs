@@ -32,7 +32,7 @@ mod workflows;
 pub use open::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreResult};
-use loops_core::health::RunFacts;
+use loops_core::health::{FactsQuery, RunFacts};
 use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId};
 use loops_store::{
     BatchClaim, ClaimOutcome, DaemonLease, Fence, ImportBatch, Imported, LeaseAcquire, LeaseHolder,
@@ -255,13 +255,8 @@ impl Store for SqliteStore {
         runs::prune_runs(self, policy, dry_run)
     }
 
-    fn run_facts(
-        &self,
-        loops: &[LoopId],
-        window: (Instant, Instant),
-        recent: usize,
-    ) -> StoreResult<Vec<RunFacts>> {
-        reports::run_facts(self, loops, window, recent)
+    fn run_facts(&self, queries: &[FactsQuery], recent: usize) -> StoreResult<Vec<RunFacts>> {
+        reports::run_facts(self, queries, recent)
     }
 
     fn usage_since(&self, since: Instant) -> StoreResult<Vec<UsageRow>> {

@@ -19,6 +19,10 @@ const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// `PRAGMA application_id` of a loops database (ASCII "loop"); set by migration 1.
 const APPLICATION_ID: i64 = 0x6C6F_6F70;
 
+/// How much of the file a read-only connection maps into memory (SQLite's
+/// `mmap_size`; the file is read through the mapping, not with a syscall per page).
+const READ_ONLY_MMAP_BYTES: i64 = 256 << 20;
+
 /// One embedded schema migration. Applied migrations are never edited: add a file.
 struct Migration {
     version: i64,
@@ -52,10 +56,17 @@ const MIGRATIONS: &[Migration] = &[
         name: "labels, jitter, notifications",
         sql: include_str!("../migrations/0005_operability.sql"),
     },
+    // 6 is taken by a branch that has not landed yet; migrations are applied by
+    // version, whichever lands first (see `complete_up_to`).
+    Migration {
+        version: 7,
+        name: "health and usage indexes",
+        sql: include_str!("../migrations/0007_health_usage_indexes.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 7;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to
@@ -137,6 +148,10 @@ impl SqliteStore {
             return Err(needs_setup(found));
         }
         conn.pragma_update(None, "foreign_keys", true)
+            .map_err(from_sqlite)?;
+        // A reader touches pages of the whole file (`health` reads every loop's newest
+        // runs): mapped, they are read without a pread(2) each.
+        conn.pragma_update(None, "mmap_size", READ_ONLY_MMAP_BYTES)
             .map_err(from_sqlite)?;
         conn.set_prepared_statement_cache_capacity(64);
         Ok(Self::with_connection(conn, Some(path)))
@@ -360,13 +375,14 @@ fn inspect_schema(conn: &Connection, display: &str) -> StoreResult<i64> {
         }
         return Ok(0);
     }
-    let version: i64 = conn
-        .query_row(
-            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-            [],
-            |r| r.get(0),
-        )
+    let recorded: Vec<i64> = conn
+        .prepare("SELECT version FROM schema_migrations ORDER BY version")
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<i64>>>()
+        })
         .map_err(classify)?;
+    let version = recorded.last().copied().unwrap_or(0);
     if version > SCHEMA_VERSION {
         return Err(StoreError::TooNew {
             path: display.to_owned(),
@@ -374,7 +390,22 @@ fn inspect_schema(conn: &Connection, display: &str) -> StoreResult<i64> {
             known: SCHEMA_VERSION,
         });
     }
-    Ok(version)
+    Ok(complete_up_to(&recorded))
+}
+
+/// The schema version a database with these migrations recorded is complete up to:
+/// the last of ours before the first one it lacks. Below [`SCHEMA_VERSION`] means
+/// migrations are pending — also one numbered below a recorded one, as when two
+/// branches each added a migration and the higher-numbered one landed first.
+fn complete_up_to(recorded: &[i64]) -> i64 {
+    let mut complete = 0;
+    for m in MIGRATIONS {
+        if !recorded.contains(&m.version) {
+            break;
+        }
+        complete = m.version;
+    }
+    complete
 }
 
 /// Connection pragmas, then migrations when `found` (the inspected version) is behind.
@@ -433,10 +464,11 @@ fn migrate(conn: &mut Connection, path: &str) -> Result<()> {
                  applied_at TEXT NOT NULL
              )",
         )?;
-        let current: i64 = tx.query_row(
-            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-            [],
-            |r| r.get(0),
+        let (current, applied): (i64, bool) = tx.query_row(
+            "SELECT COALESCE(MAX(version), 0), EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1) \
+             FROM schema_migrations",
+            [m.version],
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         if current > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
@@ -446,7 +478,9 @@ fn migrate(conn: &mut Connection, path: &str) -> Result<()> {
             }
             .into());
         }
-        if current >= m.version {
+        // By version, not by the highest one recorded: a migration numbered below an
+        // applied one (another branch's, landed later) is still applied.
+        if applied {
             continue;
         }
         tx.execute_batch(m.sql)?;
@@ -490,8 +524,27 @@ mod tests {
     fn schema_version_is_the_last_migration() {
         let last = MIGRATIONS.last().map(|m| m.version);
         assert_eq!(last, Some(SCHEMA_VERSION));
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.version, i as i64 + 1, "migrations are numbered 1, 2, 3…");
+        for (i, pair) in MIGRATIONS.windows(2).enumerate() {
+            assert!(
+                pair[0].version < pair[1].version,
+                "migrations are numbered upwards (entry {i})"
+            );
         }
+        // Only 6 may be missing (a branch that has not landed yet).
+        let versions: Vec<i64> = MIGRATIONS.iter().map(|m| m.version).collect();
+        let missing: Vec<i64> = (1..=SCHEMA_VERSION)
+            .filter(|v| !versions.contains(v))
+            .collect();
+        assert!(missing.is_empty() || missing == [6], "{missing:?}");
+    }
+
+    #[test]
+    fn a_migration_below_a_recorded_one_is_still_pending() {
+        let all: Vec<i64> = MIGRATIONS.iter().map(|m| m.version).collect();
+        assert_eq!(complete_up_to(&all), SCHEMA_VERSION);
+        assert_eq!(complete_up_to(&[]), 0);
+        assert_eq!(complete_up_to(&[1, 2, 3]), 3);
+        // 4 missing under a recorded 5: complete up to 3 only, so 4 is applied.
+        assert_eq!(complete_up_to(&[1, 2, 3, 5]), 3);
     }
 }

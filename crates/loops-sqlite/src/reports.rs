@@ -10,7 +10,7 @@ use crate::codec::{
 };
 use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
-use loops_core::health::{RunBrief, RunFacts};
+use loops_core::health::{FactsQuery, RunBrief, RunFacts, SlotRows};
 use loops_core::{Instant, LoopId, RunStatus, StepId, WorkflowId};
 use loops_store::{UsageRow, UsageSource};
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -37,25 +37,24 @@ fn brief_from_row(row: &Row<'_>) -> Result<(RunBrief, i64)> {
 
 pub(crate) fn run_facts(
     store: &SqliteStore,
-    loops: &[LoopId],
-    window: (Instant, Instant),
+    queries: &[FactsQuery],
     recent: usize,
 ) -> StoreResult<Vec<RunFacts>> {
     store.read(|conn| {
-        loops
+        // One read transaction: one snapshot for every loop, and SQLite takes its
+        // shared lock once instead of once per statement (thousands of fcntl calls).
+        let tx = conn.unchecked_transaction()?;
+        let facts = queries
             .iter()
-            .map(|id| loop_facts(conn, id, window, recent))
-            .collect()
+            .map(|q| loop_facts(&tx, q, recent))
+            .collect::<Result<Vec<_>>>()?;
+        tx.finish()?;
+        Ok(facts)
     })
 }
 
-fn loop_facts(
-    conn: &Connection,
-    id: &LoopId,
-    (from, to): (Instant, Instant),
-    recent: usize,
-) -> Result<RunFacts> {
-    let id = id.as_str();
+fn loop_facts(conn: &Connection, q: &FactsQuery, recent: usize) -> Result<RunFacts> {
+    let id = q.loop_id.as_str();
     let mut facts = RunFacts::default();
     let mut rows = Vec::new();
     {
@@ -120,33 +119,49 @@ fn loop_facts(
     }
     facts.recent = rows.into_iter().map(|(r, _)| r).collect();
 
-    // The window's slots, from the slot index alone.
-    {
-        let mut stmt = conn.prepare_cached(
-            "SELECT DISTINCT scheduled_for FROM runs \
-             WHERE loop_id = ?1 AND scheduled_for >= ?2 AND scheduled_for <= ?3 \
-             ORDER BY scheduled_for",
-        )?;
-        let mut query = stmt.query(params![id, ms(&from), ms(&to)])?;
-        while let Some(row) = query.next()? {
-            facts
-                .window_slots
-                .push(instant_from_ms(row.get(0)?, "scheduled_for")?);
-        }
-    }
-    facts.window_skipped = conn
+    // One statement for the rest: the oldest slot (one index probe), the window's
+    // skipped rows (the partial index of skipped rows) and, for a grid, its distinct
+    // slots counted from the slot index alone (no row leaves SQLite).
+    let (from, to) = (ms(&q.window.0), ms(&q.window.1));
+    let (slots_from, slots_to) = (ms(&q.slot_window.0), ms(&q.slot_window.1));
+    let (anchor, every) = match q.grid {
+        Some((anchor, every)) => (Some(ms(&anchor)), Some(sat_i64(every).max(1))),
+        None => (None, None),
+    };
+    let (oldest, skipped, on_grid): (Option<i64>, i64, Option<i64>) = conn
         .prepare_cached(
-            "SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND status = 'skipped' \
-             AND scheduled_for >= ?2 AND scheduled_for <= ?3",
+            "SELECT (SELECT MIN(scheduled_for) FROM runs WHERE loop_id = ?1), \
+               (SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND status = 'skipped' \
+                  AND scheduled_for >= ?2 AND scheduled_for <= ?3), \
+               CASE WHEN ?6 IS NULL THEN NULL ELSE \
+                 (SELECT COUNT(DISTINCT scheduled_for) FROM runs WHERE loop_id = ?1 \
+                    AND scheduled_for >= ?4 AND scheduled_for <= ?5 \
+                    AND (scheduled_for - ?6) % ?7 = 0) END",
         )?
-        .query_row(params![id, ms(&from), ms(&to)], |r| r.get::<_, i64>(0))?
-        .try_into()
-        .unwrap_or(0);
-    facts.oldest_slot = conn
-        .prepare_cached("SELECT MIN(scheduled_for) FROM runs WHERE loop_id = ?1")?
-        .query_row([id], |r| r.get::<_, Option<i64>>(0))?
+        .query_row(
+            params![id, from, to, slots_from, slots_to, anchor, every],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+    facts.oldest_slot = oldest
         .map(|v| instant_from_ms(v, "scheduled_for"))
         .transpose()?;
+    facts.window_skipped = skipped.try_into().unwrap_or(0);
+    facts.window_slots = match on_grid {
+        Some(count) => SlotRows::OnGrid(count.try_into().unwrap_or(0)),
+        None => {
+            let mut listed = Vec::new();
+            let mut stmt = conn.prepare_cached(
+                "SELECT DISTINCT scheduled_for FROM runs \
+                 WHERE loop_id = ?1 AND scheduled_for >= ?2 AND scheduled_for <= ?3 \
+                 ORDER BY scheduled_for",
+            )?;
+            let mut query = stmt.query(params![id, slots_from, slots_to])?;
+            while let Some(row) = query.next()? {
+                listed.push(instant_from_ms(row.get(0)?, "scheduled_for")?);
+            }
+            SlotRows::Listed(listed)
+        }
+    };
     Ok(facts)
 }
 

@@ -75,7 +75,7 @@ pub use types::{
     RunFilter, RunWrite, RunWritten, UnreadableLoop, UsageRow, UsageSource,
 };
 
-use loops_core::health::RunFacts;
+use loops_core::health::{FactsQuery, RunFacts};
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
@@ -225,20 +225,16 @@ pub trait Store: WorkflowStore + Send + Sync {
     fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize>;
 
     // ---- reports and imports ----
-    /// What `loops health` needs to know about the runs of each of `loops`, in the
-    /// order given ([`RunFacts`]): the newest `recent` rows (newest first, by
+    /// What `loops health` needs to know about the runs of each loop asked about, in
+    /// the order asked ([`RunFacts`]): the newest `recent` rows (newest first, by
     /// creation), the newest success, the failed attempts recorded after it, the
-    /// distinct slots and the `skipped` rows whose `scheduledFor` lies in `window`
-    /// (inclusive), and the oldest slot of any row. A loop without runs (or unknown)
-    /// gets empty facts. Each loop costs a few bounded index lookups — the newest
-    /// rows, the window's rows — never a scan of its whole history (except to find
-    /// the last success of a loop whose `recent` rows hold none).
-    fn run_facts(
-        &self,
-        loops: &[LoopId],
-        window: (Instant, Instant),
-        recent: usize,
-    ) -> Result<Vec<RunFacts>>;
+    /// `skipped` rows with `scheduledFor` in the query's `window`, the slots of its
+    /// rows in its `slot_window` (each bound inclusive) — the distinct ones on the
+    /// query's grid counted, else listed — and the oldest slot of any row. A loop
+    /// without runs (or unknown) gets empty facts. Each loop costs a few bounded index
+    /// lookups — its newest rows, its window's rows — never a scan of its whole history
+    /// (except to find the last success of a loop whose `recent` rows hold none).
+    fn run_facts(&self, queries: &[FactsQuery], recent: usize) -> Result<Vec<RunFacts>>;
     /// Agent usage recorded on runs and step runs that finished at or after `since`,
     /// oldest first, through an index of the rows that carry usage (not a scan of
     /// every run).

@@ -71,10 +71,11 @@ impl Client {
                 }),
             }
         }
-        let ids: Vec<LoopId> = readable.iter().map(|l| l.id.clone()).collect();
-        let facts = self
-            .store
-            .run_facts(&ids, health::window(now), health::RECENT_RUNS)?;
+        let queries: Vec<_> = readable
+            .iter()
+            .map(|lp| health::facts_query(lp, now))
+            .collect();
+        let facts = self.store.run_facts(&queries, health::RECENT_RUNS)?;
         for (lp, facts) in readable.into_iter().zip(facts) {
             if !health::is_listed(&lp, &facts) {
                 continue;
