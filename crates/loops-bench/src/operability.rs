@@ -53,7 +53,7 @@ impl Bencher {
             let client = Client::open_read_only(&data)?;
             open.push(ms(t.elapsed()));
             let t = Mono::now();
-            let r = client.health(Utc::now(), |_| true)?;
+            let r = client.health(Utc::now(), &[])?;
             report.push(ms(t.elapsed()));
             use loops_core::health::Verdict;
             counts = [Verdict::Ok, Verdict::Warn, Verdict::Fail].map(|v| r.count(v));

@@ -26,8 +26,11 @@
 //! ```
 
 mod health;
+mod portable;
+mod usage;
 
 pub use health::{HealthReport, LoopHealth};
+pub use portable::{ImportOptions, ImportReport, ImportedLoop};
 
 use crate::clock::SystemClock;
 use crate::engine::{Engine, EngineConfig};

@@ -13,6 +13,7 @@
 //! inspecting and migrating the file), `codec` (columns and rows), `loops` (loop rows),
 //! `claims`, `finalize` (a batch of run writes), `runs` (leases of runs and queries),
 //! `reports` (health facts and usage), `import` (one import in one transaction),
+//! [`openloops`] (reading an OpenLoops 0.3 database for `import --from-openloops`),
 //! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance)
 //! and `workflows`. SQL lives only in this crate.
 
@@ -25,6 +26,7 @@ mod import;
 mod lease;
 mod loops;
 mod open;
+pub mod openloops;
 mod reports;
 mod runs;
 mod workflows;

@@ -17,7 +17,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// First 16 bytes of every SQLite 3 database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// `PRAGMA application_id` of a loops database (ASCII "loop"); set by migration 1.
-const APPLICATION_ID: i64 = 0x6C6F_6F70;
+pub(crate) const APPLICATION_ID: i64 = 0x6C6F_6F70;
 
 /// How much of the file a read-only connection maps into memory (SQLite's
 /// `mmap_size`; the file is read through the mapping, not with a syscall per page).
@@ -274,7 +274,7 @@ fn io_error(path: &Path, e: std::io::Error) -> StoreError {
 
 /// `path` for a `file:` URI: everything but unreserved characters and `/`
 /// percent-encoded, so spaces, `?`, `#` and `%` in a data dir stay part of the path.
-fn uri_path(path: &Path) -> String {
+pub(crate) fn uri_path(path: &Path) -> String {
     #[cfg(unix)]
     let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
     #[cfg(not(unix))]
@@ -324,7 +324,7 @@ fn classify_open_error(e: rusqlite::Error, display: &str) -> StoreError {
 /// Reads only the first bytes of `path`: `false` when it is empty, `true` when it
 /// starts like a SQLite database, [`StoreError::Corrupt`] otherwise — so SQLite never
 /// even sees a foreign file.
-fn has_sqlite_header(path: &Path) -> StoreResult<bool> {
+pub(crate) fn has_sqlite_header(path: &Path) -> StoreResult<bool> {
     let display = path.display().to_string();
     let mut file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
     let meta = file.metadata().map_err(|e| io_error(path, e))?;

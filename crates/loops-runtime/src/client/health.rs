@@ -3,7 +3,7 @@
 
 use super::{Client, Result};
 use loops_core::health::{self, Health, Verdict};
-use loops_core::{Instant, Loop, LoopId, LoopStatus};
+use loops_core::{Instant, LoopId, LoopStatus};
 
 /// One line of a health report (JSON: the loop's id, name and status, then the
 /// [`Health`] fields).
@@ -47,18 +47,21 @@ impl HealthReport {
 }
 
 impl Client {
-    /// Judges every active loop, and every loop the engine parked, at `now`; with
-    /// `select`, only the loops it accepts (e.g. by label). A loop row this build cannot
-    /// read is reported as failing. Costs a few index lookups per loop
-    /// ([`loops_store::Store::run_facts`]).
-    pub fn health(&self, now: Instant, select: impl Fn(&Loop) -> bool) -> Result<HealthReport> {
+    /// Judges every active loop, and every loop the engine parked, at `now` — only
+    /// those carrying every one of `labels`, when any are given. A loop row this build
+    /// cannot read is reported as failing (whatever the labels). Costs a few index
+    /// lookups per loop ([`loops_store::Store::run_facts`]).
+    pub fn health(&self, now: Instant, labels: &[String]) -> Result<HealthReport> {
+        for label in labels {
+            loops_core::validate::label(label)?;
+        }
         let mut readable = Vec::new();
         let mut loops = Vec::new();
         for row in self.store.loop_rows(None)? {
             match row {
                 // Paused loops are asked about too: a parked one is paused.
                 Ok(lp) if matches!(lp.status, LoopStatus::Active | LoopStatus::Paused) => {
-                    if select(&lp) {
+                    if super::portable::has_labels(&lp, labels) {
                         readable.push(lp);
                     }
                 }
