@@ -11,8 +11,7 @@ use loops_core::health::{age_text, Verdict};
 
 pub fn run(ctx: &Context, args: HealthArgs) -> Result<Exit, Failure> {
     let now = output::now();
-    let _ = &args;
-    let report = ctx.reader()?.health(now, |_| true)?;
+    let report = ctx.reader()?.health(now, &args.labels)?;
     let verdict = report.verdict();
     let exit = if verdict == Verdict::Fail {
         Exit::Failed

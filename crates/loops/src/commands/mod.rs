@@ -6,13 +6,16 @@ mod completions;
 mod create;
 mod daemon;
 mod doctor;
+mod export;
 mod health;
+mod import;
 mod lifecycle;
 mod list;
 mod prune;
 mod run_now;
 mod runs;
 mod tick;
+mod usage;
 mod workflows;
 
 use crate::cli::{Cli, Command};
@@ -91,6 +94,9 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Tick(args) => tick::run(&ctx, args),
         Command::Doctor => doctor::run(&ctx),
         Command::Health(args) => health::run(&ctx, args),
+        Command::Usage(args) => usage::run(&ctx, args),
+        Command::Export(args) => export::run(&ctx, args),
+        Command::Import(args) => import::run(&ctx, args),
         Command::Prune(args) => prune::run(&ctx, args),
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),
