@@ -24,12 +24,14 @@
 mod claims;
 mod leases;
 mod loops;
+mod reports;
 mod runs;
 mod workflows;
 
 pub use claims::*;
 pub use leases::*;
 pub use loops::*;
+pub use reports::*;
 pub use runs::*;
 pub use workflows::*;
 
@@ -114,6 +116,10 @@ macro_rules! store_suite {
             workflow_saves_append_events_in_sequence,
             workflow_cancel_requests_and_pruning,
             workflow_writes_are_fenced,
+            // imports and roll-ups
+            import_is_one_transaction_or_nothing,
+            run_facts_reports_recent_rows_success_and_window,
+            usage_since_lists_runs_and_steps_with_usage,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -280,6 +286,7 @@ mod tests {
             include_str!("runs.rs"),
             include_str!("leases.rs"),
             include_str!("workflows.rs"),
+            include_str!("reports.rs"),
         ];
         let this = include_str!("mod.rs");
         let listed = &this[this.find("macro_rules! store_suite").unwrap()..];
@@ -297,6 +304,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 38);
+        assert_eq!(count, 41);
     }
 }
