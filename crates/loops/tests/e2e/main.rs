@@ -12,6 +12,7 @@ mod daemon;
 mod loops_cli;
 mod mock_model;
 mod operability_define;
+mod operability_report;
 mod portable;
 mod trust_daemon;
 mod trust_engine;
