@@ -15,6 +15,7 @@
 //! cargo run --release -p loops-bench -- tick-cost              # scheduling cost with 100k loops
 //! cargo run --release -p loops-bench -- soak --secs 120        # bounded store under retention
 //! cargo run --release -p loops-bench -- quick-check            # daemon start-up check, 100k runs
+//! cargo run --release -p loops-bench -- cli-edit               # `loops edit`, `runs --status failed --since 1d`
 //! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
 //! ```
 //!
@@ -33,7 +34,7 @@ use loops_core::{
 use loops_runtime::client::{Client, LoopDefinition};
 use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
 use loops_sqlite::SqliteStore;
-use loops_store::{ClaimRequest, RunFilter, RunWrite, Store};
+use loops_store::{BatchClaim, ClaimOutcome, ClaimRequest, OnRefusal, RunFilter, RunWrite, Store};
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -147,6 +148,23 @@ enum Bench {
         #[arg(long, default_value = "10s")]
         prune_every: String,
     },
+    /// Wall clock of `loops edit` and of `loops runs --status failed --since 1d` over
+    /// N loops and M finished runs spread over the last days (issue #11).
+    CliEdit {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100_000)]
+        runs: usize,
+        /// Every Nth run failed (the rest succeeded).
+        #[arg(long, default_value_t = 10)]
+        failed_every: usize,
+        /// Days the runs' creation instants spread over, ending now.
+        #[arg(long, default_value_t = 5)]
+        days: u32,
+        /// Timed invocations of each command.
+        #[arg(long, default_value_t = 50)]
+        calls: usize,
+    },
     /// `PRAGMA quick_check` (what `loops daemon run` runs before taking the store, and
     /// `integrity_check`, what `loops doctor` runs) over N loops and M finished runs.
     QuickCheck {
@@ -237,6 +255,13 @@ fn main() -> Result<()> {
             output_bytes,
             reps,
         } => bench.quick_check(loops, runs, output_bytes, reps),
+        Bench::CliEdit {
+            loops,
+            runs,
+            failed_every,
+            days,
+            calls,
+        } => bench.cli_edit(loops, runs, failed_every, days, calls),
         Bench::Health {
             loops,
             runs,
@@ -701,6 +726,7 @@ fn all_runs(db: &Path) -> Result<Vec<Run>> {
     Ok(store.list_runs(&RunFilter {
         loop_id: None,
         limit: None,
+        ..RunFilter::default()
     })?)
 }
 
@@ -756,6 +782,67 @@ fn add_history(db: &Path, loops: usize, count: usize) -> Result<Duration> {
             outcome,
         };
         store.record_run_writes(&[finish], now, None)?.remove(0)?;
+    }
+    Ok(start.elapsed())
+}
+
+/// Adds `count` finished ad-hoc runs over every loop of the store, created at instants
+/// spread evenly over the last `days` days (every `failed_every`th failed, the rest
+/// succeeded), in batches of 1,000 claims and 1,000 finalizations. Returns the time
+/// taken.
+fn add_spread_history(db: &Path, count: usize, failed_every: usize, days: u32) -> Result<Duration> {
+    const BATCH: usize = 1_000;
+    let store = SqliteStore::open(db)?;
+    let targets = store.list_loops(None)?;
+    ensure!(!targets.is_empty(), "no loops to attach runs to");
+    let end = Utc::now();
+    let span_ms = i64::from(days) * 86_400_000;
+    let origin = chrono::DateTime::from_timestamp_millis(1_577_836_800_000).unwrap_or_default();
+    let start = Mono::now();
+    let mut i = 0;
+    while i < count {
+        let n = BATCH.min(count - i);
+        let at = |k: usize| {
+            let k = i64::try_from(k).unwrap_or(i64::MAX);
+            let total = i64::try_from(count).unwrap_or(i64::MAX).max(1);
+            end - TimeDelta::milliseconds(span_ms - span_ms * k / total)
+        };
+        let claims: Vec<BatchClaim> = (i..i + n)
+            .map(|k| BatchClaim {
+                request: ClaimRequest {
+                    loop_id: targets[k % targets.len()].id.clone(),
+                    scheduled_for: origin + millis(k),
+                    runner_id: "loops-bench".into(),
+                    source: RunSource::AdHoc,
+                    now: at(k),
+                    require_no_running: false,
+                },
+                advance: None,
+                on_refusal: OnRefusal::Keep,
+            })
+            .collect();
+        let mut writes = Vec::with_capacity(n);
+        for (k, outcome) in (i..).zip(store.claim_runs(&claims, None)?) {
+            let ClaimOutcome::Claimed(run) = outcome else {
+                bail!("history claim refused: {outcome:?}");
+            };
+            let failed = k % failed_every == 0;
+            let status = if failed {
+                RunStatus::Failed
+            } else {
+                RunStatus::Succeeded
+            };
+            let mut outcome = RunOutcome::new(status, at(k) + TimeDelta::milliseconds(50));
+            outcome.exit_code = Some(i32::from(failed));
+            writes.push(RunWrite::Finished {
+                run: run.id,
+                outcome,
+            });
+        }
+        for written in store.record_run_writes(&writes, end, None)? {
+            written?;
+        }
+        i += n;
     }
     Ok(start.elapsed())
 }
@@ -1007,6 +1094,125 @@ impl Bencher {
             );
             flush();
         }
+        Ok(())
+    }
+
+    /// Benchmark 10 (issue #11): `loops edit` (a description, then a new schedule) and
+    /// `loops runs --status failed --since 1d` against `loops` loops and `runs` finished
+    /// runs created over the last `days` days, every `failed_every`th of them failed.
+    fn cli_edit(
+        &self,
+        loops: usize,
+        runs: usize,
+        failed_every: usize,
+        days: u32,
+        calls: usize,
+    ) -> Result<()> {
+        let dir = self.fresh_dir()?;
+        let data = dir.data();
+        let client = Client::open(&data)?;
+        let now = Utc::now();
+        let (_, setup) = populate(&client, loops, "edit", Exec::True, |_| {
+            (every(3_600_000), now)
+        })?;
+        drop(client);
+        eprintln!("{loops} loops created in {:.1} s", setup.as_secs_f64());
+        let took = add_spread_history(&dir.db(), runs, failed_every.max(1), days)?;
+        eprintln!(
+            "{runs} finished runs over {days} days added in {:.1} s, db {:.1} MB",
+            took.as_secs_f64(),
+            file_len(&dir.db()) as f64 / 1e6
+        );
+        let store = SqliteStore::open(&dir.db())?;
+        let filter = RunFilter {
+            statuses: vec![RunStatus::Failed],
+            since: Some(Utc::now() - TimeDelta::days(1)),
+            limit: Some(20),
+            ..RunFilter::default()
+        };
+        let matching = store
+            .list_runs(&RunFilter {
+                limit: None,
+                ..filter.clone()
+            })?
+            .len();
+        println!(
+            "query plan of `runs --status failed --since 1d`: {}\n",
+            store.runs_query_plan(&filter)?.join(" | ")
+        );
+        drop(store);
+        println!("| command | calls | median ms | p90 ms | p99 ms | max ms | target | verdict |");
+        println!("|---|---:|---:|---:|---:|---:|---|---|");
+        let row = |what: &str, st: &Stats, target: Option<f64>| {
+            let (t, v) = match target {
+                Some(t) => (format!("≤ {t} ms"), verdict(st.p50 <= t).to_owned()),
+                None => ("–".to_owned(), "–".to_owned()),
+            };
+            println!(
+                "| {what} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {t} | {v} |",
+                st.n, st.p50, st.p90, st.p99, st.max
+            );
+            flush();
+        };
+        let floor = self.time_cli_n(&data, &["--version"], calls)?;
+        row("`loops --version` (process floor)", &floor, None);
+        let name = |i: usize| format!("edit-{}", i % loops.max(1));
+        let mut samples = Vec::with_capacity(calls);
+        for i in 0..calls {
+            let (n, d) = (name(i), format!("edited {i}"));
+            samples.push(ms(self.time_cli(&data, &["edit", &n, "-d", &d])?));
+        }
+        row(
+            "`loops edit edit-N -d TEXT`",
+            &Stats::of(samples),
+            Some(15.0),
+        );
+        let mut samples = Vec::with_capacity(calls);
+        for i in 0..calls {
+            let (n, e) = (name(i), if i % 2 == 0 { "2h" } else { "3h" });
+            samples.push(ms(self.time_cli(&data, &["edit", &n, "--every", e])?));
+        }
+        row(
+            "`loops edit edit-N --every 2h` (replanned)",
+            &Stats::of(samples),
+            Some(15.0),
+        );
+        let mut samples = Vec::with_capacity(calls);
+        for i in 0..calls {
+            let (n, d) = (name(i), format!("json {i}"));
+            samples.push(ms(self.time_cli(&data, &["--json", "edit", &n, "-d", &d])?));
+        }
+        row(
+            "`loops --json edit edit-N -d TEXT`",
+            &Stats::of(samples),
+            Some(15.0),
+        );
+        let args = ["runs", "--status", "failed", "--since", "1d"];
+        row(
+            "`loops runs --status failed --since 1d` (20 shown)",
+            &self.time_cli_n(&data, &args, calls)?,
+            Some(20.0),
+        );
+        let args = ["--json", "runs", "--status", "failed", "--since", "1d"];
+        row(
+            "`loops --json runs --status failed --since 1d`",
+            &self.time_cli_n(&data, &args, calls)?,
+            Some(20.0),
+        );
+        let args = [
+            "--json", "runs", "--status", "failed", "--since", "1d", "--limit", "0",
+        ];
+        row(
+            &format!("`… --limit 0` (all {matching} matching)"),
+            &self.time_cli_n(&data, &args, calls)?,
+            None,
+        );
+        let args = ["runs", "edit-7", "--status", "failed", "--since", "1d"];
+        row(
+            "`loops runs edit-7 --status failed --since 1d`",
+            &self.time_cli_n(&data, &args, calls)?,
+            None,
+        );
         Ok(())
     }
 
@@ -1499,6 +1705,7 @@ impl Bencher {
             let listed = store.list_runs(&RunFilter {
                 loop_id: None,
                 limit: None,
+                ..RunFilter::default()
             })?;
             let rows = listed.len();
             // Slots of the last interval, shifted back 1 s so they have run. Retention

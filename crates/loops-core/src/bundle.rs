@@ -724,7 +724,13 @@ mod tests {
             "backup",
             json!({"type": "command", "command": "restic backup", "shell": true, "env": {"API_KEY": "k", "B": "v"}}),
         );
-        let doc = export(std::slice::from_ref(&lp), &[spec("release", "make")], false, now()).unwrap();
+        let doc = export(
+            std::slice::from_ref(&lp),
+            &[spec("release", "make")],
+            false,
+            now(),
+        )
+        .unwrap();
         let doc = serde_json::to_value(doc).unwrap();
         assert_eq!(doc["format"], "loops-bundle");
         assert_eq!(doc["version"], 1);
@@ -771,7 +777,13 @@ mod tests {
             "backup",
             json!({"type": "command", "command": "restic backup", "shell": true, "env": {"API_KEY": "k"}}),
         );
-        let doc = export(std::slice::from_ref(&lp), &[spec("release", "make")], true, now()).unwrap();
+        let doc = export(
+            std::slice::from_ref(&lp),
+            &[spec("release", "make")],
+            true,
+            now(),
+        )
+        .unwrap();
         let doc = serde_json::to_value(doc).unwrap();
         let back = parse(&doc.to_string()).unwrap();
         assert_eq!(back.exported_at, Some(now()));

@@ -12,6 +12,7 @@ pub mod health;
 pub mod ids;
 pub mod limits;
 pub mod model;
+pub mod notify;
 pub mod openloops;
 pub mod schedule;
 pub mod timefmt;

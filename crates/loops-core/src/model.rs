@@ -418,15 +418,24 @@ pub struct Delivery {
     pub loop_id: LoopId,
     pub event: NotifyEvent,
     pub channel: NotifyChannel,
-    /// The command or URL (as configured; a URL's credentials are not stored).
+    /// The command or URL, as configured when the notification was queued (listings
+    /// redact a URL's path like the loop's, unless `--show-output`).
     pub target: String,
     pub status: DeliveryStatus,
+    /// Tries made so far (a webhook retries; a command hook is tried once).
     pub attempts: u32,
     pub last_error: Option<String>,
     #[serde(with = "crate::timefmt")]
     pub created_at: Instant,
     #[serde(with = "crate::timefmt")]
     pub updated_at: Instant,
+    /// The runner delivering it (`host/pid/start-time`) while it is pending; a runner
+    /// that dies leaves it to be taken over.
+    #[serde(skip)]
+    pub claimed_by: Option<String>,
+    /// Until when that claim holds.
+    #[serde(skip)]
+    pub claim_expires_at: Option<Instant>,
 }
 
 /// A loop as requested by a user, before the store gives it an id.

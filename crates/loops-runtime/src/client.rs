@@ -44,7 +44,8 @@ use loops_core::{
 };
 use loops_sqlite::SqliteStore;
 use loops_store::{
-    DaemonLease, LoopAdvance, PrunePolicy, RunFilter, Store, StoreError, UnreadableLoop,
+    DaemonLease, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, Store,
+    StoreError, UnreadableLoop,
 };
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -59,15 +60,18 @@ pub enum RecordKind {
     Loop,
     Workflow,
     WorkflowRun,
+    /// A loop run (`loops logs RUN`): by exact id, then unambiguous id prefix.
+    Run,
 }
 
 impl RecordKind {
-    /// `loop`, `workflow`, `workflow run`.
+    /// `loop`, `workflow`, `workflow run`, `run`.
     pub fn as_str(self) -> &'static str {
         match self {
             RecordKind::Loop => "loop",
             RecordKind::Workflow => "workflow",
             RecordKind::WorkflowRun => "workflow run",
+            RecordKind::Run => "run",
         }
     }
 }
@@ -104,6 +108,8 @@ pub enum ClientError {
     WorkflowNotFound(String),
     #[error("no workflow run with id {0:?}")]
     WorkflowRunNotFound(String),
+    #[error("no run with id {0:?}")]
+    RunNotFound(String),
     #[error(transparent)]
     Recover(#[from] crate::workflow::RecoverError),
     #[error(transparent)]
@@ -139,6 +145,45 @@ pub struct LoopDefinition {
     /// Where the loop's failure (or recovery) notifications go, if anywhere besides the
     /// store-wide default.
     pub notify: Option<loops_core::Notify>,
+}
+
+impl From<&Loop> for LoopDefinition {
+    /// A stored loop's definition, the starting point of an edit ([`Client::edit`]).
+    fn from(lp: &Loop) -> Self {
+        Self {
+            name: lp.name.clone(),
+            description: lp.description.clone(),
+            schedule: lp.schedule.clone(),
+            target: lp.target.clone(),
+            policy: lp.policy(),
+            labels: lp.labels.clone(),
+            notify: lp.notify.clone(),
+        }
+    }
+}
+
+/// What [`Client::check_definition`] hands on: the labels sorted and each once, and
+/// the first slot of a new (or changed) schedule.
+struct CheckedDefinition {
+    labels: Vec<String>,
+    first_slot: Option<Instant>,
+}
+
+/// A query of runs ([`Client::query_runs`]): every filter that is set must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunQuery {
+    /// Only runs of this loop (resolved as [`Client::get`] resolves a key).
+    pub loop_key: Option<String>,
+    /// Only runs of loops carrying every one of these labels.
+    pub labels: Vec<String>,
+    /// Only runs with one of these statuses.
+    pub statuses: Vec<loops_core::RunStatus>,
+    /// Only runs created (started, or recorded skipped) at or after this instant.
+    pub since: Option<Instant>,
+    /// Only runs created before this instant.
+    pub until: Option<Instant>,
+    /// At most this many, newest first; `None` = all.
+    pub limit: Option<usize>,
 }
 
 /// Handle on one loops store.
@@ -239,7 +284,55 @@ impl Client {
     /// active workflow, a schedule that produces no slot. A cron zone is stored in its
     /// canonical IANA spelling (`europe/berlin` → `Europe/Berlin`).
     pub fn create(&self, mut def: LoopDefinition, now: Instant) -> Result<Loop> {
-        validate::loop_name(&def.name)?;
+        let checked = self.check_definition(&mut def, None, now)?;
+        let new = NewLoop {
+            name: def.name,
+            description: def.description,
+            schedule: def.schedule,
+            target: def.target,
+            policy: def.policy,
+            labels: checked.labels,
+            notify: def.notify,
+            next_run_at: checked.first_slot,
+        };
+        let name = new.name.clone();
+        let created = self.store.create_loop(new, now).map_err(|e| match e {
+            StoreError::DuplicateName(_) => self.name_taken(&name, e),
+            e => ClientError::Store(e),
+        })?;
+        crate::wake::poke(&self.data_dir);
+        Ok(created)
+    }
+
+    /// A duplicate name, with the way out when the loop holding it is archived.
+    fn name_taken(&self, name: &str, e: StoreError) -> ClientError {
+        match self.store.get_loop_by_name(name) {
+            Ok(Some(holder)) if holder.status == LoopStatus::Archived => {
+                ClientError::Invalid(format!(
+                    "{e} (archived; `loops archive {} --free-name` frees the name)",
+                    holder.id
+                ))
+            }
+            _ => ClientError::Store(e),
+        }
+    }
+
+    /// The checks [`Client::create`] and [`Client::edit`] share, in one order, so both
+    /// refuse the same definitions with the same messages. `before` is the loop being
+    /// edited (`None` on create): a check about a part the edit leaves as it was is
+    /// skipped — the name rules, a past `--at` or `--expires-at`, the workflow's
+    /// existence — so a loop stored under older rules (or past its expiry) stays
+    /// editable. A cron zone is made canonical in `def`.
+    fn check_definition(
+        &self,
+        def: &mut LoopDefinition,
+        before: Option<&Loop>,
+        now: Instant,
+    ) -> Result<CheckedDefinition> {
+        let new_name = before.is_none_or(|b| b.name != def.name);
+        if new_name {
+            validate::loop_name(&def.name)?;
+        }
         let label = format!("loop {:?}", def.name);
         validate::description(def.description.as_deref(), &label)?;
         validate::target(&def.target, &label)?;
@@ -254,9 +347,14 @@ impl Client {
                 .map_err(ScheduleError::from)?
                 .to_owned();
         }
-        let next_run_at = schedule::initial_next_run(&def.schedule, now)?;
+        let new_schedule = before.is_none_or(|b| b.schedule != def.schedule);
+        let first_slot = if new_schedule {
+            schedule::initial_next_run(&def.schedule, now)?
+        } else {
+            None
+        };
         if let Some(expires) = def.policy.expires_at {
-            if expires <= now {
+            if expires <= now && before.is_none_or(|b| b.expires_at != Some(expires)) {
                 return Err(ClientError::Invalid(format!(
                     "--expires-at {} is in the past",
                     loops_core::format_instant(&expires)
@@ -264,22 +362,17 @@ impl Client {
             }
         }
         if let Target::Workflow(w) = &def.target {
-            self.active_workflow(&w.workflow)?;
+            let same = before.is_some_and(
+                |b| matches!(&b.target, Target::Workflow(old) if old.workflow == w.workflow),
+            );
+            if !same {
+                self.active_workflow(&w.workflow)?;
+            }
         }
-        self.check_new_name(RecordKind::Loop, &def.name)?;
-        let new = NewLoop {
-            name: def.name,
-            description: def.description,
-            schedule: def.schedule,
-            target: def.target,
-            policy: def.policy,
-            labels,
-            notify: def.notify,
-            next_run_at,
-        };
-        let created = self.store.create_loop(new, now)?;
-        crate::wake::poke(&self.data_dir);
-        Ok(created)
+        if new_name {
+            self.check_new_name(RecordKind::Loop, &def.name)?;
+        }
+        Ok(CheckedDefinition { labels, first_slot })
     }
 
     /// All loops, by name, optionally of one status.
@@ -333,7 +426,7 @@ impl Client {
                 .find(|w| w.name != name)
                 .map(|w| w.id.to_string()),
             // Runs have no names.
-            RecordKind::WorkflowRun => None,
+            RecordKind::WorkflowRun | RecordKind::Run => None,
         };
         match shadowed {
             Some(id) => Err(ClientError::Invalid(format!(
@@ -362,6 +455,7 @@ impl Client {
 
     fn set_status(&self, key: &str, status: LoopStatus, now: Instant) -> Result<Loop> {
         let lp = self.get(key)?;
+        refuse_archived(&lp)?;
         let advance = LoopAdvance {
             status,
             next_run_at: lp.next_run_at,
@@ -377,6 +471,7 @@ impl Client {
     /// `none`.
     pub fn resume(&self, key: &str, now: Instant) -> Result<Loop> {
         let lp = self.get(key)?;
+        refuse_archived(&lp)?;
         if schedule::is_expired(&lp, now) {
             return Err(ClientError::Invalid(format!(
                 "loop {:?} expired at {}; it cannot be resumed",
@@ -557,7 +652,11 @@ impl Client {
             Some(key) => Some(self.get(key)?.id),
             None => None,
         };
-        Ok(self.store.list_runs(&RunFilter { loop_id, limit })?)
+        Ok(self.store.list_runs(&RunFilter {
+            loop_id,
+            limit,
+            ..RunFilter::default()
+        })?)
     }
 
     /// The newest run of a loop, if it has one.
@@ -565,6 +664,7 @@ impl Client {
         let filter = RunFilter {
             loop_id: Some(id.clone()),
             limit: Some(1),
+            ..RunFilter::default()
         };
         Ok(self.store.list_runs(&filter)?.pop())
     }
@@ -633,6 +733,256 @@ impl Client {
     }
 }
 
+/// Changing loops in place, archiving them, and the filtered listings (issue #11).
+impl Client {
+    /// Replaces the definition of the loop `key` names with `def` (start from
+    /// `LoopDefinition::from(&loop)` and change what should change), keeping its id,
+    /// run history and status, and bumping `updatedAt`. Validated exactly as
+    /// [`Client::create`] validates (same messages; see
+    /// [`Client::check_new_name`] for a new name); an error writes nothing. The
+    /// target's type cannot change (a command loop stays a command loop).
+    ///
+    /// A changed schedule gets its next slot as a new loop would (from `now`); a run in
+    /// flight is not disturbed, and a pending retry of the current slot is kept — the
+    /// new schedule applies from the slot after it. A loop whose next slot depends on a
+    /// run's finish (`fixed_delay`, `dynamic`) and that has a run in flight gets its
+    /// next slot when that run ends. An unchanged schedule keeps its next slot; `dueAt`
+    /// follows a new jitter. A daemon is poked to re-plan.
+    ///
+    /// ```no_run
+    /// # use loops_runtime::client::{Client, LoopDefinition};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = Client::open_default()?;
+    /// let mut def = LoopDefinition::from(&client.get("backup")?);
+    /// def.labels.push("nightly".into());
+    /// def.policy.max_attempts = 3;
+    /// let edited = client.edit("backup", def, chrono::Utc::now())?;
+    /// assert_eq!(edited.max_attempts, 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn edit(&self, key: &str, mut def: LoopDefinition, now: Instant) -> Result<Loop> {
+        let lp = self.get(key)?;
+        if def.target.kind() != lp.target.kind() {
+            return Err(ClientError::Invalid(format!(
+                "loop {:?} runs a {} target; its type cannot be changed (create a new loop instead)",
+                lp.name,
+                lp.target.kind()
+            )));
+        }
+        let edited = self.update_guarded(&lp.id, now, |current| {
+            let checked = self.check_definition(&mut def, Some(current), now)?;
+            let (next_run_at, retry_scheduled_for) =
+                self.edited_state(current, &def.schedule, checked.first_slot)?;
+            Ok(LoopUpdate {
+                definition: NewLoop {
+                    name: def.name.clone(),
+                    description: def.description.clone(),
+                    schedule: def.schedule.clone(),
+                    target: def.target.clone(),
+                    policy: def.policy.clone(),
+                    labels: checked.labels,
+                    notify: def.notify.clone(),
+                    next_run_at,
+                },
+                status: current.status,
+                retry_scheduled_for,
+            })
+        })?;
+        crate::wake::poke(&self.data_dir);
+        Ok(edited)
+    }
+
+    /// The schedule state after an edit: kept when the schedule is the same or a
+    /// retry of the current slot is pending; else the new schedule's first slot
+    /// (`first_slot`), or none yet while a run whose finish decides it is in flight.
+    fn edited_state(
+        &self,
+        current: &Loop,
+        schedule: &Schedule,
+        first_slot: Option<Instant>,
+    ) -> Result<(Option<Instant>, Option<Instant>)> {
+        if *schedule == current.schedule || current.retry_scheduled_for.is_some() {
+            return Ok((current.next_run_at, current.retry_scheduled_for));
+        }
+        let waits_for_finish = !matches!(schedule, Schedule::Once { .. })
+            && loops_core::transitions::next_depends_on_finish(schedule);
+        if waits_for_finish && !self.store.running_runs(Some(&current.id))?.is_empty() {
+            return Ok((None, None));
+        }
+        Ok((first_slot, None))
+    }
+
+    /// Gives the loop `key` names a new name, under the rules of [`Client::create`]
+    /// (not taken, not shaped like an id: [`Client::check_new_name`]). Its id and run
+    /// history stay; its runs carry the new name.
+    pub fn rename(&self, key: &str, new_name: &str, now: Instant) -> Result<Loop> {
+        let lp = self.get(key)?;
+        let mut def = LoopDefinition::from(&lp);
+        def.name = new_name.to_owned();
+        self.edit(lp.id.as_str(), def, now)
+    }
+
+    /// Archives a loop: it is never scheduled (nor run by `run-now`), `list` hides it
+    /// (`list --all` / `--status archived` show it), and its runs are kept. A run in
+    /// flight finishes and is recorded. The name stays the loop's (so `show`, `runs`
+    /// and `unarchive` still find it by name) unless `free_name`, which renames it
+    /// `NAME~ID` in the same write so a new loop can take the name (also of a loop
+    /// archived before).
+    pub fn archive(&self, key: &str, free_name: bool, now: Instant) -> Result<Loop> {
+        let lp = self.get(key)?;
+        // An archived loop can still give up its name.
+        if lp.status == LoopStatus::Archived && !free_name {
+            return Err(ClientError::Invalid(format!(
+                "loop {:?} is already archived",
+                lp.name
+            )));
+        }
+        self.update_guarded(&lp.id, now, |current| {
+            let mut update = same_state(current, LoopStatus::Archived);
+            if free_name {
+                update.definition.name = freed_name(current);
+            }
+            Ok(update)
+        })
+    }
+
+    /// Brings an archived loop back as `paused` — nothing runs until `resume`, which
+    /// then applies its catch-up policy to the slot it kept.
+    pub fn unarchive(&self, key: &str, now: Instant) -> Result<Loop> {
+        let lp = self.get(key)?;
+        if lp.status != LoopStatus::Archived {
+            return Err(ClientError::Invalid(format!(
+                "loop {:?} is not archived (it is {})",
+                lp.name, lp.status
+            )));
+        }
+        self.update_guarded(&lp.id, now, |current| {
+            Ok(same_state(current, LoopStatus::Paused))
+        })
+    }
+
+    /// Reads the loop, asks `plan` for its update and writes it guarded on the version
+    /// read; when the loop moved meanwhile (a daemon claimed a slot), reads it again
+    /// and plans again, a few times.
+    fn update_guarded(
+        &self,
+        id: &LoopId,
+        now: Instant,
+        mut plan: impl FnMut(&Loop) -> Result<LoopUpdate>,
+    ) -> Result<Loop> {
+        for _ in 0..EDIT_ATTEMPTS {
+            let current = self
+                .store
+                .get_loop(id)?
+                .ok_or_else(|| ClientError::NotFound(id.to_string()))?;
+            let update = plan(&current)?;
+            let version = LoopVersion::of(&current);
+            let name = update.definition.name.clone();
+            let written = self
+                .store
+                .update_loop_definition(id, &update, &version, now)
+                .map_err(|e| match e {
+                    StoreError::DuplicateName(_) => self.name_taken(&name, e),
+                    e => ClientError::Store(e),
+                })?;
+            if let Some(updated) = written {
+                return Ok(updated);
+            }
+        }
+        Err(ClientError::Refused(format!(
+            "loop {id} kept changing while it was being updated; nothing was written, try again"
+        )))
+    }
+
+    /// Loops matching `filter` (by default every loop but archived ones), by name;
+    /// labels are matched through the store's label index. Fails on a row that cannot
+    /// be read, as [`Client::list`] does.
+    pub fn list_matching(&self, filter: &LoopFilter) -> Result<Vec<Loop>> {
+        for label in &filter.labels {
+            validate::label(label)?;
+        }
+        self.store
+            .loop_rows_matching(filter)?
+            .into_iter()
+            .map(|row| row.map_err(|u| ClientError::Store(u.into_error())))
+            .collect()
+    }
+
+    /// Runs newest first, filtered by loop, labels, statuses and a creation window
+    /// (each through an index of the store).
+    pub fn query_runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
+        for label in &query.labels {
+            validate::label(label)?;
+        }
+        if let (Some(since), Some(until)) = (query.since, query.until) {
+            if since >= until {
+                return Err(ClientError::Invalid(format!(
+                    "--since {} is not before --until {}",
+                    loops_core::format_instant(&since),
+                    loops_core::format_instant(&until)
+                )));
+            }
+        }
+        let loop_id = match &query.loop_key {
+            Some(key) => Some(self.get(key)?.id),
+            None => None,
+        };
+        Ok(self.store.list_runs(&RunFilter {
+            loop_id,
+            limit: query.limit,
+            statuses: query.statuses.clone(),
+            since: query.since,
+            until: query.until,
+            labels: query.labels.clone(),
+        })?)
+    }
+}
+
+/// How many times an update is planned again when the loop moved under it.
+const EDIT_ATTEMPTS: usize = 5;
+
+/// `lp` as it is, with `status`: archive and unarchive.
+fn same_state(lp: &Loop, status: LoopStatus) -> LoopUpdate {
+    let def = LoopDefinition::from(lp);
+    LoopUpdate {
+        definition: NewLoop {
+            name: def.name,
+            description: def.description,
+            schedule: def.schedule,
+            target: def.target,
+            policy: def.policy,
+            labels: def.labels,
+            notify: def.notify,
+            next_run_at: lp.next_run_at,
+        },
+        status,
+        retry_scheduled_for: lp.retry_scheduled_for,
+    }
+}
+
+/// `NAME~ID` (the name shortened so the whole stays within the 200-byte name limit):
+/// unique, never shaped like an id, and still telling which loop it was.
+fn freed_name(lp: &Loop) -> String {
+    const MAX_NAME: usize = 200;
+    let room = MAX_NAME - 1 - lp.id.as_str().len();
+    let mut end = lp.name.len().min(room);
+    while !lp.name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}~{}", &lp.name[..end], lp.id)
+}
+
+/// Pause, resume, stop and run-now leave an archived loop alone: `unarchive` first.
+fn refuse_archived(lp: &Loop) -> Result<()> {
+    if lp.status == LoopStatus::Archived {
+        return Err(ClientError::Invalid(format!(
+            "loop {:?} is archived; `loops unarchive {}` brings it back (paused)",
+            lp.name, lp.id
+        )));
+    }
+    Ok(())
+}
+
 /// Running loops in this process (`tick`, `run-now`, the daemon): each call builds an
 /// engine on this client's store, with its output spooled in the data dir.
 impl Client {
@@ -651,7 +1001,8 @@ impl Client {
     /// One scheduling pass here (`loops tick`, e.g. from system cron): recovers the
     /// rows of runners that are gone, expires loops, claims every due slot — at most
     /// `max_concurrent` running at once, the rest as runs finish — and waits for every
-    /// run it started.
+    /// run it started, then for the notifications they queued (bounded by
+    /// [`crate::notify::CLI_DELIVERY_BOUND`]; the daemon delivers what is left).
     pub async fn tick(&self, max_concurrent: NonZeroUsize) -> Result<TickSummary> {
         let engine = self.engine(max_concurrent)?;
         let _heartbeat = engine.spawn_lease_renewal();
@@ -670,6 +1021,7 @@ impl Client {
             engine.run_finished().await;
         }
         engine.drain().await;
+        self.deliver_queued(&engine).await;
         summary.claimed = claimed
             .iter()
             .filter_map(|id| self.store.get_run(id).ok().flatten())
@@ -681,14 +1033,17 @@ impl Client {
     /// when one is due, advancing the loop; else a one-off slot at now that leaves the
     /// schedule alone. A loop with overlap `skip` and a run in flight is refused
     /// ([`crate::engine::EngineError::Busy`]) unless `allow_overlap`. Returns once the
-    /// run ended; a daemon is poked to re-plan.
+    /// run ended and the notifications it queued were delivered (bounded by
+    /// [`crate::notify::CLI_DELIVERY_BOUND`]); a daemon is poked to re-plan.
     pub async fn run_now(&self, key: &str, allow_overlap: bool) -> Result<RunNowOutcome> {
         let lp = self.get(key)?;
+        refuse_archived(&lp)?;
         let engine = self.engine(crate::engine::DEFAULT_MAX_CONCURRENT)?;
         let _heartbeat = engine.spawn_lease_renewal();
         let (run, source) = engine.run_now(&lp, allow_overlap).await?;
         // The loop's next slot may have moved: let a daemon re-plan.
         crate::wake::poke(&self.data_dir);
+        self.deliver_queued(&engine).await;
         Ok(RunNowOutcome { run, source })
     }
 
@@ -861,7 +1216,7 @@ impl Client {
 }
 
 /// How many id-prefix matches are fetched: enough to name a few in an "ambiguous" error.
-const PREFIX_MATCHES: usize = 6;
+pub(crate) const PREFIX_MATCHES: usize = 6;
 
 /// How long `remove --force` waits, after SIGTERM plus the kill grace, for a run's
 /// runner to record its end.
@@ -874,13 +1229,13 @@ fn describe_running(run: &Run) -> String {
     }
 }
 
-type Lookup<'a, T> = &'a dyn Fn(&str) -> std::result::Result<Option<T>, StoreError>;
+pub(crate) type Lookup<'a, T> = &'a dyn Fn(&str) -> std::result::Result<Option<T>, StoreError>;
 
 /// The one resolution rule for every kind of record: an exact id wins, then an exact
 /// name (`by_name`, for kinds that have names), then an id prefix that matches exactly
 /// one record. No match is `*NotFound`, several are [`ClientError::Ambiguous`] naming a
 /// few of them with `label`.
-fn resolve<T>(
+pub(crate) fn resolve<T>(
     kind: RecordKind,
     key: &str,
     by_id: impl Fn(&str) -> std::result::Result<Option<T>, StoreError>,
@@ -892,6 +1247,7 @@ fn resolve<T>(
         RecordKind::Loop => ClientError::NotFound(key.to_owned()),
         RecordKind::Workflow => ClientError::WorkflowNotFound(key.to_owned()),
         RecordKind::WorkflowRun => ClientError::WorkflowRunNotFound(key.to_owned()),
+        RecordKind::Run => ClientError::RunNotFound(key.to_owned()),
     };
     if key.is_empty() {
         return Err(not_found());

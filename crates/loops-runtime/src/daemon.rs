@@ -1,7 +1,8 @@
 //! The long-running daemon: holds the store's fenced daemon lease, runs scheduler
 //! passes when work is due, sleeps otherwise (no polling tick), applies retention, and
 //! shuts down cleanly: stop claiming, give children a grace period, terminate the
-//! rest, finalize every row, release the lease.
+//! rest, finalize every row, release the lease. It also starts the notifier
+//! ([`crate::notify::Notifier`]), which delivers notifications off the scheduling path.
 //!
 //! The entry point [`run`] takes its shutdown signal as a future so tests and
 //! embedders can run a daemon in-process.
@@ -32,7 +33,7 @@ pub const DEFAULT_KEEP_FOR: Duration = Duration::from_secs(30 * 86_400);
 /// How often the daemon prunes.
 pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// Default daemon lease TTL (renewed every third of it; the run leases follow the
-/// engine's heartbeat policy, [`crate::engine::heartbeat`]).
+/// engine's run-lease renewal policy, [`crate::engine::lease_renewal`]).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// Minimum spacing of recovery scans in a busy daemon.
 const RECOVER_EVERY: Duration = Duration::from_secs(1);
@@ -56,6 +57,8 @@ pub struct DaemonConfig {
     /// Caps the sleep between scheduling passes below [`MAX_SLEEP`] (OpenLoops'
     /// `--interval-ms`). `None`: sleep until the next due slot, at most [`MAX_SLEEP`].
     pub max_sleep: Option<Duration>,
+    /// Limit of one notification: a command hook's run, one HTTP try of a webhook.
+    pub notify_timeout: Duration,
 }
 
 impl DaemonConfig {
@@ -70,6 +73,7 @@ impl DaemonConfig {
             keep_for: Some(DEFAULT_KEEP_FOR),
             prune_every: DEFAULT_PRUNE_EVERY,
             max_sleep: None,
+            notify_timeout: crate::notify::DEFAULT_NOTIFY_TIMEOUT,
         }
     }
 
@@ -197,7 +201,7 @@ pub async fn run_with_clock(
     let engine = Engine::new(
         Arc::clone(&store),
         EngineConfig {
-            runner_id,
+            runner_id: runner_id.clone(),
             max_concurrent: cfg.max_concurrent,
             exec: ExecSettings {
                 kill_grace: cfg.kill_grace,
@@ -215,6 +219,7 @@ pub async fn run_with_clock(
     // Run leases are renewed on the engine's policy until the engine is dropped, so
     // through the shutdown grace period too.
     let _run_heartbeat = engine.spawn_lease_renewal();
+    let notifier = start_notifier(&engine, &store, &cfg, runner_id);
     let outcome = main_loop(
         &engine,
         &store,
@@ -241,6 +246,7 @@ pub async fn run_with_clock(
             tracing::warn!("some runs did not finish after termination");
         }
     }
+    notifier.stop().await;
     drop(wake);
     remove_pid_file(&cfg.data_dir, pid);
     match outcome {
@@ -251,6 +257,55 @@ pub async fn run_with_clock(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Longest the notifier gets at shutdown for deliveries in flight (what is left stays
+/// pending and the next daemon resumes it).
+const NOTIFY_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The daemon's notifier task ([`crate::notify::Notifier`]) and its stop switch.
+struct NotifierTask {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NotifierTask {
+    /// Stops taking new deliveries and waits (bounded) for those in flight.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        if let Err(e) = self.task.await {
+            tracing::warn!(error = %e, "the notifier task failed");
+        }
+    }
+}
+
+/// Starts delivering the notifications the engine's finalizations queue, and sweeping
+/// the store for pending ones (left by `tick`, `run-now` or a daemon that died).
+fn start_notifier(
+    engine: &Arc<Engine>,
+    store: &Arc<dyn Store>,
+    cfg: &DaemonConfig,
+    runner_id: String,
+) -> NotifierTask {
+    let deliverer = crate::notify::Deliverer::new(
+        Arc::clone(store),
+        runner_id,
+        crate::notify::DeliveryPolicy::with_timeout(cfg.notify_timeout),
+        ExecSettings {
+            kill_grace: cfg.kill_grace,
+            ..ExecSettings::for_this_process()
+        },
+    );
+    let notifier = crate::notify::Notifier::new(deliverer, Arc::clone(engine.deliveries()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let grace = cfg.shutdown_grace.min(NOTIFY_SHUTDOWN_GRACE);
+    let task = tokio::spawn(notifier.run(
+        async move {
+            let _ = stopped.await;
+        },
+        grace,
+    ));
+    NotifierTask { stop, task }
 }
 
 /// Back-off of failing scheduler passes (a full disk, a locked or read-only store).

@@ -12,7 +12,7 @@
 //! Every front end goes through [`client::Client`]: it resolves keys, validates
 //! definitions and runs loops in-process ([`client::Client::tick`],
 //! [`client::Client::run_now`], [`client::Client::run_workflow`]); the engine's
-//! heartbeat policy ([`engine::heartbeat`]) and its defaults
+//! run-lease renewal policy ([`engine::lease_renewal`]) and its defaults
 //! ([`engine::DEFAULT_MAX_CONCURRENT`], the `daemon::DEFAULT_*` constants) are the
 //! ones the CLI shows.
 
@@ -20,12 +20,15 @@ pub mod accounts;
 pub mod backoff;
 pub mod capture;
 pub mod client;
+mod client_notify;
 pub mod clock;
 pub mod daemon;
 pub mod engine;
 pub mod env;
 pub mod executor;
 pub mod input;
+pub mod live;
+pub mod notify;
 pub mod preflight;
 pub mod process;
 pub mod providers;
@@ -36,3 +39,4 @@ pub mod wake;
 pub mod workflow;
 
 pub use client::{Client, ClientError, LoopDefinition};
+pub use client_notify::{NotifyTest, SettingsSource, TestDelivery};

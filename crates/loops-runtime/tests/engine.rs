@@ -156,6 +156,7 @@ async fn overlap_skip_records_a_skipped_slot_while_a_run_is_in_flight() {
         .list_runs(&RunFilter {
             loop_id: Some(lp.id),
             limit: None,
+            ..RunFilter::default()
         })
         .unwrap();
     assert_eq!(runs.len(), 2);
@@ -300,6 +301,7 @@ async fn the_daemon_loop_runs_due_loops_and_stops_cleanly_on_shutdown() {
             .list_runs(&RunFilter {
                 loop_id: Some(id.clone()),
                 limit: None,
+                ..RunFilter::default()
             })
             .unwrap()
             .iter()

@@ -1,7 +1,8 @@
 //! Run writes: a batch of pid records and finalizations in one transaction, each
 //! finalization followed by its loop's transition as the domain decides it
 //! (`loops_core::transitions`), from the loop as stored and its deferred retry looked
-//! up in the same transaction.
+//! up in the same transaction, and the notifications it calls for queued there too
+//! (`crate::notify`).
 
 use crate::codec::{
     encode_usage, failure_statuses, instant_from_ms, loop_cols, loop_from_row, ms, query_first,
@@ -12,7 +13,7 @@ use crate::loops::apply_advance;
 use crate::runs::not_running;
 use crate::SqliteStore;
 use loops_core::transitions;
-use loops_core::{Instant, LoopId, Run, RunId, RunOutcome, RunStatus};
+use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
 use loops_store::{Fence, RunWrite, RunWritten, StoreError};
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -38,10 +39,20 @@ pub(crate) fn record_run_writes(
                 RunWrite::Finished { run, outcome } => outcome_usage_json(outcome)
                     .and_then(|usage| finalize_in(tx, run, outcome, usage.as_deref()))
                     .and_then(|finished| {
-                        let loop_moved = advance_after_finish(tx, &finished)?;
+                        let lp = stored_loop(tx, &finished.loop_id)?;
+                        let Some(lp) = lp else {
+                            return Ok(RunWritten::Finished {
+                                run: Box::new(finished),
+                                loop_moved: false,
+                                notifications: Vec::new(),
+                            });
+                        };
+                        let loop_moved = advance_after_finish(tx, &lp, &finished)?;
+                        let notifications = crate::notify::queue_for_run(tx, &lp, &finished, now)?;
                         Ok(RunWritten::Finished {
                             run: Box::new(finished),
                             loop_moved,
+                            notifications,
                         })
                     }),
             };
@@ -124,25 +135,27 @@ fn finalize_in(
     }
 }
 
-/// After `run` was finalized in this transaction: applies its loop's transition, as
-/// the domain decides it from the loop as stored. True when the loop's schedule state
-/// changed. A loop whose schedule no longer computes is left as it is (logged): the
-/// next scheduling pass parks it.
-fn advance_after_finish(conn: &Connection, run: &Run) -> Result<bool> {
+/// The loop of a run finalized in this transaction, as stored (`None`: removed).
+fn stored_loop(conn: &Connection, id: &LoopId) -> Result<Option<Loop>> {
     let mut stmt = conn.prepare_cached(concat!(
         "SELECT ",
         loop_cols!(),
         " FROM loops WHERE id = ?1"
     ))?;
-    let Some(lp) = query_first(&mut stmt, [run.loop_id.as_str()], loop_from_row)? else {
-        return Ok(false);
-    };
-    let deferred = if transitions::wants_deferred_retry(&lp, run) {
+    query_first(&mut stmt, [id.as_str()], loop_from_row)
+}
+
+/// After `run` was finalized in this transaction: applies its loop's transition, as
+/// the domain decides it from the loop as stored (`lp`). True when the loop's schedule
+/// state changed. A loop whose schedule no longer computes is left as it is (logged):
+/// the next scheduling pass parks it.
+fn advance_after_finish(conn: &Connection, lp: &Loop, run: &Run) -> Result<bool> {
+    let deferred = if transitions::wants_deferred_retry(lp, run) {
         retryable_slot(conn, &lp.id, lp.max_attempts, run.scheduled_for)?
     } else {
         None
     };
-    match transitions::on_finish(&lp, run, deferred) {
+    match transitions::on_finish(lp, run, deferred) {
         Ok(Some(advance)) => apply_advance(
             conn,
             &lp.id,

@@ -11,7 +11,8 @@
 //!
 //! The modules follow the trait's parts: [`open`](SqliteStore::open) (creating,
 //! inspecting and migrating the file), `codec` (columns and rows), `loops` (loop rows),
-//! `claims`, `finalize` (a batch of run writes), `runs` (leases of runs and queries),
+//! `claims`, `finalize` (a batch of run writes, with the notifications they queue),
+//! `notify` (notification settings and deliveries), `runs` (leases of runs and queries),
 //! `reports` (health facts and usage), `import` (one import in one transaction),
 //! [`openloops`] (reading an OpenLoops 0.3 database for `import --from-openloops`),
 //! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance)
@@ -25,6 +26,7 @@ mod finalize;
 mod import;
 mod lease;
 mod loops;
+mod notify;
 mod open;
 pub mod openloops;
 mod reports;
@@ -35,11 +37,13 @@ pub use open::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreResult};
 use loops_core::health::{FactsQuery, RunFacts};
-use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId};
+use loops_core::{
+    Delivery, DeliveryStatus, Instant, Loop, LoopId, LoopStatus, NewLoop, Notify, Run, RunId,
+};
 use loops_store::{
     BatchClaim, ClaimOutcome, DaemonLease, Fence, ImportBatch, Imported, LeaseAcquire, LeaseHolder,
-    LoopAdvance, PrunePolicy, RunFilter, RunWrite, RunWritten, Store, StoreError, UnreadableLoop,
-    UsageRow,
+    LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten,
+    Store, StoreError, UnreadableLoop, UsageRow,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -138,6 +142,39 @@ impl SqliteStore {
     }
 }
 
+/// Query plans of the filtered listings (issue #11), for the tests that keep them on
+/// their indexes and for benchmarks: the `detail` column of `EXPLAIN QUERY PLAN` for
+/// the very statement [`Store::list_runs`] / [`Store::loop_rows_matching`] runs.
+impl SqliteStore {
+    /// The plan of [`Store::list_runs`] for `filter`.
+    pub fn runs_query_plan(&self, filter: &RunFilter) -> StoreResult<Vec<String>> {
+        let (sql, params) = runs::runs_query(filter);
+        self.query_plan(&sql, params)
+    }
+
+    /// The plan of [`Store::loop_rows_matching`] for `filter`.
+    pub fn loops_query_plan(&self, filter: &LoopFilter) -> StoreResult<Vec<String>> {
+        let (sql, params) = loops::loops_query(filter);
+        self.query_plan(&sql, params)
+    }
+
+    fn query_plan(
+        &self,
+        sql: &str,
+        params: Vec<rusqlite::types::Value>,
+    ) -> StoreResult<Vec<String>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                out.push(row.get::<_, String>(3)?);
+            }
+            Ok(out)
+        })
+    }
+}
+
 /// Each method is implemented in the module of its part of the trait.
 impl Store for SqliteStore {
     fn create_loop(&self, new: NewLoop, now: Instant) -> StoreResult<Loop> {
@@ -201,6 +238,23 @@ impl Store for SqliteStore {
 
     fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> StoreResult<Vec<Loop>> {
         loops::expire_loops(self, now, fence)
+    }
+
+    fn update_loop_definition(
+        &self,
+        id: &LoopId,
+        update: &LoopUpdate,
+        expected: &LoopVersion,
+        now: Instant,
+    ) -> StoreResult<Option<Loop>> {
+        loops::update_loop_definition(self, id, update, expected, now)
+    }
+
+    fn loop_rows_matching(
+        &self,
+        filter: &LoopFilter,
+    ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        loops::loop_rows_matching(self, filter)
     }
 
     fn claim_runs(
@@ -289,6 +343,58 @@ impl Store for SqliteStore {
 
     fn current_daemon_lease(&self) -> StoreResult<Option<DaemonLease>> {
         lease::current_daemon_lease(self)
+    }
+
+    fn notify_default(&self) -> StoreResult<Option<Notify>> {
+        notify::notify_default(self)
+    }
+
+    fn set_notify_default(&self, settings: Option<&Notify>) -> StoreResult<()> {
+        notify::set_notify_default(self, settings)
+    }
+
+    fn deliveries_of_runs(&self, runs: &[RunId]) -> StoreResult<Vec<Delivery>> {
+        notify::deliveries_of_runs(self, runs)
+    }
+
+    fn pending_deliveries(&self, limit: usize) -> StoreResult<Vec<Delivery>> {
+        notify::pending_deliveries(self, limit)
+    }
+
+    fn claim_delivery(
+        &self,
+        id: &str,
+        from: Option<&str>,
+        runner_id: &str,
+        until: Instant,
+        now: Instant,
+    ) -> StoreResult<Option<Delivery>> {
+        notify::claim_delivery(self, id, from, runner_id, until, now)
+    }
+
+    fn record_delivery(
+        &self,
+        id: &str,
+        runner_id: &str,
+        status: DeliveryStatus,
+        attempts: u32,
+        last_error: Option<&str>,
+        now: Instant,
+    ) -> StoreResult<Option<Delivery>> {
+        notify::record_delivery(self, id, runner_id, status, attempts, last_error, now)
+    }
+
+    fn runs_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Run>> {
+        runs::runs_with_id_prefix(self, prefix, limit)
+    }
+
+    fn runs_created_since(
+        &self,
+        since: Instant,
+        loop_id: Option<&LoopId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Run>> {
+        runs::runs_created_since(self, since, loop_id, limit)
     }
 
     fn start_background_maintenance(&self) -> StoreResult<()> {

@@ -8,7 +8,10 @@ use crate::codec::{
 use crate::error::{Error, Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
-use loops_store::{Fence, LoopAdvance, StoreError, UnreadableLoop};
+use loops_store::{
+    Fence, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
+};
+use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 
 pub(crate) fn create_loop(store: &SqliteStore, new: NewLoop, now: Instant) -> StoreResult<Loop> {
@@ -356,4 +359,149 @@ pub(crate) fn expire_loops(
         loops.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(loops)
     })
+}
+
+// ---- loop definitions and labels (issue #11) ----
+
+/// One guarded `UPDATE … RETURNING` of the whole definition and schedule state; then,
+/// in the same transaction, the label index and (on a new name) the runs' `loop_name`.
+pub(crate) fn update_loop_definition(
+    store: &SqliteStore,
+    id: &LoopId,
+    update: &LoopUpdate,
+    expected: &LoopVersion,
+    now: Instant,
+) -> StoreResult<Option<Loop>> {
+    let def = &update.definition;
+    let schedule = serde_json::to_string(&def.schedule)
+        .map_err(|e| StoreError::InvalidArgument(format!("schedule: {e}")))?;
+    let target = serde_json::to_string(&def.target)
+        .map_err(|e| StoreError::InvalidArgument(format!("target: {e}")))?;
+    let labels = serde_json::to_string(&def.labels)
+        .map_err(|e| StoreError::InvalidArgument(format!("labels: {e}")))?;
+    let notify = def
+        .notify
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::InvalidArgument(format!("notify: {e}")))?;
+    let p = &def.policy;
+    store.write(None, |tx| {
+        let mut stmt = tx.prepare_cached(concat!(
+            "UPDATE loops SET name = ?2, description = ?3, status = ?4, schedule_json = ?5, \
+               target_json = ?6, next_run_at = ?7, retry_scheduled_for = ?8, catch_up = ?9, \
+               catch_up_limit = ?10, overlap = ?11, max_attempts = ?12, retry_delay_ms = ?13, \
+               lease_ms = ?14, expires_at = ?15, jitter_ms = ?16, \
+               due_at = loops_due_at(id, ?7, ?8, ?16), labels_json = ?17, notify_json = ?18, \
+               updated_at = ?19 \
+             WHERE id = ?1 AND status = ?20 AND next_run_at IS ?21 \
+               AND retry_scheduled_for IS ?22 AND updated_at = ?23 \
+             RETURNING ",
+            loop_cols!()
+        ))?;
+        let params = params![
+            id.as_str(),
+            def.name,
+            def.description,
+            update.status.as_str(),
+            schedule,
+            target,
+            opt_ms(def.next_run_at.as_ref()),
+            opt_ms(update.retry_scheduled_for.as_ref()),
+            p.catch_up.as_str(),
+            p.catch_up_limit,
+            p.overlap.as_str(),
+            p.max_attempts,
+            sat_i64(p.retry_delay_ms),
+            sat_i64(p.lease_ms),
+            opt_ms(p.expires_at.as_ref()),
+            sat_i64(p.jitter_ms),
+            labels,
+            notify,
+            ms(&now),
+            expected.status.as_str(),
+            opt_ms(expected.next_run_at.as_ref()),
+            opt_ms(expected.retry_scheduled_for.as_ref()),
+            ms(&expected.updated_at),
+        ];
+        let updated = match query_first(&mut stmt, params, loop_from_row) {
+            Ok(updated) => updated,
+            Err(Error::Sqlite(e)) if crate::codec::is_unique_violation(&e) => {
+                return Err(StoreError::DuplicateName(def.name.clone()).into())
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(updated) = updated else {
+            let exists = tx
+                .prepare_cached("SELECT 1 FROM loops WHERE id = ?1")?
+                .query_row([id.as_str()], |_| Ok(()))
+                .optional()?;
+            return match exists {
+                Some(()) => Ok(None),
+                None => Err(StoreError::LoopNotFound(id.to_string()).into()),
+            };
+        };
+        set_labels(tx, id, &updated.labels)?;
+        // The history belongs to the loop: its runs carry the name it has now.
+        tx.prepare_cached("UPDATE runs SET loop_name = ?2 WHERE loop_id = ?1 AND loop_name != ?2")?
+            .execute(params![id.as_str(), updated.name])?;
+        Ok(Some(updated))
+    })
+}
+
+/// The statement of [`loop_rows_matching`] and its parameters. With labels, the loops
+/// carrying all of them are found in `loop_labels` first (its primary key is
+/// `(label, loop_id)`) and only those rows are read: `CROSS JOIN` keeps SQLite from
+/// scanning every loop in name order instead.
+pub(crate) fn loops_query(filter: &LoopFilter) -> (String, Vec<Value>) {
+    let mut labels = filter.labels.clone();
+    labels.sort();
+    labels.dedup();
+    let mut params = Vec::new();
+    let mut sql = String::from(concat!("SELECT ", loop_cols!()));
+    if labels.is_empty() {
+        sql.push_str(" FROM loops");
+    } else {
+        sql.push_str(&format!(
+            " FROM (SELECT loop_id AS labelled FROM loop_labels WHERE label IN ({}) \
+               GROUP BY loop_id HAVING COUNT(*) = {}) AS m \
+             CROSS JOIN loops ON loops.id = m.labelled",
+            placeholders(labels.len()),
+            labels.len()
+        ));
+        params.extend(labels.into_iter().map(Value::Text));
+    }
+    match filter.status {
+        Some(status) => {
+            sql.push_str(" WHERE status = ?");
+            params.push(Value::Text(status.as_str().to_owned()));
+        }
+        None if !filter.include_archived => {
+            sql.push_str(" WHERE status != 'archived'");
+        }
+        None => {}
+    }
+    sql.push_str(" ORDER BY name");
+    (sql, params)
+}
+
+pub(crate) fn loop_rows_matching(
+    store: &SqliteStore,
+    filter: &LoopFilter,
+) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+    let (sql, params) = loops_query(filter);
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(decode_loop_row(row));
+        }
+        Ok(out)
+    })
+}
+
+/// `?, ?, …` (`n` of them).
+pub(crate) fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
 }

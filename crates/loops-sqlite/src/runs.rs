@@ -3,9 +3,11 @@
 
 use crate::codec::{ms, query_all, query_first, run_cols, run_from_row, sat_i64};
 use crate::error::{Error, StoreResult};
+use crate::loops::placeholders;
 use crate::SqliteStore;
 use loops_core::{Instant, LoopId, Run, RunId};
 use loops_store::{Fence, PrunePolicy, RunFilter, StoreError};
+use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// After a guarded update touched no row: tells a missing run from a finished one.
@@ -103,28 +105,68 @@ pub(crate) fn get_run(store: &SqliteStore, id: &RunId) -> StoreResult<Option<Run
     })
 }
 
-/// Newest first by creation time; rows created in the same millisecond are ordered
-/// by insertion (rowid), newest first.
-pub(crate) fn list_runs(store: &SqliteStore, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+/// The statement of [`list_runs`] and its parameters, newest first by creation time
+/// (rows created in the same millisecond by insertion, newest first). Each filter is
+/// served by an index: `runs_loop_created` for one loop, `runs_status_created` /
+/// `runs_loop_status_created` for statuses (migration 6), `runs_created` for a window
+/// alone; with labels, the labelled loops come from `loop_labels` first (`CROSS JOIN`
+/// fixes that order) and each one's runs from the per-loop indexes. One status keeps
+/// the index order; several (or several loops) are sorted after the index search.
+pub(crate) fn runs_query(filter: &RunFilter) -> (String, Vec<Value>) {
+    let mut labels = filter.labels.clone();
+    labels.sort();
+    labels.dedup();
+    let mut statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
+    statuses.sort_unstable();
+    statuses.dedup();
+    let mut params = Vec::new();
+    let mut sql = String::from(concat!("SELECT ", run_cols!()));
+    let mut terms = Vec::new();
+    if labels.is_empty() {
+        sql.push_str(" FROM runs");
+    } else {
+        sql.push_str(&format!(
+            " FROM (SELECT loop_id AS labelled FROM loop_labels WHERE label IN ({}) \
+               GROUP BY loop_id HAVING COUNT(*) = {}) AS m \
+             CROSS JOIN runs ON runs.loop_id = m.labelled",
+            placeholders(labels.len()),
+            labels.len()
+        ));
+        params.extend(labels.into_iter().map(Value::Text));
+    }
+    if let Some(id) = &filter.loop_id {
+        terms.push("runs.loop_id = ?".to_owned());
+        params.push(Value::Text(id.as_str().to_owned()));
+    }
+    if !statuses.is_empty() {
+        terms.push(format!("status IN ({})", placeholders(statuses.len())));
+        params.extend(statuses.into_iter().map(|s| Value::Text(s.to_owned())));
+    }
+    if let Some(since) = &filter.since {
+        terms.push("created_at >= ?".to_owned());
+        params.push(Value::Integer(ms(since)));
+    }
+    if let Some(until) = &filter.until {
+        terms.push("created_at < ?".to_owned());
+        params.push(Value::Integer(ms(until)));
+    }
+    if !terms.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&terms.join(" AND "));
+    }
     // LIMIT -1 is SQLite's "no limit".
-    let limit = filter.limit.map_or(-1, |n| sat_i64(n as u64));
-    store.read(|conn| match &filter.loop_id {
-        Some(id) => {
-            let mut stmt = conn.prepare_cached(concat!(
-                "SELECT ",
-                run_cols!(),
-                " FROM runs WHERE loop_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
-            ))?;
-            query_all(&mut stmt, params![id.as_str(), limit], run_from_row)
-        }
-        None => {
-            let mut stmt = conn.prepare_cached(concat!(
-                "SELECT ",
-                run_cols!(),
-                " FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?1"
-            ))?;
-            query_all(&mut stmt, [limit], run_from_row)
-        }
+    sql.push_str(" ORDER BY created_at DESC, runs.rowid DESC LIMIT ?");
+    params.push(Value::Integer(
+        filter.limit.map_or(-1, |n| sat_i64(n as u64)),
+    ));
+    (sql, params)
+}
+
+pub(crate) fn list_runs(store: &SqliteStore, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+    let (sql, params) = runs_query(filter);
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(&sql)?;
+        query_all(&mut stmt, rusqlite::params_from_iter(params), run_from_row)
     })
 }
 
@@ -168,5 +210,65 @@ pub(crate) fn prune_runs(
         Ok(tx
             .prepare_cached(&format!("DELETE FROM runs WHERE id IN ({candidates})"))?
             .execute(params![older, keep])?)
+    })
+}
+
+/// Runs whose id starts with `prefix`: a primary-key range scan (as for loops).
+pub(crate) fn runs_with_id_prefix(
+    store: &SqliteStore,
+    prefix: &str,
+    limit: usize,
+) -> StoreResult<Vec<Run>> {
+    let upper = format!("{prefix}\u{10FFFF}");
+    let runs = store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            run_cols!(),
+            " FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+        ))?;
+        query_all(
+            &mut stmt,
+            params![prefix, upper, sat_i64(limit as u64)],
+            run_from_row,
+        )
+    })?;
+    Ok(runs
+        .into_iter()
+        .filter(|r| r.id.as_str().starts_with(prefix))
+        .collect())
+}
+
+/// Runs created at or after `since`, oldest first, through `runs_created` (or
+/// `runs_loop_created` for one loop).
+pub(crate) fn runs_created_since(
+    store: &SqliteStore,
+    since: Instant,
+    loop_id: Option<&LoopId>,
+    limit: usize,
+) -> StoreResult<Vec<Run>> {
+    let limit = sat_i64(limit as u64);
+    store.read(|conn| match loop_id {
+        Some(id) => {
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs INDEXED BY runs_loop_created WHERE loop_id = ?1 AND created_at >= ?2 \
+                 ORDER BY created_at, rowid LIMIT ?3"
+            ))?;
+            query_all(
+                &mut stmt,
+                params![id.as_str(), ms(&since), limit],
+                run_from_row,
+            )
+        }
+        None => {
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs INDEXED BY runs_created WHERE created_at >= ?1 \
+                 ORDER BY created_at, rowid LIMIT ?2"
+            ))?;
+            query_all(&mut stmt, params![ms(&since), limit], run_from_row)
+        }
     })
 }

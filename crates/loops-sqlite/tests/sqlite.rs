@@ -363,7 +363,12 @@ fn hot_queries_use_indexes() {
         "{p}"
     );
     let p = plan("SELECT id FROM runs WHERE status = 'running' AND lease_expires_at <= 5 ORDER BY lease_expires_at");
-    assert!(p.contains("runs_running_lease"), "{p}");
+    // Only running rows are visited: through the partial index, or (since migration 6)
+    // the status range of `runs_status_created`.
+    assert!(
+        p.contains("runs_running_lease") || p.contains("runs_status_created (status=?)"),
+        "{p}"
+    );
     let p = plan("UPDATE loops INDEXED BY loops_expiry SET status = 'expired' WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= 5");
     assert!(p.contains("loops_expiry"), "{p}");
     let p = plan("SELECT f.scheduled_for FROM runs f WHERE f.loop_id = 'x' AND f.status IN ('failed', 'timed_out', 'abandoned') AND f.attempt < 3 ORDER BY f.scheduled_for LIMIT 1");
@@ -405,4 +410,136 @@ fn read_only_existing_database_gives_a_clear_error() {
     eprintln!("read-only dir: {err}");
     assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
     assert!(err.to_string().contains("read-only"));
+}
+
+/// The filtered listings (issue #11) run on indexes: each filter the statement the
+/// store runs, planned by SQLite (`EXPLAIN QUERY PLAN`), searches an index instead of
+/// scanning the run history or every loop.
+#[test]
+fn run_and_label_filters_use_indexes() {
+    use loops_core::{LoopId, LoopStatus, RunStatus};
+    use loops_store::{LoopFilter, RunFilter};
+    let dir = TempDir::new().unwrap();
+    let store = SqliteStore::open(&dir.path().join(DB_FILE)).unwrap();
+    let runs = |f: RunFilter| -> String {
+        let plan = store.runs_query_plan(&f).unwrap().join(" | ");
+        eprintln!("{f:?}\n  {plan}");
+        // A scan of the table itself (not of an index) reads the whole history.
+        assert!(
+            !plan.contains("SCAN runs |") && !plan.ends_with("SCAN runs"),
+            "{plan}"
+        );
+        plan
+    };
+    let failed = || vec![RunStatus::Failed];
+    let since = Some(t(0));
+    let limit = Some(20);
+    // `runs --status failed --since 1d`: one index range, already in order.
+    let p = runs(RunFilter {
+        statuses: failed(),
+        since,
+        limit,
+        ..RunFilter::default()
+    });
+    assert!(
+        p.contains("runs_status_created (status=? AND created_at>?)") && !p.contains("TEMP B-TREE"),
+        "{p}"
+    );
+    // Several statuses: one range per status, then sorted.
+    let p = runs(RunFilter {
+        statuses: vec![RunStatus::Failed, RunStatus::TimedOut],
+        since,
+        until: Some(t(1)),
+        limit,
+        ..RunFilter::default()
+    });
+    assert!(
+        p.contains("runs_status_created (status=? AND created_at>? AND created_at<?)"),
+        "{p}"
+    );
+    // One loop and a status.
+    let p = runs(RunFilter {
+        loop_id: Some(LoopId::new("0123456789ab")),
+        statuses: failed(),
+        since,
+        limit,
+        ..RunFilter::default()
+    });
+    assert!(
+        p.contains("runs_loop_status_created (loop_id=? AND status=? AND created_at>?)")
+            && !p.contains("TEMP B-TREE"),
+        "{p}"
+    );
+    // One loop and a window.
+    let p = runs(RunFilter {
+        loop_id: Some(LoopId::new("0123456789ab")),
+        since,
+        limit,
+        ..RunFilter::default()
+    });
+    assert!(
+        p.contains("runs_loop_created (loop_id=? AND created_at>?)") && !p.contains("TEMP B-TREE"),
+        "{p}"
+    );
+    // A window alone.
+    let p = runs(RunFilter {
+        since,
+        until: Some(t(1)),
+        limit,
+        ..RunFilter::default()
+    });
+    assert!(
+        p.contains("runs_created (created_at>? AND created_at<?)"),
+        "{p}"
+    );
+    // Labels: the labelled loops from the label index first, then each one's runs.
+    for statuses in [vec![], failed()] {
+        let p = runs(RunFilter {
+            labels: vec!["ci".into(), "nightly".into()],
+            statuses: statuses.clone(),
+            since,
+            limit,
+            ..RunFilter::default()
+        });
+        let labels_at = p.find("loop_labels").unwrap_or(usize::MAX);
+        let runs_at = p.find("SEARCH runs USING INDEX runs_loop").unwrap_or(0);
+        assert!(labels_at < runs_at, "{p}");
+        if !statuses.is_empty() {
+            assert!(
+                p.contains("runs_loop_status_created (loop_id=? AND status=?"),
+                "{p}"
+            );
+        }
+    }
+    // Loops by labels: through the label index and the loops' primary key, not a scan
+    // of every loop; archived ones left out by a term on the rows found.
+    let p = store
+        .loops_query_plan(&LoopFilter {
+            labels: vec!["ci".into()],
+            ..LoopFilter::default()
+        })
+        .unwrap()
+        .join(" | ");
+    eprintln!("loops by label\n  {p}");
+    assert!(
+        p.contains("SEARCH loop_labels USING PRIMARY KEY (label=?)"),
+        "{p}"
+    );
+    assert!(
+        p.contains("SEARCH loops USING INDEX sqlite_autoindex_loops_1 (id=?)"),
+        "{p}"
+    );
+    assert!(!p.contains("SCAN loops"), "{p}");
+    let p = store
+        .loops_query_plan(&LoopFilter {
+            status: Some(LoopStatus::Archived),
+            labels: vec!["ci".into(), "nightly".into()],
+            ..LoopFilter::default()
+        })
+        .unwrap()
+        .join(" | ");
+    assert!(
+        p.contains("loop_labels") && !p.contains("SCAN loops"),
+        "{p}"
+    );
 }

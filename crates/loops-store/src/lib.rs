@@ -35,6 +35,11 @@
 //!   deferred retry (the oldest other slot whose latest attempt failed with attempts
 //!   left, not ad hoc, neither running nor done) looked up in the same transaction when
 //!   `loops_core::transitions::wants_deferred_retry` asks for it.
+//! - **A finalization queues its notifications.** In the same transaction,
+//!   [`Store::record_run_writes`] asks `loops_core::notify::decide` (with the loop's
+//!   own settings, else the store-wide default, and the loop's previous finished slot)
+//!   and inserts one `pending` delivery per channel; a delivery is claimed by one
+//!   runner at a time ([`Store::claim_delivery`]).
 //! - **An import is all or nothing.** [`Store::import`] writes its specs, loops and
 //!   history rows in one transaction; a duplicate name or any other error leaves the
 //!   store as it was.
@@ -71,15 +76,19 @@ pub use paths::{
 };
 pub use types::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, Fence, ImportBatch,
-    ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, OnRefusal, PrunePolicy,
-    RunFilter, RunWrite, RunWritten, UnreadableLoop, UsageRow, UsageSource,
+    ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate,
+    LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunWrite, RunWritten, UnreadableLoop, UsageRow,
+    UsageSource,
 };
 
 use loops_core::health::{FactsQuery, RunFacts};
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, WorkflowStatus};
+use loops_core::{
+    Delivery, DeliveryStatus, Instant, Loop, LoopId, LoopStatus, NewLoop, Notify, Run, RunId,
+    WorkflowStatus,
+};
 
 /// Result alias for store calls.
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -144,6 +153,31 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// Marks active loops with `expiresAt <= now` as `expired` (nextRunAt cleared);
     /// returns them by name.
     fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> Result<Vec<Loop>>;
+
+    // ---- loop definitions and labels (issue #11) ----
+    /// Replaces a loop's definition (name, description, schedule, target, policy,
+    /// labels, notification settings) and schedule state (`status`, `nextRunAt`,
+    /// `retryScheduledFor`; `dueAt` follows) in one transaction, keeping its id and
+    /// run history, and sets `updatedAt` to `now`. Applies only while the row still has
+    /// the `expected` version; `Ok(None)` when it changed meanwhile (nothing written).
+    /// The label index is rewritten in the same transaction, and on a new name the
+    /// loop's runs take it (`loopName`). Fails with [`StoreError::LoopNotFound`] when
+    /// the loop does not exist and [`StoreError::DuplicateName`] when another loop has
+    /// the name; an error writes nothing. Unfenced: a CLI write.
+    fn update_loop_definition(
+        &self,
+        id: &LoopId,
+        update: &LoopUpdate,
+        expected: &LoopVersion,
+        now: Instant,
+    ) -> Result<Option<Loop>>;
+    /// Loops matching `filter`, ordered by name (by default every loop but archived
+    /// ones); labels are matched through the label index. A row that cannot be decoded
+    /// is returned as an [`UnreadableLoop`] in its place.
+    fn loop_rows_matching(
+        &self,
+        filter: &LoopFilter,
+    ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>>;
 
     // ---- runs ----
     /// Claims in one transaction, one outcome per claim, in order. Each claim creates
@@ -219,7 +253,8 @@ pub trait Store: WorkflowStore + Send + Sync {
     fn running_runs(&self, loop_id: Option<&LoopId>) -> Result<Vec<Run>>;
     fn get_run(&self, id: &RunId) -> Result<Option<Run>>;
     /// Runs newest first (by creation; rows created in the same millisecond newest
-    /// insertion first), filtered.
+    /// insertion first), filtered by loop, labels, statuses and a creation window
+    /// ([`RunFilter`]), each through an index.
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>>;
     /// Deletes finished runs by policy; with `dry_run` only counts. Returns the count.
     fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize>;
@@ -263,6 +298,54 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// Gives the lease up (no-op when not held).
     fn release_daemon_lease(&self, fence: &Fence) -> Result<()>;
     fn current_daemon_lease(&self) -> Result<Option<DaemonLease>>;
+
+    // ---- notifications (README, "Notifications") ----
+    /// The store-wide default notification settings (`loops notify set`), used by
+    /// loops without settings of their own.
+    fn notify_default(&self) -> Result<Option<Notify>>;
+    /// Sets (`Some`) or clears (`None`) the store-wide default.
+    fn set_notify_default(&self, notify: Option<&Notify>) -> Result<()>;
+    /// The deliveries of the given runs, by run (in the order given) then oldest first.
+    fn deliveries_of_runs(&self, runs: &[RunId]) -> Result<Vec<Delivery>>;
+    /// Pending deliveries, oldest first, at most `limit`, claimed or not (the caller
+    /// decides which claims it may take over).
+    fn pending_deliveries(&self, limit: usize) -> Result<Vec<Delivery>>;
+    /// Claims a pending delivery for `runner_id` until `until`, only while it is still
+    /// pending and claimed by `from` (`None`: by nobody) — one conditional write, so of
+    /// racing runners one wins. `None` when it was not (any more) to be had.
+    fn claim_delivery(
+        &self,
+        id: &str,
+        from: Option<&str>,
+        runner_id: &str,
+        until: Instant,
+        now: Instant,
+    ) -> Result<Option<Delivery>>;
+    /// Records a try of a delivery claimed by `runner_id`: its attempts and last error,
+    /// and its status (`delivered` / `failed` end it and drop the claim; `pending`
+    /// keeps it). `None` when the row is gone or no longer claimed by `runner_id`.
+    fn record_delivery(
+        &self,
+        id: &str,
+        runner_id: &str,
+        status: DeliveryStatus,
+        attempts: u32,
+        last_error: Option<&str>,
+        now: Instant,
+    ) -> Result<Option<Delivery>>;
+
+    // ---- runs, for live views (`loops logs`, `runs --follow`) ----
+    /// Runs whose id starts with `prefix` (at most `limit`), by id.
+    fn runs_with_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Run>>;
+    /// Runs created at or after `since` (optionally of one loop), oldest first (rows of
+    /// the same millisecond in insertion order), at most `limit`: through the creation
+    /// index, so a poll costs what it returns.
+    fn runs_created_since(
+        &self,
+        since: Instant,
+        loop_id: Option<&LoopId>,
+        limit: usize,
+    ) -> Result<Vec<Run>>;
 
     // ---- maintenance ----
     /// Tunes the store for a long-lived, write-heavy owner (the daemon): housekeeping

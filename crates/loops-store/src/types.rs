@@ -4,7 +4,8 @@
 use crate::StoreError;
 use loops_core::workflow::{Workflow, WorkflowSpec};
 use loops_core::{
-    Instant, Loop, LoopId, NewLoop, Run, RunId, RunOutcome, RunSource, StepId, Usage, WorkflowId,
+    Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, RunStatus,
+    StepId, Usage, WorkflowId,
 };
 
 /// Changes to a loop's schedule state after a run or a CLI action. The domain computes
@@ -143,10 +144,12 @@ pub enum RunWrite {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunWritten {
     Spawned,
-    /// The finalized row, and whether the loop's schedule state was changed.
+    /// The finalized row, whether the loop's schedule state was changed, and the
+    /// notification deliveries queued (`pending`) for it in the same transaction.
     Finished {
         run: Box<Run>,
         loop_moved: bool,
+        notifications: Vec<loops_core::Delivery>,
     },
 }
 
@@ -172,12 +175,68 @@ impl UnreadableLoop {
     }
 }
 
-/// Filter for [`Store::list_runs`](crate::Store::list_runs).
+/// Filter for [`Store::list_runs`](crate::Store::list_runs). Every filter that is set
+/// must match (an empty list matches everything); each is served by an index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunFilter {
     pub loop_id: Option<LoopId>,
     /// Newest first; `None` = all.
     pub limit: Option<usize>,
+    /// Only runs with one of these statuses.
+    pub statuses: Vec<RunStatus>,
+    /// Only runs created (claimed or skipped) at or after this instant.
+    pub since: Option<Instant>,
+    /// Only runs created before this instant.
+    pub until: Option<Instant>,
+    /// Only runs of loops carrying every one of these labels.
+    pub labels: Vec<String>,
+}
+
+/// Filter for [`Store::loop_rows_matching`](crate::Store::loop_rows_matching).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoopFilter {
+    /// Only loops of this status; `None`: every status but `archived`, unless
+    /// `include_archived`.
+    pub status: Option<LoopStatus>,
+    /// With `status: None`, archived loops too.
+    pub include_archived: bool,
+    /// Only loops carrying every one of these labels (found through the label index,
+    /// not by reading every loop).
+    pub labels: Vec<String>,
+}
+
+/// A loop's new definition and schedule state, written by
+/// [`Store::update_loop_definition`](crate::Store::update_loop_definition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopUpdate {
+    /// Name, description, schedule, target, policy, labels (sorted, each once),
+    /// notification settings, and the loop's next slot (`next_run_at`).
+    pub definition: NewLoop,
+    pub status: LoopStatus,
+    pub retry_scheduled_for: Option<Instant>,
+}
+
+/// The state of a loop row a caller read before deciding an update: the update
+/// applies only while the row still has it (nobody moved, paused or edited the loop
+/// meanwhile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopVersion {
+    pub status: LoopStatus,
+    pub next_run_at: Option<Instant>,
+    pub retry_scheduled_for: Option<Instant>,
+    pub updated_at: Instant,
+}
+
+impl LoopVersion {
+    /// The version of `lp` as read.
+    pub fn of(lp: &Loop) -> Self {
+        Self {
+            status: lp.status,
+            next_run_at: lp.next_run_at,
+            retry_scheduled_for: lp.retry_scheduled_for,
+            updated_at: lp.updated_at,
+        }
+    }
 }
 
 /// Retention policy for finished runs. Running rows are never pruned.

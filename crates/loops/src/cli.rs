@@ -16,6 +16,7 @@ use loops_runtime::daemon::{
 };
 use loops_runtime::engine::DEFAULT_MAX_CONCURRENT;
 use loops_runtime::executor::DEFAULT_KILL_GRACE;
+use loops_runtime::notify::DEFAULT_NOTIFY_TIMEOUT;
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -172,6 +173,20 @@ pub enum Command {
     Workflows(WorkflowsCommand),
     /// Print shell completions.
     Completions(CompletionsArgs),
+    /// Change a loop in place (any create flag); its id, run history and status stay.
+    Edit(EditArgs),
+    /// Give a loop a new name; its id and run history stay.
+    Rename(RenameArgs),
+    /// Put a loop away: never scheduled, hidden from `list`, its history kept.
+    Archive(ArchiveArgs),
+    /// Bring an archived loop back, paused (`resume` then schedules it again).
+    Unarchive(LoopArg),
+    /// Store-wide default notifications, for loops without --notify-* settings.
+    #[command(subcommand)]
+    Notify(NotifyCommand),
+    /// Print a run's output: a running run's as it is written, a finished run's as
+    /// stored.
+    Logs(LogsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -310,6 +325,10 @@ pub struct DaemonRunArgs {
     /// longest sleep between scheduling passes (default: 60000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub interval_ms: Option<u64>,
+    /// Limit of one notification: a --notify-cmd hook's run (then SIGTERM to its
+    /// group), one HTTP try of a --notify-url webhook.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = Span(DEFAULT_NOTIFY_TIMEOUT))]
+    pub notify_timeout: Span,
 }
 
 #[derive(Debug, Args)]
@@ -348,36 +367,40 @@ pub enum CreateCommand {
 
 /// Flags shared by every `create` subcommand.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("schedule").required(true).multiple(false)))]
+#[command(group(clap::ArgGroup::new("schedule").args(SCHEDULE_FLAGS).required(true).multiple(false)))]
 pub struct CommonCreate {
     /// Unique loop name. Names that look like an id (12 lowercase hex characters) or
     /// like a prefix of an existing loop's id are refused: loops are resolved by exact
     /// id first, then exact name, then unambiguous id prefix.
     pub name: String,
+    #[command(flatten)]
+    pub def: DefinitionArgs,
+}
 
+/// The schedule flags: one of them on `create`, at most one on `edit`.
+const SCHEDULE_FLAGS: [&str; 4] = ["at", "every", "cron", "dynamic"];
+
+/// The flags of a loop's definition that every target type has, shared by `create`
+/// and `edit` (on `edit`, a flag that is not given leaves its part as it is).
+#[derive(Debug, Args)]
+pub struct DefinitionArgs {
     /// One run at an instant: RFC 3339, local "YYYY-MM-DD HH:MM", or +DURATION.
-    #[arg(
-        long,
-        group = "schedule",
-        value_name = "TIME",
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub at: Option<String>,
     /// Run every DURATION (500ms, 30s, 15m, 1.5h, 2d).
     #[arg(
         long,
-        group = "schedule",
         value_name = "DURATION",
         allow_hyphen_values = true,
         value_parser = duration
     )]
     pub every: Option<Duration>,
     /// Five-field cron expression ("*/15 * * * *", "0 9 * * MON-FRI").
-    #[arg(long, group = "schedule", value_name = "EXPR")]
+    #[arg(long, value_name = "EXPR")]
     pub cron: Option<String>,
     /// First run MIN_INTERVAL after creation, then MIN_INTERVAL after each run
     /// finishes (default 1m), no backfill.
-    #[arg(long, group = "schedule", value_name = "MIN_INTERVAL", num_args = 0..=1, default_missing_value = "1m", value_parser = duration)]
+    #[arg(long, value_name = "MIN_INTERVAL", num_args = 0..=1, default_missing_value = "1m", value_parser = duration)]
     pub dynamic: Option<Duration>,
     /// IANA time zone for --cron (default: this host's zone); stored canonical
     /// (europe/berlin → Europe/Berlin). Only with --cron.
@@ -484,6 +507,13 @@ pub struct CreateAgentArgs {
     /// path).
     #[arg(long, value_name = "FILE")]
     pub prompt_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub options: AgentOptions,
+}
+
+/// Agent flags shared by `create agent` and `edit`.
+#[derive(Debug, Args)]
+pub struct AgentOptions {
     /// Model name passed to the provider.
     #[arg(long)]
     pub model: Option<String>,
@@ -514,9 +544,15 @@ pub struct CreateWorkflowArgs {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Only loops with this status (active, paused, stopped, expired).
-    #[arg(long)]
+    /// Only loops with this status (active, paused, stopped, expired, archived).
+    #[arg(long, conflicts_with = "all")]
     pub status: Option<String>,
+    /// Include archived loops.
+    #[arg(long)]
+    pub all: bool,
+    /// Only loops with this label (repeatable: loops with all of them).
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
     /// Reveal prompts and env values in the output.
     #[arg(long)]
     pub show_output: bool,
@@ -541,6 +577,115 @@ pub struct RunsArgs {
     /// Include stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
+    /// Only runs with this status (repeatable: any of them): running, succeeded,
+    /// failed, timed_out, abandoned, skipped.
+    #[arg(long = "status", value_name = "STATUS")]
+    pub statuses: Vec<String>,
+    /// Only runs started at or after this: a duration ago (1d, 2h) or an instant
+    /// (RFC 3339, local "YYYY-MM-DD HH:MM").
+    #[arg(long, value_name = "DURATION|TIME", allow_hyphen_values = true)]
+    pub since: Option<String>,
+    /// Only runs started before this: a duration ago or an instant, as --since.
+    #[arg(long, value_name = "DURATION|TIME", allow_hyphen_values = true)]
+    pub until: Option<String>,
+    /// Only runs of loops with this label (repeatable: loops with all of them).
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+    /// Keep printing runs as they start and end, until interrupted (polls the store
+    /// four times a second; with --json, one JSON object per line). Takes a loop but
+    /// not the other filters.
+    #[arg(long, conflicts_with_all = ["statuses", "since", "until", "labels", "limit"])]
+    pub follow: bool,
+}
+
+/// `loops edit`: the loop, then any flag of `create` (a flag not given leaves its
+/// part as it is), and the flags that take things away. Removals and clears apply
+/// first, then the flags that set values.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("schedule").args(SCHEDULE_FLAGS).multiple(false)))]
+pub struct EditArgs {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    pub r#loop: String,
+    #[command(flatten)]
+    pub def: DefinitionArgs,
+    /// Remove a label (repeatable; a label the loop does not have is ignored).
+    #[arg(long = "unlabel", value_name = "NAME")]
+    pub unlabels: Vec<String>,
+    /// Remove an environment variable (repeatable).
+    #[arg(long = "unset-env", value_name = "KEY")]
+    pub unset_env: Vec<String>,
+    /// Clear a setting (repeatable): description, cwd, timeout, env, account, args,
+    /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
+    /// notify (all notification settings), notify-cmd, notify-url.
+    #[arg(long = "clear", value_name = "FIELD", value_enum)]
+    pub clear: Vec<ClearField>,
+
+    /// (command loops) The command line.
+    #[arg(long, value_name = "COMMAND")]
+    pub cmd: Option<String>,
+    /// (command loops) Execute the command directly; arguments go after `--`.
+    #[arg(long, conflicts_with = "shell")]
+    pub no_shell: bool,
+    /// (command loops) Run the command by /bin/sh again.
+    #[arg(long)]
+    pub shell: bool,
+    /// (command loops) Arguments for --no-shell commands (replacing the stored ones).
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+
+    /// (agent loops) claude, cursor, codewith, aicopilot, opencode or codex.
+    #[arg(long, value_name = "PROVIDER")]
+    pub provider: Option<String>,
+    /// (agent loops) The prompt, written to the agent's stdin (at most 1 MiB).
+    #[arg(long, value_name = "TEXT", conflicts_with = "prompt_file")]
+    pub prompt: Option<String>,
+    /// (agent loops) Read the prompt from a file (at most 1 MiB).
+    #[arg(long, value_name = "FILE")]
+    pub prompt_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent: AgentOptions,
+
+    /// (workflow loops) Name of the stored workflow to run (an active workflow).
+    #[arg(long, value_name = "WORKFLOW")]
+    pub workflow: Option<String>,
+}
+
+/// What `edit --clear` can clear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClearField {
+    Description,
+    Cwd,
+    Timeout,
+    Env,
+    Account,
+    Args,
+    Model,
+    Agent,
+    AuthProfile,
+    ConfigOverrides,
+    ExpiresAt,
+    Jitter,
+    Labels,
+    Notify,
+    NotifyCmd,
+    NotifyUrl,
+}
+
+#[derive(Debug, Args)]
+pub struct RenameArgs {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    pub r#loop: String,
+    /// The new name (the rules of `create`: unique, not shaped like an id).
+    pub new_name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    pub r#loop: String,
+    /// Also free the name for a new loop: the archived loop is renamed NAME~ID.
+    #[arg(long)]
+    pub free_name: bool,
 }
 
 #[derive(Debug, Args)]
@@ -761,4 +906,57 @@ mod tests {
         // clap's own errors are left to clap.
         assert_eq!(value_error(&parse(&["list", "--bogus"]).unwrap_err()), None);
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NotifyCommand {
+    /// Set the default (replacing any earlier one as a whole).
+    Set(NotifySetArgs),
+    /// Show the default.
+    Show(NotifyShowArgs),
+    /// Remove the default.
+    Clear,
+    /// Send a test notification now, through every channel of the default — or, with
+    /// --loop, of the settings that apply to that loop; exit 1 when one fails.
+    Test(NotifyTestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NotifySetArgs {
+    /// Run this command (by /bin/sh) with the run as JSON on stdin.
+    #[arg(long, value_name = "CMD")]
+    pub notify_cmd: Option<String>,
+    /// POST the run as JSON to this http(s) URL.
+    #[arg(long, value_name = "URL")]
+    pub notify_url: Option<String>,
+    /// When notifications fire: failure (default), recovery or always.
+    #[arg(long, value_name = "WHEN")]
+    pub notify_on: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyShowArgs {
+    /// Show a webhook URL in full (its path is redacted otherwise).
+    #[arg(long)]
+    pub show_output: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyTestArgs {
+    /// Test the settings that apply to this loop (its own, else the default), with its
+    /// newest run in the payload.
+    #[arg(long = "loop", value_name = "LOOP")]
+    pub r#loop: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The run: its exact id, else an unambiguous id prefix.
+    pub run: String,
+    /// Keep printing output as it is written until the run ends.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Print stderr instead of stdout.
+    #[arg(long)]
+    pub stderr: bool,
 }

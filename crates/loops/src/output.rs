@@ -333,6 +333,61 @@ pub fn redact_streams(stdout: &mut Option<String>, stderr: &mut Option<String>) 
     }
 }
 
+/// A run's error as its table line shows it: for a run that did not succeed, the
+/// error followed by the first line of its stderr tail (`exited with status 3: boom`),
+/// at most 100 characters of it. Take it before [`redact_run`].
+pub fn run_error_line(run: &Run) -> String {
+    let error = run.error.clone().unwrap_or_default();
+    if run.status == RunStatus::Succeeded {
+        return error;
+    }
+    let hint = run
+        .stderr
+        .as_deref()
+        .and_then(|e| loops_core::notify::first_line(e, 100));
+    match hint {
+        Some(line) if error.is_empty() => line,
+        Some(line) if !error.contains(&line) => format!("{error}: {line}"),
+        _ => error,
+    }
+}
+
+/// A run as `runs --json` prints it: the run's fields plus `notifications`, the
+/// deliveries of its notifications (a webhook's path redacted unless `reveal`).
+#[derive(Serialize)]
+pub struct RunWithNotifications {
+    #[serde(flatten)]
+    pub run: Run,
+    pub notifications: Vec<loops_core::Delivery>,
+}
+
+/// Pairs each run with its deliveries (as [`loops_core::Delivery`] lists them).
+pub fn runs_with_notifications(
+    runs: Vec<Run>,
+    deliveries: Vec<loops_core::Delivery>,
+    reveal: bool,
+) -> Vec<RunWithNotifications> {
+    let mut by_run: std::collections::HashMap<loops_core::RunId, Vec<loops_core::Delivery>> =
+        std::collections::HashMap::new();
+    for mut d in deliveries {
+        redact_delivery(&mut d, reveal);
+        by_run.entry(d.run_id.clone()).or_default().push(d);
+    }
+    runs.into_iter()
+        .map(|run| RunWithNotifications {
+            notifications: by_run.remove(&run.id).unwrap_or_default(),
+            run,
+        })
+        .collect()
+}
+
+/// A webhook delivery's URL path is redacted like the loop's (unless `reveal`).
+pub fn redact_delivery(d: &mut loops_core::Delivery, reveal: bool) {
+    if !reveal && d.channel == loops_core::NotifyChannel::Url {
+        d.target = redact_url(&d.target);
+    }
+}
+
 /// A run's status word, for tables.
 pub fn run_status(status: RunStatus) -> Cell {
     status_cell(status.as_str())

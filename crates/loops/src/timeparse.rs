@@ -40,6 +40,22 @@ pub fn parse_instant(flag: &str, input: &str, now: Instant) -> Result<Instant, S
     Err(bad())
 }
 
+/// A point in the past for a filter (`runs --since`, `--until`): a duration ago
+/// (`1d`, `90m`), or any instant [`parse_instant`] accepts.
+pub fn parse_past(flag: &str, input: &str, now: Instant) -> Result<Instant, String> {
+    let text = input.trim();
+    if let Ok(d) = Duration::parse(text) {
+        return now
+            .checked_sub_signed(d.to_chrono())
+            .ok_or_else(|| format!("invalid {flag} {input:?}: too far back"));
+    }
+    parse_instant(flag, input, now).map_err(|_| {
+        format!(
+            "invalid {flag} {input:?}: expected a duration ago (1d, 2h) or an instant (2026-12-01T09:00:00Z, 2026-12-01 09:00)"
+        )
+    })
+}
+
 fn local_to_utc(naive: NaiveDateTime) -> Option<Instant> {
     Local
         .from_local_datetime(&naive)
@@ -65,5 +81,23 @@ mod tests {
         assert!(parse_instant("--at", "2026-02-01 10:00", now).is_ok());
         let err = parse_instant("--at", "not-a-date", now).unwrap_err();
         assert!(err.starts_with("invalid --at \"not-a-date\""), "{err}");
+    }
+
+    #[test]
+    fn past_points_are_durations_ago_or_instants() {
+        let now: Instant = "2026-01-02T00:00:00Z".parse().unwrap();
+        assert_eq!(
+            parse_past("--since", "1d", now).unwrap(),
+            "2026-01-01T00:00:00Z".parse::<Instant>().unwrap()
+        );
+        assert_eq!(
+            parse_past("--since", "2026-01-01T12:00:00Z", now).unwrap(),
+            "2026-01-01T12:00:00Z".parse::<Instant>().unwrap()
+        );
+        let err = parse_past("--since", "garbage", now).unwrap_err();
+        assert!(
+            err.starts_with("invalid --since \"garbage\": expected a duration ago"),
+            "{err}"
+        );
     }
 }

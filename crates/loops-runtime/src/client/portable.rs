@@ -104,7 +104,8 @@ impl ImportReport {
 }
 
 impl Client {
-    /// The bundle of the loops carrying every one of `labels` (all loops when empty)
+    /// The bundle of the loops carrying every one of `labels` (all loops when empty;
+    /// archived ones never)
     /// and of the workflow specs: every active spec when no label narrows the export,
     /// else the ones the exported loops run. Env values and notification URLs are
     /// left out (and named) unless `include_secrets`.
@@ -121,7 +122,8 @@ impl Client {
             .store
             .list_loops(None)?
             .into_iter()
-            .filter(|lp| has_labels(lp, labels))
+            // Archived loops are put away: not part of a setup to move.
+            .filter(|lp| lp.status != LoopStatus::Archived && has_labels(lp, labels))
             .collect();
         let active = self.store.list_workflows(Some(WorkflowStatus::Active))?;
         let used: HashSet<&str> = loops

@@ -21,6 +21,7 @@ mod run_now;
 mod workflow_target;
 
 pub use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::notify::DeliveryQueue;
 use crate::process::{hostname, process_start_time};
 use crate::recorder::Recorder;
 use crate::targets::ExecSettings;
@@ -178,6 +179,9 @@ pub struct Engine {
     inflight: Mutex<HashMap<RunId, InFlight>>,
     /// Group-commits pid records and finalizations (see [`crate::recorder`]).
     recorder: Recorder,
+    /// Notifications queued by this engine's finalizations, for whoever delivers them
+    /// (the daemon's notifier; `tick` / `run-now` before they exit).
+    deliveries: Arc<DeliveryQueue>,
     /// Runs executing (or being adopted); each counted by a [`TaskGuard`].
     tasks: Arc<Tasks>,
     /// Signalled when a finished run changes what is due (see [`Engine::replan_needed`]).
@@ -239,6 +243,7 @@ impl Engine {
             permits,
             inflight: Mutex::new(HashMap::new()),
             recorder,
+            deliveries: Arc::new(DeliveryQueue::default()),
             tasks: Arc::new(Tasks::default()),
             replan: Notify::new(),
             run_started: Arc::new(Notify::new()),
@@ -257,6 +262,11 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.cfg
+    }
+
+    /// The notifications this engine's finalizations queued (see [`crate::notify`]).
+    pub fn deliveries(&self) -> &Arc<DeliveryQueue> {
+        &self.deliveries
     }
 
     fn fence(&self) -> Option<&Fence> {

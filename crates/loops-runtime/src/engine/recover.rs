@@ -84,7 +84,16 @@ impl Engine {
                 .record_run_writes(&[write], now, self.fence())
                 .map_err(|e| self.note_store_error(e))?;
             match written.into_iter().next() {
-                Some(Ok(_)) => {
+                Some(Ok(written)) => {
+                    if let loops_store::RunWritten::Finished {
+                        run: recorded,
+                        notifications,
+                        ..
+                    } = written
+                    {
+                        self.log_end(&recorded);
+                        self.deliveries.push(notifications);
+                    }
                     if let Some(files) = spooled {
                         files.remove();
                     }

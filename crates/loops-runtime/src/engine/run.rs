@@ -67,6 +67,7 @@ impl Engine {
     pub async fn execute_claimed(&self, lp: &Loop, run: Run) -> Option<Run> {
         let lease = std::time::Duration::from_millis(lp.lease_ms);
         let mut cancel_rx = self.hold(&run.id, lease);
+        self.log_start(&run);
         if self.lease_lost() {
             let _ = lock(&self.inflight)
                 .get(&run.id)

@@ -22,15 +22,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod claims;
+mod definitions;
 mod leases;
 mod loops;
+mod notify;
 mod reports;
 mod runs;
 mod workflows;
 
 pub use claims::*;
+pub use definitions::*;
 pub use leases::*;
 pub use loops::*;
+pub use notify::*;
 pub use reports::*;
 pub use runs::*;
 pub use workflows::*;
@@ -116,6 +120,18 @@ macro_rules! store_suite {
             workflow_saves_append_events_in_sequence,
             workflow_cancel_requests_and_pruning,
             workflow_writes_are_fenced,
+            // loop definitions, labels and run filters (#11)
+            update_loop_definition_replaces_the_definition_keeping_id_and_history,
+            update_loop_definition_is_guarded_and_writes_nothing_when_refused,
+            loop_rows_matching_filters_by_labels_and_hides_archived,
+            list_runs_filters_by_status_window_loop_and_labels,
+            // notifications and the live views' run lookups
+            notify_default_round_trips_and_clears,
+            failure_is_queued_once_per_slot_after_the_last_attempt,
+            recovery_is_queued_on_the_first_success_after_a_failed_slot,
+            the_default_applies_to_loops_without_settings_of_their_own,
+            deliveries_are_claimed_by_one_runner_and_recorded,
+            runs_by_id_prefix_and_created_since,
             // imports and roll-ups
             import_is_one_transaction_or_nothing,
             run_facts_reports_recent_rows_success_and_window,
@@ -286,6 +302,8 @@ mod tests {
             include_str!("runs.rs"),
             include_str!("leases.rs"),
             include_str!("workflows.rs"),
+            include_str!("definitions.rs"),
+            include_str!("notify.rs"),
             include_str!("reports.rs"),
         ];
         let this = include_str!("mod.rs");
@@ -304,6 +322,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 41);
+        assert_eq!(count, 51);
     }
 }

@@ -126,6 +126,7 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
         Ok(RunWritten::Finished {
             run: done,
             loop_moved,
+            ..
         }) => {
             assert!(*loop_moved);
             assert_eq!(done.status, RunStatus::Succeeded);
@@ -148,6 +149,7 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
         Ok(RunWritten::Finished {
             run: done,
             loop_moved,
+            ..
         }) => {
             assert!(
                 !*loop_moved,
@@ -316,6 +318,7 @@ pub fn list_runs_newest_first_with_filter_and_limit(db: &dyn TestDb) {
         .list_runs(&RunFilter {
             loop_id: None,
             limit: Some(2),
+            ..RunFilter::default()
         })
         .unwrap();
     assert_eq!(limited.len(), 2);
@@ -325,6 +328,7 @@ pub fn list_runs_newest_first_with_filter_and_limit(db: &dyn TestDb) {
         .list_runs(&RunFilter {
             loop_id: Some(a.id.clone()),
             limit: None,
+            ..RunFilter::default()
         })
         .unwrap()
         .into_iter()

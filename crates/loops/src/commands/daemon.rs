@@ -36,6 +36,7 @@ fn config(dir: &Path, args: &DaemonRunArgs) -> DaemonConfig {
     cfg.keep_for = args.keep_for.0;
     cfg.prune_every = args.prune_every.0;
     cfg.max_sleep = args.interval_ms.map(StdDuration::from_millis);
+    cfg.notify_timeout = args.notify_timeout.0;
     cfg
 }
 
@@ -294,6 +295,7 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     if let Some(ms) = args.interval_ms {
         cmd.args(["--interval-ms", &ms.to_string()]);
     }
+    cmd.args(["--notify-timeout", &args.notify_timeout.to_string()]);
     // Its own process group: a Ctrl-C in the starting terminal must not reach it.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd
@@ -302,8 +304,14 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let pid = child.id();
     let deadline = StdInstant::now() + StdDuration::from_secs(10);
     loop {
+        // Ready once it holds the lease and has written its pid file and bound its
+        // wake socket (both come after the lease): whoever reads either right after
+        // `start` returned must find this daemon there.
         if let Ok(Some(lease)) = client.daemon_lease() {
-            if lease.holder.pid == pid {
+            if lease.holder.pid == pid
+                && loops_runtime::daemon::read_pid_file(&dir) == Some(pid)
+                && loops_runtime::wake::socket_path(&dir).exists()
+            {
                 break;
             }
         }

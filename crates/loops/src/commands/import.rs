@@ -38,7 +38,7 @@ pub fn run(ctx: &Context, args: ImportArgs) -> Result<Exit, Failure> {
         (None, Some(db)) => client.import_openloops(
             db,
             args.with_history,
-            &super::create::local_zone(),
+            &super::definition::local_zone(),
             opts,
             now,
         )?,

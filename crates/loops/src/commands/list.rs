@@ -7,6 +7,7 @@ use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
 use loops_core::{LoopStatus, Target};
+use loops_store::LoopFilter;
 
 pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
     let status = args
@@ -17,7 +18,12 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
                 .map_err(|e| Failure::usage(e.replace("LoopStatus", "--status")))
         })
         .transpose()?;
-    let mut loops = ctx.reader()?.list(status)?;
+    let filter = LoopFilter {
+        status,
+        include_archived: args.all,
+        labels: args.labels.clone(),
+    };
+    let mut loops = ctx.reader()?.list_matching(&filter)?;
     if !args.show_output {
         loops.iter_mut().for_each(output::redact_loop);
     }
@@ -162,6 +168,9 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         if let Some(usage) = &run.usage {
             lines.push(("last usage", output::usage_text(usage)));
         }
+    }
+    for line in super::notify::last_deliveries(&client, &lp, args.show_output) {
+        lines.push(("notified", line));
     }
     let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (key, value) in lines {

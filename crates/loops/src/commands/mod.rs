@@ -5,15 +5,20 @@
 mod completions;
 mod create;
 mod daemon;
+mod definition;
 mod doctor;
+mod edit;
 mod export;
 mod health;
 mod import;
 mod lifecycle;
 mod list;
+mod logs;
+mod notify;
 mod prune;
 mod run_now;
 mod runs;
+mod runs_follow;
 mod tick;
 mod usage;
 mod workflows;
@@ -101,6 +106,12 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),
         Command::Completions(args) => completions::run(args),
+        Command::Edit(args) => edit::edit(&ctx, args),
+        Command::Rename(args) => edit::rename(&ctx, args),
+        Command::Archive(args) => edit::archive(&ctx, args),
+        Command::Unarchive(args) => edit::unarchive(&ctx, args),
+        Command::Notify(cmd) => notify::run(&ctx, cmd),
+        Command::Logs(args) => logs::run(&ctx, args),
     }
 }
 

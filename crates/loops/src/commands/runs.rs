@@ -1,34 +1,78 @@
-//! `runs [loop] [--limit N] [--show-output]`.
+//! `runs [loop] [--limit N] [--show-output] [--status S]… [--since D|TIME] [--until
+//! D|TIME] [--label L]…` (`--follow`: `runs_follow`).
 
 use super::Context;
 use crate::cli::RunsArgs;
 use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
+use crate::timeparse::parse_past;
 use crate::Failure;
+use loops_core::{Instant, RunStatus};
+use loops_runtime::client::RunQuery;
 
 /// Default number of runs shown when `--limit` is not given.
 const DEFAULT_LIMIT: usize = 20;
 
 pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
+    if args.follow {
+        return super::runs_follow::run(ctx, &args);
+    }
     let limit = match args.limit {
         Some(0) => None,
         Some(n) => Some(n),
         None => Some(DEFAULT_LIMIT),
     };
-    let mut runs = ctx.reader()?.runs(args.r#loop.as_deref(), limit)?;
+    let now = output::now();
+    let statuses = args
+        .statuses
+        .iter()
+        .map(|s| {
+            s.parse::<RunStatus>()
+                .map_err(|e| Failure::usage(e.replace("RunStatus", "--status")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let query = RunQuery {
+        loop_key: args.r#loop.clone(),
+        labels: args.labels.clone(),
+        statuses,
+        since: since("--since", args.since.as_deref(), now)?,
+        until: since("--until", args.until.as_deref(), now)?,
+        limit,
+    };
+    let client = ctx.reader()?;
+    let mut runs = client.query_runs(&query)?;
+    // Before redaction: a failed run's line quotes its first stderr line.
+    let errors: Vec<String> = runs.iter().map(output::run_error_line).collect();
     if !args.show_output {
         runs.iter_mut().for_each(output::redact_run);
     }
     if ctx.json {
-        print_json(&runs)?;
+        let ids: Vec<_> = runs.iter().map(|r| r.id.clone()).collect();
+        let deliveries = client.deliveries_of_runs(&ids)?;
+        print_json(&output::runs_with_notifications(
+            runs,
+            deliveries,
+            args.show_output,
+        ))?;
         return Ok(Exit::Success);
     }
     if runs.is_empty() {
-        outln!("no runs yet")?;
+        let filtered = query.loop_key.is_some()
+            || !query.labels.is_empty()
+            || !query.statuses.is_empty()
+            || query.since.is_some()
+            || query.until.is_some();
+        outln!(
+            "{}",
+            if filtered {
+                "no matching runs"
+            } else {
+                "no runs yet"
+            }
+        )?;
         return Ok(Exit::Success);
     }
-    let now = output::now();
     let mut table = Table::new(vec![
         "RUN",
         "LOOP",
@@ -39,7 +83,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         "EXIT",
         "ERROR",
     ]);
-    for run in &runs {
+    for (run, error) in runs.iter().zip(errors) {
         table.row(vec![
             run.id.as_str().into(),
             run.loop_name.as_str().into(),
@@ -52,7 +96,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
             run.exit_code
                 .map_or_else(|| "-".into(), |c| c.to_string())
                 .into(),
-            run.error.clone().unwrap_or_default().into(),
+            error.into(),
         ]);
     }
     table.print()?;
@@ -69,4 +113,10 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         }
     }
     Ok(Exit::Success)
+}
+
+/// `--since` / `--until`: a duration ago or an instant.
+fn since(flag: &str, text: Option<&str>, now: Instant) -> Result<Option<Instant>, Failure> {
+    text.map(|t| parse_past(flag, t, now).map_err(Failure::usage))
+        .transpose()
 }

@@ -1,0 +1,271 @@
+//! Notifications: the store-wide default (in `meta`), the delivery rows a finalization
+//! queues in its own transaction (the decision is the domain's,
+//! `loops_core::notify::decide`), their claims and their results.
+
+use crate::codec::{
+    get, get_enum, get_instant, get_opt_instant, get_u32, ms, new_id, query_all, query_first,
+    sat_i64, ID_ATTEMPTS,
+};
+use crate::error::{Error, Result, StoreResult};
+use crate::SqliteStore;
+use loops_core::notify;
+use loops_core::{
+    Delivery, DeliveryStatus, Instant, Loop, Notify, NotifyChannel, NotifyEvent, Run, RunId,
+};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+/// `meta` key of the store-wide default settings (JSON).
+const META_NOTIFY_DEFAULT: &str = "notify_default";
+
+/// The columns of `notification_deliveries`, in the order [`delivery_from_row`] reads them.
+macro_rules! delivery_cols {
+    () => {
+        "id, run_id, loop_id, event, channel, target, status, attempts, last_error, \
+         created_at, updated_at, claimed_by, claim_expires_at"
+    };
+}
+
+fn delivery_from_row(row: &Row<'_>) -> Result<Delivery> {
+    Ok(Delivery {
+        id: get(row, 0, "id")?,
+        run_id: RunId::new(get::<String>(row, 1, "run_id")?),
+        loop_id: loops_core::LoopId::new(get::<String>(row, 2, "loop_id")?),
+        event: get_enum(row, 3, "event")?,
+        channel: get_enum(row, 4, "channel")?,
+        target: get(row, 5, "target")?,
+        status: get_enum(row, 6, "status")?,
+        attempts: get_u32(row, 7, "attempts")?,
+        last_error: get(row, 8, "last_error")?,
+        created_at: get_instant(row, 9, "created_at")?,
+        updated_at: get_instant(row, 10, "updated_at")?,
+        claimed_by: get(row, 11, "claimed_by")?,
+        claim_expires_at: get_opt_instant(row, 12, "claim_expires_at")?,
+    })
+}
+
+fn read_default(conn: &Connection) -> Result<Option<Notify>> {
+    let text: Option<String> = conn
+        .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+        .query_row([META_NOTIFY_DEFAULT], |r| r.get(0))
+        .optional()?;
+    text.map(|t| {
+        serde_json::from_str(&t)
+            .map_err(|e| Error::decode(format!("meta {META_NOTIFY_DEFAULT}: {e}")))
+    })
+    .transpose()
+}
+
+pub(crate) fn notify_default(store: &SqliteStore) -> StoreResult<Option<Notify>> {
+    store.read(read_default)
+}
+
+pub(crate) fn set_notify_default(store: &SqliteStore, notify: Option<&Notify>) -> StoreResult<()> {
+    let text = notify
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| loops_store::StoreError::InvalidArgument(format!("notify settings: {e}")))?;
+    store.write(None, |tx| {
+        match text {
+            Some(text) => tx
+                .prepare_cached(
+                    "INSERT INTO meta (key, value) VALUES (?1, ?2) \
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                )?
+                .execute(params![META_NOTIFY_DEFAULT, text])?,
+            None => tx
+                .prepare_cached("DELETE FROM meta WHERE key = ?1")?
+                .execute([META_NOTIFY_DEFAULT])?,
+        };
+        Ok(())
+    })
+}
+
+/// After `run` was finalized in this transaction: queues the notifications its loop's
+/// settings (else the store-wide default) call for, one `pending` row per channel.
+pub(crate) fn queue_for_run(
+    conn: &Connection,
+    lp: &Loop,
+    run: &Run,
+    now: Instant,
+) -> Result<Vec<Delivery>> {
+    // Skipped and successful runs under `failure` (the common case) stop here, after
+    // at most one point read of the default.
+    if run.status == loops_core::RunStatus::Skipped {
+        return Ok(Vec::new());
+    }
+    let default = match &lp.notify {
+        Some(_) => None,
+        None => read_default(conn)?,
+    };
+    let Some(settings) = notify::effective(lp.notify.as_ref(), default.as_ref()) else {
+        return Ok(Vec::new());
+    };
+    let event = notify::decide(settings.on, run, lp.max_attempts, || {
+        previous_slot_failed(conn, lp, run)
+    })?;
+    let Some(event) = event else {
+        return Ok(Vec::new());
+    };
+    notify::channels(settings)
+        .into_iter()
+        .map(|(channel, target)| insert(conn, run, event, channel, target, now))
+        .collect()
+}
+
+/// Whether the newest other slot of the loop whose last attempt is known (a success,
+/// or a failure on its last attempt; ad-hoc runs have one) failed. Walks the loop's
+/// runs newest first through `runs_loop_created` and stops at the first such run.
+fn previous_slot_failed(conn: &Connection, lp: &Loop, run: &Run) -> Result<bool> {
+    let status: Option<String> = conn
+        .prepare_cached(
+            "SELECT status FROM runs INDEXED BY runs_loop_created \
+             WHERE loop_id = ?1 AND id != ?2 AND scheduled_for != ?3 \
+               AND (status = 'succeeded' \
+                    OR (status IN ('failed', 'timed_out', 'abandoned') \
+                        AND (attempt >= ?4 OR source = 'ad_hoc'))) \
+             ORDER BY created_at DESC, rowid DESC LIMIT 1",
+        )?
+        .query_row(
+            params![
+                lp.id.as_str(),
+                run.id.as_str(),
+                ms(&run.scheduled_for),
+                lp.max_attempts
+            ],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(status.is_some_and(|s| s != "succeeded"))
+}
+
+fn insert(
+    conn: &Connection,
+    run: &Run,
+    event: NotifyEvent,
+    channel: NotifyChannel,
+    target: &str,
+    now: Instant,
+) -> Result<Delivery> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "INSERT INTO notification_deliveries \
+           (id, run_id, loop_id, event, channel, target, status, attempts, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 0, ?7, ?7) RETURNING ",
+        delivery_cols!()
+    ))?;
+    for _ in 0..ID_ATTEMPTS {
+        let mut rows = stmt.query(params![
+            new_id(),
+            run.id.as_str(),
+            run.loop_id.as_str(),
+            event.as_str(),
+            channel.as_str(),
+            target,
+            ms(&now)
+        ])?;
+        match rows.next() {
+            Ok(Some(row)) => return delivery_from_row(row),
+            Ok(None) => break,
+            Err(e) if crate::codec::is_unique_violation(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::ids_exhausted("notification delivery"))
+}
+
+pub(crate) fn deliveries_of_runs(
+    store: &SqliteStore,
+    runs: &[RunId],
+) -> StoreResult<Vec<Delivery>> {
+    if runs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = serde_json::to_string(&runs.iter().map(RunId::as_str).collect::<Vec<_>>())
+        .map_err(|e| loops_store::StoreError::InvalidArgument(format!("run ids: {e}")))?;
+    let mut found = store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            delivery_cols!(),
+            " FROM notification_deliveries \
+             WHERE run_id IN (SELECT value FROM json_each(?1)) ORDER BY created_at, rowid"
+        ))?;
+        query_all(&mut stmt, [ids], delivery_from_row)
+    })?;
+    let order: std::collections::HashMap<&str, usize> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.as_str(), i))
+        .collect();
+    // Stable: keeps the creation order within a run.
+    found.sort_by_key(|d| order.get(d.run_id.as_str()).copied().unwrap_or(usize::MAX));
+    Ok(found)
+}
+
+pub(crate) fn pending_deliveries(store: &SqliteStore, limit: usize) -> StoreResult<Vec<Delivery>> {
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            delivery_cols!(),
+            " FROM notification_deliveries INDEXED BY notification_deliveries_pending \
+             WHERE status = 'pending' ORDER BY created_at, rowid LIMIT ?1"
+        ))?;
+        query_all(&mut stmt, [sat_i64(limit as u64)], delivery_from_row)
+    })
+}
+
+pub(crate) fn claim_delivery(
+    store: &SqliteStore,
+    id: &str,
+    from: Option<&str>,
+    runner_id: &str,
+    until: Instant,
+    now: Instant,
+) -> StoreResult<Option<Delivery>> {
+    store.write(None, |tx| {
+        let mut stmt = tx.prepare_cached(concat!(
+            "UPDATE notification_deliveries SET claimed_by = ?3, claim_expires_at = ?4, \
+               updated_at = ?5 \
+             WHERE id = ?1 AND status = 'pending' AND claimed_by IS ?2 RETURNING ",
+            delivery_cols!()
+        ))?;
+        query_first(
+            &mut stmt,
+            params![id, from, runner_id, ms(&until), ms(&now)],
+            delivery_from_row,
+        )
+    })
+}
+
+pub(crate) fn record_delivery(
+    store: &SqliteStore,
+    id: &str,
+    runner_id: &str,
+    status: DeliveryStatus,
+    attempts: u32,
+    last_error: Option<&str>,
+    now: Instant,
+) -> StoreResult<Option<Delivery>> {
+    let done = status != DeliveryStatus::Pending;
+    store.write(None, |tx| {
+        let mut stmt = tx.prepare_cached(concat!(
+            "UPDATE notification_deliveries SET status = ?3, attempts = ?4, last_error = ?5, \
+               updated_at = ?6, \
+               claimed_by = CASE WHEN ?7 THEN NULL ELSE claimed_by END, \
+               claim_expires_at = CASE WHEN ?7 THEN NULL ELSE claim_expires_at END \
+             WHERE id = ?1 AND status = 'pending' AND claimed_by = ?2 RETURNING ",
+            delivery_cols!()
+        ))?;
+        query_first(
+            &mut stmt,
+            params![
+                id,
+                runner_id,
+                status.as_str(),
+                attempts,
+                last_error,
+                ms(&now),
+                done
+            ],
+            delivery_from_row,
+        )
+    })
+}

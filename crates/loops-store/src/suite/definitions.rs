@@ -1,0 +1,326 @@
+//! Loops changed in place, the label index, and the run filters (issue #11).
+
+use super::*;
+use crate::{LoopFilter, LoopUpdate, LoopVersion};
+use loops_core::LoopStatus;
+
+fn names(rows: Vec<std::result::Result<Loop, crate::UnreadableLoop>>) -> Vec<String> {
+    rows.into_iter().map(|r| r.unwrap().name).collect()
+}
+
+fn labelled(labels: &[&str]) -> LoopFilter {
+    LoopFilter {
+        labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+        ..LoopFilter::default()
+    }
+}
+
+/// The update of `lp` that leaves it as it is (callers change what they test).
+fn unchanged(lp: &Loop) -> LoopUpdate {
+    LoopUpdate {
+        definition: NewLoop {
+            name: lp.name.clone(),
+            description: lp.description.clone(),
+            schedule: lp.schedule.clone(),
+            target: lp.target.clone(),
+            policy: lp.policy(),
+            labels: lp.labels.clone(),
+            notify: lp.notify.clone(),
+            next_run_at: lp.next_run_at,
+        },
+        status: lp.status,
+        retry_scheduled_for: lp.retry_scheduled_for,
+    }
+}
+
+/// An update replaces the whole definition and schedule state in one write: the id,
+/// creation time and runs stay, `updatedAt` is the update's instant, `dueAt` follows
+/// the new slot and jitter, the label index follows the labels, and the runs carry
+/// the new name.
+pub fn update_loop_definition_replaces_the_definition_keeping_id_and_history(db: &dyn TestDb) {
+    let store = db.open();
+    let mut new = new_loop("before", Some(t(60_000)));
+    new.labels = vec!["a".into(), "b".into()];
+    let lp = store.create_loop(new, t(0)).unwrap();
+    let run = claim(&*store, &claim_req(&lp, t(60_000), t(60_000))).unwrap();
+    finish(&*store, &run.id, outcome(RunStatus::Succeeded, t(61_000))).unwrap();
+    let lp = store.get_loop(&lp.id).unwrap().unwrap();
+
+    let mut update = unchanged(&lp);
+    let d = &mut update.definition;
+    d.name = "after".into();
+    d.description = Some("edited".into());
+    d.schedule = Schedule::Interval {
+        every_ms: 3_600_000,
+        anchor: Anchor::FixedDelay,
+    };
+    d.policy.max_attempts = 3;
+    d.policy.jitter_ms = 60_000;
+    d.labels = vec!["b".into(), "c".into()];
+    d.notify = Some(loops_core::Notify {
+        cmd: Some("logger".into()),
+        url: None,
+        on: loops_core::NotifyOn::Always,
+    });
+    d.next_run_at = Some(t(3_600_000));
+    update.status = LoopStatus::Paused;
+    let edited = store
+        .update_loop_definition(&lp.id, &update, &LoopVersion::of(&lp), t(100_000))
+        .unwrap()
+        .expect("the loop did not move, so the update applies");
+    assert_eq!(edited.id, lp.id);
+    assert_eq!(edited.created_at, lp.created_at);
+    assert_eq!(edited.updated_at, t(100_000));
+    assert_eq!(edited.name, "after");
+    assert_eq!(edited.description.as_deref(), Some("edited"));
+    assert_eq!(edited.schedule, update.definition.schedule);
+    assert_eq!(edited.max_attempts, 3);
+    assert_eq!(edited.status, LoopStatus::Paused);
+    assert_eq!(edited.labels, vec!["b".to_owned(), "c".to_owned()]);
+    assert_eq!(edited.notify, update.definition.notify);
+    assert_eq!(edited.next_run_at, Some(t(3_600_000)));
+    let delay = loops_core::schedule::jitter_delay(&lp.id, t(3_600_000), 60_000);
+    assert_eq!(
+        edited.due_at,
+        Some(t(3_600_000 + i64::try_from(delay).unwrap()))
+    );
+    assert_eq!(store.get_loop(&lp.id).unwrap().unwrap(), edited);
+    assert!(store.get_loop_by_name("before").unwrap().is_none());
+    // The history stays, under the new name.
+    let runs = store
+        .list_runs(&RunFilter {
+            loop_id: Some(lp.id.clone()),
+            ..RunFilter::default()
+        })
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].id, run.id);
+    assert_eq!(runs[0].loop_name, "after");
+    // The label index follows.
+    let all = LoopFilter {
+        include_archived: true,
+        ..labelled(&["c"])
+    };
+    assert_eq!(names(store.loop_rows_matching(&all).unwrap()), ["after"]);
+    assert!(store
+        .loop_rows_matching(&labelled(&["a"]))
+        .unwrap()
+        .is_empty());
+}
+
+/// An update applies only to the version it was decided on: a loop moved meanwhile
+/// (a claim advanced it) is left as it is (`None`); a missing loop and a taken name
+/// are errors; none of them writes anything.
+pub fn update_loop_definition_is_guarded_and_writes_nothing_when_refused(db: &dyn TestDb) {
+    let store = db.open();
+    let other = store.create_loop(new_loop("other", None), t(0)).unwrap();
+    let mut new = new_loop("mine", Some(t(60_000)));
+    new.labels = vec!["keep".into()];
+    let read = store.create_loop(new, t(0)).unwrap();
+    let advance = LoopAdvance {
+        status: LoopStatus::Active,
+        next_run_at: Some(t(120_000)),
+        retry_scheduled_for: None,
+    };
+    let moved = store
+        .update_loop_schedule(&read.id, &advance, t(1), None)
+        .unwrap();
+    let mut update = unchanged(&read);
+    update.definition.description = Some("stale".into());
+    assert_eq!(
+        store
+            .update_loop_definition(&read.id, &update, &LoopVersion::of(&read), t(2))
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.get_loop(&read.id).unwrap().unwrap(), moved);
+
+    let mut taken = unchanged(&moved);
+    taken.definition.name = "other".into();
+    taken.definition.labels = vec!["lost".into()];
+    let err = store
+        .update_loop_definition(&moved.id, &taken, &LoopVersion::of(&moved), t(3))
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::DuplicateName(ref n) if n == "other"),
+        "{err:?}"
+    );
+    assert_eq!(store.get_loop(&moved.id).unwrap().unwrap(), moved);
+    assert!(store
+        .loop_rows_matching(&labelled(&["lost"]))
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        names(store.loop_rows_matching(&labelled(&["keep"])).unwrap()),
+        ["mine"]
+    );
+    assert_eq!(store.get_loop(&other.id).unwrap().unwrap(), other);
+
+    let missing = LoopId::new("000000000000");
+    let err = store
+        .update_loop_definition(&missing, &update, &LoopVersion::of(&moved), t(4))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::LoopNotFound(_)), "{err:?}");
+}
+
+/// Listing by labels (all of them must match) and status; archived loops are left
+/// out unless asked for.
+pub fn loop_rows_matching_filters_by_labels_and_hides_archived(db: &dyn TestDb) {
+    let store = db.open();
+    for (name, labels) in [
+        ("x", vec!["ci", "nightly"]),
+        ("y", vec!["ci"]),
+        ("z", vec!["ci"]),
+        ("w", vec![]),
+    ] {
+        let mut new = new_loop(name, Some(t(0)));
+        new.labels = labels.into_iter().map(str::to_owned).collect();
+        store.create_loop(new, t(0)).unwrap();
+    }
+    let z = store.get_loop_by_name("z").unwrap().unwrap();
+    let archived = LoopAdvance {
+        status: LoopStatus::Archived,
+        next_run_at: z.next_run_at,
+        retry_scheduled_for: None,
+    };
+    store
+        .update_loop_schedule(&z.id, &archived, t(1), None)
+        .unwrap();
+    let rows = |f: LoopFilter| names(store.loop_rows_matching(&f).unwrap());
+    assert_eq!(rows(LoopFilter::default()), ["w", "x", "y"]);
+    let all = LoopFilter {
+        include_archived: true,
+        ..LoopFilter::default()
+    };
+    assert_eq!(rows(all.clone()), ["w", "x", "y", "z"]);
+    assert_eq!(
+        rows(LoopFilter {
+            status: Some(LoopStatus::Archived),
+            ..LoopFilter::default()
+        }),
+        ["z"]
+    );
+    assert_eq!(rows(labelled(&["ci"])), ["x", "y"]);
+    assert_eq!(rows(labelled(&["ci", "ci"])), ["x", "y"]);
+    assert_eq!(rows(labelled(&["nightly", "ci"])), ["x"]);
+    assert_eq!(
+        rows(LoopFilter {
+            labels: vec!["ci".into()],
+            ..all
+        }),
+        ["x", "y", "z"]
+    );
+    assert!(rows(labelled(&["nope"])).is_empty());
+    assert!(rows(labelled(&["ci", "nope"])).is_empty());
+    // The due index never sees an archived loop.
+    let due: Vec<String> = store
+        .due_loops(t(10), 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.unwrap().name)
+        .collect();
+    assert!(!due.contains(&"z".to_owned()), "{due:?}");
+}
+
+/// Runs filtered by statuses (any of them), a creation window (since inclusive, until
+/// exclusive), a loop and labels, combined, newest first, with the limit applied last.
+pub fn list_runs_filters_by_status_window_loop_and_labels(db: &dyn TestDb) {
+    let store = db.open();
+    let mut a = new_loop("a", None);
+    a.labels = vec!["team".into()];
+    let a = store.create_loop(a, t(0)).unwrap();
+    let b = store.create_loop(new_loop("b", None), t(0)).unwrap();
+    let mut ids = std::collections::HashMap::new();
+    for (lp, at, status) in [
+        (&a, 1_000, Some(RunStatus::Succeeded)),
+        (&b, 1_500, Some(RunStatus::Failed)),
+        (&a, 2_000, Some(RunStatus::Failed)),
+        (&b, 2_500, Some(RunStatus::Succeeded)),
+        (&a, 3_000, Some(RunStatus::TimedOut)),
+        (&b, 3_500, None),
+    ] {
+        let run = claim(&*store, &claim_req(lp, t(at), t(at))).unwrap();
+        if let Some(status) = status {
+            finish(&*store, &run.id, outcome(status, t(at + 100))).unwrap();
+        }
+        ids.insert(run.id.clone(), format!("{}{at}", lp.name));
+    }
+    let list = |f: RunFilter| -> Vec<String> {
+        store
+            .list_runs(&f)
+            .unwrap()
+            .iter()
+            .map(|r| ids[&r.id].clone())
+            .collect()
+    };
+    let statuses = |s: &[RunStatus]| RunFilter {
+        statuses: s.to_vec(),
+        ..RunFilter::default()
+    };
+    assert_eq!(list(statuses(&[RunStatus::Failed])), ["a2000", "b1500"]);
+    assert_eq!(
+        list(statuses(&[RunStatus::Failed, RunStatus::TimedOut])),
+        ["a3000", "a2000", "b1500"]
+    );
+    assert_eq!(list(statuses(&[RunStatus::Running])), ["b3500"]);
+    assert_eq!(
+        list(RunFilter {
+            since: Some(t(2_000)),
+            ..RunFilter::default()
+        }),
+        ["b3500", "a3000", "b2500", "a2000"]
+    );
+    assert_eq!(
+        list(RunFilter {
+            until: Some(t(2_000)),
+            ..RunFilter::default()
+        }),
+        ["b1500", "a1000"]
+    );
+    assert_eq!(
+        list(RunFilter {
+            since: Some(t(1_500)),
+            until: Some(t(3_000)),
+            ..statuses(&[RunStatus::Failed])
+        }),
+        ["a2000", "b1500"]
+    );
+    assert_eq!(
+        list(RunFilter {
+            loop_id: Some(a.id.clone()),
+            ..statuses(&[RunStatus::Failed, RunStatus::TimedOut])
+        }),
+        ["a3000", "a2000"]
+    );
+    let team = RunFilter {
+        labels: vec!["team".into()],
+        ..RunFilter::default()
+    };
+    assert_eq!(list(team.clone()), ["a3000", "a2000", "a1000"]);
+    assert_eq!(
+        list(RunFilter {
+            statuses: vec![RunStatus::Failed],
+            ..team.clone()
+        }),
+        ["a2000"]
+    );
+    assert_eq!(
+        list(RunFilter {
+            loop_id: Some(b.id.clone()),
+            ..team
+        }),
+        Vec::<String>::new()
+    );
+    assert!(list(RunFilter {
+        labels: vec!["nope".into()],
+        ..RunFilter::default()
+    })
+    .is_empty());
+    assert_eq!(
+        list(RunFilter {
+            limit: Some(1),
+            ..statuses(&[RunStatus::Failed])
+        }),
+        ["a2000"]
+    );
+}

@@ -1,0 +1,78 @@
+//! `logs RUN [--follow] [--stderr]`: a running run's output from its spool files as it
+//! is written, a finished run's as stored (README, "Watching runs").
+
+use super::Context;
+use crate::cli::LogsArgs;
+use crate::exit::Exit;
+use crate::output::{print_json, write_stdout_bytes};
+use crate::Failure;
+use loops_runtime::live::{OutputPiece, Stream, OUTPUT_POLL};
+
+pub fn run(ctx: &Context, args: LogsArgs) -> Result<Exit, Failure> {
+    let client = ctx.reader()?;
+    let run = client.get_run(&args.run)?;
+    let stream = if args.stderr {
+        Stream::Stderr
+    } else {
+        Stream::Stdout
+    };
+    let mut follow = client.follow_output(&run, stream);
+    if !args.follow {
+        let step = follow.poll()?;
+        let bytes = pieces_bytes(&step.pieces);
+        if ctx.json {
+            let text = String::from_utf8_lossy(&bytes);
+            let status = step.ended.as_ref().map_or(run.status, |r| r.status);
+            print_json(&serde_json::json!({
+                "runId": run.id,
+                "loopName": run.loop_name,
+                "status": status,
+                "running": step.ended.is_none(),
+                "stream": stream,
+                "text": text,
+            }))?;
+        } else {
+            write_stdout_bytes(&bytes)?;
+        }
+        return Ok(Exit::Success);
+    }
+    loop {
+        let step = follow.poll()?;
+        if !step.pieces.is_empty() {
+            let bytes = pieces_bytes(&step.pieces);
+            if ctx.json {
+                let text = String::from_utf8_lossy(&bytes);
+                let line = serde_json::json!({ "runId": run.id, "stream": stream, "text": text });
+                write_stdout_bytes(format!("{line}\n").as_bytes())?;
+            } else {
+                write_stdout_bytes(&bytes)?;
+            }
+        }
+        if let Some(ended) = step.ended {
+            if ctx.json {
+                let line = serde_json::json!({
+                    "runId": ended.id,
+                    "status": ended.status,
+                    "exitCode": ended.exit_code,
+                    "error": ended.error,
+                    "ended": true,
+                });
+                write_stdout_bytes(format!("{line}\n").as_bytes())?;
+            }
+            return Ok(Exit::Success);
+        }
+        std::thread::sleep(OUTPUT_POLL);
+    }
+}
+
+/// The pieces as written, a gap as the capture's own marker.
+fn pieces_bytes(pieces: &[OutputPiece]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for piece in pieces {
+        match piece {
+            OutputPiece::Gap(n) => out.extend(format!("[truncated {n} bytes]\n").into_bytes()),
+            OutputPiece::Bytes(b) => out.extend_from_slice(b),
+        }
+    }
+    out
+}
