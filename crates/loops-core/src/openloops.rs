@@ -357,3 +357,155 @@ fn history_run(row: &Row) -> Result<Option<Run>, String> {
         updated_at: instant(row, "updated_at")?.unwrap_or(created_at),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::{Schedule, Target};
+    use serde_json::json;
+
+    fn row(v: Value) -> Row {
+        v.as_object().unwrap().clone()
+    }
+
+    fn loop_row(id: &str, name: &str, schedule: Value, target: Value) -> Row {
+        row(json!({
+            "id": id, "name": name, "description": null, "status": "active",
+            "schedule_json": schedule.to_string(), "target_json": target.to_string(),
+            "next_run_at": "2026-12-01T10:00:00.000Z", "retry_scheduled_for": null,
+            "catch_up": "all", "catch_up_limit": 5, "overlap": "allow", "max_attempts": 2,
+            "retry_delay_ms": 1000, "lease_ms": 60000, "expires_at": null,
+            "created_at": "2026-11-01T00:00:00.000Z", "updated_at": "2026-11-01T00:00:00.000Z",
+        }))
+    }
+
+    #[test]
+    fn maps_rows_and_notes_what_it_cannot_carry_over() {
+        let mut retrying = loop_row(
+            "l2",
+            "review",
+            json!({"type": "cron", "expression": "0 9 * * *"}),
+            json!({"type": "agent", "provider": "claude", "prompt": "hi", "account": {"profile": "work"}}),
+        );
+        retrying.insert(
+            "retry_scheduled_for".into(),
+            json!("2026-12-01T09:00:00.000Z"),
+        );
+        retrying.insert("owner".into(), json!("ops"));
+        let tables = OpenLoopsTables {
+            loops: vec![
+                loop_row(
+                    "l1",
+                    "ship",
+                    json!({"type": "interval", "everyMs": 60000}),
+                    json!({"type": "workflow", "workflowId": "w2"}),
+                ),
+                retrying,
+                loop_row(
+                    "l3",
+                    "broken",
+                    json!({"type": "hourly"}),
+                    json!({"type": "command", "command": "x"}),
+                ),
+                loop_row(
+                    "l4",
+                    "ship",
+                    json!({"type": "interval", "everyMs": 1000}),
+                    json!({"type": "command", "command": "y", "timeoutMs": 5}),
+                ),
+            ],
+            workflow_specs: vec![
+                row(
+                    json!({"id": "w1", "name": "release", "status": "archived", "version": 1,
+                           "steps_json": "[]"}),
+                ),
+                row(
+                    json!({"id": "w2", "name": "release", "status": "active", "version": 2,
+                           "description": "d",
+                           "steps_json": json!([{"id": "a", "target": {"type": "command", "command": "make"}}]).to_string()}),
+                ),
+            ],
+            loop_runs: vec![
+                row(
+                    json!({"id": "r1", "loop_id": "l1", "loop_name": "ship", "scheduled_for": "2026-11-30T00:00:00.000Z",
+                           "attempt": 2, "status": "failed", "exit_code": 3, "created_at": "2026-11-30T00:00:01.000Z",
+                           "finished_at": "2026-11-30T00:00:02.000Z"}),
+                ),
+                row(
+                    json!({"id": "r2", "loop_id": "l1", "scheduled_for": "2026-11-30T00:01:00.000Z",
+                           "attempt": 1, "status": "running", "created_at": "2026-11-30T00:01:00.000Z"}),
+                ),
+                row(
+                    json!({"id": "r3", "loop_id": "l3", "scheduled_for": "2026-11-30T00:01:00.000Z",
+                           "attempt": 1, "status": "succeeded", "created_at": "2026-11-30T00:01:00.000Z"}),
+                ),
+            ],
+            workflow_runs: 4,
+        };
+        let got = map(&tables, "Europe/Berlin");
+        assert!(got.lenient);
+        let names: Vec<&str> = got
+            .loops
+            .iter()
+            .map(|l| l.definition.name.as_str())
+            .collect();
+        assert_eq!(names, ["ship", "review"]);
+        let ship = &got.loops[0].definition;
+        assert!(matches!(&ship.target, Target::Workflow(w) if w.workflow == "release"));
+        assert!(matches!(
+            ship.schedule,
+            Schedule::Interval {
+                anchor: crate::Anchor::FixedRate,
+                ..
+            }
+        ));
+        assert_eq!(
+            (ship.max_attempts, ship.catch_up_limit, ship.retry_delay_ms),
+            (2, 5, 1000)
+        );
+        assert_eq!(ship.overlap, crate::Overlap::Allow);
+        assert_eq!(
+            crate::format_instant(&ship.next_run_at.unwrap()),
+            "2026-12-01T10:00:00.000Z"
+        );
+        let history = &got.loops[0].history;
+        assert_eq!(history.len(), 1);
+        assert_eq!(
+            (history[0].attempt, history[0].status, history[0].exit_code),
+            (2, RunStatus::Failed, Some(3))
+        );
+        let review = &got.loops[1].definition;
+        assert!(
+            matches!(&review.schedule, Schedule::Cron { timezone, .. } if timezone == "Europe/Berlin")
+        );
+        match &review.target {
+            Target::Agent(a) => {
+                assert_eq!(
+                    a.timeout.map(|d| d.as_millis()),
+                    Some(OPENLOOPS_DEFAULT_TIMEOUT_MS)
+                );
+                assert_eq!(a.account.as_ref().unwrap().profile, "work");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(got.workflows.len(), 1);
+        assert_eq!(got.workflows[0].spec.version, 2);
+        assert_eq!(got.workflows[0].spec.description.as_deref(), Some("d"));
+        let notes = got.notes.join("\n");
+        for needle in [
+            "1 archived workflow spec version(s) not imported",
+            "loop \"review\": no timeout there means OpenLoops' default",
+            "loop \"review\": its pending retry of slot 2026-12-01T09:00:00.000Z is not carried over",
+            "loop \"broken\": not imported: schedule",
+            "loop \"ship\": a second loop of this name is not imported",
+            "loops.owner: not mapped (set on 1 loop(s))",
+            "1 running run(s) not imported",
+            "1 run(s) of loops not imported left behind",
+            "4 workflow run(s) not imported",
+        ] {
+            assert!(notes.contains(needle), "{needle:?} not in:\n{notes}");
+        }
+        assert_eq!(got.notes.iter().filter(|n| n.contains('\n')).count(), 0);
+    }
+}
