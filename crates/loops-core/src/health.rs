@@ -48,6 +48,8 @@ pub struct RunBrief {
     pub started_at: Option<Instant>,
     pub finished_at: Option<Instant>,
     pub created_at: Instant,
+    /// The error of a failed attempt (`failed`, `timed_out`, `abandoned`); the rules
+    /// read no other row's, and a store need not fill them in.
     pub error: Option<String>,
 }
 
@@ -91,7 +93,8 @@ impl Default for SlotRows {
 /// few bounded queries per loop (`Store::run_facts`), never a scan of the history.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunFacts {
-    /// The newest runs (at most [`RECENT_RUNS`]), newest first (by creation).
+    /// The newest runs (at most [`RECENT_RUNS`]), newest first: by creation, then (in
+    /// the same millisecond) by slot and attempt.
     pub recent: Vec<RunBrief>,
     /// The newest run that succeeded.
     pub last_success: Option<RunBrief>,

@@ -158,6 +158,15 @@ impl SqliteStore {
         self.query_plan(&sql, params)
     }
 
+    /// The plans of the statements behind [`Store::run_facts`] and
+    /// [`Store::usage_since`], by name (`recent`, `window`, `usage runs`, `usage steps`).
+    pub fn report_query_plans(&self) -> StoreResult<Vec<(String, Vec<String>)>> {
+        reports::report_queries()
+            .into_iter()
+            .map(|(name, sql, params)| Ok((name.to_owned(), self.query_plan(&sql, params)?)))
+            .collect()
+    }
+
     fn query_plan(
         &self,
         sql: &str,

@@ -71,10 +71,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "health and usage indexes",
         sql: include_str!("../migrations/0008_health_usage_indexes.sql"),
     },
+    Migration {
+        version: 9,
+        name: "health recent-runs index",
+        sql: include_str!("../migrations/0009_health_recent_index.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

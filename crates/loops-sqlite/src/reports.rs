@@ -1,6 +1,6 @@
 //! Read-only roll-ups over runs: the facts `loops health` judges loops by, and the
 //! agent usage `loops usage` adds up. Each goes through an index: per loop, its
-//! newest rows (`runs_loop_created`) and the rows of its window (the slot index of
+//! newest rows (the covering `runs_loop_recent`) and the rows of its window (the slot index of
 //! the `UNIQUE (loop_id, scheduled_for, attempt)` constraint, read without touching
 //! the table); usage through the partial indexes of rows that carry usage.
 
@@ -15,24 +15,98 @@ use loops_core::{Instant, LoopId, RunStatus, StepId, WorkflowId};
 use loops_store::{UsageRow, UsageSource};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-/// The columns of a [`RunBrief`], then the row's rowid (to order rows created in the
-/// same millisecond).
+/// The columns of a [`RunBrief`] but its error, all in the `runs_loop_recent` index,
+/// then the row's rowid (to read the error of a failed attempt).
 const BRIEF_COLS: &str =
-    "scheduled_for, attempt, status, started_at, finished_at, created_at, error, rowid";
+    "created_at, scheduled_for, attempt, status, started_at, finished_at, rowid";
+/// Newest first: by creation, then (rows created in the same millisecond, like a
+/// skipped slot and the claim after it) by slot and attempt — the order of the
+/// `runs_loop_recent` index, so the newest rows come out of it without a sort.
+const NEWEST_FIRST: &str = "ORDER BY created_at DESC, scheduled_for DESC, attempt DESC";
 
+/// A loop's newest rows (`?1` the loop, `?2` how many).
+fn recent_sql() -> String {
+    format!("SELECT {BRIEF_COLS} FROM runs WHERE loop_id = ?1 {NEWEST_FIRST} LIMIT ?2")
+}
+
+/// A loop's oldest slot, its skipped rows in `[?2, ?3]` and — for a grid (`?6` its
+/// anchor, `?7` its period) — its distinct slots in `[?4, ?5]` on the grid.
+const WINDOW_SQL: &str = "SELECT (SELECT MIN(scheduled_for) FROM runs WHERE loop_id = ?1), \
+       (SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND status = 'skipped' \
+          AND scheduled_for >= ?2 AND scheduled_for <= ?3), \
+       CASE WHEN ?6 IS NULL THEN NULL ELSE \
+         (SELECT COUNT(DISTINCT scheduled_for) FROM runs WHERE loop_id = ?1 \
+            AND scheduled_for >= ?4 AND scheduled_for <= ?5 \
+            AND (scheduled_for - ?6) % ?7 = 0) END";
+
+/// Runs with usage that finished at or after `?1`.
+const USAGE_RUNS_SQL: &str = "SELECT loop_id, loop_name, finished_at, usage_json FROM runs \
+     WHERE usage_json IS NOT NULL AND finished_at >= ?1";
+
+/// Step runs with usage that finished at or after `?1`, with their workflow run.
+const USAGE_STEPS_SQL: &str =
+    "SELECT r.workflow_id, r.workflow_name, s.step_id, r.loop_id, s.finished_at, s.usage_json \
+     FROM workflow_step_runs s JOIN workflow_runs r ON r.id = s.workflow_run_id \
+     WHERE s.usage_json IS NOT NULL AND s.finished_at >= ?1";
+
+/// The statements `run_facts` and `usage_since` run, by name, with sample parameters
+/// (for [`SqliteStore::report_query_plans`]).
+pub(crate) fn report_queries() -> Vec<(&'static str, String, Vec<rusqlite::types::Value>)> {
+    use rusqlite::types::Value as V;
+    let id = || V::Text("000000000000".into());
+    vec![
+        ("recent", recent_sql(), vec![id(), V::Integer(20)]),
+        (
+            "window",
+            WINDOW_SQL.to_owned(),
+            vec![
+                id(),
+                V::Integer(0),
+                V::Integer(1),
+                V::Integer(0),
+                V::Integer(1),
+                V::Integer(0),
+                V::Integer(60_000),
+            ],
+        ),
+        ("usage runs", USAGE_RUNS_SQL.to_owned(), vec![V::Integer(0)]),
+        (
+            "usage steps",
+            USAGE_STEPS_SQL.to_owned(),
+            vec![V::Integer(0)],
+        ),
+    ]
+}
+
+/// A brief without its error, and the row's rowid.
 fn brief_from_row(row: &Row<'_>) -> Result<(RunBrief, i64)> {
     Ok((
         RunBrief {
-            scheduled_for: get_instant(row, 0, "scheduled_for")?,
-            attempt: crate::codec::get_u32(row, 1, "attempt")?,
-            status: get_enum(row, 2, "status")?,
-            started_at: get_opt_instant(row, 3, "started_at")?,
-            finished_at: get_opt_instant(row, 4, "finished_at")?,
-            created_at: get_instant(row, 5, "created_at")?,
-            error: get(row, 6, "error")?,
+            created_at: get_instant(row, 0, "created_at")?,
+            scheduled_for: get_instant(row, 1, "scheduled_for")?,
+            attempt: crate::codec::get_u32(row, 2, "attempt")?,
+            status: get_enum(row, 3, "status")?,
+            started_at: get_opt_instant(row, 4, "started_at")?,
+            finished_at: get_opt_instant(row, 5, "finished_at")?,
+            error: None,
         },
-        get(row, 7, "rowid")?,
+        get(row, 6, "rowid")?,
     ))
+}
+
+/// Fills in the error of each failed attempt among `rows` (one lookup by rowid each;
+/// the other rows' errors are not read).
+fn fill_errors(conn: &Connection, rows: &mut [(RunBrief, i64)]) -> Result<()> {
+    for (brief, rowid) in rows.iter_mut() {
+        if brief.status.is_failure() {
+            brief.error = conn
+                .prepare_cached("SELECT error FROM runs WHERE rowid = ?1")?
+                .query_row([*rowid], |r| r.get::<_, Option<String>>(0))
+                .optional()?
+                .flatten();
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn run_facts(
@@ -58,15 +132,14 @@ fn loop_facts(conn: &Connection, q: &FactsQuery, recent: usize) -> Result<RunFac
     let mut facts = RunFacts::default();
     let mut rows = Vec::new();
     {
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {BRIEF_COLS} FROM runs WHERE loop_id = ?1 \
-             ORDER BY created_at DESC, rowid DESC LIMIT ?2"
-        ))?;
+        // From the covering index alone: no table row is read.
+        let mut stmt = conn.prepare_cached(&recent_sql())?;
         let mut query = stmt.query(params![id, sat_i64(recent as u64)])?;
         while let Some(row) = query.next()? {
             rows.push(brief_from_row(row)?);
         }
     }
+    fill_errors(conn, &mut rows)?;
     let success_at = rows
         .iter()
         .position(|(r, _)| r.status == RunStatus::Succeeded);
@@ -89,21 +162,27 @@ fn loop_facts(conn: &Connection, q: &FactsQuery, recent: usize) -> Result<RunFac
             let last = conn
                 .prepare_cached(&format!(
                     "SELECT {BRIEF_COLS} FROM runs WHERE loop_id = ?1 AND status = 'succeeded' \
-                     ORDER BY created_at DESC, rowid DESC LIMIT 1"
+                     {NEWEST_FIRST} LIMIT 1"
                 ))?
                 .query_row([id], |row| Ok(brief_from_row(row)))
                 .optional()?
                 .transpose()?;
             facts.failures_since_success = match &last {
-                Some((success, rowid)) => conn
+                Some((success, _)) => conn
                     .prepare_cached(concat!(
                         "SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND created_at >= ?2 \
-                         AND (created_at > ?2 OR rowid > ?3) AND status IN ",
+                         AND (created_at, scheduled_for, attempt) > (?2, ?3, ?4) AND status IN ",
                         failure_statuses!()
                     ))?
-                    .query_row(params![id, ms(&success.created_at), rowid], |r| {
-                        r.get::<_, i64>(0)
-                    })?,
+                    .query_row(
+                        params![
+                            id,
+                            ms(&success.created_at),
+                            ms(&success.scheduled_for),
+                            success.attempt
+                        ],
+                        |r| r.get::<_, i64>(0),
+                    )?,
                 // Through the partial index of failed attempts.
                 None => conn
                     .prepare_cached(concat!(
@@ -128,17 +207,8 @@ fn loop_facts(conn: &Connection, q: &FactsQuery, recent: usize) -> Result<RunFac
         Some((anchor, every)) => (Some(ms(&anchor)), Some(sat_i64(every).max(1))),
         None => (None, None),
     };
-    let (oldest, skipped, on_grid): (Option<i64>, i64, Option<i64>) = conn
-        .prepare_cached(
-            "SELECT (SELECT MIN(scheduled_for) FROM runs WHERE loop_id = ?1), \
-               (SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND status = 'skipped' \
-                  AND scheduled_for >= ?2 AND scheduled_for <= ?3), \
-               CASE WHEN ?6 IS NULL THEN NULL ELSE \
-                 (SELECT COUNT(DISTINCT scheduled_for) FROM runs WHERE loop_id = ?1 \
-                    AND scheduled_for >= ?4 AND scheduled_for <= ?5 \
-                    AND (scheduled_for - ?6) % ?7 = 0) END",
-        )?
-        .query_row(
+    let (oldest, skipped, on_grid): (Option<i64>, i64, Option<i64>) =
+        conn.prepare_cached(WINDOW_SQL)?.query_row(
             params![id, from, to, slots_from, slots_to, anchor, every],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?;
@@ -168,10 +238,7 @@ fn loop_facts(conn: &Connection, q: &FactsQuery, recent: usize) -> Result<RunFac
 pub(crate) fn usage_since(store: &SqliteStore, since: Instant) -> StoreResult<Vec<UsageRow>> {
     store.read(|conn| {
         let mut out = Vec::new();
-        let mut stmt = conn.prepare_cached(
-            "SELECT loop_id, loop_name, finished_at, usage_json FROM runs \
-             WHERE usage_json IS NOT NULL AND finished_at >= ?1",
-        )?;
+        let mut stmt = conn.prepare_cached(USAGE_RUNS_SQL)?;
         let mut rows = stmt.query([ms(&since)])?;
         while let Some(row) = rows.next()? {
             if let Some(usage) = get_usage(row, 3)? {
@@ -185,11 +252,7 @@ pub(crate) fn usage_since(store: &SqliteStore, since: Instant) -> StoreResult<Ve
                 });
             }
         }
-        let mut stmt = conn.prepare_cached(
-            "SELECT r.workflow_id, r.workflow_name, s.step_id, r.loop_id, s.finished_at, s.usage_json \
-             FROM workflow_step_runs s JOIN workflow_runs r ON r.id = s.workflow_run_id \
-             WHERE s.usage_json IS NOT NULL AND s.finished_at >= ?1",
-        )?;
+        let mut stmt = conn.prepare_cached(USAGE_STEPS_SQL)?;
         let mut rows = stmt.query([ms(&since)])?;
         while let Some(row) = rows.next()? {
             if let Some(usage) = get_usage(row, 5)? {

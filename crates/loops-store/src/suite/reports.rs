@@ -264,6 +264,9 @@ pub fn run_facts_reports_recent_rows_success_and_window(db: &dyn TestDb) {
             (t(5 * m), 1, RunStatus::Failed),
         ]
     );
+    // A failed attempt's error is filled in.
+    assert_eq!(f.recent[0].error.as_deref(), Some("exited with status 1"));
+    assert_eq!(f.recent[1].finished_at, Some(t(6 * m + 1)));
     assert_eq!(
         f.last_success.as_ref().map(|r| r.scheduled_for),
         Some(t(6 * m))
