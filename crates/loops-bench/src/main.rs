@@ -17,11 +17,14 @@
 //! cargo run --release -p loops-bench -- quick-check            # daemon start-up check, 100k runs
 //! cargo run --release -p loops-bench -- cli-edit               # `loops edit`, `runs --status failed --since 1d`
 //! cargo run --release -p loops-bench -- mcp-list               # MCP `tools/call loops_list` round trip
+//! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
 //! ```
 //!
 //! The `loops` binary is `target/release/loops` of this workspace unless
 //! `--loops-bin PATH` says otherwise. Results and the machine they were taken on are
 //! recorded in `BENCHMARKS.md` at the workspace root.
+
+mod operability;
 
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
@@ -186,6 +189,20 @@ enum Bench {
         #[arg(long, default_value_t = 10)]
         reps: usize,
     },
+    /// `loops health` (JSON and table) over N loops and M finished runs, all inside
+    /// the last day's window.
+    Health {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100_000)]
+        runs: usize,
+        /// Each loop's interval, in milliseconds (default 15 minutes: 100 runs ≈ 25 h).
+        #[arg(long, default_value_t = 900_000)]
+        every_ms: u64,
+        /// Timed invocations of each command.
+        #[arg(long, default_value_t = 30)]
+        reps: usize,
+    },
 }
 
 fn main() -> Result<()> {
@@ -256,6 +273,12 @@ fn main() -> Result<()> {
             calls,
         } => bench.cli_edit(loops, runs, failed_every, days, calls),
         Bench::McpList { sizes, calls } => bench.mcp_list(&sizes, calls),
+        Bench::Health {
+            loops,
+            runs,
+            every_ms,
+            reps,
+        } => bench.health(loops, runs, every_ms, reps),
     };
     println!("\n1-min load average at end: {}", loadavg());
     result
@@ -1210,7 +1233,9 @@ impl Bencher {
     /// the JSON encoding and both pipes).
     fn mcp_list(&self, sizes: &[usize], calls: usize) -> Result<()> {
         use std::io::{BufRead, BufReader};
-        println!("| loops stored | calls | median ms | p90 ms | p99 ms | max ms | response bytes |");
+        println!(
+            "| loops stored | calls | median ms | p90 ms | p99 ms | max ms | response bytes |"
+        );
         println!("|---:|---:|---:|---:|---:|---:|---:|");
         for &n in sizes {
             let dir = self.fresh_dir()?;
@@ -1230,18 +1255,16 @@ impl Bencher {
             let mut stdin = child.stdin.take().context("no stdin")?;
             let mut stdout = BufReader::new(child.stdout.take().context("no stdout")?);
             let mut line = String::new();
-            let mut exchange = |request: &serde_json::Value,
-                                line: &mut String,
-                                answered: bool|
-             -> Result<()> {
-                writeln!(stdin, "{request}")?;
-                stdin.flush()?;
-                if answered {
-                    line.clear();
-                    ensure!(stdout.read_line(line)? > 0, "loops mcp closed its stdout");
-                }
-                Ok(())
-            };
+            let mut exchange =
+                |request: &serde_json::Value, line: &mut String, answered: bool| -> Result<()> {
+                    writeln!(stdin, "{request}")?;
+                    stdin.flush()?;
+                    if answered {
+                        line.clear();
+                        ensure!(stdout.read_line(line)? > 0, "loops mcp closed its stdout");
+                    }
+                    Ok(())
+                };
             exchange(
                 &serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                     "protocolVersion": "2025-06-18", "capabilities": {},

@@ -26,6 +26,7 @@ mod definitions;
 mod leases;
 mod loops;
 mod notify;
+mod reports;
 mod runs;
 mod workflows;
 
@@ -34,6 +35,7 @@ pub use definitions::*;
 pub use leases::*;
 pub use loops::*;
 pub use notify::*;
+pub use reports::*;
 pub use runs::*;
 pub use workflows::*;
 
@@ -130,6 +132,10 @@ macro_rules! store_suite {
             the_default_applies_to_loops_without_settings_of_their_own,
             deliveries_are_claimed_by_one_runner_and_recorded,
             runs_by_id_prefix_and_created_since,
+            // imports and roll-ups
+            import_is_one_transaction_or_nothing,
+            run_facts_reports_recent_rows_success_and_window,
+            usage_since_lists_runs_and_steps_with_usage,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -298,6 +304,7 @@ mod tests {
             include_str!("workflows.rs"),
             include_str!("definitions.rs"),
             include_str!("notify.rs"),
+            include_str!("reports.rs"),
         ];
         let this = include_str!("mod.rs");
         let listed = &this[this.find("macro_rules! store_suite").unwrap()..];
@@ -315,6 +322,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 48);
+        assert_eq!(count, 51);
     }
 }

@@ -7,6 +7,9 @@ mod create;
 mod daemon;
 mod doctor;
 mod edit;
+mod export;
+mod health;
+mod import;
 mod lifecycle;
 mod list;
 mod logs;
@@ -17,6 +20,7 @@ mod run_now;
 mod runs;
 mod runs_follow;
 mod tick;
+mod usage;
 mod workflows;
 
 use crate::cli::{Cli, Command};
@@ -80,6 +84,10 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::RunNow(args) => run_now::run(&ctx, args),
         Command::Tick(args) => tick::run(&ctx, args),
         Command::Doctor => doctor::run(&ctx),
+        Command::Health(args) => health::run(&ctx, args),
+        Command::Usage(args) => usage::run(&ctx, args),
+        Command::Export(args) => export::run(&ctx, args),
+        Command::Import(args) => import::run(&ctx, args),
         Command::Prune(args) => prune::run(&ctx, args),
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),
