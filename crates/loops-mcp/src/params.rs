@@ -480,3 +480,24 @@ impl_definition_fields!(
     CreateWorkflowParams,
     EditParams
 );
+
+/// `loops_health`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthParams {
+    /// Only loops carrying every one of these labels.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+/// `loops_usage`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UsageParams {
+    /// Runs that finished in the last DURATION ("7d" by default, "24h", "30d").
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Group by loop (default), provider or day (UTC).
+    #[serde(default)]
+    pub by: Option<String>,
+}

@@ -32,7 +32,7 @@ mod health;
 mod portable;
 mod usage;
 
-pub use health::{HealthReport, LoopHealth};
+pub use health::{HealthCounts, HealthJson, HealthReport, LoopHealth};
 pub use portable::{ImportOptions, ImportReport, ImportedLoop};
 
 use crate::clock::SystemClock;

@@ -11,7 +11,8 @@ use std::path::Path;
 
 /// Reads, parses and validates the spec file `file` (at most [`MAX_SPEC_BYTES`]);
 /// `name` overrides the spec's name, and `preflight` also checks that every step's
-/// target can start here. See [`resolve_spec`] for the paths in it.
+/// target can start here. Paths in it are relative to the file's directory (`~/` is
+/// `$HOME`) and stored absolute; each `promptFile` is read and stored as text.
 pub fn load_spec_file(
     file: &Path,
     name: Option<&str>,

@@ -20,13 +20,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 /// Every tool the server must list (and the tests call).
-const TOOLS: [&str; 20] = [
+const TOOLS: [&str; 22] = [
     "loops_create_agent",
     "loops_create_command",
     "loops_create_workflow",
     "loops_daemon_status",
     "loops_doctor",
     "loops_edit",
+    "loops_health",
     "loops_list",
     "loops_pause",
     "loops_remove",
@@ -35,6 +36,7 @@ const TOOLS: [&str; 20] = [
     "loops_runs",
     "loops_show",
     "loops_stop",
+    "loops_usage",
     "workflow_cancel",
     "workflow_run",
     "workflow_run_inspect",
@@ -337,6 +339,22 @@ fn read_tools_return_what_the_cli_prints() {
         cli_doc(&w, &["daemon", "status"])
     );
     assert_eq!(mcp.ok("loops_doctor", json!({})), cli_doc(&w, &["doctor"]));
+    // health and usage carry the instant they were taken at / from.
+    let without = |mut doc: Value, field: &str| {
+        doc.as_object_mut().unwrap().remove(field);
+        doc
+    };
+    assert_eq!(
+        without(mcp.ok("loops_health", json!({"labels": ["team"]})), "at"),
+        without(cli_doc(&w, &["health", "--label", "team"]), "at")
+    );
+    assert_eq!(
+        without(
+            mcp.ok("loops_usage", json!({"by": "day", "since": "2d"})),
+            "since"
+        ),
+        without(w.json(&["usage", "--by", "day", "--since", "2d"]), "since")
+    );
     same("workflows_list", json!({}), &["workflows", "list"]);
     same(
         "workflows_list",
@@ -385,11 +403,11 @@ fn errors_are_tool_errors_with_the_cli_messages() {
         ),
         (
             "loops_create_command",
-            json!({"name": "bad", "cmd": "/bin/true", "noShell": true, "every": "0s"}),
+            json!({"name": "broken", "cmd": "/bin/true", "noShell": true, "every": "0s"}),
             vec![
                 "create",
                 "command",
-                "bad",
+                "broken",
                 "--cmd",
                 "/bin/true",
                 "--no-shell",
@@ -399,11 +417,11 @@ fn errors_are_tool_errors_with_the_cli_messages() {
         ),
         (
             "loops_create_command",
-            json!({"name": "bad", "cmd": "/bin/true", "noShell": true, "every": "1m", "catchUp": "sometimes"}),
+            json!({"name": "broken", "cmd": "/bin/true", "noShell": true, "every": "1m", "catchUp": "sometimes"}),
             vec![
                 "create",
                 "command",
-                "bad",
+                "broken",
                 "--cmd",
                 "/bin/true",
                 "--no-shell",
@@ -731,32 +749,34 @@ fn every_listed_tool_answers() {
         ("loops_runs", json!({"limit": 5})),
         ("loops_daemon_status", json!({})),
         ("loops_doctor", json!({})),
+        ("loops_health", json!({})),
+        ("loops_usage", json!({"by": "provider", "since": "30d"})),
         ("workflows_list", json!({})),
         ("workflow_show", json!({"workflow": "quick"})),
         ("workflow_validate", json!({"file": spec})),
         ("workflow_run_inspect", json!({"run": done_run})),
         (
             "loops_create_command",
-            json!({"name": "c", "cmd": "/bin/true", "noShell": true, "every": "1h"}),
+            json!({"name": "cmd-loop", "cmd": "/bin/true", "noShell": true, "every": "1h"}),
         ),
         (
             "loops_create_agent",
-            json!({"name": "g", "provider": "codex", "prompt": "hi", "dynamic": "1h"}),
+            json!({"name": "agent-loop", "provider": "codex", "prompt": "hi", "dynamic": "1h"}),
         ),
         (
             "loops_create_workflow",
-            json!({"name": "f", "workflow": "quick", "at": "+1h"}),
+            json!({"name": "wf-loop", "workflow": "quick", "at": "+1h"}),
         ),
         (
             "loops_edit",
-            json!({"loop": "c", "description": "edited over MCP"}),
+            json!({"loop": "cmd-loop", "description": "edited over MCP"}),
         ),
-        ("loops_pause", json!({"loop": "c"})),
-        ("loops_resume", json!({"loop": "c"})),
-        ("loops_stop", json!({"loop": "c"})),
-        ("loops_run_now", json!({"loop": "c", "wait": true})),
+        ("loops_pause", json!({"loop": "cmd-loop"})),
+        ("loops_resume", json!({"loop": "cmd-loop"})),
+        ("loops_stop", json!({"loop": "cmd-loop"})),
+        ("loops_run_now", json!({"loop": "cmd-loop", "wait": true})),
         ("workflow_run", json!({"workflow": "quick", "wait": true})),
-        ("loops_remove", json!({"loop": "c", "confirm": true})),
+        ("loops_remove", json!({"loop": "cmd-loop", "confirm": true})),
     ];
     for (tool, args) in &calls {
         mcp.ok(tool, args.clone());
