@@ -41,9 +41,9 @@ fn def(name: &str, labels: &[&str], env: &[(&str, &str)]) -> LoopDefinition {
 fn export_then_import_bundle_round_trips_and_refuses_conflicts_as_a_whole() {
     let src_dir = tempfile::tempdir().unwrap();
     let src = Client::open(src_dir.path()).unwrap();
-    src.create(def("a", &["ops"], &[("TOKEN", "t0k")]), Utc::now())
+    src.create(def("alpha", &["ops"], &[("TOKEN", "t0k")]), Utc::now())
         .unwrap();
-    src.create(def("b", &[], &[]), Utc::now()).unwrap();
+    src.create(def("beta", &[], &[]), Utc::now()).unwrap();
 
     let redacted = src.export(&[], false, Utc::now()).unwrap();
     assert_eq!(redacted.format, "loops-bundle");
@@ -57,7 +57,7 @@ fn export_then_import_bundle_round_trips_and_refuses_conflicts_as_a_whole() {
 
     let dst_dir = tempfile::tempdir().unwrap();
     let dst = Client::open(dst_dir.path()).unwrap();
-    dst.create(def("b", &[], &[]), Utc::now()).unwrap();
+    dst.create(def("beta", &[], &[]), Utc::now()).unwrap();
     let text = serde_json::to_string(&src.export(&[], true, Utc::now()).unwrap()).unwrap();
     // A preview names the conflict and writes nothing.
     let preview = dst
@@ -74,7 +74,7 @@ fn export_then_import_bundle_round_trips_and_refuses_conflicts_as_a_whole() {
     let err = dst.import_bundle(&text, apply, Utc::now()).unwrap_err();
     assert!(
         err.to_string()
-            .contains("loop \"b\": a loop with this name exists"),
+            .contains("loop \"beta\": a loop with this name exists"),
         "{err}"
     );
     assert_eq!(dst.list(None).unwrap().len(), 1, "nothing written");
@@ -90,7 +90,7 @@ fn export_then_import_bundle_round_trips_and_refuses_conflicts_as_a_whole() {
         )
         .unwrap();
     assert!(done.applied);
-    assert_eq!(done.loops[1].planned.as_name.as_deref(), Some("b-2"));
+    assert_eq!(done.loops[1].planned.as_name.as_deref(), Some("beta-2"));
     assert!(done.loops.iter().all(|l| l.id.is_some()));
     assert_eq!(dst.list(None).unwrap().len(), 3);
     // An unknown version: refused before anything else.
@@ -109,15 +109,15 @@ fn health_and_usage_of_a_store() {
     let report = client.health(Utc::now(), &[]).unwrap();
     assert!(report.loops.is_empty());
     assert_eq!(report.verdict(), Verdict::Ok);
-    client.create(def("a", &["ops"], &[]), Utc::now()).unwrap();
-    client.create(def("b", &[], &[]), Utc::now()).unwrap();
+    client.create(def("alpha", &["ops"], &[]), Utc::now()).unwrap();
+    client.create(def("beta", &[], &[]), Utc::now()).unwrap();
     let report = client.health(Utc::now(), &[]).unwrap();
     assert_eq!(report.loops.len(), 2);
     // New loops without runs yet are fine.
     assert_eq!(report.count(Verdict::Ok), 2, "{:?}", report.loops);
     let ops = client.health(Utc::now(), &["ops".into()]).unwrap();
     assert_eq!(ops.loops.len(), 1);
-    assert_eq!(ops.loops[0].loop_name, "a");
+    assert_eq!(ops.loops[0].loop_name, "alpha");
     assert!(client.health(Utc::now(), &["No Label".into()]).is_err());
 
     let usage = client.usage(Utc::now(), GroupBy::Provider).unwrap();

@@ -709,7 +709,7 @@ fn preflight_checks_executable_account_and_fields() {
     let (code, err) = w.fail(&[
         "create",
         "agent",
-        "b",
+        "bk",
         "--every",
         "1h",
         "--provider",
