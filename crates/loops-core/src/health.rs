@@ -89,13 +89,25 @@ impl Default for SlotRows {
     }
 }
 
+/// One of a loop's newest runs, as far as the success rate and the failure rules look
+/// at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecentRun {
+    pub status: RunStatus,
+    /// The error of a failed attempt (to tell the row parking records); `None` for the
+    /// other statuses.
+    pub error: Option<String>,
+}
+
 /// What a store knows about one loop's runs, for [`assess`]. A store fills it with a
 /// few bounded queries per loop (`Store::run_facts`), never a scan of the history.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunFacts {
+    /// The newest run, in full (the first of `recent`).
+    pub newest: Option<RunBrief>,
     /// The newest runs (at most [`RECENT_RUNS`]), newest first: by creation, then (in
     /// the same millisecond) by slot and attempt.
-    pub recent: Vec<RunBrief>,
+    pub recent: Vec<RecentRun>,
     /// The newest run that succeeded.
     pub last_success: Option<RunBrief>,
     /// Failed attempts (`failed`, `timed_out`, `abandoned`) recorded after
@@ -196,7 +208,7 @@ pub fn parked(lp: &Loop, facts: &RunFacts) -> Option<Parked> {
     if lp.status != LoopStatus::Paused {
         return None;
     }
-    let newest = facts.recent.first()?;
+    let newest = facts.newest.as_ref()?;
     (newest.status == RunStatus::Failed)
         .then(|| newest.error.as_deref().and_then(Parked::from_error))
         .flatten()
@@ -212,8 +224,8 @@ pub fn is_listed(lp: &Loop, facts: &RunFacts) -> bool {
 pub fn assess(lp: &Loop, facts: &RunFacts, now: Instant) -> Health {
     let mut fails = Vec::new();
     let mut warns = Vec::new();
-    let newest = facts.recent.first();
-    let rated: Vec<&RunBrief> = facts
+    let newest = facts.newest.as_ref();
+    let rated: Vec<&RecentRun> = facts
         .recent
         .iter()
         .filter(|r| r.status == RunStatus::Succeeded || r.status.is_failure())
@@ -372,13 +384,13 @@ fn period_rules(
         ));
     }
     let running = facts
-        .recent
-        .first()
+        .newest
+        .as_ref()
         .is_some_and(|r| r.status == RunStatus::Running);
     let quiet = now
         - facts
-            .recent
-            .first()
+            .newest
+            .as_ref()
             .map_or(lp.created_at, |r| r.at().max(r.created_at));
     if !running && overdue.is_none() && quiet > period * QUIET_PERIODS + GRACE {
         warns.push(format!("no run for {}", age_text(quiet)));
@@ -461,6 +473,20 @@ mod tests {
         }
     }
 
+    /// A run as `recent` holds it.
+    fn brief_of(r: &RunBrief) -> RecentRun {
+        RecentRun {
+            status: r.status,
+            error: r.error.clone(),
+        }
+    }
+
+    /// Sets the newest run (the first of `recent` too).
+    fn set_newest(f: &mut RunFacts, r: RunBrief) {
+        f.recent[0] = brief_of(&r);
+        f.newest = Some(r);
+    }
+
     /// Facts of an hourly loop whose runs (newest first) had these statuses, one per
     /// slot back from 12:00, with every slot of the day present unless `gaps` says.
     fn facts(statuses: &[RunStatus], gaps: &[u32]) -> RunFacts {
@@ -494,7 +520,8 @@ mod tests {
                 .iter()
                 .filter(|r| r.status == RunStatus::Skipped)
                 .count() as u64,
-            recent,
+            newest: recent.first().cloned(),
+            recent: recent.iter().map(brief_of).collect(),
             last_success,
             failures_since_success,
             window_slots,
@@ -633,8 +660,8 @@ mod tests {
         let mut lp = hourly();
         lp.next_run_at = Some(t("2026-03-10T08:00:00Z"));
         let mut f = facts(&[Succeeded], &[]);
-        f.recent[0] = run("2026-03-10T07:00:00Z", Succeeded);
-        f.last_success = Some(f.recent[0].clone());
+        set_newest(&mut f, run("2026-03-10T07:00:00Z", Succeeded));
+        f.last_success = f.newest.clone();
         listed(&mut f).retain(|s| *s <= t("2026-03-10T07:00:00Z"));
         let h = assess(&lp, &f, now);
         assert_eq!(h.verdict, Verdict::Fail, "{:?}", h.reasons);
@@ -668,8 +695,8 @@ mod tests {
         let mut lp = hourly();
         lp.next_run_at = Some(t("2026-03-11T09:00:00Z"));
         let mut f = facts(&[Succeeded], &[]);
-        f.recent[0] = run("2026-03-10T09:00:00Z", Succeeded);
-        f.last_success = Some(f.recent[0].clone());
+        set_newest(&mut f, run("2026-03-10T09:00:00Z", Succeeded));
+        f.last_success = f.newest.clone();
         listed(&mut f).retain(|s| *s <= t("2026-03-10T09:00:00Z"));
         let h = assess(&lp, &f, now);
         assert!(
@@ -701,7 +728,8 @@ mod tests {
         assert!(!is_listed(&lp, &f));
         let mut parked_run = run("2026-03-10T11:00:00Z", Failed);
         parked_run.error = Some(Parked::new("unknown time zone \"Mars/Base\"").message());
-        f.recent.insert(0, parked_run);
+        f.recent.insert(0, brief_of(&parked_run));
+        f.newest = Some(parked_run);
         assert!(is_listed(&lp, &f));
         let h = assess(&lp, &f, now);
         assert_eq!(h.verdict, Verdict::Fail);

@@ -4,16 +4,14 @@
 //! the `UNIQUE (loop_id, scheduled_for, attempt)` constraint, read without touching
 //! the table); usage through the partial indexes of rows that carry usage.
 
-use crate::codec::{
-    failure_statuses, get, get_enum, get_instant, get_opt_instant, get_usage, instant_from_ms, ms,
-    sat_i64,
-};
-use crate::error::{Result, StoreResult};
+use crate::codec::{failure_statuses, get, get_instant, get_usage, instant_from_ms, ms, sat_i64};
+use crate::error::{Error, Result, StoreResult};
 use crate::SqliteStore;
-use loops_core::health::{FactsQuery, RunBrief, RunFacts, SlotRows};
+use loops_core::health::{FactsQuery, RecentRun, RunBrief, RunFacts, SlotRows};
 use loops_core::{Instant, LoopId, RunStatus, StepId, WorkflowId};
 use loops_store::{UsageRow, UsageSource};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::types::ValueRef;
+use rusqlite::{params, Connection, OptionalExtension, Row, Statement};
 
 /// The columns of a [`RunBrief`] but its error, all in the `runs_loop_recent` index,
 /// then the row's rowid (to read the error of a failed attempt).
@@ -80,35 +78,77 @@ pub(crate) fn report_queries() -> Vec<(&'static str, String, Vec<rusqlite::types
     ]
 }
 
-/// A brief without its error, and the row's rowid.
+/// A brief without its error, and the row's rowid. Read with borrowed values (no
+/// allocation per column): `loops health` decodes 20 rows of each loop.
 fn brief_from_row(row: &Row<'_>) -> Result<(RunBrief, i64)> {
+    let instant = |idx: usize, col: &str| instant_from_ms(int(row, idx, col)?, col);
+    let opt_instant = |idx: usize, col: &str| {
+        opt_int(row, idx, col)?
+            .map(|v| instant_from_ms(v, col))
+            .transpose()
+    };
+    let attempt = int(row, 2, "attempt")?;
     Ok((
         RunBrief {
-            created_at: get_instant(row, 0, "created_at")?,
-            scheduled_for: get_instant(row, 1, "scheduled_for")?,
-            attempt: crate::codec::get_u32(row, 2, "attempt")?,
-            status: get_enum(row, 3, "status")?,
-            started_at: get_opt_instant(row, 4, "started_at")?,
-            finished_at: get_opt_instant(row, 5, "finished_at")?,
+            created_at: instant(0, "created_at")?,
+            scheduled_for: instant(1, "scheduled_for")?,
+            attempt: u32::try_from(attempt)
+                .map_err(|_| Error::decode(format!("column attempt: {attempt} out of range")))?,
+            status: status(row, 3)?,
+            started_at: opt_instant(4, "started_at")?,
+            finished_at: opt_instant(5, "finished_at")?,
             error: None,
         },
-        get(row, 6, "rowid")?,
+        int(row, 6, "rowid")?,
     ))
 }
 
-/// Fills in the error of each failed attempt among `rows` (one lookup by rowid each;
-/// the other rows' errors are not read).
-fn fill_errors(conn: &Connection, rows: &mut [(RunBrief, i64)]) -> Result<()> {
-    for (brief, rowid) in rows.iter_mut() {
-        if brief.status.is_failure() {
-            brief.error = conn
-                .prepare_cached("SELECT error FROM runs WHERE rowid = ?1")?
-                .query_row([*rowid], |r| r.get::<_, Option<String>>(0))
-                .optional()?
-                .flatten();
-        }
+fn int(row: &Row<'_>, idx: usize, col: &str) -> Result<i64> {
+    match row.get_ref(idx)? {
+        ValueRef::Integer(v) => Ok(v),
+        other => Err(Error::decode(format!(
+            "column {col}: expected an integer, found {:?}",
+            other.data_type()
+        ))),
     }
-    Ok(())
+}
+
+fn opt_int(row: &Row<'_>, idx: usize, col: &str) -> Result<Option<i64>> {
+    match row.get_ref(idx)? {
+        ValueRef::Null => Ok(None),
+        _ => int(row, idx, col).map(Some),
+    }
+}
+
+fn status(row: &Row<'_>, idx: usize) -> Result<RunStatus> {
+    let text = match row.get_ref(idx)? {
+        ValueRef::Text(t) => std::str::from_utf8(t).ok(),
+        _ => None,
+    };
+    text.ok_or_else(|| Error::decode("column status: not text".to_owned()))?
+        .parse()
+        .map_err(|e| Error::decode(format!("column status: {e}")))
+}
+
+/// The statements `run_facts` runs for every loop, prepared once per call.
+struct FactsStatements<'c> {
+    recent: Statement<'c>,
+    error: Statement<'c>,
+    window: Statement<'c>,
+    listed: Statement<'c>,
+}
+
+/// The distinct slots of a loop's rows in `[?2, ?3]`.
+const LISTED_SQL: &str = "SELECT DISTINCT scheduled_for FROM runs \
+     WHERE loop_id = ?1 AND scheduled_for >= ?2 AND scheduled_for <= ?3 \
+     ORDER BY scheduled_for";
+
+/// The error of the row `rowid` (a failed attempt's).
+fn error_of(stmt: &mut Statement<'_>, rowid: i64) -> Result<Option<String>> {
+    Ok(stmt
+        .query_row([rowid], |r| r.get::<_, Option<String>>(0))
+        .optional()?
+        .flatten())
 }
 
 pub(crate) fn run_facts(
@@ -120,44 +160,78 @@ pub(crate) fn run_facts(
         // One read transaction: one snapshot for every loop, and SQLite takes its
         // shared lock once instead of once per statement (thousands of fcntl calls).
         let tx = conn.unchecked_transaction()?;
-        let facts = queries
-            .iter()
-            .map(|q| loop_facts(&tx, q, recent))
-            .collect::<Result<Vec<_>>>()?;
+        let facts = {
+            // Prepared once, not looked up in the statement cache for every loop.
+            let mut stmts = FactsStatements {
+                recent: tx.prepare(&recent_sql(recent))?,
+                error: tx.prepare("SELECT error FROM runs WHERE rowid = ?1")?,
+                window: tx.prepare(WINDOW_SQL)?,
+                listed: tx.prepare(LISTED_SQL)?,
+            };
+            queries
+                .iter()
+                .map(|q| loop_facts(&tx, &mut stmts, q, recent))
+                .collect::<Result<Vec<_>>>()?
+        };
         tx.finish()?;
         Ok(facts)
     })
 }
 
-fn loop_facts(conn: &Connection, q: &FactsQuery, recent: usize) -> Result<RunFacts> {
+fn loop_facts(
+    conn: &Connection,
+    stmts: &mut FactsStatements<'_>,
+    q: &FactsQuery,
+    recent: usize,
+) -> Result<RunFacts> {
     let id = q.loop_id.as_str();
     let mut facts = RunFacts::default();
-    let mut rows = Vec::new();
+    // The newest rows from the covering index alone (no table row is read): each one's
+    // status, the newest and the newest success in full, and a failed attempt's error
+    // looked up by rowid.
+    let mut newest_success = None;
+    let mut failed = Vec::new();
     {
-        // From the covering index alone: no table row is read.
-        let mut stmt = conn.prepare_cached(&recent_sql(recent))?;
-        let mut query = stmt.query([id])?;
+        let mut query = stmts.recent.query([id])?;
         while let Some(row) = query.next()? {
-            rows.push(brief_from_row(row)?);
+            let status = status(row, 3)?;
+            let first = facts.newest.is_none();
+            let first_success = status == RunStatus::Succeeded && newest_success.is_none();
+            if first || first_success {
+                let (brief, _) = brief_from_row(row)?;
+                if first_success {
+                    newest_success = Some((facts.recent.len(), brief.clone()));
+                }
+                if first {
+                    facts.newest = Some(brief);
+                }
+            }
+            if status.is_failure() {
+                failed.push((facts.recent.len(), int(row, 6, "rowid")?));
+            }
+            facts.recent.push(RecentRun {
+                status,
+                error: None,
+            });
         }
     }
-    fill_errors(conn, &mut rows)?;
-    let success_at = rows
-        .iter()
-        .position(|(r, _)| r.status == RunStatus::Succeeded);
-    match success_at {
+    for (i, rowid) in failed {
+        facts.recent[i].error = error_of(&mut stmts.error, rowid)?;
+    }
+    if let (Some(newest), Some(first)) = (facts.newest.as_mut(), facts.recent.first()) {
+        newest.error.clone_from(&first.error);
+    }
+    let count_failures =
+        |runs: &[RecentRun]| runs.iter().filter(|r| r.status.is_failure()).count() as u64;
+    match newest_success {
         // The newest success is among the newest rows: so are the failures after it.
-        Some(i) => {
-            facts.last_success = Some(rows[i].0.clone());
-            facts.failures_since_success = rows[..i]
-                .iter()
-                .filter(|(r, _)| r.status.is_failure())
-                .count() as u64;
+        Some((i, success)) => {
+            facts.failures_since_success = count_failures(&facts.recent[..i]);
+            facts.last_success = Some(success);
         }
         // Fewer rows than asked for: that is the whole history, without a success.
-        None if rows.len() < recent => {
-            facts.failures_since_success =
-                rows.iter().filter(|(r, _)| r.status.is_failure()).count() as u64;
+        None if facts.recent.len() < recent => {
+            facts.failures_since_success = count_failures(&facts.recent);
         }
         // Only failures (and skips) among the newest rows: look further back.
         None => {
@@ -198,7 +272,6 @@ fn loop_facts(conn: &Connection, q: &FactsQuery, recent: usize) -> Result<RunFac
             facts.last_success = last.map(|(r, _)| r);
         }
     }
-    facts.recent = rows.into_iter().map(|(r, _)| r).collect();
 
     // One statement for the rest: the oldest slot (one index probe), the window's
     // skipped rows (the partial index of skipped rows) and, for a grid, its distinct
@@ -209,11 +282,10 @@ fn loop_facts(conn: &Connection, q: &FactsQuery, recent: usize) -> Result<RunFac
         Some((anchor, every)) => (Some(ms(&anchor)), Some(sat_i64(every).max(1))),
         None => (None, None),
     };
-    let (oldest, skipped, on_grid): (Option<i64>, i64, Option<i64>) =
-        conn.prepare_cached(WINDOW_SQL)?.query_row(
-            params![id, from, to, slots_from, slots_to, anchor, every],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?;
+    let (oldest, skipped, on_grid): (Option<i64>, i64, Option<i64>) = stmts.window.query_row(
+        params![id, from, to, slots_from, slots_to, anchor, every],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
     facts.oldest_slot = oldest
         .map(|v| instant_from_ms(v, "scheduled_for"))
         .transpose()?;
@@ -222,12 +294,7 @@ fn loop_facts(conn: &Connection, q: &FactsQuery, recent: usize) -> Result<RunFac
         Some(count) => SlotRows::OnGrid(count.try_into().unwrap_or(0)),
         None => {
             let mut listed = Vec::new();
-            let mut stmt = conn.prepare_cached(
-                "SELECT DISTINCT scheduled_for FROM runs \
-                 WHERE loop_id = ?1 AND scheduled_for >= ?2 AND scheduled_for <= ?3 \
-                 ORDER BY scheduled_for",
-            )?;
-            let mut query = stmt.query(params![id, slots_from, slots_to])?;
+            let mut query = stmts.listed.query(params![id, slots_from, slots_to])?;
             while let Some(row) = query.next()? {
                 listed.push(instant_from_ms(row.get(0)?, "scheduled_for")?);
             }

@@ -261,9 +261,10 @@ pub trait Store: WorkflowStore + Send + Sync {
 
     // ---- reports and imports ----
     /// What `loops health` needs to know about the runs of each loop asked about, in
-    /// the order asked ([`RunFacts`]): the newest `recent` rows (newest first, by
-    /// creation, then slot and attempt; the error filled in for failed attempts), the
-    /// newest success, the failed attempts recorded after it, the
+    /// the order asked ([`RunFacts`]): the statuses of the newest `recent` rows (newest
+    /// first, by creation, then slot and attempt; a failed attempt's error with it), the
+    /// newest row and the newest success in full, the failed attempts recorded after
+    /// it, the
     /// `skipped` rows with `scheduledFor` in the query's `window`, the slots of its
     /// rows in its `slot_window` (each bound inclusive) — the distinct ones on the
     /// query's grid counted, else listed — and the oldest slot of any row. A loop

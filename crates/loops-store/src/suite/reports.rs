@@ -251,22 +251,22 @@ pub fn run_facts_reports_recent_rows_success_and_window(db: &dyn TestDb) {
         .unwrap();
     assert_eq!(facts.len(), 3, "one answer per query, in order");
     let f = &facts[0];
-    let recent: Vec<(Instant, u32, RunStatus)> = f
-        .recent
-        .iter()
-        .map(|r| (r.scheduled_for, r.attempt, r.status))
-        .collect();
+    let recent: Vec<RunStatus> = f.recent.iter().map(|r| r.status).collect();
     assert_eq!(
         recent,
-        [
-            (t(8 * m), 1, RunStatus::Failed),
-            (t(6 * m), 1, RunStatus::Succeeded),
-            (t(5 * m), 1, RunStatus::Failed),
-        ]
+        [RunStatus::Failed, RunStatus::Succeeded, RunStatus::Failed]
     );
-    // A failed attempt's error is filled in.
+    let newest = f.newest.as_ref().unwrap();
+    assert_eq!((newest.scheduled_for, newest.attempt), (t(8 * m), 1));
+    assert_eq!(newest.finished_at, Some(t(8 * m + 1)));
+    assert_eq!(newest.error.as_deref(), Some("exited with status 1"));
+    // A failed attempt's error is filled in, no other row's.
     assert_eq!(f.recent[0].error.as_deref(), Some("exited with status 1"));
-    assert_eq!(f.recent[1].finished_at, Some(t(6 * m + 1)));
+    assert_eq!(f.recent[1].error, None);
+    assert_eq!(
+        f.last_success.as_ref().and_then(|r| r.finished_at),
+        Some(t(6 * m + 1))
+    );
     assert_eq!(
         f.last_success.as_ref().map(|r| r.scheduled_for),
         Some(t(6 * m))
@@ -279,7 +279,7 @@ pub fn run_facts_reports_recent_rows_success_and_window(db: &dyn TestDb) {
     let listed: Vec<Instant> = [1, 2, 3, 4, 5, 6, 8].iter().map(|k| t(k * m)).collect();
     assert_eq!(facts[1].window_slots, SlotRows::Listed(listed));
     let none = &facts[2];
-    assert!(none.recent.is_empty() && none.last_success.is_none());
+    assert!(none.recent.is_empty() && none.last_success.is_none() && none.newest.is_none());
     assert_eq!((none.failures_since_success, none.window_skipped), (0, 0));
     assert_eq!(none.window_slots, SlotRows::OnGrid(0));
     assert_eq!(none.oldest_slot, None);
