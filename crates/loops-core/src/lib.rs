@@ -9,7 +9,10 @@ pub mod cron;
 pub mod duration;
 pub mod ids;
 pub mod limits;
+// `string_enum!` is defined there and used by the modules declared after it.
+#[macro_use]
 pub mod model;
+pub mod event;
 pub mod notify;
 pub mod schedule;
 pub mod timefmt;

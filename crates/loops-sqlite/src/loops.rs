@@ -6,7 +6,9 @@ use crate::codec::{
     query_first, run_cols, run_from_row, sat_i64, ID_ATTEMPTS,
 };
 use crate::error::{Error, Result, StoreResult};
+use crate::events;
 use crate::SqliteStore;
+use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
 use loops_store::{
     Fence, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
@@ -65,6 +67,7 @@ pub(crate) fn create_loop(store: &SqliteStore, new: NewLoop, now: Instant) -> St
                     let created = loop_from_row(row)?;
                     drop(rows);
                     set_labels(tx, &created.id, &created.labels)?;
+                    events::append(tx, &EventBody::loop_created(&created), now)?;
                     return Ok(created);
                 }
                 Ok(None) => break,
@@ -171,8 +174,11 @@ pub(crate) fn update_loop_schedule(
             opt_ms(advance.retry_scheduled_for.as_ref()),
             ms(&now),
         ];
-        query_first(&mut stmt, params, loop_from_row)?
-            .ok_or_else(|| StoreError::LoopNotFound(id.to_string()).into())
+        let updated = query_first(&mut stmt, params, loop_from_row)?
+            .ok_or_else(|| Error::from(StoreError::LoopNotFound(id.to_string())))?;
+        drop(stmt);
+        events::append(tx, &EventBody::loop_changed(&updated), now)?;
+        Ok(updated)
     })
 }
 
@@ -243,10 +249,18 @@ pub(crate) fn remove_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<bool>
             .execute([id.as_str()])?;
         tx.prepare_cached("DELETE FROM runs WHERE loop_id = ?1")?
             .execute([id.as_str()])?;
-        let n = tx
-            .prepare_cached("DELETE FROM loops WHERE id = ?1")?
+        let name: Option<String> = tx
+            .prepare_cached("DELETE FROM loops WHERE id = ?1 RETURNING name")?
+            .query_row([id.as_str()], |r| r.get(0))
+            .optional()?;
+        let Some(name) = name else {
+            return Ok(false);
+        };
+        // The events about the loop and its history go with them; its removal stays.
+        tx.prepare_cached("DELETE FROM events WHERE loop_id = ?1")?
             .execute([id.as_str()])?;
-        Ok(n > 0)
+        events::append(tx, &EventBody::loop_removed(id, &name), chrono::Utc::now())?;
+        Ok(true)
     })
 }
 
@@ -315,7 +329,21 @@ pub(crate) fn park_loop(
             let mut rows =
                 stmt.query(params![new_id(), id.as_str(), name, slot, ms(&now), reason])?;
             match rows.next() {
-                Ok(Some(row)) => return run_from_row(row).map(Some),
+                Ok(Some(row)) => {
+                    let run = run_from_row(row)?;
+                    drop(rows);
+                    let mut lp_stmt = tx.prepare_cached(concat!(
+                        "SELECT ",
+                        loop_cols!(),
+                        " FROM loops WHERE id = ?1"
+                    ))?;
+                    // A row that does not decode is what parks a loop: then only the run says.
+                    if let Ok(Some(lp)) = query_first(&mut lp_stmt, [id.as_str()], loop_from_row) {
+                        events::append(tx, &EventBody::loop_changed(&lp), now)?;
+                    }
+                    events::append_run(tx, EventKind::RunFinished, &run, now)?;
+                    return Ok(Some(run));
+                }
                 Ok(None) => break,
                 // A run id collision: draw another.
                 Err(e) if crate::codec::is_unique_violation(&e) => {}
@@ -353,6 +381,9 @@ pub(crate) fn expire_loops(
         ))?;
         let mut loops = query_all(&mut stmt, [ms(&now)], loop_from_row)?;
         loops.sort_by(|a, b| a.name.cmp(&b.name));
+        for lp in &loops {
+            events::append(tx, &EventBody::loop_changed(lp), now)?;
+        }
         Ok(loops)
     })
 }
@@ -438,6 +469,7 @@ pub(crate) fn update_loop_definition(
             };
         };
         set_labels(tx, id, &updated.labels)?;
+        events::append(tx, &EventBody::loop_changed(&updated), now)?;
         // The history belongs to the loop: its runs carry the name it has now.
         tx.prepare_cached("UPDATE runs SET loop_name = ?2 WHERE loop_id = ?1 AND loop_name != ?2")?
             .execute(params![id.as_str(), updated.name])?;

@@ -62,10 +62,16 @@ const MIGRATIONS: &[Migration] = &[
         name: "notification delivery claims",
         sql: include_str!("../migrations/0007_notification_claims.sql"),
     },
+    // 8 and 9 belong to branches that have not landed yet.
+    Migration {
+        version: 10,
+        name: "event log",
+        sql: include_str!("../migrations/0010_event_log.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 10;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

@@ -249,3 +249,13 @@ pub struct PrunePolicy {
     /// Delete finished runs beyond the newest N (by creation) of each loop.
     pub keep_per_loop: Option<usize>,
 }
+
+/// The numbers of the event log ([`Store::event_bounds`](crate::Store::event_bounds)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventBounds {
+    /// The oldest event still kept; `None` when the log is empty.
+    pub oldest: Option<u64>,
+    /// The newest number ever given (0 before the first event), also when that event
+    /// was pruned since.
+    pub latest: u64,
+}
