@@ -40,6 +40,7 @@ string_enum!(
 /// What an event says, before the store gives it its sequence number.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventBody {
     pub kind: EventKind,
     /// The loop it is about, if any.
@@ -55,11 +56,13 @@ pub struct EventBody {
 /// An entry of the event log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Event {
     /// Its place in the log: only grows, never reused (also after pruning).
     pub seq: u64,
     /// When it was written (the instant of the change).
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub at: Instant,
     #[serde(flatten)]
     pub body: EventBody,

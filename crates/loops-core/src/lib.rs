@@ -14,6 +14,7 @@ pub mod limits;
 pub mod model;
 pub mod event;
 pub mod notify;
+pub mod redact;
 pub mod schedule;
 pub mod timefmt;
 pub mod transitions;

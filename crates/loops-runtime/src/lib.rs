@@ -35,6 +35,9 @@ pub mod providers;
 mod recorder;
 pub mod spool;
 pub mod targets;
+/// How the front ends read instants and "a duration ago" (`--at`, `--since`; the HTTP
+/// API's `since` / `until`).
+pub mod timeparse;
 pub mod wake;
 pub mod workflow;
 

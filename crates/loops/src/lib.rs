@@ -35,5 +35,5 @@ pub use loops_sqlite as sqlite;
 pub use loops_store as store;
 
 /// How the CLI reads `--at` and `--expires-at` (public so `fuzz/` can drive it; the
-/// binary uses this same module).
-pub mod timeparse;
+/// binary and the HTTP API use this same module).
+pub use loops_runtime::timeparse;

@@ -1,0 +1,80 @@
+//! The OpenAPI 3.1 document, generated from the handlers' annotations and the domain's
+//! types (`utoipa`); served at `/v1/openapi.json` and checked in as
+//! `crates/loops-http/openapi.json` (a test fails when they differ).
+
+use crate::api::{loops, runs, status, workflows};
+use crate::error::{ErrorBody, ErrorDetail};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "loops HTTP API",
+        description = "The HTTP API of loops (`loops serve`): every request needs `Authorization: Bearer TOKEN` (the token is in the data dir's `http.token`). JSON bodies are the CLI's `--json` documents; secrets (prompts, env values, run output, webhook paths) are redacted unless `showOutput=true`. Errors are `{\"error\": {\"code\", \"message\"}}` with the CLI's message.",
+        license(name = "MIT")
+    ),
+    paths(
+        loops::list, loops::show, loops::create, loops::edit, loops::remove,
+        loops::pause, loops::resume, loops::stop, loops::archive, loops::unarchive,
+        loops::run_now,
+        runs::list, runs::show, runs::output,
+        workflows::list, workflows::show, workflows::validate, workflows::create,
+        workflows::run, workflows::runs_of, workflows::runs, workflows::inspect,
+        workflows::cancel,
+        status::daemon,
+        crate::events::stream,
+        document,
+    ),
+    components(schemas(ErrorBody, ErrorDetail, loops_core::event::EventBody)),
+    modifiers(&Bearer),
+    security(("bearer" = [])),
+    tags(
+        (name = "loops", description = "Loops: define, inspect, control."),
+        (name = "runs", description = "Runs and their output."),
+        (name = "workflows", description = "Workflow specs and their runs."),
+        (name = "status", description = "The daemon."),
+        (name = "events", description = "Live events (Server-Sent Events)."),
+        (name = "meta", description = "This document."),
+    )
+)]
+struct ApiDoc;
+
+struct Bearer;
+
+impl Modify for Bearer {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        if let Some(components) = openapi.components.as_mut() {
+            components.add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(
+                    HttpBuilder::new()
+                        .scheme(HttpAuthScheme::Bearer)
+                        .description(Some("The token in the data dir's http.token."))
+                        .build(),
+                ),
+            );
+        }
+    }
+}
+
+/// The document as pretty JSON (what `/v1/openapi.json` serves), with a final newline.
+pub fn openapi_json() -> String {
+    let mut text = ApiDoc::openapi()
+        .to_pretty_json()
+        .unwrap_or_else(|e| format!("{{\"error\": \"cannot encode the document: {e}\"}}"));
+    text.push('\n');
+    text
+}
+
+/// This document.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "meta",
+    responses(
+        (status = 200, description = "The OpenAPI 3.1 document of this API.", content_type = "application/json", body = Object),
+        (status = 401, description = "No or a wrong token.", body = ErrorBody),
+    ))]
+pub(crate) async fn document() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], openapi_json()).into_response()
+}
