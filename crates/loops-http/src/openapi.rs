@@ -29,7 +29,7 @@ use utoipa::{Modify, OpenApi};
         document,
     ),
     components(schemas(ErrorBody, ErrorDetail, loops_core::event::EventBody)),
-    modifiers(&Bearer),
+    modifiers(&Bearer, &CommonAnswers),
     security(("bearer" = [])),
     tags(
         (name = "loops", description = "Loops: define, inspect, control."),
@@ -60,13 +60,73 @@ impl Modify for Bearer {
     }
 }
 
+/// Every operation can answer 400 (a bad parameter: unknown ones are refused too) and
+/// 401 (no or a wrong token); each says so once here rather than in every handler.
+struct CommonAnswers;
+
+impl Modify for CommonAnswers {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        let error = |text: &str| {
+            ResponseBuilder::new()
+                .description(text)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorBody")))
+                        .build(),
+                )
+                .build()
+        };
+        for item in openapi.paths.paths.values_mut() {
+            for op in [
+                item.get.as_mut(),
+                item.post.as_mut(),
+                item.patch.as_mut(),
+                item.delete.as_mut(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let answers = &mut op.responses.responses;
+                answers.entry("400".to_owned()).or_insert_with(|| {
+                    error("A bad parameter or body (the message says which).").into()
+                });
+                answers
+                    .entry("401".to_owned())
+                    .or_insert_with(|| error("No or a wrong bearer token.").into());
+            }
+        }
+    }
+}
+
 /// The document as pretty JSON (what `/v1/openapi.json` serves), with a final newline.
+///
+/// One rewrite after generation: `additionalProperties: false` (from the records'
+/// `deny_unknown_fields`) is dropped, because the internally tagged targets and
+/// schedules are an `allOf` of the record and its `type` tag, which that keyword would
+/// make unsatisfiable; the server still refuses unknown fields (a 400 naming them).
 pub fn openapi_json() -> String {
-    let mut text = ApiDoc::openapi()
-        .to_pretty_json()
+    let doc = ApiDoc::openapi();
+    let mut value = serde_json::to_value(&doc).unwrap_or_default();
+    strip_closed_objects(&mut value);
+    let mut text = serde_json::to_string_pretty(&value)
         .unwrap_or_else(|e| format!("{{\"error\": \"cannot encode the document: {e}\"}}"));
     text.push('\n');
     text
+}
+
+fn strip_closed_objects(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            if map.get("additionalProperties") == Some(&serde_json::Value::Bool(false)) {
+                map.remove("additionalProperties");
+            }
+            map.values_mut().for_each(strip_closed_objects);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_closed_objects),
+        _ => {}
+    }
 }
 
 /// This document.
