@@ -82,6 +82,13 @@ pub fn redact_spec(spec: &mut WorkflowSpec) {
     }
 }
 
+/// A webhook delivery's URL path is redacted like the loop's (unless `reveal`).
+pub fn redact_delivery(d: &mut crate::Delivery, reveal: bool) {
+    if !reveal && d.channel == crate::NotifyChannel::Url {
+        d.target = redact_url(&d.target);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,12 +112,5 @@ mod tests {
             Some("[redacted 7 bytes; use --show-output]")
         );
         assert_eq!(err.as_deref(), Some(""));
-    }
-}
-
-/// A webhook delivery's URL path is redacted like the loop's (unless `reveal`).
-pub fn redact_delivery(d: &mut crate::Delivery, reveal: bool) {
-    if !reveal && d.channel == crate::NotifyChannel::Url {
-        d.target = redact_url(&d.target);
     }
 }

@@ -25,6 +25,10 @@
 //! # Ok(()) }
 //! ```
 
+mod started;
+
+pub use started::{Interrupter, StartedRun, StartedWorkflowRun};
+
 use crate::clock::SystemClock;
 use crate::engine::{Engine, EngineConfig};
 use crate::workflow::RunEnd;

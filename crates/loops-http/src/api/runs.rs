@@ -9,8 +9,8 @@ use axum::extract::{Path, RawQuery};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use loops_core::redact::{redact_run, redact_url};
-use loops_core::{Delivery, NotifyChannel, Run, RunSource, RunStatus};
+use loops_core::redact::{redact_delivery, redact_run};
+use loops_core::{Delivery, Run, RunSource, RunStatus};
 use loops_runtime::client::RunQuery;
 use serde::Serialize;
 
@@ -30,9 +30,7 @@ fn documents(runs: Vec<Run>, deliveries: Vec<Delivery>, reveal: bool) -> Vec<Run
     let mut by_run: std::collections::HashMap<loops_core::RunId, Vec<Delivery>> =
         std::collections::HashMap::new();
     for mut d in deliveries {
-        if !reveal && d.channel == NotifyChannel::Url {
-            d.target = redact_url(&d.target);
-        }
+        redact_delivery(&mut d, reveal);
         by_run.entry(d.run_id.clone()).or_default().push(d);
     }
     runs.into_iter()
@@ -207,15 +205,38 @@ pub(crate) async fn output(
 }
 
 /// Claims a run-now run of `key` in this server and starts it; answers with the run as
-/// claimed, its source, and a receiver of the run as recorded once it ended.
+/// claimed, its source, and a receiver of the run as recorded once it ended. The run
+/// is this server's until it ends: on shutdown it is interrupted and recorded.
 pub(crate) async fn start_run_now(
-    _state: &State,
-    _key: String,
-    _allow_overlap: bool,
+    state: &State,
+    key: String,
+    allow_overlap: bool,
 ) -> Result<(Run, RunSource, tokio::sync::oneshot::Receiver<Run>), ApiError> {
-    Err(ApiError::new(
-        axum::http::StatusCode::NOT_IMPLEMENTED,
-        "failed",
-        "run-now over HTTP is not available yet",
-    ))
+    let started = blocking(state, move |c| {
+        let lp = c.get(&key)?;
+        // As `loops run-now` refuses it.
+        if lp.status == loops_core::LoopStatus::Archived {
+            return Err(ApiError::invalid(format!(
+                "loop {:?} is archived; `loops unarchive {}` brings it back (paused)",
+                lp.name, lp.id
+            )));
+        }
+        Ok(c.start_run_now(lp.id.as_str(), allow_overlap)?)
+    })
+    .await?;
+    let (run, source) = (started.run.clone(), started.source);
+    let interrupter = started.interrupter();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        match started.finish().await {
+            Ok(outcome) => {
+                let _ = tx.send(outcome.run);
+            }
+            Err(e) => tracing::warn!(error = %e, "a run started over HTTP failed"),
+        }
+    });
+    state
+        .started
+        .keep(task, move |reason| interrupter.interrupt(reason));
+    Ok((run, source, rx))
 }

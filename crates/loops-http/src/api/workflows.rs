@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use loops_core::workflow::{Step, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec};
-use loops_core::{WorkflowRunStatus, WorkflowStatus};
+use loops_core::WorkflowStatus;
 use serde::Serialize;
 
 /// A stored workflow as `loops workflows show --json` prints it (OpenLoops 0.3's
@@ -231,23 +231,38 @@ fn redacted_steps(steps: Vec<StepRun>, reveal: bool) -> Vec<StepRun> {
         (status = 404, description = "No such workflow.", body = ErrorBody),
     ))]
 pub(crate) async fn run(
-    axum::extract::State(_state): axum::extract::State<State>,
-    Path(_key): Path<String>,
+    axum::extract::State(state): axum::extract::State<State>,
+    Path(key): Path<String>,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = Params::parse(q.as_deref(), &["timeout"])?;
-    let _timeout = p
+    let timeout = p
         .get("timeout")
         .map(|t| {
             loops_core::Duration::parse(t)
                 .map_err(|e| ApiError::invalid(format!("invalid timeout: {e}")))
         })
-        .transpose()?;
-    Err(ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "failed",
-        "workflow runs over HTTP are not available yet",
-    ))
+        .transpose()?
+        .map(loops_core::Duration::to_std);
+    let workflow = blocking(&state, move |c| Ok(c.runnable_workflow(&key)?)).await?;
+    let started = state.client.start_workflow_run(&workflow, timeout).await?;
+    let run = started.run.clone();
+    let interrupter = started.interrupter();
+    let task = tokio::spawn(async move {
+        if let Err(e) = started.finish().await {
+            tracing::warn!(error = %e, "a workflow run started over HTTP failed");
+        }
+    });
+    state
+        .started
+        .keep(task, move |reason| interrupter.interrupt(reason));
+    let id = run.id.clone();
+    let steps = blocking(&state, move |c| Ok(c.step_runs(&id)?)).await?;
+    let doc = WorkflowRunDocument {
+        workflow_run: run,
+        steps: redacted_steps(steps, false),
+    };
+    Ok((StatusCode::ACCEPTED, Json(doc)).into_response())
 }
 
 fn runs_limit(p: &Params) -> Result<Option<usize>, ApiError> {
@@ -360,11 +375,5 @@ pub(crate) async fn cancel(
         Ok(c.cancel_workflow_run(&id, &reason, chrono::Utc::now())?)
     })
     .await?;
-    let _ = WorkflowRunStatus::Running;
     Ok(Json(run))
-}
-
-#[allow(dead_code)]
-fn accepted(doc: WorkflowRunDocument) -> Response {
-    (StatusCode::ACCEPTED, Json(doc)).into_response()
 }

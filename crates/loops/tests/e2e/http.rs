@@ -844,11 +844,105 @@ fn http_server_stops_on_sigterm_with_streams_open() {
     let rx = api.sse("/v1/events", None);
     assert_eq!(api.stop(), Some(0));
     // The stream ended with the server.
-    let ended = wait_for("the stream to end", Duration::from_secs(10), || {
+    wait_for("the stream to end", Duration::from_secs(10), || {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Err(mpsc::RecvTimeoutError::Disconnected) => Some(()),
             _ => None,
         }
     });
-    let () = ended;
+}
+
+/// Run-now and workflow runs start in the server and answer at once (or, with
+/// `wait=true`, when the run ended); runs still going when the server stops are
+/// interrupted and recorded, never left running unsupervised.
+#[test]
+fn http_runs_loops_and_workflows_now_and_sees_them_through() {
+    let w = World::new();
+    w.ok(&[
+        "create", "command", "now", "--every", "1h", "--cmd", "echo now",
+    ]);
+    w.ok(&[
+        "create", "command", "long", "--every", "1h", "--cmd", "sleep 30",
+    ]);
+    let mut api = w.serve(&[]);
+    let started = api.send("POST", "/v1/loops/now/run-now", None);
+    assert_eq!(started.status, 202, "{}", started.text);
+    let doc = started.json();
+    assert_eq!(doc["status"], "running");
+    assert_eq!(
+        doc["runNow"],
+        json!({"source": "ad_hoc", "advancesLoop": false})
+    );
+    let id = doc["id"].as_str().unwrap().to_owned();
+    wait_for("the run to end", Duration::from_secs(15), || {
+        (api.get(&format!("/v1/runs/{id}")).json()["status"] == "succeeded").then_some(())
+    });
+    let waited = api.send("POST", "/v1/loops/now/run-now?wait=true&timeout=30", None);
+    assert_eq!(waited.status, 200, "{}", waited.text);
+    let doc = waited.json();
+    assert_eq!(doc["status"], "succeeded");
+    assert!(doc["stdout"].as_str().unwrap().starts_with("[redacted"));
+    // The document has the fields `loops run-now --json` prints.
+    let cli = w.json(&["run-now", "now"]);
+    let keys = |v: &Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&doc), keys(&cli));
+    let shown = api.send(
+        "POST",
+        "/v1/loops/now/run-now?wait=true&showOutput=true",
+        None,
+    );
+    assert_eq!(shown.json()["stdout"], "now\n");
+    // Refusals, with the CLI's words.
+    w.ok(&["archive", "now"]);
+    let archived = api.send("POST", "/v1/loops/now/run-now", None);
+    assert_eq!(archived.status, 400);
+    let (_, cli) = w.fail(&["run-now", "now"]);
+    assert!(
+        cli.contains(&archived.error()),
+        "{cli} / {}",
+        archived.error()
+    );
+    assert_eq!(api.send("POST", "/v1/loops/nope/run-now", None).status, 404);
+
+    // A workflow run.
+    let spec = json!({"name": "pair", "steps": [
+        {"id": "a", "target": {"type": "command", "command": "true"}},
+        {"id": "b", "dependsOn": ["a"], "target": {"type": "command", "command": "true"}}]});
+    assert_eq!(api.post("/v1/workflows", spec).status, 201);
+    let run = api.send("POST", "/v1/workflows/pair/run", None);
+    assert_eq!(run.status, 202, "{}", run.text);
+    let wid = run.json()["workflowRun"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(run.json()["steps"].as_array().unwrap().len(), 2);
+    let done = wait_for("the workflow run to end", Duration::from_secs(15), || {
+        let v = api.get(&format!("/v1/workflow-runs/{wid}")).json();
+        (v["workflowRun"]["status"] == "succeeded").then_some(v)
+    });
+    assert!(done["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["status"] == "succeeded"));
+    assert_eq!(api.send("POST", "/v1/workflows/nope/run", None).status, 404);
+    let bad = api.send("POST", "/v1/workflows/pair/run?timeout=soon", None);
+    assert_eq!(bad.status, 400);
+
+    // A long run the server started, then the server stops: interrupted, recorded.
+    let long = api.send("POST", "/v1/loops/long/run-now", None);
+    assert_eq!(long.status, 202);
+    let long_id = long.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(api.stop(), Some(0));
+    let runs = w.runs("long");
+    let recorded = runs.iter().find(|r| r["id"] == long_id.as_str()).unwrap();
+    assert_eq!(recorded["status"], "abandoned", "{recorded}");
+    assert!(
+        recorded["error"]
+            .as_str()
+            .unwrap()
+            .contains("the HTTP server stopped"),
+        "{recorded}"
+    );
 }
