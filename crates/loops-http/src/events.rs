@@ -11,8 +11,9 @@
 use crate::error::{ApiError, ErrorBody};
 use crate::request::Params;
 use crate::State;
+use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, Request};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use loops_core::event::{Event, EventKind};
 use std::convert::Infallible;
@@ -24,12 +25,36 @@ use tokio::sync::{broadcast, mpsc, watch};
 const PAGE: usize = 500;
 /// Events the broadcast keeps for slow streams before they must read the log again.
 const BROADCAST_CAPACITY: usize = 4_096;
-/// Buffered SSE frames per stream.
-const STREAM_BUFFER: usize = 256;
+/// Buffered chunks per stream.
+const STREAM_BUFFER: usize = 64;
+/// A comment line this often keeps idle connections (and proxies) open.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// An event with its SSE frame, rendered once for every stream.
+pub(crate) struct Framed {
+    seq: u64,
+    kind: EventKind,
+    loop_id: Option<String>,
+    frame: Bytes,
+}
+
+impl Framed {
+    fn of(e: &Event) -> Self {
+        let data = serde_json::to_string(e).unwrap_or_else(|_| "{}".to_owned());
+        // `data` is one line: JSON escapes every newline inside strings.
+        let frame = format!("id: {}\nevent: {}\ndata: {data}\n\n", e.seq, e.body.kind);
+        Self {
+            seq: e.seq,
+            kind: e.body.kind,
+            loop_id: e.body.loop_id.as_ref().map(|l| l.as_str().to_owned()),
+            frame: Bytes::from(frame),
+        }
+    }
+}
 
 /// The poller's broadcast of new events.
 pub(crate) struct Hub {
-    tx: broadcast::Sender<Arc<Event>>,
+    tx: broadcast::Sender<Arc<Framed>>,
     /// The number of the newest event broadcast (or, before the first poll, the log's
     /// newest at start).
     latest: AtomicU64,
@@ -88,7 +113,7 @@ pub(crate) fn spawn_poller(state: State) -> tokio::task::JoinHandle<()> {
                     for e in events {
                         cursor = cursor.max(e.seq);
                         // No receiver is fine: nobody is listening.
-                        let _ = state.hub.tx.send(Arc::new(e));
+                        let _ = state.hub.tx.send(Arc::new(Framed::of(&e)));
                     }
                     state.hub.latest.store(cursor, Ordering::Release);
                     if full {
@@ -114,20 +139,12 @@ struct Filter {
 }
 
 impl Filter {
-    fn wants(&self, e: &Event) -> bool {
+    fn wants(&self, e: &Framed) -> bool {
         self.loop_id
             .as_deref()
-            .is_none_or(|id| e.body.loop_id.as_ref().is_some_and(|l| l.as_str() == id))
-            && (self.kinds.is_empty() || self.kinds.contains(&e.body.kind))
+            .is_none_or(|id| e.loop_id.as_deref() == Some(id))
+            && (self.kinds.is_empty() || self.kinds.contains(&e.kind))
     }
-}
-
-fn frame(e: &Event) -> SseEvent {
-    let data = serde_json::to_string(e).unwrap_or_else(|_| "{}".to_owned());
-    SseEvent::default()
-        .id(e.seq.to_string())
-        .event(e.body.kind.as_str())
-        .data(data)
 }
 
 /// The event log as Server-Sent Events: `loop.created`, `loop.changed`,
@@ -189,27 +206,53 @@ pub(crate) async fn stream(
     let now = state.hub.latest.load(Ordering::Acquire);
     let rx = state.hub.tx.subscribe();
     let start = header.or(query);
-    let (tx, out) = mpsc::channel::<Result<SseEvent, Infallible>>(STREAM_BUFFER);
+    let (tx, out) = mpsc::channel::<Result<Bytes, Infallible>>(STREAM_BUFFER);
     let stop = state.hub.stopped();
     tokio::spawn(pump(Arc::clone(&state), start, now, filter, rx, tx, stop));
-    let body = Sse::new(tokio_stream::wrappers::ReceiverStream::new(out))
-        .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)));
-    Ok(body.into_response())
+    Ok(sse_response(out))
 }
 
-/// Feeds one stream until the client goes away or the server stops.
+/// A `text/event-stream` response whose body is what `out` yields.
+pub(crate) fn sse_response(out: mpsc::Receiver<Result<Bytes, Infallible>>) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(out)),
+    )
+        .into_response()
+}
+
+/// One SSE frame.
+pub(crate) fn sse_frame(event: &str, data: &str) -> Bytes {
+    let mut text = String::with_capacity(data.len() + event.len() + 16);
+    text.push_str("event: ");
+    text.push_str(event);
+    text.push('\n');
+    for line in data.split('\n') {
+        text.push_str("data: ");
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push('\n');
+    Bytes::from(text)
+}
+
+/// Feeds one stream until the client goes away or the server stops. Frames that are
+/// ready together go out as one chunk.
 async fn pump(
     state: State,
     start: Option<u64>,
     now: u64,
     filter: Filter,
-    mut rx: broadcast::Receiver<Arc<Event>>,
-    tx: mpsc::Sender<Result<SseEvent, Infallible>>,
+    mut rx: broadcast::Receiver<Arc<Framed>>,
+    tx: mpsc::Sender<Result<Bytes, Infallible>>,
     mut stop: watch::Receiver<bool>,
 ) {
     // A comment first: the response's headers go out now, not with the first event.
     if tx
-        .send(Ok(SseEvent::default().comment("loops events")))
+        .send(Ok(Bytes::from_static(b": loops events\n\n")))
         .await
         .is_err()
     {
@@ -232,20 +275,21 @@ async fn pump(
                 let data = serde_json::json!({
                     "after": after, "oldest": bounds.oldest, "latest": bounds.latest,
                 });
-                let reset = SseEvent::default().event("reset").data(data.to_string());
-                if tx.send(Ok(reset)).await.is_err() {
+                if tx
+                    .send(Ok(sse_frame("reset", &data.to_string())))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
-            if after > bounds.latest {
-                bounds.latest
-            } else {
-                after
-            }
+            after.min(bounds.latest)
         }
     };
     // The backlog (and, after a lag, the part of the log the broadcast dropped).
     let mut catch_up = true;
+    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+    keep_alive.tick().await;
     loop {
         if catch_up {
             catch_up = false;
@@ -259,11 +303,16 @@ async fn pump(
                     return;
                 };
                 let full = page.len() == PAGE;
+                let mut chunk = Vec::new();
                 for e in &page {
                     sent = e.seq;
-                    if filter.wants(e) && tx.send(Ok(frame(e))).await.is_err() {
-                        return;
+                    let framed = Framed::of(e);
+                    if filter.wants(&framed) {
+                        chunk.extend_from_slice(&framed.frame);
                     }
+                }
+                if !chunk.is_empty() && tx.send(Ok(Bytes::from(chunk))).await.is_err() {
+                    return;
                 }
                 if !full {
                     break;
@@ -271,19 +320,43 @@ async fn pump(
             }
         }
         tokio::select! {
-            got = rx.recv() => match got {
-                Ok(e) => {
-                    if e.seq <= sent {
-                        continue;
+            got = rx.recv() => {
+                let mut chunk: Option<Vec<u8>> = None;
+                let mut next = Some(got);
+                while let Some(got) = next.take() {
+                    match got {
+                        Ok(e) => {
+                            if e.seq > sent {
+                                sent = e.seq;
+                                if filter.wants(&e) {
+                                    chunk.get_or_insert_with(Vec::new).extend_from_slice(&e.frame);
+                                }
+                            }
+                        }
+                        Err(broadcast::error::RecvError::Lagged(_)) => catch_up = true,
+                        Err(broadcast::error::RecvError::Closed) => return,
                     }
-                    sent = e.seq;
-                    if filter.wants(&e) && tx.send(Ok(frame(&e))).await.is_err() {
-                        return;
+                    // More already waiting: into the same chunk.
+                    match rx.try_recv() {
+                        Ok(e) => next = Some(Ok(e)),
+                        Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                            next = Some(Err(broadcast::error::RecvError::Lagged(n)))
+                        }
+                        Err(_) => {}
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => catch_up = true,
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
+                if let Some(chunk) = chunk {
+                    if tx.send(Ok(Bytes::from(chunk))).await.is_err() {
+                        return;
+                    }
+                    keep_alive.reset();
+                }
+            }
+            _ = keep_alive.tick() => {
+                if tx.send(Ok(Bytes::from_static(b": keep-alive\n\n"))).await.is_err() {
+                    return;
+                }
+            }
             _ = tx.closed() => return,
             changed = stop.changed() => {
                 if changed.is_err() || *stop.borrow() {

@@ -3,9 +3,10 @@
 //! ([`loops_runtime::live::OutputFollow`], polled every
 //! [`loops_runtime::live::OUTPUT_POLL`]).
 
+use crate::events::{sse_frame, sse_response};
 use crate::State;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::body::Bytes;
+use axum::response::Response;
 use loops_core::Run;
 use loops_runtime::live::{OutputPiece, Stream, OUTPUT_POLL};
 use std::convert::Infallible;
@@ -14,12 +15,12 @@ use tokio::sync::mpsc;
 /// The stream: `output` (`{"text"}`), `gap` (`{"bytes"}`), then one `end` (the run as
 /// recorded, its output redacted).
 pub(crate) fn follow(state: &State, run: Run, stream: Stream) -> Response {
-    let (tx, out) = mpsc::channel::<Result<SseEvent, Infallible>>(64);
+    let (tx, out) = mpsc::channel::<Result<Bytes, Infallible>>(64);
     let mut follow = state.client.follow_output(&run, stream);
     let mut stop = state.hub_stop();
     tokio::spawn(async move {
         if tx
-            .send(Ok(SseEvent::default().comment("loops output")))
+            .send(Ok(Bytes::from_static(b": loops output\n\n")))
             .await
             .is_err()
         {
@@ -51,20 +52,19 @@ pub(crate) fn follow(state: &State, run: Run, stream: Stream) -> Response {
                 Ok(step) => step,
                 Err(e) => {
                     let data = serde_json::json!({ "error": e.to_string() }).to_string();
-                    let _ = tx
-                        .send(Ok(SseEvent::default().event("error").data(data)))
-                        .await;
+                    let _ = tx.send(Ok(sse_frame("error", &data))).await;
                     return;
                 }
             };
             for piece in step.pieces {
                 let frame = match piece {
-                    OutputPiece::Bytes(b) => SseEvent::default().event("output").data(
-                        serde_json::json!({ "text": String::from_utf8_lossy(&b) }).to_string(),
+                    OutputPiece::Bytes(b) => sse_frame(
+                        "output",
+                        &serde_json::json!({ "text": String::from_utf8_lossy(&b) }).to_string(),
                     ),
-                    OutputPiece::Gap(n) => SseEvent::default()
-                        .event("gap")
-                        .data(serde_json::json!({ "bytes": n }).to_string()),
+                    OutputPiece::Gap(n) => {
+                        sse_frame("gap", &serde_json::json!({ "bytes": n }).to_string())
+                    }
                 };
                 if tx.send(Ok(frame)).await.is_err() {
                     return;
@@ -73,14 +73,10 @@ pub(crate) fn follow(state: &State, run: Run, stream: Stream) -> Response {
             if let Some(mut ended) = step.ended {
                 loops_core::redact::redact_run(&mut ended);
                 let data = serde_json::to_string(&ended).unwrap_or_else(|_| "{}".to_owned());
-                let _ = tx
-                    .send(Ok(SseEvent::default().event("end").data(data)))
-                    .await;
+                let _ = tx.send(Ok(sse_frame("end", &data))).await;
                 return;
             }
         }
     });
-    Sse::new(tokio_stream::wrappers::ReceiverStream::new(out))
-        .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)))
-        .into_response()
+    sse_response(out)
 }
