@@ -18,6 +18,7 @@
 //! cargo run --release -p loops-bench -- cli-edit               # `loops edit`, `runs --status failed --since 1d`
 //! cargo run --release -p loops-bench -- http-get               # `loops serve` request rates (needs `oha`)
 //! cargo run --release -p loops-bench -- http-events            # SSE delivery to 100 clients, 1k loops/s
+//! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
 //! ```
 //!
 //! The `loops` binary is `target/release/loops` of this workspace unless
@@ -25,6 +26,7 @@
 //! recorded in `BENCHMARKS.md` at the workspace root.
 
 mod http;
+mod operability;
 
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
@@ -205,6 +207,20 @@ enum Bench {
         #[arg(long, default_value_t = 10)]
         reps: usize,
     },
+    /// `loops health` (JSON and table) over N loops and M finished runs, all inside
+    /// the last day's window.
+    Health {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100_000)]
+        runs: usize,
+        /// Each loop's interval, in milliseconds (default 15 minutes: 100 runs ≈ 25 h).
+        #[arg(long, default_value_t = 900_000)]
+        every_ms: u64,
+        /// Timed invocations of each command.
+        #[arg(long, default_value_t = 30)]
+        reps: usize,
+    },
 }
 
 fn main() -> Result<()> {
@@ -285,6 +301,12 @@ fn main() -> Result<()> {
             secs,
             max_concurrent,
         } => bench.http_events(loops, clients, secs, max_concurrent),
+        Bench::Health {
+            loops,
+            runs,
+            every_ms,
+            reps,
+        } => bench.health(loops, runs, every_ms, reps),
     };
     println!("\n1-min load average at end: {}", loadavg());
     result

@@ -5,8 +5,10 @@
 //! function that depends on time takes `now` (and a time zone, where relevant) as an
 //! argument, so scheduling is testable with plain unit tests.
 
+pub mod bundle;
 pub mod cron;
 pub mod duration;
+pub mod health;
 pub mod ids;
 pub mod limits;
 // `string_enum!` is defined there and used by the modules declared after it.
@@ -14,10 +16,12 @@ pub mod limits;
 pub mod model;
 pub mod event;
 pub mod notify;
+pub mod openloops;
 pub mod redact;
 pub mod schedule;
 pub mod timefmt;
 pub mod transitions;
+pub mod usage;
 pub mod validate;
 pub mod workflow;
 

@@ -28,6 +28,12 @@
 mod started;
 
 pub use started::{Interrupter, StartedRun, StartedWorkflowRun};
+mod health;
+mod portable;
+mod usage;
+
+pub use health::{HealthReport, LoopHealth};
+pub use portable::{ImportOptions, ImportReport, ImportedLoop};
 
 use crate::clock::SystemClock;
 use crate::engine::{Engine, EngineConfig};

@@ -5,7 +5,6 @@
 -- pruned: a client resuming with `Last-Event-ID` never mistakes a new event for one it
 -- saw. Rows go with their run / workflow run when retention prunes it, with their loop
 -- when it is removed, and by age (the retention's `--keep-for`).
--- (8 and 9 are taken by branches that have not landed yet.)
 CREATE TABLE events (
     seq              INTEGER PRIMARY KEY AUTOINCREMENT,
     kind             TEXT NOT NULL,

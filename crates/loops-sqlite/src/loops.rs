@@ -17,6 +17,16 @@ use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 
 pub(crate) fn create_loop(store: &SqliteStore, new: NewLoop, now: Instant) -> StoreResult<Loop> {
+    store.write(None, |tx| {
+        let created = insert_loop(tx, &new, now)?;
+        events::append(tx, &EventBody::loop_created(&created), now)?;
+        Ok(created)
+    })
+}
+
+/// Inserts a new loop (status `active`, a fresh id) inside the caller's transaction:
+/// `create_loop`, and each loop of an import.
+pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Result<Loop> {
     let schedule = serde_json::to_string(&new.schedule)
         .map_err(|e| StoreError::InvalidArgument(format!("schedule: {e}")))?;
     let target = serde_json::to_string(&new.target)
@@ -30,60 +40,57 @@ pub(crate) fn create_loop(store: &SqliteStore, new: NewLoop, now: Instant) -> St
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| StoreError::InvalidArgument(format!("notify: {e}")))?;
-    store.write(None, |tx| {
-        let mut stmt = tx.prepare_cached(concat!(
-            "INSERT INTO loops (",
-            loop_cols!(),
-            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, \
-             ?16, ?17, ?18, ?19) RETURNING ",
-            loop_cols!()
-        ))?;
-        for _ in 0..ID_ATTEMPTS {
-            let id = new_id();
-            let due_at = schedule::due_at(&LoopId::new(&id), new.next_run_at, None, p.jitter_ms);
-            let mut rows = stmt.query(params![
-                id,
-                new.name,
-                new.description,
-                LoopStatus::Active.as_str(),
-                schedule,
-                target,
-                opt_ms(new.next_run_at.as_ref()),
-                p.catch_up.as_str(),
-                p.catch_up_limit,
-                p.overlap.as_str(),
-                p.max_attempts,
-                sat_i64(p.retry_delay_ms),
-                sat_i64(p.lease_ms),
-                opt_ms(p.expires_at.as_ref()),
-                ms(&now),
-                sat_i64(p.jitter_ms),
-                opt_ms(due_at.as_ref()),
-                labels,
-                notify,
-            ])?;
-            match rows.next() {
-                Ok(Some(row)) => {
-                    let created = loop_from_row(row)?;
-                    drop(rows);
-                    set_labels(tx, &created.id, &created.labels)?;
-                    events::append(tx, &EventBody::loop_created(&created), now)?;
-                    return Ok(created);
-                }
-                Ok(None) => break,
-                Err(e) if crate::codec::is_unique_violation(&e) => {
-                    // The UNIQUE constraint is the check (no racy pre-read); the
-                    // message names the column that collided.
-                    if e.to_string().contains("loops.name") {
-                        return Err(StoreError::DuplicateName(new.name.clone()).into());
-                    }
-                    // An id collision: draw another.
-                }
-                Err(e) => return Err(e.into()),
+    let mut stmt = tx.prepare_cached(concat!(
+        "INSERT INTO loops (",
+        loop_cols!(),
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, \
+         ?16, ?17, ?18, ?19) RETURNING ",
+        loop_cols!()
+    ))?;
+    for _ in 0..ID_ATTEMPTS {
+        let id = new_id();
+        let due_at = schedule::due_at(&LoopId::new(&id), new.next_run_at, None, p.jitter_ms);
+        let mut rows = stmt.query(params![
+            id,
+            new.name,
+            new.description,
+            LoopStatus::Active.as_str(),
+            schedule,
+            target,
+            opt_ms(new.next_run_at.as_ref()),
+            p.catch_up.as_str(),
+            p.catch_up_limit,
+            p.overlap.as_str(),
+            p.max_attempts,
+            sat_i64(p.retry_delay_ms),
+            sat_i64(p.lease_ms),
+            opt_ms(p.expires_at.as_ref()),
+            ms(&now),
+            sat_i64(p.jitter_ms),
+            opt_ms(due_at.as_ref()),
+            labels,
+            notify,
+        ])?;
+        match rows.next() {
+            Ok(Some(row)) => {
+                let created = loop_from_row(row)?;
+                drop(rows);
+                set_labels(tx, &created.id, &created.labels)?;
+                return Ok(created);
             }
+            Ok(None) => break,
+            Err(e) if crate::codec::is_unique_violation(&e) => {
+                // The UNIQUE constraint is the check (no racy pre-read); the
+                // message names the column that collided.
+                if e.to_string().contains("loops.name") {
+                    return Err(StoreError::DuplicateName(new.name.clone()).into());
+                }
+                // An id collision: draw another.
+            }
+            Err(e) => return Err(e.into()),
         }
-        Err(Error::ids_exhausted("loop"))
-    })
+    }
+    Err(Error::ids_exhausted("loop"))
 }
 
 pub(crate) fn get_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<Option<Loop>> {

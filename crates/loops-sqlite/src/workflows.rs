@@ -150,6 +150,57 @@ fn spec_json(spec: &WorkflowSpec) -> Result<String> {
     serde_json::to_string(spec).map_err(|e| Error::decode(format!("spec: {e}")))
 }
 
+/// Stores a new active spec inside the caller's transaction (`create_workflow`, and
+/// each spec of an import).
+pub(crate) fn insert_workflow(
+    tx: &Transaction<'_>,
+    spec: &WorkflowSpec,
+    replace: bool,
+    now: Instant,
+) -> Result<Workflow> {
+    let json = spec_json(spec)?;
+    let existing = query_first(
+        &mut *tx.prepare_cached(&format!(
+            "SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"
+        ))?,
+        [&spec.name],
+        workflow_from_row,
+    )?;
+    let mut version = spec.version.max(1);
+    if let Some(old) = existing {
+        if !replace {
+            return Err(StoreError::DuplicateWorkflow(spec.name.clone()).into());
+        }
+        tx.execute(
+            "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
+            params![old.id.as_str(), ms(&now)],
+        )?;
+        version = version.max(old.version + 1);
+    }
+    let mut record_spec = spec.clone();
+    record_spec.version = version;
+    let json = if version == spec.version {
+        json
+    } else {
+        spec_json(&record_spec)?
+    };
+    let id = WorkflowId::new(new_id());
+    tx.execute(
+        "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, 'active', ?4, ?5, ?5)",
+        params![id.as_str(), spec.name, version, json, ms(&now)],
+    )?;
+    Ok(Workflow {
+        id,
+        name: spec.name.clone(),
+        version,
+        status: WorkflowStatus::Active,
+        spec: record_spec,
+        created_at: now,
+        updated_at: now,
+    })
+}
+
 impl WorkflowStore for SqliteStore {
     fn create_workflow(
         &self,
@@ -157,45 +208,7 @@ impl WorkflowStore for SqliteStore {
         replace: bool,
         now: Instant,
     ) -> StoreResult<Workflow> {
-        let json = spec_json(spec)?;
-        self.write(None, |tx| {
-            let existing = query_first(
-                &mut *tx.prepare_cached(&format!(
-                    "SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"
-                ))?,
-                [&spec.name],
-                workflow_from_row,
-            )?;
-            let mut version = spec.version.max(1);
-            if let Some(old) = existing {
-                if !replace {
-                    return Err(StoreError::DuplicateWorkflow(spec.name.clone()).into());
-                }
-                tx.execute(
-                    "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
-                    params![old.id.as_str(), ms(&now)],
-                )?;
-                version = version.max(old.version + 1);
-            }
-            let mut record_spec = spec.clone();
-            record_spec.version = version;
-            let json = if version == spec.version { json.clone() } else { spec_json(&record_spec)? };
-            let id = WorkflowId::new(new_id());
-            tx.execute(
-                "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
-                 VALUES (?1, ?2, ?3, 'active', ?4, ?5, ?5)",
-                params![id.as_str(), spec.name, version, json, ms(&now)],
-            )?;
-            Ok(Workflow {
-                id,
-                name: spec.name.clone(),
-                version,
-                status: WorkflowStatus::Active,
-                spec: record_spec,
-                created_at: now,
-                updated_at: now,
-            })
-        })
+        self.write(None, |tx| insert_workflow(tx, spec, replace, now))
     }
 
     fn get_workflow(&self, id: &str) -> StoreResult<Option<Workflow>> {

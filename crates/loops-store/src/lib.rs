@@ -40,6 +40,9 @@
 //!   own settings, else the store-wide default, and the loop's previous finished slot)
 //!   and inserts one `pending` delivery per channel; a delivery is claimed by one
 //!   runner at a time ([`Store::claim_delivery`]).
+//! - **An import is all or nothing.** [`Store::import`] writes its specs, loops and
+//!   history rows in one transaction; a duplicate name or any other error leaves the
+//!   store as it was.
 //! - **One bad row never hides the others.** Listings of loops return a row that does
 //!   not decode as an [`UnreadableLoop`] in its place.
 //! - **Changes are logged with their commit.** The writes that create, change or
@@ -63,7 +66,8 @@
 //! A backend implements the primitives: the loop rows and their queries, one batch of
 //! claims ([`Store::claim_runs`]), one batch of run writes
 //! ([`Store::record_run_writes`]), the lease renewal and take-over of running rows, the run
-//! queries, pruning and the daemon lease. [`Store::claim_run`] (one claim) and
+//! queries, pruning, the reports (health facts, usage), one import and the daemon
+//! lease. [`Store::claim_run`] (one claim) and
 //! [`Store::list_loops`] (every row decoded) are default methods on top of them.
 
 mod error;
@@ -79,10 +83,12 @@ pub use paths::{
 };
 pub use types::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
-    LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, OnRefusal,
-    PrunePolicy, RunFilter, RunWrite, RunWritten, UnreadableLoop,
+    ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
+    LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunWrite, RunWritten,
+    UnreadableLoop, UsageRow, UsageSource,
 };
 
+use loops_core::health::{FactsQuery, RunFacts};
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
@@ -259,6 +265,29 @@ pub trait Store: WorkflowStore + Send + Sync {
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>>;
     /// Deletes finished runs by policy; with `dry_run` only counts. Returns the count.
     fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize>;
+
+    // ---- reports and imports ----
+    /// What `loops health` needs to know about the runs of each loop asked about, in
+    /// the order asked ([`RunFacts`]): the newest `recent` rows (newest first, by
+    /// creation, then slot and attempt; the error filled in for failed attempts), the
+    /// newest success, the failed attempts recorded after it, the
+    /// `skipped` rows with `scheduledFor` in the query's `window`, the slots of its
+    /// rows in its `slot_window` (each bound inclusive) — the distinct ones on the
+    /// query's grid counted, else listed — and the oldest slot of any row. A loop
+    /// without runs (or unknown) gets empty facts. Each loop costs a few bounded index
+    /// lookups — its newest rows, its window's rows — never a scan of its whole history
+    /// (except to find the last success of a loop whose `recent` rows hold none).
+    fn run_facts(&self, queries: &[FactsQuery], recent: usize) -> Result<Vec<RunFacts>>;
+    /// Agent usage recorded on runs and step runs that finished at or after `since`,
+    /// oldest first, through an index of the rows that carry usage (not a scan of
+    /// every run).
+    fn usage_since(&self, since: Instant) -> Result<Vec<UsageRow>>;
+    /// Writes a whole import in one transaction: each workflow spec as a new active
+    /// spec ([`StoreError::DuplicateWorkflow`] when an active spec has its name), then
+    /// each loop as [`Store::create_loop`] would ([`StoreError::DuplicateName`] when a
+    /// loop has its name) with its schedule state and history. Any error writes
+    /// nothing at all: an import is applied completely or not.
+    fn import(&self, batch: &ImportBatch, now: Instant) -> Result<Imported>;
 
     // ---- daemon lease ----
     /// Takes the lease when it is free, expired, held by the same runner, or `takeover`

@@ -154,6 +154,15 @@ pub enum Command {
     Tick(TickArgs),
     /// Check the installation, the store, the daemon and every active loop's target.
     Doctor,
+    /// One line per active loop: last run, last success, failures, missed and skipped
+    /// slots, and a verdict (ok, warn, fail); exits 1 when any loop fails.
+    Health(HealthArgs),
+    /// Tokens and cost reported by agent runs and agent workflow steps, with totals.
+    Usage(UsageArgs),
+    /// Print a bundle of loops and the workflow specs they use (JSON, to stdout).
+    Export(ExportArgs),
+    /// Preview (or with --apply, write) an import of a bundle or an OpenLoops database.
+    Import(ImportArgs),
     /// Delete old finished runs.
     Prune(PruneArgs),
     /// Run and control the background daemon.
@@ -222,6 +231,64 @@ pub struct TickArgs {
     /// Most runs executing at once (at least 1).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT)]
     pub max_concurrent: NonZeroUsize,
+}
+
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// Only loops with this label (repeatable: loops with all of them).
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Only loops with this label (repeatable: loops with all of them); the workflow
+    /// specs exported are then the ones those loops run.
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+    /// Include env values and notification URLs; without it they are left out (null)
+    /// and named in the bundle's "redacted" list.
+    #[arg(long)]
+    pub include_secrets: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).multiple(false)))]
+pub struct ImportArgs {
+    /// A bundle written by `loops export` (`-` reads stdin).
+    #[arg(group = "source", value_name = "BUNDLE")]
+    pub bundle: Option<PathBuf>,
+    /// An OpenLoops 0.3 database (its loops.db), opened read-only.
+    #[arg(long, group = "source", value_name = "PATH")]
+    pub from_openloops: Option<PathBuf>,
+    /// Write the import, all of it in one transaction or nothing; without it only
+    /// the preview is printed.
+    #[arg(long)]
+    pub apply: bool,
+    /// Also bring over the finished runs of the imported loops (OpenLoops only).
+    #[arg(long, requires = "from_openloops")]
+    pub with_history: bool,
+    /// A loop or workflow named like one here: fail (default: refuse the import),
+    /// skip (keep the one here), rename (import it as NAME-2, NAME-3, ...).
+    #[arg(long, value_name = "POLICY", default_value = "fail")]
+    pub on_conflict: String,
+    /// Import loops and steps whose secrets the bundle left out without those
+    /// variables (otherwise such an import is refused until they are filled in).
+    #[arg(long)]
+    pub drop_redacted: bool,
+    /// Import every loop paused (e.g. while the old machine still runs them).
+    #[arg(long)]
+    pub paused: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Runs that finished in the last DURATION.
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = duration)]
+    pub since: Duration,
+    /// Group by loop, provider or day (UTC).
+    #[arg(long, value_name = "GROUP", default_value = "loop")]
+    pub by: String,
 }
 
 #[derive(Debug, Args)]

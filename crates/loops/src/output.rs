@@ -85,6 +85,16 @@ impl From<&str> for Cell {
     }
 }
 
+impl Cell {
+    /// The same colour with other text.
+    pub fn with_text(self, text: &str) -> Self {
+        Cell {
+            text: text.to_owned(),
+            ..self
+        }
+    }
+}
+
 impl Table {
     pub fn new(header: Vec<&'static str>) -> Self {
         Self {

@@ -479,3 +479,27 @@ pub(crate) async fn run_now(
     };
     Ok((status, Json(doc)).into_response())
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::merge_patch;
+    use serde_json::json;
+
+    #[test]
+    fn a_merge_patch_replaces_clears_and_merges_objects() {
+        let mut doc = json!({
+            "name": "a", "description": "d", "labels": ["x"],
+            "target": {"type": "command", "command": "true", "env": {"A": "1", "B": "2"}},
+        });
+        merge_patch(
+            &mut doc,
+            &json!({"description": null, "labels": ["y"], "target": {"command": "false", "env": {"A": null}}}),
+        );
+        assert_eq!(
+            doc,
+            json!({"name": "a", "labels": ["y"],
+                   "target": {"type": "command", "command": "false", "env": {"B": "2"}}})
+        );
+    }
+}

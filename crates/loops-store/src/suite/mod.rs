@@ -27,6 +27,7 @@ mod events;
 mod leases;
 mod loops;
 mod notify;
+mod reports;
 mod runs;
 mod workflows;
 
@@ -36,6 +37,7 @@ pub use events::*;
 pub use leases::*;
 pub use loops::*;
 pub use notify::*;
+pub use reports::*;
 pub use runs::*;
 pub use workflows::*;
 
@@ -137,6 +139,10 @@ macro_rules! store_suite {
             run_starts_and_ends_are_logged_with_their_loop,
             pruning_takes_events_along_and_numbers_are_never_reused,
             workflow_events_are_mirrored_and_pruned_with_their_run,
+            // imports and roll-ups
+            import_is_one_transaction_or_nothing,
+            run_facts_reports_recent_rows_success_and_window,
+            usage_since_lists_runs_and_steps_with_usage,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -306,6 +312,7 @@ mod tests {
             include_str!("definitions.rs"),
             include_str!("notify.rs"),
             include_str!("events.rs"),
+            include_str!("reports.rs"),
         ];
         let this = include_str!("mod.rs");
         let listed = &this[this.find("macro_rules! store_suite").unwrap()..];
@@ -323,6 +330,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 52);
+        assert_eq!(count, 55);
     }
 }

@@ -111,7 +111,7 @@ fn cron(expression: &str, timezone: String) -> Result<Schedule, Failure> {
 }
 
 /// The host's IANA zone: `$TZ` when it names one, else the system setting, else UTC.
-fn local_zone() -> String {
+pub(super) fn local_zone() -> String {
     if let Ok(tz) = std::env::var("TZ") {
         let tz = tz.trim_start_matches(':');
         if loops_core::cron::parse_timezone(tz).is_ok() {

@@ -8,6 +8,9 @@ mod daemon;
 mod definition;
 mod doctor;
 mod edit;
+mod export;
+mod health;
+mod import;
 mod lifecycle;
 mod list;
 mod logs;
@@ -18,6 +21,7 @@ mod runs;
 mod runs_follow;
 mod serve;
 mod tick;
+mod usage;
 mod workflows;
 
 use crate::cli::{Cli, Command};
@@ -95,6 +99,10 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::RunNow(args) => run_now::run(&ctx, args),
         Command::Tick(args) => tick::run(&ctx, args),
         Command::Doctor => doctor::run(&ctx),
+        Command::Health(args) => health::run(&ctx, args),
+        Command::Usage(args) => usage::run(&ctx, args),
+        Command::Export(args) => export::run(&ctx, args),
+        Command::Import(args) => import::run(&ctx, args),
         Command::Prune(args) => prune::run(&ctx, args),
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),

@@ -16,6 +16,8 @@ mod operability_define;
 mod operability_edit;
 mod operability_notify;
 mod operability_output;
+mod operability_report;
+mod portable;
 mod trust_daemon;
 mod trust_engine;
 mod trust_input;
