@@ -24,7 +24,7 @@ use utoipa::{Modify, OpenApi};
         workflows::list, workflows::show, workflows::validate, workflows::create,
         workflows::run, workflows::runs_of, workflows::runs, workflows::inspect,
         workflows::cancel,
-        status::daemon,
+        status::daemon, status::health, status::usage,
         crate::events::stream,
         document,
     ),
@@ -35,7 +35,7 @@ use utoipa::{Modify, OpenApi};
         (name = "loops", description = "Loops: define, inspect, control."),
         (name = "runs", description = "Runs and their output."),
         (name = "workflows", description = "Workflow specs and their runs."),
-        (name = "status", description = "The daemon."),
+        (name = "status", description = "The daemon, health and agent usage."),
         (name = "events", description = "Live events (Server-Sent Events)."),
         (name = "meta", description = "This document."),
     )

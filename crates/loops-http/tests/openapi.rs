@@ -44,6 +44,8 @@ fn the_document_is_openapi_3_1_with_every_route_behind_the_bearer_token() {
         "/v1/workflow-runs/{id}/cancel",
         "/v1/events",
         "/v1/daemon",
+        "/v1/health",
+        "/v1/usage",
         "/v1/openapi.json",
     ] {
         assert!(paths.contains_key(p), "{p} missing");

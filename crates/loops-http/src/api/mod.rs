@@ -42,6 +42,8 @@ pub(crate) fn routes(_state: State) -> Router<State> {
         .route("/v1/workflow-runs/{id}", get(workflows::inspect))
         .route("/v1/workflow-runs/{id}/cancel", post(workflows::cancel))
         .route("/v1/daemon", get(status::daemon))
+        .route("/v1/health", get(status::health))
+        .route("/v1/usage", get(status::usage))
         .route("/v1/events", get(crate::events::stream))
         .route("/v1/openapi.json", get(crate::openapi::document))
 }

@@ -6,7 +6,7 @@ use crate::request::Params;
 use crate::State;
 use axum::extract::RawQuery;
 use axum::Json;
-use loops_core::{format_instant, Run};
+use loops_core::{format_instant, LoopStatus, Run, RunStatus};
 use serde::Serialize;
 
 /// `loops daemon status --json`.
@@ -105,5 +105,149 @@ pub(crate) async fn daemon(
         })
     })
     .await?;
+    Ok(Json(doc))
+}
+
+/// `loops health --json`: the worst verdict, the counts, and each active (or parked)
+/// loop's health.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[allow(dead_code)] // the schema of the document `health` serializes from the report
+pub struct HealthDocument {
+    /// `ok`, `warn` or `fail`: the worst of the loops'.
+    pub verdict: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub at: String,
+    pub counts: HealthCounts,
+    pub loops: Vec<LoopHealthDocument>,
+}
+
+/// How many loops got each verdict.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct HealthCounts {
+    pub ok: usize,
+    pub warn: usize,
+    pub fail: usize,
+}
+
+/// One loop's health.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct LoopHealthDocument {
+    pub loop_id: String,
+    pub loop_name: String,
+    pub status: Option<LoopStatus>,
+    /// `ok`, `warn` or `fail`.
+    pub verdict: String,
+    /// Why, worst first.
+    pub reasons: Vec<String>,
+    pub last_status: Option<RunStatus>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_run_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_success_at: Option<String>,
+    pub consecutive_failures: u64,
+    pub success_rate: Option<f64>,
+    pub rated_runs: u32,
+    pub missed_slots: u64,
+    pub skipped_slots: u64,
+    pub parked: bool,
+}
+
+/// The health of every active (or parked) loop (`loops health [--label L]…`).
+#[utoipa::path(get, path = "/v1/health", tag = "status",
+    params(("label" = Option<Vec<String>>, Query, explode = true, description = "Only loops carrying every one of these labels.")),
+    responses(
+        (status = 200, description = "`loops health --json` (the verdict is in the body; the CLI's exit 1 for `fail` has no HTTP counterpart).", body = HealthDocument),
+    ))]
+pub(crate) async fn health(
+    axum::extract::State(state): axum::extract::State<State>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let p = Params::parse(q.as_deref(), &["label"])?;
+    let labels = p.all("label");
+    let doc = blocking(&state, move |c| {
+        for label in &labels {
+            loops_core::validate::label(label).map_err(|e| ApiError::invalid(e.to_string()))?;
+        }
+        let report = c.health(chrono::Utc::now(), &labels)?;
+        use loops_core::health::Verdict;
+        Ok(serde_json::json!({
+            "verdict": report.verdict(),
+            "at": format_instant(&report.at),
+            "counts": {
+                "ok": report.count(Verdict::Ok),
+                "warn": report.count(Verdict::Warn),
+                "fail": report.count(Verdict::Fail),
+            },
+            "loops": report.loops,
+        }))
+    })
+    .await?;
+    Ok(Json(doc))
+}
+
+/// `loops usage --json`: agent tokens and cost, grouped.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct UsageDocument {
+    /// `loop`, `provider` or `day`.
+    pub by: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub since: String,
+    pub groups: Vec<UsageGroupDocument>,
+    pub total: UsageTotalsDocument,
+}
+
+/// One group: its key (the loop, provider or UTC day) and totals.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct UsageGroupDocument {
+    pub key: String,
+    #[serde(flatten)]
+    pub totals: UsageTotalsDocument,
+}
+
+/// Sums.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct UsageTotalsDocument {
+    pub runs: u64,
+    pub steps: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: Option<f64>,
+    pub unpriced: u64,
+}
+
+/// Tokens and cost of agent runs and agent steps (`loops usage [--since D] [--by G]`).
+#[utoipa::path(get, path = "/v1/usage", tag = "status",
+    params(
+        ("since" = Option<String>, Query, description = "Runs that finished in the last DURATION (default 7d)."),
+        ("by" = Option<String>, Query, description = "`loop` (default), `provider` or `day`."),
+    ),
+    responses((status = 200, description = "`loops usage --json`.", body = UsageDocument)))]
+pub(crate) async fn usage(
+    axum::extract::State(state): axum::extract::State<State>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let p = Params::parse(q.as_deref(), &["since", "by"])?;
+    let by: loops_core::usage::GroupBy = p
+        .get("by")
+        .unwrap_or("loop")
+        .parse()
+        .map_err(ApiError::invalid)?;
+    let span = loops_core::Duration::parse(p.get("since").unwrap_or("7d"))
+        .map_err(|e| ApiError::invalid(format!("invalid since: {e}")))?;
+    let report = blocking(&state, move |c| {
+        let since = chrono::Utc::now() - span.to_chrono();
+        Ok(c.usage(since, by)?)
+    })
+    .await?;
+    let doc = serde_json::to_value(&report)
+        .map_err(|e| ApiError::failed(format!("cannot encode the report: {e}")))?;
     Ok(Json(doc))
 }

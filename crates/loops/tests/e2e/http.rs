@@ -480,6 +480,34 @@ fn http_serves_the_cli_documents_on_every_route() {
     assert_eq!(cancel.status, 400);
     assert!(cancel.error().contains("not running"), "{}", cancel.text);
 
+    // Health and usage, as the CLI reports them (`at` / `since` are the instant asked).
+    let strip = |mut v: Value, key: &str| {
+        v.as_object_mut().unwrap().remove(key);
+        v
+    };
+    let health = api.get("/v1/health");
+    assert_eq!(health.status, 200, "{}", health.text);
+    let cli = w.run(&["--json", "health"]);
+    let cli: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(strip(health.json(), "at"), strip(cli, "at"));
+    assert_eq!(
+        strip(api.get("/v1/health?label=team-a").json(), "at")["loops"],
+        strip(
+            serde_json::from_slice(&w.run(&["--json", "health", "--label", "team-a"]).stdout)
+                .unwrap(),
+            "at"
+        )["loops"]
+    );
+    let usage = api.get("/v1/usage?since=30d&by=day");
+    assert_eq!(usage.status, 200, "{}", usage.text);
+    assert_eq!(
+        strip(usage.json(), "since"),
+        strip(w.json(&["usage", "--since", "30d", "--by", "day"]), "since")
+    );
+    let bad = api.get("/v1/usage?by=week");
+    assert_eq!(bad.status, 400);
+    assert!(bad.error().contains("week"), "{}", bad.text);
+
     // The daemon: stopped (none runs), as the CLI says.
     let d = api.get("/v1/daemon").json();
     assert_eq!(d, w.daemon_status());
