@@ -18,6 +18,7 @@
 //! cargo run --release -p loops-bench -- cli-edit               # `loops edit`, `runs --status failed --since 1d`
 //! cargo run --release -p loops-bench -- http-get               # `loops serve` request rates (needs `oha`)
 //! cargo run --release -p loops-bench -- http-events            # SSE delivery to 100 clients, 1k loops/s
+//! cargo run --release -p loops-bench -- mcp-list               # MCP `tools/call loops_list` round trip
 //! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
 //! ```
 //!
@@ -195,6 +196,15 @@ enum Bench {
     },
     /// `PRAGMA quick_check` (what `loops daemon run` runs before taking the store, and
     /// `integrity_check`, what `loops doctor` runs) over N loops and M finished runs.
+    /// MCP `tools/call loops_list` round trip: one `loops mcp` session on stdio, the
+    /// same request sent `calls` times in a row, each timed from its write to its
+    /// response line, for each store size.
+    McpList {
+        #[arg(long, value_delimiter = ',', default_values_t = [10usize, 1_000])]
+        sizes: Vec<usize>,
+        #[arg(long, default_value_t = 200)]
+        calls: usize,
+    },
     QuickCheck {
         #[arg(long, default_value_t = 1_000)]
         loops: usize,
@@ -301,6 +311,7 @@ fn main() -> Result<()> {
             secs,
             max_concurrent,
         } => bench.http_events(loops, clients, secs, max_concurrent),
+        Bench::McpList { sizes, calls } => bench.mcp_list(&sizes, calls),
         Bench::Health {
             loops,
             runs,
@@ -1252,6 +1263,85 @@ impl Bencher {
             &self.time_cli_n(&data, &args, calls)?,
             None,
         );
+        Ok(())
+    }
+
+    /// MCP `tools/call loops_list` round trips against a `loops mcp` child, per store
+    /// size: the session is initialized once; each call is the time from writing the
+    /// request line to reading its response line (the server's parse, the store read,
+    /// the JSON encoding and both pipes).
+    fn mcp_list(&self, sizes: &[usize], calls: usize) -> Result<()> {
+        use std::io::{BufRead, BufReader};
+        println!(
+            "| loops stored | calls | median ms | p90 ms | p99 ms | max ms | response bytes |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for &n in sizes {
+            let dir = self.fresh_dir()?;
+            let data = dir.data();
+            let client = Client::open(&data)?;
+            let now = Utc::now();
+            populate(&client, n, "mcp", Exec::True, |_| (every(3_600_000), now))?;
+            drop(client);
+            let mut child = Command::new(&self.bin)
+                .arg("mcp")
+                .env("LOOPS_DATA_DIR", &data)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .with_context(|| format!("cannot run {} mcp", self.bin.display()))?;
+            let mut stdin = child.stdin.take().context("no stdin")?;
+            let mut stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+            let mut line = String::new();
+            let mut exchange =
+                |request: &serde_json::Value, line: &mut String, answered: bool| -> Result<()> {
+                    writeln!(stdin, "{request}")?;
+                    stdin.flush()?;
+                    if answered {
+                        line.clear();
+                        ensure!(stdout.read_line(line)? > 0, "loops mcp closed its stdout");
+                    }
+                    Ok(())
+                };
+            exchange(
+                &serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "loops-bench", "version": "1"}}}),
+                &mut line,
+                true,
+            )?;
+            exchange(
+                &serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                &mut line,
+                false,
+            )?;
+            let mut samples = Vec::with_capacity(calls);
+            let mut bytes = 0;
+            for id in 1..=calls {
+                let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "loops_list", "arguments": {}}});
+                let start = Mono::now();
+                exchange(&request, &mut line, true)?;
+                samples.push(ms(start.elapsed()));
+                let response: serde_json::Value = serde_json::from_str(&line)?;
+                ensure!(
+                    response["id"] == id && response["result"]["isError"] == false,
+                    "unexpected response: {}",
+                    line.chars().take(300).collect::<String>()
+                );
+                bytes = line.len();
+            }
+            drop(stdin);
+            let status = child.wait()?;
+            ensure!(status.success(), "loops mcp exited with {status}");
+            let st = Stats::of(samples);
+            println!(
+                "| {n} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {bytes} |",
+                st.n, st.p50, st.p90, st.p99, st.max
+            );
+            flush();
+        }
         Ok(())
     }
 

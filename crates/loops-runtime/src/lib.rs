@@ -20,9 +20,12 @@ pub mod accounts;
 pub mod backoff;
 pub mod capture;
 pub mod client;
-mod client_notify;
+pub mod client_notify;
 pub mod clock;
 pub mod daemon;
+pub mod daemon_view;
+pub mod definition;
+pub mod doctor;
 pub mod engine;
 pub mod env;
 pub mod executor;
@@ -35,11 +38,10 @@ pub mod providers;
 mod recorder;
 pub mod spool;
 pub mod targets;
-/// How the front ends read instants and "a duration ago" (`--at`, `--since`; the HTTP
-/// API's `since` / `until`).
 pub mod timeparse;
 pub mod wake;
 pub mod workflow;
+pub mod workflow_file;
 
 pub use client::{Client, ClientError, LoopDefinition};
 pub use client_notify::{NotifyTest, SettingsSource, TestDelivery};

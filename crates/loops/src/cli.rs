@@ -14,6 +14,7 @@ use loops_runtime::daemon::{
     DEFAULT_KEEP_FOR, DEFAULT_KEEP_RUNS, DEFAULT_LEASE_TTL, DEFAULT_PRUNE_EVERY,
     DEFAULT_SHUTDOWN_GRACE,
 };
+use loops_runtime::definition;
 use loops_runtime::engine::DEFAULT_MAX_CONCURRENT;
 use loops_runtime::executor::DEFAULT_KILL_GRACE;
 use loops_runtime::notify::DEFAULT_NOTIFY_TIMEOUT;
@@ -171,6 +172,9 @@ pub enum Command {
     /// Define, run and inspect workflows (DAGs of steps).
     #[command(subcommand)]
     Workflows(WorkflowsCommand),
+    /// Serve the Model Context Protocol on stdio, for coding agents: the loops
+    /// operations as tools (read-only unless --allow-mutations).
+    Mcp(McpArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
     /// Change a loop in place (any create flag); its id, run history and status stay.
@@ -211,6 +215,22 @@ pub struct ServeArgs {
     /// How often the event log is polled for new events, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000), hide = true)]
     pub events_poll_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Allow the tools that create, change, run or remove loops and workflow runs
+    /// (without it they are listed but refuse).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_MUTATIONS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_mutations: bool,
+    /// Allow command targets run by /bin/sh, and notification commands (without it
+    /// only argv targets: noShell with cmd and args).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_SHELL", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_shell: bool,
+    /// Allow showOutput to reveal prompts, env values and run output (without it
+    /// they stay redacted, as in the CLI without --show-output).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_SECRETS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_secrets: bool,
 }
 
 #[derive(Debug, Args)]
@@ -674,7 +694,7 @@ pub struct EditArgs {
     pub workflow: Option<String>,
 }
 
-/// What `edit --clear` can clear.
+/// What `edit --clear` can clear (the runtime's [`definition::ClearField`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ClearField {
     Description,
@@ -983,4 +1003,94 @@ pub struct LogsArgs {
     /// Print stderr instead of stdout.
     #[arg(long)]
     pub stderr: bool,
+}
+
+/// The clap flags as the runtime's plain flags (`loops_runtime::definition`), which
+/// the MCP tools fill from their parameters too.
+impl DefinitionArgs {
+    pub fn flags(&self) -> definition::DefinitionFlags {
+        definition::DefinitionFlags {
+            at: self.at.clone(),
+            every: self.every,
+            cron: self.cron.clone(),
+            dynamic: self.dynamic,
+            tz: self.tz.clone(),
+            anchor: self.anchor.clone(),
+            catch_up: self.catch_up.clone(),
+            catch_up_limit: self.catch_up_limit,
+            overlap: self.overlap.clone(),
+            attempts: self.attempts,
+            retry_delay: self.retry_delay,
+            lease: self.lease,
+            expires_at: self.expires_at.clone(),
+            description: self.description.clone(),
+            cwd: self.cwd.clone(),
+            timeout: self.timeout,
+            env: self.env.clone(),
+            account: self.account.clone(),
+            account_tool: self.account_tool.clone(),
+            preflight: self.preflight,
+            labels: self.labels.clone(),
+            jitter: self.jitter,
+            notify_cmd: self.notify_cmd.clone(),
+            notify_url: self.notify_url.clone(),
+            notify_on: self.notify_on.clone(),
+        }
+    }
+}
+
+impl AgentOptions {
+    pub fn flags(&self) -> definition::AgentOptions {
+        definition::AgentOptions {
+            model: self.model.clone(),
+            agent: self.agent.clone(),
+            auth_profile: self.auth_profile.clone(),
+            config_isolation: self.config_isolation.clone(),
+            config_overrides: self.config_overrides.clone(),
+        }
+    }
+}
+
+impl From<ClearField> for definition::ClearField {
+    fn from(field: ClearField) -> Self {
+        use definition::ClearField as F;
+        match field {
+            ClearField::Description => F::Description,
+            ClearField::Cwd => F::Cwd,
+            ClearField::Timeout => F::Timeout,
+            ClearField::Env => F::Env,
+            ClearField::Account => F::Account,
+            ClearField::Args => F::Args,
+            ClearField::Model => F::Model,
+            ClearField::Agent => F::Agent,
+            ClearField::AuthProfile => F::AuthProfile,
+            ClearField::ConfigOverrides => F::ConfigOverrides,
+            ClearField::ExpiresAt => F::ExpiresAt,
+            ClearField::Jitter => F::Jitter,
+            ClearField::Labels => F::Labels,
+            ClearField::Notify => F::Notify,
+            ClearField::NotifyCmd => F::NotifyCmd,
+            ClearField::NotifyUrl => F::NotifyUrl,
+        }
+    }
+}
+
+impl EditArgs {
+    pub fn flags(&self) -> definition::EditFlags {
+        definition::EditFlags {
+            def: self.def.flags(),
+            unlabels: self.unlabels.clone(),
+            unset_env: self.unset_env.clone(),
+            clear: self.clear.iter().map(|f| (*f).into()).collect(),
+            cmd: self.cmd.clone(),
+            no_shell: self.no_shell,
+            shell: self.shell,
+            args: self.args.clone(),
+            provider: self.provider.clone(),
+            prompt: self.prompt.clone(),
+            prompt_file: self.prompt_file.clone(),
+            agent: self.agent.flags(),
+            workflow: self.workflow.clone(),
+        }
+    }
 }

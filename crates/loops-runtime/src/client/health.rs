@@ -27,7 +27,41 @@ pub struct HealthReport {
     pub loops: Vec<LoopHealth>,
 }
 
+/// The JSON document of `health --json` (and the MCP tool `loops_health`): the worst
+/// verdict, the instant, the count of each verdict and the loops' lines, serialized
+/// straight from the report (no JSON tree built in between).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HealthJson<'a> {
+    pub verdict: Verdict,
+    #[serde(with = "loops_core::timefmt")]
+    pub at: Instant,
+    pub counts: HealthCounts,
+    pub loops: &'a [LoopHealth],
+}
+
+/// How many loops got each verdict.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct HealthCounts {
+    pub ok: usize,
+    pub warn: usize,
+    pub fail: usize,
+}
+
 impl HealthReport {
+    /// The report as its JSON document.
+    pub fn json(&self) -> HealthJson<'_> {
+        HealthJson {
+            verdict: self.verdict(),
+            at: self.at,
+            counts: HealthCounts {
+                ok: self.count(Verdict::Ok),
+                warn: self.count(Verdict::Warn),
+                fail: self.count(Verdict::Fail),
+            },
+            loops: &self.loops,
+        }
+    }
+
     /// The worst verdict (`ok` for no loops).
     pub fn verdict(&self) -> Verdict {
         self.loops

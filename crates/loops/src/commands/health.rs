@@ -20,31 +20,7 @@ pub fn run(ctx: &Context, args: HealthArgs) -> Result<Exit, Failure> {
     };
     let counts = [Verdict::Ok, Verdict::Warn, Verdict::Fail].map(|v| report.count(v));
     if ctx.json {
-        // Serialized straight from the report (no JSON tree built in between).
-        #[derive(serde::Serialize)]
-        struct Counts {
-            ok: usize,
-            warn: usize,
-            fail: usize,
-        }
-        #[derive(serde::Serialize)]
-        struct Doc<'a> {
-            verdict: Verdict,
-            #[serde(with = "loops_core::timefmt")]
-            at: loops_core::Instant,
-            counts: Counts,
-            loops: &'a [loops_runtime::client::LoopHealth],
-        }
-        print_json(&Doc {
-            verdict,
-            at: report.at,
-            counts: Counts {
-                ok: counts[0],
-                warn: counts[1],
-                fail: counts[2],
-            },
-            loops: &report.loops,
-        })?;
+        print_json(&report.json())?;
         return Ok(exit);
     }
     if report.loops.is_empty() {

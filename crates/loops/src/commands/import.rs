@@ -38,7 +38,7 @@ pub fn run(ctx: &Context, args: ImportArgs) -> Result<Exit, Failure> {
         (None, Some(db)) => client.import_openloops(
             db,
             args.with_history,
-            &super::definition::local_zone(),
+            &loops_runtime::definition::local_zone(),
             opts,
             now,
         )?,

@@ -5,7 +5,6 @@
 mod completions;
 mod create;
 mod daemon;
-mod definition;
 mod doctor;
 mod edit;
 mod export;
@@ -14,6 +13,7 @@ mod import;
 mod lifecycle;
 mod list;
 mod logs;
+mod mcp;
 mod notify;
 mod prune;
 mod run_now;
@@ -27,8 +27,7 @@ mod workflows;
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;
 use crate::Failure;
-use loops_runtime::client::{Client, ClientError};
-use loops_store::StoreError;
+use loops_runtime::client::Client;
 use std::path::PathBuf;
 
 /// Global options every command sees.
@@ -52,24 +51,11 @@ impl Context {
         Ok(Client::open(&self.data_dir()?)?)
     }
 
-    /// Opens the store for a command that only reads. An existing, current database
-    /// is opened read-only: nothing is written, a writer holding the lock for seconds
-    /// does not delay the read, and a store whose file or directory is not writable
-    /// can still be read. A missing or older database is opened as by
-    /// [`Context::client`] (created or migrated first).
+    /// Opens the store for a command that only reads (see
+    /// [`Client::open_for_reading`]: read-only when the database exists and is
+    /// current, else created or migrated first).
     pub fn reader(&self) -> Result<Client, Failure> {
-        let dir = self.data_dir()?;
-        let db = dir.join(loops_store::DB_FILE);
-        if std::fs::metadata(&db).is_ok_and(|m| m.len() > 0) {
-            match Client::open_read_only(&dir) {
-                Ok(client) => return Ok(client),
-                // Needs setting up or migrating: a read-write open does that, or
-                // says why it cannot.
-                Err(ClientError::Store(StoreError::ReadOnly { .. })) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        self.client()
+        Ok(Client::open_for_reading(&self.data_dir()?)?)
     }
 }
 
@@ -106,6 +92,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Prune(args) => prune::run(&ctx, args),
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),
+        Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Completions(args) => completions::run(args),
         Command::Edit(args) => edit::edit(&ctx, args),
         Command::Rename(args) => edit::rename(&ctx, args),

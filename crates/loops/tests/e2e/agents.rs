@@ -826,7 +826,7 @@ fn real_bin_dir() -> PathBuf {
 
 /// The bin dir when `cli` is installed; otherwise says why the test is skipped (and
 /// fails under CI, which installs the CLIs).
-fn real_cli(cli: &str) -> Option<PathBuf> {
+pub(crate) fn real_cli(cli: &str) -> Option<PathBuf> {
     let dir = real_bin_dir();
     if dir.join(cli).exists() {
         return Some(dir);

@@ -11,6 +11,7 @@ mod bad_input;
 mod daemon;
 mod http;
 mod loops_cli;
+mod mcp;
 mod mock_model;
 mod operability_define;
 mod operability_edit;
