@@ -127,6 +127,7 @@ pub struct Removed {
 /// What run-now answers (`loops run-now --json`): the run's fields and `runNow`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // the schema of the runtime's RunNowJson
 pub struct RunNowDocument {
     #[serde(flatten)]
     pub run: Run,
@@ -136,6 +137,7 @@ pub struct RunNowDocument {
 /// Which slot a run-now run is.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
 pub struct RunNowInfo {
     pub source: RunSource,
     /// Whether it was the loop's due (or retry) slot, which moves its schedule on.
@@ -470,13 +472,8 @@ pub(crate) async fn run_now(
     if !reveal {
         redact_run(&mut run);
     }
-    let doc = RunNowDocument {
-        run,
-        run_now: RunNowInfo {
-            source,
-            advances_loop: source != RunSource::AdHoc,
-        },
-    };
+    // The document `loops run-now --json` prints (the runtime's, shared).
+    let doc = loops_runtime::client::RunNowJson::new(&run, source);
     Ok((status, Json(doc)).into_response())
 }
 

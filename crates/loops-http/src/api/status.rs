@@ -6,12 +6,13 @@ use crate::request::Params;
 use crate::State;
 use axum::extract::RawQuery;
 use axum::Json;
-use loops_core::{format_instant, LoopStatus, Run, RunStatus};
+use loops_core::{LoopStatus, Run, RunStatus};
 use serde::Serialize;
 
 /// `loops daemon status --json`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // the schema of the runtime's document
 pub struct DaemonStatusDocument {
     /// `running`, `stalled` (holds the lease, does not schedule) or `stopped`.
     pub state: String,
@@ -31,6 +32,7 @@ pub struct DaemonStatusDocument {
 /// The loop due soonest.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
 pub struct NextDue {
     pub id: String,
     pub name: String,
@@ -47,62 +49,11 @@ pub struct NextDue {
 pub(crate) async fn daemon(
     axum::extract::State(state): axum::extract::State<State>,
     RawQuery(q): RawQuery,
-) -> Result<Json<DaemonStatusDocument>, ApiError> {
+) -> Result<Json<serde_json::Value>, ApiError> {
     Params::parse(q.as_deref(), &[])?;
+    // The document `loops daemon status --json` prints (the runtime's, shared).
     let doc = blocking(&state, |c| {
-        let now = chrono::Utc::now();
-        let pid_file = std::fs::read_to_string(c.data_dir().join(loops_runtime::daemon::PID_FILE))
-            .ok()
-            .and_then(|t| t.trim().parse::<u32>().ok());
-        let pid_file_exists = c.data_dir().join(loops_runtime::daemon::PID_FILE).exists();
-        let lease = c.daemon_lease()?;
-        let this_host = loops_runtime::process::hostname();
-        let (state, holder) = match lease {
-            None => ("stopped", None),
-            Some(lease) => {
-                let local = lease.holder.host == this_host;
-                let current = lease.expires_at > now;
-                let state = if local {
-                    if !loops_runtime::process::is_same_process_alive(
-                        lease.holder.pid,
-                        lease.holder.pid_start_time,
-                    ) {
-                        "stopped"
-                    } else if current {
-                        "running"
-                    } else {
-                        "stalled"
-                    }
-                } else if current {
-                    "running"
-                } else {
-                    "stopped"
-                };
-                (state, (state != "stopped").then_some(lease))
-            }
-        };
-        let stale = pid_file_exists
-            && !matches!((&holder, pid_file), (Some(h), Some(p)) if h.holder.pid == p);
-        let running = c.running_runs()?;
-        let next_due = c.next_due_loop()?;
-        Ok(DaemonStatusDocument {
-            state: state.to_owned(),
-            running: holder.is_some(),
-            pid: holder.as_ref().map(|h| h.holder.pid),
-            host: holder.as_ref().map(|h| h.holder.host.clone()),
-            since: holder.as_ref().map(|h| format_instant(&h.acquired_at)),
-            uptime_ms: holder
-                .as_ref()
-                .map(|h| (now - h.acquired_at).num_milliseconds().max(0)),
-            lease_expires_at: holder.as_ref().map(|h| format_instant(&h.expires_at)),
-            running_runs: running,
-            next_due: next_due.map(|l| NextDue {
-                id: l.id.to_string(),
-                name: l.name,
-                next_run_at: l.next_run_at.map(|t| format_instant(&t)),
-            }),
-            stale_pid_file: stale,
-        })
+        Ok(c.daemon_status()?.to_json(chrono::Utc::now()))
     })
     .await?;
     Ok(Json(doc))
@@ -172,17 +123,9 @@ pub(crate) async fn health(
             loops_core::validate::label(label).map_err(|e| ApiError::invalid(e.to_string()))?;
         }
         let report = c.health(chrono::Utc::now(), &labels)?;
-        use loops_core::health::Verdict;
-        Ok(serde_json::json!({
-            "verdict": report.verdict(),
-            "at": format_instant(&report.at),
-            "counts": {
-                "ok": report.count(Verdict::Ok),
-                "warn": report.count(Verdict::Warn),
-                "fail": report.count(Verdict::Fail),
-            },
-            "loops": report.loops,
-        }))
+        // The document `loops health --json` prints (the runtime's, shared).
+        serde_json::to_value(report.json())
+            .map_err(|e| ApiError::failed(format!("cannot encode the report: {e}")))
     })
     .await?;
     Ok(Json(doc))

@@ -18,6 +18,7 @@ use serde::Serialize;
 /// redacted.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // the schema of the runtime's document
 pub struct WorkflowDocument {
     pub id: String,
     pub name: String,
@@ -34,20 +35,9 @@ pub struct WorkflowDocument {
     pub updated_at: String,
 }
 
-fn document(w: &Workflow) -> WorkflowDocument {
-    let mut spec = w.spec.clone();
-    loops_core::redact::redact_spec(&mut spec);
-    WorkflowDocument {
-        id: w.id.to_string(),
-        name: w.name.clone(),
-        version: w.version,
-        status: w.status,
-        description: spec.description,
-        max_parallel: spec.max_parallel,
-        steps: spec.steps,
-        created_at: loops_core::format_instant(&w.created_at),
-        updated_at: loops_core::format_instant(&w.updated_at),
-    }
+/// The document `loops workflows show --json` prints (the runtime's, shared).
+fn document(w: &Workflow) -> serde_json::Value {
+    loops_runtime::workflow_file::workflow_json(w)
 }
 
 /// What validate answers (`loops workflows validate --json`).
@@ -131,7 +121,7 @@ fn unreadable_status(s: &str) -> ApiError {
 pub(crate) async fn list(
     axum::extract::State(state): axum::extract::State<State>,
     RawQuery(q): RawQuery,
-) -> Result<Json<Vec<WorkflowDocument>>, ApiError> {
+) -> Result<Json<Vec<serde_json::Value>>, ApiError> {
     let p = Params::parse(q.as_deref(), &["status", "all"])?;
     let status = match p.get("status") {
         Some(s) => Some(
@@ -156,7 +146,7 @@ pub(crate) async fn show(
     axum::extract::State(state): axum::extract::State<State>,
     Path(key): Path<String>,
     RawQuery(q): RawQuery,
-) -> Result<Json<WorkflowDocument>, ApiError> {
+) -> Result<Json<serde_json::Value>, ApiError> {
     Params::parse(q.as_deref(), &[])?;
     let w = blocking(&state, move |c| Ok(c.get_workflow(&key)?)).await?;
     Ok(Json(document(&w)))
@@ -195,7 +185,7 @@ pub(crate) async fn validate(
 pub(crate) async fn create(
     axum::extract::State(state): axum::extract::State<State>,
     req: Request,
-) -> Result<(StatusCode, Json<WorkflowDocument>), ApiError> {
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let p = Params::parse(req.uri().query(), &["replace"])?;
     let replace = p.flag("replace", false)?;
     let spec = spec_from(&read_body(req, &state).await?)?;
