@@ -16,6 +16,8 @@
 //! cargo run --release -p loops-bench -- soak --secs 120        # bounded store under retention
 //! cargo run --release -p loops-bench -- quick-check            # daemon start-up check, 100k runs
 //! cargo run --release -p loops-bench -- cli-edit               # `loops edit`, `runs --status failed --since 1d`
+//! cargo run --release -p loops-bench -- http-get               # `loops serve` request rates (needs `oha`)
+//! cargo run --release -p loops-bench -- http-events            # SSE delivery to 100 clients, 1k loops/s
 //! cargo run --release -p loops-bench -- mcp-list               # MCP `tools/call loops_list` round trip
 //! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
 //! ```
@@ -24,6 +26,7 @@
 //! `--loops-bin PATH` says otherwise. Results and the machine they were taken on are
 //! recorded in `BENCHMARKS.md` at the workspace root.
 
+mod http;
 mod operability;
 
 use anyhow::{bail, ensure, Context as _, Result};
@@ -166,6 +169,31 @@ enum Bench {
         #[arg(long, default_value_t = 50)]
         calls: usize,
     },
+    /// `loops serve`: `GET /v1/loops/{id}` and `GET /v1/loops?limit=100` over N loops,
+    /// load from `oha` (on PATH or in ~/.cargo/bin) on loopback.
+    HttpGet {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        /// Seconds of load per request.
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+    },
+    /// `loops serve`: event delivery to C SSE clients while the daemon runs N loops
+    /// every 1 s, and the daemon's dispatch lag without and with those clients.
+    HttpEvents {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100)]
+        clients: usize,
+        /// How long each round (without, then with clients) runs.
+        #[arg(long, default_value_t = 30)]
+        secs: u64,
+        #[arg(long, default_value_t = 256)]
+        max_concurrent: usize,
+    },
     /// `PRAGMA quick_check` (what `loops daemon run` runs before taking the store, and
     /// `integrity_check`, what `loops doctor` runs) over N loops and M finished runs.
     /// MCP `tools/call loops_list` round trip: one `loops mcp` session on stdio, the
@@ -272,6 +300,17 @@ fn main() -> Result<()> {
             days,
             calls,
         } => bench.cli_edit(loops, runs, failed_every, days, calls),
+        Bench::HttpGet {
+            loops,
+            secs,
+            connections,
+        } => bench.http_get(loops, secs, connections),
+        Bench::HttpEvents {
+            loops,
+            clients,
+            secs,
+            max_concurrent,
+        } => bench.http_events(loops, clients, secs, max_concurrent),
         Bench::McpList { sizes, calls } => bench.mcp_list(&sizes, calls),
         Bench::Health {
             loops,

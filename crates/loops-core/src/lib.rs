@@ -11,7 +11,10 @@ pub mod duration;
 pub mod health;
 pub mod ids;
 pub mod limits;
+// `string_enum!` is defined there and used by the modules declared after it.
+#[macro_use]
 pub mod model;
+pub mod event;
 pub mod notify;
 pub mod openloops;
 pub mod redact;

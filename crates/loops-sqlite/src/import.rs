@@ -33,8 +33,21 @@ pub(crate) fn import(
                 status: item.state.status,
                 next_run_at: item.state.next_run_at,
                 retry_scheduled_for: item.state.retry_scheduled_for,
+                due_at: loops_core::schedule::due_at(
+                    &created.id,
+                    item.state.next_run_at,
+                    item.state.retry_scheduled_for,
+                    created.jitter_ms,
+                ),
                 ..created
             };
+            // An imported loop appears in the event log as created (its history does
+            // not: it happened elsewhere).
+            crate::events::append(
+                tx,
+                &loops_core::event::EventBody::loop_created(&stored),
+                now,
+            )?;
             loops.push(stored);
         }
         Ok(Imported {

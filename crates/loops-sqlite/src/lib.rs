@@ -22,6 +22,7 @@ mod checkpoint;
 mod claims;
 mod codec;
 mod error;
+mod events;
 mod finalize;
 mod import;
 mod lease;
@@ -404,6 +405,14 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> StoreResult<Vec<Run>> {
         runs::runs_created_since(self, since, loop_id, limit)
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> StoreResult<Vec<loops_core::event::Event>> {
+        events::events_after(self, after, limit)
+    }
+
+    fn event_bounds(&self) -> StoreResult<loops_store::EventBounds> {
+        events::event_bounds(self)
     }
 
     fn start_background_maintenance(&self) -> StoreResult<()> {

@@ -76,10 +76,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "health recent-runs index",
         sql: include_str!("../migrations/0009_health_recent_index.sql"),
     },
+    Migration {
+        version: 10,
+        name: "event log",
+        sql: include_str!("../migrations/0010_event_log.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

@@ -116,7 +116,21 @@ fn append_events(
         "INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, step_id, payload_json, created_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
+    // Each entry is mirrored into the store's event log, in this transaction.
+    let (workflow_name, loop_id): (String, Option<String>) = tx
+        .prepare_cached("SELECT workflow_name, loop_id FROM workflow_runs WHERE id = ?1")?
+        .query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let loop_id = loop_id.map(LoopId::new);
+    let run = WorkflowRunId::new(run_id);
     for (sequence, event) in (first..).zip(events) {
+        let body = loops_core::event::EventBody::workflow_event(
+            &run,
+            &workflow_name,
+            loop_id.as_ref(),
+            u64::try_from(sequence).unwrap_or(0),
+            event,
+        );
+        crate::events::append(tx, &body, now)?;
         let payload =
             serde_json::to_string(&event.payload).map_err(|e| Error::decode(e.to_string()))?;
         insert.execute(params![
@@ -535,10 +549,17 @@ impl WorkflowStore for SqliteStore {
             return Ok(usize::try_from(n).unwrap_or(0));
         }
         self.write(None, |tx| {
-            let n = tx.execute(
-                &format!("DELETE FROM workflow_runs WHERE id IN ({select})"),
+            crate::events::prune_with(
+                tx,
+                "DELETE FROM events WHERE workflow_run_id IN (SELECT id FROM temp.pruned)",
+                &format!("INSERT INTO temp.pruned (id) {select}"),
                 params![older, keep],
             )?;
+            let n = tx.execute(
+                "DELETE FROM workflow_runs WHERE id IN (SELECT id FROM temp.pruned)",
+                [],
+            )?;
+            tx.execute("DELETE FROM temp.pruned", [])?;
             Ok(n)
         })
     }

@@ -45,6 +45,13 @@
 //!   store as it was.
 //! - **One bad row never hides the others.** Listings of loops return a row that does
 //!   not decode as an [`UnreadableLoop`] in its place.
+//! - **Changes are logged with their commit.** The writes that create, change or
+//!   remove a loop, start or end a run (also a skipped slot and a parked loop's failed
+//!   run) and append to a workflow run's log each append their
+//!   [`Event`](loops_core::event::Event) in the same transaction
+//!   ([`Store::events_after`]); numbers only grow, are never reused, and become visible
+//!   in order. Pruning a run or workflow run prunes its events; removing a loop prunes
+//!   the events of it and its runs; events older than the retention's age go too.
 //! - **Values round-trip** with millisecond precision (instants are UTC); ids of loops
 //!   and runs are 12 lowercase hex characters; listings keep the documented orders.
 //! - **Errors are classified** ([`StoreError`]): a backend maps its library's errors
@@ -75,10 +82,10 @@ pub use paths::{
     DB_FILE, PRIVATE_FILES,
 };
 pub use types::{
-    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, Fence, ImportBatch,
-    ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate,
-    LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunWrite, RunWritten, UnreadableLoop, UsageRow,
-    UsageSource,
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
+    ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
+    LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunWrite, RunWritten,
+    UnreadableLoop, UsageRow, UsageSource,
 };
 
 use loops_core::health::{FactsQuery, RunFacts};
@@ -348,6 +355,15 @@ pub trait Store: WorkflowStore + Send + Sync {
         loop_id: Option<&LoopId>,
         limit: usize,
     ) -> Result<Vec<Run>>;
+
+    // ---- the event log (the HTTP API's `/v1/events`) ----
+    /// Events numbered above `after`, oldest first, at most `limit`: through the log's
+    /// primary key, so a poll that finds nothing costs one index probe. Events become
+    /// visible in number order: once one is visible, none with a lower number appears
+    /// later (so a reader that saw up to `n` misses nothing by asking for `after: n`).
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<loops_core::event::Event>>;
+    /// The oldest retained event's number and the newest number ever given.
+    fn event_bounds(&self) -> Result<EventBounds>;
 
     // ---- maintenance ----
     /// Tunes the store for a long-lived, write-heavy owner (the daemon): housekeeping

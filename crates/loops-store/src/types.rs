@@ -252,6 +252,16 @@ pub struct PrunePolicy {
     pub keep_per_loop: Option<usize>,
 }
 
+/// The numbers of the event log ([`Store::event_bounds`](crate::Store::event_bounds)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventBounds {
+    /// The oldest event still kept; `None` when the log is empty.
+    pub oldest: Option<u64>,
+    /// The newest number ever given (0 before the first event), also when that event
+    /// was pruned since.
+    pub latest: u64,
+}
+
 /// An agent's reported usage on one finished run or step run
 /// ([`Store::usage_since`](crate::Store::usage_since)).
 #[derive(Debug, Clone, PartialEq)]

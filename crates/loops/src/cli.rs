@@ -191,6 +191,30 @@ pub enum Command {
     /// Print a run's output: a running run's as it is written, a finished run's as
     /// stored.
     Logs(LogsArgs),
+    /// Serve the HTTP API (REST under /v1, live events, OpenAPI) on 127.0.0.1; every
+    /// request needs the bearer token in the data dir's http.token.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (IP:PORT; port 0 picks a free one).
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:7077")]
+    pub addr: std::net::SocketAddr,
+    /// Allow listening on an address other hosts can reach (anyone with the token can
+    /// then read every output and start any command as you).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Allow browser pages of this origin to call the API (CORS); repeatable. None by
+    /// default: no CORS headers at all.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
+    /// Print the API token (creating it when there is none) and exit.
+    #[arg(long)]
+    pub print_token: bool,
+    /// How often the event log is polled for new events, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000), hide = true)]
+    pub events_poll_ms: u64,
 }
 
 #[derive(Debug, Args)]

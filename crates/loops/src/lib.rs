@@ -35,5 +35,5 @@ pub use loops_sqlite as sqlite;
 pub use loops_store as store;
 
 /// How the CLI reads `--at` and `--expires-at` (the runtime's, shared with the MCP
-/// tools; re-exported here so `fuzz/` can drive it).
+/// tools and the HTTP API; re-exported here so `fuzz/` can drive it).
 pub use loops_runtime::timeparse;

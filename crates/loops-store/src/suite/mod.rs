@@ -23,6 +23,7 @@
 
 mod claims;
 mod definitions;
+mod events;
 mod leases;
 mod loops;
 mod notify;
@@ -32,6 +33,7 @@ mod workflows;
 
 pub use claims::*;
 pub use definitions::*;
+pub use events::*;
 pub use leases::*;
 pub use loops::*;
 pub use notify::*;
@@ -132,6 +134,11 @@ macro_rules! store_suite {
             the_default_applies_to_loops_without_settings_of_their_own,
             deliveries_are_claimed_by_one_runner_and_recorded,
             runs_by_id_prefix_and_created_since,
+            // the event log (#13)
+            loop_changes_are_logged_in_order,
+            run_starts_and_ends_are_logged_with_their_loop,
+            pruning_takes_events_along_and_numbers_are_never_reused,
+            workflow_events_are_mirrored_and_pruned_with_their_run,
             // imports and roll-ups
             import_is_one_transaction_or_nothing,
             run_facts_reports_recent_rows_success_and_window,
@@ -304,6 +311,7 @@ mod tests {
             include_str!("workflows.rs"),
             include_str!("definitions.rs"),
             include_str!("notify.rs"),
+            include_str!("events.rs"),
             include_str!("reports.rs"),
         ];
         let this = include_str!("mod.rs");
@@ -322,6 +330,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 51);
+        assert_eq!(count, 55);
     }
 }

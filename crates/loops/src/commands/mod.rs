@@ -19,6 +19,7 @@ mod prune;
 mod run_now;
 mod runs;
 mod runs_follow;
+mod serve;
 mod tick;
 mod usage;
 mod workflows;
@@ -99,6 +100,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Unarchive(args) => edit::unarchive(&ctx, args),
         Command::Notify(cmd) => notify::run(&ctx, cmd),
         Command::Logs(args) => logs::run(&ctx, args),
+        Command::Serve(args) => serve::run(&ctx, args),
     }
 }
 

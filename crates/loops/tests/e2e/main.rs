@@ -9,6 +9,7 @@ mod util;
 mod agents;
 mod bad_input;
 mod daemon;
+mod http;
 mod loops_cli;
 mod mcp;
 mod mock_model;
