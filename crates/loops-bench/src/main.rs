@@ -16,11 +16,18 @@
 //! cargo run --release -p loops-bench -- soak --secs 120        # bounded store under retention
 //! cargo run --release -p loops-bench -- quick-check            # daemon start-up check, 100k runs
 //! cargo run --release -p loops-bench -- cli-edit               # `loops edit`, `runs --status failed --since 1d`
+//! cargo run --release -p loops-bench -- http-get               # `loops serve` request rates (needs `oha`)
+//! cargo run --release -p loops-bench -- http-events            # SSE delivery to 100 clients, 1k loops/s
+//! cargo run --release -p loops-bench -- mcp-list               # MCP `tools/call loops_list` round trip
+//! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
 //! ```
 //!
 //! The `loops` binary is `target/release/loops` of this workspace unless
 //! `--loops-bin PATH` says otherwise. Results and the machine they were taken on are
 //! recorded in `BENCHMARKS.md` at the workspace root.
+
+mod http;
+mod operability;
 
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
@@ -191,8 +198,42 @@ enum Bench {
         #[arg(long, default_value_t = 50)]
         calls: usize,
     },
+    /// `loops serve`: `GET /v1/loops/{id}` and `GET /v1/loops?limit=100` over N loops,
+    /// load from `oha` (on PATH or in ~/.cargo/bin) on loopback.
+    HttpGet {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        /// Seconds of load per request.
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+    },
+    /// `loops serve`: event delivery to C SSE clients while the daemon runs N loops
+    /// every 1 s, and the daemon's dispatch lag without and with those clients.
+    HttpEvents {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100)]
+        clients: usize,
+        /// How long each round (without, then with clients) runs.
+        #[arg(long, default_value_t = 30)]
+        secs: u64,
+        #[arg(long, default_value_t = 256)]
+        max_concurrent: usize,
+    },
     /// `PRAGMA quick_check` (what `loops daemon run` runs before taking the store, and
     /// `integrity_check`, what `loops doctor` runs) over N loops and M finished runs.
+    /// MCP `tools/call loops_list` round trip: one `loops mcp` session on stdio, the
+    /// same request sent `calls` times in a row, each timed from its write to its
+    /// response line, for each store size.
+    McpList {
+        #[arg(long, value_delimiter = ',', default_values_t = [10usize, 1_000])]
+        sizes: Vec<usize>,
+        #[arg(long, default_value_t = 200)]
+        calls: usize,
+    },
     QuickCheck {
         #[arg(long, default_value_t = 1_000)]
         loops: usize,
@@ -203,6 +244,20 @@ enum Bench {
         output_bytes: usize,
         /// Timed repetitions of each check.
         #[arg(long, default_value_t = 10)]
+        reps: usize,
+    },
+    /// `loops health` (JSON and table) over N loops and M finished runs, all inside
+    /// the last day's window.
+    Health {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100_000)]
+        runs: usize,
+        /// Each loop's interval, in milliseconds (default 15 minutes: 100 runs ≈ 25 h).
+        #[arg(long, default_value_t = 900_000)]
+        every_ms: u64,
+        /// Timed invocations of each command.
+        #[arg(long, default_value_t = 30)]
         reps: usize,
     },
 }
@@ -290,6 +345,24 @@ fn main() -> Result<()> {
             days,
             calls,
         } => bench.cli_edit(loops, runs, failed_every, days, calls),
+        Bench::HttpGet {
+            loops,
+            secs,
+            connections,
+        } => bench.http_get(loops, secs, connections),
+        Bench::HttpEvents {
+            loops,
+            clients,
+            secs,
+            max_concurrent,
+        } => bench.http_events(loops, clients, secs, max_concurrent),
+        Bench::McpList { sizes, calls } => bench.mcp_list(&sizes, calls),
+        Bench::Health {
+            loops,
+            runs,
+            every_ms,
+            reps,
+        } => bench.health(loops, runs, every_ms, reps),
     };
     println!("\n1-min load average at end: {}", loadavg());
     result
@@ -1242,6 +1315,85 @@ impl Bencher {
             &self.time_cli_n(&data, &args, calls)?,
             None,
         );
+        Ok(())
+    }
+
+    /// MCP `tools/call loops_list` round trips against a `loops mcp` child, per store
+    /// size: the session is initialized once; each call is the time from writing the
+    /// request line to reading its response line (the server's parse, the store read,
+    /// the JSON encoding and both pipes).
+    fn mcp_list(&self, sizes: &[usize], calls: usize) -> Result<()> {
+        use std::io::{BufRead, BufReader};
+        println!(
+            "| loops stored | calls | median ms | p90 ms | p99 ms | max ms | response bytes |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for &n in sizes {
+            let dir = self.fresh_dir()?;
+            let data = dir.data();
+            let client = Client::open(&data)?;
+            let now = Utc::now();
+            populate(&client, n, "mcp", Exec::True, |_| (every(3_600_000), now))?;
+            drop(client);
+            let mut child = Command::new(&self.bin)
+                .arg("mcp")
+                .env("LOOPS_DATA_DIR", &data)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .with_context(|| format!("cannot run {} mcp", self.bin.display()))?;
+            let mut stdin = child.stdin.take().context("no stdin")?;
+            let mut stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+            let mut line = String::new();
+            let mut exchange =
+                |request: &serde_json::Value, line: &mut String, answered: bool| -> Result<()> {
+                    writeln!(stdin, "{request}")?;
+                    stdin.flush()?;
+                    if answered {
+                        line.clear();
+                        ensure!(stdout.read_line(line)? > 0, "loops mcp closed its stdout");
+                    }
+                    Ok(())
+                };
+            exchange(
+                &serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "loops-bench", "version": "1"}}}),
+                &mut line,
+                true,
+            )?;
+            exchange(
+                &serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                &mut line,
+                false,
+            )?;
+            let mut samples = Vec::with_capacity(calls);
+            let mut bytes = 0;
+            for id in 1..=calls {
+                let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "loops_list", "arguments": {}}});
+                let start = Mono::now();
+                exchange(&request, &mut line, true)?;
+                samples.push(ms(start.elapsed()));
+                let response: serde_json::Value = serde_json::from_str(&line)?;
+                ensure!(
+                    response["id"] == id && response["result"]["isError"] == false,
+                    "unexpected response: {}",
+                    line.chars().take(300).collect::<String>()
+                );
+                bytes = line.len();
+            }
+            drop(stdin);
+            let status = child.wait()?;
+            ensure!(status.success(), "loops mcp exited with {status}");
+            let st = Stats::of(samples);
+            println!(
+                "| {n} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {bytes} |",
+                st.n, st.p50, st.p90, st.p99, st.max
+            );
+            flush();
+        }
         Ok(())
     }
 

@@ -7,6 +7,7 @@ use std::str::FromStr;
 /// A strictly positive span of time with millisecond resolution. In JSON it is its
 /// number of milliseconds (`timeoutMs: 1500`); zero is refused there too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(transparent)]
 pub struct Duration(u64);
 

@@ -32,6 +32,25 @@ macro_rules! string_enum {
             }
         }
 
+        /// In the HTTP API's OpenAPI document: a string, one of the stored forms.
+        #[cfg(feature = "openapi")]
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+                ObjectBuilder::new()
+                    .schema_type(SchemaType::Type(Type::String))
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        #[cfg(feature = "openapi")]
+        impl utoipa::ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(stringify!($name))
+            }
+        }
+
         impl FromStr for $name {
             type Err = String;
             fn from_str(s: &str) -> Result<Self, String> {
@@ -186,31 +205,34 @@ string_enum!(
 
 /// When a loop's slots fall.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Schedule {
     /// One slot at an absolute instant.
+    #[serde(rename_all = "camelCase")]
     Once {
         #[serde(with = "crate::timefmt")]
+        #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
         at: Instant,
     },
     /// A slot every `every_ms`.
+    #[serde(rename_all = "camelCase")]
     Interval { every_ms: u64, anchor: Anchor },
     /// Five-field cron in an IANA zone.
+    #[serde(rename_all = "camelCase")]
     Cron {
         expression: String,
         timezone: String,
     },
     /// `min_interval_ms` after the previous finish, no backfill.
+    #[serde(rename_all = "camelCase")]
     Dynamic { min_interval_ms: u64 },
 }
 
 /// An OpenAccounts profile a target runs under.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Account {
     pub profile: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -220,6 +242,7 @@ pub struct Account {
 /// A shell command or executable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CommandTarget {
     pub command: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -244,6 +267,7 @@ pub struct CommandTarget {
 /// A headless AI coding agent run with a prompt on stdin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentTarget {
     pub provider: Provider,
     /// The prompt text (from `--prompt`, or the contents of `promptFile`, filled in by
@@ -316,6 +340,7 @@ fn unique_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String
 /// A stored workflow spec, referenced by name (resolved at run time).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkflowTarget {
     pub workflow: String,
     /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
@@ -326,6 +351,7 @@ pub struct WorkflowTarget {
 /// What a loop runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Target {
     Command(CommandTarget),
     Agent(AgentTarget),
@@ -354,6 +380,7 @@ impl Target {
 /// Scheduling policy shared by every loop, with the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Policy {
     pub catch_up: CatchUp,
     pub catch_up_limit: u32,
@@ -362,6 +389,7 @@ pub struct Policy {
     pub retry_delay_ms: u64,
     pub lease_ms: u64,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub expires_at: Option<Instant>,
     /// Each slot starts a stable pseudo-random delay in `[0, jitterMs)` after its
     /// scheduled time (0 = none; see [`crate::schedule::jitter_delay`]).
@@ -391,6 +419,7 @@ pub const DEFAULT_CATCH_UP_LIMIT: u32 = 10;
 /// `--notify-on`); also the store-wide default (`loops notify set`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Notify {
     /// A command run by `/bin/sh -c` with the run as JSON on stdin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -412,6 +441,7 @@ impl NotifyOn {
 /// One notification about one run, to one channel, and how its delivery went.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Delivery {
     pub id: String,
     pub run_id: RunId,
@@ -426,8 +456,10 @@ pub struct Delivery {
     pub attempts: u32,
     pub last_error: Option<String>,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Instant,
     /// The runner delivering it (`host/pid/start-time`) while it is pending; a runner
     /// that dies leaves it to be taken over.
@@ -435,6 +467,7 @@ pub struct Delivery {
     pub claimed_by: Option<String>,
     /// Until when that claim holds.
     #[serde(skip)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub claim_expires_at: Option<Instant>,
 }
 
@@ -456,6 +489,7 @@ pub struct NewLoop {
 /// A named schedule plus target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Loop {
     pub id: LoopId,
     pub name: String,
@@ -465,8 +499,10 @@ pub struct Loop {
     pub schedule: Schedule,
     pub target: Target,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub next_run_at: Option<Instant>,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub retry_scheduled_for: Option<Instant>,
     pub catch_up: CatchUp,
     pub catch_up_limit: u32,
@@ -475,6 +511,7 @@ pub struct Loop {
     pub retry_delay_ms: u64,
     pub lease_ms: u64,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub expires_at: Option<Instant>,
     /// See [`Policy::jitter_ms`].
     #[serde(default)]
@@ -482,6 +519,7 @@ pub struct Loop {
     /// When the next slot (or pending retry) becomes due: `nextRunAt` plus the slot's
     /// jitter ([`crate::schedule::due_at`]).
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub due_at: Option<Instant>,
     /// Sorted, without duplicates.
     #[serde(default)]
@@ -489,8 +527,10 @@ pub struct Loop {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Notify>,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Instant,
 }
 
@@ -513,6 +553,7 @@ impl Loop {
 /// Token usage an agent reported.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
@@ -525,11 +566,13 @@ pub struct Usage {
 /// One attempt at one slot of one loop.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Run {
     pub id: RunId,
     pub loop_id: LoopId,
     pub loop_name: String,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub scheduled_for: Instant,
     pub attempt: u32,
     pub status: RunStatus,
@@ -537,10 +580,13 @@ pub struct Run {
     /// When the attempt became due: its slot (or retry time) plus the loop's jitter for
     /// the slot; dispatch lag counts from here. `None` for ad-hoc runs.
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub due_at: Option<Instant>,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub started_at: Option<Instant>,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub finished_at: Option<Instant>,
     pub exit_code: Option<i32>,
     pub duration_ms: Option<u64>,
@@ -553,14 +599,17 @@ pub struct Run {
     pub pid_start_time: Option<u64>,
     pub claimed_by: Option<String>,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub lease_expires_at: Option<Instant>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Instant,
 }
 

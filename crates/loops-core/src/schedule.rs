@@ -466,6 +466,152 @@ fn missed_cron_slots(
     recent.into()
 }
 
+/// Upper bound on the slots [`window_slots`] lists (cron matches): a five-field cron
+/// expression matches at most once a minute, 1,500 times in a day with a repeated hour,
+/// so the bound only guarantees termination for longer windows.
+pub const MAX_WINDOW_SLOTS: usize = 100_000;
+
+/// The slots a loop's schedule had in the window `[from, to]` (inclusive), as far as
+/// its current definition tells — what `loops health` compares with the run rows to
+/// count missed slots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowSlots {
+    /// The points `anchor + k·every_ms` (any integer `k`) inside the window: `count` of
+    /// them. A fixed-rate interval keeps one phase, so its grid is exact.
+    Grid {
+        anchor: Instant,
+        every_ms: u64,
+        count: u64,
+    },
+    /// The slots themselves, ascending (cron matches, a `once` slot).
+    List(Vec<Instant>),
+}
+
+impl WindowSlots {
+    /// How many slots the window holds.
+    pub fn len(&self) -> u64 {
+        match self {
+            WindowSlots::Grid { count, .. } => *count,
+            WindowSlots::List(slots) => slots.len() as u64,
+        }
+    }
+
+    /// Whether the window holds no slot.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `slot` is one of the window's slots.
+    pub fn contains(&self, slot: Instant) -> bool {
+        match self {
+            WindowSlots::Grid {
+                anchor, every_ms, ..
+            } => {
+                let every = i64::try_from(*every_ms).unwrap_or(i64::MAX).max(1);
+                (slot - *anchor).num_milliseconds().rem_euclid(every) == 0
+            }
+            WindowSlots::List(slots) => slots.binary_search(&slot).is_ok(),
+        }
+    }
+}
+
+/// The slots `lp`'s schedule had in `[from, to]`:
+///
+/// - `once` → its instant, when inside the window.
+/// - fixed-rate `interval` → the grid through its phase (the pending retry slot, else
+///   `nextRunAt`); none when it has neither (it has no slot left).
+/// - `cron` → the matches inside the window (at most [`MAX_WINDOW_SLOTS`]).
+/// - fixed-delay `interval` and `dynamic` → their slots depend on when each run
+///   finished, so only the overdue ones are known: `nextRunAt` and every period after
+///   it inside the window.
+pub fn window_slots(lp: &Loop, from: Instant, to: Instant) -> Result<WindowSlots, ScheduleError> {
+    if to < from {
+        return Ok(WindowSlots::List(Vec::new()));
+    }
+    let grid =
+        |anchor: Instant, every_ms: u64, from: Instant| -> Result<WindowSlots, ScheduleError> {
+            let every = period(every_ms)?.num_milliseconds();
+            if to < from {
+                return Ok(WindowSlots::List(Vec::new()));
+            }
+            // k·every from the anchor: the first point at or after `from`, the last at or
+            // before `to`.
+            let first = -(anchor - from).num_milliseconds().div_euclid(every);
+            let last = (to - anchor).num_milliseconds().div_euclid(every);
+            let count = u64::try_from(last - first + 1).unwrap_or(0);
+            Ok(WindowSlots::Grid {
+                anchor,
+                every_ms,
+                count,
+            })
+        };
+    match &lp.schedule {
+        Schedule::Once { at } => Ok(WindowSlots::List(
+            (from <= *at && *at <= to)
+                .then_some(*at)
+                .into_iter()
+                .collect(),
+        )),
+        Schedule::Interval {
+            every_ms,
+            anchor: Anchor::FixedRate,
+        } => match lp.retry_scheduled_for.or(lp.next_run_at) {
+            Some(anchor) => grid(anchor, *every_ms, from),
+            None => Ok(WindowSlots::List(Vec::new())),
+        },
+        Schedule::Interval { every_ms, .. }
+        | Schedule::Dynamic {
+            min_interval_ms: every_ms,
+        } => match lp.next_run_at {
+            Some(next) => grid(next, *every_ms, from.max(next)),
+            None => Ok(WindowSlots::List(Vec::new())),
+        },
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => {
+            let cron = CronSchedule::parse(expression, timezone)?;
+            let start = from
+                .checked_sub_signed(TimeDelta::milliseconds(1))
+                .ok_or(ScheduleError::OutOfRange)?;
+            Ok(WindowSlots::List(
+                cron.iter_after(start)
+                    .take_while(|slot| *slot <= to)
+                    .take(MAX_WINDOW_SLOTS)
+                    .collect(),
+            ))
+        }
+    }
+}
+
+/// The schedule's period around `now`: the interval, the minimum interval, or the gap
+/// between the cron matches around `now` (the last two at or before it, else the next
+/// two). `None` for `once` schedules, which have no period.
+pub fn period_near(schedule: &Schedule, now: Instant) -> Result<Option<TimeDelta>, ScheduleError> {
+    match schedule {
+        Schedule::Once { .. } => Ok(None),
+        Schedule::Interval { every_ms, .. } => period(*every_ms).map(Some),
+        Schedule::Dynamic { min_interval_ms } => period(*min_interval_ms).map(Some),
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => {
+            let cron = CronSchedule::parse(expression, timezone)?;
+            let before = |t: Instant| {
+                t.checked_sub_signed(TimeDelta::milliseconds(1))
+                    .and_then(|t| cron.last_at_or_before(t))
+            };
+            let pair = match cron.last_at_or_before(now) {
+                Some(last) => before(last).map(|prev| (prev, last)),
+                None => cron
+                    .next_after(now)
+                    .and_then(|a| cron.next_after(a).map(|b| (a, b))),
+            };
+            Ok(pair.map(|(a, b)| b - a))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1215,6 +1361,100 @@ mod tests {
         let mut lp = test_loop(every(60_000, Anchor::FixedRate), ahead, CatchUp::Latest);
         lp.status = LoopStatus::Paused;
         assert_eq!(replan_after_clock_jump(&lp, now).unwrap(), None);
+    }
+
+    #[test]
+    fn window_slots_per_schedule() {
+        let (from, to) = (t("2026-01-01T00:00:00Z"), t("2026-01-02T00:00:00Z"));
+        // Fixed rate: the grid through nextRunAt (here in the future), both ends in.
+        let lp = test_loop(
+            every(3_600_000, Anchor::FixedRate),
+            "2026-01-05T00:00:00Z",
+            CatchUp::Latest,
+        );
+        let slots = window_slots(&lp, from, to).unwrap();
+        assert_eq!(slots.len(), 25);
+        assert!(slots.contains(t("2026-01-01T07:00:00Z")));
+        assert!(!slots.contains(t("2026-01-01T07:00:00.001Z")));
+        // Off-phase: 00:30, 01:30, … 23:30.
+        let lp = test_loop(
+            every(3_600_000, Anchor::FixedRate),
+            "2026-01-03T00:30:00Z",
+            CatchUp::Latest,
+        );
+        assert_eq!(window_slots(&lp, from, to).unwrap().len(), 24);
+        // A pending retry's slot is the phase (nextRunAt is the retry instant).
+        let mut lp = test_loop(
+            every(3_600_000, Anchor::FixedRate),
+            "2026-01-01T05:01:07Z",
+            CatchUp::Latest,
+        );
+        lp.retry_scheduled_for = Some(t("2026-01-01T05:00:00Z"));
+        let slots = window_slots(&lp, from, to).unwrap();
+        assert_eq!(slots.len(), 25);
+        assert!(slots.contains(t("2026-01-01T23:00:00Z")));
+        // Fixed delay and dynamic: only the overdue slots from nextRunAt on.
+        let lp = test_loop(
+            every(3_600_000, Anchor::FixedDelay),
+            "2026-01-01T20:00:00Z",
+            CatchUp::Latest,
+        );
+        assert_eq!(window_slots(&lp, from, to).unwrap().len(), 5);
+        let lp = test_loop(
+            Schedule::Dynamic {
+                min_interval_ms: 3_600_000,
+            },
+            "2026-01-03T00:00:00Z",
+            CatchUp::Latest,
+        );
+        assert!(window_slots(&lp, from, to).unwrap().is_empty());
+        // Cron: the matches; in a DST zone a day can have 23 of an hourly one.
+        let lp = test_loop(
+            cron("0 9,17 * * *", "UTC"),
+            "2026-01-05T09:00:00Z",
+            CatchUp::Latest,
+        );
+        assert_eq!(
+            window_slots(&lp, from, to).unwrap(),
+            WindowSlots::List(vec![t("2026-01-01T09:00:00Z"), t("2026-01-01T17:00:00Z")])
+        );
+        let lp = test_loop(
+            cron("30 * * * *", "Europe/Berlin"),
+            "2026-04-01T00:30:00Z",
+            CatchUp::Latest,
+        );
+        let spring = window_slots(&lp, t("2026-03-28T23:00:00Z"), t("2026-03-29T22:00:00Z"));
+        assert_eq!(spring.unwrap().len(), 23);
+        // Once: inside the window or not at all; an empty window has nothing.
+        let lp = test_loop(
+            Schedule::Once {
+                at: t("2026-01-01T12:00:00Z"),
+            },
+            "2026-01-01T12:00:00Z",
+            CatchUp::Latest,
+        );
+        assert_eq!(window_slots(&lp, from, to).unwrap().len(), 1);
+        assert!(window_slots(&lp, to, from).unwrap().is_empty());
+    }
+
+    #[test]
+    fn period_near_per_schedule() {
+        let now = t("2026-01-07T12:00:00Z");
+        let hour = TimeDelta::hours(1);
+        let lp = |s| test_loop(s, "2026-01-08T00:00:00Z", CatchUp::Latest);
+        assert_eq!(
+            period_near(&lp(every(3_600_000, Anchor::FixedDelay)).schedule, now).unwrap(),
+            Some(hour)
+        );
+        assert_eq!(
+            period_near(&cron("0 9 * * MON", "UTC"), now).unwrap(),
+            Some(TimeDelta::days(7))
+        );
+        assert_eq!(
+            period_near(&cron("0 9,17 * * *", "UTC"), now).unwrap(),
+            Some(TimeDelta::hours(16))
+        );
+        assert_eq!(period_near(&Schedule::Once { at: now }, now).unwrap(), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub const DEFAULT_MAX_PARALLEL: u32 = 4;
 /// A workflow spec as written by the user (and stored).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkflowSpec {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,6 +43,7 @@ impl WorkflowSpec {
 /// One node of the DAG.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Step {
     pub id: StepId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,6 +72,7 @@ pub struct Step {
 /// What a step runs. Command steps exec directly unless `shell: true`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum StepTarget {
     Command(CommandTarget),
     Agent(AgentTarget),
@@ -400,6 +403,7 @@ impl Dag {
 /// A stored workflow spec.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Workflow {
     pub id: WorkflowId,
     pub name: String,
@@ -407,8 +411,10 @@ pub struct Workflow {
     pub status: WorkflowStatus,
     pub spec: WorkflowSpec,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Instant,
 }
 
@@ -434,6 +440,7 @@ impl RunOrigin {
 /// One execution of a workflow spec.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkflowRun {
     pub id: WorkflowRunId,
     pub workflow_id: WorkflowId,
@@ -441,28 +448,34 @@ pub struct WorkflowRun {
     pub loop_id: Option<LoopId>,
     pub loop_run_id: Option<RunId>,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub scheduled_for: Option<Instant>,
     pub idempotency_key: Option<String>,
     pub status: WorkflowRunStatus,
     /// How many times this run was started (a slot retry or restart continues it).
     pub attempt: u32,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub started_at: Option<Instant>,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub finished_at: Option<Instant>,
     pub duration_ms: Option<u64>,
     pub error: Option<String>,
     /// Set by `workflows cancel`; the runner stops within a second.
     pub cancel_requested: Option<String>,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Instant,
 }
 
 /// One step of one workflow run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StepRun {
     pub id: StepRunId,
     pub workflow_run_id: WorkflowRunId,
@@ -472,8 +485,10 @@ pub struct StepRun {
     /// How many times the step was started across the run's attempts.
     pub attempts: u32,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub started_at: Option<Instant>,
     #[serde(default, with = "crate::timefmt::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub finished_at: Option<Instant>,
     pub exit_code: Option<i32>,
     pub pid: Option<u32>,
@@ -485,8 +500,10 @@ pub struct StepRun {
     pub account_profile: Option<String>,
     pub account_tool: Option<String>,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Instant,
     /// An agent step's final message, parsed from its provider's output.
     #[serde(default)]
@@ -504,6 +521,7 @@ pub struct StepRun {
 /// An entry of a workflow run's append-only event log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkflowEvent {
     pub id: String,
     pub workflow_run_id: WorkflowRunId,
@@ -512,6 +530,7 @@ pub struct WorkflowEvent {
     pub step_id: Option<StepId>,
     pub payload: serde_json::Value,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
 }
 

@@ -16,13 +16,14 @@ use crate::codec::{get, ms, new_id, run_cols, run_from_row, text, ID_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::loops::apply_advance_known;
 use crate::session::Db;
+use loops_core::event::EventKind;
 use loops_core::schedule::jitter_delay;
 use loops_core::{Instant, LoopId, LoopStatus, Run, RunSource};
 use loops_store::{BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, LoopAdvance, OnRefusal};
 use tokio_postgres::GenericClient;
 
 /// The reason recorded on a slot skipped because its loop was still running.
-const SKIPPED_BUSY: &str = "previous run still active";
+pub(crate) const SKIPPED_BUSY: &str = "previous run still active";
 
 /// `epoch`: the claiming runner's (its fence's), recorded on each row it claims.
 pub(crate) async fn claim_runs<C: GenericClient + Sync>(
@@ -34,19 +35,47 @@ pub(crate) async fn claim_runs<C: GenericClient + Sync>(
     for claim in claims {
         out.push(batch_claim_in(db, claim, epoch).await?);
     }
+    log_outcomes(db, &out, claims.first().map(|c| c.request.now)).await?;
     Ok(out)
 }
 
+/// Logs `run.started` for each claimed run and `run.finished` for each skipped slot,
+/// with their loops as the batch left them, as the transaction's last statements.
+async fn log_outcomes<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    outcomes: &[ClaimOutcome],
+    now: Option<Instant>,
+) -> Result<()> {
+    let Some(now) = now else {
+        return Ok(());
+    };
+    let mut runs = Vec::new();
+    for outcome in outcomes {
+        match outcome {
+            ClaimOutcome::Claimed(run) => runs.push((EventKind::RunStarted, run.as_ref())),
+            ClaimOutcome::Skipped(skipped) => {
+                runs.extend(skipped.iter().map(|r| (EventKind::RunFinished, r)));
+            }
+            _ => {}
+        }
+    }
+    if runs.is_empty() {
+        return Ok(());
+    }
+    let bodies = crate::events::run_bodies(db, &runs).await?;
+    crate::events::append_all(db, &bodies, now).await
+}
+
 /// The loop row as a claim reads it, locked.
-struct LockedLoop {
-    status: String,
-    name: String,
-    max_attempts: i64,
-    lease_ms: i64,
-    jitter_ms: u64,
-    next_run_at: Option<i64>,
-    retry_for: Option<i64>,
-    due_at: Option<i64>,
+pub(crate) struct LockedLoop {
+    pub(crate) status: String,
+    pub(crate) name: String,
+    pub(crate) max_attempts: i64,
+    pub(crate) lease_ms: i64,
+    pub(crate) jitter_ms: u64,
+    pub(crate) next_run_at: Option<i64>,
+    pub(crate) retry_for: Option<i64>,
+    pub(crate) due_at: Option<i64>,
 }
 
 enum Lock {
@@ -95,7 +124,7 @@ async fn lock_loop<C: GenericClient + Sync>(
 /// status, then (for overlap `skip`) whether it is busy, then the slot's attempts, then
 /// the insert, whose slot-attempt key is the final guard. On success, applies
 /// `advance` to the loop in the same transaction.
-async fn claim_locked<C: GenericClient + Sync>(
+pub(crate) async fn claim_locked<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     lp: &LockedLoop,
     req: &ClaimRequest,
@@ -195,7 +224,7 @@ async fn claim_locked<C: GenericClient + Sync>(
 }
 
 /// Records a `skipped` row for `slot` of `lp` inside the caller's transaction.
-async fn skip_in<C: GenericClient + Sync>(
+pub(crate) async fn skip_in<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     lp: &LoopId,
     name: &str,
@@ -235,7 +264,10 @@ async fn skip_in<C: GenericClient + Sync>(
 }
 
 /// Whether the latest attempt of the request's slot was claimed by the request's runner.
-async fn own_slot<C: GenericClient + Sync>(db: &Db<'_, C>, req: &ClaimRequest) -> Result<bool> {
+pub(crate) async fn own_slot<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    req: &ClaimRequest,
+) -> Result<bool> {
     let row = db
         .query_opt(
             "SELECT claimed_by FROM runs WHERE loop_id = $1 AND scheduled_for = $2 \
@@ -258,7 +290,6 @@ async fn batch_claim_in<C: GenericClient + Sync>(
     epoch: Option<i64>,
 ) -> Result<ClaimOutcome> {
     let req = &claim.request;
-    let advance = claim.advance.as_ref();
     let pass = match &claim.on_refusal {
         OnRefusal::Keep => None,
         OnRefusal::PassOver { skip_slots } => Some(skip_slots),
@@ -273,6 +304,23 @@ async fn batch_claim_in<C: GenericClient + Sync>(
                 Some(_) => ClaimOutcome::NotActive,
             })
         }
+    };
+    claim_with_lock(db, claim, &lp, epoch).await
+}
+
+/// [`batch_claim_in`] once the loop row is locked: the stale-plan check of a pass, the
+/// claim, and what its refusal implies.
+pub(crate) async fn claim_with_lock<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    claim: &BatchClaim,
+    lp: &LockedLoop,
+    epoch: Option<i64>,
+) -> Result<ClaimOutcome> {
+    let req = &claim.request;
+    let advance = claim.advance.as_ref();
+    let pass = match &claim.on_refusal {
+        OnRefusal::Keep => None,
+        OnRefusal::PassOver { skip_slots } => Some(skip_slots),
     };
     if let Some(slots) = pass {
         if lp.status != LoopStatus::Active.as_str() {
@@ -299,7 +347,7 @@ async fn batch_claim_in<C: GenericClient + Sync>(
             return Ok(ClaimOutcome::Moved);
         }
     }
-    let refused = match claim_locked(db, &lp, req, advance, epoch).await? {
+    let refused = match claim_locked(db, lp, req, advance, epoch).await? {
         Ok(run) => return Ok(ClaimOutcome::Claimed(Box::new(run))),
         Err(refused) => refused,
     };

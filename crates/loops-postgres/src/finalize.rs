@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::loops::apply_advance;
 use crate::runs::not_running;
 use crate::session::Db;
+use loops_core::event::EventKind;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
 use loops_store::{RunWrite, RunWritten, StoreError};
@@ -47,6 +48,19 @@ pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
             }
             Err(e) => return Err(e),
         }
+    }
+    // The finished runs' `run.finished`, with their loops as their ends left them, as
+    // the transaction's last statements.
+    let finished: Vec<(EventKind, &Run)> = done
+        .iter()
+        .filter_map(|w| match w {
+            Ok(RunWritten::Finished { run, .. }) => Some((EventKind::RunFinished, run.as_ref())),
+            _ => None,
+        })
+        .collect();
+    if !finished.is_empty() {
+        let bodies = crate::events::run_bodies(db, &finished).await?;
+        crate::events::append_all(db, &bodies, now).await?;
     }
     Ok(done)
 }

@@ -31,11 +31,14 @@
 mod claims;
 mod codec;
 mod error;
+mod events;
 mod finalize;
+mod import;
 mod lease;
 mod loops;
 mod notify;
 mod open;
+mod reports;
 mod runners;
 mod runs;
 mod session;
@@ -47,6 +50,7 @@ pub use session::{CALL_TIMEOUT, CONNECT_TIMEOUT};
 
 use crate::error::StoreResult;
 use crate::session::{Db, Job};
+use loops_core::health::{FactsQuery, RunFacts};
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
@@ -55,10 +59,10 @@ use loops_core::{
     WorkflowStatus,
 };
 use loops_store::{
-    BatchClaim, ClaimOutcome, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
-    LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten, RunnerInfo,
-    RunnerLease, RunnerRegistration, Store, StoreError, UnreadableLoop, WakeFn, WakeGuard,
-    WorkflowStore,
+    BatchClaim, ClaimOutcome, DaemonLease, EventBounds, Fence, ImportBatch, Imported, LeaseAcquire,
+    LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter,
+    RunWrite, RunWritten, RunnerInfo, RunnerLease, RunnerRegistration, Store, StoreError,
+    UnreadableLoop, UsageRow, WakeFn, WakeGuard, WorkflowStore,
 };
 use std::str::FromStr;
 use tokio::sync::mpsc::UnboundedSender;
@@ -235,6 +239,8 @@ impl Store for PgStore {
         write!(self, None, |db| async move {
             let created = loops::create_loop(db, &new, now).await?;
             wakeups::notify(db).await?;
+            let body = loops_core::event::EventBody::loop_created(&created);
+            events::append_all(db, &[body], now).await?;
             Ok::<_, error::Error>(created)
         })
     }
@@ -272,6 +278,8 @@ impl Store for PgStore {
         write!(self, fenced(fence, now), |db| async move {
             let moved = loops::update_loop_schedule(db, &id, &advance, now).await?;
             wakeups::notify(db).await?;
+            let body = loops_core::event::EventBody::loop_changed(&moved);
+            events::append_all(db, &[body], now).await?;
             Ok::<_, error::Error>(moved)
         })
     }
@@ -441,6 +449,26 @@ impl Store for PgStore {
         write!(self, None, |db| runs::prune_runs(db, &policy, false))
     }
 
+    fn run_facts(&self, queries: &[FactsQuery], recent: usize) -> StoreResult<Vec<RunFacts>> {
+        let queries = queries.to_vec();
+        read!(self, |db| reports::run_facts(db, &queries, recent))
+    }
+
+    fn usage_since(&self, since: Instant) -> StoreResult<Vec<UsageRow>> {
+        read!(self, |db| reports::usage_since(db, since))
+    }
+
+    fn import(&self, batch: &ImportBatch, now: Instant) -> StoreResult<Imported> {
+        let batch = batch.clone();
+        write!(self, None, |db| async move {
+            let imported = import::import(db, &batch, now).await?;
+            if !imported.loops.is_empty() {
+                wakeups::notify(db).await?;
+            }
+            Ok::<_, error::Error>(imported)
+        })
+    }
+
     fn acquire_daemon_lease(
         &self,
         holder: &LeaseHolder,
@@ -591,6 +619,14 @@ impl Store for PgStore {
         wakeups::watch(self.config.clone(), wake)
             .map(Some)
             .map_err(|e| error::io(format!("cannot start listening for wake-ups: {e}")))
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> StoreResult<Vec<loops_core::event::Event>> {
+        read!(self, |db| events::events_after(db, after, limit))
+    }
+
+    fn event_bounds(&self) -> StoreResult<EventBounds> {
+        read!(self, |db| events::event_bounds(db))
     }
 
     fn runs_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Run>> {

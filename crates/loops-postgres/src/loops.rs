@@ -7,6 +7,7 @@ use crate::codec::{
 };
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
 use crate::session::Db;
+use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
 use loops_store::{LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop};
 use tokio_postgres::types::ToSql;
@@ -252,11 +253,13 @@ pub(crate) async fn set_labels<C: GenericClient + Sync>(
     Ok(())
 }
 
+/// Deletes a loop with its history, deliveries and events, and logs its removal; false
+/// when it does not exist.
 pub(crate) async fn remove_loop<C: GenericClient + Sync>(
     db: &Db<'_, C>,
-    id: &LoopId,
+    loop_id: &LoopId,
 ) -> Result<bool> {
-    let id = id.as_str();
+    let id = loop_id.as_str();
     db.execute(
         "DELETE FROM notification_deliveries WHERE loop_id = $1",
         &[&id],
@@ -266,10 +269,22 @@ pub(crate) async fn remove_loop<C: GenericClient + Sync>(
         .await?;
     db.execute("DELETE FROM runs WHERE loop_id = $1", &[&id])
         .await?;
-    Ok(db
-        .execute("DELETE FROM loops WHERE id = $1", &[&id])
-        .await?
-        > 0)
+    let name = db
+        .query_opt("DELETE FROM loops WHERE id = $1 RETURNING name", &[&id])
+        .await?;
+    let Some(name) = name else {
+        return Ok(false);
+    };
+    let name: String = crate::codec::get(&name, 0, "name")?;
+    // The events about the loop and its history go with them; its removal stays.
+    crate::events::delete_where(db, "loop_id = $1", &id).await?;
+    crate::events::append_all(
+        db,
+        &[EventBody::loop_removed(loop_id, &name)],
+        chrono::Utc::now(),
+    )
+    .await?;
+    Ok(true)
 }
 
 pub(crate) async fn due_loops<C: GenericClient + Sync>(
@@ -348,7 +363,15 @@ pub(crate) async fn park_loop<C: GenericClient + Sync>(
             )
             .await?;
         if let Some(row) = row {
-            return run_from_row(&row).map(Some);
+            let run = run_from_row(&row)?;
+            let mut bodies = Vec::with_capacity(2);
+            // A row that does not decode is what parks a loop: then only the run says.
+            if let Ok(Some(lp)) = get_loop(db, id).await {
+                bodies.push(EventBody::loop_changed(&lp));
+            }
+            bodies.extend(crate::events::run_bodies(db, &[(EventKind::RunFinished, &run)]).await?);
+            crate::events::append_all(db, &bodies, now).await?;
+            return Ok(Some(run));
         }
     }
     Err(Error::ids_exhausted("run"))
@@ -387,6 +410,8 @@ pub(crate) async fn expire_loops<C: GenericClient + Sync>(
         .await?;
     let mut loops = decode_all(&rows, loop_from_row)?;
     loops.sort_by(|a, b| a.name.cmp(&b.name));
+    let bodies: Vec<EventBody> = loops.iter().map(EventBody::loop_changed).collect();
+    crate::events::append_all(db, &bodies, now).await?;
     Ok(loops)
 }
 
@@ -472,6 +497,7 @@ pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
         &[&id.as_str(), &updated.name],
     )
     .await?;
+    crate::events::append_all(db, &[EventBody::loop_changed(&updated)], now).await?;
     Ok(Some(updated))
 }
 

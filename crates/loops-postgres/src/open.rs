@@ -25,10 +25,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "runners",
         sql: include_str!("../migrations/0002_runners.sql"),
     },
+    Migration {
+        version: 3,
+        name: "reports_events",
+        sql: include_str!("../migrations/0003_reports_events.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

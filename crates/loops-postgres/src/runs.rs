@@ -202,13 +202,23 @@ pub(crate) async fn prune_runs<C: GenericClient + Sync>(
         let n: i64 = crate::codec::get(&row, 0, "count")?;
         return Ok(usize::try_from(n).unwrap_or(0));
     }
-    let n = db
-        .execute(
-            &format!("DELETE FROM runs WHERE id IN ({candidates})"),
+    let gone = db
+        .query(
+            &format!("DELETE FROM runs WHERE id IN ({candidates}) RETURNING id"),
             &[&older, &keep],
         )
         .await?;
-    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    // The events about the pruned runs go with them; then events older than the age
+    // rule.
+    let ids = gone
+        .iter()
+        .map(|r| crate::codec::get::<String>(r, 0, "id"))
+        .collect::<Result<Vec<_>>>()?;
+    if !ids.is_empty() {
+        crate::events::delete_where(db, "run_id = ANY($1::text[])", &ids).await?;
+    }
+    crate::events::prune_older(db, policy.older_than.as_ref()).await?;
+    Ok(ids.len())
 }
 
 pub(crate) async fn runs_with_id_prefix<C: GenericClient + Sync>(

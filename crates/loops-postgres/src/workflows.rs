@@ -122,14 +122,26 @@ async fn append_events<C: GenericClient + Sync>(
     if events.is_empty() {
         return Ok(());
     }
+    // The next number, and what each entry's mirror in the store's event log names.
     let first = db
         .query_one(
-            "SELECT COALESCE(MAX(sequence), 0) + 1 FROM workflow_events WHERE workflow_run_id = $1",
+            "SELECT (SELECT COALESCE(MAX(sequence), 0) + 1 FROM workflow_events                      WHERE workflow_run_id = $1), workflow_name, loop_id              FROM workflow_runs WHERE id = $1",
             &[&run_id],
         )
         .await?;
+    let workflow_name: String = get(&first, 1, "workflow_name")?;
+    let loop_id = get::<Option<String>>(&first, 2, "loop_id")?.map(loops_core::LoopId::new);
     let first: i64 = get(&first, 0, "sequence")?;
+    let run = WorkflowRunId::new(run_id);
+    let mut mirrored = Vec::with_capacity(events.len());
     for (sequence, event) in (first..).zip(events) {
+        mirrored.push(loops_core::event::EventBody::workflow_event(
+            &run,
+            &workflow_name,
+            loop_id.as_ref(),
+            u64::try_from(sequence).unwrap_or(0),
+            event,
+        ));
         let payload =
             serde_json::to_string(&event.payload).map_err(|e| Error::decode(e.to_string()))?;
         db.execute(
@@ -147,7 +159,8 @@ async fn append_events<C: GenericClient + Sync>(
         )
         .await?;
     }
-    Ok(())
+    // Each entry is mirrored into the store's event log, in this transaction.
+    crate::events::append_all(db, &mirrored, now).await
 }
 
 fn spec_json(spec: &WorkflowSpec) -> Result<String> {
@@ -616,11 +629,19 @@ pub(crate) async fn prune_workflow_runs<C: GenericClient + Sync>(
         let n: i64 = get(&row, 0, "count")?;
         return Ok(usize::try_from(n).unwrap_or(0));
     }
-    let n = db
-        .execute(
-            &format!("DELETE FROM workflow_runs WHERE id IN ({select})"),
+    let gone = db
+        .query(
+            &format!("DELETE FROM workflow_runs WHERE id IN ({select}) RETURNING id"),
             &[&older, &keep],
         )
         .await?;
-    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    // The events about the pruned runs go with them.
+    let ids = gone
+        .iter()
+        .map(|r| get::<String>(r, 0, "id"))
+        .collect::<Result<Vec<_>>>()?;
+    if !ids.is_empty() {
+        crate::events::delete_where(db, "workflow_run_id = ANY($1::text[])", &ids).await?;
+    }
+    Ok(ids.len())
 }

@@ -25,6 +25,16 @@
 //! # Ok(()) }
 //! ```
 
+mod started;
+
+pub use started::{Interrupter, StartedRun, StartedWorkflowRun};
+mod health;
+mod portable;
+mod usage;
+
+pub use health::{HealthCounts, HealthJson, HealthReport, LoopHealth};
+pub use portable::{ImportOptions, ImportReport, ImportedLoop};
+
 use crate::clock::SystemClock;
 use crate::engine::{Engine, EngineConfig};
 use crate::workflow::RunEnd;
@@ -253,6 +263,39 @@ pub struct RunNowOutcome {
     pub source: RunSource,
 }
 
+/// The JSON document of `run-now --json` (and the MCP tool `loops_run_now`): the
+/// run's fields (the run as it is to be shown, redacted or not; its status may still
+/// be `running`), and `runNow: {source, advancesLoop}`.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunNowJson<'a> {
+    #[serde(flatten)]
+    pub run: &'a Run,
+    pub run_now: RunNowInfo,
+}
+
+/// Which slot a run-now run is, in [`RunNowJson`].
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunNowInfo {
+    pub source: RunSource,
+    /// Whether it was the loop's due (or retry) slot, which moves its schedule on.
+    pub advances_loop: bool,
+}
+
+impl<'a> RunNowJson<'a> {
+    /// `run`, claimed for `source`.
+    pub fn new(run: &'a Run, source: RunSource) -> Self {
+        Self {
+            run,
+            run_now: RunNowInfo {
+                source,
+                advances_loop: source != RunSource::AdHoc,
+            },
+        }
+    }
+}
+
 /// What [`Client::prune`] deleted (or, on a dry run, would delete).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pruned {
@@ -283,6 +326,31 @@ impl Client {
         loops_store::prepare_data_dir(data_dir)?;
         let store = SqliteStore::open_read_only(&data_dir.join(loops_store::DB_FILE))?;
         Ok(Self::with_sqlite(Arc::new(store), data_dir))
+    }
+
+    /// Opens the store in `data_dir` for a front end that only reads (`loops list`, the
+    /// MCP server's read tools). An existing, current database is opened read-only
+    /// ([`Client::open_read_only`]): nothing is written, a writer holding the lock for
+    /// seconds does not delay the read, and a store whose file or directory is not
+    /// writable can still be read. A missing or older database is opened as by
+    /// [`Client::open`] (created or migrated first). `store` is as for
+    /// [`Client::open_store`]: a database server (PostgreSQL) needs no special open for
+    /// reading.
+    pub fn open_for_reading(data_dir: &Path, store: Option<&str>) -> Result<Self> {
+        if store_names_a_server(store) {
+            return Self::open_store(data_dir, store);
+        }
+        let db = data_dir.join(loops_store::DB_FILE);
+        if std::fs::metadata(&db).is_ok_and(|m| m.len() > 0) {
+            match Self::open_read_only(data_dir) {
+                Ok(client) => return Ok(client),
+                // Needs setting up or migrating: a read-write open does that, or
+                // says why it cannot.
+                Err(ClientError::Store(StoreError::ReadOnly { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Self::open(data_dir)
     }
 
     fn with_sqlite(store: Arc<SqliteStore>, data_dir: &Path) -> Self {
@@ -1065,6 +1133,13 @@ fn freed_name(lp: &Loop) -> String {
     format!("{}~{}", &lp.name[..end], lp.id)
 }
 
+/// Whether `--store` names a database server rather than the data dir's SQLite file.
+pub(crate) fn store_names_a_server(store: Option<&str>) -> bool {
+    store
+        .map(str::trim)
+        .is_some_and(|s| !s.is_empty() && s != "sqlite")
+}
+
 /// Pause, resume, stop and run-now leave an archived loop alone: `unarchive` first.
 fn refuse_archived(lp: &Loop) -> Result<()> {
     if lp.status == LoopStatus::Archived {
@@ -1136,15 +1211,7 @@ impl Client {
     /// run ended and the notifications it queued were delivered (bounded by
     /// [`crate::notify::CLI_DELIVERY_BOUND`]); a daemon is poked to re-plan.
     pub async fn run_now(&self, key: &str, allow_overlap: bool) -> Result<RunNowOutcome> {
-        let lp = self.get(key)?;
-        refuse_archived(&lp)?;
-        let (engine, _runner) = self.engine(crate::engine::DEFAULT_MAX_CONCURRENT)?;
-        let _heartbeat = engine.spawn_lease_renewal();
-        let (run, source) = engine.run_now(&lp, allow_overlap).await?;
-        // The loop's next slot may have moved: let a daemon re-plan.
-        crate::wake::poke(&self.data_dir);
-        self.deliver_queued(&engine).await;
-        Ok(RunNowOutcome { run, source })
+        self.start_run_now(key, allow_overlap)?.finish().await
     }
 
     /// Runs the daemon on this client's store until `shutdown` resolves (see
@@ -1292,16 +1359,7 @@ impl Client {
         timeout: Option<std::time::Duration>,
         interrupt: tokio::sync::watch::Receiver<Option<String>>,
     ) -> Result<RunEnd> {
-        let ctx = crate::workflow::RunContext {
-            store: Arc::clone(&self.store),
-            fence: None,
-            exec: crate::targets::ExecSettings::for_data_dir(&self.data_dir),
-            clock: Arc::new(crate::clock::SystemClock),
-            origin: None,
-            loop_metadata: Vec::new(),
-            timeout,
-            interrupt,
-        };
+        let ctx = self.workflow_context(timeout, interrupt);
         Ok(crate::workflow::run(&ctx, workflow).await?)
     }
 

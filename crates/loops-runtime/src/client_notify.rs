@@ -151,3 +151,33 @@ impl Client {
         })
     }
 }
+
+/// A run as `runs --json` prints it (and the MCP tool `loops_runs`): the run's fields
+/// plus `notifications`, the deliveries of its notifications.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunWithNotifications {
+    #[serde(flatten)]
+    pub run: loops_core::Run,
+    pub notifications: Vec<Delivery>,
+}
+
+/// Pairs each run with its deliveries (as [`Client::deliveries_of_runs`] lists them),
+/// a webhook's path redacted unless `reveal`.
+pub fn runs_with_notifications(
+    runs: Vec<loops_core::Run>,
+    deliveries: Vec<Delivery>,
+    reveal: bool,
+) -> Vec<RunWithNotifications> {
+    let mut by_run: std::collections::HashMap<RunId, Vec<Delivery>> =
+        std::collections::HashMap::new();
+    for mut d in deliveries {
+        loops_core::redact::redact_delivery(&mut d, reveal);
+        by_run.entry(d.run_id.clone()).or_default().push(d);
+    }
+    runs.into_iter()
+        .map(|run| RunWithNotifications {
+            notifications: by_run.remove(&run.id).unwrap_or_default(),
+            run,
+        })
+        .collect()
+}

@@ -105,6 +105,16 @@ impl RunEnd {
 
 /// Runs (or continues) a workflow run to its end and says how it was left.
 pub async fn run(ctx: &RunContext, workflow: &Workflow) -> Result<RunEnd, StoreError> {
+    run_observed(ctx, workflow, None).await
+}
+
+/// [`run`], sending the run's record to `started` as soon as its attempt is recorded
+/// (before any step starts), so a caller that does not wait for the end learns its id.
+pub async fn run_observed(
+    ctx: &RunContext,
+    workflow: &Workflow,
+    started: Option<tokio::sync::oneshot::Sender<WorkflowRun>>,
+) -> Result<RunEnd, StoreError> {
     let now = ctx.now();
     let (mut run, created) =
         ctx.store
@@ -168,6 +178,10 @@ pub async fn run(ctx: &RunContext, workflow: &Workflow) -> Result<RunEnd, StoreE
     );
     ctx.store
         .save_workflow_run(&run, &[attempt_event], now, ctx.fence())?;
+    if let Some(started) = started {
+        // A caller that went away does not stop the run.
+        let _ = started.send(run.clone());
+    }
 
     let stop = drive(ctx, &workflow, &run, &mut steps).await?;
     let finished = ctx.now();

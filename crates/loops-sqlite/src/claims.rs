@@ -6,6 +6,7 @@ use crate::codec::{ms, new_id, run_cols, run_from_row, ID_ATTEMPTS};
 use crate::error::{Error, Result, StoreResult};
 use crate::loops::apply_advance;
 use crate::SqliteStore;
+use loops_core::event::EventKind;
 use loops_core::schedule::jitter_delay;
 use loops_core::{Instant, LoopId, LoopStatus, Run, RunSource};
 use loops_store::{
@@ -141,6 +142,7 @@ fn claim_in_tx(
                 if let Some(advance) = advance {
                     apply_advance(tx, &req.loop_id, advance, req.now)?;
                 }
+                crate::events::append_run(tx, EventKind::RunStarted, &run, req.now)?;
                 return Ok(Ok(run));
             }
             Ok(None) => break,
@@ -221,6 +223,9 @@ fn batch_claim_in(tx: &Transaction<'_>, claim: &BatchClaim) -> Result<ClaimOutco
                 .collect::<Result<Vec<_>>>()?;
             if let Some(advance) = advance {
                 apply_advance(tx, &req.loop_id, advance, req.now)?;
+            }
+            for run in &skipped {
+                crate::events::append_run(tx, EventKind::RunFinished, run, req.now)?;
             }
             Ok(ClaimOutcome::Skipped(skipped))
         }

@@ -12,6 +12,7 @@ use crate::error::{Error, Result, StoreResult};
 use crate::loops::apply_advance;
 use crate::runs::not_running;
 use crate::SqliteStore;
+use loops_core::event::EventKind;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
 use loops_store::{Fence, RunWrite, RunWritten, StoreError};
@@ -41,6 +42,7 @@ pub(crate) fn record_run_writes(
                     .and_then(|finished| {
                         let lp = stored_loop(tx, &finished.loop_id)?;
                         let Some(lp) = lp else {
+                            crate::events::append_run(tx, EventKind::RunFinished, &finished, now)?;
                             return Ok(RunWritten::Finished {
                                 run: Box::new(finished),
                                 loop_moved: false,
@@ -48,6 +50,7 @@ pub(crate) fn record_run_writes(
                             });
                         };
                         let loop_moved = advance_after_finish(tx, &lp, &finished)?;
+                        crate::events::append_run(tx, EventKind::RunFinished, &finished, now)?;
                         let notifications = crate::notify::queue_for_run(tx, &lp, &finished, now)?;
                         Ok(RunWritten::Finished {
                             run: Box::new(finished),

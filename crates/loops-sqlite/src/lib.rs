@@ -13,6 +13,8 @@
 //! inspecting and migrating the file), `codec` (columns and rows), `loops` (loop rows),
 //! `claims`, `finalize` (a batch of run writes, with the notifications they queue),
 //! `notify` (notification settings and deliveries), `runs` (leases of runs and queries),
+//! `reports` (health facts and usage), `import` (one import in one transaction),
+//! [`openloops`] (reading an OpenLoops 0.3 database for `import --from-openloops`),
 //! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance)
 //! and `workflows`. SQL lives only in this crate.
 
@@ -20,24 +22,29 @@ mod checkpoint;
 mod claims;
 mod codec;
 mod error;
+mod events;
 mod finalize;
+mod import;
 mod lease;
 mod loops;
 mod notify;
 mod open;
+pub mod openloops;
+mod reports;
 mod runs;
 mod workflows;
 
 pub use open::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreResult};
+use loops_core::health::{FactsQuery, RunFacts};
 use loops_core::{
     Delivery, DeliveryStatus, Instant, Loop, LoopId, LoopStatus, NewLoop, Notify, Run, RunId,
 };
 use loops_store::{
-    BatchClaim, ClaimOutcome, DaemonLease, Fence, LeaseAcquire, LeaseHolder, LoopAdvance,
-    LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten, Store,
-    StoreError, UnreadableLoop,
+    BatchClaim, ClaimOutcome, DaemonLease, Fence, ImportBatch, Imported, LeaseAcquire, LeaseHolder,
+    LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten,
+    Store, StoreError, UnreadableLoop, UsageRow,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -150,6 +157,15 @@ impl SqliteStore {
     pub fn loops_query_plan(&self, filter: &LoopFilter) -> StoreResult<Vec<String>> {
         let (sql, params) = loops::loops_query(filter);
         self.query_plan(&sql, params)
+    }
+
+    /// The plans of the statements behind [`Store::run_facts`] and
+    /// [`Store::usage_since`], by name (`recent`, `window`, `usage runs`, `usage steps`).
+    pub fn report_query_plans(&self) -> StoreResult<Vec<(String, Vec<String>)>> {
+        reports::report_queries()
+            .into_iter()
+            .map(|(name, sql, params)| Ok((name.to_owned(), self.query_plan(&sql, params)?)))
+            .collect()
     }
 
     fn query_plan(
@@ -305,6 +321,18 @@ impl Store for SqliteStore {
         runs::prune_runs(self, policy, dry_run)
     }
 
+    fn run_facts(&self, queries: &[FactsQuery], recent: usize) -> StoreResult<Vec<RunFacts>> {
+        reports::run_facts(self, queries, recent)
+    }
+
+    fn usage_since(&self, since: Instant) -> StoreResult<Vec<UsageRow>> {
+        reports::usage_since(self, since)
+    }
+
+    fn import(&self, batch: &ImportBatch, now: Instant) -> StoreResult<Imported> {
+        import::import(self, batch, now)
+    }
+
     fn acquire_daemon_lease(
         &self,
         holder: &LeaseHolder,
@@ -377,6 +405,14 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> StoreResult<Vec<Run>> {
         runs::runs_created_since(self, since, loop_id, limit)
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> StoreResult<Vec<loops_core::event::Event>> {
+        events::events_after(self, after, limit)
+    }
+
+    fn event_bounds(&self) -> StoreResult<loops_store::EventBounds> {
+        events::event_bounds(self)
     }
 
     fn start_background_maintenance(&self) -> StoreResult<()> {

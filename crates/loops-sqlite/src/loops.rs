@@ -6,7 +6,9 @@ use crate::codec::{
     query_first, run_cols, run_from_row, sat_i64, ID_ATTEMPTS,
 };
 use crate::error::{Error, Result, StoreResult};
+use crate::events;
 use crate::SqliteStore;
+use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
 use loops_store::{
     Fence, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
@@ -15,6 +17,16 @@ use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 
 pub(crate) fn create_loop(store: &SqliteStore, new: NewLoop, now: Instant) -> StoreResult<Loop> {
+    store.write(None, |tx| {
+        let created = insert_loop(tx, &new, now)?;
+        events::append(tx, &EventBody::loop_created(&created), now)?;
+        Ok(created)
+    })
+}
+
+/// Inserts a new loop (status `active`, a fresh id) inside the caller's transaction:
+/// `create_loop`, and each loop of an import.
+pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Result<Loop> {
     let schedule = serde_json::to_string(&new.schedule)
         .map_err(|e| StoreError::InvalidArgument(format!("schedule: {e}")))?;
     let target = serde_json::to_string(&new.target)
@@ -28,59 +40,57 @@ pub(crate) fn create_loop(store: &SqliteStore, new: NewLoop, now: Instant) -> St
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| StoreError::InvalidArgument(format!("notify: {e}")))?;
-    store.write(None, |tx| {
-        let mut stmt = tx.prepare_cached(concat!(
-            "INSERT INTO loops (",
-            loop_cols!(),
-            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, \
-             ?16, ?17, ?18, ?19) RETURNING ",
-            loop_cols!()
-        ))?;
-        for _ in 0..ID_ATTEMPTS {
-            let id = new_id();
-            let due_at = schedule::due_at(&LoopId::new(&id), new.next_run_at, None, p.jitter_ms);
-            let mut rows = stmt.query(params![
-                id,
-                new.name,
-                new.description,
-                LoopStatus::Active.as_str(),
-                schedule,
-                target,
-                opt_ms(new.next_run_at.as_ref()),
-                p.catch_up.as_str(),
-                p.catch_up_limit,
-                p.overlap.as_str(),
-                p.max_attempts,
-                sat_i64(p.retry_delay_ms),
-                sat_i64(p.lease_ms),
-                opt_ms(p.expires_at.as_ref()),
-                ms(&now),
-                sat_i64(p.jitter_ms),
-                opt_ms(due_at.as_ref()),
-                labels,
-                notify,
-            ])?;
-            match rows.next() {
-                Ok(Some(row)) => {
-                    let created = loop_from_row(row)?;
-                    drop(rows);
-                    set_labels(tx, &created.id, &created.labels)?;
-                    return Ok(created);
-                }
-                Ok(None) => break,
-                Err(e) if crate::codec::is_unique_violation(&e) => {
-                    // The UNIQUE constraint is the check (no racy pre-read); the
-                    // message names the column that collided.
-                    if e.to_string().contains("loops.name") {
-                        return Err(StoreError::DuplicateName(new.name.clone()).into());
-                    }
-                    // An id collision: draw another.
-                }
-                Err(e) => return Err(e.into()),
+    let mut stmt = tx.prepare_cached(concat!(
+        "INSERT INTO loops (",
+        loop_cols!(),
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, \
+         ?16, ?17, ?18, ?19) RETURNING ",
+        loop_cols!()
+    ))?;
+    for _ in 0..ID_ATTEMPTS {
+        let id = new_id();
+        let due_at = schedule::due_at(&LoopId::new(&id), new.next_run_at, None, p.jitter_ms);
+        let mut rows = stmt.query(params![
+            id,
+            new.name,
+            new.description,
+            LoopStatus::Active.as_str(),
+            schedule,
+            target,
+            opt_ms(new.next_run_at.as_ref()),
+            p.catch_up.as_str(),
+            p.catch_up_limit,
+            p.overlap.as_str(),
+            p.max_attempts,
+            sat_i64(p.retry_delay_ms),
+            sat_i64(p.lease_ms),
+            opt_ms(p.expires_at.as_ref()),
+            ms(&now),
+            sat_i64(p.jitter_ms),
+            opt_ms(due_at.as_ref()),
+            labels,
+            notify,
+        ])?;
+        match rows.next() {
+            Ok(Some(row)) => {
+                let created = loop_from_row(row)?;
+                drop(rows);
+                set_labels(tx, &created.id, &created.labels)?;
+                return Ok(created);
             }
+            Ok(None) => break,
+            Err(e) if crate::codec::is_unique_violation(&e) => {
+                // The UNIQUE constraint is the check (no racy pre-read); the
+                // message names the column that collided.
+                if e.to_string().contains("loops.name") {
+                    return Err(StoreError::DuplicateName(new.name.clone()).into());
+                }
+                // An id collision: draw another.
+            }
+            Err(e) => return Err(e.into()),
         }
-        Err(Error::ids_exhausted("loop"))
-    })
+    }
+    Err(Error::ids_exhausted("loop"))
 }
 
 pub(crate) fn get_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<Option<Loop>> {
@@ -171,8 +181,11 @@ pub(crate) fn update_loop_schedule(
             opt_ms(advance.retry_scheduled_for.as_ref()),
             ms(&now),
         ];
-        query_first(&mut stmt, params, loop_from_row)?
-            .ok_or_else(|| StoreError::LoopNotFound(id.to_string()).into())
+        let updated = query_first(&mut stmt, params, loop_from_row)?
+            .ok_or_else(|| Error::from(StoreError::LoopNotFound(id.to_string())))?;
+        drop(stmt);
+        events::append(tx, &EventBody::loop_changed(&updated), now)?;
+        Ok(updated)
     })
 }
 
@@ -243,10 +256,18 @@ pub(crate) fn remove_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<bool>
             .execute([id.as_str()])?;
         tx.prepare_cached("DELETE FROM runs WHERE loop_id = ?1")?
             .execute([id.as_str()])?;
-        let n = tx
-            .prepare_cached("DELETE FROM loops WHERE id = ?1")?
+        let name: Option<String> = tx
+            .prepare_cached("DELETE FROM loops WHERE id = ?1 RETURNING name")?
+            .query_row([id.as_str()], |r| r.get(0))
+            .optional()?;
+        let Some(name) = name else {
+            return Ok(false);
+        };
+        // The events about the loop and its history go with them; its removal stays.
+        tx.prepare_cached("DELETE FROM events WHERE loop_id = ?1")?
             .execute([id.as_str()])?;
-        Ok(n > 0)
+        events::append(tx, &EventBody::loop_removed(id, &name), chrono::Utc::now())?;
+        Ok(true)
     })
 }
 
@@ -315,7 +336,21 @@ pub(crate) fn park_loop(
             let mut rows =
                 stmt.query(params![new_id(), id.as_str(), name, slot, ms(&now), reason])?;
             match rows.next() {
-                Ok(Some(row)) => return run_from_row(row).map(Some),
+                Ok(Some(row)) => {
+                    let run = run_from_row(row)?;
+                    drop(rows);
+                    let mut lp_stmt = tx.prepare_cached(concat!(
+                        "SELECT ",
+                        loop_cols!(),
+                        " FROM loops WHERE id = ?1"
+                    ))?;
+                    // A row that does not decode is what parks a loop: then only the run says.
+                    if let Ok(Some(lp)) = query_first(&mut lp_stmt, [id.as_str()], loop_from_row) {
+                        events::append(tx, &EventBody::loop_changed(&lp), now)?;
+                    }
+                    events::append_run(tx, EventKind::RunFinished, &run, now)?;
+                    return Ok(Some(run));
+                }
                 Ok(None) => break,
                 // A run id collision: draw another.
                 Err(e) if crate::codec::is_unique_violation(&e) => {}
@@ -353,6 +388,9 @@ pub(crate) fn expire_loops(
         ))?;
         let mut loops = query_all(&mut stmt, [ms(&now)], loop_from_row)?;
         loops.sort_by(|a, b| a.name.cmp(&b.name));
+        for lp in &loops {
+            events::append(tx, &EventBody::loop_changed(lp), now)?;
+        }
         Ok(loops)
     })
 }
@@ -438,6 +476,7 @@ pub(crate) fn update_loop_definition(
             };
         };
         set_labels(tx, id, &updated.labels)?;
+        events::append(tx, &EventBody::loop_changed(&updated), now)?;
         // The history belongs to the loop: its runs carry the name it has now.
         tx.prepare_cached("UPDATE runs SET loop_name = ?2 WHERE loop_id = ?1 AND loop_name != ?2")?
             .execute(params![id.as_str(), updated.name])?;

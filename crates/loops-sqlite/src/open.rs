@@ -17,7 +17,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// First 16 bytes of every SQLite 3 database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// `PRAGMA application_id` of a loops database (ASCII "loop"); set by migration 1.
-const APPLICATION_ID: i64 = 0x6C6F_6F70;
+pub(crate) const APPLICATION_ID: i64 = 0x6C6F_6F70;
+
+/// How much of the file a read-only connection maps into memory (SQLite's
+/// `mmap_size`; the file is read through the mapping, not with a syscall per page).
+const READ_ONLY_MMAP_BYTES: i64 = 256 << 20;
 
 /// One embedded schema migration. Applied migrations are never edited: add a file.
 struct Migration {
@@ -62,10 +66,25 @@ const MIGRATIONS: &[Migration] = &[
         name: "notification delivery claims",
         sql: include_str!("../migrations/0007_notification_claims.sql"),
     },
+    Migration {
+        version: 8,
+        name: "health and usage indexes",
+        sql: include_str!("../migrations/0008_health_usage_indexes.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "health recent-runs index",
+        sql: include_str!("../migrations/0009_health_recent_index.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "event log",
+        sql: include_str!("../migrations/0010_event_log.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 10;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to
@@ -147,6 +166,10 @@ impl SqliteStore {
             return Err(needs_setup(found));
         }
         conn.pragma_update(None, "foreign_keys", true)
+            .map_err(from_sqlite)?;
+        // A reader touches pages of the whole file (`health` reads every loop's newest
+        // runs): mapped, they are read without a pread(2) each.
+        conn.pragma_update(None, "mmap_size", READ_ONLY_MMAP_BYTES)
             .map_err(from_sqlite)?;
         conn.set_prepared_statement_cache_capacity(64);
         Ok(Self::with_connection(conn, Some(path)))
@@ -269,7 +292,7 @@ fn io_error(path: &Path, e: std::io::Error) -> StoreError {
 
 /// `path` for a `file:` URI: everything but unreserved characters and `/`
 /// percent-encoded, so spaces, `?`, `#` and `%` in a data dir stay part of the path.
-fn uri_path(path: &Path) -> String {
+pub(crate) fn uri_path(path: &Path) -> String {
     #[cfg(unix)]
     let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
     #[cfg(not(unix))]
@@ -319,7 +342,7 @@ fn classify_open_error(e: rusqlite::Error, display: &str) -> StoreError {
 /// Reads only the first bytes of `path`: `false` when it is empty, `true` when it
 /// starts like a SQLite database, [`StoreError::Corrupt`] otherwise — so SQLite never
 /// even sees a foreign file.
-fn has_sqlite_header(path: &Path) -> StoreResult<bool> {
+pub(crate) fn has_sqlite_header(path: &Path) -> StoreResult<bool> {
     let display = path.display().to_string();
     let mut file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
@@ -370,13 +393,14 @@ fn inspect_schema(conn: &Connection, display: &str) -> StoreResult<i64> {
         }
         return Ok(0);
     }
-    let version: i64 = conn
-        .query_row(
-            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-            [],
-            |r| r.get(0),
-        )
+    let recorded: Vec<i64> = conn
+        .prepare("SELECT version FROM schema_migrations ORDER BY version")
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<i64>>>()
+        })
         .map_err(classify)?;
+    let version = recorded.last().copied().unwrap_or(0);
     if version > SCHEMA_VERSION {
         return Err(StoreError::TooNew {
             path: display.to_owned(),
@@ -384,7 +408,22 @@ fn inspect_schema(conn: &Connection, display: &str) -> StoreResult<i64> {
             known: SCHEMA_VERSION,
         });
     }
-    Ok(version)
+    Ok(complete_up_to(&recorded))
+}
+
+/// The schema version a database with these migrations recorded is complete up to:
+/// the last of ours before the first one it lacks. Below [`SCHEMA_VERSION`] means
+/// migrations are pending — also one numbered below a recorded one, as when two
+/// branches each added a migration and the higher-numbered one landed first.
+fn complete_up_to(recorded: &[i64]) -> i64 {
+    let mut complete = 0;
+    for m in MIGRATIONS {
+        if !recorded.contains(&m.version) {
+            break;
+        }
+        complete = m.version;
+    }
+    complete
 }
 
 /// Connection pragmas, then migrations when `found` (the inspected version) is behind.
@@ -443,10 +482,11 @@ fn migrate(conn: &mut Connection, path: &str) -> Result<()> {
                  applied_at TEXT NOT NULL
              )",
         )?;
-        let current: i64 = tx.query_row(
-            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-            [],
-            |r| r.get(0),
+        let (current, applied): (i64, bool) = tx.query_row(
+            "SELECT COALESCE(MAX(version), 0), EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1) \
+             FROM schema_migrations",
+            [m.version],
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         if current > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
@@ -456,7 +496,9 @@ fn migrate(conn: &mut Connection, path: &str) -> Result<()> {
             }
             .into());
         }
-        if current >= m.version {
+        // By version, not by the highest one recorded: a migration numbered below an
+        // applied one (another branch's, landed later) is still applied.
+        if applied {
             continue;
         }
         tx.execute_batch(m.sql)?;
@@ -500,14 +542,27 @@ mod tests {
     fn schema_version_is_the_last_migration() {
         let last = MIGRATIONS.last().map(|m| m.version);
         assert_eq!(last, Some(SCHEMA_VERSION));
-        // Numbers only grow. (Branches reserve theirs: 6 lands with another branch of
-        // issue #11, so on this one 7 follows 5.)
-        for pair in MIGRATIONS.windows(2) {
+        for (i, pair) in MIGRATIONS.windows(2).enumerate() {
             assert!(
                 pair[0].version < pair[1].version,
-                "migrations are numbered in order"
+                "migrations are numbered upwards (entry {i})"
             );
         }
-        assert_eq!(MIGRATIONS[0].version, 1);
+        // Every number from 1 on, none left out (branches reserve theirs; a gap is a
+        // branch that has not landed, and must not survive its merge).
+        let versions: Vec<i64> = MIGRATIONS.iter().map(|m| m.version).collect();
+        assert_eq!(versions, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_migration_below_a_recorded_one_is_still_pending() {
+        let all: Vec<i64> = MIGRATIONS.iter().map(|m| m.version).collect();
+        assert_eq!(complete_up_to(&all), SCHEMA_VERSION);
+        assert_eq!(complete_up_to(&[]), 0);
+        assert_eq!(complete_up_to(&[1, 2, 3]), 3);
+        // 4 missing under a recorded 5: complete up to 3 only, so 4 is applied.
+        assert_eq!(complete_up_to(&[1, 2, 3, 5]), 3);
+        // A store made by a branch build with 8 before 6 and 7 landed: both pending.
+        assert_eq!(complete_up_to(&[1, 2, 3, 4, 5, 8]), 5);
     }
 }

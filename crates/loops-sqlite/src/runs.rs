@@ -207,9 +207,20 @@ pub(crate) fn prune_runs(
         });
     }
     store.write(None, |tx| {
-        Ok(tx
-            .prepare_cached(&format!("DELETE FROM runs WHERE id IN ({candidates})"))?
-            .execute(params![older, keep])?)
+        // The candidates once (the window function is the costly part), then the
+        // events about them, then the runs; then events older than the age rule.
+        crate::events::prune_with(
+            tx,
+            "DELETE FROM events WHERE run_id IN (SELECT id FROM temp.pruned)",
+            &format!("INSERT INTO temp.pruned (id) {candidates}"),
+            params![older, keep],
+        )?;
+        let n = tx
+            .prepare_cached("DELETE FROM runs WHERE id IN (SELECT id FROM temp.pruned)")?
+            .execute([])?;
+        tx.execute("DELETE FROM temp.pruned", [])?;
+        crate::events::prune_older(tx, policy.older_than.as_ref())?;
+        Ok(n)
     })
 }
 

@@ -116,7 +116,21 @@ fn append_events(
         "INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, step_id, payload_json, created_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
+    // Each entry is mirrored into the store's event log, in this transaction.
+    let (workflow_name, loop_id): (String, Option<String>) = tx
+        .prepare_cached("SELECT workflow_name, loop_id FROM workflow_runs WHERE id = ?1")?
+        .query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let loop_id = loop_id.map(LoopId::new);
+    let run = WorkflowRunId::new(run_id);
     for (sequence, event) in (first..).zip(events) {
+        let body = loops_core::event::EventBody::workflow_event(
+            &run,
+            &workflow_name,
+            loop_id.as_ref(),
+            u64::try_from(sequence).unwrap_or(0),
+            event,
+        );
+        crate::events::append(tx, &body, now)?;
         let payload =
             serde_json::to_string(&event.payload).map_err(|e| Error::decode(e.to_string()))?;
         insert.execute(params![
@@ -136,6 +150,57 @@ fn spec_json(spec: &WorkflowSpec) -> Result<String> {
     serde_json::to_string(spec).map_err(|e| Error::decode(format!("spec: {e}")))
 }
 
+/// Stores a new active spec inside the caller's transaction (`create_workflow`, and
+/// each spec of an import).
+pub(crate) fn insert_workflow(
+    tx: &Transaction<'_>,
+    spec: &WorkflowSpec,
+    replace: bool,
+    now: Instant,
+) -> Result<Workflow> {
+    let json = spec_json(spec)?;
+    let existing = query_first(
+        &mut *tx.prepare_cached(&format!(
+            "SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"
+        ))?,
+        [&spec.name],
+        workflow_from_row,
+    )?;
+    let mut version = spec.version.max(1);
+    if let Some(old) = existing {
+        if !replace {
+            return Err(StoreError::DuplicateWorkflow(spec.name.clone()).into());
+        }
+        tx.execute(
+            "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
+            params![old.id.as_str(), ms(&now)],
+        )?;
+        version = version.max(old.version + 1);
+    }
+    let mut record_spec = spec.clone();
+    record_spec.version = version;
+    let json = if version == spec.version {
+        json
+    } else {
+        spec_json(&record_spec)?
+    };
+    let id = WorkflowId::new(new_id());
+    tx.execute(
+        "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, 'active', ?4, ?5, ?5)",
+        params![id.as_str(), spec.name, version, json, ms(&now)],
+    )?;
+    Ok(Workflow {
+        id,
+        name: spec.name.clone(),
+        version,
+        status: WorkflowStatus::Active,
+        spec: record_spec,
+        created_at: now,
+        updated_at: now,
+    })
+}
+
 impl WorkflowStore for SqliteStore {
     fn create_workflow(
         &self,
@@ -143,45 +208,7 @@ impl WorkflowStore for SqliteStore {
         replace: bool,
         now: Instant,
     ) -> StoreResult<Workflow> {
-        let json = spec_json(spec)?;
-        self.write(None, |tx| {
-            let existing = query_first(
-                &mut *tx.prepare_cached(&format!(
-                    "SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"
-                ))?,
-                [&spec.name],
-                workflow_from_row,
-            )?;
-            let mut version = spec.version.max(1);
-            if let Some(old) = existing {
-                if !replace {
-                    return Err(StoreError::DuplicateWorkflow(spec.name.clone()).into());
-                }
-                tx.execute(
-                    "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
-                    params![old.id.as_str(), ms(&now)],
-                )?;
-                version = version.max(old.version + 1);
-            }
-            let mut record_spec = spec.clone();
-            record_spec.version = version;
-            let json = if version == spec.version { json.clone() } else { spec_json(&record_spec)? };
-            let id = WorkflowId::new(new_id());
-            tx.execute(
-                "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
-                 VALUES (?1, ?2, ?3, 'active', ?4, ?5, ?5)",
-                params![id.as_str(), spec.name, version, json, ms(&now)],
-            )?;
-            Ok(Workflow {
-                id,
-                name: spec.name.clone(),
-                version,
-                status: WorkflowStatus::Active,
-                spec: record_spec,
-                created_at: now,
-                updated_at: now,
-            })
-        })
+        self.write(None, |tx| insert_workflow(tx, spec, replace, now))
     }
 
     fn get_workflow(&self, id: &str) -> StoreResult<Option<Workflow>> {
@@ -522,10 +549,17 @@ impl WorkflowStore for SqliteStore {
             return Ok(usize::try_from(n).unwrap_or(0));
         }
         self.write(None, |tx| {
-            let n = tx.execute(
-                &format!("DELETE FROM workflow_runs WHERE id IN ({select})"),
+            crate::events::prune_with(
+                tx,
+                "DELETE FROM events WHERE workflow_run_id IN (SELECT id FROM temp.pruned)",
+                &format!("INSERT INTO temp.pruned (id) {select}"),
                 params![older, keep],
             )?;
+            let n = tx.execute(
+                "DELETE FROM workflow_runs WHERE id IN (SELECT id FROM temp.pruned)",
+                [],
+            )?;
+            tx.execute("DELETE FROM temp.pruned", [])?;
             Ok(n)
         })
     }

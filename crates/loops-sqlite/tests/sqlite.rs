@@ -543,3 +543,45 @@ fn run_and_label_filters_use_indexes() {
         "{p}"
     );
 }
+
+/// `loops health` and `loops usage` (issue #11) read through indexes: a loop's newest
+/// rows from the covering `runs_loop_recent` (no table row read, no sort), its window
+/// from the slot index, usage from the partial indexes of rows that carry it.
+#[test]
+fn health_and_usage_queries_use_indexes() {
+    let dir = TempDir::new().unwrap();
+    let store = SqliteStore::open(&dir.path().join(DB_FILE)).unwrap();
+    let plans: std::collections::HashMap<String, String> = store
+        .report_query_plans()
+        .unwrap()
+        .into_iter()
+        .map(|(name, plan)| (name, plan.join(" | ")))
+        .collect();
+    eprintln!("{plans:#?}");
+    let plan = |name: &str| plans.get(name).unwrap_or_else(|| panic!("no {name}"));
+    assert_eq!(
+        plan("recent"),
+        "SEARCH runs USING COVERING INDEX runs_loop_recent (loop_id=?)"
+    );
+    let window = plan("window");
+    assert!(
+        window.contains("runs_skipped_slot (loop_id=? AND scheduled_for>? AND scheduled_for<?)"),
+        "{window}"
+    );
+    assert!(
+        window.contains("COVERING INDEX sqlite_autoindex_runs_"),
+        "{window}"
+    );
+    assert!(!window.contains("SCAN runs"), "{window}");
+    assert!(
+        plan("usage runs").contains("INDEX runs_usage (finished_at>?)"),
+        "{}",
+        plan("usage runs")
+    );
+    let steps = plan("usage steps");
+    assert!(
+        steps.contains("INDEX workflow_step_runs_usage (finished_at>?)"),
+        "{steps}"
+    );
+    assert!(!steps.contains("SCAN"), "{steps}");
+}

@@ -40,8 +40,18 @@
 //!   own settings, else the store-wide default, and the loop's previous finished slot)
 //!   and inserts one `pending` delivery per channel; a delivery is claimed by one
 //!   runner at a time ([`Store::claim_delivery`]).
+//! - **An import is all or nothing.** [`Store::import`] writes its specs, loops and
+//!   history rows in one transaction; a duplicate name or any other error leaves the
+//!   store as it was.
 //! - **One bad row never hides the others.** Listings of loops return a row that does
 //!   not decode as an [`UnreadableLoop`] in its place.
+//! - **Changes are logged with their commit.** The writes that create, change or
+//!   remove a loop, start or end a run (also a skipped slot and a parked loop's failed
+//!   run) and append to a workflow run's log each append their
+//!   [`Event`](loops_core::event::Event) in the same transaction
+//!   ([`Store::events_after`]); numbers only grow, are never reused, and become visible
+//!   in order. Pruning a run or workflow run prunes its events; removing a loop prunes
+//!   the events of it and its runs; events older than the retention's age go too.
 //! - **Values round-trip** with millisecond precision (instants are UTC); ids of loops
 //!   and runs are 12 lowercase hex characters; listings keep the documented orders.
 //! - **Errors are classified** ([`StoreError`]): a backend maps its library's errors
@@ -56,7 +66,8 @@
 //! A backend implements the primitives: the loop rows and their queries, one batch of
 //! claims ([`Store::claim_runs`]), one batch of run writes
 //! ([`Store::record_run_writes`]), the lease renewal and take-over of running rows, the run
-//! queries, pruning and the daemon lease. [`Store::claim_run`] (one claim) and
+//! queries, pruning, the reports (health facts, usage), one import and the daemon
+//! lease. [`Store::claim_run`] (one claim) and
 //! [`Store::list_loops`] (every row decoded) are default methods on top of them.
 
 mod error;
@@ -71,11 +82,13 @@ pub use paths::{
     DB_FILE, PRIVATE_FILES,
 };
 pub use types::{
-    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, Fence, LeaseAcquire,
-    LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, OnRefusal, PrunePolicy,
-    RunFilter, RunWrite, RunWritten, RunnerInfo, RunnerLease, RunnerRegistration, UnreadableLoop,
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
+    ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
+    LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunWrite, RunWritten, RunnerInfo,
+    RunnerLease, RunnerRegistration, UnreadableLoop, UsageRow, UsageSource,
 };
 
+use loops_core::health::{FactsQuery, RunFacts};
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
@@ -253,6 +266,30 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// Deletes finished runs by policy; with `dry_run` only counts. Returns the count.
     fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize>;
 
+    // ---- reports and imports ----
+    /// What `loops health` needs to know about the runs of each loop asked about, in
+    /// the order asked ([`RunFacts`]): the statuses of the newest `recent` rows (newest
+    /// first, by creation, then slot and attempt; a failed attempt's error with it), the
+    /// newest row and the newest success in full, the failed attempts recorded after
+    /// it, the
+    /// `skipped` rows with `scheduledFor` in the query's `window`, the slots of its
+    /// rows in its `slot_window` (each bound inclusive) — the distinct ones on the
+    /// query's grid counted, else listed — and the oldest slot of any row. A loop
+    /// without runs (or unknown) gets empty facts. Each loop costs a few bounded index
+    /// lookups — its newest rows, its window's rows — never a scan of its whole history
+    /// (except to find the last success of a loop whose `recent` rows hold none).
+    fn run_facts(&self, queries: &[FactsQuery], recent: usize) -> Result<Vec<RunFacts>>;
+    /// Agent usage recorded on runs and step runs that finished at or after `since`,
+    /// oldest first, through an index of the rows that carry usage (not a scan of
+    /// every run).
+    fn usage_since(&self, since: Instant) -> Result<Vec<UsageRow>>;
+    /// Writes a whole import in one transaction: each workflow spec as a new active
+    /// spec ([`StoreError::DuplicateWorkflow`] when an active spec has its name), then
+    /// each loop as [`Store::create_loop`] would ([`StoreError::DuplicateName`] when a
+    /// loop has its name) with its schedule state and history. Any error writes
+    /// nothing at all: an import is applied completely or not.
+    fn import(&self, batch: &ImportBatch, now: Instant) -> Result<Imported>;
+
     // ---- daemon lease ----
     /// Takes the lease when it is free, expired, held by the same runner, or `takeover`
     /// says the (live, foreign) holder is gone — `takeover` is asked about nothing else;
@@ -318,6 +355,15 @@ pub trait Store: WorkflowStore + Send + Sync {
         loop_id: Option<&LoopId>,
         limit: usize,
     ) -> Result<Vec<Run>>;
+
+    // ---- the event log (the HTTP API's `/v1/events`) ----
+    /// Events numbered above `after`, oldest first, at most `limit`: through the log's
+    /// primary key, so a poll that finds nothing costs one index probe. Events become
+    /// visible in number order: once one is visible, none with a lower number appears
+    /// later (so a reader that saw up to `n` misses nothing by asking for `after: n`).
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<loops_core::event::Event>>;
+    /// The oldest retained event's number and the newest number ever given.
+    fn event_bounds(&self) -> Result<EventBounds>;
 
     // ---- maintenance ----
     /// Tunes the store for a long-lived, write-heavy owner (the daemon): housekeeping

@@ -28,6 +28,7 @@ pub const PRIVATE_FILES: &[&str] = &[
     "daemon.log",
     "daemon.pid",
     "daemon.sock",
+    "http.token",
 ];
 
 /// The data dir: `$LOOPS_DATA_DIR` when set and non-empty, else the platform data dir

@@ -2,8 +2,10 @@
 //! backend.
 
 use crate::StoreError;
+use loops_core::workflow::{Workflow, WorkflowSpec};
 use loops_core::{
     Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, RunStatus,
+    StepId, Usage, WorkflowId,
 };
 
 /// Changes to a loop's schedule state after a run or a CLI action. The domain computes
@@ -296,4 +298,70 @@ pub struct RunnerInfo {
     pub running: usize,
     /// The store's clock at the time of the read.
     pub now: Instant,
+}
+
+/// The numbers of the event log ([`Store::event_bounds`](crate::Store::event_bounds)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventBounds {
+    /// The oldest event still kept; `None` when the log is empty.
+    pub oldest: Option<u64>,
+    /// The newest number ever given (0 before the first event), also when that event
+    /// was pruned since.
+    pub latest: u64,
+}
+
+/// An agent's reported usage on one finished run or step run
+/// ([`Store::usage_since`](crate::Store::usage_since)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageRow {
+    pub source: UsageSource,
+    pub finished_at: Instant,
+    pub usage: Usage,
+}
+
+/// Which run a [`UsageRow`] is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UsageSource {
+    /// A loop's run (an agent target).
+    Run { loop_id: LoopId, loop_name: String },
+    /// An agent step of a workflow run; `loop_id` when a loop's slot started the run.
+    Step {
+        workflow_id: WorkflowId,
+        workflow_name: String,
+        step_id: StepId,
+        loop_id: Option<LoopId>,
+    },
+}
+
+/// Everything one import writes ([`Store::import`](crate::Store::import)): new
+/// workflow specs, then new loops with their schedule state and optional history.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImportBatch {
+    /// Stored as new active specs, in order.
+    pub workflows: Vec<WorkflowSpec>,
+    /// Created in order, after the workflows (a workflow target may name one of them).
+    pub loops: Vec<ImportLoop>,
+}
+
+/// One loop of an [`ImportBatch`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportLoop {
+    /// The definition, created as [`Store::create_loop`](crate::Store::create_loop)
+    /// creates one (a new id, `createdAt` the import's instant) …
+    pub new: NewLoop,
+    /// … then given this schedule state (status, next slot, pending retry).
+    pub state: LoopAdvance,
+    /// Finished runs to keep as its history (oldest first): each gets a new id and the
+    /// new loop's id and name; everything else is stored as given. A `running` row is
+    /// refused.
+    pub history: Vec<Run>,
+}
+
+/// What an import wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Imported {
+    pub workflows: Vec<Workflow>,
+    pub loops: Vec<Loop>,
+    /// History rows written.
+    pub runs: usize,
 }

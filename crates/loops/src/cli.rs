@@ -14,6 +14,7 @@ use loops_runtime::daemon::{
     DEFAULT_KEEP_FOR, DEFAULT_KEEP_RUNS, DEFAULT_LEASE_TTL, DEFAULT_PRUNE_EVERY,
     DEFAULT_SHUTDOWN_GRACE,
 };
+use loops_runtime::definition;
 use loops_runtime::engine::DEFAULT_MAX_CONCURRENT;
 use loops_runtime::executor::DEFAULT_KILL_GRACE;
 use loops_runtime::notify::DEFAULT_NOTIFY_TIMEOUT;
@@ -166,6 +167,15 @@ pub enum Command {
     Tick(TickArgs),
     /// Check the installation, the store, the daemon and every active loop's target.
     Doctor,
+    /// One line per active loop: last run, last success, failures, missed and skipped
+    /// slots, and a verdict (ok, warn, fail); exits 1 when any loop fails.
+    Health(HealthArgs),
+    /// Tokens and cost reported by agent runs and agent workflow steps, with totals.
+    Usage(UsageArgs),
+    /// Print a bundle of loops and the workflow specs they use (JSON, to stdout).
+    Export(ExportArgs),
+    /// Preview (or with --apply, write) an import of a bundle or an OpenLoops database.
+    Import(ImportArgs),
     /// Delete old finished runs.
     Prune(PruneArgs),
     /// Run and control the background daemon.
@@ -174,6 +184,9 @@ pub enum Command {
     /// Define, run and inspect workflows (DAGs of steps).
     #[command(subcommand)]
     Workflows(WorkflowsCommand),
+    /// Serve the Model Context Protocol on stdio, for coding agents: the loops
+    /// operations as tools (read-only unless --allow-mutations).
+    Mcp(McpArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
     /// Change a loop in place (any create flag); its id, run history and status stay.
@@ -193,6 +206,46 @@ pub enum Command {
     /// The daemons sharing a PostgreSQL store: host, labels, capacity, running runs,
     /// heartbeat age, lease state.
     Runners,
+    /// Serve the HTTP API (REST under /v1, live events, OpenAPI) on 127.0.0.1; every
+    /// request needs the bearer token in the data dir's http.token.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (IP:PORT; port 0 picks a free one).
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:7077")]
+    pub addr: std::net::SocketAddr,
+    /// Allow listening on an address other hosts can reach (anyone with the token can
+    /// then read every output and start any command as you).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Allow browser pages of this origin to call the API (CORS); repeatable. None by
+    /// default: no CORS headers at all.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
+    /// Print the API token (creating it when there is none) and exit.
+    #[arg(long)]
+    pub print_token: bool,
+    /// How often the event log is polled for new events, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000), hide = true)]
+    pub events_poll_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Allow the tools that create, change, run or remove loops and workflow runs
+    /// (without it they are listed but refuse).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_MUTATIONS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_mutations: bool,
+    /// Allow command targets run by /bin/sh, and notification commands (without it
+    /// only argv targets: noShell with cmd and args).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_SHELL", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_shell: bool,
+    /// Allow showOutput to reveal prompts, env values and run output (without it
+    /// they stay redacted, as in the CLI without --show-output).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_SECRETS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_secrets: bool,
 }
 
 #[derive(Debug, Args)]
@@ -213,6 +266,64 @@ pub struct TickArgs {
     /// Most runs executing at once (at least 1).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT)]
     pub max_concurrent: NonZeroUsize,
+}
+
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// Only loops with this label (repeatable: loops with all of them).
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Only loops with this label (repeatable: loops with all of them); the workflow
+    /// specs exported are then the ones those loops run.
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+    /// Include env values and notification URLs; without it they are left out (null)
+    /// and named in the bundle's "redacted" list.
+    #[arg(long)]
+    pub include_secrets: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).multiple(false)))]
+pub struct ImportArgs {
+    /// A bundle written by `loops export` (`-` reads stdin).
+    #[arg(group = "source", value_name = "BUNDLE")]
+    pub bundle: Option<PathBuf>,
+    /// An OpenLoops 0.3 database (its loops.db), opened read-only.
+    #[arg(long, group = "source", value_name = "PATH")]
+    pub from_openloops: Option<PathBuf>,
+    /// Write the import, all of it in one transaction or nothing; without it only
+    /// the preview is printed.
+    #[arg(long)]
+    pub apply: bool,
+    /// Also bring over the finished runs of the imported loops (OpenLoops only).
+    #[arg(long, requires = "from_openloops")]
+    pub with_history: bool,
+    /// A loop or workflow named like one here: fail (default: refuse the import),
+    /// skip (keep the one here), rename (import it as NAME-2, NAME-3, ...).
+    #[arg(long, value_name = "POLICY", default_value = "fail")]
+    pub on_conflict: String,
+    /// Import loops and steps whose secrets the bundle left out without those
+    /// variables (otherwise such an import is refused until they are filled in).
+    #[arg(long)]
+    pub drop_redacted: bool,
+    /// Import every loop paused (e.g. while the old machine still runs them).
+    #[arg(long)]
+    pub paused: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Runs that finished in the last DURATION.
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = duration)]
+    pub since: Duration,
+    /// Group by loop, provider or day (UTC).
+    #[arg(long, value_name = "GROUP", default_value = "loop")]
+    pub by: String,
 }
 
 #[derive(Debug, Args)]
@@ -602,7 +713,7 @@ pub struct EditArgs {
     pub workflow: Option<String>,
 }
 
-/// What `edit --clear` can clear.
+/// What `edit --clear` can clear (the runtime's [`definition::ClearField`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ClearField {
     Description,
@@ -911,4 +1022,94 @@ pub struct LogsArgs {
     /// Print stderr instead of stdout.
     #[arg(long)]
     pub stderr: bool,
+}
+
+/// The clap flags as the runtime's plain flags (`loops_runtime::definition`), which
+/// the MCP tools fill from their parameters too.
+impl DefinitionArgs {
+    pub fn flags(&self) -> definition::DefinitionFlags {
+        definition::DefinitionFlags {
+            at: self.at.clone(),
+            every: self.every,
+            cron: self.cron.clone(),
+            dynamic: self.dynamic,
+            tz: self.tz.clone(),
+            anchor: self.anchor.clone(),
+            catch_up: self.catch_up.clone(),
+            catch_up_limit: self.catch_up_limit,
+            overlap: self.overlap.clone(),
+            attempts: self.attempts,
+            retry_delay: self.retry_delay,
+            lease: self.lease,
+            expires_at: self.expires_at.clone(),
+            description: self.description.clone(),
+            cwd: self.cwd.clone(),
+            timeout: self.timeout,
+            env: self.env.clone(),
+            account: self.account.clone(),
+            account_tool: self.account_tool.clone(),
+            preflight: self.preflight,
+            labels: self.labels.clone(),
+            jitter: self.jitter,
+            notify_cmd: self.notify_cmd.clone(),
+            notify_url: self.notify_url.clone(),
+            notify_on: self.notify_on.clone(),
+        }
+    }
+}
+
+impl AgentOptions {
+    pub fn flags(&self) -> definition::AgentOptions {
+        definition::AgentOptions {
+            model: self.model.clone(),
+            agent: self.agent.clone(),
+            auth_profile: self.auth_profile.clone(),
+            config_isolation: self.config_isolation.clone(),
+            config_overrides: self.config_overrides.clone(),
+        }
+    }
+}
+
+impl From<ClearField> for definition::ClearField {
+    fn from(field: ClearField) -> Self {
+        use definition::ClearField as F;
+        match field {
+            ClearField::Description => F::Description,
+            ClearField::Cwd => F::Cwd,
+            ClearField::Timeout => F::Timeout,
+            ClearField::Env => F::Env,
+            ClearField::Account => F::Account,
+            ClearField::Args => F::Args,
+            ClearField::Model => F::Model,
+            ClearField::Agent => F::Agent,
+            ClearField::AuthProfile => F::AuthProfile,
+            ClearField::ConfigOverrides => F::ConfigOverrides,
+            ClearField::ExpiresAt => F::ExpiresAt,
+            ClearField::Jitter => F::Jitter,
+            ClearField::Labels => F::Labels,
+            ClearField::Notify => F::Notify,
+            ClearField::NotifyCmd => F::NotifyCmd,
+            ClearField::NotifyUrl => F::NotifyUrl,
+        }
+    }
+}
+
+impl EditArgs {
+    pub fn flags(&self) -> definition::EditFlags {
+        definition::EditFlags {
+            def: self.def.flags(),
+            unlabels: self.unlabels.clone(),
+            unset_env: self.unset_env.clone(),
+            clear: self.clear.iter().map(|f| (*f).into()).collect(),
+            cmd: self.cmd.clone(),
+            no_shell: self.no_shell,
+            shell: self.shell,
+            args: self.args.clone(),
+            provider: self.provider.clone(),
+            prompt: self.prompt.clone(),
+            prompt_file: self.prompt_file.clone(),
+            agent: self.agent.flags(),
+            workflow: self.workflow.clone(),
+        }
+    }
 }

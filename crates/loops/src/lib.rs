@@ -35,6 +35,6 @@ pub use loops_runtime::{daemon, engine, workflow};
 pub use loops_sqlite as sqlite;
 pub use loops_store as store;
 
-/// How the CLI reads `--at` and `--expires-at` (public so `fuzz/` can drive it; the
-/// binary uses this same module).
-pub mod timeparse;
+/// How the CLI reads `--at` and `--expires-at` (the runtime's, shared with the MCP
+/// tools and the HTTP API; re-exported here so `fuzz/` can drive it).
+pub use loops_runtime::timeparse;

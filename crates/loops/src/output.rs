@@ -8,7 +8,7 @@
 
 use crate::Failure;
 use chrono::{Local, Utc};
-use loops_core::{format_instant, Instant, Loop, Run, RunStatus, Schedule, Target};
+use loops_core::{format_instant, Instant, Run, RunStatus, Schedule, Target};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 
@@ -81,6 +81,16 @@ impl From<&str> for Cell {
         Cell {
             text: text.to_owned(),
             colour: None,
+        }
+    }
+}
+
+impl Cell {
+    /// The same colour with other text.
+    pub fn with_text(self, text: &str) -> Self {
+        Cell {
+            text: text.to_owned(),
+            ..self
         }
     }
 }
@@ -175,30 +185,7 @@ pub fn when(t: Option<Instant>, now: Instant) -> String {
 
 /// `in 4m`, `3h ago`, `now`.
 pub fn relative(t: Instant, now: Instant) -> String {
-    let secs = (t - now).num_seconds();
-    let (abs, future) = (secs.unsigned_abs(), secs > 0);
-    if abs < 1 {
-        return "now".into();
-    }
-    let text = if abs < 60 {
-        format!("{abs}s")
-    } else if abs < 3_600 {
-        format!("{}m", abs / 60)
-    } else if abs < 86_400 {
-        let (h, m) = (abs / 3_600, (abs % 3_600) / 60);
-        if m == 0 {
-            format!("{h}h")
-        } else {
-            format!("{h}h{m}m")
-        }
-    } else {
-        format!("{}d", abs / 86_400)
-    };
-    if future {
-        format!("in {text}")
-    } else {
-        format!("{text} ago")
-    }
+    loops_core::format_relative(t, now)
 }
 
 /// `every 5m`, `cron 0 9 * * * (Europe/Berlin)`, `once 2026-…`, `dynamic ≥1m`.
@@ -269,59 +256,8 @@ fn truncate(text: &str, max: usize) -> String {
     }
 }
 
-/// Replaces prompt bodies and env values with markers (unless revealing).
-pub fn redact_loop(lp: &mut Loop) {
-    match &mut lp.target {
-        Target::Command(c) => redact_env(&mut c.env),
-        Target::Agent(a) => {
-            a.prompt = format!(
-                "[redacted {} chars; use --show-output]",
-                a.prompt.chars().count()
-            );
-            redact_env(&mut a.env);
-        }
-        Target::Workflow(_) => {}
-    }
-    if let Some(url) = lp.notify.as_mut().and_then(|n| n.url.as_mut()) {
-        *url = redact_url(url);
-    }
-}
-
-/// A webhook URL's path and query often are its secret (Slack, Discord): only the
-/// scheme and host are shown unless revealing.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return "[redacted]".to_owned();
-    };
-    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let host = rest[..host_end].rsplit('@').next().unwrap_or("");
-    let hidden = rest.len() - host_end;
-    if hidden == 0 {
-        format!("{scheme}://{host}")
-    } else {
-        format!("{scheme}://{host}/[redacted {hidden} chars; use --show-output]")
-    }
-}
-
-fn redact_env(env: &mut std::collections::BTreeMap<String, String>) {
-    for value in env.values_mut() {
-        *value = "[redacted]".into();
-    }
-}
-
-/// Replaces run output with a size marker (unless revealing).
-pub fn redact_run(run: &mut Run) {
-    redact_streams(&mut run.stdout, &mut run.stderr);
-}
-
-/// Replaces captured stdout/stderr with size markers.
-pub fn redact_streams(stdout: &mut Option<String>, stderr: &mut Option<String>) {
-    for text in [stdout, stderr].into_iter().flatten() {
-        if !text.is_empty() {
-            *text = format!("[redacted {} bytes; use --show-output]", text.len());
-        }
-    }
-}
+// Redaction is the domain's, shared with every front end (the MCP tools too).
+pub use loops_core::redact::{redact_loop, redact_run, redact_step, redact_url};
 
 /// A run's error as its table line shows it: for a run that did not succeed, the
 /// error followed by the first line of its stderr tail (`exited with status 3: boom`),
@@ -342,41 +278,10 @@ pub fn run_error_line(run: &Run) -> String {
     }
 }
 
-/// A run as `runs --json` prints it: the run's fields plus `notifications`, the
-/// deliveries of its notifications (a webhook's path redacted unless `reveal`).
-#[derive(Serialize)]
-pub struct RunWithNotifications {
-    #[serde(flatten)]
-    pub run: Run,
-    pub notifications: Vec<loops_core::Delivery>,
-}
-
-/// Pairs each run with its deliveries (as [`loops_core::Delivery`] lists them).
-pub fn runs_with_notifications(
-    runs: Vec<Run>,
-    deliveries: Vec<loops_core::Delivery>,
-    reveal: bool,
-) -> Vec<RunWithNotifications> {
-    let mut by_run: std::collections::HashMap<loops_core::RunId, Vec<loops_core::Delivery>> =
-        std::collections::HashMap::new();
-    for mut d in deliveries {
-        redact_delivery(&mut d, reveal);
-        by_run.entry(d.run_id.clone()).or_default().push(d);
-    }
-    runs.into_iter()
-        .map(|run| RunWithNotifications {
-            notifications: by_run.remove(&run.id).unwrap_or_default(),
-            run,
-        })
-        .collect()
-}
-
-/// A webhook delivery's URL path is redacted like the loop's (unless `reveal`).
-pub fn redact_delivery(d: &mut loops_core::Delivery, reveal: bool) {
-    if !reveal && d.channel == loops_core::NotifyChannel::Url {
-        d.target = redact_url(&d.target);
-    }
-}
+// A run as `runs --json` prints it, with its notifications: the runtime's, shared with
+// the MCP tool `loops_runs`.
+pub use loops_core::redact::redact_delivery;
+pub use loops_runtime::client_notify::runs_with_notifications;
 
 /// A run's status word, for tables.
 pub fn run_status(status: RunStatus) -> Cell {

@@ -23,11 +23,22 @@ impl Engine {
         lp: &Loop,
         allow_overlap: bool,
     ) -> Result<(Run, RunSource), EngineError> {
+        let (run, source) = self.claim_now(lp, allow_overlap)?;
+        Ok((self.finish_claimed(lp, run).await?, source))
+    }
+
+    /// The claim of [`Engine::run_now`], without executing the run: the returned run
+    /// is `running` and must be handed to [`Engine::finish_claimed`] (by this engine),
+    /// which starts its process.
+    pub fn claim_now(
+        &self,
+        lp: &Loop,
+        allow_overlap: bool,
+    ) -> Result<(Run, RunSource), EngineError> {
         let now = self.clock.now();
         let exclusive = lp.overlap == Overlap::Skip && !allow_overlap;
         let due =
             lp.status == loops_core::LoopStatus::Active && lp.next_run_at.is_some_and(|t| t <= now);
-        let mut attempt = None;
         if due {
             let (slot, source) = match (lp.retry_scheduled_for, lp.next_run_at) {
                 (Some(retry), _) => (retry, RunSource::RetrySlot),
@@ -48,23 +59,24 @@ impl Engine {
                 .claim_run(&req, advance.as_ref(), self.fence())
                 .map_err(|e| self.note_store_error(e))?
             {
-                Ok(run) => attempt = Some((run, source)),
+                Ok(run) => return Ok((run, source)),
                 Err(ClaimRefused::LoopBusy) => return Err(self.busy(lp)),
                 Err(refused) => tracing::debug!(?refused, "due slot not claimable; running ad hoc"),
             }
         }
-        let (run, source) = match attempt {
-            Some(found) => found,
-            None => (self.claim_ad_hoc(lp, now, exclusive)?, RunSource::AdHoc),
-        };
+        Ok((self.claim_ad_hoc(lp, now, exclusive)?, RunSource::AdHoc))
+    }
+
+    /// Executes a run [`Engine::claim_now`] claimed, here, and returns it as recorded
+    /// once it ended.
+    pub async fn finish_claimed(&self, lp: &Loop, run: Run) -> Result<Run, EngineError> {
         let task = self.task();
         let finished = self.execute_claimed(lp, run.clone()).await;
         drop(task);
-        let finished = match finished {
+        Ok(match finished {
             Some(r) => r,
             None => self.store.get_run(&run.id)?.unwrap_or(run),
-        };
-        Ok((finished, source))
+        })
     }
 
     /// Claims a one-off slot at `now` — or a millisecond later, when another ad-hoc run

@@ -23,17 +23,21 @@
 
 mod claims;
 mod definitions;
+mod events;
 mod leases;
 mod loops;
 mod notify;
+mod reports;
 mod runs;
 mod workflows;
 
 pub use claims::*;
 pub use definitions::*;
+pub use events::*;
 pub use leases::*;
 pub use loops::*;
 pub use notify::*;
+pub use reports::*;
 pub use runs::*;
 pub use workflows::*;
 
@@ -130,6 +134,15 @@ macro_rules! store_suite {
             the_default_applies_to_loops_without_settings_of_their_own,
             deliveries_are_claimed_by_one_runner_and_recorded,
             runs_by_id_prefix_and_created_since,
+            // the event log (#13)
+            loop_changes_are_logged_in_order,
+            run_starts_and_ends_are_logged_with_their_loop,
+            pruning_takes_events_along_and_numbers_are_never_reused,
+            workflow_events_are_mirrored_and_pruned_with_their_run,
+            // imports and roll-ups
+            import_is_one_transaction_or_nothing,
+            run_facts_reports_recent_rows_success_and_window,
+            usage_since_lists_runs_and_steps_with_usage,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -298,6 +311,8 @@ mod tests {
             include_str!("workflows.rs"),
             include_str!("definitions.rs"),
             include_str!("notify.rs"),
+            include_str!("events.rs"),
+            include_str!("reports.rs"),
         ];
         let this = include_str!("mod.rs");
         let listed = &this[this.find("macro_rules! store_suite").unwrap()..];
@@ -315,6 +330,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 48);
+        assert_eq!(count, 55);
     }
 }

@@ -2,7 +2,6 @@
 //! (through the functions `edit` shares, in `definition`). Everything is checked
 //! before the store is touched, so bad input writes nothing.
 
-use super::definition::{self, AgentFlags, CommandFlags};
 use super::Context;
 use crate::cli::{CommonCreate, CreateCommand};
 use crate::exit::Exit;
@@ -11,6 +10,7 @@ use crate::output::{self, print_json};
 use crate::Failure;
 use loops_core::{Policy, Target};
 use loops_runtime::client::LoopDefinition;
+use loops_runtime::definition::{self, AgentFlags, CommandFlags};
 
 pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<Exit, Failure> {
     let now = output::now();
@@ -21,29 +21,36 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<Exit, Failure> {
                 shell: Some(!args.no_shell),
                 args: Some(args.args),
             };
-            let target = definition::command_target(None, flags, &args.common.def)?;
+            let target = definition::command_target(None, flags, &args.common.def.flags())
+                .map_err(Failure::usage)?;
             (args.common, Target::Command(target))
         }
         CreateCommand::Agent(args) => {
+            let options = args.options.flags();
             let flags = AgentFlags {
                 provider: Some(&args.provider),
                 prompt: args.prompt.as_deref(),
                 prompt_file: args.prompt_file.as_deref(),
-                options: &args.options,
+                options: &options,
             };
-            let target = definition::agent_target(None, flags, &args.common.def)?;
+            let target = definition::agent_target(None, flags, &args.common.def.flags())
+                .map_err(Failure::usage)?;
             (args.common, Target::Agent(target))
         }
         CreateCommand::Workflow(args) => {
-            let target = definition::workflow_target(None, Some(&args.workflow), &args.common.def)?;
+            let target =
+                definition::workflow_target(None, Some(&args.workflow), &args.common.def.flags())
+                    .map_err(Failure::usage)?;
             (args.common, Target::Workflow(target))
         }
     };
-    let flags = &common.def;
-    let schedule = definition::schedule(flags, None, now)?.ok_or_else(|| {
-        // clap's required group makes this unreachable; keep a clear message anyway.
-        Failure::usage("a schedule is required: --at, --every, --cron or --dynamic")
-    })?;
+    let flags = &common.def.flags();
+    let schedule = definition::schedule(flags, None, now)
+        .map_err(Failure::usage)?
+        .ok_or_else(|| {
+            // clap's required group makes this unreachable; keep a clear message anyway.
+            Failure::usage("a schedule is required: --at, --every, --cron or --dynamic")
+        })?;
     let mut def = LoopDefinition {
         name: common.name.clone(),
         description: None,
@@ -53,10 +60,10 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<Exit, Failure> {
         labels: Vec::new(),
         notify: None,
     };
-    definition::apply(&mut def, flags, now)?;
+    definition::apply(&mut def, flags, now).map_err(Failure::usage)?;
     let client = ctx.client()?;
     if flags.preflight {
-        definition::preflight(&client, &def.target)?;
+        definition::preflight(&client, &def.target).map_err(Failure::usage)?;
     }
     let mut lp = client.create(def, now)?;
     if ctx.json {

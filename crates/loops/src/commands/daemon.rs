@@ -5,8 +5,8 @@ use crate::cli::{DaemonCommand, DaemonInstallArgs, DaemonLogsArgs, DaemonRunArgs
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json};
 use crate::Failure;
-use loops_core::format_instant;
-use loops_runtime::daemon::{DaemonConfig, LOG_FILE, PID_FILE};
+use loops_runtime::daemon::{DaemonConfig, LOG_FILE};
+use loops_runtime::daemon_view::{stalled_text, DaemonState, StalePidFile};
 use loops_runtime::process::is_same_process_alive;
 use loops_runtime::Client;
 use loops_store::{DATA_DIR_ENV, DB_FILE};
@@ -104,207 +104,10 @@ fn refuse_corrupt(client: &Client, db: &Path) -> Result<(), Failure> {
     )))
 }
 
-/// Whether this store's daemon runs, judged from the lease row alone: its pid, the
-/// process start time recorded with it and its host must match a live process. A pid
-/// file is never evidence; one that does not name the lease holder is stale.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DaemonState {
-    /// The lease is current and (on this host) its holder is the same live process.
-    Running,
-    /// The lease expired but its holder (on this host) is still the same live process:
-    /// stopped with SIGSTOP, or hung. It does not schedule, and still blocks a new
-    /// daemon until it is stopped or its process is gone.
-    Stalled,
-    /// No lease, a released one, or one whose holder process is gone.
-    Stopped,
-}
-
-impl DaemonState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DaemonState::Running => "running",
-            DaemonState::Stalled => "stalled",
-            DaemonState::Stopped => "stopped",
-        }
-    }
-}
-
-/// The lease holder of a running or stalled daemon.
-pub struct Holder {
-    pub pid: u32,
-    pub pid_start_time: Option<u64>,
-    pub host: String,
-    /// The holder is on this host (so its pid can be checked and signalled).
-    pub local: bool,
-    pub since: loops_core::Instant,
-    pub expires: loops_core::Instant,
-}
-
-/// A pid file that does not name the lease holder.
-pub struct StalePidFile {
-    pub path: PathBuf,
-    /// Its exact contents, so removal can make sure nobody rewrote it meanwhile.
-    contents: String,
-    /// The pid it names, if it names one.
-    pub pid: Option<u32>,
-}
-
-/// What `daemon status`, `stop`, `start` and `doctor` all go by.
-pub struct DaemonView {
-    pub state: DaemonState,
-    /// `Some` exactly when running or stalled.
-    pub holder: Option<Holder>,
-    pub stale_pid_file: Option<StalePidFile>,
-}
-
-/// Reads the pid file, then the lease, in that order: a daemon writes its pid file
-/// only after taking the lease, so a pid file read first that does not name the
-/// holder read second is stale.
-pub fn inspect_daemon(client: &Client, dir: &Path) -> Result<DaemonView, Failure> {
-    let path = dir.join(PID_FILE);
-    let contents = std::fs::read_to_string(&path).ok();
-    let this_host = loops_runtime::process::hostname();
-    let now = output::now();
-    if client.store_has_runners() {
-        return inspect_runner(client, path, contents, &this_host);
-    }
-    let lease = client.daemon_lease()?;
-    let (state, holder) = match lease {
-        None => (DaemonState::Stopped, None),
-        Some(lease) => {
-            let local = lease.holder.host == this_host;
-            let current = lease.expires_at > now;
-            let state = if local {
-                if !is_same_process_alive(lease.holder.pid, lease.holder.pid_start_time) {
-                    DaemonState::Stopped
-                } else if current {
-                    DaemonState::Running
-                } else {
-                    DaemonState::Stalled
-                }
-            } else if current {
-                DaemonState::Running
-            } else {
-                DaemonState::Stopped
-            };
-            let holder = (state != DaemonState::Stopped).then_some(Holder {
-                pid: lease.holder.pid,
-                pid_start_time: lease.holder.pid_start_time,
-                host: lease.holder.host,
-                local,
-                since: lease.acquired_at,
-                expires: lease.expires_at,
-            });
-            (state, holder)
-        }
-    };
-    let stale_pid_file = contents.and_then(|contents| {
-        let pid = contents.trim().parse::<u32>().ok();
-        let names_holder = matches!((&holder, pid), (Some(h), Some(p)) if h.pid == p);
-        (!names_holder).then_some(StalePidFile {
-            path: path.clone(),
-            contents,
-            pid,
-        })
-    });
-    Ok(DaemonView {
-        state,
-        holder,
-        stale_pid_file,
-    })
-}
-
-/// [`inspect_daemon`] on a store with runners: this data dir's daemon is the runner
-/// its pid file names, on this host, as its newest runner row confirms (pid, start
-/// time, host); live by the store's clock, stalled when its lease expired while its
-/// process lives.
-fn inspect_runner(
-    client: &Client,
-    path: PathBuf,
-    contents: Option<String>,
-    this_host: &str,
-) -> Result<DaemonView, Failure> {
-    let pid = contents
-        .as_deref()
-        .and_then(|c| c.trim().parse::<u32>().ok());
-    let runners = client.runners()?;
-    let mine = pid.and_then(|pid| {
-        runners
-            .iter()
-            .filter(|r| r.host == this_host && r.pid == pid && !r.released)
-            .max_by_key(|r| r.epoch)
-    });
-    let (state, holder) = match mine {
-        Some(r) if is_same_process_alive(r.pid, r.pid_start_time) => {
-            let state = if r.live {
-                DaemonState::Running
-            } else {
-                DaemonState::Stalled
-            };
-            let holder = Holder {
-                pid: r.pid,
-                pid_start_time: r.pid_start_time,
-                host: r.host.clone(),
-                local: true,
-                since: r.started_at,
-                // By this host's clock: the store's `now` minus the time left.
-                expires: output::now() + (r.expires_at - r.now),
-            };
-            (state, Some(holder))
-        }
-        _ => (DaemonState::Stopped, None),
-    };
-    let stale_pid_file = contents.and_then(|contents| {
-        (holder.is_none()).then_some(StalePidFile {
-            path,
-            contents,
-            pid,
-        })
-    });
-    Ok(DaemonView {
-        state,
-        holder,
-        stale_pid_file,
-    })
-}
-
-impl StalePidFile {
-    /// Removes the file if it still holds what was read: a daemon that took the lease
-    /// since then has written its own pid, which stays.
-    pub fn remove(&self) -> bool {
-        match std::fs::read_to_string(&self.path) {
-            Ok(now) if now == self.contents => std::fs::remove_file(&self.path).is_ok(),
-            _ => false,
-        }
-    }
-
-    /// `stale pid file /x/daemon.pid names pid 123, which is not running`.
-    pub fn describe(&self) -> String {
-        let what = match self.pid {
-            Some(pid) if is_same_process_alive(pid, None) => {
-                format!("names pid {pid}, which is not this store's daemon")
-            }
-            Some(pid) => format!("names pid {pid}, which is not running"),
-            None => "does not name a pid".to_owned(),
-        };
-        format!("stale pid file {} {what}", self.path.display())
-    }
-}
-
-/// `pid 123 on host, lease expired 5s ago; SIGSTOPped or hung?`
-pub fn stalled_text(h: &Holder, now: loops_core::Instant) -> String {
-    format!(
-        "pid {} on {}, lease expired {}; SIGSTOPped or hung?",
-        h.pid,
-        h.host,
-        output::relative(h.expires, now)
-    )
-}
-
 fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let dir = client.data_dir().to_path_buf();
-    let view = inspect_daemon(&client, &dir)?;
+    let view = client.daemon_view()?;
     match (view.state, &view.holder) {
         (DaemonState::Running, Some(h)) => {
             return Err(Failure::failed(format!(
@@ -435,8 +238,7 @@ fn read_from(path: &Path, offset: u64) -> String {
 fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
     let timeout = args.timeout.0;
     let client = ctx.reader()?;
-    let dir = client.data_dir().to_path_buf();
-    let view = inspect_daemon(&client, &dir)?;
+    let view = client.daemon_view()?;
     if let Some(stale) = &view.stale_pid_file {
         stale.remove();
     }
@@ -493,12 +295,9 @@ fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
 
 fn status(ctx: &Context) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
-    let dir = client.data_dir().to_path_buf();
     let now = output::now();
-    let view = inspect_daemon(&client, &dir)?;
-    let running = client.running_runs()?;
-    // A row that no longer decodes does not stop the status report.
-    let next_due = client.next_due_loop()?;
+    let status = client.daemon_status()?;
+    let view = &status.view;
     let removed = view
         .stale_pid_file
         .as_ref()
@@ -511,20 +310,7 @@ fn status(ctx: &Context) -> Result<Exit, Failure> {
     };
     let holder = view.holder.as_ref();
     if ctx.json {
-        print_json(&serde_json::json!({
-            "state": view.state.as_str(),
-            "running": holder.is_some(),
-            "pid": holder.map(|h| h.pid),
-            "host": holder.map(|h| h.host.clone()),
-            "since": holder.map(|h| format_instant(&h.since)),
-            "uptimeMs": holder.map(|h| (now - h.since).num_milliseconds().max(0)),
-            "leaseExpiresAt": holder.map(|h| format_instant(&h.expires)),
-            "runningRuns": running,
-            "nextDue": next_due.as_ref().map(|l| serde_json::json!({"id": l.id, "name": l.name, "nextRunAt": l.next_run_at.map(|t| format_instant(&t))})),
-            "stalePidFile": view.stale_pid_file.is_some(),
-            "backend": client.backend().kind(),
-            "store": client.backend().location(),
-        }))?;
+        print_json(&status.to_json(now))?;
         return Ok(code);
     }
     match (view.state, holder) {
@@ -553,8 +339,8 @@ fn status(ctx: &Context) -> Result<Exit, Failure> {
         client.backend().kind(),
         client.backend().location()
     )?;
-    outln!("running runs: {}", running.len())?;
-    for run in &running {
+    outln!("running runs: {}", status.running.len())?;
+    for run in &status.running {
         outln!(
             "  {} {} attempt {} since {}",
             run.id,
@@ -563,7 +349,7 @@ fn status(ctx: &Context) -> Result<Exit, Failure> {
             output::when(run.started_at, now)
         )?;
     }
-    match next_due {
+    match &status.next_due {
         Some(l) => outln!("next due: {} {}", l.name, output::when(l.next_run_at, now))?,
         None => outln!("next due: none")?,
     }

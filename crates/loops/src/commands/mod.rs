@@ -5,26 +5,30 @@
 mod completions;
 mod create;
 mod daemon;
-mod definition;
 mod doctor;
 mod edit;
+mod export;
+mod health;
+mod import;
 mod lifecycle;
 mod list;
 mod logs;
+mod mcp;
 mod notify;
 mod prune;
 mod run_now;
 mod runners;
 mod runs;
 mod runs_follow;
+mod serve;
 mod tick;
+mod usage;
 mod workflows;
 
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;
 use crate::Failure;
-use loops_runtime::client::{Client, ClientError};
-use loops_store::StoreError;
+use loops_runtime::client::Client;
 use std::path::PathBuf;
 
 /// Global options every command sees.
@@ -58,28 +62,14 @@ impl Context {
             .filter(|s| !s.is_empty() && *s != "sqlite")
     }
 
-    /// Opens the store for a command that only reads. An existing, current database
-    /// is opened read-only: nothing is written, a writer holding the lock for seconds
-    /// does not delay the read, and a store whose file or directory is not writable
-    /// can still be read. A missing or older database is opened as by
-    /// [`Context::client`] (created or migrated first).
+    /// Opens the store for a command that only reads (see
+    /// [`Client::open_for_reading`]: read-only when the database exists and is
+    /// current, else created or migrated first).
     pub fn reader(&self) -> Result<Client, Failure> {
-        if self.store_url().is_some() {
-            // A database server: reads need no special open.
-            return self.client();
-        }
-        let dir = self.data_dir()?;
-        let db = dir.join(loops_store::DB_FILE);
-        if std::fs::metadata(&db).is_ok_and(|m| m.len() > 0) {
-            match Client::open_read_only(&dir) {
-                Ok(client) => return Ok(client),
-                // Needs setting up or migrating: a read-write open does that, or
-                // says why it cannot.
-                Err(ClientError::Store(StoreError::ReadOnly { .. })) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        self.client()
+        Ok(Client::open_for_reading(
+            &self.data_dir()?,
+            self.store_url(),
+        )?)
     }
 }
 
@@ -110,9 +100,14 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::RunNow(args) => run_now::run(&ctx, args),
         Command::Tick(args) => tick::run(&ctx, args),
         Command::Doctor => doctor::run(&ctx),
+        Command::Health(args) => health::run(&ctx, args),
+        Command::Usage(args) => usage::run(&ctx, args),
+        Command::Export(args) => export::run(&ctx, args),
+        Command::Import(args) => import::run(&ctx, args),
         Command::Prune(args) => prune::run(&ctx, args),
         Command::Daemon(cmd) => daemon::run(&ctx, cmd),
         Command::Workflows(cmd) => workflows::run(&ctx, cmd),
+        Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Completions(args) => completions::run(args),
         Command::Edit(args) => edit::edit(&ctx, args),
         Command::Rename(args) => edit::rename(&ctx, args),
@@ -121,6 +116,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Notify(cmd) => notify::run(&ctx, cmd),
         Command::Logs(args) => logs::run(&ctx, args),
         Command::Runners => runners::run(&ctx),
+        Command::Serve(args) => serve::run(&ctx, args),
     }
 }
 

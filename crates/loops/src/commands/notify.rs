@@ -1,13 +1,13 @@
 //! `notify set|show|clear|test`: the store-wide default notifications, used by loops
 //! without `--notify-*` settings of their own (README, "Notifications").
 
-use super::definition::parse_enum;
 use super::{runtime, Context};
 use crate::cli::{NotifyCommand, NotifySetArgs, NotifyShowArgs, NotifyTestArgs};
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json};
 use crate::Failure;
 use loops_core::{Notify, NotifyChannel, NotifyOn};
+use loops_runtime::definition::parse_enum;
 
 pub fn run(ctx: &Context, cmd: NotifyCommand) -> Result<Exit, Failure> {
     match cmd {
@@ -23,7 +23,8 @@ fn set(ctx: &Context, args: NotifySetArgs) -> Result<Exit, Failure> {
         .notify_on
         .as_deref()
         .map(|v| parse_enum::<NotifyOn>("--notify-on", v))
-        .transpose()?;
+        .transpose()
+        .map_err(Failure::usage)?;
     if args.notify_cmd.is_none() && args.notify_url.is_none() {
         return Err(Failure::usage(
             "notify set needs --notify-cmd or --notify-url (`loops notify clear` removes the default)",

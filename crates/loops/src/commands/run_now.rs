@@ -7,23 +7,8 @@ use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
-use loops_core::{Run, RunSource, RunStatus};
-use serde::Serialize;
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RunNowInfo {
-    source: RunSource,
-    advances_loop: bool,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RunNowOutput<'a> {
-    #[serde(flatten)]
-    run: &'a Run,
-    run_now: RunNowInfo,
-}
+use loops_core::RunStatus;
+use loops_runtime::client::RunNowJson;
 
 pub fn run(ctx: &Context, args: RunNowArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
@@ -34,13 +19,7 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<Exit, Failure> {
         output::redact_run(&mut shown);
     }
     if ctx.json {
-        print_json(&RunNowOutput {
-            run: &shown,
-            run_now: RunNowInfo {
-                source,
-                advances_loop: source != RunSource::AdHoc,
-            },
-        })?;
+        print_json(&RunNowJson::new(&shown, source))?;
     } else {
         outln!(
             "run {} of {} ({}, attempt {}): {}{}{}",

@@ -1,21 +1,28 @@
 //! `runners`: the daemons sharing a PostgreSQL store (issue #12): host, labels,
-//! capacity, running runs, heartbeat age and lease state, by the store's clock.
+//! capacity, running runs, heartbeat age and lease state, by the store's clock. On
+//! SQLite `--json` lists the one daemon as its one runner (see
+//! `Client::runners_json`).
 
 use super::Context;
 use crate::exit::Exit;
-use crate::output::{self, print_json, Table};
+use crate::output::{self, outln, print_json, Table};
 use crate::Failure;
-use loops_core::format_instant;
 
 pub fn run(ctx: &Context) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
+    if ctx.json {
+        // On SQLite: its one daemon as its one runner, or an empty list.
+        print_json(&client.runners_json()?)?;
+        return Ok(Exit::Success);
+    }
     if !client.store_has_runners() {
-        return Err(Failure::usage(format!(
-            "this store ({} {}) has one daemon, not runners; see `loops daemon status` \
+        outln!(
+            "this store ({} {}) has one daemon, not runners: see `loops daemon status` \
              (runners need --store postgres://…)",
             client.backend().kind(),
             client.backend().location()
-        )));
+        )?;
+        return Ok(Exit::Success);
     }
     let runners = client.runners()?;
     let lease = |r: &loops_store::RunnerInfo| {
@@ -27,29 +34,6 @@ pub fn run(ctx: &Context) -> Result<Exit, Failure> {
             "expired"
         }
     };
-    if ctx.json {
-        let list: Vec<serde_json::Value> = runners
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "epoch": r.epoch,
-                    "runnerId": r.runner_id,
-                    "host": r.host,
-                    "pid": r.pid,
-                    "labels": r.labels,
-                    "capacity": r.capacity,
-                    "running": r.running,
-                    "startedAt": format_instant(&r.started_at),
-                    "heartbeatAt": format_instant(&r.heartbeat_at),
-                    "heartbeatAgeMs": (r.now - r.heartbeat_at).num_milliseconds().max(0),
-                    "leaseExpiresAt": format_instant(&r.expires_at),
-                    "lease": lease(r),
-                })
-            })
-            .collect();
-        print_json(&list)?;
-        return Ok(Exit::Success);
-    }
     let mut table = Table::new(vec![
         "EPOCH",
         "HOST",

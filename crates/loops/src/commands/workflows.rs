@@ -9,15 +9,11 @@ use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
-use loops_core::limits::{MAX_PROMPT_BYTES, MAX_SPEC_BYTES};
-use loops_core::workflow::{
-    parse_spec, validate, Dag, StepRun, StepTarget, Workflow, WorkflowSpec,
-};
-use loops_core::{StepStatus, Target, WorkflowRunStatus, WorkflowStatus};
-use loops_runtime::input::{absolute_path, read_text};
+use loops_core::workflow::{Dag, StepRun, StepTarget, Workflow, WorkflowSpec};
+use loops_core::{StepStatus, WorkflowRunStatus, WorkflowStatus};
+use loops_runtime::workflow_file::{load_spec_file, workflow_json};
 use loops_runtime::Client;
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 
 pub fn run(ctx: &Context, cmd: WorkflowsCommand) -> Result<Exit, Failure> {
     match cmd {
@@ -35,87 +31,14 @@ pub fn run(ctx: &Context, cmd: WorkflowsCommand) -> Result<Exit, Failure> {
     }
 }
 
-/// Reads, parses and validates a spec file (at most [`MAX_SPEC_BYTES`]). Paths in it
-/// are relative to the spec's directory (`~/` is `$HOME`) and stored absolute: a step's
-/// `cwd`, and each `promptFile`, which is read (at most [`MAX_PROMPT_BYTES`]) and stored
-/// as text with its absolute source path.
+/// Reads, parses and validates a spec file (see
+/// [`loops_runtime::workflow_file::load_spec_file`]).
 fn load_spec(args: &WorkflowFileArgs) -> Result<WorkflowSpec, Failure> {
-    let file = args.file.display();
-    let text = read_text(&args.file, MAX_SPEC_BYTES, "workflow spec").map_err(Failure::usage)?;
-    let mut spec = parse_spec(&text).map_err(|e| Failure::usage(format!("{file}: {e}")))?;
-    if let Some(name) = &args.name {
-        spec.name = name.clone();
-    }
-    let base = args.file.parent().unwrap_or(Path::new("."));
-    for step in &mut spec.steps {
-        let label = format!("step {:?}", step.id);
-        let (cwd, prompt_file) = match &mut step.target {
-            StepTarget::Command(c) => (&mut c.cwd, None),
-            StepTarget::Agent(a) => (&mut a.cwd, Some((&mut a.prompt_file, &mut a.prompt))),
-        };
-        if let Some(dir) = cwd.as_mut().filter(|d| !d.trim().is_empty()) {
-            *dir = absolute_path(dir, Some(base), &format!("{label}: cwd"))
-                .map_err(|e| Failure::usage(format!("{file}: {e}")))?;
-        }
-        if let Some((Some(path), prompt)) = prompt_file {
-            let abs = absolute_path(path, Some(base), &format!("{label}: promptFile"))
-                .map_err(|e| Failure::usage(format!("{file}: {e}")))?;
-            let what = format!("{label}: promptFile");
-            *prompt =
-                read_text(Path::new(&abs), MAX_PROMPT_BYTES, &what).map_err(Failure::usage)?;
-            *path = abs;
-        }
-    }
-    validate(&spec).map_err(|e| Failure::usage(format!("{}: {e}", args.file.display())))?;
-    if args.preflight {
-        let mut problems = Vec::new();
-        for step in &spec.steps {
-            let target = match &step.target {
-                StepTarget::Command(c) => Target::Command(c.clone()),
-                StepTarget::Agent(a) => Target::Agent(a.clone()),
-            };
-            for p in loops_runtime::preflight::check_target(&target) {
-                problems.push(format!("step {:?}: {p}", step.id));
-            }
-        }
-        if !problems.is_empty() {
-            return Err(Failure::usage(format!(
-                "preflight failed: {}",
-                problems.join("; ")
-            )));
-        }
-    }
-    Ok(spec)
-}
-
-fn redacted(mut spec: WorkflowSpec) -> WorkflowSpec {
-    for step in &mut spec.steps {
-        match &mut step.target {
-            StepTarget::Agent(a) => {
-                a.prompt = format!("[redacted {} chars]", a.prompt.chars().count());
-                a.env.values_mut().for_each(|v| *v = "[redacted]".into());
-            }
-            StepTarget::Command(c) => c.env.values_mut().for_each(|v| *v = "[redacted]".into()),
-        }
-    }
-    spec
+    load_spec_file(&args.file, args.name.as_deref(), args.preflight).map_err(Failure::usage)
 }
 
 fn record_json(record: &Workflow) -> serde_json::Value {
-    let mut shown = record.clone();
-    shown.spec = redacted(shown.spec);
-    let mut value = serde_json::to_value(&shown).unwrap_or_default();
-    // OpenLoops shape: the spec's fields at top level.
-    if let Some(obj) = value.as_object_mut() {
-        if let Some(serde_json::Value::Object(spec)) = obj.remove("spec") {
-            for (k, v) in spec {
-                if k != "name" && k != "version" {
-                    obj.insert(k, v);
-                }
-            }
-        }
-    }
-    value
+    workflow_json(record)
 }
 
 fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<Exit, Failure> {
@@ -236,13 +159,7 @@ fn show(ctx: &Context, args: WorkflowArg) -> Result<Exit, Failure> {
 
 fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
-    let workflow = client.get_workflow(&args.workflow)?;
-    if workflow.status != WorkflowStatus::Active {
-        return Err(Failure::usage(format!(
-            "workflow {} v{} is archived",
-            workflow.name, workflow.version
-        )));
-    }
+    let workflow = client.runnable_workflow(&args.workflow)?;
     let timeout = args.timeout.map(loops_core::Duration::to_std);
     let live = !ctx.json && std::io::stdout().is_terminal();
     let rt = runtime()?;
@@ -417,7 +334,7 @@ fn print_step_output(steps: &[StepRun]) -> Result<(), Failure> {
 
 fn redact_step(mut s: StepRun, reveal: bool) -> StepRun {
     if !reveal {
-        output::redact_streams(&mut s.stdout, &mut s.stderr);
+        output::redact_step(&mut s);
     }
     s
 }

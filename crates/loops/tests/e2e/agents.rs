@@ -709,7 +709,7 @@ fn preflight_checks_executable_account_and_fields() {
     let (code, err) = w.fail(&[
         "create",
         "agent",
-        "b",
+        "bk",
         "--every",
         "1h",
         "--provider",
@@ -826,7 +826,7 @@ fn real_bin_dir() -> PathBuf {
 
 /// The bin dir when `cli` is installed; otherwise says why the test is skipped (and
 /// fails under CI, which installs the CLIs).
-fn real_cli(cli: &str) -> Option<PathBuf> {
+pub(crate) fn real_cli(cli: &str) -> Option<PathBuf> {
     let dir = real_bin_dir();
     if dir.join(cli).exists() {
         return Some(dir);
@@ -1076,4 +1076,137 @@ fn real_opencode_succeeds_against_the_mock() {
 #[test]
 fn real_opencode_http_400_fails_the_run() {
     real_failure(&OPENCODE);
+}
+
+/// `loops usage` (#11 item 11): the usage agent runs and agent steps reported, added
+/// up by loop, provider or day, from `--since` on, with totals.
+#[test]
+fn usage_adds_up_agent_runs_and_steps_by_loop_provider_and_day() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    // claude reports 11 in / 7 out and a cost; codex 12 / 8 and no cost.
+    fakes.canned("claude", &fixture("claude_success.json"), 0);
+    fakes.canned("codex", &fixture("codex_success.jsonl"), 0);
+    let doc = w.json(&["usage"]);
+    assert_eq!(doc["groups"], serde_json::json!([]));
+    assert!(w.ok(&["usage"]).contains("no agent usage recorded since"));
+
+    create_agent(&w, "review", "claude", &["--prompt", "Review."]);
+    create_agent(&w, "triage", "codex", &["--prompt", "Triage."]);
+    w.create_cmd("plain", &["--every", "1h"], "true");
+    let mut review_runs = Vec::new();
+    for _ in 0..3 {
+        let (code, run) = run_now(&w, "review");
+        assert_eq!(code, 0, "{run}");
+        review_runs.push(run["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(run_now(&w, "triage").0, 0);
+    assert_eq!(run_now(&w, "plain").0, 0);
+    let spec = serde_json::json!({"name": "agentic", "steps": [
+        {"id": "review", "target": {"type": "agent", "provider": "claude", "prompt": "Review it."}}
+    ]});
+    let path = w.root.path().join("wf.json");
+    std::fs::write(&path, spec.to_string()).unwrap();
+    w.ok(&["workflows", "create", path.to_str().unwrap()]);
+    w.ok(&["workflows", "run", "agentic"]);
+    // One review run finished ten days ago.
+    let conn = rusqlite::Connection::open(w.db_path()).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE runs SET finished_at = finished_at - 864000000 WHERE id = ?1",
+            [&review_runs[0]],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+
+    let cost = 0.000_184; // claude_success.json's total_cost_usd, about
+    let near = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-9;
+    let doc = w.json(&["usage"]);
+    assert_eq!(doc["by"], "loop");
+    let groups = doc["groups"].as_array().unwrap();
+    let keys: Vec<&str> = groups.iter().map(|g| g["key"].as_str().unwrap()).collect();
+    // By cost, then tokens: the two priced review runs, the priced step, then codex.
+    assert_eq!(keys, ["review", "workflow agentic", "triage"], "{doc}");
+    let review = &groups[0];
+    assert_eq!((&review["runs"], &review["steps"]), (&2.into(), &0.into()));
+    assert_eq!(
+        (&review["inputTokens"], &review["outputTokens"]),
+        (&22.into(), &14.into())
+    );
+    assert!(near(&review["costUsd"], 2.0 * cost), "{review}");
+    let triage = &groups[2];
+    assert_eq!(
+        (&triage["inputTokens"], &triage["outputTokens"]),
+        (&12.into(), &8.into())
+    );
+    assert_eq!(triage["costUsd"], Value::Null);
+    assert_eq!(triage["unpriced"], 1);
+    assert_eq!(groups[1]["steps"], 1);
+    let total = &doc["total"];
+    assert_eq!((&total["runs"], &total["steps"]), (&3.into(), &1.into()));
+    assert_eq!(
+        (&total["inputTokens"], &total["outputTokens"]),
+        (&45.into(), &29.into())
+    );
+    assert!(near(&total["costUsd"], 3.0 * cost), "{total}");
+    assert_eq!(total["unpriced"], 1);
+
+    // A longer window takes the old run in.
+    let month = w.json(&["usage", "--since", "30d"]);
+    assert_eq!(month["groups"][0]["runs"], 3);
+    assert_eq!(month["total"]["inputTokens"], 56);
+    // By provider: the step's provider from its spec.
+    let by_provider = w.json(&["usage", "--by", "provider"]);
+    let providers: Vec<(&str, u64, u64)> = by_provider["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["key"].as_str().unwrap(),
+                g["runs"].as_u64().unwrap(),
+                g["steps"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(providers, [("claude", 2, 1), ("codex", 1, 0)]);
+    // By day (UTC): the old run's day first.
+    let by_day = w.json(&["usage", "--by", "day", "--since", "30d"]);
+    let days = by_day["groups"].as_array().unwrap();
+    let old_day = (chrono::Utc::now() - chrono::TimeDelta::days(10))
+        .format("%Y-%m-%d")
+        .to_string();
+    assert_eq!(days[0]["key"], old_day.as_str(), "{by_day}");
+    assert_eq!(days[0]["runs"], 1);
+    let counted: u64 = days.iter().map(|d| d["runs"].as_u64().unwrap()).sum();
+    assert_eq!(counted, 4);
+
+    // The table, with a total line.
+    let text = w.ok(&["usage"]);
+    for needle in [
+        "LOOP",
+        "INPUT",
+        "OUTPUT",
+        "COST",
+        "review",
+        "workflow agentic",
+        "total",
+        "(1 unpriced)",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing:\n{text}");
+    }
+    // Bad input: one line, exit 2.
+    for (args, needle) in [
+        (
+            vec!["usage", "--by", "week"],
+            "invalid --by \"week\": expected one of loop, provider, day",
+        ),
+        (vec!["usage", "--since", "0"], "--since"),
+    ] {
+        let (code, err) = w.fail(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
 }

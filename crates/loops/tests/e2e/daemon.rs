@@ -563,7 +563,7 @@ fn doctor_reports_and_fails_on_corrupt_db() {
     w.json(&[
         "create",
         "command",
-        "bad",
+        "broken",
         "--every",
         "1h",
         "--no-shell",
@@ -589,8 +589,8 @@ fn doctor_reports_and_fails_on_corrupt_db() {
     assert_eq!(find("database")["status"], "ok");
     assert_eq!(find("daemon")["status"], "warn");
     assert_eq!(find("loop good")["status"], "ok");
-    assert_eq!(find("loop bad")["status"], "fail");
-    assert!(find("loop bad")["detail"]
+    assert_eq!(find("loop broken")["status"], "fail");
+    assert!(find("loop broken")["detail"]
         .as_str()
         .unwrap_or("")
         .contains("Executable not found in PATH: no-such-tool-xyz"));

@@ -24,6 +24,14 @@ pub enum Mode {
     Reply(String),
     /// Answer every model request with this HTTP status and error message.
     Fail { status: u16, message: String },
+    /// An agent turn with tools (Anthropic's API): a request that offers the tool
+    /// `calls[0]` names is answered with the `tool_use` of the first call whose result
+    /// the conversation does not hold yet (counting its `tool_result` blocks), then,
+    /// once every call has its result, with `reply`. Other requests get `reply`.
+    Tools {
+        calls: Vec<(String, Value)>,
+        reply: String,
+    },
 }
 
 /// One request the mock received.
@@ -200,6 +208,17 @@ fn respond(
             return send_json(out, *status, &error);
         }
         Mode::Reply(reply) => reply.as_str(),
+        Mode::Tools { calls, reply } => match next_tool_call(&request, calls) {
+            Some((n, (name, input))) if route == "/v1/messages" => {
+                let id = format!("toolu_mock_{n}");
+                return if streaming {
+                    send_sse(out, &anthropic_tool_events(&id, name, input))
+                } else {
+                    send_json(out, 200, &anthropic_tool_message(&id, name, input))
+                };
+            }
+            _ => reply.as_str(),
+        },
     };
     match route {
         "/v1/messages" if streaming => send_sse(out, &anthropic_events(reply)),
@@ -343,5 +362,77 @@ fn chat_events(reply: &str) -> Vec<(Option<&'static str>, Value)> {
             Some(json!({"prompt_tokens": 13, "completion_tokens": 9, "total_tokens": 22})),
         ),
         (None, Value::String("[DONE]".into())),
+    ]
+}
+
+/// The call of `calls` a request is to be answered with: the first one whose result
+/// its messages do not hold yet, when the request offers the tools (the first call's
+/// tool among them).
+fn next_tool_call<'a>(
+    request: &Value,
+    calls: &'a [(String, Value)],
+) -> Option<(usize, &'a (String, Value))> {
+    let offered = request
+        .get("tools")
+        .and_then(Value::as_array)?
+        .iter()
+        .any(|t| t.get("name").and_then(Value::as_str) == calls.first().map(|c| c.0.as_str()));
+    if !offered {
+        return None;
+    }
+    let results = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|messages| {
+            messages
+                .iter()
+                .filter_map(|m| m.get("content").and_then(Value::as_array))
+                .flatten()
+                .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool_result"))
+                .count()
+        })
+        .unwrap_or(0);
+    calls.get(results).map(|call| (results, call))
+}
+
+fn anthropic_tool_message(id: &str, name: &str, input: &Value) -> Value {
+    json!({
+        "id": "msg_mock_tool", "type": "message", "role": "assistant", "model": "claude-mock",
+        "content": [{"type": "tool_use", "id": id, "name": name, "input": input}],
+        "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": 11, "output_tokens": 7}
+    })
+}
+
+fn anthropic_tool_events(
+    id: &str,
+    name: &str,
+    input: &Value,
+) -> Vec<(Option<&'static str>, Value)> {
+    vec![
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {
+            "id": "msg_mock_tool", "type": "message", "role": "assistant", "model": "claude-mock",
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 11, "output_tokens": 1}}}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+        ),
+        (
+            Some("content_block_stop"),
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 7}}),
+        ),
+        (Some("message_stop"), json!({"type": "message_stop"})),
     ]
 }

@@ -280,7 +280,7 @@ fn edit_clears_and_replaces_settings_of_each_target_type() {
     w.json(&[
         "create",
         "agent",
-        "a",
+        "ag",
         "--every",
         "1h",
         "--provider",
@@ -290,15 +290,15 @@ fn edit_clears_and_replaces_settings_of_each_target_type() {
         "--model",
         "sonnet",
     ]);
-    w.json(&["edit", "a", "--prompt", "second", "--model", "opus"]);
-    let agent = w.json(&["show", "a", "--show-output"]);
+    w.json(&["edit", "ag", "--prompt", "second", "--model", "opus"]);
+    let agent = w.json(&["show", "ag", "--show-output"]);
     assert_eq!(agent["target"]["prompt"], "second");
     assert_eq!(agent["target"]["model"], "opus");
     let prompt = w.root.path().join("prompt.md");
     std::fs::write(&prompt, "from a file").unwrap();
     w.json(&[
         "edit",
-        "a",
+        "ag",
         "--prompt-file",
         prompt.to_str().unwrap(),
         "--clear",
@@ -306,7 +306,7 @@ fn edit_clears_and_replaces_settings_of_each_target_type() {
         "--provider",
         "codex",
     ]);
-    let agent = w.json(&["show", "a", "--show-output"]);
+    let agent = w.json(&["show", "ag", "--show-output"]);
     assert_eq!(agent["target"]["provider"], "codex");
     assert_eq!(agent["target"]["prompt"], "from a file");
     assert_eq!(agent["target"]["promptFile"], prompt.to_str().unwrap());
@@ -480,7 +480,7 @@ fn list_and_runs_filter_by_labels_statuses_and_time() {
 fn bad_edits_and_filters_are_one_line_exit_2_and_write_nothing() {
     let w = World::new();
     w.create_cmd("a", &["--every", "1h", "--jitter", "30m"], "true");
-    w.create_cmd("b", &["--every", "1h"], "true");
+    w.create_cmd("beta", &["--every", "1h"], "true");
     let before = w.json(&["list", "--all"]);
     let cases: &[(&[&str], &str)] = &[
         (
@@ -553,7 +553,10 @@ fn bad_edits_and_filters_are_one_line_exit_2_and_write_nothing() {
             &["edit", "a", "--every", "0s"],
             "--every: invalid duration \"0s\"",
         ),
-        (&["rename", "a", "b"], "a loop named \"b\" already exists"),
+        (
+            &["rename", "a", "beta"],
+            "a loop named \"beta\" already exists",
+        ),
         (&["rename", "a", "0123456789ab"], "looks like a loop id"),
         (&["unarchive", "a"], "is not archived"),
         (

@@ -1,0 +1,223 @@
+//! Benchmarks of issue #11's read paths: `loops health` over a store with a run history.
+
+use super::{ms, verdict, Bencher, Mono, Stats};
+use anyhow::{bail, Context as _, Result};
+use chrono::{TimeDelta, Utc};
+use loops_core::{
+    Anchor, CommandTarget, Instant, LoopId, LoopStatus, NewLoop, Policy, Run, RunId, RunSource,
+    RunStatus, Schedule, Target,
+};
+use loops_runtime::client::Client;
+use loops_sqlite::SqliteStore;
+use loops_store::{ImportBatch, ImportLoop, LoopAdvance, Store};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+impl Bencher {
+    /// `loops health` (JSON and table) over `loops` fixed-rate loops every `every_ms`
+    /// with `runs` finished runs between them, every run in the last day's window (the
+    /// worst case for the missed-slot count): 2 % failed, 1 % skipped, and every tenth
+    /// loop missing one slot.
+    pub(super) fn health(
+        &self,
+        loops: usize,
+        runs: usize,
+        every_ms: u64,
+        reps: usize,
+    ) -> Result<()> {
+        let dir = self.fresh_dir()?;
+        let data = dir.data();
+        let now = super::whole_ms(Utc::now());
+        let t = Mono::now();
+        let batch = history_batch(loops, runs, every_ms, now)?;
+        let client = Client::open(&data)?;
+        drop(client);
+        let store = SqliteStore::open(&dir.db())?;
+        let imported = store.import(&batch, now)?;
+        drop(store);
+        eprintln!(
+            "{} loops and {} runs written in {:.1} s, db {:.1} MB",
+            imported.loops.len(),
+            imported.runs,
+            t.elapsed().as_secs_f64(),
+            super::file_len(&dir.db()) as f64 / 1e6
+        );
+        let floor = self.time_health(&data, &["--version"], reps)?;
+        let json = self.time_health(&data, &["--json", "health"], reps)?;
+        let table = self.time_health(&data, &["health"], reps)?;
+        // The same work in-process: open, then the report; and the store's part alone.
+        let (mut open, mut report, mut facts) = (vec![], vec![], vec![]);
+        let mut counts = [0; 3];
+        for _ in 0..reps {
+            let t = Mono::now();
+            let client = Client::open_read_only(&data)?;
+            open.push(ms(t.elapsed()));
+            let t = Mono::now();
+            let r = client.health(Utc::now(), &[])?;
+            report.push(ms(t.elapsed()));
+            use loops_core::health::Verdict;
+            counts = [Verdict::Ok, Verdict::Warn, Verdict::Fail].map(|v| r.count(v));
+        }
+        let store = SqliteStore::open_read_only(&dir.db())?;
+        let loops_now = store.list_loops(None)?;
+        for _ in 0..reps {
+            let t = Mono::now();
+            let now = Utc::now();
+            let queries: Vec<_> = loops_now
+                .iter()
+                .map(|lp| loops_core::health::facts_query(lp, now))
+                .collect();
+            std::hint::black_box(store.run_facts(&queries, loops_core::health::RECENT_RUNS)?);
+            facts.push(ms(t.elapsed()));
+        }
+        let (open, report, facts) = (Stats::of(open), Stats::of(report), Stats::of(facts));
+        println!(
+            "process floor: `loops --version` median {:.2} ms, p90 {:.2} ms ({reps} runs)\n",
+            floor.p50, floor.p90
+        );
+        println!("| loops | runs | every | db MB | `--json health` median ms | p90 | max | `health` (table) median ms | p90 | in-process open ms | report ms | of which `run_facts` ms | ok / warn / fail | target ≤ 50 ms |");
+        println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
+        println!(
+            "| {loops} | {runs} | {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} / {} / {} | {} |",
+            loops_core::health::age_text(TimeDelta::milliseconds(every_ms as i64)),
+            super::file_len(&dir.db()) as f64 / 1e6,
+            json.p50,
+            json.p90,
+            json.max,
+            table.p50,
+            table.p90,
+            open.p50,
+            report.p50,
+            facts.p50,
+            counts[0],
+            counts[1],
+            counts[2],
+            verdict(json.p50 <= 50.0)
+        );
+        println!("\n({reps} timed runs each after 3 warm-up runs, stdout to /dev/null, page cache warm.)");
+        Ok(())
+    }
+
+    /// Wall clock of `loops ARGS` (exit 0 or 1: health exits 1 when a loop fails).
+    fn time_health(&self, data: &Path, args: &[&str], reps: usize) -> Result<Stats> {
+        let mut samples = Vec::with_capacity(reps);
+        for i in 0..reps + 3 {
+            let start = Mono::now();
+            let out = Command::new(&self.bin)
+                .args(args)
+                .env("LOOPS_DATA_DIR", data)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .output()
+                .with_context(|| format!("cannot run {}", self.bin.display()))?;
+            let elapsed = start.elapsed();
+            if !matches!(out.status.code(), Some(0 | 1)) {
+                bail!(
+                    "`loops {}` failed ({}): {}",
+                    args.join(" "),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            if i >= 3 {
+                samples.push(ms(elapsed));
+            }
+        }
+        Ok(Stats::of(samples))
+    }
+}
+
+/// `loops` hourly-ish loops, phases spread over the period, each with its share of
+/// `runs` on its last slots before `now`.
+fn history_batch(loops: usize, runs: usize, every_ms: u64, now: Instant) -> Result<ImportBatch> {
+    let per_loop = runs / loops.max(1);
+    let every = TimeDelta::milliseconds(i64::try_from(every_ms)?);
+    let mut batch = ImportBatch::default();
+    for i in 0..loops {
+        let phase = TimeDelta::milliseconds(i64::try_from(every_ms * i as u64 / loops as u64)?);
+        // The loop's newest slot at or before now, on its phase.
+        let epoch = chrono::DateTime::<Utc>::UNIX_EPOCH + phase;
+        let k = (now - epoch).num_milliseconds() / every.num_milliseconds();
+        let newest = epoch + every * i32::try_from(k)?;
+        let mut history = Vec::with_capacity(per_loop);
+        for back in (0..per_loop).rev() {
+            if i % 10 == 0 && back == 5 {
+                continue; // a missed slot
+            }
+            let slot = newest - every * i32::try_from(back)?;
+            let roll = (i * 31 + back * 17) % 100;
+            let status = match roll {
+                0 | 1 => RunStatus::Failed,
+                2 => RunStatus::Skipped,
+                _ => RunStatus::Succeeded,
+            };
+            history.push(history_run(slot, status));
+        }
+        batch.loops.push(ImportLoop {
+            new: NewLoop {
+                name: format!("health-{i}"),
+                description: None,
+                schedule: Schedule::Interval {
+                    every_ms,
+                    anchor: Anchor::FixedRate,
+                },
+                target: Target::Command(CommandTarget {
+                    command: "true".into(),
+                    args: vec![],
+                    cwd: None,
+                    shell: false,
+                    env: Default::default(),
+                    timeout: None,
+                    account: None,
+                }),
+                policy: Policy::default(),
+                labels: vec![],
+                notify: None,
+                next_run_at: Some(newest + every),
+            },
+            state: LoopAdvance {
+                status: LoopStatus::Active,
+                next_run_at: Some(newest + every),
+                retry_scheduled_for: None,
+            },
+            history,
+        });
+    }
+    Ok(batch)
+}
+
+fn history_run(slot: Instant, status: RunStatus) -> Run {
+    let start = slot + TimeDelta::milliseconds(3);
+    let end = start + TimeDelta::milliseconds(900);
+    let ran = status != RunStatus::Skipped;
+    Run {
+        id: RunId::new(""),
+        loop_id: LoopId::new(""),
+        loop_name: String::new(),
+        scheduled_for: slot,
+        due_at: None,
+        attempt: 1,
+        status,
+        source: RunSource::Scheduled,
+        started_at: ran.then_some(start),
+        finished_at: Some(if ran { end } else { start }),
+        exit_code: ran.then_some(if status == RunStatus::Failed { 1 } else { 0 }),
+        duration_ms: ran.then_some(900),
+        stdout: ran.then(|| "ok\n".to_owned()),
+        stderr: ran.then(String::new),
+        error: match status {
+            RunStatus::Failed => Some("exited with status 1".into()),
+            RunStatus::Skipped => Some("previous run still active".into()),
+            _ => None,
+        },
+        pid: None,
+        pid_start_time: None,
+        claimed_by: None,
+        lease_expires_at: None,
+        summary: None,
+        usage: None,
+        created_at: start,
+        updated_at: end,
+    }
+}

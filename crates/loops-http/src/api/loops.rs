@@ -1,0 +1,502 @@
+//! `/v1/loops`: list (the CLI's `list` filters), show, create, edit (a JSON merge patch
+//! over the definition), pause / resume / stop / archive / unarchive, run-now, remove.
+
+use super::blocking;
+use crate::error::{ApiError, ErrorBody};
+use crate::request::{parse_json, read_body, JsonBody, Params};
+use crate::State;
+use axum::extract::{Path, RawQuery, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use loops_core::redact::{redact_loop, redact_run};
+use loops_core::{
+    CatchUp, Instant, Loop, LoopStatus, Notify, Overlap, Policy, Run, RunSource, Schedule, Target,
+};
+use loops_runtime::client::LoopDefinition;
+use loops_store::LoopFilter;
+use serde::{Deserialize, Serialize};
+
+/// A loop's definition as a JSON document: what `POST /v1/loops` takes, and what a
+/// `PATCH` is merged over. The policy fields are the loop document's own (all
+/// optional, with the CLI's defaults).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoopDefinitionBody {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub schedule: Schedule,
+    pub target: Target,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<CatchUp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up_limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<Overlap>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    #[serde(
+        default,
+        with = "loops_core::timefmt::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<Instant>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<u64>,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Notify>,
+    /// Also check that the target could start here now (the CLI's `--preflight`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preflight: bool,
+}
+
+impl LoopDefinitionBody {
+    fn of(def: &LoopDefinition) -> Self {
+        let p = &def.policy;
+        Self {
+            name: def.name.clone(),
+            description: def.description.clone(),
+            schedule: def.schedule.clone(),
+            target: def.target.clone(),
+            catch_up: Some(p.catch_up),
+            catch_up_limit: Some(p.catch_up_limit),
+            overlap: Some(p.overlap),
+            max_attempts: Some(p.max_attempts),
+            retry_delay_ms: Some(p.retry_delay_ms),
+            lease_ms: Some(p.lease_ms),
+            expires_at: p.expires_at,
+            jitter_ms: Some(p.jitter_ms),
+            labels: def.labels.clone(),
+            notify: def.notify.clone(),
+            preflight: false,
+        }
+    }
+
+    /// The definition, with the CLI's defaults for what is not given; the checks the
+    /// CLI makes before the client's (a shell command takes no separate args).
+    fn into_definition(self) -> Result<(LoopDefinition, bool), ApiError> {
+        if let Target::Command(c) = &self.target {
+            if c.shell && !c.args.is_empty() {
+                return Err(ApiError::invalid(
+                    "target.args need target.shell false (with a shell, put them in target.command)",
+                ));
+            }
+        }
+        let d = Policy::default();
+        let policy = Policy {
+            catch_up: self.catch_up.unwrap_or(d.catch_up),
+            catch_up_limit: self.catch_up_limit.unwrap_or(d.catch_up_limit),
+            overlap: self.overlap.unwrap_or(d.overlap),
+            max_attempts: self.max_attempts.unwrap_or(d.max_attempts),
+            retry_delay_ms: self.retry_delay_ms.unwrap_or(d.retry_delay_ms),
+            lease_ms: self.lease_ms.unwrap_or(d.lease_ms),
+            expires_at: self.expires_at,
+            jitter_ms: self.jitter_ms.unwrap_or(d.jitter_ms),
+        };
+        Ok((
+            LoopDefinition {
+                name: self.name,
+                description: self.description,
+                schedule: self.schedule,
+                target: self.target,
+                policy,
+                labels: self.labels,
+                notify: self.notify,
+            },
+            self.preflight,
+        ))
+    }
+}
+
+/// What `DELETE /v1/loops/{key}` answers (`loops remove --json`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Removed {
+    pub removed: bool,
+    pub id: String,
+    pub name: String,
+}
+
+/// What run-now answers (`loops run-now --json`): the run's fields and `runNow`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // the schema of the runtime's RunNowJson
+pub struct RunNowDocument {
+    #[serde(flatten)]
+    pub run: Run,
+    pub run_now: RunNowInfo,
+}
+
+/// Which slot a run-now run is.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct RunNowInfo {
+    pub source: RunSource,
+    /// Whether it was the loop's due (or retry) slot, which moves its schedule on.
+    pub advances_loop: bool,
+}
+
+/// The shown form of a loop: secrets redacted unless `reveal`.
+fn shown(mut lp: Loop, reveal: bool) -> Loop {
+    if !reveal {
+        redact_loop(&mut lp);
+    }
+    lp
+}
+
+fn now() -> Instant {
+    chrono::Utc::now()
+}
+
+/// Every loop (but archived ones), by name.
+#[utoipa::path(get, path = "/v1/loops", tag = "loops",
+    params(
+        ("status" = Option<LoopStatus>, Query, description = "Only loops of this status (`archived` lists archived ones)."),
+        ("label" = Option<Vec<String>>, Query, explode = true, description = "Only loops carrying every one of these labels (repeat, or comma-separate)."),
+        ("all" = Option<bool>, Query, description = "Archived loops too."),
+        ("limit" = Option<usize>, Query, description = "At most this many (after `offset`)."),
+        ("offset" = Option<usize>, Query, description = "Skip this many first."),
+        ("showOutput" = Option<bool>, Query, description = "Prompts, env values and webhook URLs unredacted."),
+    ),
+    responses(
+        (status = 200, description = "Loops by name (`loops list --json`).", body = Vec<Loop>),
+        (status = 400, description = "A bad filter.", body = ErrorBody),
+        (status = 401, description = "No or a wrong token.", body = ErrorBody),
+    ))]
+pub(crate) async fn list(
+    axum::extract::State(state): axum::extract::State<State>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Vec<Loop>>, ApiError> {
+    let p = Params::parse(
+        q.as_deref(),
+        &["status", "label", "all", "limit", "offset", "showOutput"],
+    )?;
+    let status = p
+        .get("status")
+        .map(|s| {
+            s.parse::<LoopStatus>()
+                .map_err(|e| ApiError::invalid(e.replace("LoopStatus", "status")))
+        })
+        .transpose()?;
+    let filter = LoopFilter {
+        status,
+        include_archived: p.flag("all", false)?,
+        labels: p.all("label"),
+    };
+    let reveal = p.flag("showOutput", false)?;
+    let (offset, limit) = (p.count("offset")?.unwrap_or(0), p.count("limit")?);
+    let loops = blocking(&state, move |c| Ok(c.list_matching(&filter)?)).await?;
+    Ok(Json(
+        loops
+            .into_iter()
+            .skip(offset)
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|lp| shown(lp, reveal))
+            .collect(),
+    ))
+}
+
+/// One loop, by id, name or unambiguous id prefix.
+#[utoipa::path(get, path = "/v1/loops/{key}", tag = "loops",
+    params(
+        ("key" = String, Path, description = "The loop's id, name or an unambiguous id prefix."),
+        ("showOutput" = Option<bool>, Query, description = "Prompts, env values and webhook URLs unredacted."),
+    ),
+    responses(
+        (status = 200, description = "The loop (`loops show --json`).", body = Loop),
+        (status = 404, description = "No such loop.", body = ErrorBody),
+        (status = 409, description = "The prefix matches several loops.", body = ErrorBody),
+    ))]
+pub(crate) async fn show(
+    axum::extract::State(state): axum::extract::State<State>,
+    Path(key): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Loop>, ApiError> {
+    let p = Params::parse(q.as_deref(), &["showOutput"])?;
+    let reveal = p.flag("showOutput", false)?;
+    let lp = blocking(&state, move |c| Ok(c.get(&key)?)).await?;
+    Ok(Json(shown(lp, reveal)))
+}
+
+/// Creates a loop, validated as `loops create` validates.
+#[utoipa::path(post, path = "/v1/loops", tag = "loops",
+    request_body = LoopDefinitionBody,
+    responses(
+        (status = 201, description = "The loop created (`loops create --json`).", body = Loop),
+        (status = 400, description = "Invalid definition (the CLI's message).", body = ErrorBody),
+        (status = 409, description = "The name is taken.", body = ErrorBody),
+        (status = 413, description = "Body too large.", body = ErrorBody),
+    ))]
+pub(crate) async fn create(
+    axum::extract::State(state): axum::extract::State<State>,
+    RawQuery(q): RawQuery,
+    JsonBody(body): JsonBody<LoopDefinitionBody>,
+) -> Result<(StatusCode, Json<Loop>), ApiError> {
+    Params::parse(q.as_deref(), &[])?;
+    let (def, preflight) = body.into_definition()?;
+    let lp = blocking(&state, move |c| {
+        if preflight {
+            check_preflight(c, &def.target)?;
+        }
+        Ok(c.create(def, now())?)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(shown(lp, false))))
+}
+
+fn check_preflight(c: &loops_runtime::Client, target: &Target) -> Result<(), ApiError> {
+    match c.check_target(target).first() {
+        Some(problem) => Err(ApiError::invalid(format!("preflight failed: {problem}"))),
+        None => Ok(()),
+    }
+}
+
+/// Edits a loop in place (`loops edit`): the body is a JSON merge patch (RFC 7386) over
+/// the loop's definition document ([`LoopDefinitionBody`]): fields given replace, `null`
+/// clears, objects (the target, the schedule) merge. Validated as `loops edit`.
+#[utoipa::path(patch, path = "/v1/loops/{key}", tag = "loops",
+    params(("key" = String, Path, description = "The loop's id, name or an unambiguous id prefix.")),
+    request_body(content = Object, description = "A JSON merge patch over the loop's definition document (LoopDefinitionBody).", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The loop as edited (`loops edit --json`).", body = Loop),
+        (status = 400, description = "Invalid patch or definition.", body = ErrorBody),
+        (status = 404, description = "No such loop.", body = ErrorBody),
+        (status = 409, description = "The name is taken, or the loop kept changing.", body = ErrorBody),
+    ))]
+pub(crate) async fn edit(
+    axum::extract::State(state): axum::extract::State<State>,
+    Path(key): Path<String>,
+    req: Request,
+) -> Result<Json<Loop>, ApiError> {
+    Params::parse(req.uri().query(), &[])?;
+    let bytes = read_body(req, &state).await?;
+    let patch: serde_json::Value = parse_json(&bytes)?;
+    if !patch.is_object() {
+        return Err(ApiError::invalid(
+            "invalid JSON body: a merge patch is a JSON object",
+        ));
+    }
+    let lp = blocking(&state, move |c| {
+        let before = c.get(&key)?;
+        let current = LoopDefinitionBody::of(&LoopDefinition::from(&before));
+        let mut doc = serde_json::to_value(&current)
+            .map_err(|e| ApiError::failed(format!("cannot encode the loop: {e}")))?;
+        merge_patch(&mut doc, &patch);
+        let body: LoopDefinitionBody = parse_json(doc.to_string().as_bytes())?;
+        let (def, preflight) = body.into_definition()?;
+        if preflight {
+            check_preflight(c, &def.target)?;
+        }
+        Ok(c.edit(before.id.as_str(), def, now())?)
+    })
+    .await?;
+    Ok(Json(shown(lp, false)))
+}
+
+/// RFC 7386.
+fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    let Some(fields) = patch.as_object() else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = serde_json::Value::Object(Default::default());
+    }
+    if let Some(obj) = target.as_object_mut() {
+        for (k, v) in fields {
+            if v.is_null() {
+                obj.remove(k);
+            } else {
+                merge_patch(obj.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+            }
+        }
+    }
+}
+
+macro_rules! lifecycle {
+    ($name:ident, $path:literal, $doc:literal, $call:expr) => {
+        #[doc = $doc]
+        #[utoipa::path(post, path = $path, tag = "loops",
+            params(("key" = String, Path, description = "The loop's id, name or an unambiguous id prefix.")),
+            responses(
+                (status = 200, description = "The loop after the change (as the CLI's `--json`).", body = Loop),
+                (status = 400, description = "Refused in its state (the CLI's message).", body = ErrorBody),
+                (status = 404, description = "No such loop.", body = ErrorBody),
+            ))]
+        pub(crate) async fn $name(
+            axum::extract::State(state): axum::extract::State<State>,
+            Path(key): Path<String>,
+            RawQuery(q): RawQuery,
+        ) -> Result<Json<Loop>, ApiError> {
+            Params::parse(q.as_deref(), &[])?;
+            let call = $call;
+            let lp = blocking(&state, move |c| Ok(call(c, &key)?)).await?;
+            Ok(Json(shown(lp, false)))
+        }
+    };
+}
+
+lifecycle!(
+    pause,
+    "/v1/loops/{key}/pause",
+    "Stops scheduling a loop until resumed (`loops pause`).",
+    |c: &loops_runtime::Client, k: &str| c.pause(k, now())
+);
+lifecycle!(
+    resume,
+    "/v1/loops/{key}/resume",
+    "Re-activates a loop (`loops resume`).",
+    |c: &loops_runtime::Client, k: &str| c.resume(k, now())
+);
+lifecycle!(
+    stop,
+    "/v1/loops/{key}/stop",
+    "Stops a loop until an explicit resume (`loops stop`).",
+    |c: &loops_runtime::Client, k: &str| c.stop(k, now())
+);
+lifecycle!(
+    unarchive,
+    "/v1/loops/{key}/unarchive",
+    "Brings an archived loop back, paused (`loops unarchive`).",
+    |c: &loops_runtime::Client, k: &str| c.unarchive(k, now())
+);
+
+/// Archives a loop (`loops archive [--free-name]`).
+#[utoipa::path(post, path = "/v1/loops/{key}/archive", tag = "loops",
+    params(
+        ("key" = String, Path, description = "The loop's id, name or an unambiguous id prefix."),
+        ("freeName" = Option<bool>, Query, description = "Rename it NAME~ID so a new loop can take the name."),
+    ),
+    responses(
+        (status = 200, description = "The loop archived (`loops archive --json`).", body = Loop),
+        (status = 400, description = "Already archived.", body = ErrorBody),
+        (status = 404, description = "No such loop.", body = ErrorBody),
+    ))]
+pub(crate) async fn archive(
+    axum::extract::State(state): axum::extract::State<State>,
+    Path(key): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Loop>, ApiError> {
+    let p = Params::parse(q.as_deref(), &["freeName"])?;
+    let free = p.flag("freeName", false)?;
+    let lp = blocking(&state, move |c| Ok(c.archive(&key, free, now())?)).await?;
+    Ok(Json(shown(lp, false)))
+}
+
+/// Removes a loop and its history (`loops remove [--force]`).
+#[utoipa::path(delete, path = "/v1/loops/{key}", tag = "loops",
+    params(
+        ("key" = String, Path, description = "The loop's id, name or an unambiguous id prefix."),
+        ("force" = Option<bool>, Query, description = "Terminate its runs in flight first."),
+    ),
+    responses(
+        (status = 200, description = "What was removed (`loops remove --json`).", body = Removed),
+        (status = 404, description = "No such loop.", body = ErrorBody),
+        (status = 409, description = "It has runs in flight (without force).", body = ErrorBody),
+    ))]
+pub(crate) async fn remove(
+    axum::extract::State(state): axum::extract::State<State>,
+    Path(key): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Removed>, ApiError> {
+    let p = Params::parse(q.as_deref(), &["force"])?;
+    let force = p.flag("force", false)?;
+    let r = blocking(&state, move |c| Ok(c.remove(&key, force)?)).await?;
+    Ok(Json(Removed {
+        removed: true,
+        id: r.id.to_string(),
+        name: r.name,
+    }))
+}
+
+/// How long run-now with `wait=true` waits at most, and by default.
+const WAIT_MAX_SECS: u64 = 3_600;
+const WAIT_DEFAULT_SECS: u64 = 60;
+
+/// Runs a loop now, in this server (`loops run-now`): its due slot when one is due,
+/// else a one-off slot at now. Answers at once with the running run (202); with
+/// `wait=true`, once it ended (200), or with it still running after `timeout`
+/// seconds (202).
+#[utoipa::path(post, path = "/v1/loops/{key}/run-now", tag = "loops",
+    params(
+        ("key" = String, Path, description = "The loop's id, name or an unambiguous id prefix."),
+        ("allowOverlap" = Option<bool>, Query, description = "Run even while a run of it is in flight (overlap skip)."),
+        ("wait" = Option<bool>, Query, description = "Answer once the run ended (bounded by timeout)."),
+        ("timeout" = Option<u64>, Query, description = "Seconds to wait with wait=true (default 60, at most 3600)."),
+        ("showOutput" = Option<bool>, Query, description = "The run's output unredacted."),
+    ),
+    responses(
+        (status = 200, description = "The run, ended (`loops run-now --json`).", body = RunNowDocument),
+        (status = 202, description = "The run, still running.", body = RunNowDocument),
+        (status = 400, description = "Refused (archived, …).", body = ErrorBody),
+        (status = 404, description = "No such loop.", body = ErrorBody),
+        (status = 409, description = "A run is in flight (overlap skip).", body = ErrorBody),
+    ))]
+pub(crate) async fn run_now(
+    axum::extract::State(state): axum::extract::State<State>,
+    Path(key): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(
+        q.as_deref(),
+        &["allowOverlap", "wait", "timeout", "showOutput"],
+    )?;
+    let allow_overlap = p.flag("allowOverlap", false)?;
+    let wait = p.flag("wait", false)?;
+    let reveal = p.flag("showOutput", false)?;
+    let timeout = p
+        .count("timeout")?
+        .map_or(WAIT_DEFAULT_SECS, |t| t as u64)
+        .min(WAIT_MAX_SECS);
+    let (run, source, done) = crate::api::runs::start_run_now(&state, key, allow_overlap).await?;
+    let mut ended = None;
+    if wait {
+        if let Ok(Ok(outcome)) =
+            tokio::time::timeout(std::time::Duration::from_secs(timeout), done).await
+        {
+            ended = Some(outcome);
+        }
+    }
+    let (status, mut run) = match ended {
+        Some(run) => (StatusCode::OK, run),
+        None => (StatusCode::ACCEPTED, run),
+    };
+    if !reveal {
+        redact_run(&mut run);
+    }
+    // The document `loops run-now --json` prints (the runtime's, shared).
+    let doc = loops_runtime::client::RunNowJson::new(&run, source);
+    Ok((status, Json(doc)).into_response())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::merge_patch;
+    use serde_json::json;
+
+    #[test]
+    fn a_merge_patch_replaces_clears_and_merges_objects() {
+        let mut doc = json!({
+            "name": "a", "description": "d", "labels": ["x"],
+            "target": {"type": "command", "command": "true", "env": {"A": "1", "B": "2"}},
+        });
+        merge_patch(
+            &mut doc,
+            &json!({"description": null, "labels": ["y"], "target": {"command": "false", "env": {"A": null}}}),
+        );
+        assert_eq!(
+            doc,
+            json!({"name": "a", "labels": ["y"],
+                   "target": {"type": "command", "command": "false", "env": {"B": "2"}}})
+        );
+    }
+}

@@ -1,0 +1,246 @@
+//! `/v1/daemon`: whether the store's daemon runs (`loops daemon status`).
+
+use super::blocking;
+use crate::error::{ApiError, ErrorBody};
+use crate::request::Params;
+use crate::State;
+use axum::extract::RawQuery;
+use axum::Json;
+use loops_core::{LoopStatus, Run, RunStatus};
+use serde::Serialize;
+
+/// `loops daemon status --json`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // the schema of the runtime's document
+pub struct DaemonStatusDocument {
+    /// `running`, `stalled` (holds the lease, does not schedule) or `stopped`.
+    pub state: String,
+    pub running: bool,
+    pub pid: Option<u32>,
+    pub host: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub since: Option<String>,
+    pub uptime_ms: Option<i64>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub lease_expires_at: Option<String>,
+    pub running_runs: Vec<Run>,
+    pub next_due: Option<NextDue>,
+    pub stale_pid_file: bool,
+    /// `sqlite` or `postgres`.
+    pub backend: String,
+    /// Where the data lives: the database file, or the URL without its password.
+    pub store: String,
+}
+
+/// One runner in `loops runners --json`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // the schema of the runtime's document
+pub struct RunnerDocument {
+    /// Its lease's epoch (on SQLite the daemon lease's fencing token).
+    pub epoch: u64,
+    /// `host/pid/start-time`, as its runs' `claimedBy`.
+    pub runner_id: String,
+    pub host: String,
+    pub pid: u32,
+    /// The labels it advertises (`daemon run --runner-label`).
+    pub labels: Vec<String>,
+    /// Runs it executes at once at most; null on SQLite (its lease does not record it).
+    pub capacity: Option<usize>,
+    /// Its running runs.
+    pub running: usize,
+    #[schema(value_type = String, format = DateTime)]
+    pub started_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub heartbeat_at: String,
+    pub heartbeat_age_ms: i64,
+    #[schema(value_type = String, format = DateTime)]
+    pub lease_expires_at: String,
+    /// `live`, `expired` or `released`.
+    pub lease: String,
+}
+
+/// The loop due soonest.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct NextDue {
+    pub id: String,
+    pub name: String,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub next_run_at: Option<String>,
+}
+
+/// The daemon's state, the runs in flight and the loop due next.
+#[utoipa::path(get, path = "/v1/daemon", tag = "status",
+    responses(
+        (status = 200, description = "`loops daemon status --json`.", body = DaemonStatusDocument),
+        (status = 401, description = "No or a wrong token.", body = ErrorBody),
+    ))]
+pub(crate) async fn daemon(
+    axum::extract::State(state): axum::extract::State<State>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    Params::parse(q.as_deref(), &[])?;
+    // The document `loops daemon status --json` prints (the runtime's, shared).
+    let doc = blocking(&state, |c| {
+        Ok(c.daemon_status()?.to_json(chrono::Utc::now()))
+    })
+    .await?;
+    Ok(Json(doc))
+}
+
+/// Every runner sharing the store, live ones first (`loops runners --json`). On
+/// PostgreSQL every daemon registered recently; on SQLite, which has one daemon, that
+/// daemon as its one runner while it runs (or is stalled), else an empty list.
+#[utoipa::path(get, path = "/v1/runners", tag = "status",
+    responses(
+        (status = 200, description = "`loops runners --json`.", body = Vec<RunnerDocument>),
+        (status = 401, description = "No or a wrong token.", body = ErrorBody),
+    ))]
+pub(crate) async fn runners(
+    axum::extract::State(state): axum::extract::State<State>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    Params::parse(q.as_deref(), &[])?;
+    // The document `loops runners --json` prints (the runtime's, shared).
+    let doc = blocking(&state, |c| Ok(c.runners_json()?)).await?;
+    Ok(Json(doc))
+}
+
+/// `loops health --json`: the worst verdict, the counts, and each active (or parked)
+/// loop's health.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[allow(dead_code)] // the schema of the document `health` serializes from the report
+pub struct HealthDocument {
+    /// `ok`, `warn` or `fail`: the worst of the loops'.
+    pub verdict: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub at: String,
+    pub counts: HealthCounts,
+    pub loops: Vec<LoopHealthDocument>,
+}
+
+/// How many loops got each verdict.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct HealthCounts {
+    pub ok: usize,
+    pub warn: usize,
+    pub fail: usize,
+}
+
+/// One loop's health.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct LoopHealthDocument {
+    pub loop_id: String,
+    pub loop_name: String,
+    pub status: Option<LoopStatus>,
+    /// `ok`, `warn` or `fail`.
+    pub verdict: String,
+    /// Why, worst first.
+    pub reasons: Vec<String>,
+    pub last_status: Option<RunStatus>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_run_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_success_at: Option<String>,
+    pub consecutive_failures: u64,
+    pub success_rate: Option<f64>,
+    pub rated_runs: u32,
+    pub missed_slots: u64,
+    pub skipped_slots: u64,
+    pub parked: bool,
+}
+
+/// The health of every active (or parked) loop (`loops health [--label L]…`).
+#[utoipa::path(get, path = "/v1/health", tag = "status",
+    params(("label" = Option<Vec<String>>, Query, explode = true, description = "Only loops carrying every one of these labels.")),
+    responses(
+        (status = 200, description = "`loops health --json` (the verdict is in the body; the CLI's exit 1 for `fail` has no HTTP counterpart).", body = HealthDocument),
+    ))]
+pub(crate) async fn health(
+    axum::extract::State(state): axum::extract::State<State>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let p = Params::parse(q.as_deref(), &["label"])?;
+    let labels = p.all("label");
+    let doc = blocking(&state, move |c| {
+        for label in &labels {
+            loops_core::validate::label(label).map_err(|e| ApiError::invalid(e.to_string()))?;
+        }
+        let report = c.health(chrono::Utc::now(), &labels)?;
+        // The document `loops health --json` prints (the runtime's, shared).
+        serde_json::to_value(report.json())
+            .map_err(|e| ApiError::failed(format!("cannot encode the report: {e}")))
+    })
+    .await?;
+    Ok(Json(doc))
+}
+
+/// `loops usage --json`: agent tokens and cost, grouped.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct UsageDocument {
+    /// `loop`, `provider` or `day`.
+    pub by: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub since: String,
+    pub groups: Vec<UsageGroupDocument>,
+    pub total: UsageTotalsDocument,
+}
+
+/// One group: its key (the loop, provider or UTC day) and totals.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct UsageGroupDocument {
+    pub key: String,
+    #[serde(flatten)]
+    pub totals: UsageTotalsDocument,
+}
+
+/// Sums.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct UsageTotalsDocument {
+    pub runs: u64,
+    pub steps: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: Option<f64>,
+    pub unpriced: u64,
+}
+
+/// Tokens and cost of agent runs and agent steps (`loops usage [--since D] [--by G]`).
+#[utoipa::path(get, path = "/v1/usage", tag = "status",
+    params(
+        ("since" = Option<String>, Query, description = "Runs that finished in the last DURATION (default 7d)."),
+        ("by" = Option<String>, Query, description = "`loop` (default), `provider` or `day`."),
+    ),
+    responses((status = 200, description = "`loops usage --json`.", body = UsageDocument)))]
+pub(crate) async fn usage(
+    axum::extract::State(state): axum::extract::State<State>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let p = Params::parse(q.as_deref(), &["since", "by"])?;
+    let by: loops_core::usage::GroupBy = p
+        .get("by")
+        .unwrap_or("loop")
+        .parse()
+        .map_err(ApiError::invalid)?;
+    let span = loops_core::Duration::parse(p.get("since").unwrap_or("7d"))
+        .map_err(|e| ApiError::invalid(format!("invalid since: {e}")))?;
+    let report = blocking(&state, move |c| {
+        let since = chrono::Utc::now() - span.to_chrono();
+        Ok(c.usage(since, by)?)
+    })
+    .await?;
+    let doc = serde_json::to_value(&report)
+        .map_err(|e| ApiError::failed(format!("cannot encode the report: {e}")))?;
+    Ok(Json(doc))
+}

@@ -1,0 +1,272 @@
+//! Tools that define loops: `loops_create_command`, `loops_create_agent`,
+//! `loops_create_workflow` and `loops_edit`. Their parameters are the CLI's flags,
+//! turned into a definition by the runtime's `definition` functions that the CLI's
+//! `create` and `edit` use, so they accept and refuse the same input with the same
+//! messages; the client validates and stores it.
+
+use crate::params::{
+    CreateAgentParams, CreateCommandParams, CreateWorkflowParams, DefinitionFields, EditParams,
+};
+use crate::server::{blocking, json, result, LoopsMcp, Outcome};
+use loops_core::redact::redact_loop;
+use loops_core::{Loop, Policy, Target};
+use loops_runtime::client::LoopDefinition;
+use loops_runtime::definition::{
+    self, AgentFlags, AgentOptions, ClearField, CommandFlags, DefinitionFlags, EditFlags,
+};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router};
+use std::path::PathBuf;
+
+#[tool_router(router = define_router, vis = "pub(crate)")]
+impl LoopsMcp {
+    #[tool(
+        name = "loops_create_command",
+        description = "Create a loop that runs a command on a schedule (like `loops create command NAME --json`), e.g. to schedule follow-up work: give name, cmd, and exactly one schedule (at, every, cron or dynamic). Without --allow-shell on the server the command must be argv: noShell: true, the program in cmd and its arguments in args. Returns the created loop (id, nextRunAt, …). The loops daemon must be running for it to run on schedule (see loops_daemon_status). Needs a server started with --allow-mutations.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn loops_create_command(
+        &self,
+        Parameters(p): Parameters<CreateCommandParams>,
+    ) -> CallToolResult {
+        result(self.create_command(p).await)
+    }
+
+    #[tool(
+        name = "loops_create_agent",
+        description = "Create a loop that runs a headless AI coding agent (claude, codex, opencode, cursor, codewith, aicopilot) with a prompt on a schedule (like `loops create agent NAME --json`): give name, provider, prompt (or promptFile) and exactly one schedule (at, every, cron or dynamic); cwd is where the agent works. Returns the created loop, prompt redacted. Needs a server started with --allow-mutations.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn loops_create_agent(
+        &self,
+        Parameters(p): Parameters<CreateAgentParams>,
+    ) -> CallToolResult {
+        result(self.create_agent(p).await)
+    }
+
+    #[tool(
+        name = "loops_create_workflow",
+        description = "Create a loop that runs a stored workflow on a schedule (like `loops create workflow NAME --workflow WF --json`): give name, workflow (an active workflow's name, see workflows_list) and exactly one schedule (at, every, cron or dynamic). Returns the created loop. Needs a server started with --allow-mutations.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn loops_create_workflow(
+        &self,
+        Parameters(p): Parameters<CreateWorkflowParams>,
+    ) -> CallToolResult {
+        result(self.create_workflow(p).await)
+    }
+
+    #[tool(
+        name = "loops_edit",
+        description = "Change a loop in place (like `loops edit LOOP --json`), keeping its id and run history: only the fields given change — a new schedule (at most one of at, every, cron, dynamic), policy, labels (added; unlabel removes), env (added; unsetEnv removes), clear to unset settings, and the target's own fields (cmd/args for command loops, prompt/model/… for agent loops, workflow for workflow loops; a target's type cannot change). A run in flight is left alone. Returns the loop as changed. Needs a server started with --allow-mutations.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn loops_edit(&self, Parameters(p): Parameters<EditParams>) -> CallToolResult {
+        result(self.edit(p).await)
+    }
+}
+
+impl LoopsMcp {
+    async fn create_command(&self, p: CreateCommandParams) -> Outcome {
+        self.mutation("loops_create_command")?;
+        if !p.no_shell {
+            self.shell("cmd without noShell")?;
+        }
+        let flags = p.flags()?;
+        let command = CommandFlags {
+            cmd: Some(p.cmd),
+            shell: Some(!p.no_shell),
+            args: Some(p.args),
+        };
+        let target = definition::command_target(None, command, &flags)?;
+        self.create(p.name, flags, Target::Command(target)).await
+    }
+
+    async fn create_agent(&self, p: CreateAgentParams) -> Outcome {
+        self.mutation("loops_create_agent")?;
+        if p.prompt.is_some() && p.prompt_file.is_some() {
+            return Err("--prompt cannot be used with --prompt-file".to_owned());
+        }
+        let flags = p.flags()?;
+        let options = AgentOptions {
+            model: p.model,
+            agent: p.agent,
+            auth_profile: p.auth_profile,
+            config_isolation: p.config_isolation,
+            config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
+        };
+        let prompt_file = p.prompt_file.map(PathBuf::from);
+        let agent = AgentFlags {
+            provider: Some(&p.provider),
+            prompt: p.prompt.as_deref(),
+            prompt_file: prompt_file.as_deref(),
+            options: &options,
+        };
+        let target = definition::agent_target(None, agent, &flags)?;
+        self.create(p.name, flags, Target::Agent(target)).await
+    }
+
+    async fn create_workflow(&self, p: CreateWorkflowParams) -> Outcome {
+        self.mutation("loops_create_workflow")?;
+        let flags = p.flags()?;
+        let target = definition::workflow_target(None, Some(&p.workflow), &flags)?;
+        self.create(p.name, flags, Target::Workflow(target)).await
+    }
+
+    /// `create`'s steps after the target: the schedule, the shared flags, the
+    /// preflight when asked, then the client's create.
+    async fn create(&self, name: String, flags: DefinitionFlags, target: Target) -> Outcome {
+        one_schedule(&flags, true)?;
+        flag_rules(&flags)?;
+        if flags.notify_cmd.is_some() {
+            self.shell("notifyCmd")?;
+        }
+        let now = chrono::Utc::now();
+        let schedule = definition::schedule(&flags, None, now)?
+            .ok_or("a schedule is required: --at, --every, --cron or --dynamic")?;
+        let mut def = LoopDefinition {
+            name,
+            description: None,
+            schedule,
+            target,
+            policy: Policy::default(),
+            labels: Vec::new(),
+            notify: None,
+        };
+        definition::apply(&mut def, &flags, now)?;
+        let client = self.writer()?;
+        blocking(move || {
+            if flags.preflight {
+                definition::preflight(&client, &def.target)?;
+            }
+            let mut lp = client.create(def, now).map_err(|e| e.to_string())?;
+            redact_loop(&mut lp);
+            json(&lp)
+        })
+        .await
+    }
+
+    async fn edit(&self, p: EditParams) -> Outcome {
+        self.mutation("loops_edit")?;
+        let def_flags = p.flags()?;
+        one_schedule(&def_flags, false)?;
+        flag_rules(&def_flags)?;
+        if p.shell && p.no_shell {
+            return Err("--shell cannot be used with --no-shell".to_owned());
+        }
+        if p.prompt.is_some() && p.prompt_file.is_some() {
+            return Err("--prompt cannot be used with --prompt-file".to_owned());
+        }
+        let clear = p
+            .clear
+            .iter()
+            .map(|f| f.parse::<ClearField>())
+            .collect::<Result<Vec<_>, _>>()?;
+        let flags = EditFlags {
+            def: def_flags,
+            unlabels: p.unlabel,
+            unset_env: p.unset_env,
+            clear,
+            cmd: p.cmd,
+            no_shell: p.no_shell,
+            shell: p.shell,
+            args: p.args,
+            provider: p.provider,
+            prompt: p.prompt,
+            prompt_file: p.prompt_file.map(PathBuf::from),
+            agent: AgentOptions {
+                model: p.model,
+                agent: p.agent,
+                auth_profile: p.auth_profile,
+                config_isolation: p.config_isolation,
+                config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
+            },
+            workflow: p.workflow,
+        };
+        let client = self.writer()?;
+        let server = self.clone();
+        blocking(move || {
+            let now = chrono::Utc::now();
+            let before = client.get(&p.key).map_err(|e| e.to_string())?;
+            let def = definition::edited(&before, &flags, now)?;
+            server.edit_shell_rules(&before, &def)?;
+            if flags.def.preflight {
+                definition::preflight(&client, &def.target)?;
+            }
+            let mut after = client
+                .edit(before.id.as_str(), def, now)
+                .map_err(|e| e.to_string())?;
+            redact_loop(&mut after);
+            json(&after)
+        })
+        .await
+    }
+
+    /// An edit that changes what a shell command loop runs, or sets a notification
+    /// command, runs new shell code: refused unless the server allows shell targets.
+    fn edit_shell_rules(&self, before: &Loop, def: &LoopDefinition) -> Result<(), String> {
+        if let Target::Command(c) = &def.target {
+            if c.shell && def.target != before.target {
+                self.shell("this edit of a shell command loop")?;
+            }
+        }
+        let notify_cmd = |n: &Option<loops_core::Notify>| n.as_ref().and_then(|n| n.cmd.clone());
+        let cmd = notify_cmd(&def.notify);
+        if cmd.is_some() && cmd != notify_cmd(&before.notify) {
+            self.shell("notifyCmd")?;
+        }
+        Ok(())
+    }
+}
+
+/// The schedule fields are one choice: exactly one on create, at most one on edit
+/// (the CLI's clap group says the same).
+fn one_schedule(f: &DefinitionFlags, required: bool) -> Result<(), String> {
+    let given: Vec<&str> = [
+        ("--at", f.at.is_some()),
+        ("--every", f.every.is_some()),
+        ("--cron", f.cron.is_some()),
+        ("--dynamic", f.dynamic.is_some()),
+    ]
+    .into_iter()
+    .filter(|(_, given)| *given)
+    .map(|(flag, _)| flag)
+    .collect();
+    match given.as_slice() {
+        [] if required => Err("a schedule is required: --at, --every, --cron or --dynamic".into()),
+        [_, _, ..] => Err(format!(
+            "{} cannot be used with {} (give one schedule)",
+            given[0], given[1]
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The other rules the CLI's parser enforces.
+fn flag_rules(f: &DefinitionFlags) -> Result<(), String> {
+    if f.account_tool.is_some() && f.account.is_none() {
+        return Err("--account-tool needs --account".to_owned());
+    }
+    Ok(())
+}

@@ -1,0 +1,503 @@
+//! The tools' inputs: one struct per tool, named and typed like the CLI's flags
+//! (camelCase: `--show-output` is `showOutput`), with each field's doc comment as
+//! its description in the JSON Schema. Unknown fields are refused, so a misspelled
+//! parameter is an error rather than silently ignored.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// `loops_list`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListParams {
+    /// Only loops with this status: active, paused, stopped, expired or archived.
+    /// Without it every loop but archived ones is listed.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Include archived loops (when no status is given).
+    #[serde(default)]
+    pub all: bool,
+    /// Only loops carrying every one of these labels.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// At most this many loops (by name); omit or 0 for all.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Reveal prompts and env values (only when the server allows secrets).
+    #[serde(default)]
+    pub show_output: bool,
+}
+
+/// A loop key and whether to reveal its secrets (`loops_show`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShowParams {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    #[serde(rename = "loop")]
+    pub key: String,
+    /// Reveal the prompt and env values (only when the server allows secrets).
+    #[serde(default)]
+    pub show_output: bool,
+}
+
+/// `loops_runs`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunsParams {
+    /// Only runs of this loop (id, name or unambiguous id prefix).
+    #[serde(default, rename = "loop")]
+    pub key: Option<String>,
+    /// Only runs with one of these statuses: running, succeeded, failed, timed_out,
+    /// abandoned, skipped.
+    #[serde(default)]
+    pub status: Vec<String>,
+    /// Only runs started at or after this: a duration ago ("1d", "2h") or an instant
+    /// (RFC 3339, or local "YYYY-MM-DD HH:MM").
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Only runs started before this: a duration ago or an instant, as `since`.
+    #[serde(default)]
+    pub until: Option<String>,
+    /// Only runs of loops carrying every one of these labels.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// At most this many runs, newest first (default 20; 0 for all).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Include the runs' stdout and stderr (only when the server allows secrets);
+    /// otherwise each stream is replaced by its length.
+    #[serde(default)]
+    pub show_output: bool,
+}
+
+/// A loop key (`loops_pause`, `loops_resume`, `loops_stop`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoopParams {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    #[serde(rename = "loop")]
+    pub key: String,
+}
+
+/// `loops_remove`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RemoveParams {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    #[serde(rename = "loop")]
+    pub key: String,
+    /// Must be true: removing deletes the loop and its whole run history.
+    #[serde(default)]
+    pub confirm: bool,
+    /// Terminate the loop's runs in flight first (SIGTERM, then SIGKILL after the
+    /// kill grace), then remove it. Without it a loop with a run in flight is refused.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `loops_run_now`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunNowParams {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    #[serde(rename = "loop")]
+    pub key: String,
+    /// Start the run even while another run of the loop is in flight (a loop with
+    /// overlap "skip" refuses a second concurrent run otherwise).
+    #[serde(default)]
+    pub allow_overlap: bool,
+    /// Wait for the run to finish (at most `waitTimeout`) and return it as recorded.
+    /// Without it the tool returns at once with the run, status "running".
+    #[serde(default)]
+    pub wait: bool,
+    /// How long `wait` waits, as a duration ("30s", "5m"; default 60s, at most 10m).
+    /// When it passes the run is returned as it is then, still running.
+    #[serde(default)]
+    pub wait_timeout: Option<String>,
+    /// Include the run's stdout and stderr (only when the server allows secrets).
+    #[serde(default)]
+    pub show_output: bool,
+}
+
+/// `workflows_list`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkflowsListParams {
+    /// Only workflows with this status: active or archived (default active).
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Include archived versions too.
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// A workflow key (`workflow_show`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkflowParams {
+    /// The workflow: its exact id, else an active workflow's exact name, else an
+    /// unambiguous id prefix.
+    pub workflow: String,
+}
+
+/// `workflow_validate`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ValidateParams {
+    /// Path of a JSON spec file (at most 1 MiB; relative to the server's working
+    /// directory). Give this or `spec`.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// The spec itself, as a JSON object (`{"name": …, "steps": [{"id": …, "command":
+    /// …}]}`); its relative paths are relative to the server's working directory.
+    /// Give this or `file`.
+    #[serde(default)]
+    pub spec: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Override the spec's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Also check that every step's target can start here (executables on PATH).
+    #[serde(default)]
+    pub preflight: bool,
+}
+
+/// `workflow_run`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkflowRunParams {
+    /// The workflow: its exact id, else an active workflow's exact name, else an
+    /// unambiguous id prefix.
+    pub workflow: String,
+    /// Stop the whole run after this duration ("10m"; omit for no limit).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// Wait for the run to finish (at most `waitTimeout`). Without it the tool
+    /// returns once the run has started.
+    #[serde(default)]
+    pub wait: bool,
+    /// How long `wait` waits ("30s", "5m"; default 60s, at most 10m).
+    #[serde(default)]
+    pub wait_timeout: Option<String>,
+    /// Include every step's stdout and stderr (only when the server allows secrets).
+    #[serde(default)]
+    pub show_output: bool,
+}
+
+/// `workflow_run_inspect`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InspectParams {
+    /// The workflow run: its exact id, else an unambiguous id prefix.
+    pub run: String,
+    /// Include step output (only when the server allows secrets).
+    #[serde(default)]
+    pub show_output: bool,
+}
+
+/// `workflow_cancel`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CancelParams {
+    /// The workflow run: its exact id, else an unambiguous id prefix.
+    pub run: String,
+    /// Recorded with the cancellation (default "cancelled over MCP").
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Declares a parameter struct with the fields of a loop's definition that every
+/// target type has (the CLI's shared `create` / `edit` flags) followed by `$extra`.
+/// (serde's `flatten` cannot be combined with refusing unknown fields.)
+macro_rules! definition_params {
+    ($(#[$meta:meta])* pub struct $name:ident { $($extra:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, Deserialize, JsonSchema)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct $name {
+            $($extra)*
+            /// Schedule: one run at an instant — RFC 3339 ("2026-12-01T09:00:00Z"),
+            /// local "YYYY-MM-DD HH:MM", or "+DURATION" ("+10m"). Give exactly one of
+            /// at, every, cron, dynamic.
+            #[serde(default)]
+            pub at: Option<String>,
+            /// Schedule: run every DURATION ("500ms", "30s", "15m", "1.5h", "2d").
+            #[serde(default)]
+            pub every: Option<String>,
+            /// Schedule: a five-field cron expression ("*/15 * * * *", "0 9 * * MON-FRI").
+            #[serde(default)]
+            pub cron: Option<String>,
+            /// Schedule: first run MIN_INTERVAL after creation, then MIN_INTERVAL after
+            /// each run finishes, no backfill ("1m").
+            #[serde(default)]
+            pub dynamic: Option<String>,
+            /// IANA time zone for cron ("Europe/Berlin"; default: this host's zone).
+            #[serde(default)]
+            pub tz: Option<String>,
+            /// Interval anchoring for every: fixed_rate (default) or fixed_delay.
+            #[serde(default)]
+            pub anchor: Option<String>,
+            /// Missed slots after downtime: latest (default), all, none.
+            #[serde(default)]
+            pub catch_up: Option<String>,
+            /// Most missed slots replayed with catchUp all (default 10).
+            #[serde(default)]
+            pub catch_up_limit: Option<u32>,
+            /// While a run is active: skip (default, records a skipped run) or allow.
+            #[serde(default)]
+            pub overlap: Option<String>,
+            /// Attempts per slot, including the first (default 1).
+            #[serde(default)]
+            pub attempts: Option<u32>,
+            /// Delay before retrying a failed slot (default "1m").
+            #[serde(default)]
+            pub retry_delay: Option<String>,
+            /// Lease of a running row before it is presumed dead (default "30m").
+            #[serde(default)]
+            pub lease: Option<String>,
+            /// Stop scheduling after this instant (the loop becomes expired).
+            #[serde(default)]
+            pub expires_at: Option<String>,
+            /// Free-text description (at most 4 KiB).
+            #[serde(default)]
+            pub description: Option<String>,
+            /// Working directory of the run (stored absolute; relative to the server's
+            /// working directory, a leading ~/ is $HOME).
+            #[serde(default)]
+            pub cwd: Option<String>,
+            /// Kill the run after this duration ("10m"; omit for no limit).
+            #[serde(default)]
+            pub timeout: Option<String>,
+            /// Extra environment variables of the run (values at most 64 KiB).
+            #[serde(default)]
+            pub env: std::collections::BTreeMap<String, String>,
+            /// OpenAccounts profile to run under.
+            #[serde(default)]
+            pub account: Option<String>,
+            /// Tool whose credentials the account provides (default from the provider).
+            #[serde(default)]
+            pub account_tool: Option<String>,
+            /// Check that the target can start (executable on PATH, accounts) before
+            /// saving.
+            #[serde(default)]
+            pub preflight: bool,
+            /// Labels to add: lowercase letters, digits, '.', '_', '-' (at most 64 bytes).
+            #[serde(default)]
+            pub labels: Vec<String>,
+            /// Start each slot a stable pseudo-random delay in [0, DURATION) after its
+            /// time (shorter than the loop's period).
+            #[serde(default)]
+            pub jitter: Option<String>,
+            /// Run this command (by /bin/sh; needs --allow-shell) with the run as JSON
+            /// on stdin when a slot fails (see notifyOn).
+            #[serde(default)]
+            pub notify_cmd: Option<String>,
+            /// POST the run as JSON to this http(s) URL when a slot fails (see notifyOn).
+            #[serde(default)]
+            pub notify_url: Option<String>,
+            /// When notifications fire: failure (default), recovery or always.
+            #[serde(default)]
+            pub notify_on: Option<String>,
+        }
+    };
+}
+
+definition_params! {
+    /// `loops_create_command`.
+    pub struct CreateCommandParams {
+        /// Unique loop name (not shaped like an id: 12 lowercase hex characters).
+        pub name: String,
+        /// The program (with noShell) or the shell command line (without it; needs a
+        /// server started with --allow-shell).
+        pub cmd: String,
+        /// Execute cmd directly with args, without a shell (argv). Required unless the
+        /// server allows shell commands.
+        #[serde(default)]
+        pub no_shell: bool,
+        /// Arguments of a noShell command.
+        #[serde(default)]
+        pub args: Vec<String>,
+    }
+}
+
+definition_params! {
+    /// `loops_create_agent`.
+    pub struct CreateAgentParams {
+        /// Unique loop name (not shaped like an id: 12 lowercase hex characters).
+        pub name: String,
+        /// claude, cursor, codewith, aicopilot, opencode or codex.
+        pub provider: String,
+        /// The prompt, written to the agent's stdin (at most 1 MiB). Give this or
+        /// promptFile.
+        #[serde(default)]
+        pub prompt: Option<String>,
+        /// Read the prompt from this file (stored as text with its absolute path).
+        #[serde(default)]
+        pub prompt_file: Option<String>,
+        /// Model name passed to the provider.
+        #[serde(default)]
+        pub model: Option<String>,
+        /// Provider agent/persona name.
+        #[serde(default)]
+        pub agent: Option<String>,
+        /// codewith auth profile.
+        #[serde(default)]
+        pub auth_profile: Option<String>,
+        /// safe (default: ignore user config) or none.
+        #[serde(default)]
+        pub config_isolation: Option<String>,
+        /// Provider config overrides KEY: VALUE (codex and codewith, passed as
+        /// `-c KEY=VALUE`, VALUE parsed as TOML).
+        #[serde(default)]
+        pub config_overrides: std::collections::BTreeMap<String, String>,
+    }
+}
+
+definition_params! {
+    /// `loops_create_workflow`.
+    pub struct CreateWorkflowParams {
+        /// Unique loop name (not shaped like an id: 12 lowercase hex characters).
+        pub name: String,
+        /// Name of the stored workflow to run (an active workflow of that name must
+        /// exist; see workflows_list).
+        pub workflow: String,
+    }
+}
+
+definition_params! {
+    /// `loops_edit`: only what is given changes.
+    pub struct EditParams {
+        /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+        #[serde(rename = "loop")]
+        pub key: String,
+        /// Labels to remove (one the loop does not have is ignored).
+        #[serde(default)]
+        pub unlabel: Vec<String>,
+        /// Environment variables to remove.
+        #[serde(default)]
+        pub unset_env: Vec<String>,
+        /// Settings to clear: description, cwd, timeout, env, account, args, model,
+        /// agent, auth-profile, config-overrides, expires-at, jitter, labels, notify,
+        /// notify-cmd, notify-url.
+        #[serde(default)]
+        pub clear: Vec<String>,
+        /// (command loops) The command line or program.
+        #[serde(default)]
+        pub cmd: Option<String>,
+        /// (command loops) Execute the command directly, without a shell.
+        #[serde(default)]
+        pub no_shell: bool,
+        /// (command loops) Run the command by /bin/sh again (needs --allow-shell).
+        #[serde(default)]
+        pub shell: bool,
+        /// (command loops) Arguments of a noShell command, replacing the stored ones.
+        #[serde(default)]
+        pub args: Vec<String>,
+        /// (agent loops) claude, cursor, codewith, aicopilot, opencode or codex.
+        #[serde(default)]
+        pub provider: Option<String>,
+        /// (agent loops) The prompt.
+        #[serde(default)]
+        pub prompt: Option<String>,
+        /// (agent loops) Read the prompt from this file.
+        #[serde(default)]
+        pub prompt_file: Option<String>,
+        /// (agent loops) Model name passed to the provider.
+        #[serde(default)]
+        pub model: Option<String>,
+        /// (agent loops) Provider agent/persona name.
+        #[serde(default)]
+        pub agent: Option<String>,
+        /// (agent loops) codewith auth profile.
+        #[serde(default)]
+        pub auth_profile: Option<String>,
+        /// (agent loops) safe or none.
+        #[serde(default)]
+        pub config_isolation: Option<String>,
+        /// (agent loops) Provider config overrides to add, KEY: VALUE.
+        #[serde(default)]
+        pub config_overrides: std::collections::BTreeMap<String, String>,
+        /// (workflow loops) Name of the stored workflow to run.
+        #[serde(default)]
+        pub workflow: Option<String>,
+    }
+}
+
+/// The shared definition fields of a parameter struct as the runtime's flags.
+pub trait DefinitionFields {
+    /// [`loops_runtime::definition::DefinitionFlags`] from the fields, durations
+    /// parsed with the CLI's messages.
+    fn flags(&self) -> Result<loops_runtime::definition::DefinitionFlags, String>;
+}
+
+macro_rules! impl_definition_fields {
+    ($($name:ident),*) => {$(
+        impl DefinitionFields for $name {
+            fn flags(&self) -> Result<loops_runtime::definition::DefinitionFlags, String> {
+                use crate::flags::{duration, opt_duration, pairs, timeout};
+                Ok(loops_runtime::definition::DefinitionFlags {
+                    at: self.at.clone(),
+                    every: opt_duration("--every", self.every.as_deref())?,
+                    cron: self.cron.clone(),
+                    dynamic: opt_duration("--dynamic", self.dynamic.as_deref())?,
+                    tz: self.tz.clone(),
+                    anchor: self.anchor.clone(),
+                    catch_up: self.catch_up.clone(),
+                    catch_up_limit: self.catch_up_limit,
+                    overlap: self.overlap.clone(),
+                    attempts: self.attempts,
+                    retry_delay: opt_duration("--retry-delay", self.retry_delay.as_deref())?,
+                    lease: opt_duration("--lease", self.lease.as_deref())?,
+                    expires_at: self.expires_at.clone(),
+                    description: self.description.clone(),
+                    cwd: self.cwd.clone(),
+                    timeout: self
+                        .timeout
+                        .as_deref()
+                        .map(|t| timeout("--timeout", t))
+                        .transpose()?,
+                    env: pairs("--env", &self.env)?,
+                    account: self.account.clone(),
+                    account_tool: self.account_tool.clone(),
+                    preflight: self.preflight,
+                    labels: self.labels.clone(),
+                    jitter: self
+                        .jitter
+                        .as_deref()
+                        .map(|j| duration("--jitter", j))
+                        .transpose()?,
+                    notify_cmd: self.notify_cmd.clone(),
+                    notify_url: self.notify_url.clone(),
+                    notify_on: self.notify_on.clone(),
+                })
+            }
+        }
+    )*};
+}
+
+impl_definition_fields!(
+    CreateCommandParams,
+    CreateAgentParams,
+    CreateWorkflowParams,
+    EditParams
+);
+
+/// `loops_health`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthParams {
+    /// Only loops carrying every one of these labels.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+/// `loops_usage`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UsageParams {
+    /// Runs that finished in the last DURATION ("7d" by default, "24h", "30d").
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Group by loop (default), provider or day (UTC).
+    #[serde(default)]
+    pub by: Option<String>,
+}

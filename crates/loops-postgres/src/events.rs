@@ -1,0 +1,208 @@
+//! The event log (`events`, migration 3): appended inside the transaction of the
+//! change it records, read by number, pruned with what it is about.
+//!
+//! Unlike SQLite, PostgreSQL runs writers side by side, and an identity number is
+//! drawn at insert time, not at commit: two transactions could commit their events
+//! out of number order, and a reader that saw number 8 would never see 7. So every
+//! append first takes [`EVENTS_LOCK`] (a transaction-level advisory lock, held to the
+//! commit): appends are serialized and commit in number order. Each writer appends its
+//! events last, in one statement, so the lock is held for one round trip and the
+//! commit.
+
+use crate::codec::{get, get_enum, get_instant, get_u64, instant_from_ms, ms, sat_i64};
+use crate::error::{Error, Result};
+use crate::session::Db;
+use loops_core::event::{Event, EventBody, EventKind, LoopBrief};
+use loops_core::{Instant, LoopId, LoopStatus, Run, RunId, WorkflowRunId};
+use loops_store::EventBounds;
+use std::collections::HashMap;
+use tokio_postgres::GenericClient;
+
+/// The advisory lock an appending transaction holds to its commit ("levt").
+const EVENTS_LOCK: i64 = 0x6C65_7674;
+
+/// The meta key holding the highest number of any pruned event.
+const PRUNED_THROUGH: &str = "events_pruned_through";
+
+/// Appends `bodies` at `now`, in order, inside the caller's transaction — as its last
+/// statements (see the module docs).
+pub(crate) async fn append_all<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    bodies: &[EventBody],
+    now: Instant,
+) -> Result<()> {
+    if bodies.is_empty() {
+        return Ok(());
+    }
+    let mut kinds = Vec::with_capacity(bodies.len());
+    let mut loops = Vec::with_capacity(bodies.len());
+    let mut runs = Vec::with_capacity(bodies.len());
+    let mut workflow_runs = Vec::with_capacity(bodies.len());
+    let mut data = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        kinds.push(body.kind.as_str());
+        loops.push(body.loop_id.as_ref().map(LoopId::as_str));
+        runs.push(body.run_id.as_ref().map(RunId::as_str));
+        workflow_runs.push(body.workflow_run_id.as_ref().map(WorkflowRunId::as_str));
+        data.push(
+            crate::codec::text(
+                &serde_json::to_string(&body.data).map_err(|e| Error::decode(e.to_string()))?,
+            )
+            .into_owned(),
+        );
+    }
+    db.execute("SELECT pg_advisory_xact_lock($1)", &[&EVENTS_LOCK])
+        .await?;
+    db.execute(
+        "INSERT INTO events (kind, loop_id, run_id, workflow_run_id, data_json, created_at) \
+         SELECT k, l, r, w, d, $6 \
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) \
+           WITH ORDINALITY AS e(k, l, r, w, d, n) \
+         ORDER BY n",
+        &[&kinds, &loops, &runs, &workflow_runs, &data, &ms(&now)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The briefs of `ids` as this transaction sees them (a loop that is gone is missing).
+pub(crate) async fn loop_briefs<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    ids: &[&LoopId],
+) -> Result<HashMap<LoopId, LoopBrief>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let list: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+    let rows = db
+        .query(
+            "SELECT id, name, status, next_run_at, due_at FROM loops WHERE id = ANY($1::text[])",
+            &[&list],
+        )
+        .await?;
+    let mut out = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let at = |idx: usize, col: &str| -> Result<Option<Instant>> {
+            get::<Option<i64>>(row, idx, col)?
+                .map(|v| instant_from_ms(v, col))
+                .transpose()
+        };
+        let id = LoopId::new(get::<String>(row, 0, "id")?);
+        out.insert(
+            id.clone(),
+            LoopBrief {
+                id,
+                name: get(row, 1, "name")?,
+                status: get_enum::<LoopStatus>(row, 2, "status")?,
+                next_run_at: at(3, "next_run_at")?,
+                due_at: at(4, "due_at")?,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// `run.started` / `run.finished` for each of `runs`, with its loop as this transaction
+/// left it.
+pub(crate) async fn run_bodies<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    runs: &[(EventKind, &Run)],
+) -> Result<Vec<EventBody>> {
+    let mut ids: Vec<&LoopId> = runs.iter().map(|(_, r)| &r.loop_id).collect();
+    ids.sort();
+    ids.dedup();
+    let briefs = loop_briefs(db, &ids).await?;
+    Ok(runs
+        .iter()
+        .map(|(kind, run)| {
+            let lp = briefs.get(&run.loop_id);
+            match kind {
+                EventKind::RunStarted => EventBody::run_started(run, lp),
+                _ => EventBody::run_finished(run, lp),
+            }
+        })
+        .collect())
+}
+
+fn event_from_row(row: &tokio_postgres::Row) -> Result<Event> {
+    let data: String = get(row, 5, "data_json")?;
+    Ok(Event {
+        seq: get_u64(row, 0, "seq")?,
+        at: get_instant(row, 6, "created_at")?,
+        body: EventBody {
+            kind: get_enum::<EventKind>(row, 1, "kind")?,
+            loop_id: get::<Option<String>>(row, 2, "loop_id")?.map(LoopId::new),
+            run_id: get::<Option<String>>(row, 3, "run_id")?.map(RunId::new),
+            workflow_run_id: get::<Option<String>>(row, 4, "workflow_run_id")?
+                .map(WorkflowRunId::new),
+            data: serde_json::from_str(&data)
+                .map_err(|e| Error::decode(format!("column data_json: {e}")))?,
+        },
+    })
+}
+
+pub(crate) async fn events_after<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<Event>> {
+    let rows = db
+        .query(
+            "SELECT seq, kind, loop_id, run_id, workflow_run_id, data_json, created_at \
+             FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+            &[&sat_i64(after), &sat_i64(limit as u64)],
+        )
+        .await?;
+    rows.iter().map(event_from_row).collect()
+}
+
+pub(crate) async fn event_bounds<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<EventBounds> {
+    // One statement, one snapshot: the oldest and newest kept, and the highest number
+    // pruned (the newest number ever given when the newest rows were pruned).
+    let row = db
+        .query_one(
+            "SELECT (SELECT MIN(seq) FROM events), (SELECT MAX(seq) FROM events), \
+                    (SELECT value::bigint FROM meta WHERE key = $1)",
+            &[&PRUNED_THROUGH],
+        )
+        .await?;
+    let num = |v: Option<i64>| v.map(|v| u64::try_from(v).unwrap_or(0));
+    let oldest = num(get(&row, 0, "min")?);
+    let newest = num(get(&row, 1, "max")?).unwrap_or(0);
+    let pruned = num(get(&row, 2, "pruned")?).unwrap_or(0);
+    Ok(EventBounds {
+        oldest,
+        latest: newest.max(pruned),
+    })
+}
+
+/// Deletes the events `condition` (an SQL condition on `events`, `$1` its one
+/// parameter) selects, remembering the highest number deleted; inside the caller's
+/// transaction. Returns how many went.
+pub(crate) async fn delete_where<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    condition: &str,
+    param: &(dyn tokio_postgres::types::ToSql + Sync),
+) -> Result<u64> {
+    let sql = format!(
+        "WITH gone AS (DELETE FROM events WHERE {condition} RETURNING seq), \
+              high AS (INSERT INTO meta (key, value) \
+                SELECT '{PRUNED_THROUGH}', MAX(seq)::text FROM gone HAVING MAX(seq) IS NOT NULL \
+                ON CONFLICT (key) DO UPDATE \
+                  SET value = GREATEST(meta.value::bigint, EXCLUDED.value::bigint)::text) \
+         SELECT COUNT(*) FROM gone"
+    );
+    let row = db.query_one(&sql, &[param]).await?;
+    Ok(u64::try_from(get::<i64>(&row, 0, "count")?).unwrap_or(0))
+}
+
+/// Deletes events written before `older_than` (`None`: nothing).
+pub(crate) async fn prune_older<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    older_than: Option<&Instant>,
+) -> Result<u64> {
+    match older_than {
+        Some(before) => delete_where(db, "created_at < $1", &ms(before)).await,
+        None => Ok(0),
+    }
+}

@@ -1,0 +1,147 @@
+//! `loops health`: every active (or parked) loop judged by the rules of
+//! [`loops_core::health`], from the facts the store gathers per loop.
+
+use super::{Client, Result};
+use loops_core::health::{self, Health, Verdict};
+use loops_core::{Instant, LoopId, LoopStatus};
+
+/// One line of a health report (JSON: the loop's id, name and status, then the
+/// [`Health`] fields).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoopHealth {
+    pub loop_id: LoopId,
+    pub loop_name: String,
+    /// `None` for a row this build cannot read.
+    pub status: Option<LoopStatus>,
+    #[serde(flatten)]
+    pub health: Health,
+}
+
+/// What [`Client::health`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthReport {
+    /// The instant the rules were applied at.
+    pub at: Instant,
+    /// By loop name.
+    pub loops: Vec<LoopHealth>,
+}
+
+/// The JSON document of `health --json` (and the MCP tool `loops_health`): the worst
+/// verdict, the instant, the count of each verdict and the loops' lines, serialized
+/// straight from the report (no JSON tree built in between).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HealthJson<'a> {
+    pub verdict: Verdict,
+    #[serde(with = "loops_core::timefmt")]
+    pub at: Instant,
+    pub counts: HealthCounts,
+    pub loops: &'a [LoopHealth],
+}
+
+/// How many loops got each verdict.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct HealthCounts {
+    pub ok: usize,
+    pub warn: usize,
+    pub fail: usize,
+}
+
+impl HealthReport {
+    /// The report as its JSON document.
+    pub fn json(&self) -> HealthJson<'_> {
+        HealthJson {
+            verdict: self.verdict(),
+            at: self.at,
+            counts: HealthCounts {
+                ok: self.count(Verdict::Ok),
+                warn: self.count(Verdict::Warn),
+                fail: self.count(Verdict::Fail),
+            },
+            loops: &self.loops,
+        }
+    }
+
+    /// The worst verdict (`ok` for no loops).
+    pub fn verdict(&self) -> Verdict {
+        self.loops
+            .iter()
+            .map(|l| l.health.verdict)
+            .max()
+            .unwrap_or(Verdict::Ok)
+    }
+
+    /// How many loops got `verdict`.
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.loops
+            .iter()
+            .filter(|l| l.health.verdict == verdict)
+            .count()
+    }
+}
+
+impl Client {
+    /// Judges every active loop, and every loop the engine parked, at `now` — only
+    /// those carrying every one of `labels`, when any are given. A loop row this build
+    /// cannot read is reported as failing (whatever the labels). Costs a few index
+    /// lookups per loop ([`loops_store::Store::run_facts`]).
+    pub fn health(&self, now: Instant, labels: &[String]) -> Result<HealthReport> {
+        for label in labels {
+            loops_core::validate::label(label)?;
+        }
+        let mut readable = Vec::new();
+        let mut loops = Vec::new();
+        for row in self.store.loop_rows(None)? {
+            match row {
+                // Paused loops are asked about too: a parked one is paused.
+                Ok(lp) if matches!(lp.status, LoopStatus::Active | LoopStatus::Paused) => {
+                    if super::portable::has_labels(&lp, labels) {
+                        readable.push(lp);
+                    }
+                }
+                Ok(_) => {}
+                Err(bad) => loops.push(LoopHealth {
+                    loop_id: bad.id,
+                    loop_name: bad.name,
+                    status: None,
+                    health: unreadable(bad.error),
+                }),
+            }
+        }
+        let queries: Vec<_> = readable
+            .iter()
+            .map(|lp| health::facts_query(lp, now))
+            .collect();
+        let facts = self.store.run_facts(&queries, health::RECENT_RUNS)?;
+        for (lp, facts) in readable.into_iter().zip(facts) {
+            if !health::is_listed(&lp, &facts) {
+                continue;
+            }
+            let health = health::assess(&lp, &facts, now);
+            loops.push(LoopHealth {
+                loop_id: lp.id,
+                loop_name: lp.name,
+                status: Some(lp.status),
+                health,
+            });
+        }
+        loops.sort_by(|a, b| a.loop_name.cmp(&b.loop_name));
+        Ok(HealthReport { at: now, loops })
+    }
+}
+
+fn unreadable(error: String) -> Health {
+    Health {
+        verdict: Verdict::Fail,
+        reasons: vec![format!("cannot be read: {error}")],
+        last_status: None,
+        last_run_at: None,
+        last_success_at: None,
+        consecutive_failures: 0,
+        success_rate: None,
+        rated_runs: 0,
+        missed_slots: 0,
+        skipped_slots: 0,
+        parked: false,
+    }
+}

@@ -1,0 +1,148 @@
+//! The event log (`events`, migration 10): appended inside the transaction of the
+//! change it records, read by number, pruned with what it is about.
+
+use crate::codec::{get, get_enum, get_instant, get_u64, ms, opt_ms, query_all, sat_i64};
+use crate::error::{Error, Result, StoreResult};
+use crate::SqliteStore;
+use loops_core::event::{Event, EventBody, EventKind, LoopBrief};
+use loops_core::{Instant, LoopId, LoopStatus, RunId, WorkflowRunId};
+use loops_store::EventBounds;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+/// Appends `body` at `now`, inside the caller's transaction.
+pub(crate) fn append(conn: &Connection, body: &EventBody, now: Instant) -> Result<()> {
+    let data = serde_json::to_string(&body.data).map_err(|e| Error::decode(e.to_string()))?;
+    conn.prepare_cached(
+        "INSERT INTO events (kind, loop_id, run_id, workflow_run_id, data_json, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        body.kind.as_str(),
+        body.loop_id.as_ref().map(LoopId::as_str),
+        body.run_id.as_ref().map(RunId::as_str),
+        body.workflow_run_id.as_ref().map(WorkflowRunId::as_str),
+        data,
+        ms(&now),
+    ])?;
+    Ok(())
+}
+
+/// The brief of a loop as this transaction sees it (`None`: gone).
+pub(crate) fn loop_brief(conn: &Connection, id: &LoopId) -> Result<Option<LoopBrief>> {
+    let row: Option<(String, String, Option<i64>, Option<i64>)> = conn
+        .prepare_cached("SELECT name, status, next_run_at, due_at FROM loops WHERE id = ?1")?
+        .query_row([id.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()?;
+    let Some((name, status, next, due)) = row else {
+        return Ok(None);
+    };
+    let at =
+        |v: Option<i64>, col: &str| v.map(|v| crate::codec::instant_from_ms(v, col)).transpose();
+    Ok(Some(LoopBrief {
+        id: id.clone(),
+        name,
+        status: status
+            .parse::<LoopStatus>()
+            .map_err(|e| Error::decode(format!("column status: {e}")))?,
+        next_run_at: at(next, "next_run_at")?,
+        due_at: at(due, "due_at")?,
+    }))
+}
+
+/// Appends `run.started` / `run.finished` for `run`, with its loop as this transaction
+/// left it.
+pub(crate) fn append_run(
+    conn: &Connection,
+    kind: EventKind,
+    run: &loops_core::Run,
+    now: Instant,
+) -> Result<()> {
+    let lp = loop_brief(conn, &run.loop_id)?;
+    let body = match kind {
+        EventKind::RunStarted => EventBody::run_started(run, lp.as_ref()),
+        _ => EventBody::run_finished(run, lp.as_ref()),
+    };
+    append(conn, &body, now)
+}
+
+fn event_from_row(row: &Row<'_>) -> Result<Event> {
+    let data: String = get(row, 5, "data_json")?;
+    Ok(Event {
+        seq: get_u64(row, 0, "seq")?,
+        at: get_instant(row, 6, "created_at")?,
+        body: EventBody {
+            kind: get_enum::<EventKind>(row, 1, "kind")?,
+            loop_id: get::<Option<String>>(row, 2, "loop_id")?.map(LoopId::new),
+            run_id: get::<Option<String>>(row, 3, "run_id")?.map(RunId::new),
+            workflow_run_id: get::<Option<String>>(row, 4, "workflow_run_id")?
+                .map(WorkflowRunId::new),
+            data: serde_json::from_str(&data)
+                .map_err(|e| Error::decode(format!("column data_json: {e}")))?,
+        },
+    })
+}
+
+pub(crate) fn events_after(
+    store: &SqliteStore,
+    after: u64,
+    limit: usize,
+) -> StoreResult<Vec<Event>> {
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, kind, loop_id, run_id, workflow_run_id, data_json, created_at \
+             FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+        )?;
+        query_all(
+            &mut stmt,
+            params![sat_i64(after), sat_i64(limit as u64)],
+            event_from_row,
+        )
+    })
+}
+
+pub(crate) fn event_bounds(store: &SqliteStore) -> StoreResult<EventBounds> {
+    store.read(|conn| {
+        let oldest: Option<i64> = conn
+            .prepare_cached("SELECT MIN(seq) FROM events")?
+            .query_row([], |r| r.get(0))?;
+        // AUTOINCREMENT keeps the highest number ever given here, also when its row
+        // was pruned.
+        let latest: Option<i64> = conn
+            .prepare_cached("SELECT seq FROM sqlite_sequence WHERE name = 'events'")?
+            .query_row([], |r| r.get(0))
+            .optional()?;
+        let num = |v: i64| u64::try_from(v).unwrap_or(0);
+        Ok(EventBounds {
+            oldest: oldest.map(num),
+            latest: latest.map_or(0, num),
+        })
+    })
+}
+
+/// Fills `temp.pruned` (created here when missing) with the ids `fill` selects, then
+/// runs `delete_events` (which reads them), inside the caller's transaction; the caller
+/// deletes its rows by the same ids and empties the table.
+pub(crate) fn prune_with(
+    conn: &Connection,
+    delete_events: &str,
+    fill: &str,
+    params: impl rusqlite::Params,
+) -> Result<usize> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS pruned (id TEXT PRIMARY KEY); DELETE FROM temp.pruned;",
+    )?;
+    conn.execute(fill, params)?;
+    Ok(conn.execute(delete_events, [])?)
+}
+
+/// Deletes events written before `older_than` (`None`: nothing).
+pub(crate) fn prune_older(conn: &Connection, older_than: Option<&Instant>) -> Result<usize> {
+    match opt_ms(older_than) {
+        Some(before) => Ok(conn
+            .prepare_cached("DELETE FROM events WHERE created_at < ?1")?
+            .execute([before])?),
+        None => Ok(0),
+    }
+}

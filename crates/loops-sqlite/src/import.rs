@@ -1,0 +1,119 @@
+//! One import in one transaction: new workflow specs, new loops with their schedule
+//! state, and their history rows. The loops and specs are inserted by the same code
+//! as `create_loop` and `create_workflow`, so an imported row is what creating it
+//! would have stored.
+
+use crate::codec::{encode_usage, ms, new_id, opt_ms, sat_i64, ID_ATTEMPTS};
+use crate::error::{Error, Result, StoreResult};
+use crate::SqliteStore;
+use loops_core::{Instant, Loop, Run, RunStatus};
+use loops_store::{ImportBatch, Imported, StoreError};
+use rusqlite::{params, Connection};
+
+pub(crate) fn import(
+    store: &SqliteStore,
+    batch: &ImportBatch,
+    now: Instant,
+) -> StoreResult<Imported> {
+    store.write(None, |tx| {
+        let mut workflows = Vec::with_capacity(batch.workflows.len());
+        for spec in &batch.workflows {
+            workflows.push(crate::workflows::insert_workflow(tx, spec, false, now)?);
+        }
+        let mut loops = Vec::with_capacity(batch.loops.len());
+        let mut runs = 0;
+        for item in &batch.loops {
+            let created = crate::loops::insert_loop(tx, &item.new, now)?;
+            crate::loops::apply_advance(tx, &created.id, &item.state, now)?;
+            for run in &item.history {
+                insert_history_run(tx, &created, run)?;
+                runs += 1;
+            }
+            let stored = Loop {
+                status: item.state.status,
+                next_run_at: item.state.next_run_at,
+                retry_scheduled_for: item.state.retry_scheduled_for,
+                due_at: loops_core::schedule::due_at(
+                    &created.id,
+                    item.state.next_run_at,
+                    item.state.retry_scheduled_for,
+                    created.jitter_ms,
+                ),
+                ..created
+            };
+            // An imported loop appears in the event log as created (its history does
+            // not: it happened elsewhere).
+            crate::events::append(
+                tx,
+                &loops_core::event::EventBody::loop_created(&stored),
+                now,
+            )?;
+            loops.push(stored);
+        }
+        Ok(Imported {
+            workflows,
+            loops,
+            runs,
+        })
+    })
+}
+
+/// Inserts a finished run of `lp` as history: a new id, the loop's id and name, no
+/// process or lease left on it.
+fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
+    if run.status == RunStatus::Running {
+        return Err(Error::invalid(format!(
+            "history of loop {:?}: a running run cannot be imported",
+            lp.name
+        )));
+    }
+    let usage = encode_usage(run.usage.as_ref())?;
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+         started_at, finished_at, exit_code, duration_ms, stdout, stderr, error, claimed_by, \
+         summary, usage_json, created_at, updated_at, due_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+    )?;
+    for _ in 0..ID_ATTEMPTS {
+        let inserted = stmt.execute(params![
+            new_id(),
+            lp.id.as_str(),
+            lp.name,
+            ms(&run.scheduled_for),
+            run.attempt,
+            run.status.as_str(),
+            run.source.as_str(),
+            opt_ms(run.started_at.as_ref()),
+            opt_ms(run.finished_at.as_ref()),
+            run.exit_code,
+            run.duration_ms.map(sat_i64),
+            run.stdout,
+            run.stderr,
+            run.error,
+            run.claimed_by,
+            run.summary,
+            usage,
+            ms(&run.created_at),
+            ms(&run.updated_at),
+            opt_ms(run.due_at.as_ref()),
+        ]);
+        match inserted {
+            Ok(_) => return Ok(()),
+            Err(e) if crate::codec::is_unique_violation(&e) => {
+                // A second row for the same slot attempt is the input's mistake; an id
+                // collision draws another id.
+                if e.to_string().contains("runs.scheduled_for") {
+                    return Err(StoreError::InvalidArgument(format!(
+                        "history of loop {:?}: two runs of slot {} attempt {}",
+                        lp.name,
+                        loops_core::format_instant(&run.scheduled_for),
+                        run.attempt
+                    ))
+                    .into());
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::ids_exhausted("run"))
+}

@@ -1,0 +1,343 @@
+//! Read-only roll-ups over runs: the facts `loops health` judges loops by, and the
+//! agent usage `loops usage` adds up. Each goes through an index: per loop, its
+//! newest rows (the covering `runs_loop_recent`) and the rows of its window (the slot index of
+//! the `UNIQUE (loop_id, scheduled_for, attempt)` constraint, read without touching
+//! the table); usage through the partial indexes of rows that carry usage.
+
+use crate::codec::{failure_statuses, get, get_instant, get_usage, instant_from_ms, ms, sat_i64};
+use crate::error::{Error, Result, StoreResult};
+use crate::SqliteStore;
+use loops_core::health::{FactsQuery, RecentRun, RunBrief, RunFacts, SlotRows};
+use loops_core::{Instant, LoopId, RunStatus, StepId, WorkflowId};
+use loops_store::{UsageRow, UsageSource};
+use rusqlite::types::ValueRef;
+use rusqlite::{params, Connection, OptionalExtension, Row, Statement};
+
+/// The columns of a [`RunBrief`] but its error, all in the `runs_loop_recent` index,
+/// then the row's rowid (to read the error of a failed attempt).
+const BRIEF_COLS: &str =
+    "created_at, scheduled_for, attempt, status, started_at, finished_at, rowid";
+/// Newest first: by creation, then (rows created in the same millisecond, like a
+/// skipped slot and the claim after it) by slot and attempt — the order of the
+/// `runs_loop_recent` index, so the newest rows come out of it without a sort.
+const NEWEST_FIRST: &str = "ORDER BY created_at DESC, scheduled_for DESC, attempt DESC";
+
+/// A loop's newest `limit` rows (`?1` the loop). The limit is part of the text, not a
+/// parameter: SQLite re-plans a statement whose LIMIT is a parameter each time it is
+/// rebound (one re-preparation per loop asked about, a third of the whole report).
+fn recent_sql(limit: usize) -> String {
+    format!("SELECT {BRIEF_COLS} FROM runs WHERE loop_id = ?1 {NEWEST_FIRST} LIMIT {limit}")
+}
+
+/// A loop's oldest slot, its skipped rows in `[?2, ?3]` and — for a grid (`?6` its
+/// anchor, `?7` its period) — its distinct slots in `[?4, ?5]` on the grid.
+const WINDOW_SQL: &str = "SELECT (SELECT MIN(scheduled_for) FROM runs WHERE loop_id = ?1), \
+       (SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND status = 'skipped' \
+          AND scheduled_for >= ?2 AND scheduled_for <= ?3), \
+       CASE WHEN ?6 IS NULL THEN NULL ELSE \
+         (SELECT COUNT(DISTINCT scheduled_for) FROM runs WHERE loop_id = ?1 \
+            AND scheduled_for >= ?4 AND scheduled_for <= ?5 \
+            AND (scheduled_for - ?6) % ?7 = 0) END";
+
+/// Runs with usage that finished at or after `?1`.
+const USAGE_RUNS_SQL: &str = "SELECT loop_id, loop_name, finished_at, usage_json FROM runs \
+     WHERE usage_json IS NOT NULL AND finished_at >= ?1";
+
+/// Step runs with usage that finished at or after `?1`, with their workflow run.
+const USAGE_STEPS_SQL: &str =
+    "SELECT r.workflow_id, r.workflow_name, s.step_id, r.loop_id, s.finished_at, s.usage_json \
+     FROM workflow_step_runs s JOIN workflow_runs r ON r.id = s.workflow_run_id \
+     WHERE s.usage_json IS NOT NULL AND s.finished_at >= ?1";
+
+/// The statements `run_facts` and `usage_since` run, by name, with sample parameters
+/// (for [`SqliteStore::report_query_plans`]).
+pub(crate) fn report_queries() -> Vec<(&'static str, String, Vec<rusqlite::types::Value>)> {
+    use rusqlite::types::Value as V;
+    let id = || V::Text("000000000000".into());
+    vec![
+        ("recent", recent_sql(20), vec![id()]),
+        (
+            "window",
+            WINDOW_SQL.to_owned(),
+            vec![
+                id(),
+                V::Integer(0),
+                V::Integer(1),
+                V::Integer(0),
+                V::Integer(1),
+                V::Integer(0),
+                V::Integer(60_000),
+            ],
+        ),
+        ("usage runs", USAGE_RUNS_SQL.to_owned(), vec![V::Integer(0)]),
+        (
+            "usage steps",
+            USAGE_STEPS_SQL.to_owned(),
+            vec![V::Integer(0)],
+        ),
+    ]
+}
+
+/// A brief without its error, and the row's rowid. Read with borrowed values (no
+/// allocation per column): `loops health` decodes 20 rows of each loop.
+fn brief_from_row(row: &Row<'_>) -> Result<(RunBrief, i64)> {
+    let instant = |idx: usize, col: &str| instant_from_ms(int(row, idx, col)?, col);
+    let opt_instant = |idx: usize, col: &str| {
+        opt_int(row, idx, col)?
+            .map(|v| instant_from_ms(v, col))
+            .transpose()
+    };
+    let attempt = int(row, 2, "attempt")?;
+    Ok((
+        RunBrief {
+            created_at: instant(0, "created_at")?,
+            scheduled_for: instant(1, "scheduled_for")?,
+            attempt: u32::try_from(attempt)
+                .map_err(|_| Error::decode(format!("column attempt: {attempt} out of range")))?,
+            status: status(row, 3)?,
+            started_at: opt_instant(4, "started_at")?,
+            finished_at: opt_instant(5, "finished_at")?,
+            error: None,
+        },
+        int(row, 6, "rowid")?,
+    ))
+}
+
+fn int(row: &Row<'_>, idx: usize, col: &str) -> Result<i64> {
+    match row.get_ref(idx)? {
+        ValueRef::Integer(v) => Ok(v),
+        other => Err(Error::decode(format!(
+            "column {col}: expected an integer, found {:?}",
+            other.data_type()
+        ))),
+    }
+}
+
+fn opt_int(row: &Row<'_>, idx: usize, col: &str) -> Result<Option<i64>> {
+    match row.get_ref(idx)? {
+        ValueRef::Null => Ok(None),
+        _ => int(row, idx, col).map(Some),
+    }
+}
+
+fn status(row: &Row<'_>, idx: usize) -> Result<RunStatus> {
+    let text = match row.get_ref(idx)? {
+        ValueRef::Text(t) => std::str::from_utf8(t).ok(),
+        _ => None,
+    };
+    text.ok_or_else(|| Error::decode("column status: not text".to_owned()))?
+        .parse()
+        .map_err(|e| Error::decode(format!("column status: {e}")))
+}
+
+/// The statements `run_facts` runs for every loop, prepared once per call.
+struct FactsStatements<'c> {
+    recent: Statement<'c>,
+    error: Statement<'c>,
+    window: Statement<'c>,
+    listed: Statement<'c>,
+}
+
+/// The distinct slots of a loop's rows in `[?2, ?3]`.
+const LISTED_SQL: &str = "SELECT DISTINCT scheduled_for FROM runs \
+     WHERE loop_id = ?1 AND scheduled_for >= ?2 AND scheduled_for <= ?3 \
+     ORDER BY scheduled_for";
+
+/// The error of the row `rowid` (a failed attempt's).
+fn error_of(stmt: &mut Statement<'_>, rowid: i64) -> Result<Option<String>> {
+    Ok(stmt
+        .query_row([rowid], |r| r.get::<_, Option<String>>(0))
+        .optional()?
+        .flatten())
+}
+
+pub(crate) fn run_facts(
+    store: &SqliteStore,
+    queries: &[FactsQuery],
+    recent: usize,
+) -> StoreResult<Vec<RunFacts>> {
+    store.read(|conn| {
+        // One read transaction: one snapshot for every loop, and SQLite takes its
+        // shared lock once instead of once per statement (thousands of fcntl calls).
+        let tx = conn.unchecked_transaction()?;
+        let facts = {
+            // Prepared once, not looked up in the statement cache for every loop.
+            let mut stmts = FactsStatements {
+                recent: tx.prepare(&recent_sql(recent))?,
+                error: tx.prepare("SELECT error FROM runs WHERE rowid = ?1")?,
+                window: tx.prepare(WINDOW_SQL)?,
+                listed: tx.prepare(LISTED_SQL)?,
+            };
+            queries
+                .iter()
+                .map(|q| loop_facts(&tx, &mut stmts, q, recent))
+                .collect::<Result<Vec<_>>>()?
+        };
+        tx.finish()?;
+        Ok(facts)
+    })
+}
+
+fn loop_facts(
+    conn: &Connection,
+    stmts: &mut FactsStatements<'_>,
+    q: &FactsQuery,
+    recent: usize,
+) -> Result<RunFacts> {
+    let id = q.loop_id.as_str();
+    let mut facts = RunFacts::default();
+    // The newest rows from the covering index alone (no table row is read): each one's
+    // status, the newest and the newest success in full, and a failed attempt's error
+    // looked up by rowid.
+    let mut newest_success = None;
+    let mut failed = Vec::new();
+    {
+        let mut query = stmts.recent.query([id])?;
+        while let Some(row) = query.next()? {
+            let status = status(row, 3)?;
+            let first = facts.newest.is_none();
+            let first_success = status == RunStatus::Succeeded && newest_success.is_none();
+            if first || first_success {
+                let (brief, _) = brief_from_row(row)?;
+                if first_success {
+                    newest_success = Some((facts.recent.len(), brief.clone()));
+                }
+                if first {
+                    facts.newest = Some(brief);
+                }
+            }
+            if status.is_failure() {
+                failed.push((facts.recent.len(), int(row, 6, "rowid")?));
+            }
+            facts.recent.push(RecentRun {
+                status,
+                error: None,
+            });
+        }
+    }
+    for (i, rowid) in failed {
+        facts.recent[i].error = error_of(&mut stmts.error, rowid)?;
+    }
+    if let (Some(newest), Some(first)) = (facts.newest.as_mut(), facts.recent.first()) {
+        newest.error.clone_from(&first.error);
+    }
+    let count_failures =
+        |runs: &[RecentRun]| runs.iter().filter(|r| r.status.is_failure()).count() as u64;
+    match newest_success {
+        // The newest success is among the newest rows: so are the failures after it.
+        Some((i, success)) => {
+            facts.failures_since_success = count_failures(&facts.recent[..i]);
+            facts.last_success = Some(success);
+        }
+        // Fewer rows than asked for: that is the whole history, without a success.
+        None if facts.recent.len() < recent => {
+            facts.failures_since_success = count_failures(&facts.recent);
+        }
+        // Only failures (and skips) among the newest rows: look further back.
+        None => {
+            let last = conn
+                .prepare_cached(&format!(
+                    "SELECT {BRIEF_COLS} FROM runs WHERE loop_id = ?1 AND status = 'succeeded' \
+                     {NEWEST_FIRST} LIMIT 1"
+                ))?
+                .query_row([id], |row| Ok(brief_from_row(row)))
+                .optional()?
+                .transpose()?;
+            facts.failures_since_success = match &last {
+                Some((success, _)) => conn
+                    .prepare_cached(concat!(
+                        "SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND created_at >= ?2 \
+                         AND (created_at, scheduled_for, attempt) > (?2, ?3, ?4) AND status IN ",
+                        failure_statuses!()
+                    ))?
+                    .query_row(
+                        params![
+                            id,
+                            ms(&success.created_at),
+                            ms(&success.scheduled_for),
+                            success.attempt
+                        ],
+                        |r| r.get::<_, i64>(0),
+                    )?,
+                // Through the partial index of failed attempts.
+                None => conn
+                    .prepare_cached(concat!(
+                        "SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND status IN ",
+                        failure_statuses!()
+                    ))?
+                    .query_row([id], |r| r.get::<_, i64>(0))?,
+            }
+            .try_into()
+            .unwrap_or(0);
+            facts.last_success = last.map(|(r, _)| r);
+        }
+    }
+
+    // One statement for the rest: the oldest slot (one index probe), the window's
+    // skipped rows (the partial index of skipped rows) and, for a grid, its distinct
+    // slots counted from the slot index alone (no row leaves SQLite).
+    let (from, to) = (ms(&q.window.0), ms(&q.window.1));
+    let (slots_from, slots_to) = (ms(&q.slot_window.0), ms(&q.slot_window.1));
+    let (anchor, every) = match q.grid {
+        Some((anchor, every)) => (Some(ms(&anchor)), Some(sat_i64(every).max(1))),
+        None => (None, None),
+    };
+    let (oldest, skipped, on_grid): (Option<i64>, i64, Option<i64>) = stmts.window.query_row(
+        params![id, from, to, slots_from, slots_to, anchor, every],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    facts.oldest_slot = oldest
+        .map(|v| instant_from_ms(v, "scheduled_for"))
+        .transpose()?;
+    facts.window_skipped = skipped.try_into().unwrap_or(0);
+    facts.window_slots = match on_grid {
+        Some(count) => SlotRows::OnGrid(count.try_into().unwrap_or(0)),
+        None => {
+            let mut listed = Vec::new();
+            let mut query = stmts.listed.query(params![id, slots_from, slots_to])?;
+            while let Some(row) = query.next()? {
+                listed.push(instant_from_ms(row.get(0)?, "scheduled_for")?);
+            }
+            SlotRows::Listed(listed)
+        }
+    };
+    Ok(facts)
+}
+
+pub(crate) fn usage_since(store: &SqliteStore, since: Instant) -> StoreResult<Vec<UsageRow>> {
+    store.read(|conn| {
+        let mut out = Vec::new();
+        let mut stmt = conn.prepare_cached(USAGE_RUNS_SQL)?;
+        let mut rows = stmt.query([ms(&since)])?;
+        while let Some(row) = rows.next()? {
+            if let Some(usage) = get_usage(row, 3)? {
+                out.push(UsageRow {
+                    source: UsageSource::Run {
+                        loop_id: LoopId::new(get::<String>(row, 0, "loop_id")?),
+                        loop_name: get(row, 1, "loop_name")?,
+                    },
+                    finished_at: get_instant(row, 2, "finished_at")?,
+                    usage,
+                });
+            }
+        }
+        let mut stmt = conn.prepare_cached(USAGE_STEPS_SQL)?;
+        let mut rows = stmt.query([ms(&since)])?;
+        while let Some(row) = rows.next()? {
+            if let Some(usage) = get_usage(row, 5)? {
+                out.push(UsageRow {
+                    source: UsageSource::Step {
+                        workflow_id: WorkflowId::new(get::<String>(row, 0, "workflow_id")?),
+                        workflow_name: get(row, 1, "workflow_name")?,
+                        step_id: StepId::new(get::<String>(row, 2, "step_id")?),
+                        loop_id: get::<Option<String>>(row, 3, "loop_id")?.map(LoopId::new),
+                    },
+                    finished_at: get_instant(row, 4, "finished_at")?,
+                    usage,
+                });
+            }
+        }
+        out.sort_by_key(|r| r.finished_at);
+        Ok(out)
+    })
+}

@@ -1,0 +1,393 @@
+//! Imports and the read-only roll-ups over runs: `import`, `run_facts` (health) and
+//! `usage_since` (usage).
+
+use super::{claim, claim_req, new_loop, t, TestDb};
+use crate::{ImportBatch, ImportLoop, LoopAdvance, StoreError, UsageSource};
+use loops_core::health::{FactsQuery, SlotRows};
+use loops_core::workflow::{parse_spec, RunOrigin, WorkflowSpec};
+use loops_core::{
+    Instant, LoopId, LoopStatus, Run, RunId, RunSource, RunStatus, StepStatus, Usage,
+};
+
+/// A finished history run of slot `t(slot)`, attempt `attempt`, created when it
+/// started.
+fn past_run(slot: i64, attempt: u32, status: RunStatus, usage: Option<Usage>) -> Run {
+    let at = t(slot + i64::from(attempt));
+    Run {
+        id: RunId::new(String::new()),
+        loop_id: LoopId::new(String::new()),
+        loop_name: String::new(),
+        scheduled_for: t(slot),
+        attempt,
+        status,
+        source: RunSource::Scheduled,
+        due_at: Some(t(slot)),
+        started_at: (status != RunStatus::Skipped).then_some(at),
+        finished_at: Some(at),
+        exit_code: (status != RunStatus::Skipped)
+            .then_some(i32::from(status != RunStatus::Succeeded)),
+        duration_ms: Some(1),
+        stdout: Some("out".into()),
+        stderr: None,
+        error: (status == RunStatus::Failed).then(|| "exited with status 1".into()),
+        pid: None,
+        pid_start_time: None,
+        claimed_by: Some("old-host".into()),
+        lease_expires_at: None,
+        summary: None,
+        usage,
+        created_at: at,
+        updated_at: at,
+    }
+}
+
+fn spec(name: &str) -> WorkflowSpec {
+    parse_spec(&format!(
+        r#"{{"name":"{name}","steps":[{{"id":"a","target":{{"type":"agent","provider":"claude","prompt":"hi"}}}}]}}"#
+    ))
+    .unwrap()
+}
+
+fn import_loop(
+    name: &str,
+    status: LoopStatus,
+    next: Option<Instant>,
+    history: Vec<Run>,
+) -> ImportLoop {
+    ImportLoop {
+        new: new_loop(name, next),
+        state: LoopAdvance {
+            status,
+            next_run_at: next,
+            retry_scheduled_for: None,
+        },
+        history,
+    }
+}
+
+fn usage(input: u64, output: u64, cost: Option<f64>) -> Option<Usage> {
+    Some(Usage {
+        input_tokens: Some(input),
+        output_tokens: Some(output),
+        cost_usd: cost,
+    })
+}
+
+/// An import writes its specs, then its loops with their schedule state and history
+/// (new ids, the loop's id and name on each run, everything else as given); a batch
+/// with any bad part — a taken loop name, a taken spec name, a running history row, two
+/// rows of one slot attempt — writes nothing at all.
+pub fn import_is_one_transaction_or_nothing(db: &dyn TestDb) {
+    let store = db.open();
+    let batch = ImportBatch {
+        workflows: vec![spec("w")],
+        loops: vec![
+            import_loop(
+                "a",
+                LoopStatus::Paused,
+                Some(t(600_000)),
+                vec![
+                    past_run(0, 1, RunStatus::Failed, None),
+                    past_run(0, 2, RunStatus::Succeeded, usage(3, 4, None)),
+                ],
+            ),
+            import_loop("b", LoopStatus::Active, Some(t(60_000)), vec![]),
+        ],
+    };
+    let done = store.import(&batch, t(1_000)).unwrap();
+    assert_eq!(done.runs, 2);
+    assert_eq!(done.workflows.len(), 1);
+    assert_eq!(
+        store.get_active_workflow("w").unwrap().unwrap().id,
+        done.workflows[0].id
+    );
+    let a = store.get_loop_by_name("a").unwrap().unwrap();
+    assert_eq!(a, done.loops[0]);
+    assert_eq!(
+        (a.status, a.next_run_at),
+        (LoopStatus::Paused, Some(t(600_000)))
+    );
+    assert_eq!(a.created_at, t(1_000));
+    let runs = store
+        .list_runs(&crate::RunFilter {
+            loop_id: Some(a.id.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(runs.len(), 2);
+    for run in &runs {
+        assert_eq!((&run.loop_id, run.loop_name.as_str()), (&a.id, "a"));
+        assert!(!run.id.as_str().is_empty());
+    }
+    let newest = &runs[0];
+    assert_eq!((newest.attempt, newest.status), (2, RunStatus::Succeeded));
+    assert_eq!(newest.usage, usage(3, 4, None));
+    assert_eq!(newest.claimed_by.as_deref(), Some("old-host"));
+    assert_eq!(newest.finished_at, Some(t(2)));
+    let b = store.get_loop_by_name("b").unwrap().unwrap();
+    assert_eq!(
+        store.due_loops(t(60_000), 10).unwrap().len(),
+        1,
+        "b is due: {b:?}"
+    );
+
+    let before = (store.list_loops(None).unwrap(), super::run_count(&*store));
+    let specs_before = store.list_workflows(None).unwrap();
+    let bad_batches = [
+        // A loop name taken (after a new spec and a new loop in the same batch).
+        ImportBatch {
+            workflows: vec![spec("w2")],
+            loops: vec![
+                import_loop("c", LoopStatus::Active, Some(t(1)), vec![]),
+                import_loop("a", LoopStatus::Active, Some(t(1)), vec![]),
+            ],
+        },
+        // A spec name taken.
+        ImportBatch {
+            workflows: vec![spec("w")],
+            loops: vec![import_loop("c", LoopStatus::Active, Some(t(1)), vec![])],
+        },
+        // A running history row.
+        ImportBatch {
+            workflows: vec![],
+            loops: vec![import_loop(
+                "c",
+                LoopStatus::Active,
+                Some(t(1)),
+                vec![past_run(0, 1, RunStatus::Running, None)],
+            )],
+        },
+        // Two rows of one slot attempt.
+        ImportBatch {
+            workflows: vec![],
+            loops: vec![import_loop(
+                "c",
+                LoopStatus::Active,
+                Some(t(1)),
+                vec![
+                    past_run(0, 1, RunStatus::Failed, None),
+                    past_run(0, 1, RunStatus::Failed, None),
+                ],
+            )],
+        },
+    ];
+    for (i, bad) in bad_batches.iter().enumerate() {
+        let err = store.import(bad, t(2_000)).unwrap_err();
+        match i {
+            0 => assert!(
+                matches!(err, StoreError::DuplicateName(ref n) if n == "a"),
+                "{err:?}"
+            ),
+            1 => assert!(
+                matches!(err, StoreError::DuplicateWorkflow(ref n) if n == "w"),
+                "{err:?}"
+            ),
+            _ => assert!(
+                matches!(err, StoreError::InvalidArgument(_)),
+                "{i}: {err:?}"
+            ),
+        }
+        assert_eq!(
+            (store.list_loops(None).unwrap(), super::run_count(&*store)),
+            before,
+            "batch {i} wrote something"
+        );
+        assert_eq!(
+            store.list_workflows(None).unwrap(),
+            specs_before,
+            "batch {i}"
+        );
+    }
+}
+
+/// Health facts: the newest rows newest first, the last success and the failed
+/// attempts after it (found past the `recent` rows too), the window's skipped rows,
+/// the window's slots (counted on a grid, or listed), the oldest slot; a loop without
+/// runs has empty facts.
+pub fn run_facts_reports_recent_rows_success_and_window(db: &dyn TestDb) {
+    let store = db.open();
+    let m = 60_000;
+    // Slots every minute from 0: succeeded at 0 and 1, skipped at 2, then failures
+    // at 3 (two attempts), 4, 5; slot 7 has no row.
+    let history = vec![
+        past_run(0, 1, RunStatus::Succeeded, None),
+        past_run(m, 1, RunStatus::Succeeded, None),
+        past_run(2 * m, 1, RunStatus::Skipped, None),
+        past_run(3 * m, 1, RunStatus::Failed, None),
+        past_run(3 * m, 2, RunStatus::TimedOut, None),
+        past_run(4 * m, 1, RunStatus::Abandoned, None),
+        past_run(5 * m, 1, RunStatus::Failed, None),
+        past_run(6 * m, 1, RunStatus::Succeeded, None),
+        past_run(8 * m, 1, RunStatus::Failed, None),
+    ];
+    let done = store
+        .import(
+            &ImportBatch {
+                workflows: vec![],
+                loops: vec![
+                    import_loop("h", LoopStatus::Active, Some(t(9 * m)), history),
+                    import_loop("empty", LoopStatus::Active, Some(t(m)), vec![]),
+                ],
+            },
+            t(10 * m),
+        )
+        .unwrap();
+    let (h, empty) = (&done.loops[0], &done.loops[1]);
+    let query = |id: &LoopId, grid: Option<(Instant, u64)>| FactsQuery {
+        loop_id: id.clone(),
+        window: (t(2 * m), t(8 * m)),
+        slot_window: (t(m), t(8 * m)),
+        grid,
+    };
+    let facts = store
+        .run_facts(
+            &[
+                query(&h.id, Some((t(0), m as u64))),
+                query(&h.id, None),
+                query(&empty.id, Some((t(0), m as u64))),
+            ],
+            3,
+        )
+        .unwrap();
+    assert_eq!(facts.len(), 3, "one answer per query, in order");
+    let f = &facts[0];
+    let recent: Vec<RunStatus> = f.recent.iter().map(|r| r.status).collect();
+    assert_eq!(
+        recent,
+        [RunStatus::Failed, RunStatus::Succeeded, RunStatus::Failed]
+    );
+    let newest = f.newest.as_ref().unwrap();
+    assert_eq!((newest.scheduled_for, newest.attempt), (t(8 * m), 1));
+    assert_eq!(newest.finished_at, Some(t(8 * m + 1)));
+    assert_eq!(newest.error.as_deref(), Some("exited with status 1"));
+    // A failed attempt's error is filled in, no other row's.
+    assert_eq!(f.recent[0].error.as_deref(), Some("exited with status 1"));
+    assert_eq!(f.recent[1].error, None);
+    assert_eq!(
+        f.last_success.as_ref().and_then(|r| r.finished_at),
+        Some(t(6 * m + 1))
+    );
+    assert_eq!(
+        f.last_success.as_ref().map(|r| r.scheduled_for),
+        Some(t(6 * m))
+    );
+    assert_eq!(f.failures_since_success, 1);
+    assert_eq!(f.window_skipped, 1);
+    assert_eq!(f.oldest_slot, Some(t(0)));
+    // Slots 1..=8 with rows: 1, 2, 3, 4, 5, 6, 8 (slot 3's two attempts count once).
+    assert_eq!(f.window_slots, SlotRows::OnGrid(7));
+    let listed: Vec<Instant> = [1, 2, 3, 4, 5, 6, 8].iter().map(|k| t(k * m)).collect();
+    assert_eq!(facts[1].window_slots, SlotRows::Listed(listed));
+    let none = &facts[2];
+    assert!(none.recent.is_empty() && none.last_success.is_none() && none.newest.is_none());
+    assert_eq!((none.failures_since_success, none.window_skipped), (0, 0));
+    assert_eq!(none.window_slots, SlotRows::OnGrid(0));
+    assert_eq!(none.oldest_slot, None);
+
+    // The newest rows hold no success: the store looks further back for it.
+    let facts = store.run_facts(&[query(&h.id, None)], 1).unwrap();
+    assert_eq!(facts[0].recent.len(), 1);
+    assert_eq!(
+        facts[0].last_success.as_ref().map(|r| r.scheduled_for),
+        Some(t(6 * m))
+    );
+    assert_eq!(facts[0].failures_since_success, 1);
+    // Without any success: every failed attempt counts.
+    let never = store
+        .import(
+            &ImportBatch {
+                workflows: vec![],
+                loops: vec![import_loop(
+                    "never",
+                    LoopStatus::Active,
+                    Some(t(9 * m)),
+                    vec![
+                        past_run(0, 1, RunStatus::Failed, None),
+                        past_run(m, 1, RunStatus::Skipped, None),
+                        past_run(2 * m, 1, RunStatus::Failed, None),
+                        past_run(3 * m, 1, RunStatus::TimedOut, None),
+                    ],
+                )],
+            },
+            t(10 * m),
+        )
+        .unwrap();
+    let facts = store
+        .run_facts(&[query(&never.loops[0].id, None)], 2)
+        .unwrap();
+    assert!(facts[0].last_success.is_none());
+    assert_eq!(facts[0].failures_since_success, 3);
+}
+
+/// Usage: every run and step run with usage that finished at or after the instant,
+/// oldest first, a step with its workflow, step id and the loop whose slot ran it.
+pub fn usage_since_lists_runs_and_steps_with_usage(db: &dyn TestDb) {
+    let store = db.open();
+    let done = store
+        .import(
+            &ImportBatch {
+                workflows: vec![spec("w")],
+                loops: vec![import_loop(
+                    "agent",
+                    LoopStatus::Active,
+                    Some(t(100_000)),
+                    vec![
+                        past_run(0, 1, RunStatus::Succeeded, usage(1, 1, Some(0.5))),
+                        past_run(10, 1, RunStatus::Failed, usage(2, 2, None)),
+                        past_run(20, 1, RunStatus::Succeeded, None),
+                        past_run(30, 1, RunStatus::Succeeded, usage(3, 3, None)),
+                    ],
+                )],
+            },
+            t(1_000),
+        )
+        .unwrap();
+    let lp = &done.loops[0];
+    let wf = &done.workflows[0];
+    // A workflow run the loop's slot started, its agent step finished with usage.
+    let loop_run = claim(&*store, &claim_req(lp, t(100_000), t(100_000))).unwrap();
+    let origin = RunOrigin {
+        loop_id: lp.id.clone(),
+        loop_run_id: loop_run.id.clone(),
+        scheduled_for: t(100_000),
+    };
+    let (run, _) = store
+        .create_workflow_run(wf, Some(&origin), t(100_001), None)
+        .unwrap();
+    let mut step = store.step_runs(run.id.as_str()).unwrap().remove(0);
+    step.status = StepStatus::Succeeded;
+    step.started_at = Some(t(100_002));
+    step.finished_at = Some(t(100_005));
+    step.usage = usage(7, 8, Some(0.25));
+    store.save_step_run(&step, &[], t(100_005), None).unwrap();
+
+    let rows = store.usage_since(t(11)).unwrap();
+    let seen: Vec<(Instant, u64)> = rows
+        .iter()
+        .map(|r| (r.finished_at, r.usage.input_tokens.unwrap_or(0)))
+        .collect();
+    assert_eq!(
+        seen,
+        [(t(11), 2), (t(31), 3), (t(100_005), 7)],
+        "oldest first, from the instant on"
+    );
+    assert_eq!(
+        rows[0].source,
+        UsageSource::Run {
+            loop_id: lp.id.clone(),
+            loop_name: "agent".into()
+        }
+    );
+    assert_eq!(
+        rows[2].source,
+        UsageSource::Step {
+            workflow_id: wf.id.clone(),
+            workflow_name: "w".into(),
+            step_id: step.step_id.clone(),
+            loop_id: Some(lp.id.clone()),
+        }
+    );
+    assert_eq!(rows[2].usage.cost_usd, Some(0.25));
+    assert_eq!(store.usage_since(t(0)).unwrap().len(), 4);
+    assert!(store.usage_since(t(200_000)).unwrap().is_empty());
+}

@@ -1,0 +1,28 @@
+//! `export [--label L]… [--include-secrets]`: the bundle of loops and the workflow
+//! specs they use, as JSON on stdout (README, "Export and import"). Secrets left out
+//! are named on stderr, so a redirected bundle is never silently incomplete.
+
+use super::Context;
+use crate::cli::ExportArgs;
+use crate::exit::Exit;
+use crate::output::{self, print_json};
+use crate::Failure;
+use std::io::Write as _;
+
+pub fn run(ctx: &Context, args: ExportArgs) -> Result<Exit, Failure> {
+    let bundle = ctx
+        .reader()?
+        .export(&args.labels, args.include_secrets, output::now())?;
+    print_json(&bundle)?;
+    if !bundle.redacted.is_empty() {
+        let named: Vec<String> = bundle.redacted.iter().map(ToString::to_string).collect();
+        // A note, not an error: stdout holds the bundle.
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: {} secret(s) left out of the bundle ({}); --include-secrets includes them",
+            named.len(),
+            named.join(", ")
+        );
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,37 @@
+//! `mcp`: the MCP server on stdio (`loops_mcp`), until the client goes away. Stdout
+//! carries the protocol; logs go to stderr (`LOOPS_LOG`, default `warn`).
+
+use super::Context;
+use crate::cli::McpArgs;
+use crate::exit::Exit;
+use crate::Failure;
+
+pub fn run(ctx: &Context, args: McpArgs) -> Result<Exit, Failure> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    let options = loops_mcp::Options {
+        data_dir: ctx.data_dir()?,
+        store: ctx.store_url().map(str::to_owned),
+        allow_mutations: args.allow_mutations,
+        allow_shell: args.allow_shell,
+        allow_secrets: args.allow_secrets,
+        base_dir: std::env::current_dir()
+            .map_err(|e| Failure::failed(format!("cannot read the current directory: {e}")))?,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
+    let served = rt.block_on(loops_mcp::serve_stdio(options));
+    // Stdin is read by a blocking thread that cannot be cancelled: do not wait for it.
+    rt.shutdown_background();
+    served.map_err(Failure::failed)?;
+    Ok(Exit::Success)
+}

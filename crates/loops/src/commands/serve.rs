@@ -1,0 +1,94 @@
+//! `serve`: the HTTP API (`loops_http`) on this store until SIGTERM / SIGINT. Its own
+//! process, beside the daemon: it reads the store's event log, which every writer (the
+//! daemon, the CLI, this server) appends to in the transaction of each change, so it
+//! needs no link to the daemon and the daemon's scheduling never waits on a client.
+
+use super::Context;
+use crate::cli::ServeArgs;
+use crate::exit::Exit;
+use crate::output::{outln, print_json};
+use crate::Failure;
+use loops_http::{ServeConfig, Server};
+use std::io::Write as _;
+use std::time::Duration;
+
+pub fn run(ctx: &Context, args: ServeArgs) -> Result<Exit, Failure> {
+    let dir = ctx.data_dir()?;
+    let client = ctx.client()?;
+    if args.print_token {
+        let token =
+            loops_http::token::load_or_create(&dir).map_err(|e| Failure::failed(e.to_string()))?;
+        outln!("{}", token.reveal())?;
+        return Ok(Exit::Success);
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    let cfg = ServeConfig {
+        addr: args.addr,
+        allow_remote: args.allow_remote,
+        cors_origins: args.cors_origins,
+        events_poll: Duration::from_millis(args.events_poll_ms),
+        ..ServeConfig::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
+    let result = rt.block_on(async {
+        let server = Server::bind(client, cfg).await.map_err(|e| {
+            let usage = matches!(e, loops_http::ServeError::NotLoopback(_));
+            if usage {
+                Failure::usage(e.to_string())
+            } else {
+                Failure::failed(e.to_string())
+            }
+        })?;
+        let addr = server
+            .local_addr()
+            .map_err(|e| Failure::failed(format!("cannot read the bound address: {e}")))?;
+        if !addr.ip().is_loopback() {
+            let _ = writeln!(
+                std::io::stderr(),
+                "warning: serving on {addr}, which other hosts can reach; anyone with the token can read every output and run commands as you"
+            );
+        }
+        let url = format!("http://{addr}");
+        let token_file = server.token_path();
+        if ctx.json {
+            print_json(&serde_json::json!({ "url": url, "tokenFile": token_file }))?;
+        } else {
+            outln!(
+                "serving the loops API on {url} (token: {}; `loops serve --print-token` prints it)",
+                token_file.display()
+            )?;
+        }
+        let shutdown = async {
+            use tokio::signal::unix::{signal, SignalKind};
+            match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                }
+                _ => std::future::pending::<()>().await,
+            }
+        };
+        server
+            .run(shutdown)
+            .await
+            .map_err(|e| Failure::failed(e.to_string()))
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    result.map(|()| Exit::Success)
+}

@@ -1,0 +1,58 @@
+//! `usage [--since D] [--by loop|provider|day]`: tokens and cost of agent runs and
+//! agent workflow steps, with totals.
+
+use super::Context;
+use crate::cli::UsageArgs;
+use crate::exit::Exit;
+use crate::output::{self, outln, print_json, Table};
+use crate::Failure;
+use loops_core::usage::{GroupBy, UsageTotals};
+
+pub fn run(ctx: &Context, args: UsageArgs) -> Result<Exit, Failure> {
+    let by: GroupBy = args.by.parse().map_err(Failure::usage)?;
+    let now = output::now();
+    let since = now - args.since.to_chrono();
+    let report = ctx.reader()?.usage(since, by)?;
+    if ctx.json {
+        print_json(&report)?;
+        return Ok(Exit::Success);
+    }
+    if report.groups.is_empty() {
+        outln!(
+            "no agent usage recorded since {}",
+            output::instant_text(Some(since))
+        )?;
+        return Ok(Exit::Success);
+    }
+    let header = match by {
+        GroupBy::Loop => "LOOP",
+        GroupBy::Provider => "PROVIDER",
+        GroupBy::Day => "DAY (UTC)",
+    };
+    let mut table = Table::new(vec![header, "RUNS", "STEPS", "INPUT", "OUTPUT", "COST"]);
+    let row = |key: &str, t: &UsageTotals| {
+        vec![
+            key.into(),
+            t.runs.to_string().into(),
+            t.steps.to_string().into(),
+            t.input_tokens.to_string().into(),
+            t.output_tokens.to_string().into(),
+            cost_text(t).into(),
+        ]
+    };
+    for g in &report.groups {
+        table.row(row(&g.key, &g.totals));
+    }
+    table.row(row("total", &report.total));
+    table.print()?;
+    Ok(Exit::Success)
+}
+
+/// `$1.2345`, with the runs that reported no price; `-` when none did.
+fn cost_text(t: &UsageTotals) -> String {
+    match (t.cost_usd, t.unpriced) {
+        (None, _) => "-".into(),
+        (Some(c), 0) => format!("${c:.4}"),
+        (Some(c), n) => format!("${c:.4} ({n} unpriced)"),
+    }
+}
