@@ -687,6 +687,21 @@ impl Daemon {
         Ok(daemon)
     }
 
+    /// The round trips to PostgreSQL the daemon logged when it stopped (0 if none).
+    fn round_trips(&self) -> u64 {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .rev()
+            .find_map(|l| {
+                let rest = l.split("round_trips=").nth(1)?;
+                rest.split(|c: char| !c.is_ascii_digit())
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    }
+
     fn startup_ms(&self) -> f64 {
         delta_ms(self.ready_at - self.spawned_at)
     }
@@ -1722,6 +1737,8 @@ impl Bencher {
         for d in &mut daemons {
             d.stop()?;
         }
+        // Each daemon logs its round trips to the server when it stops.
+        let round_trips: u64 = daemons.iter().map(Daemon::round_trips).sum();
         let cpu_ms: f64 = cpu1
             .iter()
             .zip(&cpu0)
@@ -1784,13 +1801,18 @@ impl Bencher {
         let mut shares: Vec<usize> = by_runner.values().copied().collect();
         shares.sort_unstable();
         let per_run = |v: f64| v / started_in.max(1) as f64;
+        // Round trips are counted over the daemons' whole lives: per run they started.
+        let started_ever = runs
+            .iter()
+            .filter(|r| r.status != RunStatus::Skipped && r.started_at.is_some())
+            .count();
         println!();
-        println!("| backend | runners | loops | exec | runs in window | expected slots | runs/s | lag p50 ms | p99 ms | max ms | missed slots | skipped | not succeeded | runs per runner | daemon CPU (all runners) | daemon CPU ms per run | DB transactions per run |");
+        println!("| backend | runners | loops | exec | runs in window | expected slots | runs/s | lag p50 ms | p99 ms | max ms | missed slots | skipped | not succeeded | runs per runner | daemon CPU (all runners) | daemon CPU ms per run | DB transactions per run | DB round trips per run |");
         println!(
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"
         );
         println!(
-            "| postgres | {runners} | {n} | {} | {executed} | {expected} | {:.0} | {:.2} | {:.2} | {:.2} | {missed} | {skipped} | {not_ok} | {shares:?} | {:.0}% | {:.2} | {:.2} |",
+            "| postgres | {runners} | {n} | {} | {executed} | {expected} | {:.0} | {:.2} | {:.2} | {:.2} | {missed} | {skipped} | {not_ok} | {shares:?} | {:.0}% | {:.2} | {:.2} | {:.2} |",
             exec.label(),
             executed as f64 / window_s,
             lag.p50,
@@ -1799,6 +1821,7 @@ impl Bencher {
             cpu_ms / (secs as f64 * 10.0),
             per_run(cpu_ms),
             per_run((x1 - x0) as f64),
+            round_trips as f64 / started_ever.max(1) as f64,
         );
         println!();
         println!("(lag = startedAt − scheduledFor as recorded; CPU and transactions per run over the runs started in the {secs} s measured; transactions from pg_stat_database, every client of the database)");

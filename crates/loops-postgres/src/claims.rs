@@ -31,12 +31,35 @@ pub(crate) async fn claim_runs<C: GenericClient + Sync>(
     claims: &[BatchClaim],
     epoch: Option<i64>,
 ) -> Result<Vec<ClaimOutcome>> {
-    let mut out = Vec::with_capacity(claims.len());
-    for claim in claims {
-        out.push(batch_claim_in(db, claim, epoch).await?);
-    }
+    let out = if set_based(claims) {
+        crate::claim_set::claim_set(db, claims, epoch).await?
+    } else {
+        let mut out = Vec::with_capacity(claims.len());
+        for claim in claims {
+            out.push(batch_claim_in(db, claim, epoch).await?);
+        }
+        out
+    };
     log_outcomes(db, &out, claims.first().map(|c| c.request.now)).await?;
     Ok(out)
+}
+
+/// Whether a batch can be claimed set-based ([`crate::claim_set`]): a scheduling pass's
+/// batch — every claim passing over on refusal, of a scheduled slot, at the same
+/// instant, each of another loop (so no claim depends on an earlier one's row).
+fn set_based(claims: &[BatchClaim]) -> bool {
+    let Some(first) = claims.first() else {
+        return false;
+    };
+    let mut loops = std::collections::HashSet::with_capacity(claims.len());
+    claims.len() > 1
+        && claims.iter().all(|c| {
+            matches!(c.on_refusal, OnRefusal::PassOver { .. })
+                && c.request.source != RunSource::AdHoc
+                && c.request.now == first.request.now
+                && c.request.runner_id == first.request.runner_id
+                && loops.insert(c.request.loop_id.clone())
+        })
 }
 
 /// Logs `run.started` for each claimed run and `run.finished` for each skipped slot,

@@ -28,6 +28,7 @@
 //! return the same values. Only plain connections (`NoTls`): use a local socket, a
 //! private network or a TLS tunnel.
 
+mod claim_set;
 mod claims;
 mod codec;
 mod error;
@@ -46,7 +47,7 @@ mod wakeups;
 mod workflows;
 
 pub use open::{is_postgres_url, redact_url, SCHEMA_VERSION};
-pub use session::{CALL_TIMEOUT, CONNECT_TIMEOUT};
+pub use session::{round_trips, CALL_TIMEOUT, CONNECT_TIMEOUT};
 
 use crate::error::StoreResult;
 use crate::session::{Db, Job};
@@ -120,6 +121,7 @@ macro_rules! write {
                     };
                     $body.await?
                 };
+                crate::session::count_round_trip();
                 tx.commit().await?;
                 Ok(out)
             })

@@ -32,6 +32,21 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Prepared statements kept per connection; the cache is cleared past this.
 const STATEMENT_CACHE: usize = 512;
 
+/// Messages this process sent to a PostgreSQL server and waited for: statements,
+/// preparations, `BEGIN` and `COMMIT` (see [`round_trips`]).
+static ROUND_TRIPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Round trips to the server made by every store of this process so far (each
+/// statement, preparation, `BEGIN` and `COMMIT` waits for its answer): what the
+/// benchmarks report per run.
+pub fn round_trips() -> u64 {
+    ROUND_TRIPS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub(crate) fn count_round_trip() {
+    ROUND_TRIPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The connection of one store (opened lazily, reopened after it broke) and its
 /// prepared statements.
 pub(crate) struct Session {
@@ -88,6 +103,7 @@ impl Session {
     pub(crate) async fn begin(&mut self) -> Result<(Transaction<'_>, &StmtCache)> {
         self.client().await?;
         let cache = &self.cache;
+        count_round_trip();
         match self.client.as_mut() {
             Some(client) => Ok((client.transaction().await?, cache)),
             None => Err(io("no PostgreSQL connection").into()),
@@ -124,6 +140,7 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         if let Some(st) = self.cache.0.borrow().get(sql) {
             return Ok(st.clone());
         }
+        count_round_trip();
         let st = self.c.prepare(sql).await?;
         let mut cache = self.cache.0.borrow_mut();
         if cache.len() >= STATEMENT_CACHE {
@@ -135,26 +152,31 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
 
     pub(crate) async fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
         let st = self.prepare(sql).await?;
+        count_round_trip();
         Ok(self.c.query(&st, params).await?)
     }
 
     pub(crate) async fn query_opt(&self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
         let st = self.prepare(sql).await?;
+        count_round_trip();
         Ok(self.c.query_opt(&st, params).await?)
     }
 
     pub(crate) async fn query_one(&self, sql: &str, params: &Params<'_>) -> Result<Row> {
         let st = self.prepare(sql).await?;
+        count_round_trip();
         Ok(self.c.query_one(&st, params).await?)
     }
 
     pub(crate) async fn execute(&self, sql: &str, params: &Params<'_>) -> Result<u64> {
         let st = self.prepare(sql).await?;
+        count_round_trip();
         Ok(self.c.execute(&st, params).await?)
     }
 
     /// Statements without parameters or results (DDL, `SAVEPOINT`).
     pub(crate) async fn batch(&self, sql: &str) -> Result<()> {
+        count_round_trip();
         Ok(self.c.batch_execute(sql).await?)
     }
 }

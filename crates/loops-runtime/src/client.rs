@@ -1224,7 +1224,15 @@ impl Client {
         let mut cfg = cfg;
         // Only a SQLite store is a file in the data dir the daemon must watch.
         cfg.watch_store_file &= matches!(self.backend, Backend::Sqlite { .. });
-        crate::daemon::run(Arc::clone(&self.store), cfg, shutdown).await
+        let ran = crate::daemon::run(Arc::clone(&self.store), cfg, shutdown).await;
+        if self.postgres.is_some() {
+            // For the benchmarks (BENCHMARKS.md §14): round trips per run.
+            tracing::info!(
+                round_trips = loops_postgres::round_trips(),
+                "PostgreSQL round trips of this daemon"
+            );
+        }
+        ran
     }
 }
 
