@@ -395,6 +395,11 @@ pub struct Policy {
     /// scheduled time (0 = none; see [`crate::schedule::jitter_delay`]).
     #[serde(default)]
     pub jitter_ms: u64,
+    /// Runner labels a runner must advertise, every one of them, to claim the loop's
+    /// scheduled slots (`create --on`; the runners of a PostgreSQL store). Sorted,
+    /// each once; empty: any runner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs_on: Vec<String>,
 }
 
 impl Default for Policy {
@@ -408,6 +413,7 @@ impl Default for Policy {
             lease_ms: 30 * 60_000,
             expires_at: None,
             jitter_ms: 0,
+            runs_on: Vec::new(),
         }
     }
 }
@@ -524,6 +530,9 @@ pub struct Loop {
     /// Sorted, without duplicates.
     #[serde(default)]
     pub labels: Vec<String>,
+    /// See [`Policy::runs_on`] (JSON `runsOn`, left out when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs_on: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Notify>,
     #[serde(with = "crate::timefmt")]
@@ -546,6 +555,7 @@ impl Loop {
             lease_ms: self.lease_ms,
             expires_at: self.expires_at,
             jitter_ms: self.jitter_ms,
+            runs_on: self.runs_on.clone(),
         }
     }
 }

@@ -665,6 +665,7 @@ mod tests {
             jitter_ms: 0,
             due_at: None,
             labels: Vec::new(),
+            runs_on: Vec::new(),
             notify: None,
             created_at: created,
             updated_at: created,

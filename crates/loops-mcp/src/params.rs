@@ -460,6 +460,7 @@ macro_rules! impl_definition_fields {
                     account_tool: self.account_tool.clone(),
                     preflight: self.preflight,
                     labels: self.labels.clone(),
+                    runs_on: Vec::new(),
                     jitter: self
                         .jitter
                         .as_deref()

@@ -80,7 +80,8 @@ pub(crate) async fn claim_set<C: GenericClient + Sync>(
             .max()
             .unwrap_or(i64::MIN);
         let pointer = lp.retry_for.or(lp.next_run_at);
-        if pointer.is_none_or(|p| p > last) {
+        // A stale plan, or a loop requiring runner labels: the one-by-one way.
+        if pointer.is_none_or(|p| p > last) || lp.runs_on != "[]" {
             slow.push(i);
         } else {
             fresh.push(i);
@@ -278,7 +279,7 @@ async fn lock_all<C: GenericClient + Sync>(
     let rows = db
         .query(
             "SELECT id, status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
-             retry_scheduled_for, due_at FROM loops WHERE id = ANY($1::text[]) \
+             retry_scheduled_for, due_at, runs_on_json FROM loops WHERE id = ANY($1::text[]) \
              FOR UPDATE SKIP LOCKED",
             &[&ids],
         )
@@ -296,6 +297,7 @@ async fn lock_all<C: GenericClient + Sync>(
                 next_run_at: get(row, 6, "next_run_at")?,
                 retry_for: get(row, 7, "retry_scheduled_for")?,
                 due_at: get(row, 8, "due_at")?,
+                runs_on: get(row, 9, "runs_on_json")?,
             },
         );
     }

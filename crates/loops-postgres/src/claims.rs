@@ -99,6 +99,8 @@ pub(crate) struct LockedLoop {
     pub(crate) next_run_at: Option<i64>,
     pub(crate) retry_for: Option<i64>,
     pub(crate) due_at: Option<i64>,
+    /// The runner labels the loop requires (`runsOn`, JSON).
+    pub(crate) runs_on: String,
 }
 
 enum Lock {
@@ -115,10 +117,11 @@ async fn lock_loop<C: GenericClient + Sync>(
 ) -> Result<Lock> {
     let sql = if skip {
         "SELECT status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
-         retry_scheduled_for, due_at FROM loops WHERE id = $1 FOR UPDATE SKIP LOCKED"
+         retry_scheduled_for, due_at, runs_on_json FROM loops WHERE id = $1 \
+         FOR UPDATE SKIP LOCKED"
     } else {
         "SELECT status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
-         retry_scheduled_for, due_at FROM loops WHERE id = $1 FOR UPDATE"
+         retry_scheduled_for, due_at, runs_on_json FROM loops WHERE id = $1 FOR UPDATE"
     };
     let Some(row) = db.query_opt(sql, &[&id.as_str()]).await? else {
         if skip
@@ -140,6 +143,7 @@ async fn lock_loop<C: GenericClient + Sync>(
         next_run_at: get(&row, 5, "next_run_at")?,
         retry_for: get(&row, 6, "retry_scheduled_for")?,
         due_at: get(&row, 7, "due_at")?,
+        runs_on: get(&row, 8, "runs_on_json")?,
     }))
 }
 
@@ -286,6 +290,27 @@ pub(crate) async fn skip_in<C: GenericClient + Sync>(
     Err(Error::ids_exhausted("run"))
 }
 
+/// Whether the runner of `epoch` advertises every label of `runs_on` (a JSON array).
+async fn runner_has<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    epoch: Option<i64>,
+    runs_on: &str,
+) -> Result<bool> {
+    let Some(epoch) = epoch else {
+        return Ok(false);
+    };
+    let row = db
+        .query_opt(
+            "SELECT labels_json::jsonb @> ($2::text)::jsonb FROM runners WHERE epoch = $1",
+            &[&epoch, &runs_on],
+        )
+        .await?;
+    match row {
+        Some(row) => get(&row, 0, "has"),
+        None => Ok(false),
+    }
+}
+
 /// Whether the latest attempt of the request's slot was claimed by the request's runner.
 pub(crate) async fn own_slot<C: GenericClient + Sync>(
     db: &Db<'_, C>,
@@ -348,6 +373,11 @@ pub(crate) async fn claim_with_lock<C: GenericClient + Sync>(
     if let Some(slots) = pass {
         if lp.status != LoopStatus::Active.as_str() {
             return Ok(ClaimOutcome::NotActive);
+        }
+        // A loop that requires runner labels is scheduled only by a runner with them
+        // all (its plan came from `due_loops_on`; this is the store's own word on it).
+        if lp.runs_on != "[]" && !runner_has(db, epoch, &lp.runs_on).await? {
+            return Ok(ClaimOutcome::Moved);
         }
         // The plan is stale when the loop no longer points at (or before) one of its
         // slots: another runner claimed and advanced it, or finished its run and

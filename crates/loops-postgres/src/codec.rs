@@ -18,7 +18,7 @@ macro_rules! loop_cols {
         "id, name, description, status, schedule_json, target_json, next_run_at, \
          retry_scheduled_for, catch_up, catch_up_limit, overlap, max_attempts, \
          retry_delay_ms, lease_ms, expires_at, created_at, updated_at, jitter_ms, due_at, \
-         labels_json, notify_json"
+         labels_json, notify_json, runs_on_json"
     };
 }
 pub(crate) use loop_cols;
@@ -160,6 +160,7 @@ pub(crate) fn loop_from_row(row: &Row) -> Result<Loop> {
         jitter_ms: get_u64(row, 17, "jitter_ms")?,
         due_at: get_opt_instant(row, 18, "due_at")?,
         labels: get_json(row, 19, "labels_json")?,
+        runs_on: get_json(row, 21, "runs_on_json")?,
         notify: get::<Option<String>>(row, 20, "notify_json")?
             .map(|text| {
                 serde_json::from_str(&text)

@@ -299,6 +299,16 @@ impl Store for PgStore {
         read!(self, |db| loops::due_loops(db, now, limit))
     }
 
+    fn due_loops_on(
+        &self,
+        now: Instant,
+        limit: usize,
+        labels: &[String],
+    ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        let labels = labels.to_vec();
+        read!(self, |db| loops::due_loops_on(db, now, limit, &labels))
+    }
+
     fn next_due_at(&self) -> StoreResult<Option<Instant>> {
         read!(self, |db| loops::next_due_at(db))
     }

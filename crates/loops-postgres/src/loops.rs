@@ -19,6 +19,7 @@ pub(crate) struct DefinitionJson {
     target: String,
     labels: String,
     notify: Option<String>,
+    runs_on: String,
 }
 
 pub(crate) fn definition_json(def: &NewLoop) -> Result<DefinitionJson> {
@@ -27,6 +28,7 @@ pub(crate) fn definition_json(def: &NewLoop) -> Result<DefinitionJson> {
         schedule: serde_json::to_string(&def.schedule).map_err(|e| json("schedule", e))?,
         target: serde_json::to_string(&def.target).map_err(|e| json("target", e))?,
         labels: serde_json::to_string(&def.labels).map_err(|e| json("labels", e))?,
+        runs_on: serde_json::to_string(&def.policy.runs_on).map_err(|e| json("runs_on", e))?,
         notify: def
             .notify
             .as_ref()
@@ -54,7 +56,7 @@ pub(crate) async fn create_loop<C: GenericClient + Sync>(
                     "INSERT INTO loops (",
                     loop_cols!(),
                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, \
-                     $15, $15, $16, $17, $18, $19) RETURNING ",
+                     $15, $15, $16, $17, $18, $19, $20) RETURNING ",
                     loop_cols!()
                 ),
                 &[
@@ -77,6 +79,7 @@ pub(crate) async fn create_loop<C: GenericClient + Sync>(
                     &opt_ms(due_at.as_ref()),
                     &json.labels,
                     &json.notify,
+                    &json.runs_on,
                 ],
             )
             .await;
@@ -305,6 +308,29 @@ pub(crate) async fn due_loops<C: GenericClient + Sync>(
     Ok(rows.iter().map(decode_loop_row).collect())
 }
 
+/// [`due_loops`] for a runner advertising `labels`: only loops whose `runsOn` it has.
+pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    now: Instant,
+    limit: usize,
+    labels: &[String],
+) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+    let labels = serde_json::to_string(labels).map_err(|e| Error::invalid(e.to_string()))?;
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                loop_cols!(),
+                " FROM loops WHERE status = 'active' AND due_at <= $1 \
+                  AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($3::text)::jsonb) \
+                  ORDER BY due_at LIMIT $2"
+            ),
+            &[&ms(&now), &sat_i64(limit as u64), &labels],
+        )
+        .await?;
+    Ok(rows.iter().map(decode_loop_row).collect())
+}
+
 pub(crate) async fn next_due_at<C: GenericClient + Sync>(
     db: &Db<'_, C>,
 ) -> Result<Option<Instant>> {
@@ -436,7 +462,7 @@ pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
                    target_json = $6, next_run_at = $7, retry_scheduled_for = $8, catch_up = $9, \
                    catch_up_limit = $10, overlap = $11, max_attempts = $12, retry_delay_ms = $13, \
                    lease_ms = $14, expires_at = $15, jitter_ms = $16, due_at = $17, \
-                   labels_json = $18, notify_json = $19, updated_at = $20 \
+                   labels_json = $18, notify_json = $19, updated_at = $20, runs_on_json = $25 \
                  WHERE id = $1 AND status = $21 AND next_run_at IS NOT DISTINCT FROM $22 \
                    AND retry_scheduled_for IS NOT DISTINCT FROM $23 AND updated_at = $24 \
                  RETURNING ",
@@ -467,6 +493,7 @@ pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
                 &opt_ms(expected.next_run_at.as_ref()),
                 &opt_ms(expected.retry_scheduled_for.as_ref()),
                 &ms(&expected.updated_at),
+                &json.runs_on,
             ],
         )
         .await;

@@ -30,10 +30,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "reports_events",
         sql: include_str!("../migrations/0003_reports_events.sql"),
     },
+    Migration {
+        version: 4,
+        name: "runs_on",
+        sql: include_str!("../migrations/0004_runs_on.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

@@ -488,6 +488,15 @@ impl Client {
         validate_policy(&def.policy)?;
         validate::jitter(&def.schedule, def.policy.jitter_ms)?;
         let labels = validate::labels(&def.labels)?;
+        def.policy.runs_on = validate::labels(&def.policy.runs_on)?;
+        if !def.policy.runs_on.is_empty() && !self.store.supports_runners() {
+            return Err(ClientError::Invalid(format!(
+                "--on {}: runner labels need a store with runners (--store postgres://…); \
+                 this {} store has one daemon, which takes every loop",
+                def.policy.runs_on.join(","),
+                self.backend.kind()
+            )));
+        }
         if let Some(notify) = &def.notify {
             validate::notify(notify, &label)?;
         }

@@ -253,6 +253,12 @@ pub async fn run_with_clock(
                 },
                 fence: Some(fence.clone()),
                 adopt_orphans: true,
+                runner_labels: {
+                    let mut labels = cfg.runner_labels.clone();
+                    labels.sort();
+                    labels.dedup();
+                    labels
+                },
             },
             Arc::clone(&clock),
         ) {

@@ -53,6 +53,8 @@ pub struct DefinitionFlags {
     pub account_tool: Option<String>,
     pub preflight: bool,
     pub labels: Vec<String>,
+    /// Runner labels the loop requires (`--on`, added).
+    pub runs_on: Vec<String>,
     pub jitter: Option<Duration>,
     pub notify_cmd: Option<String>,
     pub notify_url: Option<String>,
@@ -81,6 +83,7 @@ pub fn apply(def: &mut LoopDefinition, c: &DefinitionFlags, now: Instant) -> Res
         def.description = Some(d.clone());
     }
     def.labels.extend(c.labels.iter().cloned());
+    def.policy.runs_on.extend(c.runs_on.iter().cloned());
     def.notify = notify(def.notify.take(), c)?;
     Ok(())
 }
@@ -488,6 +491,7 @@ pub enum ClearField {
     ExpiresAt,
     Jitter,
     Labels,
+    On,
     Notify,
     NotifyCmd,
     NotifyUrl,
@@ -495,7 +499,7 @@ pub enum ClearField {
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 16] = [
+    pub const ALL: [ClearField; 17] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -509,6 +513,7 @@ impl ClearField {
         ClearField::ExpiresAt,
         ClearField::Jitter,
         ClearField::Labels,
+        ClearField::On,
         ClearField::Notify,
         ClearField::NotifyCmd,
         ClearField::NotifyUrl,
@@ -530,6 +535,7 @@ impl ClearField {
             ClearField::ExpiresAt => "expires-at",
             ClearField::Jitter => "jitter",
             ClearField::Labels => "labels",
+            ClearField::On => "on",
             ClearField::Notify => "notify",
             ClearField::NotifyCmd => "notify-cmd",
             ClearField::NotifyUrl => "notify-url",
@@ -697,6 +703,7 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
         ClearField::ExpiresAt => def.policy.expires_at = None,
         ClearField::Jitter => def.policy.jitter_ms = 0,
         ClearField::Labels => def.labels.clear(),
+        ClearField::On => def.policy.runs_on.clear(),
         ClearField::Notify => def.notify = None,
         ClearField::NotifyCmd | ClearField::NotifyUrl => {
             if let Some(n) = def.notify.as_mut() {

@@ -326,8 +326,20 @@ fn loop_checks(client: &Client, checks: &mut Vec<Check>) {
     }
     let mut failing = Vec::new();
     let now = chrono::Utc::now();
+    // The live runners, for the loops that require runner labels.
+    let live: Vec<loops_store::RunnerInfo> = if loops.iter().any(|l| !l.runs_on.is_empty()) {
+        client
+            .runners()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.live && !r.released)
+            .collect()
+    } else {
+        Vec::new()
+    };
     for lp in &loops {
         schedule_check(lp, now, checks);
+        runner_label_check(lp, &live, checks);
         let problems = client.check_target(&lp.target);
         if problems.is_empty() {
             check(
@@ -366,6 +378,46 @@ fn loop_checks(client: &Client, checks: &mut Vec<Check>) {
             "failed runs",
             "warn",
             format!("last run failed: {}", failing.join(", ")),
+        );
+    }
+}
+
+/// A loop that requires runner labels (`--on`) no live runner advertises (all of
+/// them): it waits, unclaimed, until one registers.
+fn runner_label_check(
+    lp: &loops_core::Loop,
+    live: &[loops_store::RunnerInfo],
+    checks: &mut Vec<Check>,
+) {
+    if lp.runs_on.is_empty() {
+        return;
+    }
+    let able: Vec<&str> = live
+        .iter()
+        .filter(|r| lp.runs_on.iter().all(|l| r.labels.contains(l)))
+        .map(|r| r.host.as_str())
+        .collect();
+    let wanted = lp.runs_on.join(", ");
+    if able.is_empty() {
+        check(
+            checks,
+            format!("runners {}", lp.name),
+            "warn",
+            format!(
+                "no live runner advertises {wanted}: its slots wait until one does \
+                 (`loops daemon start --runner-label …` on a host that can run it)"
+            ),
+        );
+    } else {
+        check(
+            checks,
+            format!("runners {}", lp.name),
+            "ok",
+            format!(
+                "{} live runner(s) with {wanted} (on {})",
+                able.len(),
+                able.join(", ")
+            ),
         );
     }
 }

@@ -131,6 +131,8 @@ pub(crate) fn loop_from_row(row: &Row<'_>) -> Result<Loop> {
         lease_ms: get_u64(row, 13, "lease_ms")?,
         expires_at: get_opt_instant(row, 14, "expires_at")?,
         jitter_ms: get_u64(row, 17, "jitter_ms")?,
+        // SQLite stores no runner labels (it has one daemon, no runners).
+        runs_on: Vec::new(),
         due_at: get_opt_instant(row, 18, "due_at")?,
         labels: get_json(row, 19, "labels_json")?,
         notify: get::<Option<String>>(row, 20, "notify_json")?

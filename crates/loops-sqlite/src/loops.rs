@@ -27,6 +27,7 @@ pub(crate) fn create_loop(store: &SqliteStore, new: NewLoop, now: Instant) -> St
 /// Inserts a new loop (status `active`, a fresh id) inside the caller's transaction:
 /// `create_loop`, and each loop of an import.
 pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Result<Loop> {
+    refuse_runner_labels(new)?;
     let schedule = serde_json::to_string(&new.schedule)
         .map_err(|e| StoreError::InvalidArgument(format!("schedule: {e}")))?;
     let target = serde_json::to_string(&new.target)
@@ -91,6 +92,17 @@ pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Resul
         }
     }
     Err(Error::ids_exhausted("loop"))
+}
+
+/// SQLite has one daemon, no runners: a loop cannot require runner labels here.
+fn refuse_runner_labels(def: &NewLoop) -> Result<()> {
+    if def.policy.runs_on.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::InvalidArgument(
+        "runner labels (runsOn) need a store with runners (PostgreSQL)".to_owned(),
+    )
+    .into())
 }
 
 pub(crate) fn get_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<Option<Loop>> {

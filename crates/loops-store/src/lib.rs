@@ -143,6 +143,18 @@ pub trait Store: WorkflowStore + Send + Sync {
         now: Instant,
         limit: usize,
     ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>>;
+    /// [`Store::due_loops`] for a runner advertising `labels`: only loops whose runner
+    /// labels (`runsOn`) it has, every one. A store without runners stores no runner
+    /// labels, so this is `due_loops` (the default).
+    fn due_loops_on(
+        &self,
+        now: Instant,
+        limit: usize,
+        labels: &[String],
+    ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
+        let _ = labels;
+        self.due_loops(now, limit)
+    }
     /// Earliest `nextRunAt` among active loops (for the daemon's sleep).
     fn next_due_at(&self) -> Result<Option<Instant>>;
     /// Takes an active loop out of scheduling because it can no longer be scheduled

@@ -520,6 +520,10 @@ pub struct DefinitionArgs {
     /// A label (repeatable): lowercase letters, digits, '.', '_', '-' (≤ 64 bytes).
     #[arg(long = "label", value_name = "NAME")]
     pub labels: Vec<String>,
+    /// Run only on a runner advertising this label (`daemon run --runner-label`;
+    /// repeatable: a runner with all of them; PostgreSQL stores).
+    #[arg(long = "on", value_name = "LABEL")]
+    pub runs_on: Vec<String>,
     /// Start each slot a stable pseudo-random delay in [0, DURATION) after its time
     /// (shorter than the loop's period).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
@@ -729,6 +733,7 @@ pub enum ClearField {
     ExpiresAt,
     Jitter,
     Labels,
+    On,
     Notify,
     NotifyCmd,
     NotifyUrl,
@@ -1050,6 +1055,7 @@ impl DefinitionArgs {
             account_tool: self.account_tool.clone(),
             preflight: self.preflight,
             labels: self.labels.clone(),
+            runs_on: self.runs_on.clone(),
             jitter: self.jitter,
             notify_cmd: self.notify_cmd.clone(),
             notify_url: self.notify_url.clone(),
@@ -1087,6 +1093,7 @@ impl From<ClearField> for definition::ClearField {
             ClearField::ExpiresAt => F::ExpiresAt,
             ClearField::Jitter => F::Jitter,
             ClearField::Labels => F::Labels,
+            ClearField::On => F::On,
             ClearField::Notify => F::Notify,
             ClearField::NotifyCmd => F::NotifyCmd,
             ClearField::NotifyUrl => F::NotifyUrl,

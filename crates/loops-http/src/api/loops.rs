@@ -51,6 +51,10 @@ pub struct LoopDefinitionBody {
     pub jitter_ms: Option<u64>,
     #[serde(default)]
     pub labels: Vec<String>,
+    /// Runner labels a runner must have, all of them, to run the loop (`create --on`;
+    /// PostgreSQL stores).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs_on: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Notify>,
     /// Also check that the target could start here now (the CLI's `--preflight`).
@@ -75,6 +79,7 @@ impl LoopDefinitionBody {
             expires_at: p.expires_at,
             jitter_ms: Some(p.jitter_ms),
             labels: def.labels.clone(),
+            runs_on: p.runs_on.clone(),
             notify: def.notify.clone(),
             preflight: false,
         }
@@ -100,6 +105,7 @@ impl LoopDefinitionBody {
             lease_ms: self.lease_ms.unwrap_or(d.lease_ms),
             expires_at: self.expires_at,
             jitter_ms: self.jitter_ms.unwrap_or(d.jitter_ms),
+            runs_on: self.runs_on,
         };
         Ok((
             LoopDefinition {

@@ -81,6 +81,9 @@ pub struct EngineConfig {
     pub adopt_orphans: bool,
     /// How run processes are started and supervised.
     pub exec: ExecSettings,
+    /// The runner labels this engine's runner advertises: it claims only loops whose
+    /// `runsOn` it has (`daemon run --runner-label`).
+    pub runner_labels: Vec<String>,
 }
 
 impl EngineConfig {
@@ -92,6 +95,7 @@ impl EngineConfig {
             fence: None,
             adopt_orphans: false,
             exec: ExecSettings::for_this_process(),
+            runner_labels: Vec::new(),
         }
     }
 

@@ -33,7 +33,9 @@ impl Engine {
         if free == 0 {
             report.saturated = true;
         } else {
-            let due = self.store.due_loops(now, free.min(DUE_BATCH))?;
+            let due = self
+                .store
+                .due_loops_on(now, free.min(DUE_BATCH), &self.cfg.runner_labels)?;
             let full = due.len() >= free.min(DUE_BATCH);
             report.saturated |= !self.dispatch(due, now, &mut report)?;
             // More may be due than were fetched: come back once a run frees a slot.

@@ -85,6 +85,9 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
     if !lp.labels.is_empty() {
         lines.push(("labels", lp.labels.join(", ")));
     }
+    if !lp.runs_on.is_empty() {
+        lines.push(("on", lp.runs_on.join(", ")));
+    }
     if let Some(n) = &lp.notify {
         let mut to = Vec::new();
         if let Some(cmd) = &n.cmd {

@@ -462,3 +462,111 @@ fn a_change_on_another_host_wakes_an_idle_runner_at_once() {
     assert!(lags.iter().all(|ms| *ms < 3_000), "{lags:?}");
     assert_eq!(runner.stop(), Some(0), "{}", runner.log_text());
 }
+
+/// Runner labels (`create --on`): a loop that requires `gpu` runs only on the runner
+/// advertising it, the other runner never claims it; `doctor` says which runner can
+/// take it, and warns once none can; `edit --clear on` lets any runner take it again.
+/// On SQLite (one daemon, no runners) `--on` is refused.
+#[test]
+fn a_loop_on_a_label_runs_only_on_a_runner_with_it() {
+    let Some(worlds) = pg_worlds(2) else {
+        return;
+    };
+    let (gpu, plain) = (&worlds[0], &worlds[1]);
+    let created = gpu.json(&[
+        "create",
+        "command",
+        "needs-gpu",
+        "--cmd",
+        "true",
+        "--every",
+        "1s",
+        "--on",
+        "gpu",
+    ]);
+    assert_eq!(created["runsOn"], serde_json::json!(["gpu"]), "{created}");
+    plain.create_cmd("anywhere", &["--every", "1s"], "true");
+    let mut with = gpu.daemon_ready(&["--runner-label", "gpu", "--runner-label", "x"]);
+    let mut without = plain.daemon_ready(&[]);
+    let runner_of = |w: &World, pid: u32| -> String {
+        let runners = w.json(&["runners"]);
+        runners
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pid"] == pid && r["lease"] == "live")
+            .and_then(|r| r["runnerId"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("runner of pid {pid}: {runners}"))
+    };
+    let gpu_runner = runner_of(gpu, with.pid());
+    let plain_runner = runner_of(plain, without.pid());
+    wait_for("five runs of each loop", Duration::from_secs(30), || {
+        let a = gpu.runs("needs-gpu").len();
+        let b = gpu.runs("anywhere").len();
+        (a >= 5 && b >= 5).then_some(())
+    });
+    for run in gpu.runs("needs-gpu") {
+        assert_eq!(run["claimedBy"], gpu_runner.as_str(), "{run}");
+    }
+    // The other loop is anyone's: the runner without labels takes its share of it.
+    wait_for(
+        "the plain runner to run `anywhere`",
+        Duration::from_secs(30),
+        || {
+            gpu.runs("anywhere")
+                .iter()
+                .any(|r| r["claimedBy"] == plain_runner.as_str())
+                .then_some(())
+        },
+    );
+    let doctor = gpu.json(&["doctor"]);
+    let check = |doctor: &serde_json::Value| {
+        doctor["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "runners needs-gpu")
+            .cloned()
+            .unwrap_or_else(|| panic!("no runner check: {doctor}"))
+    };
+    assert_eq!(check(&doctor)["status"], "ok", "{doctor}");
+
+    // The gpu runner stops: nobody else claims the loop, and doctor warns.
+    assert_eq!(with.stop(), Some(0), "{}", with.log_text());
+    let before = gpu.runs("needs-gpu").len();
+    let later = gpu.runs("anywhere").len();
+    wait_for("more runs of `anywhere`", Duration::from_secs(20), || {
+        (gpu.runs("anywhere").len() >= later + 3).then_some(())
+    });
+    assert_eq!(gpu.runs("needs-gpu").len(), before, "nobody else ran it");
+    let doctor = gpu.json(&["doctor"]);
+    let warned = check(&doctor);
+    assert_eq!(warned["status"], "warn", "{doctor}");
+    assert!(
+        warned["detail"].as_str().unwrap().contains("gpu"),
+        "{warned}"
+    );
+
+    // Without the requirement any runner takes it.
+    let edited = gpu.json(&["edit", "needs-gpu", "--clear", "on"]);
+    assert!(edited.get("runsOn").is_none(), "{edited}");
+    wait_for(
+        "the plain runner to run `needs-gpu`",
+        Duration::from_secs(30),
+        || {
+            gpu.runs("needs-gpu")
+                .iter()
+                .any(|r| r["claimedBy"] == plain_runner.as_str())
+                .then_some(())
+        },
+    );
+    assert_eq!(without.stop(), Some(0), "{}", without.log_text());
+
+    // SQLite has one daemon and no runners: --on is refused there.
+    let local = World::new();
+    let (code, err) = local.fail(&[
+        "create", "command", "x", "--cmd", "true", "--every", "1s", "--on", "gpu",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("runner labels"), "{err}");
+}
