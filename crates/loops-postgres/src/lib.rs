@@ -31,6 +31,7 @@
 mod claim_set;
 mod claims;
 mod codec;
+mod copy;
 mod error;
 mod events;
 mod finalize;
@@ -46,6 +47,7 @@ mod session;
 mod wakeups;
 mod workflows;
 
+pub use copy::CopySet;
 pub use open::{is_postgres_url, redact_url, SCHEMA_VERSION};
 pub use session::{round_trips, CALL_TIMEOUT, CONNECT_TIMEOUT};
 
@@ -205,6 +207,20 @@ impl PgStore {
         read!(self, |db| async move {
             let row = db.query_one("SHOW server_version", &[]).await?;
             codec::get::<String>(&row, 0, "server_version")
+        })
+    }
+
+    /// Whether the database holds loops, specs, runs, workflow runs or events (what
+    /// `loops store copy` refuses to write over without `--force`).
+    pub fn holds_data(&self) -> StoreResult<bool> {
+        read!(self, |db| copy::holds_data(db))
+    }
+
+    /// Writes `set` (another store's whole contents) as it was, in one transaction;
+    /// `force` replaces what the database held (see `loops store copy`).
+    pub fn copy_in(&self, set: CopySet, force: bool) -> StoreResult<()> {
+        write!(self, None, |db| async move {
+            copy::copy_in(db, &set, force).await
         })
     }
 

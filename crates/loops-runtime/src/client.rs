@@ -28,10 +28,12 @@
 mod started;
 
 pub use started::{Interrupter, StartedRun, StartedWorkflowRun};
+mod copy;
 mod health;
 mod portable;
 mod usage;
 
+pub use copy::{CopyCounts, CopyReport};
 pub use health::{HealthCounts, HealthJson, HealthReport, LoopHealth};
 pub use portable::{ImportOptions, ImportReport, ImportedLoop};
 

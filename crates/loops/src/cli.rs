@@ -209,6 +209,32 @@ pub enum Command {
     /// Serve the HTTP API (REST under /v1, live events, OpenAPI) on 127.0.0.1; every
     /// request needs the bearer token in the data dir's http.token.
     Serve(ServeArgs),
+    /// Move the store: `store copy --to postgres://…` copies the data dir's SQLite
+    /// store into a PostgreSQL database.
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Copy everything (loops, workflow specs, runs, workflow runs, notification
+    /// deliveries, events) from the data dir's SQLite store into a PostgreSQL
+    /// database, keeping ids and history; refuses a target that holds data unless
+    /// --force.
+    Copy(StoreCopyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StoreCopyArgs {
+    /// The target database: a postgres:// URL (LOOPS_STORE does not name it).
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// Replace what the target holds (refused while a runner is live there).
+    #[arg(long)]
+    pub force: bool,
+    /// Only read the source and print the counts; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

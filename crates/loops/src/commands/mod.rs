@@ -21,6 +21,7 @@ mod runners;
 mod runs;
 mod runs_follow;
 mod serve;
+mod store;
 mod tick;
 mod usage;
 mod workflows;
@@ -117,6 +118,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Logs(args) => logs::run(&ctx, args),
         Command::Runners => runners::run(&ctx),
         Command::Serve(args) => serve::run(&ctx, args),
+        Command::Store(cmd) => store::run(&ctx, cmd),
     }
 }
 

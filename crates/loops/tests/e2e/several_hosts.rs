@@ -570,3 +570,78 @@ fn a_loop_on_a_label_runs_only_on_a_runner_with_it() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("runner labels"), "{err}");
 }
+
+/// `store copy --to`: a SQLite store with loops, a workflow and its run, runs and
+/// events moves to an empty PostgreSQL database with its ids, history and event
+/// numbers; `--dry-run` only counts; a non-empty target is refused without `--force`,
+/// which replaces what it holds.
+#[test]
+fn store_copy_moves_a_sqlite_store_to_postgres_with_its_history() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let w = World::new();
+    let a = w.create_cmd("copied", &["--every", "1h", "--label", "team-a"], "echo hi");
+    w.create_cmd("other", &["--every", "2h"], "true");
+    assert_eq!(w.json(&["run-now", "copied"])["status"], "succeeded");
+    assert_eq!(w.json(&["run-now", "copied"])["status"], "succeeded");
+    let spec = w.root.path().join("wf.json");
+    std::fs::write(
+        &spec,
+        r#"{"name":"wf","steps":[{"id":"a","target":{"type":"command","command":"true"}}]}"#,
+    )
+    .unwrap();
+    w.ok(&["workflows", "create", spec.to_str().unwrap()]);
+    w.ok(&["workflows", "run", "wf"]);
+    let runs_before = w.runs("copied");
+    let wf_runs_before = w.json(&["workflows", "runs"]);
+
+    // A dry run counts and writes nothing.
+    let dry = w.json(&["store", "copy", "--to", &url, "--dry-run"]);
+    assert_eq!(dry["dryRun"], true, "{dry}");
+    assert_eq!(dry["counts"]["loops"], 2, "{dry}");
+    assert_eq!(dry["counts"]["runs"], 2, "{dry}");
+    assert_eq!(dry["counts"]["workflows"], 1, "{dry}");
+    assert_eq!(dry["counts"]["workflowRuns"], 1, "{dry}");
+    assert!(dry["counts"]["events"].as_u64().unwrap() >= 6, "{dry}");
+    assert!(!dry["to"].as_str().unwrap().contains("password"), "{dry}");
+    let pg = World::new();
+    assert!(pg
+        .json(&["--store", &url, "list"])
+        .as_array()
+        .unwrap()
+        .is_empty());
+
+    let copied = w.json(&["store", "copy", "--to", &url]);
+    assert_eq!(copied["dryRun"], false, "{copied}");
+    assert_eq!(copied["counts"], dry["counts"], "{copied}");
+    // The same loops (same ids), runs, workflow runs, as the CLI shows them.
+    let shown = pg.json(&["--store", &url, "show", "copied"]);
+    assert_eq!(shown["id"], a["id"]);
+    assert_eq!(shown["labels"], a["labels"]);
+    let runs_after = pg.json(&["--store", &url, "runs", "copied"]);
+    assert_eq!(runs_after, serde_json::Value::Array(runs_before));
+    assert_eq!(
+        pg.json(&["--store", &url, "workflows", "runs"]),
+        wf_runs_before
+    );
+    assert_eq!(
+        pg.json(&["--store", &url, "list", "--label", "team-a"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Not into a store that holds data, unless --force (which replaces it).
+    let (code, err) = w.fail(&["store", "copy", "--to", &url]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--force"), "{err}");
+    w.ok(&["remove", "other"]);
+    let forced = w.json(&["store", "copy", "--to", &url, "--force"]);
+    assert_eq!(forced["replaced"], true, "{forced}");
+    assert_eq!(forced["counts"]["loops"], 1, "{forced}");
+    let names = pg.json(&["--store", &url, "list"]);
+    assert_eq!(names.as_array().unwrap().len(), 1, "{names}");
+}
