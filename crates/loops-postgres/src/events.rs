@@ -196,6 +196,17 @@ pub(crate) async fn delete_where<C: GenericClient + Sync>(
     Ok(u64::try_from(get::<i64>(&row, 0, "count")?).unwrap_or(0))
 }
 
+/// Keeps the newest `keep` events (one range of numbers), remembering the highest
+/// number deleted.
+pub(crate) async fn trim<C: GenericClient + Sync>(db: &Db<'_, C>, keep: usize) -> Result<u64> {
+    delete_where(
+        db,
+        "seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET $1)",
+        &sat_i64(keep as u64),
+    )
+    .await
+}
+
 /// Deletes events written before `older_than` (`None`: nothing).
 pub(crate) async fn prune_older<C: GenericClient + Sync>(
     db: &Db<'_, C>,

@@ -184,6 +184,10 @@ pub(crate) async fn prune_runs<C: GenericClient + Sync>(
 ) -> Result<usize> {
     let older = policy.older_than.as_ref().map(ms);
     let keep = policy.keep_per_loop.map(|n| sat_i64(n as u64));
+    // The log's size first (a range of its numbers, the primary key).
+    if let (Some(n), false) = (policy.keep_events, dry_run) {
+        crate::events::trim(db, n).await?;
+    }
     if older.is_none() && keep.is_none() {
         return Ok(0);
     }
