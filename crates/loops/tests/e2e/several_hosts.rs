@@ -325,8 +325,11 @@ fn a_stalled_runner_finds_its_epoch_gone_writes_nothing_and_registers_anew() {
         "the stalled runner to hold a long run",
         Duration::from_secs(20),
         || {
+            // Running with its process recorded (a claimed row gets its pid a moment
+            // after the claim).
             runs_of(&worlds[0]).into_iter().find(|r| {
                 r["status"] == "running"
+                    && r["pid"].is_u64()
                     && r["claimedBy"]
                         .as_str()
                         .is_some_and(|c| c.contains(&stalled_id))
