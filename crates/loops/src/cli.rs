@@ -191,8 +191,9 @@ pub enum Command {
     /// Print a run's output: a running run's as it is written, a finished run's as
     /// stored.
     Logs(LogsArgs),
-    /// Serve the HTTP API (REST under /v1, live events, OpenAPI) on 127.0.0.1; every
-    /// request needs the bearer token in the data dir's http.token.
+    /// Serve the HTTP API (REST under /v1, live events, OpenAPI) and the web dashboard
+    /// (at /) on 127.0.0.1; every request needs the bearer token in the data dir's
+    /// http.token (the dashboard's login form exchanges it for a session cookie).
     Serve(ServeArgs),
 }
 
