@@ -84,7 +84,10 @@
   let lastId = "", source = null, backoff = 1000;
   function listen() {
     // A run's page follows its output instead (and refreshes when it ends).
-    if (!document.querySelector("[data-live]") || document.getElementById("runhead")) return;
+    if (!document.querySelector("[data-live]") || document.getElementById("runhead")) {
+      if (live) live.textContent = "";
+      return;
+    }
     const url = "/v1/events" + (lastId ? "?after=" + encodeURIComponent(lastId) : "");
     source = new EventSource(url, { withCredentials: true });
     source.onopen = () => { backoff = 1000; setLive(true, "live"); };
