@@ -11,7 +11,7 @@ use crate::State;
 use askama::Template;
 use axum::extract::{Path, RawQuery};
 use axum::http::{HeaderMap, Uri};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use loops_core::redact::{redact_delivery, redact_loop};
 use loops_core::{Instant, Loop, LoopStatus, Target};
 use loops_runtime::client::RunQuery;
@@ -207,7 +207,7 @@ fn build(
         .collect();
     let run_ids: Vec<_> = recent.iter().map(|r| r.id.clone()).collect();
     let mut deliveries = c.deliveries_of_runs(&run_ids)?;
-    deliveries.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    deliveries.sort_by_key(|d| std::cmp::Reverse(d.created_at));
     let deliveries = deliveries
         .into_iter()
         .take(DELIVERIES)
@@ -327,7 +327,7 @@ pub(crate) async fn page(
 ) -> Response {
     let viewer = match viewer(&state, &headers, &super::here(&uri)) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let csrf = viewer.csrf.clone();
     let built = async {

@@ -95,7 +95,7 @@ pub(crate) fn viewer(
     state: &State,
     headers: &HeaderMap,
     path_and_query: &str,
-) -> Result<Viewer, Response> {
+) -> Result<Viewer, Redirect> {
     if let Some((_, csrf)) = state.sessions.of_request(headers) {
         return Ok(Viewer { csrf });
     }
@@ -110,7 +110,7 @@ pub(crate) fn viewer(
         });
     }
     let next = crate::request::encode(path_and_query);
-    Err(Redirect::to(&format!("/login?next={next}")).into_response())
+    Err(Redirect::to(&format!("/login?next={next}")))
 }
 
 /// A page, rendered; a template error is a 500 with the reason.

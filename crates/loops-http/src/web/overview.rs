@@ -14,7 +14,7 @@ use crate::State;
 use askama::Template;
 use axum::extract::RawQuery;
 use axum::http::{HeaderMap, Uri};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use loops_core::cron::CronSchedule;
 use loops_core::health::Verdict;
 use loops_core::{Anchor, Instant, Loop, LoopStatus, RunStatus, Schedule};
@@ -393,7 +393,7 @@ pub(crate) async fn page(
 ) -> Response {
     let viewer = match viewer(&state, &headers, &super::here(&uri)) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let csrf = viewer.csrf.clone();
     let built = async {

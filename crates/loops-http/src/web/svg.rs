@@ -177,6 +177,9 @@ pub struct Point {
     pub label: String,
 }
 
+/// Which value of a point a panel shows.
+type Series = fn(&Point) -> Option<u64>;
+
 /// Two small panels, runs oldest to newest: durations, then dispatch lag; failed
 /// runs marked with a cross (and said so in their tooltip).
 pub fn chart(points: &[Point]) -> String {
@@ -191,9 +194,9 @@ pub fn chart(points: &[Point]) -> String {
         "<svg class=\"chart\" role=\"img\" aria-label=\"run durations and dispatch lag, oldest to newest\" \
          viewBox=\"0 0 {w} {h}\" preserveAspectRatio=\"none\">"
     );
-    let series: [(&str, Box<dyn Fn(&Point) -> Option<u64>>); 2] = [
-        ("duration", Box::new(|p: &Point| p.duration_ms)),
-        ("dispatch lag", Box::new(|p: &Point| p.lag_ms)),
+    let series: [(&str, Series); 2] = [
+        ("duration", |p| p.duration_ms),
+        ("dispatch lag", |p| p.lag_ms),
     ];
     let step = if points.len() > 1 {
         (w - 60) as f64 / (points.len() - 1) as f64

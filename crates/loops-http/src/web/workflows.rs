@@ -11,7 +11,7 @@ use crate::State;
 use askama::Template;
 use axum::extract::{Path, RawQuery};
 use axum::http::{HeaderMap, Uri};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use loops_core::redact::redact_spec;
 use loops_core::workflow::WorkflowRun;
 use loops_core::{StepStatus, WorkflowRunStatus};
@@ -140,7 +140,7 @@ pub(crate) async fn list(
 ) -> Response {
     let viewer = match viewer(&state, &headers, &super::here(&uri)) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let csrf = viewer.csrf.clone();
     let built = async {
@@ -219,7 +219,7 @@ pub(crate) async fn spec(
 ) -> Response {
     let viewer = match viewer(&state, &headers, &super::here(&uri)) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let csrf = viewer.csrf.clone();
     let built = async {
@@ -342,7 +342,7 @@ pub(crate) async fn run(
 ) -> Response {
     let viewer = match viewer(&state, &headers, &super::here(&uri)) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let csrf = viewer.csrf.clone();
     let built = async {
