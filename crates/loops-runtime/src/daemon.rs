@@ -30,6 +30,10 @@ pub const LOG_FILE: &str = "daemon.log";
 pub const DEFAULT_KEEP_RUNS: usize = 1_000;
 /// ... and nothing older than this.
 pub const DEFAULT_KEEP_FOR: Duration = Duration::from_secs(30 * 86_400);
+/// The event log keeps at most this many of its newest entries (≈ 0.5 KB each): at
+/// 1,000 runs a second that is the last 50 s, at a run a minute several weeks; a live
+/// client that was away longer resumes from the oldest kept.
+pub const DEFAULT_KEEP_EVENTS: usize = 100_000;
 /// How often the daemon prunes.
 pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// Default daemon lease TTL (renewed every third of it; the run leases follow the
@@ -85,6 +89,7 @@ impl DaemonConfig {
                 .and_then(|d| chrono::TimeDelta::from_std(d).ok())
                 .map(|d| now - d),
             keep_per_loop: self.keep_runs,
+            keep_events: Some(DEFAULT_KEEP_EVENTS),
         }
     }
 }

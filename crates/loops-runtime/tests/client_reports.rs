@@ -109,7 +109,9 @@ fn health_and_usage_of_a_store() {
     let report = client.health(Utc::now(), &[]).unwrap();
     assert!(report.loops.is_empty());
     assert_eq!(report.verdict(), Verdict::Ok);
-    client.create(def("alpha", &["ops"], &[]), Utc::now()).unwrap();
+    client
+        .create(def("alpha", &["ops"], &[]), Utc::now())
+        .unwrap();
     client.create(def("beta", &[], &[]), Utc::now()).unwrap();
     let report = client.health(Utc::now(), &[]).unwrap();
     assert_eq!(report.loops.len(), 2);

@@ -137,6 +137,19 @@ pub(crate) fn prune_with(
     Ok(conn.execute(delete_events, [])?)
 }
 
+/// Keeps the newest `keep` events: one range of numbers (the primary key), so the
+/// deletes by run, workflow run and loop that follow scan a bounded log. Those have no
+/// index of their own (migration 11): their keys are random, and three indexes of random
+/// keys cost each claim and finalize a written page apiece.
+pub(crate) fn trim(conn: &Connection, keep: usize) -> Result<usize> {
+    Ok(conn
+        .prepare_cached(
+            "DELETE FROM events WHERE seq <= \
+             (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?1)",
+        )?
+        .execute([sat_i64(keep as u64)])?)
+}
+
 /// Deletes events written before `older_than` (`None`: nothing).
 pub(crate) fn prune_older(conn: &Connection, older_than: Option<&Instant>) -> Result<usize> {
     match opt_ms(older_than) {

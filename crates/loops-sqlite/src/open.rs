@@ -81,10 +81,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "event log",
         sql: include_str!("../migrations/0010_event_log.sql"),
     },
+    Migration {
+        version: 11,
+        name: "event log as a feed",
+        sql: include_str!("../migrations/0011_event_log_feed.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

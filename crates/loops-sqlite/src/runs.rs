@@ -185,6 +185,9 @@ pub(crate) fn prune_runs(
     let older = policy.older_than.as_ref().map(ms);
     let keep = policy.keep_per_loop.map(|n| sat_i64(n as u64));
     if older.is_none() && keep.is_none() {
+        if let (Some(n), false) = (policy.keep_events, dry_run) {
+            store.write(None, |tx| crate::events::trim(tx, n))?;
+        }
         return Ok(0);
     }
     // The window function is only needed for the per-loop rule.
@@ -207,8 +210,12 @@ pub(crate) fn prune_runs(
         });
     }
     store.write(None, |tx| {
-        // The candidates once (the window function is the costly part), then the
-        // events about them, then the runs; then events older than the age rule.
+        // The log's size first (a range of its numbers), so that what follows scans at
+        // most that many. Then the candidates once (the window function is the costly
+        // part), the events about them, the runs; then events older than the age rule.
+        if let Some(n) = policy.keep_events {
+            crate::events::trim(tx, n)?;
+        }
         crate::events::prune_with(
             tx,
             "DELETE FROM events WHERE run_id IN (SELECT id FROM temp.pruned)",

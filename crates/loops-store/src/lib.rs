@@ -263,7 +263,8 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// insertion first), filtered by loop, labels, statuses and a creation window
     /// ([`RunFilter`]), each through an index.
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>>;
-    /// Deletes finished runs by policy; with `dry_run` only counts. Returns the count.
+    /// Deletes finished runs by policy, with their events, and trims the event log to
+    /// the policy's `keep_events`; with `dry_run` only counts runs. Returns the count.
     fn prune_runs(&self, policy: &PrunePolicy, dry_run: bool) -> Result<usize>;
 
     // ---- reports and imports ----

@@ -250,6 +250,10 @@ pub struct PrunePolicy {
     pub older_than: Option<Instant>,
     /// Delete finished runs beyond the newest N (by creation) of each loop.
     pub keep_per_loop: Option<usize>,
+    /// Keep at most the newest N entries of the event log (the live feed of
+    /// `/v1/events`), whatever they are about; the rules above also prune the events of
+    /// the runs they delete, and events older than `older_than`.
+    pub keep_events: Option<usize>,
 }
 
 /// The numbers of the event log ([`Store::event_bounds`](crate::Store::event_bounds)).

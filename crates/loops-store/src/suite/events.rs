@@ -227,6 +227,7 @@ pub fn pruning_takes_events_along_and_numbers_are_never_reused(db: &dyn TestDb) 
             &PrunePolicy {
                 older_than: None,
                 keep_per_loop: Some(1),
+                keep_events: None,
             },
             false,
         )
@@ -248,6 +249,7 @@ pub fn pruning_takes_events_along_and_numbers_are_never_reused(db: &dyn TestDb) 
             &PrunePolicy {
                 older_than: Some(t(120_005)),
                 keep_per_loop: None,
+                keep_events: None,
             },
             false,
         )
@@ -260,6 +262,7 @@ pub fn pruning_takes_events_along_and_numbers_are_never_reused(db: &dyn TestDb) 
             &PrunePolicy {
                 older_than: Some(t(10_000_000)),
                 keep_per_loop: None,
+                keep_events: None,
             },
             false,
         )
@@ -277,11 +280,62 @@ pub fn pruning_takes_events_along_and_numbers_are_never_reused(db: &dyn TestDb) 
             &PrunePolicy {
                 older_than: Some(t(10_000_000)),
                 keep_per_loop: None,
+                keep_events: None,
             },
             true,
         )
         .unwrap();
     assert_eq!(all(reader.as_ref()).len(), 1);
+}
+
+/// `keep_events` trims the log to its newest entries whatever they are about (also with
+/// no run rule set, and the runs stay); a dry run trims nothing; numbers go on upwards.
+pub fn the_event_log_is_trimmed_to_its_newest_entries(db: &dyn TestDb) {
+    let store = db.open();
+    let lp = store.create_loop(new_loop("a", Some(t(0))), t(0)).unwrap();
+    for i in 0..3 {
+        let slot = t(i * 60_000);
+        let run = store
+            .claim_run(&claim_req(&lp, slot, slot), None, None)
+            .unwrap()
+            .unwrap();
+        finish(
+            store.as_ref(),
+            &run.id,
+            outcome(RunStatus::Succeeded, t(i * 60_000 + 10)),
+        )
+        .unwrap();
+    }
+    let before = all(store.as_ref());
+    assert_eq!(before.len(), 7);
+    let trim = |keep: usize, dry_run: bool| {
+        store
+            .prune_runs(
+                &PrunePolicy {
+                    keep_events: Some(keep),
+                    ..PrunePolicy::default()
+                },
+                dry_run,
+            )
+            .unwrap()
+    };
+    assert_eq!(trim(2, true), 0);
+    assert_eq!(all(store.as_ref()).len(), 7, "a dry run trims nothing");
+    assert_eq!(trim(2, false), 0, "no run is pruned");
+    let left = all(store.as_ref());
+    assert_eq!(
+        left.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [before[5].seq, before[6].seq]
+    );
+    assert_eq!(store.list_runs(&Default::default()).unwrap().len(), 3);
+    let bounds = store.event_bounds().unwrap();
+    assert_eq!(bounds.oldest, Some(before[5].seq));
+    assert_eq!(bounds.latest, before[6].seq);
+    // A cap above the log's size takes nothing.
+    trim(10, false);
+    assert_eq!(all(store.as_ref()).len(), 2);
+    store.create_loop(new_loop("b", None), t(1)).unwrap();
+    assert_eq!(all(store.as_ref()).last().unwrap().seq, before[6].seq + 1);
 }
 
 /// Every entry of a workflow run's own log is mirrored as `workflow.event`, with its
@@ -334,6 +388,7 @@ pub fn workflow_events_are_mirrored_and_pruned_with_their_run(db: &dyn TestDb) {
             &PrunePolicy {
                 older_than: Some(t(4)),
                 keep_per_loop: None,
+                keep_events: None,
             },
             false,
         )

@@ -138,6 +138,7 @@ macro_rules! store_suite {
             loop_changes_are_logged_in_order,
             run_starts_and_ends_are_logged_with_their_loop,
             pruning_takes_events_along_and_numbers_are_never_reused,
+            the_event_log_is_trimmed_to_its_newest_entries,
             workflow_events_are_mirrored_and_pruned_with_their_run,
             // imports and roll-ups
             import_is_one_transaction_or_nothing,
@@ -331,6 +332,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 56);
+        assert_eq!(count, 57);
     }
 }

@@ -370,6 +370,7 @@ pub fn prune_policies(db: &dyn TestDb) {
     let age = PrunePolicy {
         older_than: Some(t(2000)),
         keep_per_loop: None,
+        keep_events: None,
     };
     assert_eq!(store.prune_runs(&age, true).unwrap(), 4);
     assert_eq!(run_count(&*store), 12, "dry run deletes nothing");
@@ -380,6 +381,7 @@ pub fn prune_policies(db: &dyn TestDb) {
     let keep = PrunePolicy {
         older_than: None,
         keep_per_loop: Some(2),
+        keep_events: None,
     };
     assert_eq!(store.prune_runs(&keep, true).unwrap(), 2);
     assert_eq!(store.prune_runs(&keep, false).unwrap(), 2);
@@ -393,12 +395,14 @@ pub fn prune_policies(db: &dyn TestDb) {
     let both = PrunePolicy {
         older_than: Some(t(4000)),
         keep_per_loop: Some(5),
+        keep_events: None,
     };
     assert_eq!(store.prune_runs(&both, false).unwrap(), 2);
     // keep 0 deletes every finished row, never running ones.
     let all = PrunePolicy {
         older_than: Some(t(0)),
         keep_per_loop: Some(0),
+        keep_events: None,
     };
     assert_eq!(store.prune_runs(&all, false).unwrap(), 2);
     let left = store.list_runs(&RunFilter::default()).unwrap();

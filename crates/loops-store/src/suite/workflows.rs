@@ -236,6 +236,7 @@ pub fn workflow_cancel_requests_and_pruning(db: &dyn TestDb) {
     let keep = PrunePolicy {
         older_than: None,
         keep_per_loop: Some(1),
+        keep_events: None,
     };
     assert_eq!(store.prune_workflow_runs(&keep, true).unwrap(), 2);
     assert_eq!(store.list_workflow_runs(None, None).unwrap().len(), 5);
@@ -253,6 +254,7 @@ pub fn workflow_cancel_requests_and_pruning(db: &dyn TestDb) {
     let age = PrunePolicy {
         older_than: Some(t(100)),
         keep_per_loop: None,
+        keep_events: None,
     };
     assert_eq!(store.prune_workflow_runs(&age, false).unwrap(), 2);
     let left: Vec<_> = store

@@ -17,6 +17,7 @@ pub fn run(ctx: &Context, args: PruneArgs) -> Result<Exit, Failure> {
         PrunePolicy {
             older_than: args.older_than.map(|d| now - d.to_chrono()),
             keep_per_loop: args.keep,
+            keep_events: Some(loops_runtime::daemon::DEFAULT_KEEP_EVENTS),
         }
     };
     let pruned = ctx.client()?.prune(&policy, args.dry_run)?;

@@ -48,8 +48,13 @@ impl Answer {
 
 impl World {
     pub fn serve(&self, extra: &[&str]) -> Api {
+        self.serve_on("127.0.0.1:0", extra)
+    }
+
+    /// `loops serve --addr ADDR`; the client reaches it on loopback whatever ADDR is.
+    pub fn serve_on(&self, addr: &str, extra: &[&str]) -> Api {
         let stderr = self.root.path().join("serve.log");
-        let mut args = vec!["serve", "--addr", "127.0.0.1:0"];
+        let mut args = vec!["serve", "--addr", addr];
         args.extend_from_slice(extra);
         let mut child = self
             .cmd(&args)
@@ -70,7 +75,7 @@ impl World {
                     std::fs::read_to_string(&stderr).unwrap_or_default()
                 )
             })
-            .to_owned();
+            .replace("//0.0.0.0:", "//127.0.0.1:");
         let token = self.ok(&["serve", "--print-token"]).trim().to_owned();
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -610,6 +615,24 @@ fn http_refuses_without_the_token_and_answers_errors_as_json() {
     let (code, err) = w.fail(&["serve", "--addr", "0.0.0.0:0"]);
     assert_eq!(code, 2);
     assert!(err.contains("--allow-remote"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn http_on_a_non_loopback_address_warns_and_still_needs_the_token() {
+    let w = World::new();
+    w.create_cmd("job", &["--every", "1h"], "true");
+    let api = w.serve_on("0.0.0.0:0", &["--allow-remote"]);
+    let warning = std::fs::read_to_string(&api.stderr).unwrap();
+    assert!(
+        warning.contains("warning: serving on 0.0.0.0:")
+            && warning.contains("which other hosts can reach"),
+        "{warning}"
+    );
+    assert_eq!(api.get_as("/v1/loops", None).status, 401);
+    let listed = api.get("/v1/loops");
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.json()[0]["name"], "job");
 }
 
 /// A POST of `size` bytes of JSON-ish body over a raw socket (the server answers 413

@@ -553,7 +553,10 @@ fn bad_edits_and_filters_are_one_line_exit_2_and_write_nothing() {
             &["edit", "a", "--every", "0s"],
             "--every: invalid duration \"0s\"",
         ),
-        (&["rename", "a", "beta"], "a loop named \"beta\" already exists"),
+        (
+            &["rename", "a", "beta"],
+            "a loop named \"beta\" already exists",
+        ),
         (&["rename", "a", "0123456789ab"], "looks like a loop id"),
         (&["unarchive", "a"], "is not archived"),
         (
