@@ -156,7 +156,7 @@ pub(crate) async fn show(
         ("follow" = Option<bool>, Query, description = "Stream new output as SSE until the run ends."),
     ),
     responses(
-        (status = 200, description = "The stream's text (or, with follow, text/event-stream).", body = String, content_type = "text/plain"),
+        (status = 200, description = "The stream's text (or, with follow, text/event-stream).", content((String = "text/plain"), (String = "text/event-stream"))),
         (status = 400, description = "A bad parameter.", body = ErrorBody),
         (status = 404, description = "No such run.", body = ErrorBody),
     ))]
