@@ -19,7 +19,7 @@ version="4.32.5"
 st=""
 if [ -x .ci-venv/bin/st ]; then
   st=.ci-venv/bin/st
-elif command -v st >/dev/null 2>&1 && st --version 2>/dev/null | grep -q schemathesis; then
+elif command -v st >/dev/null 2>&1 && st --help 2>/dev/null | grep -q "API testing for OpenAPI"; then
   st=st
 fi
 if [ -z "$st" ]; then

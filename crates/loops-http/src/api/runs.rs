@@ -156,7 +156,10 @@ pub(crate) async fn show(
         ("follow" = Option<bool>, Query, description = "Stream new output as SSE until the run ends."),
     ),
     responses(
-        (status = 200, description = "The stream's text (or, with follow, text/event-stream).", content((String = "text/plain"), (String = "text/event-stream"))),
+        (status = 200, description = "The stream's text; with follow, an SSE stream of `output`, `gap` and `end` events.", content(
+            (String = "text/plain"),
+            (Object = "text/event-stream"),
+        )),
         (status = 400, description = "A bad parameter.", body = ErrorBody),
         (status = 404, description = "No such run.", body = ErrorBody),
     ))]
