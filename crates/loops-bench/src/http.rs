@@ -17,15 +17,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as Mono};
 
 /// A `loops serve` child on a free loopback port.
-struct Serve {
+pub(super) struct Serve {
     child: Child,
     pid: u32,
-    addr: String,
-    token: String,
+    pub(super) addr: String,
+    pub(super) token: String,
 }
 
 impl Serve {
-    fn start(bin: &Path, data: &Path, log: &Path) -> Result<Self> {
+    pub(super) fn start(bin: &Path, data: &Path, log: &Path) -> Result<Self> {
         let log_file = std::fs::File::create(log)?;
         let mut child = Command::new(bin)
             .args(["serve", "--addr", "127.0.0.1:0"])
@@ -56,7 +56,7 @@ impl Serve {
         })
     }
 
-    fn stop(&mut self) -> Result<()> {
+    pub(super) fn stop(&mut self) -> Result<()> {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid)?);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)?;
         let start = Mono::now();

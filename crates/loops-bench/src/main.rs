@@ -20,12 +20,14 @@
 //! cargo run --release -p loops-bench -- http-events            # SSE delivery to 100 clients, 1k loops/s
 //! cargo run --release -p loops-bench -- mcp-list               # MCP `tools/call loops_list` round trip
 //! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
+//! cargo run --release -p loops-bench -- dashboard              # the web overview, 1k loops, 100k runs
 //! ```
 //!
 //! The `loops` binary is `target/release/loops` of this workspace unless
 //! `--loops-bin PATH` says otherwise. Results and the machine they were taken on are
 //! recorded in `BENCHMARKS.md` at the workspace root.
 
+mod dashboard;
 mod http;
 mod operability;
 
@@ -260,6 +262,21 @@ enum Bench {
         #[arg(long, default_value_t = 30)]
         reps: usize,
     },
+    /// The web dashboard's overview (`GET /` of `loops serve`) over N loops and M
+    /// finished runs: server time, HTML size, and first contentful paint in headless
+    /// Chromium (needs node, chromium and tests/browser's `npm ci`).
+    Dashboard {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100_000)]
+        runs: usize,
+        /// Each loop's interval, in milliseconds (default 15 minutes).
+        #[arg(long, default_value_t = 900_000)]
+        every_ms: u64,
+        /// Timed requests.
+        #[arg(long, default_value_t = 30)]
+        reps: usize,
+    },
 }
 
 fn main() -> Result<()> {
@@ -363,6 +380,12 @@ fn main() -> Result<()> {
             every_ms,
             reps,
         } => bench.health(loops, runs, every_ms, reps),
+        Bench::Dashboard {
+            loops,
+            runs,
+            every_ms,
+            reps,
+        } => bench.dashboard(loops, runs, every_ms, reps),
     };
     println!("\n1-min load average at end: {}", loadavg());
     result

@@ -130,7 +130,12 @@ impl Bencher {
 
 /// `loops` hourly-ish loops, phases spread over the period, each with its share of
 /// `runs` on its last slots before `now`.
-fn history_batch(loops: usize, runs: usize, every_ms: u64, now: Instant) -> Result<ImportBatch> {
+pub(super) fn history_batch(
+    loops: usize,
+    runs: usize,
+    every_ms: u64,
+    now: Instant,
+) -> Result<ImportBatch> {
     let per_loop = runs / loops.max(1);
     let every = TimeDelta::milliseconds(i64::try_from(every_ms)?);
     let mut batch = ImportBatch::default();

@@ -15,6 +15,10 @@
 //! malformed JSON is a 400 naming the problem; unknown routes are a JSON 404; no CORS
 //! headers unless origins are configured.
 //!
+//! The web dashboard ([`web`]) is served beside the API, outside `/v1`: pages that
+//! read through the same client, a login form that exchanges the token for a session
+//! cookie, and a small embedded script that keeps the pages live from `/v1/events`.
+//!
 //! Events come from the store's durable event log ([`loops_store::Store::events_after`]):
 //! one poller per server reads what was committed since its last look (every
 //! [`ServeConfig::events_poll`]) and hands it to every connected stream, so a commit by
@@ -28,6 +32,7 @@ mod openapi;
 mod output;
 mod request;
 pub mod token;
+pub mod web;
 
 pub use error::ApiError;
 pub use openapi::openapi_json;
@@ -98,6 +103,7 @@ pub(crate) struct AppState {
     pub hub: events::Hub,
     pub cfg: ServeConfig,
     pub started: api::StartedRuns,
+    pub sessions: web::session::Sessions,
 }
 
 pub(crate) type State = Arc<AppState>;
@@ -136,6 +142,7 @@ impl Server {
             hub,
             cfg,
             started: api::StartedRuns::default(),
+            sessions: web::session::Sessions::default(),
         });
         Ok(Self { listener, state })
     }
@@ -175,9 +182,11 @@ impl Server {
     }
 }
 
-/// The router with every route, the token check, the body cap and CORS.
+/// The router with every route (the API's and the dashboard's), the token check,
+/// the body cap and CORS.
 fn router(state: State) -> Router {
     api::routes(Arc::clone(&state))
+        .merge(web::routes())
         .fallback(error::not_found)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),

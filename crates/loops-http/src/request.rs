@@ -10,14 +10,20 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
-/// CORS for configured origins, then the token: a request without the right
-/// `Authorization: Bearer …` is a 401 whatever it asks for (outputs can hold secrets;
-/// the route table itself is not shown to strangers).
+/// CORS for configured origins, then the token: a request under `/v1` without the
+/// right `Authorization: Bearer …` — or the dashboard's session cookie, with its CSRF
+/// header for a write ([`crate::web::session`]) — is a 401 whatever it asks for
+/// (outputs can hold secrets; the route table itself is not shown to strangers). The
+/// dashboard's pages outside `/v1` check the session themselves (and send strangers
+/// to the login form).
 pub(crate) async fn guard(
     axum::extract::State(state): axum::extract::State<State>,
     req: Request,
     next: Next,
 ) -> Response {
+    if req.uri().path() != "/v1" && !req.uri().path().starts_with("/v1/") {
+        return next.run(req).await;
+    }
     let origin = req
         .headers()
         .get(header::ORIGIN)
@@ -38,14 +44,15 @@ pub(crate) async fn guard(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| state.token.matches(t.trim()));
+        .is_some_and(|t| state.token.matches(t.trim()))
+        || state.sessions.authorizes(req.method(), req.headers());
     let response = if authorized {
         next.run(req).await
     } else {
         let mut r = ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
-            "missing or wrong bearer token (send `Authorization: Bearer TOKEN`; `loops serve --print-token` shows it)",
+            "missing or wrong bearer token (send `Authorization: Bearer TOKEN`; `loops serve --print-token` shows it; a dashboard session writes only with its X-Loops-CSRF header)",
         )
         .into_response();
         r.headers_mut().insert(
@@ -228,8 +235,21 @@ impl Params {
     }
 }
 
+/// Percent-encodes `s` for a query value (unreserved characters and `/` kept).
+pub(crate) fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// `application/x-www-form-urlencoded` pairs (`+` is a space, `%XX` a byte).
-fn form_pairs(query: &str) -> Vec<(String, String)> {
+pub(crate) fn form_pairs(query: &str) -> Vec<(String, String)> {
     query
         .split('&')
         .filter(|p| !p.is_empty())

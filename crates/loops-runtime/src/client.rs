@@ -1237,7 +1237,7 @@ impl Client {
         cfg.watch_store_file &= matches!(self.backend, Backend::Sqlite { .. });
         let ran = crate::daemon::run(Arc::clone(&self.store), cfg, shutdown).await;
         if self.postgres.is_some() {
-            // For the benchmarks (BENCHMARKS.md §14): round trips per run.
+            // For the benchmarks (BENCHMARKS.md §15): round trips per run.
             tracing::info!(
                 round_trips = loops_postgres::round_trips(),
                 "PostgreSQL round trips of this daemon"

@@ -329,6 +329,18 @@ impl Store for SqliteStore {
         reports::usage_since(self, since)
     }
 
+    fn recent_runs(
+        &self,
+        loops: &[LoopId],
+        recent: usize,
+    ) -> StoreResult<Vec<Vec<loops_store::RunSummary>>> {
+        reports::recent_runs(self, loops, recent)
+    }
+
+    fn run_status_counts(&self, since: Instant) -> StoreResult<Vec<(loops_core::RunStatus, u64)>> {
+        reports::run_status_counts(self, since)
+    }
+
     fn import(&self, batch: &ImportBatch, now: Instant) -> StoreResult<Imported> {
         import::import(self, batch, now)
     }

@@ -304,6 +304,99 @@ fn loop_facts(
     Ok(facts)
 }
 
+/// The newest `recent` rows of every loop of the JSON array `?1`, in one statement:
+/// per loop, the newest rowids from the `runs_loop_recent` index (a correlated
+/// subquery, re-run per loop), each row then read by rowid. `?1`'s element index comes
+/// back with each row. The limit is part of the text (see [`recent_sql`]).
+fn strips_sql(recent: usize) -> String {
+    format!(
+        "SELECT j.key, r.id, r.scheduled_for, r.attempt, r.status, r.created_at, \
+                r.started_at, r.finished_at, r.exit_code \
+         FROM json_each(?1) AS j CROSS JOIN runs AS r \
+         WHERE r.rowid IN (SELECT rowid FROM runs WHERE loop_id = j.value {NEWEST_FIRST} \
+                           LIMIT {recent})"
+    )
+}
+
+pub(crate) fn recent_runs(
+    store: &SqliteStore,
+    loops: &[LoopId],
+    recent: usize,
+) -> StoreResult<Vec<Vec<loops_store::RunSummary>>> {
+    let mut out: Vec<Vec<loops_store::RunSummary>> = vec![Vec::new(); loops.len()];
+    if loops.is_empty() || recent == 0 {
+        return Ok(out);
+    }
+    let ids = serde_json::to_string(&loops.iter().map(LoopId::as_str).collect::<Vec<_>>())
+        .map_err(|e| Error::decode(format!("cannot encode loop ids: {e}")))?;
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(&strips_sql(recent))?;
+        let mut rows = stmt.query([&ids])?;
+        while let Some(row) = rows.next()? {
+            let index = usize::try_from(int(row, 0, "key")?)
+                .map_err(|_| Error::decode("json_each key out of range".to_owned()))?;
+            let opt_instant = |idx: usize, col: &str| {
+                opt_int(row, idx, col)?
+                    .map(|v| instant_from_ms(v, col))
+                    .transpose()
+            };
+            let attempt = int(row, 3, "attempt")?;
+            let summary = loops_store::RunSummary {
+                id: loops_core::RunId::new(get::<String>(row, 1, "id")?),
+                scheduled_for: instant_from_ms(int(row, 2, "scheduled_for")?, "scheduled_for")?,
+                attempt: u32::try_from(attempt).map_err(|_| {
+                    Error::decode(format!("column attempt: {attempt} out of range"))
+                })?,
+                status: status(row, 4)?,
+                created_at: instant_from_ms(int(row, 5, "created_at")?, "created_at")?,
+                started_at: opt_instant(6, "started_at")?,
+                finished_at: opt_instant(7, "finished_at")?,
+                exit_code: opt_int(row, 8, "exit_code")?
+                    .map(|v| {
+                        i32::try_from(v).map_err(|_| {
+                            Error::decode(format!("column exit_code: {v} out of range"))
+                        })
+                    })
+                    .transpose()?,
+            };
+            if let Some(strip) = out.get_mut(index) {
+                strip.push(summary);
+            }
+        }
+        for strip in &mut out {
+            strip.sort_by(|a, b| {
+                (b.created_at, b.scheduled_for, b.attempt).cmp(&(
+                    a.created_at,
+                    a.scheduled_for,
+                    a.attempt,
+                ))
+            });
+        }
+        Ok(std::mem::take(&mut out))
+    })
+}
+
+/// Runs created at or after `?1`, counted by status (the `runs_status_created`
+/// index, one range per status).
+const STATUS_COUNTS_SQL: &str =
+    "SELECT status, COUNT(*) FROM runs WHERE created_at >= ?1 GROUP BY status ORDER BY status";
+
+pub(crate) fn run_status_counts(
+    store: &SqliteStore,
+    since: Instant,
+) -> StoreResult<Vec<(RunStatus, u64)>> {
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(STATUS_COUNTS_SQL)?;
+        let mut rows = stmt.query([ms(&since)])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let n = u64::try_from(int(row, 1, "count")?).unwrap_or(0);
+            out.push((status(row, 0)?, n));
+        }
+        Ok(out)
+    })
+}
+
 pub(crate) fn usage_since(store: &SqliteStore, since: Instant) -> StoreResult<Vec<UsageRow>> {
     store.read(|conn| {
         let mut out = Vec::new();

@@ -84,8 +84,8 @@ pub use paths::{
 pub use types::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
     ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
-    LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunWrite, RunWritten, RunnerInfo,
-    RunnerLease, RunnerRegistration, UnreadableLoop, UsageRow, UsageSource,
+    LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunSummary, RunWrite, RunWritten,
+    RunnerInfo, RunnerLease, RunnerRegistration, UnreadableLoop, UsageRow, UsageSource,
 };
 
 use loops_core::health::{FactsQuery, RunFacts};
@@ -292,6 +292,42 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// lookups — its newest rows, its window's rows — never a scan of its whole history
     /// (except to find the last success of a loop whose `recent` rows hold none).
     fn run_facts(&self, queries: &[FactsQuery], recent: usize) -> Result<Vec<RunFacts>>;
+    /// The newest `recent` runs of each loop in `loops`, in the order asked, each
+    /// loop's newest first (by creation, then slot and attempt, as [`Store::run_facts`]
+    /// orders them): the dashboard's strips. An unknown loop gets none. The default
+    /// asks [`Store::list_runs`] once per loop; a backend should answer with one
+    /// set-based statement (the SQLite store does).
+    fn recent_runs(&self, loops: &[LoopId], recent: usize) -> Result<Vec<Vec<RunSummary>>> {
+        loops
+            .iter()
+            .map(|id| {
+                let runs = self.list_runs(&RunFilter {
+                    loop_id: Some(id.clone()),
+                    limit: Some(recent),
+                    ..RunFilter::default()
+                })?;
+                Ok(runs.iter().map(RunSummary::of).collect())
+            })
+            .collect()
+    }
+    /// How many runs created at or after `since` have each status, by status (the
+    /// dashboard's counters); statuses without runs are left out. The default reads
+    /// the rows through [`Store::list_runs`]; a backend should count in the store.
+    fn run_status_counts(&self, since: Instant) -> Result<Vec<(loops_core::RunStatus, u64)>> {
+        let runs = self.list_runs(&RunFilter {
+            since: Some(since),
+            ..RunFilter::default()
+        })?;
+        let mut counts: Vec<(loops_core::RunStatus, u64)> = Vec::new();
+        for run in &runs {
+            match counts.iter_mut().find(|(s, _)| *s == run.status) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((run.status, 1)),
+            }
+        }
+        counts.sort_by_key(|(s, _)| s.as_str());
+        Ok(counts)
+    }
     /// Agent usage recorded on runs and step runs that finished at or after `since`,
     /// oldest first, through an index of the rows that carry usage (not a scan of
     /// every run).

@@ -314,6 +314,36 @@ pub struct EventBounds {
     pub latest: u64,
 }
 
+/// One run as a dashboard shows it in a loop's strip of recent runs
+/// ([`Store::recent_runs`](crate::Store::recent_runs)): no output, no error text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    pub id: RunId,
+    pub scheduled_for: Instant,
+    pub attempt: u32,
+    pub status: RunStatus,
+    pub created_at: Instant,
+    pub started_at: Option<Instant>,
+    pub finished_at: Option<Instant>,
+    pub exit_code: Option<i32>,
+}
+
+impl RunSummary {
+    /// The summary of a full run row.
+    pub fn of(run: &Run) -> Self {
+        Self {
+            id: run.id.clone(),
+            scheduled_for: run.scheduled_for,
+            attempt: run.attempt,
+            status: run.status,
+            created_at: run.created_at,
+            started_at: run.started_at,
+            finished_at: run.finished_at,
+            exit_code: run.exit_code,
+        }
+    }
+}
+
 /// An agent's reported usage on one finished run or step run
 /// ([`Store::usage_since`](crate::Store::usage_since)).
 #[derive(Debug, Clone, PartialEq)]

@@ -206,8 +206,9 @@ pub enum Command {
     /// The daemons sharing a PostgreSQL store: host, labels, capacity, running runs,
     /// heartbeat age, lease state.
     Runners,
-    /// Serve the HTTP API (REST under /v1, live events, OpenAPI) on 127.0.0.1; every
-    /// request needs the bearer token in the data dir's http.token.
+    /// Serve the HTTP API (REST under /v1, live events, OpenAPI) and the web dashboard
+    /// (at /) on 127.0.0.1; every request needs the bearer token in the data dir's
+    /// http.token (the dashboard's login form exchanges it for a session cookie).
     Serve(ServeArgs),
     /// Move the store: `store copy --to postgres://…` copies the data dir's SQLite
     /// store into a PostgreSQL database.

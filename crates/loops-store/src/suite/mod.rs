@@ -144,6 +144,7 @@ macro_rules! store_suite {
             import_is_one_transaction_or_nothing,
             run_facts_reports_recent_rows_success_and_window,
             usage_since_lists_runs_and_steps_with_usage,
+            recent_runs_and_status_counts_serve_the_dashboard,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -331,6 +332,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 56);
+        assert_eq!(count, 57);
     }
 }

@@ -391,3 +391,77 @@ pub fn usage_since_lists_runs_and_steps_with_usage(db: &dyn TestDb) {
     assert_eq!(store.usage_since(t(0)).unwrap().len(), 4);
     assert!(store.usage_since(t(200_000)).unwrap().is_empty());
 }
+
+/// The dashboard's reads: every loop's newest `recent` runs in one call, in the order
+/// asked, each newest first (an unknown loop, or one without runs, gets none); and
+/// the runs created since an instant, counted by status.
+pub fn recent_runs_and_status_counts_serve_the_dashboard(db: &dyn TestDb) {
+    let store = db.open();
+    let m = 60_000;
+    let history = |n: i64| {
+        (0..n)
+            .map(|k| {
+                let status = if k % 3 == 2 {
+                    RunStatus::Failed
+                } else {
+                    RunStatus::Succeeded
+                };
+                past_run(k * m, 1, status, None)
+            })
+            .collect::<Vec<_>>()
+    };
+    let done = store
+        .import(
+            &ImportBatch {
+                workflows: vec![],
+                loops: vec![
+                    import_loop("many", LoopStatus::Active, Some(t(30 * m)), history(25)),
+                    import_loop("few", LoopStatus::Active, Some(t(30 * m)), history(3)),
+                    import_loop("none", LoopStatus::Active, Some(t(30 * m)), vec![]),
+                ],
+            },
+            t(40 * m),
+        )
+        .unwrap();
+    let (many, few, none) = (&done.loops[0], &done.loops[1], &done.loops[2]);
+    let unknown = LoopId::new("ffffffffffff");
+    let asked = [few.id.clone(), unknown, many.id.clone(), none.id.clone()];
+    let strips = store.recent_runs(&asked, 20).unwrap();
+    assert_eq!(strips.len(), 4);
+    assert_eq!(strips[0].len(), 3);
+    assert!(strips[1].is_empty() && strips[3].is_empty());
+    assert_eq!(strips[2].len(), 20);
+    // Newest first: the last slot first, the 20th newest last.
+    assert_eq!(strips[2][0].scheduled_for, t(24 * m));
+    assert_eq!(strips[2][19].scheduled_for, t(5 * m));
+    assert_eq!(strips[2][0].status, RunStatus::Succeeded);
+    assert_eq!(strips[2][1].status, RunStatus::Failed);
+    assert!(strips[2]
+        .windows(2)
+        .all(|w| w[0].created_at > w[1].created_at));
+    let ids = store
+        .list_runs(&crate::RunFilter {
+            loop_id: Some(few.id.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        strips[0].iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        ids.iter().map(|r| r.id.clone()).collect::<Vec<_>>()
+    );
+    assert_eq!(strips[0][0].exit_code, Some(1));
+    assert!(store.recent_runs(&[], 20).unwrap().is_empty());
+    // Counts: 25 + 3 runs; created from slot 20 on: the last 5 of `many`.
+    let mut all = store.run_status_counts(t(0)).unwrap();
+    all.sort_by_key(|(s, _)| s.as_str());
+    assert_eq!(
+        all,
+        vec![(RunStatus::Failed, 9), (RunStatus::Succeeded, 19)]
+    );
+    let mut late = store.run_status_counts(t(20 * m)).unwrap();
+    late.sort_by_key(|(s, _)| s.as_str());
+    assert_eq!(
+        late,
+        vec![(RunStatus::Failed, 2), (RunStatus::Succeeded, 3)]
+    );
+}

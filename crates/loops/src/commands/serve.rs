@@ -65,7 +65,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> Result<Exit, Failure> {
             print_json(&serde_json::json!({ "url": url, "tokenFile": token_file }))?;
         } else {
             outln!(
-                "serving the loops API on {url} (token: {}; `loops serve --print-token` prints it)",
+                "serving the loops API and the dashboard on {url} (token: {}; `loops serve --print-token` prints it)",
                 token_file.display()
             )?;
         }

@@ -9,6 +9,7 @@ mod util;
 mod agents;
 mod bad_input;
 mod daemon;
+mod dashboard;
 mod http;
 mod loops_cli;
 mod mcp;

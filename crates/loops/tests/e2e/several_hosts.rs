@@ -165,7 +165,7 @@ fn env_or(name: &str, default: u64) -> u64 {
 /// `LOOPS_TEST_PG_LOOPS` / `LOOPS_TEST_PG_SECS`: 60 loops for 30 s by default, what the
 /// debug build keeps up with on two shared cores next to its PostgreSQL; the issue's
 /// 200 loops for 60 s is `LOOPS_TEST_PG_LOOPS=200 LOOPS_TEST_PG_SECS=60` (BENCHMARKS.md
-/// §11 has the release build's figures).
+/// §15 has the release build's figures).
 #[test]
 fn three_runners_run_every_slot_exactly_once_and_share_the_work() {
     let Some(worlds) = pg_worlds(3) else {

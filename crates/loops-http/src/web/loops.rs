@@ -1,0 +1,353 @@
+//! `/loops/{key}`: one loop — its definition (secrets redacted as `loops show` does),
+//! a chart of its last runs' durations and dispatch lag with failures marked, its run
+//! history (paged by creation, newest first), the buttons pause / resume / run now /
+//! archive (our script calls the API with the session's CSRF header), and its
+//! notification settings with their last deliveries.
+
+use super::{error_page, render, svg, viewer, words, Base};
+use crate::error::ApiError;
+use crate::request::Params;
+use crate::State;
+use askama::Template;
+use axum::extract::{Path, RawQuery};
+use axum::http::{HeaderMap, Uri};
+use axum::response::{IntoResponse, Response};
+use loops_core::redact::{redact_delivery, redact_loop};
+use loops_core::{Instant, Loop, LoopStatus, Target};
+use loops_runtime::client::RunQuery;
+use loops_runtime::Client;
+
+/// Runs on one page of the history.
+const HISTORY: usize = 25;
+/// Runs in the chart.
+const CHART: usize = 100;
+/// Deliveries listed.
+const DELIVERIES: usize = 10;
+
+pub(crate) struct HistoryRow {
+    pub id: String,
+    pub short: String,
+    pub class: &'static str,
+    pub marker: &'static str,
+    pub word: &'static str,
+    pub slot: String,
+    pub attempt: u32,
+    pub source: String,
+    pub duration: String,
+    pub exit: String,
+    pub error: String,
+}
+
+pub(crate) struct DeliveryRow {
+    pub at: String,
+    pub event: String,
+    pub channel: String,
+    pub target: String,
+    pub status: String,
+    pub attempts: u32,
+    pub error: String,
+    pub run_id: String,
+}
+
+pub(crate) struct Action {
+    pub name: &'static str,
+    pub label: &'static str,
+    pub confirm: &'static str,
+}
+
+#[derive(Template)]
+#[template(path = "loop.html")]
+pub(crate) struct LoopPage {
+    pub base: Base,
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub status: &'static str,
+    pub schedule: String,
+    pub target: String,
+    pub target_kind: &'static str,
+    pub next_iso: String,
+    pub next_text: String,
+    pub labels: Vec<String>,
+    pub policy: Vec<(&'static str, String)>,
+    pub definition: String,
+    pub verdict: String,
+    pub reasons: String,
+    pub chart: String,
+    pub history: Vec<HistoryRow>,
+    pub older_href: String,
+    pub newest_href: String,
+    pub notify: Vec<(&'static str, String)>,
+    pub notify_source: &'static str,
+    pub deliveries: Vec<DeliveryRow>,
+    pub actions: Vec<Action>,
+}
+
+/// What a loop runs, in one line (prompts never shown).
+fn target_line(t: &Target) -> String {
+    match t {
+        Target::Command(c) => {
+            if c.args.is_empty() {
+                c.command.clone()
+            } else {
+                format!("{} {}", c.command, c.args.join(" "))
+            }
+        }
+        Target::Agent(a) => format!(
+            "{} agent{}",
+            a.provider,
+            a.model
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        ),
+        Target::Workflow(w) => format!("workflow {}", w.workflow),
+    }
+}
+
+fn actions(status: LoopStatus) -> Vec<Action> {
+    let a = |name, label, confirm| Action {
+        name,
+        label,
+        confirm,
+    };
+    let run_now = a("run-now", "Run now", "");
+    let archive = a(
+        "archive",
+        "Archive",
+        "Archive this loop? It is no longer scheduled; its history is kept.",
+    );
+    match status {
+        LoopStatus::Active => vec![a("pause", "Pause", ""), run_now, archive],
+        LoopStatus::Paused | LoopStatus::Stopped => {
+            vec![a("resume", "Resume", ""), run_now, archive]
+        }
+        LoopStatus::Expired => vec![run_now, archive],
+        LoopStatus::Archived => vec![a("unarchive", "Unarchive (paused)", "")],
+    }
+}
+
+fn build(
+    c: &Client,
+    key: &str,
+    before: Option<Instant>,
+    now: Instant,
+    csrf: String,
+) -> Result<LoopPage, ApiError> {
+    let mut lp: Loop = c.get(key)?;
+    redact_loop(&mut lp);
+    let definition = serde_json::to_string_pretty(&lp)
+        .map_err(|e| ApiError::failed(format!("cannot encode the loop: {e}")))?;
+    let id = lp.id.clone();
+    let recent = c
+        .store()
+        .recent_runs(std::slice::from_ref(&id), CHART)?
+        .pop()
+        .unwrap_or_default();
+    let points: Vec<svg::Point> = recent
+        .iter()
+        .rev()
+        .map(|r| {
+            let duration = match (r.started_at, r.finished_at) {
+                (Some(a), Some(b)) => Some((b - a).num_milliseconds().max(0) as u64),
+                _ => None,
+            };
+            let lag = r
+                .started_at
+                .map(|s| (s - r.scheduled_for).num_milliseconds().max(0) as u64);
+            let (_, _, word) = words::run_status(r.status);
+            svg::Point {
+                duration_ms: duration,
+                lag_ms: lag,
+                failed: r.status.is_failure(),
+                label: format!(
+                    "{} · {} · duration {} · lag {}",
+                    words::instant(&r.scheduled_for),
+                    word,
+                    duration.map_or_else(|| "-".to_owned(), words::elapsed),
+                    lag.map_or_else(|| "-".to_owned(), words::elapsed)
+                ),
+            }
+        })
+        .collect();
+    let runs = c.query_runs(&RunQuery {
+        loop_key: Some(id.as_str().to_owned()),
+        until: before,
+        limit: Some(HISTORY + 1),
+        ..RunQuery::default()
+    })?;
+    let more = runs.len() > HISTORY;
+    let runs = &runs[..runs.len().min(HISTORY)];
+    let older_href = match (more, runs.last()) {
+        (true, Some(last)) => format!(
+            "/loops/{}?before={}#history",
+            id.as_str(),
+            crate::request::encode(&words::iso(&last.created_at))
+        ),
+        _ => String::new(),
+    };
+    let history = runs
+        .iter()
+        .map(|r| {
+            let (class, marker, word) = words::run_status(r.status);
+            HistoryRow {
+                id: r.id.as_str().to_owned(),
+                short: r.id.as_str().chars().take(8).collect(),
+                class,
+                marker,
+                word,
+                slot: words::instant(&r.scheduled_for),
+                attempt: r.attempt,
+                source: r.source.to_string(),
+                duration: r.duration_ms.map(words::elapsed).unwrap_or_default(),
+                exit: r.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+                error: r.error.clone().unwrap_or_default(),
+            }
+        })
+        .collect();
+    let run_ids: Vec<_> = recent.iter().map(|r| r.id.clone()).collect();
+    let mut deliveries = c.deliveries_of_runs(&run_ids)?;
+    deliveries.sort_by_key(|d| std::cmp::Reverse(d.created_at));
+    let deliveries = deliveries
+        .into_iter()
+        .take(DELIVERIES)
+        .map(|mut d| {
+            redact_delivery(&mut d, false);
+            DeliveryRow {
+                at: words::instant(&d.updated_at),
+                event: d.event.to_string(),
+                channel: d.channel.to_string(),
+                target: d.target,
+                status: d.status.to_string(),
+                attempts: d.attempts,
+                error: d.last_error.unwrap_or_default(),
+                run_id: d.run_id.as_str().to_owned(),
+            }
+        })
+        .collect();
+    let (notify, notify_source) = match &lp.notify {
+        Some(n) => (Some(n.clone()), "this loop's"),
+        None => (
+            c.notify_default()?.map(|mut n| {
+                if let Some(url) = n.url.as_mut() {
+                    *url = loops_core::redact::redact_url(url);
+                }
+                n
+            }),
+            "the store's default",
+        ),
+    };
+    let notify = notify
+        .map(|n| {
+            let mut v = Vec::new();
+            if let Some(cmd) = n.cmd {
+                v.push(("command", cmd));
+            }
+            if let Some(url) = n.url {
+                v.push(("webhook", url));
+            }
+            v.push(("on", n.on.to_string()));
+            v
+        })
+        .unwrap_or_default();
+    let health = c.health(now, &[])?;
+    let mine = health.loops.iter().find(|l| l.loop_id == id);
+    let next = match (lp.status, lp.retry_scheduled_for.or(lp.next_run_at)) {
+        (LoopStatus::Active, Some(t)) => Some(t),
+        _ => None,
+    };
+    let policy = vec![
+        (
+            "catch-up",
+            format!("{} (limit {})", lp.catch_up, lp.catch_up_limit),
+        ),
+        ("overlap", lp.overlap.to_string()),
+        ("attempts", format!("at most {}", lp.max_attempts)),
+        ("retry delay", words::duration_ms(lp.retry_delay_ms)),
+        ("lease", words::duration_ms(lp.lease_ms)),
+        ("jitter", words::duration_ms(lp.jitter_ms)),
+        (
+            "expires",
+            lp.expires_at
+                .map_or_else(|| "never".to_owned(), |t| words::instant(&t)),
+        ),
+        (
+            "timeout",
+            lp.target
+                .timeout()
+                .map_or_else(|| "none".to_owned(), |d| d.to_string()),
+        ),
+    ];
+    Ok(LoopPage {
+        base: Base {
+            title: lp.name.clone(),
+            nav: "overview",
+            csrf,
+        },
+        id: id.as_str().to_owned(),
+        description: lp.description.clone().unwrap_or_default(),
+        status: lp.status.as_str(),
+        schedule: words::schedule(&lp.schedule),
+        target: target_line(&lp.target),
+        target_kind: lp.target.kind(),
+        next_iso: next.map(|t| words::iso(&t)).unwrap_or_default(),
+        next_text: next.map_or_else(|| "—".to_owned(), |t| words::relative(t, now)),
+        labels: lp.labels.clone(),
+        policy,
+        definition,
+        verdict: mine.map_or_else(
+            || "none".to_owned(),
+            |m| m.health.verdict.as_str().to_owned(),
+        ),
+        reasons: mine
+            .map(|m| m.health.reasons.join("; "))
+            .unwrap_or_default(),
+        chart: svg::chart(&points),
+        history,
+        newest_href: if before.is_some() {
+            format!("/loops/{}#history", id.as_str())
+        } else {
+            String::new()
+        },
+        older_href,
+        notify,
+        notify_source,
+        deliveries,
+        actions: actions(lp.status),
+        name: lp.name,
+    })
+}
+
+pub(crate) async fn page(
+    axum::extract::State(state): axum::extract::State<State>,
+    Path(key): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    RawQuery(q): RawQuery,
+) -> Response {
+    let viewer = match viewer(&state, &headers, &super::here(&uri)) {
+        Ok(v) => v,
+        Err(r) => return r.into_response(),
+    };
+    let csrf = viewer.csrf.clone();
+    let built = async {
+        let p = Params::parse(q.as_deref(), &["before"])?;
+        let before = p
+            .get("before")
+            .map(|t| {
+                chrono::DateTime::parse_from_rfc3339(t)
+                    .map(|t| t.with_timezone(&chrono::Utc))
+                    .map_err(|e| ApiError::invalid(format!("invalid before {t:?}: {e}")))
+            })
+            .transpose()?;
+        crate::api::blocking(&state, move |c| {
+            build(c, &key, before, chrono::Utc::now(), csrf)
+        })
+        .await
+    }
+    .await;
+    match built {
+        Ok(page) => render(&page),
+        Err(e) => error_page(e, viewer.csrf),
+    }
+}
