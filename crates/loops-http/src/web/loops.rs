@@ -127,10 +127,59 @@ fn actions(status: LoopStatus) -> Vec<Action> {
     }
 }
 
+/// Where a page of the run history starts: after the `skip` newest runs created in the
+/// millisecond `before` (already shown: runs of one millisecond can straddle pages),
+/// then everything older.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HistoryCursor {
+    pub before: Instant,
+    pub skip: usize,
+}
+
+impl HistoryCursor {
+    /// The cursor of the page after the one `cursor` started, whose rows were created
+    /// at `created` (newest first).
+    fn after(created: &[Instant], cursor: Option<HistoryCursor>) -> Option<Self> {
+        let last = *created.last()?;
+        let same = created.iter().filter(|&&t| t == last).count();
+        let earlier = cursor.filter(|c| c.before == last).map_or(0, |c| c.skip);
+        Some(Self {
+            before: last,
+            skip: same + earlier,
+        })
+    }
+
+    fn href(&self, id: &str) -> String {
+        format!(
+            "/loops/{id}?before={}&skip={}#history",
+            crate::request::encode(&words::iso(&self.before)),
+            self.skip
+        )
+    }
+}
+
+/// One page of `size` rows from `cursor`, and whether more follow. `fetch(until, limit)`
+/// answers at most `limit` rows created before `until` (exclusive), newest first.
+fn history_page<T>(
+    cursor: Option<HistoryCursor>,
+    size: usize,
+    fetch: impl FnOnce(Option<Instant>, usize) -> Result<Vec<T>, ApiError>,
+) -> Result<(Vec<T>, bool), ApiError> {
+    let skip = cursor.map_or(0, |c| c.skip);
+    // One millisecond on takes in the cursor's own millisecond, whose first `skip` rows
+    // the pages before showed.
+    let until = cursor.map(|c| c.before + chrono::TimeDelta::milliseconds(1));
+    let mut rows = fetch(until, size + 1 + skip)?;
+    rows.drain(..skip.min(rows.len()));
+    let more = rows.len() > size;
+    rows.truncate(size);
+    Ok((rows, more))
+}
+
 fn build(
     c: &Client,
     key: &str,
-    before: Option<Instant>,
+    before: Option<HistoryCursor>,
     now: Instant,
     csrf: String,
 ) -> Result<LoopPage, ApiError> {
@@ -170,20 +219,17 @@ fn build(
             }
         })
         .collect();
-    let runs = c.query_runs(&RunQuery {
-        loop_key: Some(id.as_str().to_owned()),
-        until: before,
-        limit: Some(HISTORY + 1),
-        ..RunQuery::default()
+    let (runs, more) = history_page(before, HISTORY, |until, limit| {
+        Ok(c.query_runs(&RunQuery {
+            loop_key: Some(id.as_str().to_owned()),
+            until,
+            limit: Some(limit),
+            ..RunQuery::default()
+        })?)
     })?;
-    let more = runs.len() > HISTORY;
-    let runs = &runs[..runs.len().min(HISTORY)];
-    let older_href = match (more, runs.last()) {
-        (true, Some(last)) => format!(
-            "/loops/{}?before={}#history",
-            id.as_str(),
-            crate::request::encode(&words::iso(&last.created_at))
-        ),
+    let created: Vec<Instant> = runs.iter().map(|r| r.created_at).collect();
+    let older_href = match (more, HistoryCursor::after(&created, before)) {
+        (true, Some(next)) => next.href(id.as_str()),
         _ => String::new(),
     };
     let history = runs
@@ -331,12 +377,23 @@ pub(crate) async fn page(
     };
     let csrf = viewer.csrf.clone();
     let built = async {
-        let p = Params::parse(q.as_deref(), &["before"])?;
+        let p = Params::parse(q.as_deref(), &["before", "skip"])?;
+        let skip = p
+            .get("skip")
+            .map(|n| {
+                n.parse::<usize>()
+                    .map_err(|_| ApiError::invalid(format!("invalid skip {n:?}: expected a count")))
+            })
+            .transpose()?
+            .unwrap_or(0);
         let before = p
             .get("before")
             .map(|t| {
                 chrono::DateTime::parse_from_rfc3339(t)
-                    .map(|t| t.with_timezone(&chrono::Utc))
+                    .map(|t| HistoryCursor {
+                        before: t.with_timezone(&chrono::Utc),
+                        skip,
+                    })
                     .map_err(|e| ApiError::invalid(format!("invalid before {t:?}: {e}")))
             })
             .transpose()?;
@@ -349,5 +406,55 @@ pub(crate) async fn page(
     match built {
         Ok(page) => render(&page),
         Err(e) => error_page(e, viewer.csrf),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{history_page, HistoryCursor};
+    use loops_core::Instant;
+
+    /// Paging through runs of which many share a millisecond shows each exactly once.
+    #[test]
+    fn history_pages_show_every_run_once_also_within_one_millisecond() {
+        let t = |ms: i64| Instant::from_timestamp_millis(ms).unwrap_or_default();
+        // Newest first: 3 at 9 ms, 7 at 5 ms (a burst longer than a page), 2 at 1 ms.
+        let mut rows: Vec<(Instant, u32)> = Vec::new();
+        let mut n = 0;
+        for (ms, count) in [(9, 3), (5, 7), (1, 2)] {
+            for _ in 0..count {
+                rows.push((t(ms), n));
+                n += 1;
+            }
+        }
+        let fetch = |until: Option<Instant>, limit: usize| {
+            Ok(rows
+                .iter()
+                .filter(|(c, _)| until.is_none_or(|u| *c < u))
+                .take(limit)
+                .copied()
+                .collect::<Vec<_>>())
+        };
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let (page, more) = history_page(cursor, 4, fetch).unwrap();
+            assert!(page.len() <= 4);
+            seen.extend(page.iter().map(|(_, n)| *n));
+            if !more {
+                break;
+            }
+            let created: Vec<Instant> = page.iter().map(|(c, _)| *c).collect();
+            cursor = HistoryCursor::after(&created, cursor);
+            assert!(seen.len() < 100, "paging does not end");
+        }
+        assert_eq!(seen, (0..12).collect::<Vec<_>>());
+        // The cursor in the middle of the burst counts what the pages before showed.
+        let href = HistoryCursor {
+            before: t(5),
+            skip: 5,
+        }
+        .href("abc");
+        assert!(href.contains("skip=5"), "{href}");
     }
 }
