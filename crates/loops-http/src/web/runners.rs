@@ -1,8 +1,6 @@
-//! `/runners`: who runs the loops. With PostgreSQL (#9) several runners share a store,
-//! each with its host, labels, capacity, load and heartbeat; the library offers no
-//! runner listing yet, so this page shows the one local daemon of a SQLite store (its
-//! `daemon status`) and says where PostgreSQL runners will appear. [`runners`] is the
-//! one place to wire `Client::runners()` in once it exists.
+//! `/runners`: who runs the loops. On PostgreSQL every runner sharing the store, with
+//! its host, labels, capacity, load and heartbeat age (`Client::runners`, what `loops
+//! runners` prints); on SQLite the one local daemon (its `daemon status`).
 
 use super::{error_page, render, viewer, words, Base};
 use crate::error::ApiError;
@@ -35,8 +33,47 @@ pub(crate) struct RunnersPage {
     pub backend_note: &'static str,
 }
 
-/// The runners of the store: today the daemon holding the SQLite store's lease.
+/// The runner rows of a PostgreSQL store, newest registration first as the store lists
+/// them; ages by the store's clock, as the lease rule judges them.
+fn postgres_runners(c: &Client) -> Result<Vec<Runner>, ApiError> {
+    Ok(c.runners()?
+        .into_iter()
+        .map(|r| {
+            let state = if r.released {
+                "released"
+            } else if r.live {
+                "live"
+            } else {
+                "expired"
+            };
+            Runner {
+                name: format!("{} (epoch {})", r.runner_id, r.epoch),
+                host: format!("{} pid {}", r.host, r.pid),
+                state: state.to_owned(),
+                labels: r.labels.clone(),
+                capacity: r.capacity.to_string(),
+                load: r.running,
+                heartbeat: format!(
+                    "{}; lease expires {}",
+                    words::relative(r.heartbeat_at, r.now),
+                    words::relative(r.expires_at, r.now)
+                ),
+                since: format!(
+                    "{} ({})",
+                    words::instant(&r.started_at),
+                    words::relative(r.started_at, r.now)
+                ),
+            }
+        })
+        .collect())
+}
+
+/// The runners of the store: PostgreSQL's runner rows, or the daemon holding the SQLite
+/// store's lease.
 pub(crate) fn runners(c: &Client, now: Instant) -> Result<Vec<Runner>, ApiError> {
+    if matches!(c.backend(), loops_runtime::client::Backend::Postgres { .. }) {
+        return postgres_runners(c);
+    }
     let status = c.daemon_status()?;
     let load = status.running.len();
     let view = status.view;
@@ -89,7 +126,11 @@ pub(crate) async fn page(
                     csrf,
                 },
                 runners: runners(c, chrono::Utc::now())?,
-                backend_note: "This store is SQLite: one daemon runs its loops. With the PostgreSQL backend, every runner sharing the store appears here with its host, labels, capacity, load and heartbeat age.",
+                backend_note: if matches!(c.backend(), loops_runtime::client::Backend::Postgres { .. }) {
+                    "This store is PostgreSQL: every runner that registered with it, live, expired or released. A loop that requires labels (create --on) runs only on a live runner that has them all."
+                } else {
+                    "This store is SQLite: one daemon runs its loops. With the PostgreSQL backend, every runner sharing the store appears here with its host, labels, capacity, load and heartbeat age."
+                },
             })
         })
         .await

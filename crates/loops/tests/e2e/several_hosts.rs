@@ -503,6 +503,7 @@ fn a_loop_on_a_label_runs_only_on_a_runner_with_it() {
     };
     let gpu_runner = runner_of(gpu, with.pid());
     let plain_runner = runner_of(plain, without.pid());
+    runners_are_served(gpu, &[&gpu_runner, &plain_runner]);
     wait_for("five runs of each loop", Duration::from_secs(30), || {
         let a = gpu.runs("needs-gpu").len();
         let b = gpu.runs("anywhere").len();
@@ -572,6 +573,64 @@ fn a_loop_on_a_label_runs_only_on_a_runner_with_it() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("runner labels"), "{err}");
+}
+
+/// `loops serve` on the PostgreSQL store answers `/v1/runners` as `loops runners --json`
+/// prints it, and the dashboard's runners page lists every runner with its labels.
+fn runners_are_served(w: &World, ids: &[&str]) {
+    let api = w.serve(&[]);
+    let listed = api.get("/v1/runners");
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let listed = listed.json();
+    for id in ids {
+        assert!(
+            listed
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["runnerId"] == *id && r["lease"] == "live"),
+            "{id} in {listed}"
+        );
+    }
+    // The page, through a session the login form opens.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let login = agent
+        .post(format!("{}/login", api.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send(format!("token={}&next=/runners", api.token))
+        .unwrap();
+    assert_eq!(login.status(), 303);
+    let cookie = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut page = agent
+        .get(format!("{}/runners", api.url))
+        .header("cookie", &cookie)
+        .call()
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.body_mut().read_to_string().unwrap();
+    assert!(html.contains("This store is PostgreSQL"), "{html}");
+    for id in ids {
+        let shown = [
+            id.to_string(),
+            id.replace('/', "&#47;"),
+            id.replace('/', "&#x2f;"),
+        ];
+        assert!(
+            shown.iter().any(|s| html.contains(s.as_str())),
+            "{id} on the page: {html}"
+        );
+    }
+    assert!(html.contains(">gpu</span>"), "the runner's labels: {html}");
 }
 
 /// `store copy --to`: a SQLite store with loops, a workflow and its run, runs and
