@@ -125,11 +125,15 @@ enum Bench {
         shell: bool,
     },
     /// Wake-up latency across runners on PostgreSQL: an idle runner (another data dir,
-    /// as another host) starts a loop that `resume` made due, from the commit of the
-    /// resume to the child's own start (`date +%s%N`).
+    /// as another host) starts a loop that `resume` made due (`--via resume`), or that
+    /// `run-now --on-runner` asked for (`--via on-runner`), from the commit of the
+    /// change to the child's own start (`date +%s%N`).
     PgWake {
         #[arg(long, default_value_t = 50)]
         samples: usize,
+        /// What makes the loop due: `resume` of an overdue loop, or `on-runner`.
+        #[arg(long, default_value = "resume")]
+        via: String,
         /// A PostgreSQL URL (an empty database); a throwaway cluster otherwise.
         #[arg(long)]
         store: Option<String>,
@@ -319,7 +323,11 @@ fn main() -> Result<()> {
             shell,
             timeout_secs,
         } => bench.throughput(loops, max_concurrent, shell, timeout_secs),
-        Bench::PgWake { samples, store } => bench.pg_wake(samples, store),
+        Bench::PgWake {
+            samples,
+            via,
+            store,
+        } => bench.pg_wake(samples, &via, store),
         Bench::PgDispatch {
             loops,
             secs,
@@ -1592,7 +1600,12 @@ impl Bencher {
     }
 
     /// Benchmark 11b: wake-up latency across runners.
-    fn pg_wake(&self, samples: usize, store: Option<String>) -> Result<()> {
+    fn pg_wake(&self, samples: usize, via: &str, store: Option<String>) -> Result<()> {
+        let on_runner = match via {
+            "resume" => false,
+            "on-runner" => true,
+            other => anyhow::bail!("--via {other:?}: expected resume or on-runner"),
+        };
         let _cluster;
         let url = match store {
             Some(url) => url,
@@ -1619,6 +1632,7 @@ impl Bencher {
         sleep(Duration::from_millis(500));
         let store = Arc::clone(client.store());
         let (mut recorded, mut real) = (vec![], vec![]);
+        let mut pending_requests = Vec::new();
         for i in 0..samples {
             let name = format!("wake-{i}");
             let lp = client.create(
@@ -1626,17 +1640,27 @@ impl Bencher {
                 Utc::now(),
             )?;
             client.pause(&name, Utc::now())?;
-            // Overdue by a second, as after a pause past its slot.
-            let overdue = LoopAdvance {
-                status: LoopStatus::Paused,
-                next_run_at: Some(Utc::now() - TimeDelta::seconds(1)),
-                retry_scheduled_for: None,
+            let committed = if on_runner {
+                // A paused loop runs ad hoc, as `run-now --on-runner` asks.
+                sleep(Duration::from_millis(100));
+                let request = store.request_run(&lp.id, false, "loops-bench", 10_000)?;
+                // The request's transaction has committed when the call returns.
+                let committed = Utc::now();
+                pending_requests.push(request);
+                committed
+            } else {
+                // Overdue by a second, as after a pause past its slot.
+                let overdue = LoopAdvance {
+                    status: LoopStatus::Paused,
+                    next_run_at: Some(Utc::now() - TimeDelta::seconds(1)),
+                    retry_scheduled_for: None,
+                };
+                store.update_loop_schedule(&lp.id, &overdue, Utc::now(), None)?;
+                sleep(Duration::from_millis(100));
+                client.resume(&name, Utc::now())?;
+                // The resume's transaction has committed when the call returns.
+                Utc::now()
             };
-            store.update_loop_schedule(&lp.id, &overdue, Utc::now(), None)?;
-            sleep(Duration::from_millis(100));
-            client.resume(&name, Utc::now())?;
-            // The resume's transaction has committed when the call returns.
-            let committed = Utc::now();
             let deadline = Mono::now() + Duration::from_secs(10);
             let run = loop {
                 let runs = store.list_runs(&loops_store::RunFilter {
@@ -1666,12 +1690,15 @@ impl Bencher {
             }
         }
         runner.stop()?;
+        for request in pending_requests {
+            store.withdraw_run_request(&request)?;
+        }
         let (recorded, real) = (Stats::of(recorded), Stats::of(real));
         println!();
-        println!("| samples | claimed (startedAt) − resume commit p50 / p99 / max ms | child ran (`date`) − resume commit p50 / p99 / max ms | target ≤ 5 ms p50, ≤ 20 ms p99 |");
-        println!("|---:|---|---|---|");
+        println!("| via | samples | claimed (startedAt) − commit p50 / p99 / max ms | child ran (`date`) − commit p50 / p99 / max ms | target ≤ 5 ms p50, ≤ 20 ms p99 |");
+        println!("|---|---:|---|---|---|");
         println!(
-            "| {samples} | {:.1} / {:.1} / {:.1} | {:.1} / {:.1} / {:.1} | {} |",
+            "| {via} | {samples} | {:.1} / {:.1} / {:.1} | {:.1} / {:.1} / {:.1} | {} |",
             recorded.p50,
             recorded.p99,
             recorded.max,

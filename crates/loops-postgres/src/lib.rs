@@ -41,6 +41,7 @@ mod loops;
 mod notify;
 mod open;
 mod reports;
+mod run_requests;
 mod runners;
 mod runs;
 mod session;
@@ -62,10 +63,11 @@ use loops_core::{
     WorkflowStatus,
 };
 use loops_store::{
-    BatchClaim, ClaimOutcome, DaemonLease, EventBounds, Fence, ImportBatch, Imported, LeaseAcquire,
-    LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter,
-    RunWrite, RunWritten, RunnerInfo, RunnerLease, RunnerRegistration, Store, StoreError,
-    UnreadableLoop, UsageRow, WakeFn, WakeGuard, WorkflowStore,
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
+    ImportBatch, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate,
+    LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten, RunnerInfo, RunnerLease,
+    RunnerRegistration, Store, StoreError, UnreadableLoop, UsageRow, WakeFn, WakeGuard,
+    WorkflowStore,
 };
 use std::str::FromStr;
 use tokio::sync::mpsc::UnboundedSender;
@@ -474,7 +476,10 @@ impl Store for PgStore {
         if dry_run {
             return read!(self, |db| runs::prune_runs(db, &policy, true));
         }
-        write!(self, None, |db| runs::prune_runs(db, &policy, false))
+        write!(self, None, |db| async move {
+            run_requests::prune(db).await?;
+            runs::prune_runs(db, &policy, false).await
+        })
     }
 
     fn run_facts(&self, queries: &[FactsQuery], recent: usize) -> StoreResult<Vec<RunFacts>> {
@@ -641,6 +646,77 @@ impl Store for PgStore {
 
     fn runners(&self) -> StoreResult<Vec<RunnerInfo>> {
         read!(self, |db| runners::runners(db))
+    }
+
+    fn request_run(
+        &self,
+        loop_id: &LoopId,
+        allow_overlap: bool,
+        requested_by: &str,
+        wait_ms: u64,
+    ) -> StoreResult<String> {
+        let (loop_id, requested_by) = (loop_id.clone(), requested_by.to_owned());
+        write!(self, None, |db| async move {
+            run_requests::request(db, &loop_id, allow_overlap, &requested_by, wait_ms).await
+        })
+    }
+
+    fn pending_run_requests(
+        &self,
+        labels: &[String],
+        limit: usize,
+    ) -> StoreResult<Vec<loops_store::RunRequest>> {
+        let labels = labels.to_vec();
+        read!(self, |db| async move {
+            run_requests::pending(db, &labels, limit).await
+        })
+    }
+
+    fn claim_requested_run(
+        &self,
+        request_id: &str,
+        req: &ClaimRequest,
+        advance: Option<&LoopAdvance>,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Option<std::result::Result<Run, ClaimRefused>>> {
+        let (request_id, req, advance) = (request_id.to_owned(), req.clone(), advance.cloned());
+        write!(self, fenced(fence, req.now), |db, epoch| async move {
+            run_requests::claim(db, &request_id, &req, advance.as_ref(), epoch).await
+        })
+    }
+
+    fn refuse_run_request(
+        &self,
+        request_id: &str,
+        runner_id: &str,
+        reason: &str,
+        fence: Option<&Fence>,
+    ) -> StoreResult<bool> {
+        let (request_id, runner_id, reason) = (
+            request_id.to_owned(),
+            runner_id.to_owned(),
+            reason.to_owned(),
+        );
+        write!(self, fenced(fence, chrono::Utc::now()), |db| async move {
+            run_requests::refuse(db, &request_id, &runner_id, &reason).await
+        })
+    }
+
+    fn run_request(&self, request_id: &str) -> StoreResult<Option<loops_store::RunRequest>> {
+        let request_id = request_id.to_owned();
+        read!(self, |db| async move {
+            run_requests::get_one(db, &request_id).await
+        })
+    }
+
+    fn withdraw_run_request(
+        &self,
+        request_id: &str,
+    ) -> StoreResult<Option<loops_store::RunRequest>> {
+        let request_id = request_id.to_owned();
+        write!(self, None, |db| async move {
+            run_requests::withdraw(db, &request_id).await
+        })
     }
 
     fn watch_wakeups(&self, wake: WakeFn) -> StoreResult<Option<WakeGuard>> {

@@ -35,10 +35,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "runs_on",
         sql: include_str!("../migrations/0004_runs_on.sql"),
     },
+    Migration {
+        version: 5,
+        name: "run_requests",
+        sql: include_str!("../migrations/0005_run_requests.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

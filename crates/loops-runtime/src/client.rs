@@ -30,11 +30,13 @@ mod started;
 pub use started::{Interrupter, StartedRun, StartedWorkflowRun};
 mod copy;
 mod health;
+mod on_runner;
 mod portable;
 mod usage;
 
 pub use copy::{CopyCounts, CopyReport};
 pub use health::{HealthCounts, HealthJson, HealthReport, LoopHealth};
+pub use on_runner::DEFAULT_RUNNER_WAIT;
 pub use portable::{ImportOptions, ImportReport, ImportedLoop};
 
 use crate::clock::SystemClock;

@@ -608,6 +608,11 @@ async fn main_loop<S: Future<Output = ()>>(
     // The clock may have been set back while no daemon ran.
     let mut replan_clock = true;
     let mut last_clock = (clock.now(), tokio::time::Instant::now());
+    // Run requests (`run-now --on-runner`) are looked for when a wake-up came from
+    // another host, on every recovering pass (in case a wake-up was lost), and while
+    // some are left for want of a free slot.
+    let runner_mode = matches!(lease, Held::Runner(_));
+    let mut serve_requests = runner_mode;
     let store_file = if cfg.watch_store_file {
         StoreFile::record(&cfg.data_dir)
     } else {
@@ -644,6 +649,27 @@ async fn main_loop<S: Future<Output = ()>>(
         if recover {
             last_recover = Some(tokio::time::Instant::now());
         }
+        // Before the pass: a request is someone waiting, a due slot of the pass is not
+        // later for it.
+        if runner_mode && (serve_requests || recover) && pass_backoff.failures() == 0 {
+            match engine.serve_run_requests() {
+                Ok(served) => {
+                    serve_requests = served.more;
+                    if !served.started.is_empty() || served.refused > 0 {
+                        tracing::debug!(
+                            started = served.started.len(),
+                            refused = served.refused,
+                            "run requests"
+                        );
+                    }
+                }
+                Err(EngineError::LeaseLost) => return Err(lost()),
+                Err(e) => {
+                    // Looked for again with the next recovering pass.
+                    tracing::warn!(error = %e, "cannot answer run requests");
+                }
+            }
+        }
         let report = match engine.pass(recover) {
             Ok(r) => {
                 note_recovery(pass_backoff.succeed(), "scheduler pass");
@@ -662,6 +688,10 @@ async fn main_loop<S: Future<Output = ()>>(
         };
         if engine.lease_lost() {
             return Err(lost());
+        }
+        if serve_requests {
+            // Requests wait for a free slot.
+            engine.wake_when_a_slot_frees();
         }
         if recover {
             foreign_running = report.foreign_running;
@@ -718,7 +748,7 @@ async fn main_loop<S: Future<Output = ()>>(
             // A finished run moved its loop, or the engine noticed the lease was lost.
             _ = engine.replan_needed(), if !failing => {}
             // Another host changed what is due (PostgreSQL NOTIFY).
-            _ = remote_wake.notified(), if !failing => {}
+            _ = remote_wake.notified(), if !failing => serve_requests = runner_mode,
             _ = lease_beat.tick() => {
                 let began = std::time::Instant::now();
                 match lease.renew(store.as_ref(), ttl_ms, clock.now()) {

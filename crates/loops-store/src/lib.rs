@@ -84,8 +84,9 @@ pub use paths::{
 pub use types::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
     ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
-    LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunSummary, RunWrite, RunWritten,
-    RunnerInfo, RunnerLease, RunnerRegistration, UnreadableLoop, UsageRow, UsageSource,
+    LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunRequest, RunRequestAnswer,
+    RunSummary, RunWrite, RunWritten, RunnerInfo, RunnerLease, RunnerRegistration, UnreadableLoop,
+    UsageRow, UsageSource,
 };
 
 use loops_core::health::{FactsQuery, RunFacts};
@@ -459,6 +460,68 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// its running runs counted; empty on a store without runners.
     fn runners(&self) -> Result<Vec<RunnerInfo>> {
         Ok(Vec::new())
+    }
+    /// Asks the live runners to start a run of `loop_id` now (`run-now --on-runner`):
+    /// a pending [`RunRequest`] that lasts `wait_ms` by the store's clock, and a wake-up
+    /// for every runner when it commits. Returns the request's id.
+    fn request_run(
+        &self,
+        loop_id: &LoopId,
+        allow_overlap: bool,
+        requested_by: &str,
+        wait_ms: u64,
+    ) -> Result<String> {
+        let _ = (loop_id, allow_overlap, requested_by, wait_ms);
+        Err(StoreError::InvalidArgument(
+            "this store has one daemon lease, not runners".to_owned(),
+        ))
+    }
+    /// Pending, unexpired run requests a runner advertising `labels` can take (it has
+    /// every runner label of the loop; a request for a loop that is gone is included,
+    /// so that it is answered), oldest first, at most `limit`.
+    fn pending_run_requests(&self, labels: &[String], limit: usize) -> Result<Vec<RunRequest>> {
+        let _ = (labels, limit);
+        Ok(Vec::new())
+    }
+    /// [`Store::claim_run`] on behalf of a run request, in one transaction with its
+    /// answer: while the request is still pending and unexpired, the claim is made, and
+    /// when it succeeds the request records the run (answered `Started`, with `source`).
+    /// `None` when the request is no longer pending (withdrawn, expired, or answered
+    /// by another runner): nothing was claimed.
+    fn claim_requested_run(
+        &self,
+        request_id: &str,
+        req: &ClaimRequest,
+        advance: Option<&LoopAdvance>,
+        fence: Option<&Fence>,
+    ) -> Result<Option<std::result::Result<Run, ClaimRefused>>> {
+        let _ = (request_id, req, advance, fence);
+        Err(StoreError::InvalidArgument(
+            "this store has one daemon lease, not runners".to_owned(),
+        ))
+    }
+    /// Answers a pending run request `Refused` with `reason`; false when it was no longer
+    /// pending.
+    fn refuse_run_request(
+        &self,
+        request_id: &str,
+        runner_id: &str,
+        reason: &str,
+        fence: Option<&Fence>,
+    ) -> Result<bool> {
+        let _ = (request_id, runner_id, reason, fence);
+        Ok(false)
+    }
+    /// A run request as stored now; `None` when there is none with that id.
+    fn run_request(&self, request_id: &str) -> Result<Option<RunRequest>> {
+        let _ = request_id;
+        Ok(None)
+    }
+    /// Deletes a run request whatever its state — pending ones are withdrawn, so no
+    /// runner takes them any more — and returns it as it was; `None` when there was none.
+    fn withdraw_run_request(&self, request_id: &str) -> Result<Option<RunRequest>> {
+        let _ = request_id;
+        Ok(None)
     }
     /// Calls `wake` whenever another process (on any host) changed what is due —
     /// created, edited or resumed a loop, or finished a run that moved one — until the

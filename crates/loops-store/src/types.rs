@@ -271,6 +271,37 @@ pub struct RunnerRegistration {
     pub capacity: usize,
 }
 
+/// A request that a live runner start a run of a loop now, as `run-now` would start it
+/// here (`run-now --on-runner`; stores with runners only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRequest {
+    pub id: String,
+    pub loop_id: LoopId,
+    /// Start it even while another run of the loop is in flight (`--allow-overlap`).
+    pub allow_overlap: bool,
+    /// Who asked: `host/pid/start-time` of the requesting process.
+    pub requested_by: String,
+    pub requested_at: Instant,
+    /// No runner takes it from then on (by the store's clock).
+    pub expires_at: Instant,
+    /// The runner's answer, once one answered.
+    pub answer: Option<RunRequestAnswer>,
+}
+
+/// How a runner answered a [`RunRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunRequestAnswer {
+    /// It claimed this run (of the due slot, a pending retry, or ad hoc) and started it.
+    Started {
+        runner_id: String,
+        run_id: RunId,
+        source: RunSource,
+    },
+    /// It could not start one, for this reason (the loop is busy under overlap `skip`,
+    /// or it is gone).
+    Refused { runner_id: String, reason: String },
+}
+
 /// A runner's lease: its epoch (the fence of its writes) and until when the store
 /// considers it live, by the store's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,6 +10,7 @@
 use clap::{Args, Parser, Subcommand};
 use loops_core::duration::DurationError;
 use loops_core::Duration;
+use loops_runtime::client::DEFAULT_RUNNER_WAIT;
 use loops_runtime::daemon::{
     DEFAULT_KEEP_FOR, DEFAULT_KEEP_RUNS, DEFAULT_LEASE_TTL, DEFAULT_PRUNE_EVERY,
     DEFAULT_SHUTDOWN_GRACE,
@@ -286,6 +287,14 @@ pub struct RunNowArgs {
     /// loop with overlap `skip` refuses a second concurrent run).
     #[arg(long)]
     pub allow_overlap: bool,
+    /// Ask a live runner of the store (PostgreSQL) to run it, instead of running it in
+    /// this process; waits for the run to end, as without.
+    #[arg(long)]
+    pub on_runner: bool,
+    /// With --on-runner: how long a runner may take to start it before the request is
+    /// withdrawn.
+    #[arg(long, value_name = "DURATION", default_value_t = Span(DEFAULT_RUNNER_WAIT), requires = "on_runner")]
+    pub runner_wait: Span,
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@ mod pass;
 mod recover;
 mod run;
 mod run_now;
+pub use run_now::ServedRequests;
 mod workflow_target;
 
 pub use crate::clock::{Clock, ManualClock, SystemClock};

@@ -1,5 +1,6 @@
-//! `run-now <loop> [--show-output]`: runs the due slot (advancing the loop) when one is
-//! due, else an ad-hoc slot at now; exits non-zero when the run does not succeed.
+//! `run-now <loop> [--show-output] [--on-runner]`: runs the due slot (advancing the
+//! loop) when one is due, else an ad-hoc slot at now — here, or on a live runner of the
+//! store; exits non-zero when the run does not succeed.
 
 use super::{runtime, Context};
 use crate::cli::RunNowArgs;
@@ -12,7 +13,15 @@ use loops_runtime::client::RunNowJson;
 
 pub fn run(ctx: &Context, args: RunNowArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
-    let outcome = runtime()?.block_on(client.run_now(&args.r#loop, args.allow_overlap))?;
+    let outcome = if args.on_runner {
+        runtime()?.block_on(client.run_now_on_runner(
+            &args.r#loop,
+            args.allow_overlap,
+            args.runner_wait.0,
+        ))?
+    } else {
+        runtime()?.block_on(client.run_now(&args.r#loop, args.allow_overlap))?
+    };
     let (run, source) = (outcome.run, outcome.source);
     let mut shown = run.clone();
     if !args.show_output {

@@ -575,6 +575,126 @@ fn a_loop_on_a_label_runs_only_on_a_runner_with_it() {
     assert!(err.contains("runner labels"), "{err}");
 }
 
+/// The runner id of the live runner of process `pid`, from `loops runners --json`.
+fn live_runner_id(w: &World, pid: u32) -> String {
+    let runners = w.json(&["runners"]);
+    runners
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pid"] == pid && r["lease"] == "live")
+        .and_then(|r| r["runnerId"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("runner of pid {pid}: {runners}"))
+}
+
+#[test]
+fn run_now_on_runner_runs_the_loop_on_a_live_runner_and_reports_it() {
+    let Some(worlds) = pg_worlds(2) else {
+        return;
+    };
+    // One host runs a runner; the other only has the CLI.
+    let (host, cli) = (&worlds[0], &worlds[1]);
+    // Once a year: never due during the test, so every run is a request's.
+    let yearly = ["--cron", "0 0 1 1 *"];
+    let created = cli.json(&[
+        "create", "command", "yearly", "--cmd", "echo ran", yearly[0], yearly[1], "--on", "gpu",
+    ]);
+    assert_eq!(created["runsOn"], serde_json::json!(["gpu"]), "{created}");
+    let (code, err) = cli.fail(&["run-now", "--on-runner", "yearly"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("no live runner can take loop \"yearly\"") && err.contains("gpu"),
+        "{err}"
+    );
+    let mut plain = host.daemon_ready(&[]);
+    let (code, err) = cli.fail(&["run-now", "--on-runner", "yearly"]);
+    assert_eq!(code, 1, "a runner without the label cannot take it: {err}");
+    assert_eq!(plain.stop(), Some(0), "{}", plain.log_text());
+    assert!(cli.runs("yearly").is_empty(), "nothing ran");
+
+    let mut runner = host.daemon_ready(&["--runner-label", "gpu"]);
+    let runner_id = live_runner_id(host, runner.pid());
+    let ran = cli.json(&["run-now", "--on-runner", "yearly", "--show-output"]);
+    assert_eq!(ran["status"], "succeeded", "{ran}");
+    assert_eq!(ran["runNow"]["source"], "ad_hoc", "{ran}");
+    assert_eq!(
+        ran["claimedBy"],
+        runner_id.as_str(),
+        "run by the runner: {ran}"
+    );
+    assert_eq!(ran["stdout"], "ran\n", "{ran}");
+    let text = cli.ok(&["run-now", "--on-runner", "yearly"]);
+    assert!(
+        text.contains("ad_hoc") && text.contains("succeeded"),
+        "{text}"
+    );
+    assert_eq!(cli.runs("yearly").len(), 2);
+
+    // Overlap `skip`: while the runner runs the loop, a second request is refused by
+    // the runner, and the first waiter gets its run once it ended.
+    cli.json(&[
+        "create", "command", "slow", "--cmd", "sleep 3", yearly[0], yearly[1],
+    ]);
+    let first = cli
+        .cmd(&["run-now", "--on-runner", "slow"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("slow to be running", Duration::from_secs(20), || {
+        cli.runs("slow")
+            .iter()
+            .any(|r| r["status"] == "running")
+            .then_some(())
+    });
+    let (code, err) = cli.fail(&["run-now", "--on-runner", "slow"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("already running") && err.contains(&runner_id),
+        "{err}"
+    );
+    let first = first.wait_with_output().unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(String::from_utf8_lossy(&first.stdout).contains("succeeded"));
+    assert_eq!(cli.runs("slow").len(), 1);
+
+    // A runner that does not answer in time: the request is withdrawn, and the runner
+    // never runs it later (it serves requests oldest first, so the next one would
+    // find it first).
+    runner.signal("STOP");
+    let (code, err) = cli.fail(&["run-now", "--on-runner", "--runner-wait", "1s", "yearly"]);
+    runner.signal("CONT");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("within 1s") && err.contains("withdrawn"),
+        "{err}"
+    );
+    let ran = cli.json(&["run-now", "--on-runner", "yearly"]);
+    assert_eq!(ran["status"], "succeeded", "{ran}");
+    assert_eq!(
+        cli.runs("yearly").len(),
+        3,
+        "the withdrawn request never ran"
+    );
+    assert_eq!(runner.stop(), Some(0), "{}", runner.log_text());
+
+    // SQLite has no runners; --runner-wait needs --on-runner.
+    let local = World::new();
+    local.create_cmd("here", &["--every", "1h"], "true");
+    let (code, err) = local.fail(&["run-now", "--on-runner", "here"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--on-runner needs a store shared by runners"),
+        "{err}"
+    );
+    let (code, err) = local.fail(&["run-now", "--runner-wait", "1s", "here"]);
+    assert_eq!(code, 2, "{err}");
+}
+
 /// `loops serve` on the PostgreSQL store answers `/v1/runners` as `loops runners --json`
 /// prints it, and the dashboard's runners page lists every runner with its labels.
 fn runners_are_served(w: &World, ids: &[&str]) {
