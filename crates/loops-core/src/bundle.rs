@@ -19,7 +19,9 @@
 //! entry is its spec. Secrets — env values of targets and steps, and notification
 //! URLs (webhook URLs carry their tokens) — are `null` unless exported with
 //! `--include-secrets`, and listed in `redacted` so an import can say what must be
-//! filled in. Prompts are part of a definition and are always included.
+//! filled in. Prompts are part of a definition and are always included. A loop's
+//! runner labels travel as its `runsOn` (left out when it has none, as in
+//! `loops show`), so a loop without them exports as it did before they existed.
 
 use crate::workflow::WorkflowSpec;
 use crate::{Instant, Loop, NewLoop, Run, Target};
@@ -803,6 +805,27 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(back.workflows[0].redacted, ["steps.a.target.env.TOKEN"]);
+    }
+
+    #[test]
+    fn runner_labels_travel_only_when_a_loop_has_them() {
+        let plain = stored_loop("plain", json!({"type": "command", "command": "true"}));
+        let mut gpu = stored_loop("gpu", json!({"type": "command", "command": "true"}));
+        gpu.runs_on = vec!["gpu".into()];
+        let doc = export(&[plain.clone(), gpu], &[], true, now()).unwrap();
+        let doc = serde_json::to_value(doc).unwrap();
+        // A loop without runner labels exports as before: no `runsOn` key at all.
+        assert!(doc["loops"][0].get("runsOn").is_none(), "{doc}");
+        assert_eq!(doc["loops"][1]["runsOn"], json!(["gpu"]));
+        let back = parse(&doc.to_string()).unwrap();
+        assert!(back.loops[0].definition.runs_on.is_empty());
+        assert_eq!(back.loops[1].definition.runs_on, ["gpu"]);
+        assert_eq!(new_loop(&back.loops[1].definition).policy.runs_on, ["gpu"]);
+        // A version-1 bundle written before `runsOn` existed still reads.
+        let mut old = serde_json::to_value(export(&[plain], &[], true, now()).unwrap()).unwrap();
+        old["loops"][0].as_object_mut().unwrap().remove("runsOn");
+        let back = parse(&old.to_string()).unwrap();
+        assert!(back.loops[0].definition.runs_on.is_empty());
     }
 
     #[test]

@@ -74,7 +74,7 @@ impl LoopsMcp {
 
     #[tool(
         name = "loops_edit",
-        description = "Change a loop in place (like `loops edit LOOP --json`), keeping its id and run history: only the fields given change — a new schedule (at most one of at, every, cron, dynamic), policy, labels (added; unlabel removes), env (added; unsetEnv removes), clear to unset settings, and the target's own fields (cmd/args for command loops, prompt/model/… for agent loops, workflow for workflow loops; a target's type cannot change). A run in flight is left alone. Returns the loop as changed. Needs a server started with --allow-mutations.",
+        description = "Change a loop in place (like `loops edit LOOP --json`), keeping its id and run history: only the fields given change — a new schedule (at most one of at, every, cron, dynamic), policy, labels (added; unlabel removes), on, the runner labels (added; clear \"on\" removes), env (added; unsetEnv removes), clear to unset settings, and the target's own fields (cmd/args for command loops, prompt/model/… for agent loops, workflow for workflow loops; a target's type cannot change). A run in flight is left alone. Returns the loop as changed. Needs a server started with --allow-mutations.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,

@@ -283,6 +283,11 @@ macro_rules! definition_params {
             /// Labels to add: lowercase letters, digits, '.', '_', '-' (at most 64 bytes).
             #[serde(default)]
             pub labels: Vec<String>,
+            /// Runner labels to require (added): the loop runs only on a runner
+            /// advertising every one of them (`daemon run --runner-label`; stores with
+            /// runners, PostgreSQL — a SQLite store refuses them). Same form as labels.
+            #[serde(default)]
+            pub on: Vec<String>,
             /// Start each slot a stable pseudo-random delay in [0, DURATION) after its
             /// time (shorter than the loop's period).
             #[serde(default)]
@@ -376,8 +381,8 @@ definition_params! {
         #[serde(default)]
         pub unset_env: Vec<String>,
         /// Settings to clear: description, cwd, timeout, env, account, args, model,
-        /// agent, auth-profile, config-overrides, expires-at, jitter, labels, notify,
-        /// notify-cmd, notify-url.
+        /// agent, auth-profile, config-overrides, expires-at, jitter, labels, on (the
+        /// runner labels), notify, notify-cmd, notify-url.
         #[serde(default)]
         pub clear: Vec<String>,
         /// (command loops) The command line or program.
@@ -460,7 +465,7 @@ macro_rules! impl_definition_fields {
                     account_tool: self.account_tool.clone(),
                     preflight: self.preflight,
                     labels: self.labels.clone(),
-                    runs_on: Vec::new(),
+                    runs_on: self.on.clone(),
                     jitter: self
                         .jitter
                         .as_deref()

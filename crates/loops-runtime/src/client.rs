@@ -37,7 +37,7 @@ mod usage;
 pub use copy::{CopyCounts, CopyReport};
 pub use health::{HealthCounts, HealthJson, HealthReport, LoopHealth};
 pub use on_runner::DEFAULT_RUNNER_WAIT;
-pub use portable::{ImportOptions, ImportReport, ImportedLoop};
+pub use portable::{ImportOptions, ImportReport, ImportedLoop, RunnerLabels};
 
 use crate::clock::SystemClock;
 use crate::engine::{Engine, EngineConfig};

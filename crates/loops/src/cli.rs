@@ -347,6 +347,10 @@ pub struct ImportArgs {
     /// variables (otherwise such an import is refused until they are filled in).
     #[arg(long)]
     pub drop_redacted: bool,
+    /// Import loops that require runner labels (`--on`, JSON `runsOn`) without them:
+    /// a SQLite store has no runners, so such an import is refused there otherwise.
+    #[arg(long)]
+    pub drop_runner_labels: bool,
     /// Import every loop paused (e.g. while the old machine still runs them).
     #[arg(long)]
     pub paused: bool,

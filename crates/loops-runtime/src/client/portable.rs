@@ -23,6 +23,9 @@ pub struct ImportOptions {
     /// Import loops and steps whose secrets the bundle left out without them (the
     /// variables are not set); otherwise such an import is refused.
     pub drop_redacted: bool,
+    /// Import loops that require runner labels (`runsOn`) without them: needed on a
+    /// store without runners (SQLite), where such an import is refused otherwise.
+    pub drop_runner_labels: bool,
     /// Import every loop paused (e.g. while the old machine still runs them).
     pub paused: bool,
 }
@@ -33,6 +36,7 @@ impl Default for ImportOptions {
             on_conflict: OnConflict::Fail,
             apply: false,
             drop_redacted: false,
+            drop_runner_labels: false,
             paused: false,
         }
     }
@@ -55,6 +59,21 @@ pub struct ImportedLoop {
     pub id: Option<loops_core::LoopId>,
 }
 
+/// The runner labels (`runsOn`) one imported loop requires, named as it is stored.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerLabels {
+    #[serde(rename = "loop")]
+    pub loop_name: String,
+    pub runs_on: Vec<String>,
+}
+
+impl std::fmt::Display for RunnerLabels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "loop {:?} on {}", self.loop_name, self.runs_on.join(","))
+    }
+}
+
 /// What [`Client::import`] planned (and, when applied, wrote).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -69,12 +88,21 @@ pub struct ImportReport {
     pub needs_value: Vec<Redaction>,
     /// What could not be carried over (e.g. OpenLoops fields), one line each.
     pub not_mapped: Vec<String>,
+    /// Runner labels of the loops that would be imported which this import does not
+    /// keep: the store has no runners (SQLite; refused unless `drop_runner_labels`),
+    /// or `drop_runner_labels` drops them.
+    pub runner_labels: Vec<RunnerLabels>,
+    /// Whether `drop_runner_labels` was given: [`ImportReport::runner_labels`] are
+    /// dropped rather than refused.
+    pub runner_labels_dropped: bool,
     /// History runs written (or that would be).
     pub runs: usize,
 }
 
 impl ImportReport {
-    /// Why applying would be refused: conflicts, invalid entries, unfilled secrets.
+    /// Why applying would be refused: conflicts, invalid entries, unfilled secrets
+    /// (unless `drop_redacted`), runner labels the store has no runners for (unless
+    /// the import drops them).
     pub fn refusals(&self, drop_redacted: bool) -> Vec<String> {
         let line = |kind: &str, p: &Planned| {
             matches!(p.action, Action::Conflict | Action::Invalid).then(|| {
@@ -95,6 +123,14 @@ impl ImportReport {
             let named: Vec<String> = self.needs_value.iter().map(ToString::to_string).collect();
             out.push(format!(
                 "{} secret(s) left out of the bundle need a value ({}): fill them in, or pass --drop-redacted to import without them",
+                named.len(),
+                named.join(", ")
+            ));
+        }
+        if !self.runner_labels_dropped && !self.runner_labels.is_empty() {
+            let named: Vec<String> = self.runner_labels.iter().map(ToString::to_string).collect();
+            out.push(format!(
+                "{} loop(s) need runner labels, which a store without runners (SQLite) cannot honour ({}): import into a PostgreSQL store (--store postgres://…), or pass --drop-runner-labels to import them without their runner labels",
                 named.len(),
                 named.join(", ")
             ));
@@ -145,7 +181,8 @@ impl Client {
     /// Imports a bundle's text (see [`loops_core::bundle`]): a plan of what would be
     /// created, renamed, skipped or conflict — and, with `opts.apply`, all of it in one
     /// transaction, or nothing (an invalid entry, a conflict under `fail`, a secret left
-    /// out without `drop_redacted` refuse the whole import).
+    /// out without `drop_redacted`, a loop requiring runner labels on a store without
+    /// runners without `drop_runner_labels` refuse the whole import).
     pub fn import_bundle(
         &self,
         text: &str,
@@ -223,6 +260,8 @@ impl Client {
                 workflows.insert(w.spec.name.clone());
             }
         }
+        let runners = self.store.supports_runners();
+        let mut runner_labels = Vec::new();
         let mut loops = Vec::with_capacity(plan.loops.len());
         for (p, l) in &mut plan.loops {
             let (status, next_run_at) = if p.writes() {
@@ -243,6 +282,20 @@ impl Client {
             };
             l.definition.status = status;
             l.definition.next_run_at = next_run_at;
+            // Runner labels this import does not keep: the store cannot honour them,
+            // or the import drops them. Dropped, they are not written.
+            if p.writes()
+                && !l.definition.runs_on.is_empty()
+                && (!runners || opts.drop_runner_labels)
+            {
+                runner_labels.push(RunnerLabels {
+                    loop_name: p.stored_name().to_owned(),
+                    runs_on: l.definition.runs_on.clone(),
+                });
+                if opts.drop_runner_labels {
+                    l.definition.runs_on.clear();
+                }
+            }
             loops.push(ImportedLoop {
                 planned: p.clone(),
                 status,
@@ -258,6 +311,8 @@ impl Client {
             workflows: plan.workflows.iter().map(|(p, _)| p.clone()).collect(),
             needs_value: plan.needs_value(),
             not_mapped,
+            runner_labels,
+            runner_labels_dropped: opts.drop_runner_labels,
             runs: loops
                 .iter()
                 .filter(|l| l.planned.writes())
@@ -325,6 +380,7 @@ impl Client {
         validate_policy(&def.policy())?;
         validate::jitter(&def.schedule, def.jitter_ms)?;
         def.labels = validate::labels(&def.labels)?;
+        def.runs_on = validate::labels(&def.runs_on)?;
         if let Some(notify) = &def.notify {
             validate::notify(notify, &label)?;
         }

@@ -142,6 +142,7 @@ macro_rules! store_suite {
             workflow_events_are_mirrored_and_pruned_with_their_run,
             // imports and roll-ups
             import_is_one_transaction_or_nothing,
+            import_keeps_runner_labels_or_refuses_them,
             run_facts_reports_recent_rows_success_and_window,
             usage_since_lists_runs_and_steps_with_usage,
             recent_runs_and_status_counts_serve_the_dashboard,
@@ -332,6 +333,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 57);
+        assert_eq!(count, 58);
     }
 }

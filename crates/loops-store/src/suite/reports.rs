@@ -200,6 +200,39 @@ pub fn import_is_one_transaction_or_nothing(db: &dyn TestDb) {
     }
 }
 
+/// An imported loop's runner labels (`runsOn`) are stored as `create_loop` stores
+/// them on a store with runners; a store without runners refuses the whole batch and
+/// writes nothing (its client says so before, see `loops import --drop-runner-labels`).
+pub fn import_keeps_runner_labels_or_refuses_them(db: &dyn TestDb) {
+    let store = db.open();
+    let mut gpu = import_loop("gpu", LoopStatus::Active, Some(t(60_000)), vec![]);
+    gpu.new.policy.runs_on = vec!["gpu".to_owned()];
+    let batch = ImportBatch {
+        workflows: vec![spec("w")],
+        loops: vec![
+            import_loop("plain", LoopStatus::Active, Some(t(60_000)), vec![]),
+            gpu,
+        ],
+    };
+    if store.supports_runners() {
+        let done = store.import(&batch, t(1_000)).unwrap();
+        assert_eq!(done.loops[1].runs_on, ["gpu"]);
+        let stored = store.get_loop_by_name("gpu").unwrap().unwrap();
+        assert_eq!(stored.runs_on, ["gpu"]);
+        assert_eq!(stored, done.loops[1]);
+        let plain = store.get_loop_by_name("plain").unwrap().unwrap();
+        assert!(plain.runs_on.is_empty());
+    } else {
+        let err = store.import(&batch, t(1_000)).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::InvalidArgument(m) if m.contains("runsOn")),
+            "{err:?}"
+        );
+        assert!(store.list_loops(None).unwrap().is_empty());
+        assert!(store.list_workflows(None).unwrap().is_empty());
+    }
+}
+
 /// Health facts: the newest rows newest first, the last success and the failed
 /// attempts after it (found past the `recent` rows too), the window's skipped rows,
 /// the window's slots (counted on a grid, or listed), the oldest slot; a loop without

@@ -1,8 +1,8 @@
 //! `import BUNDLE | --from-openloops PATH [--apply] [--with-history] [--on-conflict P]
-//! [--drop-redacted] [--paused]`: a preview of what would be created, renamed,
-//! skipped or conflict — and with `--apply`, all of it in one transaction or nothing
-//! (README, "Export and import", "Import from OpenLoops"). A preview that `--apply`
-//! would refuse exits 1.
+//! [--drop-redacted] [--drop-runner-labels] [--paused]`: a preview of what would be
+//! created, renamed, skipped or conflict — and with `--apply`, all of it in one
+//! transaction or nothing (README, "Export and import", "Import from OpenLoops"). A
+//! preview that `--apply` would refuse exits 1.
 
 use super::Context;
 use crate::cli::ImportArgs;
@@ -20,6 +20,7 @@ pub fn run(ctx: &Context, args: ImportArgs) -> Result<Exit, Failure> {
         on_conflict,
         apply: args.apply,
         drop_redacted: args.drop_redacted,
+        drop_runner_labels: args.drop_runner_labels,
         paused: args.paused,
     };
     let now = output::now();
@@ -132,6 +133,16 @@ fn print_report(report: &ImportReport, refusals: &[String]) -> Result<(), Failur
     if !report.needs_value.is_empty() {
         outln!("secrets left out of the bundle:")?;
         for r in &report.needs_value {
+            outln!("  {r}")?;
+        }
+    }
+    if !report.runner_labels.is_empty() {
+        if report.runner_labels_dropped {
+            outln!("runner labels dropped (--drop-runner-labels):")?;
+        } else {
+            outln!("runner labels this store has no runners for:")?;
+        }
+        for r in &report.runner_labels {
             outln!("  {r}")?;
         }
     }

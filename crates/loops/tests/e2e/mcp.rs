@@ -667,6 +667,83 @@ fn mutations_are_refused_then_allowed() {
 }
 
 #[test]
+fn runner_labels_are_set_over_mcp_as_with_the_cli() {
+    let Some((w, _)) = crate::several_hosts::pg_world() else {
+        return;
+    };
+    let spec = write_spec(&w, "wf", &[("a", "true")]);
+    w.ok(&["workflows", "create", spec.to_str().unwrap()]);
+    let mcp = Mcp::start(&w, &["--allow-mutations"]);
+    let created = mcp.ok(
+        "loops_create_command",
+        json!({"name": "cmd", "cmd": "/bin/true", "noShell": true, "every": "1h", "on": ["gpu", "claude-auth"]}),
+    );
+    assert_eq!(created["runsOn"], json!(["claude-auth", "gpu"]));
+    assert_eq!(created, w.json(&["show", "cmd"]));
+    let agent = mcp.ok(
+        "loops_create_agent",
+        json!({"name": "agent", "provider": "claude", "prompt": "hi", "every": "1h", "on": ["claude-auth"]}),
+    );
+    assert_eq!(agent["runsOn"], json!(["claude-auth"]));
+    let flow = mcp.ok(
+        "loops_create_workflow",
+        json!({"name": "flow", "workflow": "wf", "every": "1h", "on": ["gpu"]}),
+    );
+    assert_eq!(flow["runsOn"], json!(["gpu"]));
+    // edit adds, clear "on" clears (as `edit --on` and `edit --clear on`).
+    let edited = mcp.ok("loops_edit", json!({"loop": "flow", "on": ["big"]}));
+    assert_eq!(edited["runsOn"], json!(["big", "gpu"]));
+    let cleared = mcp.ok("loops_edit", json!({"loop": "flow", "clear": ["on"]}));
+    assert!(cleared.get("runsOn").is_none(), "{cleared}");
+    assert_eq!(cleared, w.json(&["show", "flow"]));
+    // A bad runner label: the CLI's message.
+    let bad = mcp.err(
+        "loops_create_command",
+        json!({"name": "bad", "cmd": "/bin/true", "noShell": true, "every": "1h", "on": ["Not Ok"]}),
+    );
+    assert_eq!(
+        bad,
+        cli_error(
+            &w,
+            &["create", "command", "bad", "--cmd", "true", "--every", "1h", "--on", "Not Ok"]
+        )
+    );
+    assert!(mcp.close().success());
+
+    // On SQLite the same refusal as the CLI's, and nothing written.
+    let w = World::new();
+    w.create_cmd("plain", &["--every", "1h"], "true");
+    let mcp = Mcp::start(&w, &["--allow-mutations"]);
+    let refused = mcp.err(
+        "loops_create_command",
+        json!({"name": "cmd", "cmd": "/bin/true", "noShell": true, "every": "1h", "on": ["gpu"]}),
+    );
+    let cli = cli_error(
+        &w,
+        &[
+            "create", "command", "cmd", "--cmd", "true", "--every", "1h", "--on", "gpu",
+        ],
+    );
+    assert_eq!(refused, cli);
+    assert!(
+        refused.contains("runner labels need a store with runners"),
+        "{refused}"
+    );
+    let refused = mcp.err("loops_edit", json!({"loop": "plain", "on": ["gpu"]}));
+    assert_eq!(refused, cli_error(&w, &["edit", "plain", "--on", "gpu"]));
+    assert!(mcp.close().success());
+    let names: Vec<Value> = w
+        .json(&["list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("plain")]);
+    assert!(w.json(&["show", "plain"]).get("runsOn").is_none());
+}
+
+#[test]
 fn shell_targets_and_secrets_need_their_switches() {
     let w = World::new();
     w.ok(&[

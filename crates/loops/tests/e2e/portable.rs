@@ -508,6 +508,77 @@ CREATE TABLE workflow_events (
 INSERT INTO schema_migrations VALUES ('0001_initial_and_workflows', '2026-11-01T00:00:00.000Z');
 ";
 
+/// The refusal `loops import --apply` gives a bundle whose loop "train" requires the
+/// runner label gpu, on a SQLite store.
+const RUNNER_LABELS_REFUSED: &str = "error: import refused, nothing written: 1 loop(s) need runner labels, which a store without runners (SQLite) cannot honour (loop \"train\" on gpu): import into a PostgreSQL store (--store postgres://…), or pass --drop-runner-labels to import them without their runner labels";
+
+#[test]
+fn runner_labels_travel_to_postgres_and_are_refused_on_sqlite_unless_dropped() {
+    let Some((src, _)) = crate::several_hosts::pg_world() else {
+        return;
+    };
+    src.json(&[
+        "create", "command", "train", "--every", "1h", "--cmd", "true", "--on", "gpu",
+    ]);
+    src.create_cmd("plain", &["--every", "1h"], "true");
+    let (doc, _) = export(&src, &[]);
+    let entry = |name: &str| -> Value {
+        doc["loops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} exported: {doc}"))
+    };
+    assert_eq!(entry("train")["runsOn"], json!(["gpu"]));
+    assert!(entry("plain").get("runsOn").is_none(), "{doc}");
+
+    // Into a fresh PostgreSQL database: the labels are kept.
+    let (pg, _) = crate::several_hosts::pg_world().unwrap();
+    let bundle = write_bundle(&pg, "gpu.json", &doc);
+    let report = pg.json(&["import", s(&bundle), "--apply"]);
+    assert_eq!(report["applied"], true, "{report}");
+    assert_eq!(report["runnerLabels"], json!([]), "{report}");
+    assert_eq!(pg.json(&["show", "train"])["runsOn"], json!(["gpu"]));
+    assert!(pg.json(&["show", "plain"]).get("runsOn").is_none());
+
+    // Into SQLite: the preview names them and exits 1, --apply is refused, nothing written.
+    let lite = World::new();
+    let bundle = write_bundle(&lite, "gpu.json", &doc);
+    let preview = lite.run(&["import", s(&bundle)]);
+    let text = String::from_utf8_lossy(&preview.stdout);
+    assert_eq!(preview.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("runner labels this store has no runners for:\n  loop \"train\" on gpu\n")
+            && text.contains("--apply would refuse this import")
+            && text.contains("--drop-runner-labels"),
+        "{text}"
+    );
+    let (code, err) = lite.fail(&["import", s(&bundle), "--apply"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end(), RUNNER_LABELS_REFUSED);
+    assert!(loop_names(&lite).is_empty());
+
+    // With --drop-runner-labels: the preview says so, and they are imported without.
+    let preview = lite.ok(&["import", s(&bundle), "--drop-runner-labels"]);
+    assert!(
+        preview
+            .contains("runner labels dropped (--drop-runner-labels):\n  loop \"train\" on gpu\n"),
+        "{preview}"
+    );
+    let report = lite.json(&["import", s(&bundle), "--apply", "--drop-runner-labels"]);
+    assert_eq!(report["applied"], true, "{report}");
+    assert_eq!(report["runnerLabelsDropped"], true, "{report}");
+    assert_eq!(
+        report["runnerLabels"],
+        json!([{"loop": "train", "runsOn": ["gpu"]}])
+    );
+    assert_eq!(loop_names(&lite), ["plain", "train"]);
+    let train = lite.json(&["show", "train"]);
+    assert!(train.get("runsOn").is_none(), "{train}");
+}
+
 fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

@@ -7,7 +7,7 @@ use loops_testkit::PgCluster;
 use std::time::Duration;
 
 /// A world whose commands use a fresh database of the shared cluster.
-fn pg_world() -> Option<(World, String)> {
+pub(crate) fn pg_world() -> Option<(World, String)> {
     let cluster = PgCluster::shared()?;
     let url = cluster.database();
     let mut w = World::new();
