@@ -401,6 +401,8 @@ struct Failover {
     /// The retry's child (attempt 2, on `b`) wrote its first line.
     retried_ms: i64,
     retry: serde_json::Value,
+    /// `a`'s run as `b` recorded it.
+    abandoned: serde_json::Value,
 }
 
 /// Cuts `a` off and waits for `b` to abandon its run and start the retry.
@@ -454,6 +456,7 @@ fn fail_over(s: &Scene, net: &Netns, cut: Cut) -> Failover {
         abandoned_ms: instant(&abandoned["finishedAt"]).timestamp_millis() - cut_ms,
         retried_ms: started_ns / 1_000_000 - cut_ms,
         retry,
+        abandoned,
     }
 }
 
@@ -613,6 +616,16 @@ fn a_killed_runner_on_another_host_is_failed_over_within_the_lease_ttl() {
     let f = fail_over(&s, &net, Cut::Kill);
     check_figure("kill -9", &f);
     s.a.wait_exit(Duration::from_secs(5));
+    // Its process lives on (on "another host"): the record says why the run was given
+    // up without claiming to know that process's fate.
+    let child = s.held["pid"].as_u64().unwrap();
+    assert!(pid_alive(child), "nobody here terminates it");
+    let error = f.abandoned["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("lease expired") && error.contains(&net.hostname),
+        "{error}"
+    );
+    assert!(!error.contains("no longer exists"), "{error}");
     assert_exactly_once(&journal_lines(&s.journal));
     assert_eq!(s.b.stop(), Some(0), "{}", s.b.log_text());
     // The dead runner's child (on "another host", so nobody terminated it) goes with
