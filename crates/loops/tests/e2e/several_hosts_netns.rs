@@ -7,7 +7,7 @@
 //! the host's runner treats it as another host: it cannot check that runner's pids and
 //! judges it by its lease alone, which is the cross-host case.
 //!
-//! Needs root and `ip` (iproute2) and `unshare` (util-linux); without them a test prints
+//! Needs root, `ip` (iproute2), `unshare` (util-linux) and `bash`; without them a test prints
 //! a skip line and passes — except under `CI=true` (CI runs as root), where that is a
 //! failure. PostgreSQL follows `PgCluster`'s rules.
 //!
