@@ -11,11 +11,16 @@
 //! failure: CI installs the package (`.ci/run`), so a skip there would hide a broken
 //! setup.
 //!
+//! A test that needs the server on another address too (a runner in a network
+//! namespace reaching it over a veth pair) starts a cluster of its own with
+//! [`PgCluster::dedicated`]: the same setup, also listening on the given addresses and
+//! trusting the given networks, stopped with [`PgCluster::stop`] (or at exit).
+//!
 //! PostgreSQL refuses to run as root, and CI runs as root: then the cluster belongs to
 //! the `postgres` system user the package creates (via `runuser`), and only its
 //! directory is handed to that user.
 
-use std::net::TcpListener;
+use std::net::{IpAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -68,8 +73,43 @@ impl PgCluster {
         }
     }
 
-    /// Starts a new cluster with the binaries in `bin`.
+    /// A cluster of the caller's own (not the shared one), listening on 127.0.0.1 and
+    /// on each of `also_listen` (addresses that must exist when it starts), accepting
+    /// connections from 127.0.0.1 and from each network of `trust` (CIDR, e.g.
+    /// `10.213.7.0/30`) with `trust` authentication. `None` (with a printed skip line)
+    /// when PostgreSQL is not installed and this is not CI.
+    ///
+    /// # Panics
+    /// Under `CI=true` when PostgreSQL is missing, and anywhere when it is installed but
+    /// does not start.
+    pub fn dedicated(also_listen: &[IpAddr], trust: &[&str]) -> Option<PgCluster> {
+        let Some(bin) = find_bin() else {
+            let why = "PostgreSQL not installed (apt-get install postgresql)";
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "PostgreSQL is required under CI: {why}"
+            );
+            eprintln!("skipped: {why}");
+            return None;
+        };
+        match PgCluster::start_with(&bin, also_listen, trust) {
+            Ok(cluster) => Some(cluster),
+            Err(Unavailable(why)) => panic!("cannot start a PostgreSQL test cluster: {why}"),
+        }
+    }
+
+    /// Starts a new cluster with the binaries in `bin`, on 127.0.0.1 only.
     pub fn start(bin: &Path) -> Result<PgCluster, Unavailable> {
+        PgCluster::start_with(bin, &[], &[])
+    }
+
+    /// [`PgCluster::start`], also listening on `also_listen` and trusting clients from
+    /// the networks of `trust` (see [`PgCluster::dedicated`]).
+    pub fn start_with(
+        bin: &Path,
+        also_listen: &[IpAddr],
+        trust: &[&str],
+    ) -> Result<PgCluster, Unavailable> {
         let fail = |what: &str, e: &dyn std::fmt::Display| Unavailable(format!("{what}: {e}"));
         let root = tempfile::Builder::new()
             .prefix("loops-pg-")
@@ -107,8 +147,24 @@ impl PgCluster {
                 "UTF8",
             ],
         )?;
+        if !trust.is_empty() {
+            use std::io::Write as _;
+            let hba = data.join("pg_hba.conf");
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&hba)
+                .map_err(|e| fail("open pg_hba.conf", &e))?;
+            for net in trust {
+                writeln!(file, "host all all {net} trust")
+                    .map_err(|e| fail("write pg_hba.conf", &e))?;
+            }
+        }
+        let listen = std::iter::once("127.0.0.1".to_owned())
+            .chain(also_listen.iter().map(IpAddr::to_string))
+            .collect::<Vec<_>>()
+            .join(",");
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
+            "-p {} -k {} -c listen_addresses={listen} -c fsync=off -c synchronous_commit=off \
              -c full_page_writes=off -c max_connections=200",
             cluster.port,
             cluster.root.display()
@@ -193,6 +249,16 @@ impl PgCluster {
         }
     }
 
+    /// Stops the server now (`pg_ctl stop -m immediate`); its files go at exit. For a
+    /// [`PgCluster::dedicated`] cluster a test is done with.
+    pub fn stop(&self) {
+        let data = self.root.join("data").display().to_string();
+        if let Err(Unavailable(why)) = self.run("pg_ctl", &["-D", &data, "-m", "immediate", "stop"])
+        {
+            eprintln!("warning: cannot stop the test cluster: {why}");
+        }
+    }
+
     /// The TCP port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
@@ -201,6 +267,15 @@ impl PgCluster {
     /// A URL for database `db` of this cluster.
     pub fn url(&self, db: &str) -> String {
         format!("postgres://loops@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// A URL for database `db` of this cluster at `host` (one of the addresses it
+    /// listens on).
+    pub fn url_at(&self, host: IpAddr, db: &str) -> String {
+        match host {
+            IpAddr::V4(v4) => format!("postgres://loops@{v4}:{}/{db}", self.port),
+            IpAddr::V6(v6) => format!("postgres://loops@[{v6}]:{}/{db}", self.port),
+        }
     }
 
     /// A fresh, empty database for one test; returns its URL.

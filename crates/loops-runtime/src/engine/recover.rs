@@ -28,11 +28,8 @@ impl Engine {
                 report.foreign_running = true;
                 continue;
             }
-            let on_this_host = run
-                .claimed_by
-                .as_deref()
-                .and_then(parse_runner_id)
-                .is_none_or(|(host, _, _)| host == self.host);
+            let claimed_on = run.claimed_by.as_deref().and_then(parse_runner_id);
+            let on_this_host = claimed_on.is_none_or(|(host, _, _)| host == self.host);
             let alive = on_this_host
                 && run
                     .pid
@@ -71,7 +68,16 @@ impl Engine {
                 _ if workflow => "abandoned: runner gone; the slot's workflow run continues \
                                   with its next attempt"
                     .to_owned(),
-                Some(pid) => format!("abandoned: runner gone and process {pid} no longer exists"),
+                Some(pid) if on_this_host => {
+                    format!("abandoned: runner gone and process {pid} no longer exists")
+                }
+                // Another host's process cannot be checked from here: only its runner's
+                // lease is known to have expired.
+                Some(pid) => format!(
+                    "abandoned: runner's lease expired; process {pid} on host {} cannot be \
+                     checked from here",
+                    claimed_on.map_or("?", |(host, _, _)| host)
+                ),
                 None => "abandoned: runner gone before the process started".to_owned(),
             };
             let outcome = RunOutcome::abandoned(now, error).with_output(stdout, stderr);

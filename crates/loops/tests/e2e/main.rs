@@ -21,6 +21,7 @@ mod operability_output;
 mod operability_report;
 mod portable;
 mod several_hosts;
+mod several_hosts_netns;
 mod trust_daemon;
 mod trust_engine;
 mod trust_input;

@@ -135,7 +135,7 @@ fn journal_cmd(journal: &std::path::Path, work: &str) -> String {
     )
 }
 
-fn journal_lines(journal: &std::path::Path) -> Vec<String> {
+pub(crate) fn journal_lines(journal: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(journal)
         .unwrap_or_default()
         .lines()
@@ -144,7 +144,7 @@ fn journal_lines(journal: &std::path::Path) -> Vec<String> {
 }
 
 /// No (loop, slot, attempt) ran twice.
-fn assert_exactly_once(lines: &[String]) {
+pub(crate) fn assert_exactly_once(lines: &[String]) {
     let mut seen = std::collections::HashSet::new();
     for line in lines {
         let key: Vec<&str> = line.split(' ').take(3).collect();

@@ -35,7 +35,20 @@ impl World {
 
     /// A `loops` command with a scrubbed environment.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(bin());
+        self.cmd_via(&[], args)
+    }
+
+    /// [`World::cmd`] started through `wrapper` (a program and its arguments that end
+    /// by executing the rest, e.g. `ip netns exec NAME`); the plain command when empty.
+    pub fn cmd_via(&self, wrapper: &[&str], args: &[&str]) -> Command {
+        let mut cmd = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(bin());
+                c
+            }
+            None => Command::new(bin()),
+        };
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &self.home)
@@ -130,12 +143,18 @@ pub struct Daemon {
 impl World {
     /// Starts `loops daemon run` with the given extra flags.
     pub fn daemon(&self, extra: &[&str]) -> Daemon {
+        self.daemon_via(&[], extra)
+    }
+
+    /// [`World::daemon`] started through `wrapper` (see [`World::cmd_via`]); the
+    /// daemon's pid is the child's as long as the wrapper executes rather than forks.
+    pub fn daemon_via(&self, wrapper: &[&str], extra: &[&str]) -> Daemon {
         let log = self.root.path().join(format!("daemon-{}.log", unique()));
         let file = std::fs::File::create(&log).expect("log");
         let mut args = vec!["daemon", "run"];
         args.extend_from_slice(extra);
         let child = self
-            .cmd(&args)
+            .cmd_via(wrapper, &args)
             .env("LOOPS_LOG", "debug")
             .stdout(Stdio::null())
             .stderr(file)
