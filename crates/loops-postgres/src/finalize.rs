@@ -16,6 +16,7 @@ use loops_core::event::EventKind;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
 use loops_store::{RunWrite, RunWritten, StoreError};
+use std::collections::{HashMap, HashSet};
 use tokio_postgres::GenericClient;
 
 pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
@@ -26,9 +27,19 @@ pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
     // A write that fails alone (a row no longer running, an outcome that cannot end a
     // run) is found out before it writes anything, and without an SQL error: the
     // transaction goes on with the next write, no savepoint needed.
+    // The batch's pid records first, in one statement: each run's pid record precedes
+    // its finalization, so none of them is moved past a write it depends on.
+    let mut marked = mark_pids_in(db, writes).await?;
+    let mut notify_default = None;
     let mut done = Vec::with_capacity(writes.len());
-    for write in writes {
+    for (i, write) in writes.iter().enumerate() {
         let result = match write {
+            RunWrite::Spawned { .. } if marked.is_some() => {
+                match marked.as_mut().and_then(|m| m.remove(&i)) {
+                    Some(result) => result,
+                    None => Err(Error::decode("a pid record went missing from its batch")),
+                }
+            }
             RunWrite::Spawned {
                 run,
                 pid,
@@ -37,7 +48,9 @@ pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
             } => mark_pid_in(db, run, *pid, *pid_start_time, *at)
                 .await
                 .map(|()| RunWritten::Spawned),
-            RunWrite::Finished { run, outcome } => finish_one(db, run, outcome, now).await,
+            RunWrite::Finished { run, outcome } => {
+                finish_one(db, run, outcome, now, &mut notify_default).await
+            }
         };
         match result {
             Ok(written) => done.push(Ok(written)),
@@ -70,6 +83,7 @@ async fn finish_one<C: GenericClient + Sync>(
     run: &RunId,
     outcome: &RunOutcome,
     now: Instant,
+    notify_default: &mut Option<Option<loops_core::Notify>>,
 ) -> Result<RunWritten> {
     if outcome.status == RunStatus::Running {
         return Err(Error::invalid("a run cannot be finalized as running"));
@@ -84,12 +98,78 @@ async fn finish_one<C: GenericClient + Sync>(
         });
     };
     let loop_moved = advance_after_finish(db, &lp, &finished).await?;
-    let notifications = crate::notify::queue_for_run(db, &lp, &finished, now).await?;
+    let notifications =
+        crate::notify::queue_for_run(db, &lp, &finished, now, notify_default).await?;
     Ok(RunWritten::Finished {
         run: Box::new(finished),
         loop_moved,
         notifications,
     })
+}
+
+/// The pid records of a batch with more than one, in one `UPDATE … FROM unnest`,
+/// inside the caller's transaction: each write's result by its index in `writes`.
+/// `None` (nothing written) for a batch with at most one, or naming a run twice: those
+/// go one by one.
+async fn mark_pids_in<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    writes: &[RunWrite],
+) -> Result<Option<HashMap<usize, Result<RunWritten>>>> {
+    let spawned: Vec<(usize, &RunId, u32, Option<u64>, Instant)> = writes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| match w {
+            RunWrite::Spawned {
+                run,
+                pid,
+                pid_start_time,
+                at,
+            } => Some((i, run, *pid, *pid_start_time, *at)),
+            RunWrite::Finished { .. } => None,
+        })
+        .collect();
+    // One by one when a run has two pid records, or one after its finalization (which
+    // must fail as it would in order).
+    let mut seen: HashSet<&RunId> = HashSet::with_capacity(writes.len());
+    let mut finalized: HashSet<&RunId> = HashSet::new();
+    let mut in_order_only = false;
+    for w in writes {
+        match w {
+            RunWrite::Spawned { run, .. } => {
+                in_order_only |= finalized.contains(run) || !seen.insert(run);
+            }
+            RunWrite::Finished { run, .. } => {
+                finalized.insert(run);
+            }
+        }
+    }
+    if spawned.len() < 2 || in_order_only {
+        return Ok(None);
+    }
+    let ids: Vec<&str> = spawned.iter().map(|s| s.1.as_str()).collect();
+    let pids: Vec<i64> = spawned.iter().map(|s| i64::from(s.2)).collect();
+    let starts: Vec<Option<i64>> = spawned.iter().map(|s| s.3.map(sat_i64)).collect();
+    let ats: Vec<i64> = spawned.iter().map(|s| ms(&s.4)).collect();
+    let rows = db
+        .query(
+            "UPDATE runs SET pid = u.pid, pid_start_time = u.pid_start_time,                updated_at = u.at              FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])                AS u(id, pid, pid_start_time, at)              WHERE runs.id = u.id AND runs.status = 'running' RETURNING runs.id",
+            &[&ids, &pids, &starts, &ats],
+        )
+        .await?;
+    let written: HashSet<String> = rows
+        .iter()
+        .map(|r| get::<String>(r, 0, "id"))
+        .collect::<Result<_>>()?;
+    let mut out = HashMap::with_capacity(spawned.len());
+    for (i, run, ..) in spawned {
+        let result = if written.contains(run.as_str()) {
+            Ok(RunWritten::Spawned)
+        } else {
+            Err(not_running(db, run).await)
+        };
+        out.insert(i, result);
+    }
+    Ok(Some(out))
 }
 
 /// Records the child's pid on a running row, inside the caller's transaction.

@@ -87,18 +87,27 @@ pub(crate) async fn set_notify_default<C: GenericClient + Sync>(
 
 /// After `run` was finalized in this transaction: queues the notifications its loop's
 /// settings (else the store-wide default) call for, one `pending` row per channel.
+///
+/// `default` caches the store's notification default for the caller's transaction:
+/// read on first need, then reused by the batch's other runs.
 pub(crate) async fn queue_for_run<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     lp: &Loop,
     run: &Run,
     now: Instant,
+    default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
     if run.status == loops_core::RunStatus::Skipped {
         return Ok(Vec::new());
     }
     let default = match &lp.notify {
         Some(_) => None,
-        None => notify_default(db).await?,
+        None => {
+            if default.is_none() {
+                *default = Some(notify_default(db).await?);
+            }
+            default.clone().flatten()
+        }
     };
     let Some(settings) = notify::effective(lp.notify.as_ref(), default.as_ref()) else {
         return Ok(Vec::new());

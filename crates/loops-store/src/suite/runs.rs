@@ -167,6 +167,59 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
     assert_eq!(a.retry_scheduled_for, Some(t(-60_000)));
     assert_eq!(store.get_run(&run.id).unwrap().unwrap().pid, Some(4321));
     assert!(store.record_run_writes(&[], t(9), None).unwrap().is_empty());
+
+    // Many pid records in one batch (a backend may write them at once): each still
+    // succeeds or fails alone, before the finalizations that follow them.
+    let c = store.create_loop(new_loop("c", Some(t(0))), t(0)).unwrap();
+    let d = store.create_loop(new_loop("d", Some(t(0))), t(0)).unwrap();
+    let e = store.create_loop(new_loop("e", Some(t(0))), t(0)).unwrap();
+    let run_c = claim(&*store, &claim_req(&c, t(0), t(10))).unwrap();
+    let run_d = claim(&*store, &claim_req(&d, t(0), t(10))).unwrap();
+    let run_e = claim(&*store, &claim_req(&e, t(0), t(10))).unwrap();
+    let pid = |run: &RunId, pid: u32| RunWrite::Spawned {
+        run: run.clone(),
+        pid,
+        pid_start_time: Some(u64::from(pid)),
+        at: t(11),
+    };
+    let writes = vec![
+        pid(&run_c.id, 11),
+        pid(&run.id, 12),
+        pid(&missing, 13),
+        RunWrite::Finished {
+            run: run_e.id.clone(),
+            outcome: outcome(RunStatus::Succeeded, t(12)),
+        },
+        pid(&run_d.id, 15),
+        RunWrite::Finished {
+            run: run_c.id.clone(),
+            outcome: outcome(RunStatus::Succeeded, t(13)),
+        },
+    ];
+    let results = store.record_run_writes(&writes, t(14), None).unwrap();
+    assert!(matches!(results[0], Ok(RunWritten::Spawned)), "{results:?}");
+    assert!(
+        matches!(results[1], Err(StoreError::NotRunning(_))),
+        "{results:?}"
+    );
+    assert!(
+        matches!(results[2], Err(StoreError::RunNotFound(_))),
+        "{results:?}"
+    );
+    assert!(
+        matches!(results[3], Ok(RunWritten::Finished { .. })),
+        "{results:?}"
+    );
+    assert!(matches!(results[4], Ok(RunWritten::Spawned)), "{results:?}");
+    match &results[5] {
+        Ok(RunWritten::Finished { run: done, .. }) => assert_eq!(done.pid, Some(11)),
+        other => panic!("expected a finished run, got {other:?}"),
+    }
+    let stored_d = store.get_run(&run_d.id).unwrap().unwrap();
+    assert_eq!(
+        (stored_d.pid, stored_d.pid_start_time),
+        (Some(15), Some(15))
+    );
 }
 
 /// The deferred retry a finish schedules is the oldest other slot whose latest attempt
