@@ -48,6 +48,7 @@ fn edit_refuses_what_create_refuses_with_the_same_message_and_writes_nothing() {
     let client = Client::open(dir.path()).unwrap();
     let stored = client.create(def("base"), now()).unwrap();
     client.create(def("taken"), now()).unwrap();
+    let an_hour_ago = Utc::now() - TimeDelta::hours(1);
     let bad: Vec<(&str, Spoil)> = vec![
         ("jitter", Box::new(|d| d.policy.jitter_ms = 3_600_000)),
         ("label", Box::new(|d| d.labels = vec!["Not Ok".into()])),
@@ -76,7 +77,8 @@ fn edit_refuses_what_create_refuses_with_the_same_message_and_writes_nothing() {
         ),
         (
             "expiry",
-            Box::new(|d| d.policy.expires_at = Some(Utc::now() - TimeDelta::hours(1))),
+            // One instant for both calls: the message quotes it.
+            Box::new(move |d| d.policy.expires_at = Some(an_hour_ago)),
         ),
         (
             "cron",
