@@ -60,12 +60,16 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
         .build()
         .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
     let result = rt.block_on(async {
-        let shutdown = async {
-            use tokio::signal::unix::{signal, SignalKind};
-            match (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) {
+        // The handlers are installed now, before the daemon takes the store: a SIGTERM
+        // that came before the shutdown future was first polled would otherwise end the
+        // process by the default action, its lease, pid file and socket left behind.
+        use tokio::signal::unix::{signal, SignalKind};
+        let handlers = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        );
+        let shutdown = async move {
+            match handlers {
                 (Ok(mut term), Ok(mut int)) => {
                     tokio::select! {
                         _ = term.recv() => {}
