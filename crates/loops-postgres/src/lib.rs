@@ -156,10 +156,12 @@ impl PgStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
-        // A client cut off mid-transaction must not hold row locks for long: the server
-        // ends a transaction left idle this long (the client's call timed out anyway).
+        // A client stopped or cut off mid-transaction must not hold row locks for long:
+        // the server ends a transaction left idle this long. Ours send their statements
+        // back to back, so seconds of idleness mean the client is stalled; meanwhile the
+        // other runners' recovery of its rows waits on those locks.
         if config.get_options().is_none() {
-            config.options("-c idle_in_transaction_session_timeout=15000");
+            config.options("-c idle_in_transaction_session_timeout=3000");
         }
         // A cut-off network fails a call within seconds rather than minutes.
         config.keepalives_idle(std::time::Duration::from_secs(5));
