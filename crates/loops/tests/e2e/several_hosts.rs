@@ -491,18 +491,8 @@ fn a_loop_on_a_label_runs_only_on_a_runner_with_it() {
     plain.create_cmd("anywhere", &["--every", "1s"], "true");
     let mut with = gpu.daemon_ready(&["--runner-label", "gpu", "--runner-label", "x"]);
     let mut without = plain.daemon_ready(&[]);
-    let runner_of = |w: &World, pid: u32| -> String {
-        let runners = w.json(&["runners"]);
-        runners
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["pid"] == pid && r["lease"] == "live")
-            .and_then(|r| r["runnerId"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| panic!("runner of pid {pid}: {runners}"))
-    };
-    let gpu_runner = runner_of(gpu, with.pid());
-    let plain_runner = runner_of(plain, without.pid());
+    let gpu_runner = live_runner_id(gpu, with.pid());
+    let plain_runner = live_runner_id(plain, without.pid());
     runners_are_served(gpu, &[&gpu_runner, &plain_runner]);
     wait_for("five runs of each loop", Duration::from_secs(30), || {
         let a = gpu.runs("needs-gpu").len();
