@@ -1227,12 +1227,26 @@ impl Client {
         self.start_run_now(key, allow_overlap)?.finish().await
     }
 
+    /// Refuses daemon settings this store cannot honour (see
+    /// [`crate::daemon::runner_budget`]: on a store shared by runners, a lease TTL the
+    /// kill grace does not fit), before anything is started or taken.
+    pub fn check_daemon_config(
+        &self,
+        cfg: &crate::daemon::DaemonConfig,
+    ) -> std::result::Result<(), crate::daemon::DaemonError> {
+        if self.store.supports_runners() {
+            crate::daemon::runner_budget(cfg)
+                .map_err(|e| crate::daemon::DaemonError::Config(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// Runs the daemon on this client's store until `shutdown` resolves (see
     /// [`crate::daemon::run`]).
     pub async fn run_daemon(
         &self,
         cfg: crate::daemon::DaemonConfig,
-        shutdown: impl std::future::Future<Output = ()>,
+        shutdown: impl std::future::Future<Output = crate::daemon::Stop>,
     ) -> std::result::Result<(), crate::daemon::DaemonError> {
         let mut cfg = cfg;
         // Only a SQLite store is a file in the data dir the daemon must watch.

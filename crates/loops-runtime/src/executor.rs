@@ -14,6 +14,13 @@
 //!   ([`crate::capture`]). Once the leader has exited, the pipes get a short bounded
 //!   wait: a process that left the group (`setsid`) may hold them open forever.
 //! - One run is one future on the caller's task: no threads, no extra tasks.
+//! - The child is reaped here, by `wait4` on its own pid after SIGCHLD, which also
+//!   yields its resource usage; nothing else in the process reaps by pid, so a pid is
+//!   never reaped twice nor mistaken for a reused one.
+//!
+//! The same function runs in the daemon's process (`loops tick`, `run-now`, tests) and
+//! in a run's supervisor ([`crate::supervisor`]), which gets the [`Invocation`] over
+//! its socket: both types serialize.
 //!
 //! Non-goals: resolving targets, accounts or metadata (see [`crate::env`]) and
 //! recording anything; the caller stores the result.
@@ -29,8 +36,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+use std::os::unix::process::CommandExt as _;
+use std::process::{Child, Command};
 use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use crate::capture::PipeCapture;
 use crate::env::resolve_executable_in;
@@ -44,6 +54,19 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 256 * 1024;
 /// The shell that runs `shell: true` command lines.
 pub const SHELL: &str = "/bin/sh";
 
+/// Whether children get SIGKILL when this process dies (`PR_SET_PDEATHSIG`, Linux):
+/// set by a supervisor, whose death must not leave a run's process without anyone to
+/// enforce its deadline. Off elsewhere: a CLI's `run-now` child already dies with its
+/// pipes, and the parent-death signal follows the *thread* that spawned, which in a
+/// multi-threaded runtime may end before the child.
+static DIE_WITH_PARENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every child spawned from now on die with this process (see
+/// [`DIE_WITH_PARENT`]). Only for a process that spawns from one long-lived thread.
+pub fn children_die_with_this_process() {
+    DIE_WITH_PARENT.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// After a normal exit, how long to keep reading pipes that something else still
 /// holds open (a backgrounded `cmd &`). Pipes that close at exit end at once.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(250);
@@ -54,7 +77,8 @@ const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
 
 /// What to run, fully resolved: no lookups in the store or the daemon's environment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Invocation {
     /// The executable (looked up on the PATH of `env` unless it contains `/`), or the
     /// command line when `shell` is true.
@@ -69,6 +93,7 @@ pub struct Invocation {
     /// [`crate::env::build_env`].
     pub env: Vec<(String, String)>,
     /// Bytes written to the child's stdin, which is then closed; `None` → `/dev/null`.
+    #[serde(with = "stdin_text")]
     pub stdin: Option<Vec<u8>>,
     /// Wall-clock limit from spawn; `None` means no limit.
     pub timeout: Option<Duration>,
@@ -112,7 +137,8 @@ impl Invocation {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ExecStatus {
     /// Exited with status 0.
     Succeeded,
@@ -125,8 +151,22 @@ pub enum ExecStatus {
     Terminated,
 }
 
+/// What a finished process used, from `wait4` (the process and its reaped
+/// descendants, as `time` reports it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceUse {
+    /// CPU time in user mode, in milliseconds.
+    pub user_ms: u64,
+    /// CPU time in the kernel, in milliseconds.
+    pub system_ms: u64,
+    /// Largest resident set size, in KiB.
+    pub max_rss_kib: u64,
+}
+
 /// The outcome of [`execute`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ExecResult {
     pub status: ExecStatus,
     /// The exit code, if the child exited (rather than being killed or never started).
@@ -147,6 +187,9 @@ pub struct ExecResult {
     pub started_at: DateTime<Utc>,
     /// When the child was reaped and its output collected.
     pub finished_at: DateTime<Utc>,
+    /// What the child used, when it was reaped.
+    #[serde(default)]
+    pub resources: Option<ResourceUse>,
 }
 
 impl ExecResult {
@@ -177,6 +220,7 @@ impl ExecResult {
             pid_start_time: None,
             started_at,
             finished_at: Utc::now(),
+            resources: None,
         }
     }
 }
@@ -213,12 +257,14 @@ where
         return ExecResult::not_started(ExecStatus::Terminated, "cancelled".to_owned(), started_at);
     }
 
+    // Listening for SIGCHLD before the spawn: an exit right after it is not missed.
+    let mut reaper = Reaper::listening();
     let mut child = match spawn(&invocation) {
         Ok(child) => child,
         Err(error) => return ExecResult::not_started(ExecStatus::Failed, error, started_at),
     };
-    // `id()` is only `None` once the child has been reaped, which cannot have happened yet.
-    let pid = child.id();
+    let pid = Some(child.pid);
+    reaper.pid = child.pid;
     let pid_start_time = pid.and_then(process_start_time);
     let mut guard = GroupGuard(pid);
     if let Some(pid) = pid {
@@ -233,7 +279,7 @@ where
         invocation.max_output_bytes,
     )
     .with_spool(invocation.spool.take());
-    let (ending, exit) = supervise(&mut child, pid, feed, &mut capture, &invocation, cancel).await;
+    let (ending, exit) = supervise(&mut reaper, pid, feed, &mut capture, &invocation, cancel).await;
     // The leader is reaped (or given up on), so its PID may be reused: never signal it again.
     guard.0 = None;
 
@@ -253,8 +299,12 @@ where
     let (stdout, stderr) = capture.finish();
 
     let (exit_code, signal) = match &exit {
-        Some(Ok(status)) => (status.code(), status.signal()),
+        Some(Ok((status, _))) => (status.code(), status.signal()),
         _ => (None, None),
+    };
+    let resources = match &exit {
+        Some(Ok((_, used))) => Some(*used),
+        _ => None,
     };
     let (status, error) = match ending {
         Ending::TimedOut => (
@@ -266,8 +316,8 @@ where
         ),
         Ending::Cancelled => (ExecStatus::Terminated, Some("cancelled".to_owned())),
         Ending::Exited => match exit {
-            Some(Ok(status)) if status.success() => (ExecStatus::Succeeded, None),
-            Some(Ok(status)) => (ExecStatus::Failed, Some(describe_exit(status))),
+            Some(Ok((status, _))) if status.success() => (ExecStatus::Succeeded, None),
+            Some(Ok((status, _))) => (ExecStatus::Failed, Some(describe_exit(status))),
             Some(Err(e)) => (
                 ExecStatus::Failed,
                 Some(format!("failed to wait for the process: {e}")),
@@ -289,6 +339,7 @@ where
         pid_start_time,
         started_at,
         finished_at: Utc::now(),
+        resources,
     };
     tracing::debug!(?pid, status = ?result.status, exit_code = ?result.exit_code, "finished");
     result
@@ -306,13 +357,13 @@ enum Ending {
 /// terminates the group. Returns the leader's exit status, `None` if it could not be
 /// reaped in time after SIGKILL.
 async fn supervise<C, O, E>(
-    child: &mut Child,
+    child: &mut Reaper,
     pid: Option<u32>,
     feed: impl Future<Output = ()>,
     capture: &mut PipeCapture<O, E>,
     invocation: &Invocation,
     mut cancel: Pin<&mut C>,
-) -> (Ending, Option<io::Result<ExitStatus>>)
+) -> (Ending, Option<io::Result<(ExitStatus, ResourceUse)>>)
 where
     C: Future<Output = ()>,
     O: tokio::io::AsyncRead + Unpin,
@@ -332,7 +383,7 @@ where
         tokio::select! {
             // An exit that races the timer wins: the work did finish.
             biased;
-            status = child.wait() => return (Ending::Exited, Some(status)),
+            exit = child.wait() => return (Ending::Exited, Some(exit)),
             () = &mut cancel => break Ending::Cancelled,
             () = &mut expiry => break Ending::TimedOut,
             () = &mut feed, if !fed => fed = true,
@@ -344,7 +395,7 @@ where
     // leader (a zombie leader would keep the group alive) and draining the pipes (a
     // child may print while shutting down and must not block on a full pipe).
     let Some(pgid) = pid else {
-        // No PID means tokio already reaped the child: there is nothing left to stop.
+        // No PID: there is nothing left to stop.
         return (ending, None);
     };
     let mut terminate = pin!(terminate_group(pgid, invocation.kill_grace));
@@ -364,6 +415,7 @@ where
             _ = &mut terminate, if !terminated => terminated = true,
             () = &mut give_up, if !reaped => {
                 tracing::warn!(pgid, "process did not exit after SIGKILL; giving up on it");
+                child.give_up();
                 reaped = true;
             }
             () = capture.read_some(), if capture.is_open() => {}
@@ -372,8 +424,48 @@ where
     (ending, exit)
 }
 
+/// A spawned child: its pid (also its process group id) and our ends of its pipes.
+/// The `std` child handle is dropped at once: it never reaps (the [`Reaper`] does).
+struct Spawned {
+    pid: u32,
+    stdin: Option<ChildStdin>,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+}
+
 /// Builds and spawns the child, or explains why it could not start.
-fn spawn(invocation: &Invocation) -> Result<Child, String> {
+fn spawn(invocation: &Invocation) -> Result<Spawned, String> {
+    let child = spawn_std(invocation)?;
+    into_async(child).map_err(|e| format!("cannot watch the process's pipes: {e}"))
+}
+
+/// The child's pipes as async streams.
+fn into_async(mut child: Child) -> io::Result<Spawned> {
+    let pid = child.id();
+    let pipes = (|| {
+        Ok::<_, io::Error>((
+            child.stdin.take().map(ChildStdin::from_std).transpose()?,
+            child.stdout.take().map(ChildStdout::from_std).transpose()?,
+            child.stderr.take().map(ChildStderr::from_std).transpose()?,
+        ))
+    })();
+    match pipes {
+        Ok((stdin, stdout, stderr)) => Ok(Spawned {
+            pid,
+            stdin,
+            stdout,
+            stderr,
+        }),
+        Err(e) => {
+            // Never left running unwatched: stopped and reaped here.
+            let _ = signal_group(pid, Signal::SIGKILL);
+            let _ = child.wait();
+            Err(e)
+        }
+    }
+}
+
+fn spawn_std(invocation: &Invocation) -> Result<Child, String> {
     if let Some(cwd) = &invocation.cwd {
         check_cwd(cwd)?;
     }
@@ -420,9 +512,37 @@ fn spawn(invocation: &Invocation) -> Result<Child, String> {
     if let Some(cwd) = &invocation.cwd {
         command.current_dir(cwd);
     }
+    #[cfg(target_os = "linux")]
+    if DIE_WITH_PARENT.load(std::sync::atomic::Ordering::SeqCst) {
+        die_with_parent(&mut command);
+    }
     command
         .spawn()
         .map_err(|e| spawn_error(shown, invocation.cwd.as_deref(), &e))
+}
+
+/// Asks the kernel to SIGKILL the child when its parent dies, and refuses to start it
+/// when the parent is already gone.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe calls are allowed: it makes two system calls (prctl, getppid)
+    // through nix's thin wrappers, which neither allocate nor take locks, and builds an
+    // `io::Error` from a raw errno, which does not allocate either. It touches no state
+    // shared with the parent's other threads.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+                .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+            // The parent may have died between fork and prctl: then no signal comes.
+            if nix::unistd::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Checks the working directory up front: the OS reports a missing cwd as the same
@@ -475,6 +595,117 @@ fn shell_command_line(command_line: &str, args: &[String]) -> String {
     line
 }
 
+/// Waits for one child's exit by `wait4` on its pid, woken by SIGCHLD, so the exit
+/// comes with the child's resource usage. It reaps only its own pid, which stays ours
+/// until reaped: no other child's status can be taken by mistake.
+struct Reaper {
+    pid: u32,
+    sigchld: Option<tokio::signal::unix::Signal>,
+}
+
+/// Children given up on after SIGKILL (stuck in the kernel): reaped whenever a later
+/// [`Reaper`] looks, so they do not stay zombies for the life of the process.
+static UNREAPED: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// How often to look without SIGCHLD notifications (a runtime without signal support).
+const REAP_POLL: Duration = Duration::from_millis(20);
+
+impl Reaper {
+    /// Starts listening for SIGCHLD; the pid is set once the child is spawned.
+    fn listening() -> Self {
+        let sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
+        Self { pid: 0, sigchld }
+    }
+
+    /// The child's exit status and resource usage, once it has exited. Cancel-safe:
+    /// the reaping and the return happen in one poll.
+    async fn wait(&mut self) -> io::Result<(ExitStatus, ResourceUse)> {
+        loop {
+            reap_given_up();
+            if let Some(exit) = wait4_nohang(self.pid)? {
+                return Ok(exit);
+            }
+            match &mut self.sigchld {
+                Some(sigchld) => {
+                    // Bounded anyway: a notification coalesced with another one's is
+                    // never waited for long.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), sigchld.recv()).await;
+                }
+                None => tokio::time::sleep(REAP_POLL).await,
+            }
+        }
+    }
+
+    /// The child will not be waited for any more: reap it later, whenever possible.
+    fn give_up(&mut self) {
+        lock_unreaped().push(self.pid);
+    }
+}
+
+fn lock_unreaped() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    // Plain pushes and retains: a poisoned list is still consistent.
+    UNREAPED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn reap_given_up() {
+    let mut unreaped = lock_unreaped();
+    if !unreaped.is_empty() {
+        unreaped.retain(|&pid| matches!(wait4_nohang(pid), Ok(None)));
+    }
+}
+
+/// `wait4(pid, WNOHANG)`: the exit status and resource usage of our child `pid` if it
+/// has exited (reaping it), `None` while it runs.
+#[allow(unsafe_code)]
+fn wait4_nohang(pid: u32) -> io::Result<Option<(ExitStatus, ResourceUse)>> {
+    use std::os::unix::process::ExitStatusExt as _;
+    let Ok(raw_pid) = libc::pid_t::try_from(pid) else {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    };
+    if raw_pid <= 0 {
+        // 0 or less would mean "any child of a group": never ask for that.
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let mut status: libc::c_int = 0;
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    loop {
+        // SAFETY: `status` and `usage` are live, writable locals of this frame of the
+        // right types (`c_int`, `rusage`); wait4 writes at most those two objects and
+        // keeps no pointer to them after it returns. `raw_pid` is positive, so it only
+        // names one process: our own child, unreaped until this call reaps it.
+        let reaped =
+            unsafe { libc::wait4(raw_pid, &mut status, libc::WNOHANG, usage.as_mut_ptr()) };
+        if reaped == raw_pid {
+            // SAFETY: `usage` was zero-initialised (a valid `rusage`: plain integers)
+            // and wait4 filled it in when it returned the pid.
+            let usage = unsafe { usage.assume_init() };
+            return Ok(Some((ExitStatus::from_raw(status), resource_use(&usage))));
+        }
+        if reaped == 0 {
+            return Ok(None);
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+fn resource_use(usage: &libc::rusage) -> ResourceUse {
+    let ms = |t: libc::timeval| {
+        u64::try_from(t.tv_sec).unwrap_or(0) * 1_000 + u64::try_from(t.tv_usec).unwrap_or(0) / 1_000
+    };
+    ResourceUse {
+        user_ms: ms(usage.ru_utime),
+        system_ms: ms(usage.ru_stime),
+        // KiB on Linux; bytes on macOS.
+        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0)
+            / if cfg!(target_os = "macos") { 1024 } else { 1 },
+    }
+}
+
 /// Writes the prompt, then closes stdin (by dropping the pipe) so the child sees EOF.
 async fn feed_stdin(pipe: Option<ChildStdin>, data: Option<Vec<u8>>) {
     if let (Some(mut pipe), Some(data)) = (pipe, data) {
@@ -504,7 +735,8 @@ async fn is_ready<C: Future<Output = ()>>(mut future: Pin<&mut C>) -> bool {
     poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx).is_ready())).await
 }
 
-/// SIGKILLs the child's group if `execute` is dropped while the leader is unreaped.
+/// SIGKILLs the child's group if `execute` is dropped while the leader is unreaped
+/// (and leaves the leader to be reaped later).
 struct GroupGuard(Option<u32>);
 
 impl Drop for GroupGuard {
@@ -512,7 +744,25 @@ impl Drop for GroupGuard {
         if let Some(pgid) = self.0 {
             // While the leader is unreaped its PID, hence the group id, cannot be reused.
             let _ = signal_group(pgid, Signal::SIGKILL);
+            lock_unreaped().push(pgid);
         }
+    }
+}
+
+/// `Invocation::stdin` as text on the wire: an agent's prompt is UTF-8 (it comes from
+/// a `String`), and a JSON array of byte numbers would be four times its size.
+mod stdin_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(stdin: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match stdin {
+            Some(bytes) => s.serialize_some(&String::from_utf8_lossy(bytes)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        Ok(Option::<String>::deserialize(d)?.map(String::into_bytes))
     }
 }
 

@@ -37,6 +37,7 @@ pub mod process;
 pub mod providers;
 mod recorder;
 pub mod spool;
+pub mod supervisor;
 pub mod targets;
 pub mod timeparse;
 pub mod wake;

@@ -71,7 +71,7 @@ impl Spool {
 }
 
 /// Where one process's output tails are spooled.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SpoolFiles {
     pub stdout: PathBuf,
     pub stderr: PathBuf,

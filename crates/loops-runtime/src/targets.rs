@@ -30,6 +30,11 @@ pub struct ExecSettings {
     /// Where running output is spooled (`<data dir>/spool`); `None` keeps it in memory
     /// only, so a runner that dies loses it.
     pub spool: Option<Spool>,
+    /// Where supervisors leave status files (`<data dir>/supervise`), read by whoever
+    /// recovers a run whose runner is gone; `None` outside a data dir.
+    pub supervise_dir: Option<PathBuf>,
+    /// Where processes run: here, or under this host's supervisors (the daemon).
+    pub launcher: crate::supervisor::Launcher,
 }
 
 impl ExecSettings {
@@ -40,6 +45,8 @@ impl ExecSettings {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             home: std::env::var_os("HOME").map(PathBuf::from),
             spool: None,
+            supervise_dir: None,
+            launcher: crate::supervisor::Launcher::InProcess,
         }
     }
 
@@ -47,6 +54,7 @@ impl ExecSettings {
     pub fn for_data_dir(data_dir: &std::path::Path) -> Self {
         Self {
             spool: Some(Spool::in_data_dir(data_dir)),
+            supervise_dir: Some(crate::supervisor::dir_in(data_dir)),
             ..Self::for_this_process()
         }
     }

@@ -13,9 +13,10 @@
 //! its side effects may already have happened.
 
 use crate::clock::Clock;
-use crate::executor::{execute, ExecResult, Invocation};
+use crate::executor::{ExecResult, Invocation};
 use crate::process::is_same_process_alive;
 use crate::providers::{self, Verdict};
+use crate::supervisor::{step_unit, Executed, UnitKey};
 use crate::targets::{invocation, ExecSettings, ProcessTarget};
 use loops_core::workflow::{
     Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, Workflow, WorkflowRun,
@@ -133,6 +134,11 @@ pub async fn run_observed(
     let mut reset = Vec::new();
     let mut unknown = Vec::new();
     if !created {
+        for step in steps.iter_mut() {
+            if step.status == StepStatus::Running && step.pid.is_some() {
+                reclaim_step(ctx, &workflow, step).await?;
+            }
+        }
         if !wait_for_orphans(&steps, &ctx.interrupt).await {
             // Stopped while a step's process still runs: leave everything as it is
             // for whoever continues the run next.
@@ -265,6 +271,43 @@ async fn wait_for_orphans(steps: &[StepRun], interrupt: &watch::Receiver<Option<
     }
 }
 
+/// A step left `running` by a runner that died, whose process a supervisor held: its
+/// real end (waited for while it runs, or read from its status file), recorded as if
+/// its runner had never left. Untouched when no supervisor knows it.
+async fn reclaim_step(
+    ctx: &RunContext,
+    workflow: &Workflow,
+    step: &mut StepRun,
+) -> Result<(), StoreError> {
+    let unit = step_unit(step.id.as_str());
+    let executed = if let Some(reclaimed) = ctx.exec.launcher.reclaim(&unit) {
+        tracing::info!(step = %step.step_id, "re-attached to a step that outlived its runner");
+        reclaimed.exited().await
+    } else if let Some(report) = ctx
+        .exec
+        .supervise_dir
+        .as_ref()
+        .and_then(|dir| crate::supervisor::status::read(dir, &unit))
+    {
+        Executed {
+            result: report.result,
+            terminated_by: report.terminated_by,
+        }
+    } else {
+        return Ok(());
+    };
+    let Some(spec) = workflow.spec.steps.iter().find(|s| s.id == step.step_id) else {
+        return Ok(());
+    };
+    let stop = executed.terminated_by.clone().map(Stop::Interrupted);
+    finish_step(ctx, spec, step, executed.result, stop.as_ref())?;
+    ctx.exec.launcher.ack(&unit);
+    if let Some(dir) = &ctx.exec.supervise_dir {
+        crate::supervisor::status::remove(dir, &unit);
+    }
+    Ok(())
+}
+
 /// A step whose process outlived the runner that started it, and has now exited: not
 /// our child, so its exit status is unknown. Recorded `failed` (what follows is
 /// decided by `continueOnFailure`) with the output spooled before the runner died.
@@ -347,7 +390,7 @@ async fn drive(
     let max_parallel = spec.max_parallel();
     let deadline = ctx.timeout.map(|t| tokio::time::Instant::now() + t);
     let mut interrupt = ctx.interrupt.clone();
-    let mut running: JoinSet<(usize, ExecResult)> = JoinSet::new();
+    let mut running: JoinSet<(usize, Executed)> = JoinSet::new();
     let mut cancels: Vec<Option<watch::Sender<bool>>> = vec![None; spec.steps.len()];
     // A continued run keeps its finished steps: one that already failed in a way that
     // stops the run stops it again, before anything new starts.
@@ -420,7 +463,7 @@ async fn drive(
         tokio::select! {
             joined = running.join_next() => {
                 let Some(joined) = joined else { continue };
-                let (i, result) = match joined {
+                let (i, executed) = match joined {
                     Ok(v) => v,
                     Err(e) => {
                         tracing::error!(error = %e, "workflow step task failed");
@@ -429,7 +472,14 @@ async fn drive(
                 };
                 cancels[i] = None;
                 let Some(slot) = slot_of[i] else { continue };
-                let status = finish_step(ctx, &spec.steps[i], &mut steps[slot], result, stop.as_ref())?;
+                // Its supervisor ended it (the loop run's deadline passed): the run
+                // stops as an interrupted one, whoever continues it decides the rest.
+                if let (None, Some(why)) = (&stop, &executed.terminated_by) {
+                    stop = Some(Stop::Interrupted(why.clone()));
+                    cancel_all(&cancels);
+                }
+                let status = finish_step(ctx, &spec.steps[i], &mut steps[slot], executed.result, stop.as_ref())?;
+                ctx.exec.launcher.ack(&step_unit(steps[slot].id.as_str()));
                 if stop.is_none()
                     && matches!(status, StepStatus::Failed | StepStatus::TimedOut)
                     && dag.failure_stops_run(i)
@@ -506,7 +556,7 @@ fn start_step(
     step: &Step,
     record: &mut StepRun,
     mut cancel: watch::Receiver<bool>,
-    running: &mut JoinSet<(usize, ExecResult)>,
+    running: &mut JoinSet<(usize, Executed)>,
     index: usize,
 ) -> Result<(), StoreError> {
     let now = ctx.now();
@@ -532,6 +582,11 @@ fn start_step(
     let fence = ctx.fence.clone();
     let clock = Arc::clone(&ctx.clock);
     let snapshot = record.clone();
+    let launcher = ctx.exec.launcher.clone();
+    let key = UnitKey::step(
+        record.id.as_str(),
+        ctx.origin.as_ref().map(|o| &o.loop_run_id),
+    );
     running.spawn(async move {
         let on_spawn = move |pid: u32, start: Option<u64>| {
             let mut with_pid = snapshot;
@@ -546,11 +601,14 @@ fn start_step(
                 std::future::pending::<()>().await;
             }
         };
-        let result = match invocation {
-            Ok(invocation) => execute(invocation, on_spawn, cancelled).await,
-            Err(message) => ExecResult::unspecified(message, now),
+        let executed = match invocation {
+            Ok(invocation) => launcher.execute(key, invocation, on_spawn, cancelled).await,
+            Err(message) => Executed {
+                result: ExecResult::unspecified(message, now),
+                terminated_by: None,
+            },
         };
-        (index, result)
+        (index, executed)
     });
     Ok(())
 }

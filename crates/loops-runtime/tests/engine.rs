@@ -292,6 +292,7 @@ async fn the_daemon_loop_runs_due_loops_and_stops_cleanly_on_shutdown() {
         Arc::clone(&w.clock) as Arc<dyn Clock>,
         async {
             let _ = stopped.await;
+            daemon::Stop::Detach
         },
     ));
     let store = Arc::clone(&w.store);

@@ -504,6 +504,7 @@ fn ended(status: ExecStatus, exit: Option<i32>, stdout: &str, error: Option<&str
         pid_start_time: None,
         started_at: now,
         finished_at: now,
+        resources: None,
     }
 }
 

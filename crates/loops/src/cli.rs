@@ -215,6 +215,16 @@ pub enum Command {
     /// store into a PostgreSQL database.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// A run supervisor (started by the daemon, never by hand): holds the processes of
+    /// the daemon's runs in the supervise dir DIR, on stdin its daemon's connection.
+    #[command(hide = true)]
+    Supervise(SuperviseArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SuperviseArgs {
+    /// The supervise dir (`<data dir>/supervise`).
+    pub dir: std::path::PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -385,8 +395,14 @@ pub enum DaemonCommand {
     Run(DaemonRunArgs),
     /// Start the daemon in the background (pid file and log in the data dir).
     Start(DaemonRunArgs),
-    /// Stop the daemon (SIGTERM), wait for it, and report.
+    /// Stop the daemon (SIGTERM), wait for it, and report. Runs in flight go on under
+    /// their supervisors until the next daemon re-attaches (or their deadline passes),
+    /// unless --terminate-runs.
     Stop(DaemonStopArgs),
+    /// Replace the running daemon (a new binary, new flags) without interrupting its
+    /// runs: the new daemon re-attaches to them. Takes the flags of `daemon run`; those
+    /// given replace the running daemon's, the others are kept.
+    Restart(DaemonRestartArgs),
     /// Show pid, uptime, lease, running runs and the next due loop.
     Status,
     /// Print the daemon log.
@@ -439,6 +455,33 @@ pub struct DaemonStopArgs {
     /// How long to wait for the daemon to exit.
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = Span(DEFAULT_STOP_TIMEOUT))]
     pub timeout: Span,
+    /// Terminate the runs in flight (after --shutdown-grace) and record them, instead
+    /// of leaving them to their supervisors.
+    #[arg(long)]
+    pub terminate_runs: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonRestartArgs {
+    /// How long to wait for the running daemon to exit.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value_t = Span(DEFAULT_STOP_TIMEOUT))]
+    pub timeout: Span,
+    /// Flags of `daemon run` (e.g. `--max-concurrent 8`) replacing the running
+    /// daemon's; a --runner-label replaces all of its labels.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "DAEMON RUN FLAGS"
+    )]
+    pub flags: Vec<String>,
+}
+
+/// `daemon run`'s flags on their own, to parse a recorded or given set of them.
+#[derive(Debug, clap::Parser)]
+#[command(name = "daemon run", args_override_self = true, no_binary_name = true)]
+pub struct DaemonRunFlags {
+    #[command(flatten)]
+    pub args: DaemonRunArgs,
 }
 
 #[derive(Debug, Args)]

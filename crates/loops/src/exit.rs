@@ -84,6 +84,7 @@ impl Exit {
         match err {
             DaemonError::Store(e) => Exit::of_store(e),
             DaemonError::StoreGone { .. } => Exit::Store,
+            DaemonError::Config(_) => Exit::Usage,
             _ => Exit::Failed,
         }
     }

@@ -28,9 +28,14 @@ impl Engine {
         if ids.is_empty() {
             return Ok(0);
         }
-        self.store
+        // Read before the write: the store's lease runs at least that long from here.
+        let began = self.cfg.exec.launcher.clock_now();
+        let renewed = self
+            .store
             .renew_run_leases(&ids, &self.cfg.runner_id, self.clock.now(), self.fence())
-            .map_err(|e| self.note_store_error(e))
+            .map_err(|e| self.note_store_error(e))?;
+        self.cfg.exec.launcher.renewed(&ids, began);
+        Ok(renewed)
     }
 
     /// The period the heartbeat task renews at now: [`renewal_period`] of the

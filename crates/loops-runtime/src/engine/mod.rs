@@ -15,6 +15,7 @@
 mod finalize;
 pub mod lease_renewal;
 mod pass;
+mod reattach;
 mod recover;
 mod run;
 mod run_now;
@@ -209,9 +210,21 @@ impl Engine {
     }
 
     /// Registers a run this engine holds until [`Engine::release`]: its cancel switch
-    /// and its lease, renewed from now on by the heartbeat.
-    fn hold(&self, run: &RunId, lease: std::time::Duration) -> watch::Receiver<Option<String>> {
+    /// and its lease, renewed from now on by the heartbeat. `run`'s recorded lease
+    /// expiry says when the store's lease ends (its supervisor's deadline follows it).
+    fn hold(
+        &self,
+        run: &loops_core::Run,
+        lease: std::time::Duration,
+    ) -> watch::Receiver<Option<String>> {
         let (cancel, rx) = watch::channel(None::<String>);
+        let remaining = run
+            .lease_expires_at
+            .and_then(|t| (t - self.clock.now()).to_std().ok())
+            .unwrap_or_default()
+            .min(lease);
+        self.cfg.exec.launcher.hold(&run.id, lease, remaining);
+        let run = &run.id;
         lock(&self.inflight).insert(run.clone(), InFlight { cancel, lease });
         // Most runs share the default lease: only a shorter one wakes the heartbeat.
         if duration_ms(lease_renewal::renewal_period(lease))
@@ -224,6 +237,7 @@ impl Engine {
 
     /// Forgets a run this engine held; returns why it was cancelled, if it was.
     fn release(&self, run: &RunId) -> Option<String> {
+        self.cfg.exec.launcher.release(run);
         lock(&self.inflight)
             .remove(run)
             .and_then(|f| f.cancel.borrow().clone())

@@ -45,6 +45,20 @@ impl Engine {
             let workflow = lp
                 .as_ref()
                 .is_some_and(|l| matches!(l.target, loops_core::Target::Workflow(_)));
+            // Its supervisor saw it end and wrote down how: recorded as it ended.
+            let status = self.cfg.exec.supervise_dir.as_ref().and_then(|dir| {
+                crate::supervisor::status::read(dir, &crate::supervisor::run_unit(&run.id))
+            });
+            if let (Some(ended), false) = (status, workflow) {
+                let outcome =
+                    super::run::outcome_of(lp.as_ref(), ended.result, None, ended.terminated_by);
+                // Recorded here, or by someone else first: the file has served.
+                self.record_recovered(&run, outcome, now, report)?;
+                if let Some(dir) = &self.cfg.exec.supervise_dir {
+                    crate::supervisor::status::remove(dir, &crate::supervisor::run_unit(&run.id));
+                }
+                continue;
+            }
             if let (true, true, Some(lp)) = (workflow, self.cfg.adopt_orphans, lp) {
                 self.continue_workflow(lp, run, now, report)?;
                 continue;
@@ -81,36 +95,49 @@ impl Engine {
                 None => "abandoned: runner gone before the process started".to_owned(),
             };
             let outcome = RunOutcome::abandoned(now, error).with_output(stdout, stderr);
-            let write = RunWrite::Finished {
-                run: run.id.clone(),
-                outcome,
-            };
-            let written = self
-                .store
-                .record_run_writes(&[write], now, self.fence())
-                .map_err(|e| self.note_store_error(e))?;
-            match written.into_iter().next() {
-                Some(Ok(written)) => {
-                    if let loops_store::RunWritten::Finished {
-                        run: recorded,
-                        notifications,
-                        ..
-                    } = written
-                    {
-                        self.log_end(&recorded);
-                        self.deliveries.push(notifications);
-                    }
-                    if let Some(files) = spooled {
-                        files.remove();
-                    }
-                    report.recovered.push(run.id.clone());
-                    self.replan.notify_one();
-                }
-                Some(Err(StoreError::NotRunning(_))) | None => {}
-                Some(Err(e)) => return Err(self.note_store_error(e)),
-            }
+            self.record_recovered(&run, outcome, now, report)?;
         }
         Ok(())
+    }
+
+    /// Records the outcome of a run whose runner is gone; false when someone else
+    /// finalized it first. Its spooled output is removed once recorded.
+    fn record_recovered(
+        &self,
+        run: &Run,
+        outcome: RunOutcome,
+        now: Instant,
+        report: &mut PassReport,
+    ) -> Result<bool, EngineError> {
+        let write = RunWrite::Finished {
+            run: run.id.clone(),
+            outcome,
+        };
+        let written = self
+            .store
+            .record_run_writes(&[write], now, self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        match written.into_iter().next() {
+            Some(Ok(written)) => {
+                if let loops_store::RunWritten::Finished {
+                    run: recorded,
+                    notifications,
+                    ..
+                } = written
+                {
+                    self.log_end(&recorded);
+                    self.deliveries.push(notifications);
+                }
+                if let Some(spool) = &self.cfg.exec.spool {
+                    spool.for_run(&run.id).remove();
+                }
+                report.recovered.push(run.id.clone());
+                self.replan.notify_one();
+                Ok(true)
+            }
+            Some(Err(StoreError::NotRunning(_))) | None => Ok(false),
+            Some(Err(e)) => Err(self.note_store_error(e)),
+        }
     }
 
     /// Moves a dead runner's row to this engine (fresh lease, renewed by our
@@ -186,7 +213,7 @@ impl Engine {
             .lease_expires_at
             .and_then(|t| (t - now).to_std().ok())
             .unwrap_or(super::lease_renewal::RENEWAL_MAX * 3);
-        let mut cancel_rx = self.hold(&run.id, lease);
+        let mut cancel_rx = self.hold(&run, lease);
         let task = self.task();
         tracing::info!(run = %run.id, pid = ?run.pid, "adopting a run whose process outlived its runner");
         tokio::spawn(async move {

@@ -2,8 +2,9 @@
 //! the rest of a catch-up batch on the same task.
 
 use super::{lock, Engine};
-use crate::executor::{execute, ExecResult, ExecStatus};
+use crate::executor::{ExecResult, ExecStatus};
 use crate::providers::{self, Verdict};
+use crate::supervisor::{Executed, UnitKey};
 use crate::targets::{loop_invocation, SpecError};
 use loops_core::{Instant, Loop, Overlap, Run, RunOutcome, RunSource};
 use loops_store::{ClaimRequest, RunWrite};
@@ -66,7 +67,7 @@ impl Engine {
     /// Returns the finalized run (`None` when finalizing was rejected).
     pub async fn execute_claimed(&self, lp: &Loop, run: Run) -> Option<Run> {
         let lease = std::time::Duration::from_millis(lp.lease_ms);
-        let mut cancel_rx = self.hold(&run.id, lease);
+        let mut cancel_rx = self.hold(&run, lease);
         self.log_start(&run);
         if self.lease_lost() {
             let _ = lock(&self.inflight)
@@ -81,6 +82,7 @@ impl Engine {
                 None => None,
             };
         }
+        let key = UnitKey::run(&run.id);
         let outcome = match loop_invocation(lp, &run, &self.cfg.exec) {
             Ok(mut spec) => {
                 spec.spool = self.cfg.exec.spool.as_ref().map(|s| s.for_run(&run.id));
@@ -97,32 +99,63 @@ impl Engine {
                         std::future::pending::<()>().await;
                     }
                 };
-                let result = execute(spec, on_spawn, cancel).await;
-                let verdict = match &lp.target {
-                    loops_core::Target::Agent(agent) => providers::judge(agent, &result),
-                    _ => Verdict::of_process(&result),
-                };
+                let Executed {
+                    result,
+                    terminated_by,
+                } = self
+                    .cfg
+                    .exec
+                    .launcher
+                    .execute(key.clone(), spec, on_spawn, cancel)
+                    .await;
                 let reason = self.release(&run.id);
-                run_outcome(result, verdict, reason)
+                outcome_of(Some(lp), result, reason, terminated_by)
             }
             Err(SpecError(message)) => {
                 self.release(&run.id);
                 RunOutcome::failed(self.clock.now(), message)
             }
         };
-        self.finalize_and_advance(&run, &outcome).await
+        let finalized = self.finalize_and_advance(&run, &outcome).await;
+        // Recorded (or refused for good): its supervisor may forget it now.
+        self.cfg.exec.launcher.ack(&key.unit);
+        finalized
     }
 }
 
+/// A loop run's outcome from how its process ended, judged by its target (an agent's
+/// provider reads its output); see [`run_outcome`].
+pub(super) fn outcome_of(
+    lp: Option<&Loop>,
+    result: ExecResult,
+    cancel_reason: Option<String>,
+    terminated_by: Option<String>,
+) -> RunOutcome {
+    let verdict = match lp.map(|l| &l.target) {
+        Some(loops_core::Target::Agent(agent)) => providers::judge(agent, &result),
+        _ => Verdict::of_process(&result),
+    };
+    run_outcome(result, verdict, cancel_reason, terminated_by)
+}
+
 /// A loop run's outcome from its process and the verdict on it. A stopped attempt
-/// (daemon stop, lease lost) is interrupted, with its owner's reason.
-fn run_outcome(result: ExecResult, verdict: Verdict, cancel_reason: Option<String>) -> RunOutcome {
+/// (daemon stop, lease lost) is interrupted, with its owner's reason; one its
+/// supervisor terminated (its deadline passed) is abandoned with the supervisor's.
+fn run_outcome(
+    result: ExecResult,
+    verdict: Verdict,
+    cancel_reason: Option<String>,
+    terminated_by: Option<String>,
+) -> RunOutcome {
     let status = verdict.run_status();
-    let mut outcome = match verdict.status {
-        ExecStatus::Terminated => RunOutcome::interrupted(
-            result.finished_at,
-            cancel_reason.as_deref().unwrap_or("cancelled"),
-        ),
+    let mut outcome = match (verdict.status, cancel_reason, terminated_by) {
+        (ExecStatus::Terminated, Some(reason), _) => {
+            RunOutcome::interrupted(result.finished_at, &reason)
+        }
+        (ExecStatus::Terminated, None, Some(why)) => RunOutcome::abandoned(result.finished_at, why),
+        (ExecStatus::Terminated, None, None) => {
+            RunOutcome::interrupted(result.finished_at, "cancelled")
+        }
         _ => RunOutcome {
             error: verdict.error,
             ..RunOutcome::new(status, result.finished_at)

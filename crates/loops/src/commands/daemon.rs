@@ -1,7 +1,10 @@
 //! `daemon run|start|stop|status|logs|install`.
 
 use super::Context;
-use crate::cli::{DaemonCommand, DaemonInstallArgs, DaemonLogsArgs, DaemonRunArgs, DaemonStopArgs};
+use crate::cli::{
+    DaemonCommand, DaemonInstallArgs, DaemonLogsArgs, DaemonRestartArgs, DaemonRunArgs,
+    DaemonStopArgs,
+};
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json};
 use crate::Failure;
@@ -19,6 +22,7 @@ pub fn run(ctx: &Context, cmd: DaemonCommand) -> Result<Exit, Failure> {
         DaemonCommand::Run(args) => foreground(ctx, args),
         DaemonCommand::Start(args) => start(ctx, args),
         DaemonCommand::Stop(args) => stop(ctx, args),
+        DaemonCommand::Restart(args) => restart(ctx, args),
         DaemonCommand::Status => status(ctx),
         DaemonCommand::Logs(args) => logs(ctx, args),
         DaemonCommand::Install(args) => install(ctx, args),
@@ -38,7 +42,20 @@ fn config(dir: &Path, args: &DaemonRunArgs) -> DaemonConfig {
     cfg.max_sleep = args.interval_ms.map(StdDuration::from_millis);
     cfg.notify_timeout = args.notify_timeout.0;
     cfg.runner_labels = args.runner_labels.clone();
+    cfg.supervisor_program = supervisor_program();
     cfg
+}
+
+/// This binary, which runs the supervisors (`loops supervise`). After an upgrade that
+/// replaced the file, Linux names the running one `… (deleted)`: the file now at that
+/// path is the new binary, which speaks the same protocol.
+fn supervisor_program() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let text = exe.to_string_lossy();
+    match text.strip_suffix(" (deleted)") {
+        Some(path) => Some(PathBuf::from(path)),
+        None => Some(exe),
+    }
 }
 
 fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
@@ -46,6 +63,7 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     refuse_corrupt(&client, &dir.join(DB_FILE))?;
     let cfg = config(&dir, &args);
+    client.check_daemon_config(&cfg)?;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
@@ -63,22 +81,28 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
         // The handlers are installed now, before the daemon takes the store: a SIGTERM
         // that came before the shutdown future was first polled would otherwise end the
         // process by the default action, its lease, pid file and socket left behind.
+        use loops_runtime::daemon::Stop;
         use tokio::signal::unix::{signal, SignalKind};
         let handlers = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
+            signal(SignalKind::user_defined1()),
         );
+        // SIGTERM and Ctrl-C leave the runs to their supervisors (the next daemon
+        // re-attaches); SIGUSR1 (`daemon stop --terminate-runs`) ends them first.
         let shutdown = async move {
             match handlers {
-                (Ok(mut term), Ok(mut int)) => {
+                (Ok(mut term), Ok(mut int), Ok(mut usr1)) => {
                     tokio::select! {
-                        _ = term.recv() => {}
-                        _ = int.recv() => {}
+                        _ = term.recv() => Stop::Detach,
+                        _ = int.recv() => Stop::Detach,
+                        _ = usr1.recv() => Stop::TerminateRuns,
                     }
                 }
-                _ => std::future::pending::<()>().await,
+                _ => std::future::pending::<Stop>().await,
             }
         };
+        record_args(&dir, &args);
         client.run_daemon(cfg, shutdown).await
     });
     rt.shutdown_timeout(StdDuration::from_secs(1));
@@ -111,6 +135,7 @@ fn refuse_corrupt(client: &Client, db: &Path) -> Result<(), Failure> {
 fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let dir = client.data_dir().to_path_buf();
+    client.check_daemon_config(&config(&dir, &args))?;
     let view = client.daemon_view()?;
     match (view.state, &view.holder) {
         (DaemonState::Running, Some(h)) => {
@@ -143,27 +168,13 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find own executable: {e}")))?;
     let mut cmd = std::process::Command::new(exe);
-    // The same settings, each printed in the form it parses back from.
     cmd.arg("--data-dir")
         .arg(&dir)
         .args(["daemon", "run"])
-        .args(["--max-concurrent", &args.max_concurrent.to_string()])
-        .args(["--lease-ttl", &args.lease_ttl.to_string()])
-        .args(["--shutdown-grace", &args.shutdown_grace.to_string()])
-        .args(["--kill-grace", &args.kill_grace.to_string()])
-        .args(["--keep-runs", &args.keep_runs.to_string()])
-        .args(["--keep-for", &args.keep_for.to_string()])
-        .args(["--prune-every", &args.prune_every.to_string()])
+        .args(run_argv(&args))
         .stdin(std::process::Stdio::null())
         .stdout(log)
         .stderr(err_log);
-    if let Some(ms) = args.interval_ms {
-        cmd.args(["--interval-ms", &ms.to_string()]);
-    }
-    cmd.args(["--notify-timeout", &args.notify_timeout.to_string()]);
-    for label in &args.runner_labels {
-        cmd.args(["--runner-label", label]);
-    }
     // The store travels in the environment, never in argv (its URL may carry a
     // password that `ps` would show).
     match ctx.store_url() {
@@ -217,6 +228,120 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     Ok(Exit::Success)
 }
 
+/// `daemon run`'s flags for `args`, each printed in the form it parses back from.
+fn run_argv(args: &DaemonRunArgs) -> Vec<String> {
+    let mut argv: Vec<String> = [
+        ("--max-concurrent", args.max_concurrent.to_string()),
+        ("--lease-ttl", args.lease_ttl.to_string()),
+        ("--shutdown-grace", args.shutdown_grace.to_string()),
+        ("--kill-grace", args.kill_grace.to_string()),
+        ("--keep-runs", args.keep_runs.to_string()),
+        ("--keep-for", args.keep_for.to_string()),
+        ("--prune-every", args.prune_every.to_string()),
+        ("--notify-timeout", args.notify_timeout.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_owned(), value])
+    .collect();
+    if let Some(ms) = args.interval_ms {
+        argv.extend(["--interval-ms".to_owned(), ms.to_string()]);
+    }
+    for label in &args.runner_labels {
+        argv.extend(["--runner-label".to_owned(), label.clone()]);
+    }
+    argv
+}
+
+/// Where a running daemon records its flags, for `daemon restart`.
+const ARGS_FILE: &str = "daemon.args";
+
+/// Records the flags of the daemon starting now (JSON, 0600); failing only costs
+/// `restart` its memory of them.
+fn record_args(dir: &Path, args: &DaemonRunArgs) {
+    let text = serde_json::to_string(&run_argv(args)).unwrap_or_default();
+    let path = dir.join(ARGS_FILE);
+    let written = private_truncate(&path).and_then(|mut f| f.write_all(text.as_bytes()));
+    if let Err(e) = written {
+        tracing::warn!(path = %path.display(), error = %e, "cannot record the daemon's flags");
+    }
+}
+
+/// The flags the running daemon recorded, if readable (at most 64 KiB).
+fn recorded_args(dir: &Path) -> Vec<String> {
+    let Ok(file) = std::fs::File::open(dir.join(ARGS_FILE)) else {
+        return Vec::new();
+    };
+    let mut text = String::new();
+    let _ = file.take(64 * 1024).read_to_string(&mut text);
+    serde_json::from_str(&text).unwrap_or_default()
+}
+
+/// Opens `path` for writing from empty, creating it 0600.
+fn private_truncate(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// `daemon restart`: the running daemon leaves its runs to their supervisors and
+/// exits; a new one (this binary, the recorded flags with the given ones on top)
+/// starts and re-attaches to them.
+fn restart(ctx: &Context, args: DaemonRestartArgs) -> Result<Exit, Failure> {
+    use clap::Parser as _;
+    let dir = ctx.data_dir()?;
+    let mut argv = recorded_args(&dir);
+    if args
+        .flags
+        .iter()
+        .any(|f| f == "--runner-label" || f.starts_with("--runner-label="))
+    {
+        // Labels accumulate when repeated: the given ones replace the recorded ones.
+        argv = drop_flag(argv, "--runner-label");
+    }
+    argv.extend(args.flags.iter().cloned());
+    let flags = crate::cli::DaemonRunFlags::try_parse_from(&argv).map_err(|e| {
+        Failure::usage(
+            e.render()
+                .to_string()
+                .trim()
+                .lines()
+                .next()
+                .unwrap_or("bad daemon flags")
+                .to_owned(),
+        )
+    })?;
+    // Checked before the running daemon is stopped: bad settings change nothing.
+    let client = ctx.client()?;
+    client.check_daemon_config(&config(&dir, &flags.args))?;
+    if let Some(old) = stop_daemon(ctx, args.timeout.0, false, false)? {
+        if !ctx.json {
+            outln!("daemon stopped (pid {old}); its runs go on under their supervisors")?;
+        }
+    }
+    start(ctx, flags.args)
+}
+
+/// `argv` without `flag` and its value.
+fn drop_flag(argv: Vec<String>, flag: &str) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut skip = false;
+    for arg in argv {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if arg == flag {
+            skip = true;
+        } else if !arg.starts_with(&format!("{flag}=")) {
+            out.push(arg);
+        }
+    }
+    out
+}
+
 /// Opens `path` for appending, creating it 0600 (the log holds run errors and paths).
 fn private_append(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -240,19 +365,32 @@ fn read_from(path: &Path, offset: u64) -> String {
 }
 
 fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
-    let timeout = args.timeout.0;
+    stop_daemon(ctx, args.timeout.0, args.terminate_runs, true)?;
+    Ok(Exit::Success)
+}
+
+/// Stops this store's local daemon and reports it: SIGTERM (its runs go on under their
+/// supervisors) or, with `terminate_runs`, SIGUSR1 (its runs are terminated and
+/// recorded first); said on stdout when `report`. The pid it stopped, `None` when none
+/// was running.
+fn stop_daemon(
+    ctx: &Context,
+    timeout: StdDuration,
+    terminate_runs: bool,
+    report: bool,
+) -> Result<Option<u32>, Failure> {
     let client = ctx.reader()?;
     let view = client.daemon_view()?;
     if let Some(stale) = &view.stale_pid_file {
         stale.remove();
     }
     let Some(h) = view.holder else {
-        if ctx.json {
+        if report && ctx.json {
             print_json(&serde_json::json!({ "stopped": false, "running": false }))?;
-        } else {
+        } else if report {
             outln!("no daemon is running")?;
         }
-        return Ok(Exit::Success);
+        return Ok(None);
     };
     if !h.local {
         return Err(Failure::failed(format!(
@@ -263,19 +401,24 @@ fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
     let begun = StdInstant::now();
     let pid =
         nix::unistd::Pid::from_raw(i32::try_from(h.pid).map_err(|_| Failure::failed("bad pid"))?);
+    let (signal, name) = if terminate_runs {
+        (nix::sys::signal::Signal::SIGUSR1, "SIGUSR1")
+    } else {
+        (nix::sys::signal::Signal::SIGTERM, "SIGTERM")
+    };
     // The lease proved pid, start time and host; check again right before signalling.
     if is_same_process_alive(h.pid, h.pid_start_time) {
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+        nix::sys::signal::kill(pid, signal)
             .map_err(|e| Failure::failed(format!("cannot signal daemon pid {}: {e}", h.pid)))?;
         if view.state == DaemonState::Stalled {
-            // A stopped process keeps SIGTERM pending until it continues.
+            // A stopped process keeps the signal pending until it continues.
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
         }
     }
     while is_same_process_alive(h.pid, h.pid_start_time) {
         if begun.elapsed() > timeout {
             return Err(Failure::failed(format!(
-                "daemon (pid {}) still running {}s after SIGTERM",
+                "daemon (pid {}) still running {}s after {name}",
                 h.pid,
                 timeout.as_secs()
             )));
@@ -283,9 +426,12 @@ fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
         std::thread::sleep(StdDuration::from_millis(20));
     }
     let took = begun.elapsed();
+    if !report {
+        return Ok(Some(h.pid));
+    }
     if ctx.json {
         print_json(
-            &serde_json::json!({ "stopped": true, "pid": h.pid, "waitedMs": took.as_millis() as u64 }),
+            &serde_json::json!({ "stopped": true, "pid": h.pid, "waitedMs": took.as_millis() as u64, "runsTerminated": terminate_runs }),
         )?;
     } else {
         outln!(
@@ -294,7 +440,7 @@ fn stop(ctx: &Context, args: DaemonStopArgs) -> Result<Exit, Failure> {
             output::elapsed_text(took.as_millis() as u64)
         )?;
     }
-    Ok(Exit::Success)
+    Ok(Some(h.pid))
 }
 
 fn status(ctx: &Context) -> Result<Exit, Failure> {
@@ -590,7 +736,7 @@ fn systemd_quote(text: &str, exec: bool) -> String {
 /// characters); everything else is fixed text.
 fn systemd_unit(exe: &str, dir: &str) -> String {
     format!(
-        "[Unit]\nDescription=loops scheduler daemon\nDocumentation=man:loops(1)\n\n[Service]\nType=simple\nExecStart={} daemon run\nEnvironment={}\nRestart=on-failure\nRestartSec=5\nKillMode=mixed\nKillSignal=SIGTERM\nTimeoutStopSec=30\n\n[Install]\nWantedBy=default.target\n",
+        "[Unit]\nDescription=loops scheduler daemon\nDocumentation=man:loops(1)\n\n[Service]\nType=simple\nExecStart={} daemon run\nEnvironment={}\nRestart=on-failure\nRestartSec=5\nKillMode=process\nKillSignal=SIGTERM\nTimeoutStopSec=30\n\n[Install]\nWantedBy=default.target\n",
         systemd_quote(exe, true),
         systemd_quote(&format!("{DATA_DIR_ENV}={dir}"), false),
     )
@@ -627,6 +773,7 @@ fn launch_agent(exe: &str, dir: &str) -> String {
   <dict><key>{DATA_DIR_ENV}</key><string>{}</string></dict>
   <key>RunAtLoad</key><true/>
   <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>
+  <key>AbandonProcessGroup</key><true/>
   <key>StandardOutPath</key><string>{log}</string>
   <key>StandardErrorPath</key><string>{log}</string>
 </dict>

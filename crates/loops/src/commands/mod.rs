@@ -22,6 +22,7 @@ mod runs;
 mod runs_follow;
 mod serve;
 mod store;
+mod supervise;
 mod tick;
 mod usage;
 mod workflows;
@@ -119,6 +120,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Runners => runners::run(&ctx),
         Command::Serve(args) => serve::run(&ctx, args),
         Command::Store(cmd) => store::run(&ctx, cmd),
+        Command::Supervise(args) => supervise::run(args),
     }
 }
 

@@ -22,6 +22,7 @@ mod operability_report;
 mod portable;
 mod several_hosts;
 mod several_hosts_netns;
+mod supervised;
 mod trust_daemon;
 mod trust_engine;
 mod trust_input;

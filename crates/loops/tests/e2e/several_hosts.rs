@@ -189,8 +189,9 @@ fn three_runners_run_every_slot_exactly_once_and_share_the_work() {
     wait_for("the run window", Duration::from_secs(secs + 30), || {
         (begun.elapsed() >= Duration::from_secs(secs)).then_some(())
     });
+    // Each stops with its runs in flight finished (or terminated) and recorded.
     for d in &mut daemons {
-        assert_eq!(d.stop(), Some(0), "{}", d.log_text());
+        assert_eq!(d.stop_terminating_runs(), Some(0), "{}", d.log_text());
     }
     let lines = journal_lines(&journal);
     assert_exactly_once(&lines);
@@ -290,9 +291,10 @@ fn a_killed_runners_runs_are_taken_over_and_nothing_runs_twice() {
     assert_exactly_once(&journal_lines(&journal));
 }
 
-/// A runner stopped (SIGSTOP) past its lease TTL: the others take its rows over; once
-/// continued it finds its epoch gone, terminates its children, writes nothing under the
-/// old epoch, registers as a new runner and takes work again.
+/// A runner stopped (SIGSTOP) past its lease TTL: its supervisor terminates its child
+/// before the lease can expire, the others record the row abandoned; once continued it
+/// finds its epoch gone, writes nothing under the old epoch, registers as a new runner
+/// and takes work again.
 #[test]
 fn a_stalled_runner_finds_its_epoch_gone_writes_nothing_and_registers_anew() {
     let Some(worlds) = pg_worlds(2) else {
@@ -337,43 +339,34 @@ fn a_stalled_runner_finds_its_epoch_gone_writes_nothing_and_registers_anew() {
         },
     );
     let mut other = worlds[1].daemon_ready(&flags);
-    stalled.signal("STOP");
-    // The other runner adopts the row (its process lives on this host).
-    let other_id = format!("/{}/", other.pid());
-    wait_for(
-        "the other runner to take the row over",
-        Duration::from_secs(15),
-        || {
-            runs_of(&worlds[1])
-                .into_iter()
-                .find(|r| r["id"] == held["id"])
-                .filter(|r| {
-                    r["claimedBy"]
-                        .as_str()
-                        .is_some_and(|c| c.contains(&other_id))
-                })
-        },
-    );
-    stalled.signal("CONT");
-    // It terminates its child; the adopting runner records the end.
     let child = held["pid"].as_u64().unwrap();
+    stalled.signal("STOP");
+    // The stopped runner cannot act, but its supervisor does: the child is terminated
+    // on the supervisor's own deadline, before the runner's lease can expire.
     wait_for(
-        "the stalled runner's child to be terminated",
+        "the stalled runner's child to be terminated by its supervisor",
         Duration::from_secs(10),
         || (!crate::util::pid_alive(child)).then_some(()),
     );
-    let ended = wait_for("the row to be finalized", Duration::from_secs(10), || {
+    let terminated = chrono::Utc::now();
+    // The other runner finds the row's runner gone (lease expired) and its process gone.
+    let ended = wait_for("the row to be finalized", Duration::from_secs(15), || {
         runs_of(&worlds[1])
             .into_iter()
             .find(|r| r["id"] == held["id"] && r["status"] != "running")
     });
     assert_eq!(ended["status"], "abandoned", "{ended}");
+    let error = ended["error"].as_str().unwrap_or_default();
     assert!(
-        ended["claimedBy"]
-            .as_str()
-            .is_some_and(|c| c.contains(&other_id)),
-        "recorded by the live runner, not the stale one: {ended}"
+        error.contains("runner gone") && error.contains("no longer exists"),
+        "recorded by the live runner, which found the process gone, not by the stale one: {ended}"
     );
+    assert!(
+        crate::util::instant(&ended["finishedAt"])
+            >= terminated - chrono::TimeDelta::milliseconds(100),
+        "the process was gone before the row was given up: {ended}"
+    );
+    stalled.signal("CONT");
     // It registered anew and runs work again.
     wait_for(
         "the continued runner to register anew",
@@ -525,8 +518,9 @@ fn a_loop_on_a_label_runs_only_on_a_runner_with_it() {
     };
     assert_eq!(check(&doctor)["status"], "ok", "{doctor}");
 
-    // The gpu runner stops: nobody else claims the loop, and doctor warns.
-    assert_eq!(with.stop(), Some(0), "{}", with.log_text());
+    // The gpu runner stops (its runs in flight finished and recorded, its lease
+    // released): nobody else claims the loop, and doctor warns.
+    assert_eq!(with.stop_terminating_runs(), Some(0), "{}", with.log_text());
     let before = gpu.runs("needs-gpu").len();
     let later = gpu.runs("anywhere").len();
     wait_for("more runs of `anywhere`", Duration::from_secs(20), || {

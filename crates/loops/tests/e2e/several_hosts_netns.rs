@@ -65,6 +65,7 @@ fn ip(args: &[&str]) -> Result<String, String> {
 struct Netns {
     name: String,
     host_dev: String,
+    ns_dev: String,
     host_addr: Ipv4Addr,
     cidr: String,
     /// The host name its runner uses.
@@ -107,14 +108,15 @@ impl Netns {
                 break (n, third, base);
             }
         };
+        let ns_dev = format!("lt{}n{n}", pid % 100_000);
         let net = Netns {
             name: format!("loops-t-{pid}-{n}"),
             host_dev: format!("lt{}h{n}", pid % 100_000),
+            ns_dev: ns_dev.clone(),
             host_addr: Ipv4Addr::new(10, 213, third, base + 1),
             cidr: format!("10.213.{third}.{base}/30"),
             hostname: format!("loops-netns-{pid}-{n}"),
         };
-        let ns_dev = format!("lt{}n{n}", pid % 100_000);
         let ns_addr = Ipv4Addr::new(10, 213, third, base + 2);
         if let Err(why) = ip(&["netns", "add", &net.name]) {
             return skip(&format!("cannot create a network namespace: {why}"));
@@ -211,6 +213,17 @@ impl Netns {
         ip(&["link", "set", &self.host_dev, "up"]).unwrap();
     }
 
+    /// Cuts the namespace off from its side: its end of the link goes down.
+    fn inside_link_down(&self) {
+        self.inside_link("down");
+    }
+
+    fn inside_link(&self, state: &str) {
+        let args = netns_args(&self.name, &["link", "set", &self.ns_dev, state]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ip(&args).unwrap();
+    }
+
     /// SIGKILLs every process left in the namespace (each one this test started there).
     fn kill_all(&self) {
         let pids = ip(&["netns", "pids", &self.name]).unwrap_or_default();
@@ -276,6 +289,8 @@ struct Scene {
     a: Daemon,
     b: Daemon,
     journal: PathBuf,
+    /// Each attempt's ticks while it runs (see [`long_cmd`]).
+    ticks: PathBuf,
     /// The run `a` holds (running, its pid recorded).
     held: serde_json::Value,
     a_runner: String,
@@ -295,13 +310,51 @@ fn live_runner(w: &World, pid: u32, host: Option<&str>) -> Option<serde_json::Va
 }
 
 /// The journal line the loop's command writes: `loop scheduledFor attempt pid
-/// start-ns`, then it sleeps (as the same pid).
-fn long_cmd(journal: &std::path::Path) -> String {
+/// start-ns`; then, every 200 ms until it is stopped, a tick `attempt ns` in `ticks`:
+/// the attempt's own record of when it was running.
+fn long_cmd(journal: &std::path::Path, ticks: &std::path::Path) -> String {
     format!(
         "echo \"$LOOPS_LOOP_NAME $LOOPS_SCHEDULED_FOR $LOOPS_ATTEMPT $$ $(date +%s%N)\" >> {}; \
-         exec sleep 120",
-        journal.display()
+         while :; do echo \"$LOOPS_ATTEMPT $(date +%s%N)\" >> {}; sleep 0.2; done",
+        journal.display(),
+        ticks.display()
     )
+}
+
+/// The first and last tick (ns) each attempt wrote.
+fn tick_spans(ticks: &std::path::Path) -> std::collections::BTreeMap<u32, (i64, i64)> {
+    let mut spans = std::collections::BTreeMap::<u32, (i64, i64)>::new();
+    for line in std::fs::read_to_string(ticks).unwrap_or_default().lines() {
+        let mut parts = line.split(' ');
+        let (Some(Ok(attempt)), Some(Ok(ns))) = (
+            parts.next().map(str::parse::<u32>),
+            parts.next().map(str::parse::<i64>),
+        ) else {
+            continue;
+        };
+        let span = spans.entry(attempt).or_insert((ns, ns));
+        span.0 = span.0.min(ns);
+        span.1 = span.1.max(ns);
+    }
+    spans
+}
+
+/// Attempt 1's last tick comes before attempt 2's first: the two never ran at once.
+/// Returns the gap in ms.
+fn assert_no_overlap(ticks: &std::path::Path) -> i64 {
+    let spans = tick_spans(ticks);
+    let (Some(first), Some(second)) = (spans.get(&1), spans.get(&2)) else {
+        panic!("ticks of both attempts: {spans:?}");
+    };
+    let gap = (second.0 - first.1) / 1_000_000;
+    assert!(
+        first.1 < second.0,
+        "attempt 1 ticked until {} ns, attempt 2 from {} ns: they overlapped by {} ms",
+        first.1,
+        second.0,
+        -gap
+    );
+    gap
 }
 
 fn scene(net: &Netns, cluster: &PgCluster) -> Scene {
@@ -339,12 +392,13 @@ fn scene(net: &Netns, cluster: &PgCluster) -> Scene {
         },
     );
     let journal = host.root.path().join("journal");
+    let ticks = host.root.path().join("ticks");
     host.json(&[
         "create",
         "command",
         "long",
         "--cmd",
-        &long_cmd(&journal),
+        &long_cmd(&journal, &ticks),
         "--at",
         "+1s",
         "--attempts",
@@ -378,6 +432,7 @@ fn scene(net: &Netns, cluster: &PgCluster) -> Scene {
         a,
         b,
         journal,
+        ticks,
         held,
         a_runner: a_row["runnerId"].as_str().unwrap().to_owned(),
         a_epoch: a_row["epoch"].as_u64().unwrap(),
@@ -387,8 +442,14 @@ fn scene(net: &Netns, cluster: &PgCluster) -> Scene {
 
 #[derive(Clone, Copy, Debug)]
 enum Cut {
+    /// The host side of the link goes down: packets vanish, no error comes.
     LinkDown,
+    /// The namespace side of the link goes down.
+    LinkDownInside,
+    /// `kill -9` of the runner.
     Kill,
+    /// SIGSTOP of the runner (continued by the test).
+    Stop,
 }
 
 /// What one failover measured, in ms after the cut.
@@ -407,16 +468,13 @@ struct Failover {
 
 /// Cuts `a` off and waits for `b` to abandon its run and start the retry.
 fn fail_over(s: &Scene, net: &Netns, cut: Cut) -> Failover {
-    let cut_ms = match cut {
-        Cut::LinkDown => {
-            net.link_down();
-            chrono::Utc::now().timestamp_millis()
-        }
-        Cut::Kill => {
-            s.a.signal("KILL");
-            chrono::Utc::now().timestamp_millis()
-        }
-    };
+    match cut {
+        Cut::LinkDown => net.link_down(),
+        Cut::LinkDownInside => net.inside_link_down(),
+        Cut::Kill => s.a.signal("KILL"),
+        Cut::Stop => s.a.signal("STOP"),
+    }
+    let cut_ms = chrono::Utc::now().timestamp_millis();
     // When the held run's process ends (a cut-off runner terminates it itself).
     let child = s.held["pid"].as_u64().unwrap();
     let watch = std::thread::spawn(move || {
@@ -445,11 +503,8 @@ fn fail_over(s: &Scene, net: &Netns, cut: Cut) -> Failover {
             .find(|l| l.split(' ').nth(2) == Some("2"))
     });
     let started_ns: i64 = line.split(' ').nth(4).unwrap().parse().unwrap();
-    let child_gone_ms = match cut {
-        Cut::LinkDown => watch.join().unwrap().map(|t| t - cut_ms),
-        // Nobody terminates a dead runner's child on another host.
-        Cut::Kill => None,
-    };
+    // Whatever happened to its runner, the child's supervisor ended it.
+    let child_gone_ms = watch.join().unwrap().map(|t| t - cut_ms);
     Failover {
         child_gone_ms,
         cut_ms,
@@ -496,6 +551,8 @@ fn a_runner_cut_off_by_its_link_is_failed_over_and_rejoins_with_a_new_epoch() {
         .child_gone_ms
         .expect("the cut-off runner's child was terminated");
     eprintln!("the cut-off runner's child ended {gone} ms after the cut");
+    let gap = assert_no_overlap(&s.ticks);
+    eprintln!("link down: attempt 2 started {gap} ms after attempt 1's last tick");
     assert!(
         gone < f.abandoned_ms,
         "a's child ended {gone} ms after the cut, after b abandoned its run ({} ms)",
@@ -616,10 +673,18 @@ fn a_killed_runner_on_another_host_is_failed_over_within_the_lease_ttl() {
     let f = fail_over(&s, &net, Cut::Kill);
     check_figure("kill -9", &f);
     s.a.wait_exit(Duration::from_secs(5));
-    // Its process lives on (on "another host"): the record says why the run was given
-    // up without claiming to know that process's fate.
-    let child = s.held["pid"].as_u64().unwrap();
-    assert!(pid_alive(child), "nobody here terminates it");
+    // Its supervisor terminated it on its deadline, before the retry started; the
+    // record says why the run was given up without claiming to know that process's fate.
+    let gone = f
+        .child_gone_ms
+        .expect("the killed runner's child was terminated by its supervisor");
+    assert!(
+        gone < f.retried_ms,
+        "a's child ended {gone} ms after the cut, after the retry started ({} ms)",
+        f.retried_ms
+    );
+    let gap = assert_no_overlap(&s.ticks);
+    eprintln!("kill -9: attempt 2 started {gap} ms after attempt 1's last tick");
     let error = f.abandoned["error"].as_str().unwrap_or_default();
     assert!(
         error.contains("lease expired") && error.contains(&net.hostname),
@@ -628,8 +693,102 @@ fn a_killed_runner_on_another_host_is_failed_over_within_the_lease_ttl() {
     assert!(!error.contains("no longer exists"), "{error}");
     assert_exactly_once(&journal_lines(&s.journal));
     assert_eq!(s.b.stop(), Some(0), "{}", s.b.log_text());
-    // The dead runner's child (on "another host", so nobody terminated it) goes with
-    // the namespace.
+}
+
+/// The SQL that reads the held run's row as it is now.
+fn row_sql(s: &Scene) -> String {
+    format!(
+        "SELECT status, updated_at, finished_at, claimed_by, runner_epoch, error \
+         FROM runs WHERE id = '{}'",
+        s.held["id"].as_str().unwrap()
+    )
+}
+
+/// Waits for `a` to register again with a higher epoch (after it was cut off).
+fn wait_reregistered(s: &Scene, within: Duration) -> serde_json::Value {
+    wait_for("the runner to register anew", within, || {
+        runners(&s.host).into_iter().find(|r| {
+            r["runnerId"] == s.a_runner.as_str()
+                && r["lease"] == "live"
+                && r["epoch"].as_u64().is_some_and(|e| e > s.a_epoch)
+        })
+    })
+}
+
+/// A runner on another host stopped with SIGSTOP for 8 s while its run prints (issue
+/// #18, item 1): it cannot act, but its run's supervisor terminates the run on its own
+/// deadline, so the other runner's retry never runs beside it (the ticks both attempts
+/// wrote say so) and starts within the lease TTL + 1 s; continued, the stopped runner
+/// writes nothing under its old epoch and registers anew.
+#[test]
+fn a_runner_stopped_on_another_host_never_runs_beside_its_retry() {
+    let Some((net, cluster)) = network() else {
+        return;
+    };
+    let cluster = &cluster.0;
+    let mut s = scene(&net, cluster);
+    let stopped = std::time::Instant::now();
+    let f = fail_over(&s, &net, Cut::Stop);
+    check_figure("SIGSTOP", &f);
+    let gone = f
+        .child_gone_ms
+        .expect("the stopped runner's child was terminated by its supervisor");
+    eprintln!("the stopped runner's child ended {gone} ms after the stop");
+    assert!(
+        gone < f.abandoned_ms,
+        "a's child ended {gone} ms after the stop, after b abandoned its run ({} ms)",
+        f.abandoned_ms
+    );
+    let gap = assert_no_overlap(&s.ticks);
+    eprintln!("SIGSTOP: attempt 2 started {gap} ms after attempt 1's last tick");
+    let recorded = cluster.psql(&s.db, &row_sql(&s));
+    assert!(recorded.starts_with("abandoned|"), "{recorded}");
+    // The scenario's stop lasts 8 s (a stall longer than the TTL and the failover).
+    std::thread::sleep(Duration::from_secs(8).saturating_sub(stopped.elapsed()));
+    s.a.signal("CONT");
+    let again = wait_reregistered(&s, Duration::from_secs(30));
+    eprintln!("re-registered with epoch {} after SIGCONT", again["epoch"]);
+    assert_eq!(
+        cluster.psql(&s.db, &row_sql(&s)),
+        recorded,
+        "the stale runner changed its old run's row"
+    );
+    let after = assert_no_overlap(&s.ticks);
+    assert_eq!(after, gap, "attempt 1 never ticked again");
+    assert_exactly_once(&journal_lines(&s.journal));
+    assert_eq!(s.a.stop(), Some(0), "{}", s.a.log_text());
+    assert_eq!(s.b.stop(), Some(0), "{}", s.b.log_text());
+}
+
+/// The same with the link cut on the namespace's side (issue #18, item 2): its end of
+/// the veth goes down, its store calls hang; its supervisor ends its run before the
+/// other runner may start the retry, and it rejoins once its link is back.
+#[test]
+fn a_runner_cut_off_on_its_own_side_never_runs_beside_its_retry() {
+    let Some((net, cluster)) = network() else {
+        return;
+    };
+    let cluster = &cluster.0;
+    let mut s = scene(&net, cluster);
+    let f = fail_over(&s, &net, Cut::LinkDownInside);
+    check_figure("its own end of the link went down", &f);
+    let gone = f
+        .child_gone_ms
+        .expect("the cut-off runner's child was terminated");
+    assert!(
+        gone < f.abandoned_ms,
+        "a's child ended {gone} ms after the cut, after b abandoned its run ({} ms)",
+        f.abandoned_ms
+    );
+    let gap = assert_no_overlap(&s.ticks);
+    eprintln!("inside link down: attempt 2 started {gap} ms after attempt 1's last tick");
+    let recorded = cluster.psql(&s.db, &row_sql(&s));
+    net.inside_link("up");
+    wait_reregistered(&s, Duration::from_secs(60));
+    assert_eq!(cluster.psql(&s.db, &row_sql(&s)), recorded);
+    assert_exactly_once(&journal_lines(&s.journal));
+    assert_eq!(s.a.stop(), Some(0), "{}", s.a.log_text());
+    assert_eq!(s.b.stop(), Some(0), "{}", s.b.log_text());
 }
 
 fn median(v: &mut [i64]) -> i64 {

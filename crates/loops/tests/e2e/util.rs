@@ -115,6 +115,62 @@ impl World {
     }
 }
 
+impl Drop for World {
+    /// Leaves no process behind: the supervisors a test's daemons left (they outlive
+    /// their daemon by design) and their runs' process groups.
+    fn drop(&mut self) {
+        kill_supervisors(&self.data);
+    }
+}
+
+/// The pids of the supervisors of the data dir `data` (by their sockets).
+pub fn supervisor_pids(data: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(data.join("supervise")) else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".sock")?.parse().ok())
+        .filter(|pid| pid_alive(u64::from(*pid)))
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// The children of `parent` (from `/proc/*/stat`).
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let (_, rest) = stat.rsplit_once(')')?;
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// SIGKILLs the supervisors of `data`, then what is left of their runs' process
+/// groups (the supervisor first, so it records nothing of their end).
+pub fn kill_supervisors(data: &Path) {
+    use nix::sys::signal::{kill, killpg, Signal};
+    use nix::unistd::Pid;
+    for sup in supervisor_pids(data) {
+        let children = children_of(sup);
+        let _ = kill(Pid::from_raw(sup as i32), Signal::SIGKILL);
+        for child in children {
+            let _ = killpg(Pid::from_raw(child as i32), Signal::SIGKILL);
+        }
+    }
+}
+
 /// Polls `cond` until it returns Some or the deadline passes.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
@@ -231,9 +287,17 @@ impl Daemon {
         }
     }
 
-    /// SIGTERM and wait; returns the exit code.
+    /// SIGTERM and wait; returns the exit code. Runs in flight are left to their
+    /// supervisors.
     pub fn stop(&mut self) -> Option<i32> {
         self.signal("TERM");
+        self.wait_exit(Duration::from_secs(30))
+    }
+
+    /// SIGUSR1 (`daemon stop --terminate-runs`) and wait: runs in flight get the
+    /// shutdown grace, the rest are terminated and recorded. Returns the exit code.
+    pub fn stop_terminating_runs(&mut self) -> Option<i32> {
+        self.signal("USR1");
         self.wait_exit(Duration::from_secs(30))
     }
 }

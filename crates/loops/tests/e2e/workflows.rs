@@ -537,9 +537,9 @@ fn lines(path: &std::path::Path) -> usize {
 fn daemon_crash_mid_workflow_continues_the_same_run() {
     let w = World::new();
     let (run_id, b_pid) = crash_during_b(&w, json!({ "continueOnFailure": true }), "2");
-    // Step b's process outlived the daemon; let it finish on its own.
+    // Step b's process outlived the daemon, under its supervisor; let it finish.
     std::fs::write(w.root.path().join("gate"), b"open").expect("gate");
-    wait_for("b's orphan to exit", Duration::from_secs(10), || {
+    wait_for("b's process to exit", Duration::from_secs(10), || {
         (!pid_alive(b_pid)).then_some(())
     });
     let mut second = w.daemon_ready(&[]);
@@ -562,14 +562,12 @@ fn daemon_crash_mid_workflow_continues_the_same_run() {
         "b's process outlived the daemon: it is never started again"
     );
     assert_eq!(step_of(&doc, "a")["attempts"], 1);
+    // Its supervisor kept its exit status: recorded as it ended.
     let b = step_of(&doc, "b");
-    assert_eq!(b["status"], "failed", "{b}");
-    assert_eq!(b["exitStatusUnknown"], true, "{b}");
-    assert!(
-        b["error"].as_str().unwrap().contains("exit status unknown"),
-        "{b}"
-    );
-    // continueOnFailure decides from b's (unknown) outcome: c runs.
+    assert_eq!(b["status"], "succeeded", "{b}");
+    assert_eq!(b["exitCode"], 0, "{b}");
+    assert_eq!(b["exitStatusUnknown"], false, "{b}");
+    assert_eq!(b["pid"].as_u64(), Some(b_pid), "{b}");
     assert_eq!(step_of(&doc, "c")["status"], "succeeded");
     assert_eq!(doc["workflowRun"]["attempt"], 2);
     // The loop run was continued by the second daemon, not abandoned.
@@ -579,32 +577,37 @@ fn daemon_crash_mid_workflow_continues_the_same_run() {
 }
 
 #[test]
-fn a_step_that_outlived_a_crash_is_not_rerun_by_later_attempts() {
+fn a_step_killed_while_no_daemon_ran_is_recorded_as_it_ended_and_retried() {
     let w = World::new();
-    let (run_id, b_pid) = crash_during_b(&w, json!({}), "3");
-    std::fs::write(w.root.path().join("gate"), b"open").expect("gate");
-    wait_for("b's orphan to exit", Duration::from_secs(10), || {
+    let (run_id, b_pid) = crash_during_b(&w, json!({}), "2");
+    // While no daemon runs, b's process is killed: its supervisor sees how it ended.
+    let pgid = nix::unistd::Pid::from_raw(i32::try_from(b_pid).expect("pid"));
+    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL).expect("kill b");
+    wait_for("b gone", Duration::from_secs(10), || {
         (!pid_alive(b_pid)).then_some(())
     });
+    std::fs::write(w.root.path().join("gate"), b"open").expect("gate");
     let mut second = w.daemon_ready(&[]);
-    wait_for("every attempt of the slot to end", LONG, || {
+    wait_for("the slot's retry to succeed", LONG, || {
         let runs = w.runs("wf");
-        (runs.len() == 3 && runs.iter().all(|r| r["status"] == "failed")).then_some(())
+        (runs.len() == 2 && runs.iter().any(|r| r["status"] == "succeeded")).then_some(())
     });
     assert_eq!(second.stop(), Some(0));
+    let runs = w.runs("wf");
+    let first = runs.iter().find(|r| r["attempt"] == 1).expect("attempt 1");
+    assert_eq!(first["status"], "failed", "{first}");
+    let doc = inspect(&w, &run_id);
+    let b = step_of(&doc, "b");
+    assert_eq!(b["exitStatusUnknown"], false, "a known end: {b}");
+    assert_eq!(b["status"], "succeeded", "the retry reran it: {b}");
     assert_eq!(
         lines(&w.root.path().join("b-starts")),
-        1,
-        "b is never started again, by the continued run or by a retry"
+        2,
+        "b failed with a known end, so the next attempt ran it again"
     );
-    let doc = inspect(&w, &run_id);
-    assert_eq!(doc["workflowRun"]["status"], "failed");
-    assert_eq!(step_of(&doc, "b")["exitStatusUnknown"], true);
-    assert_eq!(step_of(&doc, "c")["status"], "skipped");
-    assert!(doc["workflowRun"]["error"]
-        .as_str()
-        .unwrap()
-        .contains("\"b\""));
+    let events = w.json(&["workflows", "events", &run_id]);
+    let text = events.to_string();
+    assert!(text.contains("killed by signal SIGKILL"), "{text}");
 }
 
 #[test]

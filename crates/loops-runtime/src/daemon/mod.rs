@@ -1,25 +1,40 @@
-//! The long-running daemon: holds the store's fenced daemon lease, runs scheduler
-//! passes when work is due, sleeps otherwise (no polling tick), applies retention, and
-//! shuts down cleanly: stop claiming, give children a grace period, terminate the
-//! rest, finalize every row, release the lease. It also starts the notifier
-//! ([`crate::notify::Notifier`]), which delivers notifications off the scheduling path.
+//! The long-running daemon: holds the store's fenced daemon lease (or a runner lease
+//! on a store shared by runners), runs scheduler passes when work is due, sleeps
+//! otherwise (no polling tick), applies retention, and stops cleanly: it stops
+//! claiming and either leaves its runs to their supervisors ([`Stop::Detach`]: the next
+//! daemon re-attaches) or gives them a grace period, terminates the rest and finalizes
+//! every row ([`Stop::TerminateRuns`]), then releases its lease.
+//!
+//! Beside the loop: `lease` (the lease it holds, registering as a runner), `watchdog`
+//! (terminates this runner's runs when its lease cannot be renewed in time) and
+//! `notifier` (delivers notifications off the scheduling path).
 //!
 //! The entry point [`run`] takes its shutdown signal as a future so tests and
 //! embedders can run a daemon in-process.
+
+mod lease;
+mod notifier;
+mod watchdog;
 
 use crate::backoff::Backoff;
 use crate::clock::{Clock, SystemClock};
 use crate::engine::{this_runner_id, Engine, EngineConfig, EngineError};
 use crate::process::{hostname, is_same_process_alive, process_start_time};
+use crate::supervisor::deadline;
+use crate::supervisor::protocol::DeadlineClock;
+use crate::supervisor::{Launcher, SupervisorSettings, Supervisors};
 use crate::targets::ExecSettings;
 use crate::wake;
+use lease::{register, Held};
 use loops_core::{format_instant, Instant};
 use loops_store::{Fence, LeaseAcquire, LeaseHolder, PrunePolicy, Store, StoreError};
+use notifier::start_notifier;
 use std::future::Future;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use watchdog::Watchdog;
 
 /// Pid file name inside the data dir.
 pub const PID_FILE: &str = "daemon.pid";
@@ -68,6 +83,9 @@ pub struct DaemonConfig {
     pub watch_store_file: bool,
     /// Labels this daemon advertises as a runner (`--runner-label`; PostgreSQL).
     pub runner_labels: Vec<String>,
+    /// The `loops` binary that runs supervisors (`loops supervise DIR`); `None` runs
+    /// every process inside the daemon (in-process tests, embedders).
+    pub supervisor_program: Option<PathBuf>,
 }
 
 impl DaemonConfig {
@@ -85,6 +103,7 @@ impl DaemonConfig {
             notify_timeout: crate::notify::DEFAULT_NOTIFY_TIMEOUT,
             watch_store_file: true,
             runner_labels: Vec::new(),
+            supervisor_program: None,
         }
     }
 
@@ -126,6 +145,9 @@ pub enum DaemonError {
     /// another file put in its place. Its writes would go nowhere anyone reads.
     #[error("database file {path} was removed or replaced; exiting ({detail})")]
     StoreGone { path: String, detail: &'static str },
+    /// Settings that cannot be honoured (a lease TTL the kill grace does not fit).
+    #[error("{0}")]
+    Config(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{context}: {source}")]
@@ -153,13 +175,36 @@ impl From<EngineError> for DaemonError {
     }
 }
 
+/// How a daemon is asked to stop (what its shutdown future resolves to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Stop claiming and leave the runs in flight to their supervisors, under their
+    /// deadlines: the next daemon on this host re-attaches to them (`daemon stop`,
+    /// SIGTERM, `daemon restart`). Without supervisors, as [`Stop::TerminateRuns`].
+    Detach,
+    /// Stop claiming, give the runs in flight the shutdown grace, terminate the rest,
+    /// finalize every row (`daemon stop --terminate-runs`).
+    TerminateRuns,
+}
+
 /// Runs the daemon until `shutdown` resolves (clean exit) or the lease is lost.
 pub async fn run(
     store: Arc<dyn Store>,
     cfg: DaemonConfig,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = Stop>,
 ) -> Result<(), DaemonError> {
     run_with_clock(store, cfg, Arc::new(SystemClock), shutdown).await
+}
+
+/// Whether `cfg`'s lease TTL and kill grace can be honoured on a store with runners
+/// (renewed every third of the TTL): the budget of a run after each renewal.
+pub fn runner_budget(cfg: &DaemonConfig) -> Result<deadline::Budget, deadline::Unhonourable> {
+    deadline::runner_budget(cfg.lease_ttl, cfg.kill_grace, runner_renewal(cfg.lease_ttl))
+}
+
+/// How often a runner lease of `ttl` is renewed.
+fn runner_renewal(ttl: Duration) -> Duration {
+    (ttl / 3).max(Duration::from_millis(50))
 }
 
 /// [`run`] with the wall clock injected: in-process tests drive the daemon loop's
@@ -171,11 +216,15 @@ pub async fn run(
 /// reached for a lease TTL) it stops its runs — terminating them itself before the
 /// lease can expire when renewals keep failing — writes nothing more under the old
 /// epoch, and registers anew.
+///
+/// With [`DaemonConfig::supervisor_program`] every run's process is held by a
+/// supervisor ([`crate::supervisor`]): started here, adopted from the supervisors an
+/// earlier daemon on this host left, and re-attached before the first pass.
 pub async fn run_with_clock(
     store: Arc<dyn Store>,
     cfg: DaemonConfig,
     clock: Arc<dyn Clock>,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = Stop>,
 ) -> Result<(), DaemonError> {
     let runner_id = this_runner_id();
     let pid = std::process::id();
@@ -188,6 +237,19 @@ pub async fn run_with_clock(
     };
     let ttl_ms = u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX);
     let runner_mode = store.supports_runners();
+    // Refused before anything is taken: a runner whose runs could outlive its lease
+    // would let another runner start a second attempt while the first still runs.
+    let budget = if runner_mode {
+        Some(runner_budget(&cfg).map_err(|e| DaemonError::Config(e.to_string()))?)
+    } else {
+        None
+    };
+    let deadline_clock = if runner_mode {
+        DeadlineClock::Boottime
+    } else {
+        DeadlineClock::Monotonic
+    };
+    let registered_at = (deadline_clock.now_ms(), std::time::Instant::now());
     let mut lease = if runner_mode {
         register(store.as_ref(), &holder, &cfg, ttl_ms)?
     } else {
@@ -232,6 +294,35 @@ pub async fn run_with_clock(
             });
         }
     };
+    // This daemon's supervisor, and the runs earlier daemons of this host left to theirs.
+    let (launcher, mut adopted) = match &cfg.supervisor_program {
+        Some(program) => {
+            let settings = SupervisorSettings {
+                program: program.clone(),
+                dir: crate::supervisor::dir_in(&cfg.data_dir),
+                kill_grace: cfg.kill_grace,
+                clock: deadline_clock,
+                runner_id: runner_id.clone(),
+            };
+            match Supervisors::start(settings).await {
+                Ok((sups, units)) => {
+                    if let Some(budget) = budget {
+                        sups.set_runner_lease(budget, registered_at.0);
+                    }
+                    (Launcher::Supervised(sups), units)
+                }
+                Err(source) => {
+                    lease.release(store.as_ref());
+                    remove_pid_file(&cfg.data_dir, pid);
+                    return Err(DaemonError::Io {
+                        context: "cannot start the run supervisor".to_owned(),
+                        source,
+                    });
+                }
+            }
+        }
+        None => (Launcher::InProcess, Vec::new()),
+    };
     // Wake-ups from other hosts (PostgreSQL LISTEN/NOTIFY), next to the local socket.
     let remote_wake = Arc::new(tokio::sync::Notify::new());
     let _remote_guard = {
@@ -245,6 +336,7 @@ pub async fn run_with_clock(
         }
     };
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut renewed_at = registered_at.1;
     loop {
         let fence = lease.fence().clone();
         let engine = match Engine::new(
@@ -254,6 +346,7 @@ pub async fn run_with_clock(
                 max_concurrent: cfg.max_concurrent,
                 exec: ExecSettings {
                     kill_grace: cfg.kill_grace,
+                    launcher: launcher.clone(),
                     ..ExecSettings::for_data_dir(&cfg.data_dir)
                 },
                 fence: Some(fence.clone()),
@@ -274,10 +367,18 @@ pub async fn run_with_clock(
                 return Err(e.into());
             }
         };
+        // Before the first pass, so recovery does not take them for abandoned.
+        let reattached = engine.reattach(std::mem::take(&mut adopted));
+        if reattached > 0 {
+            tracing::info!(
+                runs = reattached,
+                "re-attached to runs an earlier daemon left to their supervisors"
+            );
+        }
         // Run leases are renewed on the engine's policy until the engine is dropped, so
         // through the shutdown grace period too.
         let _run_heartbeat = engine.spawn_lease_renewal();
-        let watchdog = runner_mode.then(|| Watchdog::start(&engine, &cfg));
+        let watchdog = budget.map(|b| Watchdog::start(&engine, b.run_for, renewed_at));
         let notifier = start_notifier(&engine, &store, &cfg, runner_id.clone());
         let outcome = main_loop(
             &engine,
@@ -296,21 +397,29 @@ pub async fn run_with_clock(
             // Nothing of ours may run on under a lease that is gone.
             engine.cancel_all("runner lease lost");
         }
-        // Shutdown (clean or not): let runs finish within the grace period, then stop them.
-        let grace = if lost {
-            Duration::ZERO
-        } else {
-            cfg.shutdown_grace
-        };
-        if tokio::time::timeout(grace, engine.drain()).await.is_err() {
+        let detach = matches!(outcome, Ok(Stop::Detach)) && launcher.supervisors().is_some();
+        if detach {
             tracing::info!(
                 running = engine.running_count(),
-                "grace period over; terminating runs"
+                "leaving the runs in flight to their supervisors"
             );
-            engine.cancel_all("daemon stopped");
-            let bound = cfg.kill_grace + Duration::from_secs(5);
-            if tokio::time::timeout(bound, engine.drain()).await.is_err() {
-                tracing::warn!("some runs did not finish after termination");
+        } else {
+            // Let runs finish within the grace period, then stop them.
+            let grace = if lost {
+                Duration::ZERO
+            } else {
+                cfg.shutdown_grace
+            };
+            if tokio::time::timeout(grace, engine.drain()).await.is_err() {
+                tracing::info!(
+                    running = engine.running_count(),
+                    "grace period over; terminating runs"
+                );
+                engine.cancel_all("daemon stopped");
+                let bound = cfg.kill_grace + Duration::from_secs(5);
+                if tokio::time::timeout(bound, engine.drain()).await.is_err() {
+                    tracing::warn!("some runs did not finish after termination");
+                }
             }
         }
         notifier.stop().await;
@@ -319,8 +428,15 @@ pub async fn run_with_clock(
             Err(DaemonError::LeaseLost(why)) if runner_mode => {
                 tracing::warn!(reason = %why, "runner lease lost: runs stopped; registering as a new runner");
                 lease = loop {
+                    let began = (deadline_clock.now_ms(), std::time::Instant::now());
                     match register(store.as_ref(), &holder, &cfg, ttl_ms) {
-                        Ok(lease) => break lease,
+                        Ok(lease) => {
+                            if let (Some(sups), Some(budget)) = (launcher.supervisors(), budget) {
+                                sups.set_runner_lease(budget, began.0);
+                            }
+                            renewed_at = began.1;
+                            break lease;
+                        }
                         Err(e) if e.is_transient() => {
                             tracing::warn!(error = %e, "cannot register as a runner yet; retrying");
                             tokio::select! {
@@ -342,11 +458,18 @@ pub async fn run_with_clock(
                 tracing::info!(token = lease.fence().token, "registered as a new runner");
                 continue;
             }
-            Ok(()) => {
+            Ok(_) => {
                 drop(wake);
                 remove_pid_file(&cfg.data_dir, pid);
-                lease.release_checked(store.as_ref())?;
-                tracing::info!("daemon stopped");
+                if detach && runner_mode && engine.running_count() > 0 {
+                    // Left to expire, not released: the runs' rows stay this runner's
+                    // until their supervisors have ended them or a daemon of this host
+                    // took them back, so no other runner retries them meanwhile.
+                    tracing::info!("daemon stopped; its runner lease is left to expire");
+                } else {
+                    lease.release_checked(store.as_ref())?;
+                    tracing::info!("daemon stopped");
+                }
                 return Ok(());
             }
             Err(e) => {
@@ -356,184 +479,6 @@ pub async fn run_with_clock(
             }
         }
     }
-}
-
-/// The lease a daemon holds: the store's one daemon lease, or its own runner lease.
-enum Held {
-    Daemon(Fence),
-    Runner(Fence),
-}
-
-impl Held {
-    fn fence(&self) -> &Fence {
-        match self {
-            Held::Daemon(f) | Held::Runner(f) => f,
-        }
-    }
-
-    /// Renews it; false when it is no longer ours.
-    fn renew(&self, store: &dyn Store, ttl_ms: u64, now: Instant) -> Result<bool, StoreError> {
-        match self {
-            Held::Daemon(f) => store.renew_daemon_lease(f, ttl_ms, now),
-            Held::Runner(f) => store.renew_runner(f, ttl_ms).map(|l| l.is_some()),
-        }
-    }
-
-    fn release_checked(&self, store: &dyn Store) -> Result<(), StoreError> {
-        match self {
-            Held::Daemon(f) => store.release_daemon_lease(f),
-            Held::Runner(f) => store.release_runner(f),
-        }
-    }
-
-    /// Gives it up on a path that already fails for another reason.
-    fn release(&self, store: &dyn Store) {
-        if let Err(e) = self.release_checked(store) {
-            tracing::warn!(error = %e, "cannot release the lease");
-        }
-    }
-}
-
-/// Registers this daemon as a runner of the store.
-fn register(
-    store: &dyn Store,
-    holder: &LeaseHolder,
-    cfg: &DaemonConfig,
-    ttl_ms: u64,
-) -> Result<Held, StoreError> {
-    let mut labels = cfg.runner_labels.clone();
-    labels.sort();
-    labels.dedup();
-    let registration = loops_store::RunnerRegistration {
-        runner_id: holder.runner_id.clone(),
-        host: holder.host.clone(),
-        pid: holder.pid,
-        pid_start_time: holder.pid_start_time,
-        labels,
-        capacity: cfg.max_concurrent.get(),
-    };
-    let lease = store.register_runner(&registration, ttl_ms)?;
-    Ok(Held::Runner(lease.fence))
-}
-
-/// A runner's guard against outliving its lease while the store cannot be reached:
-/// when no renewal has succeeded for long enough that the lease could expire before
-/// its runs are terminated (the lease TTL less the kill grace and a margin), it stops
-/// them — from a thread of its own, since a store call may block the daemon's loop.
-struct Watchdog {
-    /// Milliseconds since `base` at the start of the last renewal that succeeded.
-    last_ok: Arc<std::sync::atomic::AtomicU64>,
-    base: std::time::Instant,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Watchdog {
-    fn start(engine: &Arc<Engine>, cfg: &DaemonConfig) -> Self {
-        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-        let base = std::time::Instant::now();
-        let last_ok = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let margin = cfg.lease_ttl / 10;
-        let budget = cfg
-            .lease_ttl
-            .saturating_sub(cfg.kill_grace)
-            .saturating_sub(margin)
-            .max(cfg.lease_ttl / 4);
-        let (last, stopped, weak) = (
-            Arc::clone(&last_ok),
-            Arc::clone(&stop),
-            Arc::downgrade(engine),
-        );
-        let spawned = std::thread::Builder::new()
-            .name("loops-runner-watchdog".to_owned())
-            .spawn(move || {
-                let mut fired = false;
-                while !stopped.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(50));
-                    let since = Duration::from_millis(last.load(Ordering::SeqCst));
-                    let overdue = base.elapsed().saturating_sub(since) > budget;
-                    if overdue && !fired {
-                        let Some(engine) = weak.upgrade() else { return };
-                        tracing::error!(
-                            budget_ms = budget.as_millis() as u64,
-                            "runner lease could not be renewed in time; terminating this runner's runs"
-                        );
-                        engine.cancel_all("runner lease expiring: the store cannot be reached");
-                        fired = true;
-                    }
-                }
-            });
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "cannot start the runner watchdog");
-        }
-        Self {
-            last_ok,
-            base,
-            stop,
-        }
-    }
-
-    /// A renewal that began at `began` succeeded.
-    fn renewed(&self, began: std::time::Instant) {
-        let ms = u64::try_from(began.duration_since(self.base).as_millis()).unwrap_or(u64::MAX);
-        self.last_ok
-            .fetch_max(ms, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-/// Longest the notifier gets at shutdown for deliveries in flight (what is left stays
-/// pending and the next daemon resumes it).
-const NOTIFY_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
-/// The daemon's notifier task ([`crate::notify::Notifier`]) and its stop switch.
-struct NotifierTask {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl NotifierTask {
-    /// Stops taking new deliveries and waits (bounded) for those in flight.
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        if let Err(e) = self.task.await {
-            tracing::warn!(error = %e, "the notifier task failed");
-        }
-    }
-}
-
-/// Starts delivering the notifications the engine's finalizations queue, and sweeping
-/// the store for pending ones (left by `tick`, `run-now` or a daemon that died).
-fn start_notifier(
-    engine: &Arc<Engine>,
-    store: &Arc<dyn Store>,
-    cfg: &DaemonConfig,
-    runner_id: String,
-) -> NotifierTask {
-    let deliverer = crate::notify::Deliverer::new(
-        Arc::clone(store),
-        runner_id,
-        crate::notify::DeliveryPolicy::with_timeout(cfg.notify_timeout),
-        ExecSettings {
-            kill_grace: cfg.kill_grace,
-            ..ExecSettings::for_this_process()
-        },
-    );
-    let notifier = crate::notify::Notifier::new(deliverer, Arc::clone(engine.deliveries()));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let grace = cfg.shutdown_grace.min(NOTIFY_SHUTDOWN_GRACE);
-    let task = tokio::spawn(notifier.run(
-        async move {
-            let _ = stopped.await;
-        },
-        grace,
-    ));
-    NotifierTask { stop, task }
 }
 
 /// Back-off of failing scheduler passes (a full disk, a locked or read-only store).
@@ -575,7 +520,7 @@ fn note_recovery(failures: u32, what: &str) {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn main_loop<S: Future<Output = ()>>(
+async fn main_loop<S: Future<Output = Stop>>(
     engine: &Arc<Engine>,
     store: &Arc<dyn Store>,
     cfg: &DaemonConfig,
@@ -585,7 +530,7 @@ async fn main_loop<S: Future<Output = ()>>(
     remote_wake: &tokio::sync::Notify,
     clock: &dyn Clock,
     shutdown: &mut std::pin::Pin<&mut S>,
-) -> Result<(), DaemonError> {
+) -> Result<Stop, DaemonError> {
     let ttl_ms = u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX);
     let lost = || match lease {
         Held::Runner(_) => DaemonError::LeaseLost(
@@ -595,7 +540,7 @@ async fn main_loop<S: Future<Output = ()>>(
         Held::Daemon(_) => lease_loss(store.as_ref()),
     };
     // The daemon lease's own renewal (the run leases are the engine's heartbeat's).
-    let mut lease_beat = tokio::time::interval((cfg.lease_ttl / 3).max(Duration::from_millis(50)));
+    let mut lease_beat = tokio::time::interval(runner_renewal(cfg.lease_ttl));
     lease_beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     lease_beat.tick().await;
     let mut next_prune = tokio::time::Instant::now();
@@ -751,10 +696,14 @@ async fn main_loop<S: Future<Output = ()>>(
             _ = remote_wake.notified(), if !failing => serve_requests = runner_mode,
             _ = lease_beat.tick() => {
                 let began = std::time::Instant::now();
+                let began_deadline = engine.config().exec.launcher.clock_now();
                 match lease.renew(store.as_ref(), ttl_ms, clock.now()) {
                     Ok(true) => {
                         if let Some(w) = watchdog {
                             w.renewed(began);
+                        }
+                        if matches!(lease, Held::Runner(_)) {
+                            engine.config().exec.launcher.runner_renewed(began_deadline);
                         }
                         note_recovery(lease_backoff.succeed(), "daemon lease heartbeat")
                     }
@@ -770,9 +719,9 @@ async fn main_loop<S: Future<Output = ()>>(
                     }
                 }
             }
-            _ = shutdown.as_mut() => {
-                tracing::info!(running = engine.running_count(), "shutdown requested: no new claims");
-                return Ok(());
+            stop = shutdown.as_mut() => {
+                tracing::info!(running = engine.running_count(), ?stop, "shutdown requested: no new claims");
+                return Ok(stop);
             }
         }
     }

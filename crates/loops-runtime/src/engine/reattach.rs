@@ -1,0 +1,103 @@
+//! Re-attaching to runs that an earlier daemon of this host left to their supervisors
+//! (it was killed, stopped or replaced): each loop run's row is taken over from the
+//! runner that is gone (fenced, like any take-over), its deadline extended from here
+//! on, and its end recorded with its real exit status and whole output, as if its
+//! runner had never left. Workflow steps are picked up by their workflow run's
+//! continuation ([`crate::workflow`]); a unit whose run was recorded elsewhere
+//! meanwhile is terminated and forgotten.
+
+use super::{Engine, EngineError};
+use crate::supervisor::protocol::UnitReport;
+use crate::supervisor::{run_unit, Reclaimed};
+use loops_core::{Run, RunId, RunStatus};
+use std::sync::Arc;
+
+impl Engine {
+    /// Takes back the loop runs among `units` (reported by supervisors this engine's
+    /// launcher adopted); returns how many. Call before the first pass.
+    pub fn reattach(self: &Arc<Self>, units: Vec<UnitReport>) -> usize {
+        let Some(sups) = self.cfg.exec.launcher.supervisors().cloned() else {
+            return 0;
+        };
+        let now = self.clock.now();
+        let mut taken = 0;
+        for unit in units {
+            let run_id = RunId::new(unit.group.clone());
+            if unit.unit != run_unit(&run_id) {
+                // A workflow step: its run's continuation reclaims it.
+                continue;
+            }
+            let run = match self.store.get_run(&run_id) {
+                Ok(Some(run)) if run.status == RunStatus::Running => run,
+                Ok(_) => {
+                    sups.discard(&unit.unit, "its run is no longer running in the store");
+                    continue;
+                }
+                Err(e) => {
+                    // Left as it is: its deadline ends it if nobody takes it back.
+                    tracing::warn!(run = %run_id, error = %e, "cannot look up a run to re-attach to");
+                    continue;
+                }
+            };
+            if run.claimed_by.as_deref() != Some(self.cfg.runner_id.as_str())
+                && !self.runner_gone(&run, now)
+            {
+                tracing::warn!(run = %run.id, claimed_by = ?run.claimed_by, "a supervised run is held by a live runner; leaving it");
+                continue;
+            }
+            match self.take_over(&run, now) {
+                Ok(Some(run)) => {
+                    let Some(reclaimed) = self.cfg.exec.launcher.reclaim(&unit.unit) else {
+                        continue;
+                    };
+                    taken += 1;
+                    self.watch_reattached(run, unit.unit, reclaimed);
+                }
+                Ok(None) => sups.discard(&unit.unit, "its run was taken over elsewhere"),
+                Err(EngineError::LeaseLost) => return taken,
+                Err(e) => {
+                    tracing::warn!(run = %run_id, error = %e, "cannot take back a supervised run")
+                }
+            }
+        }
+        taken
+    }
+
+    /// Waits for a re-attached run's end under this engine (its lease renewed, its
+    /// deadline extended, cancellable like any run of ours) and records it.
+    fn watch_reattached(self: &Arc<Self>, run: Run, unit: String, reclaimed: Reclaimed) {
+        let engine = Arc::clone(self);
+        let task = self.task();
+        tokio::spawn(async move {
+            let _task = task;
+            let lp = engine.store.get_loop(&run.loop_id).ok().flatten();
+            let lease =
+                std::time::Duration::from_millis(lp.as_ref().map_or(30 * 60_000, |l| l.lease_ms));
+            let mut cancel_rx = engine.hold(&run, lease);
+            tracing::info!(run = %run.id, pid = ?reclaimed.pid, "re-attached to a run that outlived its runner");
+            let mut exited = std::pin::pin!(reclaimed.exited());
+            let mut asked = false;
+            let executed = loop {
+                tokio::select! {
+                    executed = &mut exited => break executed,
+                    reason = cancel_rx.wait_for(Option::is_some), if !asked => {
+                        asked = true;
+                        let reason = reason.ok().and_then(|r| r.clone()).unwrap_or_default();
+                        if let Some(sups) = engine.cfg.exec.launcher.supervisors() {
+                            sups.terminate(&unit, &reason);
+                        }
+                    }
+                }
+            };
+            let reason = engine.release(&run.id);
+            let outcome = super::run::outcome_of(
+                lp.as_ref(),
+                executed.result,
+                reason,
+                executed.terminated_by,
+            );
+            engine.finalize_and_advance(&run, &outcome).await;
+            engine.cfg.exec.launcher.ack(&unit);
+        });
+    }
+}
