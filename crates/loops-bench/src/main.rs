@@ -30,6 +30,7 @@
 mod dashboard;
 mod http;
 mod operability;
+mod supervised;
 
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
@@ -266,6 +267,14 @@ enum Bench {
         #[arg(long, default_value_t = 30)]
         reps: usize,
     },
+    /// `daemon restart` with N runs in flight: the command's wall clock, and the time
+    /// until the new daemon holds every run again (issue #18).
+    Reattach {
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
     /// The web dashboard's overview (`GET /` of `loops serve`) over N loops and M
     /// finished runs: server time, HTML size, and first contentful paint in headless
     /// Chromium (needs node, chromium and tests/browser's `npm ci`).
@@ -394,6 +403,7 @@ fn main() -> Result<()> {
             every_ms,
             reps,
         } => bench.dashboard(loops, runs, every_ms, reps),
+        Bench::Reattach { runs, reps } => bench.reattach(runs, reps),
     };
     println!("\n1-min load average at end: {}", loadavg());
     result
@@ -661,6 +671,7 @@ struct Daemon {
     /// When the pid file appeared (the lease is held and the socket about to be bound).
     ready_at: Instant,
     log: PathBuf,
+    data: PathBuf,
 }
 
 impl Daemon {
@@ -693,6 +704,7 @@ impl Daemon {
             spawned_mono,
             ready_at: spawned_at,
             log: log.to_path_buf(),
+            data: data.to_path_buf(),
         };
         let pid_file = data.join(loops_runtime::daemon::PID_FILE);
         loop {
@@ -784,11 +796,33 @@ impl Daemon {
         CpuTicks::of(self.pid)
     }
 
-    /// SIGTERM, then waits for a clean exit. Returns how long the shutdown took.
+    /// The CPU of the daemon's run supervisors (issue #18; none before it): their own,
+    /// and their reaped children's, which are the runs.
+    fn supervisor_cpu(&self) -> CpuTicks {
+        let mut total = CpuTicks {
+            own: 0,
+            children: 0,
+        };
+        for pid in supervisor_pids(&self.data) {
+            if let Ok(t) = CpuTicks::of(pid) {
+                total.own += t.own;
+                total.children += t.children;
+            }
+        }
+        total
+    }
+
+    /// Stops the daemon and waits for a clean exit; returns how long the shutdown took.
+    /// A daemon with supervisors gets SIGUSR1 (`daemon stop --terminate-runs`: its runs
+    /// are recorded before it exits), one without SIGTERM (which did the same).
     fn stop(&mut self) -> Result<Duration> {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid)?);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
-            .context("cannot SIGTERM the daemon")?;
+        let signal = if self.data.join("supervise").exists() {
+            nix::sys::signal::Signal::SIGUSR1
+        } else {
+            nix::sys::signal::Signal::SIGTERM
+        };
+        nix::sys::signal::kill(pid, signal).context("cannot signal the daemon")?;
         let start = Mono::now();
         loop {
             if let Some(status) = self.child.try_wait()? {
@@ -852,6 +886,17 @@ impl CpuTicks {
             to_ms(self.children.saturating_sub(earlier.children)),
         )
     }
+}
+
+/// The pids of the supervisors of the data dir `data` (their sockets' names).
+fn supervisor_pids(data: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(data.join("supervise")) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".sock")?.parse().ok())
+        .collect()
 }
 
 fn clock_ticks_per_sec() -> u64 {
@@ -1483,13 +1528,15 @@ impl Bencher {
             ],
         )?;
         let tck = clock_ticks_per_sec();
-        let cpu0 = daemon.cpu()?;
+        let (cpu0, sup0) = (daemon.cpu()?, daemon.supervisor_cpu());
         sleep(Duration::from_secs(secs));
-        let cpu1 = daemon.cpu()?;
+        let (cpu1, sup1) = (daemon.cpu()?, daemon.supervisor_cpu());
         let (rss, hwm) = daemon.rss_kb()?;
         let stopped_at = Utc::now();
         let shutdown = daemon.stop()?;
         let (cpu_own, cpu_children) = cpu1.since_ms(&cpu0, tck);
+        let (sup_own, sup_children) = sup1.since_ms(&sup0, tck);
+        let cpu_children = cpu_children + sup_children;
 
         let runs = all_runs(&dir.db())?;
         // Measure only slots well inside the daemon's lifetime.
@@ -1572,10 +1619,10 @@ impl Bencher {
             runs.len()
         );
         println!();
-        println!("| loops | phases | exec | runs in window | expected slots | runs/s | lag p50 ms | p99 ms | max ms | real spawn lag p50 / p99 / max ms | start→finish p50 ms | p99 ms | max ms | missed slots | skipped | not succeeded | off-grid | daemon CPU | children CPU | RSS / HWM MB | target p50 ≤ 5, p99 ≤ 50, none missed |");
-        println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
+        println!("| loops | phases | exec | runs in window | expected slots | runs/s | lag p50 ms | p99 ms | max ms | real spawn lag p50 / p99 / max ms | start→finish p50 ms | p99 ms | max ms | missed slots | skipped | not succeeded | off-grid | daemon CPU | supervisor CPU | daemon CPU per run ms | children CPU | RSS / HWM MB | target p50 ≤ 5, p99 ≤ 50, none missed |");
+        println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
         println!(
-            "| {n} | {phase} | {} | {executed} | {expected} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {missed} | {skipped} | {not_ok} | {off_grid} | {:.0}% | {:.0}% | {:.1} / {:.1} | {} |",
+            "| {n} | {phase} | {} | {executed} | {expected} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {missed} | {skipped} | {not_ok} | {off_grid} | {:.0}% | {:.0}% | {:.3} / {:.3} | {:.0}% | {:.1} / {:.1} | {} |",
             exec.label(),
             executed as f64 / window_s,
             claim.p50,
@@ -1589,13 +1636,16 @@ impl Bencher {
             finish.p99,
             finish.max,
             cpu_own / (secs as f64 * 10.0),
+            sup_own / (secs as f64 * 10.0),
+            cpu_own / executed.max(1) as f64 * window_s / secs as f64,
+            (cpu_own + sup_own) / executed.max(1) as f64 * window_s / secs as f64,
             cpu_children / (secs as f64 * 10.0),
             rss as f64 / 1024.0,
             hwm as f64 / 1024.0,
             verdict(target_met),
         );
         println!();
-        println!("(lag = startedAt − scheduledFor as recorded by the store; real spawn lag = the instant `date` ran − scheduledFor, with --stamp; start→finish = finishedAt − scheduledFor, an upper bound on the real spawn lag)");
+        println!("(lag = startedAt − scheduledFor as recorded by the store; real spawn lag = the instant `date` ran − scheduledFor, with --stamp; start→finish = finishedAt − scheduledFor, an upper bound on the real spawn lag; CPU per run = the daemon's / the daemon's and its supervisors' CPU over the runs of the window, scaled to the whole sample)");
         Ok(())
     }
 
@@ -1925,7 +1975,7 @@ impl Bencher {
                 "0",
             ],
         )?;
-        let cpu0 = daemon.cpu()?;
+        let (cpu0, sup0) = (daemon.cpu()?, daemon.supervisor_cpu());
         // Done when nothing is due (checked first) and then nothing runs.
         loop {
             sleep(Duration::from_millis(50));
@@ -1937,10 +1987,12 @@ impl Bencher {
             }
         }
         let observed = daemon.spawned_mono.elapsed();
-        let cpu1 = daemon.cpu()?;
+        let (cpu1, sup1) = (daemon.cpu()?, daemon.supervisor_cpu());
         let (rss, hwm) = daemon.rss_kb()?;
         daemon.stop()?;
         let (cpu_own, cpu_children) = cpu1.since_ms(&cpu0, tck);
+        let (sup_own, sup_children) = sup1.since_ms(&sup0, tck);
+        let cpu_children = cpu_children + sup_children;
         let runs = all_runs(&dir.db())?;
         let ok = runs
             .iter()
@@ -1960,16 +2012,17 @@ impl Bencher {
                 .map(|d| d as f64)
                 .collect(),
         );
-        println!("| loops | exec | --max-concurrent | runs | succeeded | daemon start → last finalized s | runs/s end to end | first claim → last finalized s | runs/s steady | durationMs p50 / p99 | daemon CPU s | children CPU s | RSS / HWM MB | target ≥ 1,000 runs/s |");
-        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        println!("| loops | exec | --max-concurrent | runs | succeeded | daemon start → last finalized s | runs/s end to end | first claim → last finalized s | runs/s steady | durationMs p50 / p99 | daemon CPU s | supervisor CPU s | children CPU s | RSS / HWM MB | target ≥ 1,000 runs/s |");
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
         println!(
-            "| {n} | {} | {max_concurrent} | {} | {ok} | {e2e_s:.2} | {rate:.0} | {steady_s:.2} | {:.0} | {:.0} / {:.0} | {:.2} | {:.2} | {:.1} / {:.1} | {} |",
+            "| {n} | {} | {max_concurrent} | {} | {ok} | {e2e_s:.2} | {rate:.0} | {steady_s:.2} | {:.0} | {:.0} / {:.0} | {:.2} | {:.2} | {:.2} | {:.1} / {:.1} | {} |",
             if shell { "sh -c true" } else { "exec true" },
             runs.len(),
             runs.len() as f64 / steady_s,
             durations.p50,
             durations.p99,
             cpu_own / 1_000.0,
+            sup_own / 1_000.0,
             cpu_children / 1_000.0,
             rss as f64 / 1024.0,
             hwm as f64 / 1024.0,

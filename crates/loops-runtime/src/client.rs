@@ -1176,7 +1176,29 @@ impl Client {
             ..EngineConfig::for_data_dir(&self.data_dir)
         };
         let runner = if self.store.supports_runners() {
-            let runner = CliRunner::register(&self.store, &cfg.runner_id, max_concurrent)?;
+            // Its runs are held by a supervisor of this process, on deadlines under its
+            // runner lease: stopped or cut off, this process cannot leave a run going
+            // beside another runner's retry (without a supervisor program — a library
+            // embedding the engine — they run here).
+            let supervisors = crate::supervisor::program().map(|program| {
+                crate::supervisor::Supervisors::lazy(crate::supervisor::SupervisorSettings {
+                    program: program.to_path_buf(),
+                    dir: crate::supervisor::dir_in(&self.data_dir),
+                    kill_grace: cfg.exec.kill_grace,
+                    clock: crate::supervisor::protocol::DeadlineClock::Boottime,
+                    runner_id: cfg.runner_id.clone(),
+                })
+            });
+            let runner = CliRunner::register(
+                &self.store,
+                &cfg.runner_id,
+                max_concurrent,
+                supervisors.clone(),
+                cfg.exec.kill_grace,
+            )?;
+            if let Some(s) = supervisors {
+                cfg.exec.launcher = crate::supervisor::Launcher::Supervised(s);
+            }
             cfg.fence = Some(runner.fence.clone());
             Some(runner)
         } else {
@@ -1420,7 +1442,15 @@ struct CliRunner {
 }
 
 impl CliRunner {
-    fn register(store: &Arc<dyn Store>, runner_id: &str, capacity: NonZeroUsize) -> Result<Self> {
+    /// Registers, and renews from a task of the current runtime; with `supervisors`,
+    /// each renewal that succeeded extends their units' deadlines.
+    fn register(
+        store: &Arc<dyn Store>,
+        runner_id: &str,
+        capacity: NonZeroUsize,
+        supervisors: Option<Arc<crate::supervisor::Supervisors>>,
+        kill_grace: std::time::Duration,
+    ) -> Result<Self> {
         let pid = std::process::id();
         let registration = loops_store::RunnerRegistration {
             runner_id: runner_id.to_owned(),
@@ -1432,13 +1462,24 @@ impl CliRunner {
         };
         let ttl = crate::daemon::DEFAULT_LEASE_TTL;
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let began = supervisors.as_ref().map_or(0, |s| s.clock_now());
         let lease = store.register_runner(&registration, ttl_ms)?;
+        if let Some(s) = &supervisors {
+            let budget = crate::supervisor::deadline::runner_budget(ttl, kill_grace, ttl / 3)
+                .map_err(|e| ClientError::Invalid(e.to_string()))?;
+            s.set_runner_lease(budget, began);
+        }
         let (renewing, fence) = (Arc::clone(store), lease.fence.clone());
         let renewal = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(ttl / 3).await;
+                let began = supervisors.as_ref().map_or(0, |s| s.clock_now());
                 match renewing.renew_runner(&fence, ttl_ms) {
-                    Ok(Some(_)) => {}
+                    Ok(Some(_)) => {
+                        if let Some(s) = &supervisors {
+                            s.runner_renewed(began);
+                        }
+                    }
                     Ok(None) => {
                         tracing::warn!(
                             "this process's runner lease expired; its writes are refused"

@@ -3,11 +3,12 @@
 //!
 //! Layering: this crate sits on `loops-core` (pure domain) and `loops-store`
 //! (persistence). It spawns every run's process, workflow step, `accounts env`
-//! lookup and provider `--version` probe. The one other crate that spawns anything is
-//! the `loops` binary, for daemon control only: `daemon start` starts the binary
-//! itself detached (`daemon run`), and `daemon install --enable` runs the service
-//! manager's enable commands (`systemctl --user`, `launchctl`). Core and store spawn
-//! nothing.
+//! lookup and provider `--version` probe — a daemon's runs through its supervisor
+//! ([`supervisor`]: the `loops` binary as `loops supervise`, running the same
+//! executor). The one other crate that spawns anything is the `loops` binary, for
+//! daemon control only: `daemon start` starts the binary itself detached (`daemon
+//! run`), and `daemon install --enable` runs the service manager's enable commands
+//! (`systemctl --user`, `launchctl`). Core and store spawn nothing.
 //!
 //! Every front end goes through [`client::Client`]: it resolves keys, validates
 //! definitions and runs loops in-process ([`client::Client::tick`],

@@ -131,6 +131,10 @@ fn main() -> ExitCode {
             None => err.exit(),
         },
     };
+    // This binary runs the supervisors of this process's runs (`loops supervise`).
+    if let Some(me) = loops_runtime::supervisor::this_executable() {
+        loops_runtime::supervisor::set_program(me);
+    }
     match commands::run(cli) {
         Ok(exit) => exit.into(),
         Err(Failure::BrokenPipe) => Exit::Success.into(),

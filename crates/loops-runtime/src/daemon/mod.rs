@@ -378,7 +378,7 @@ pub async fn run_with_clock(
         // Run leases are renewed on the engine's policy until the engine is dropped, so
         // through the shutdown grace period too.
         let _run_heartbeat = engine.spawn_lease_renewal();
-        let watchdog = budget.map(|b| Watchdog::start(&engine, b.run_for, renewed_at));
+        let watchdog = budget.map(|b| Watchdog::for_engine(&engine, b.run_for, renewed_at));
         let notifier = start_notifier(&engine, &store, &cfg, runner_id.clone());
         let outcome = main_loop(
             &engine,

@@ -25,17 +25,18 @@ pub(super) struct Watchdog {
 }
 
 impl Watchdog {
-    /// Watches `engine`'s runner lease, last renewed (registered) by a write that
-    /// began at `renewed`, with `budget` from a renewal's start to the termination.
-    pub(super) fn start(engine: &Arc<Engine>, budget: Duration, renewed: Instant) -> Self {
+    /// Watches a runner lease last renewed (registered) by a write that began at
+    /// `renewed`, with `budget` from a renewal's start to the termination; calls
+    /// `overdue` (which terminates the runs) once per missed deadline.
+    pub(super) fn start(
+        budget: Duration,
+        renewed: Instant,
+        overdue: impl Fn() + Send + 'static,
+    ) -> Self {
         let base = renewed;
         let last_ok = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (last, stopped, weak) = (
-            Arc::clone(&last_ok),
-            Arc::clone(&stop),
-            Arc::downgrade(engine),
-        );
+        let (last, stopped) = (Arc::clone(&last_ok), Arc::clone(&stop));
         let spawned = std::thread::Builder::new()
             .name("loops-runner-watchdog".to_owned())
             .spawn(move || {
@@ -45,15 +46,13 @@ impl Watchdog {
                 while !stopped.load(Ordering::SeqCst) {
                     std::thread::sleep(LOOK_EVERY);
                     let ok = last.load(Ordering::SeqCst);
-                    let overdue =
-                        base.elapsed().saturating_sub(Duration::from_millis(ok)) > budget;
-                    if overdue && fired_for != Some(ok) {
-                        let Some(engine) = weak.upgrade() else { return };
+                    let late = base.elapsed().saturating_sub(Duration::from_millis(ok)) > budget;
+                    if late && fired_for != Some(ok) {
                         tracing::error!(
                             budget_ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
                             "runner lease could not be renewed in time; terminating this runner's runs"
                         );
-                        engine.cancel_all("runner lease expiring: the store cannot be reached");
+                        overdue();
                         fired_for = Some(ok);
                     }
                 }
@@ -68,6 +67,16 @@ impl Watchdog {
         }
     }
 
+    /// Watches `engine`'s runner lease (see [`Watchdog::start`]).
+    pub(super) fn for_engine(engine: &Arc<Engine>, budget: Duration, renewed: Instant) -> Self {
+        let weak = Arc::downgrade(engine);
+        Self::start(budget, renewed, move || {
+            if let Some(engine) = weak.upgrade() {
+                engine.cancel_all("runner lease expiring: the store cannot be reached");
+            }
+        })
+    }
+
     /// A renewal that began at `began` succeeded: the watchdog is re-armed from there.
     pub(super) fn renewed(&self, began: Instant) {
         let ms = u64::try_from(began.saturating_duration_since(self.base).as_millis())
@@ -79,5 +88,50 @@ impl Watchdog {
 impl Drop for Watchdog {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    fn wait_until(what: &str, cond: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cond() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn it_fires_once_per_missed_deadline_and_is_rearmed_by_a_renewal() {
+        let fired = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&fired);
+        let budget = Duration::from_millis(300);
+        let dog = Watchdog::start(budget, Instant::now(), move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        // Renewals well inside the budget: it never fires.
+        for _ in 0..8 {
+            std::thread::sleep(Duration::from_millis(60));
+            dog.renewed(Instant::now());
+        }
+        assert_eq!(
+            fired.load(Ordering::SeqCst),
+            0,
+            "fired while renewals succeed"
+        );
+        // Renewals stop: it fires once, and only once while they stay stopped.
+        wait_until("the first firing", || fired.load(Ordering::SeqCst) == 1);
+        std::thread::sleep(budget * 2);
+        assert_eq!(
+            fired.load(Ordering::SeqCst),
+            1,
+            "fired again without a renewal"
+        );
+        // One renewal re-arms it: the next missed deadline fires again.
+        dog.renewed(Instant::now());
+        wait_until("the second firing", || fired.load(Ordering::SeqCst) == 2);
     }
 }

@@ -60,7 +60,46 @@ impl Engine {
                 }
             }
         }
+        self.sweep_status_files();
         taken
+    }
+
+    /// Removes the status files nobody will read: those of loop runs that are no
+    /// longer running (recorded meanwhile, or pruned), and those of workflow steps
+    /// older than a week (a step's is read when its workflow run continues). The
+    /// status files of running rows are left for recovery, which records them.
+    fn sweep_status_files(&self) {
+        let Some(dir) = &self.cfg.exec.supervise_dir else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let week = std::time::Duration::from_secs(7 * 86_400);
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name();
+            let Some(unit) = name.to_str().and_then(|n| n.strip_suffix(".status")) else {
+                continue;
+            };
+            let stale = match crate::supervisor::status::read(dir, unit) {
+                Some(report) if report.unit.starts_with("run-") => {
+                    match self.store.get_run(&RunId::new(report.group.clone())) {
+                        Ok(Some(run)) => run.status != RunStatus::Running,
+                        Ok(None) => true,
+                        // Looked at again by the next daemon.
+                        Err(_) => false,
+                    }
+                }
+                _ => entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > week)),
+            };
+            if stale {
+                tracing::debug!(unit, "removing a status file nobody will read");
+                crate::supervisor::status::remove(dir, unit);
+            }
+        }
     }
 
     /// Waits for a re-attached run's end under this engine (its lease renewed, its

@@ -49,6 +49,34 @@ const LOG_MAX_BYTES: u64 = 1024 * 1024;
 /// Settings of ours that must not reach a supervisor (nor, through it, a run).
 pub const SCRUBBED_ENV: &[&str] = &["LOOPS_STORE"];
 
+/// The program that runs supervisors for this process (`loops supervise`), when it
+/// has one: the `loops` binary sets itself at start ([`set_program`]); a library
+/// embedding the engine has none, and runs its processes in process.
+static PROGRAM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Sets the program that runs this process's supervisors (once; later calls are
+/// ignored).
+pub fn set_program(path: PathBuf) {
+    let _ = PROGRAM.set(path);
+}
+
+/// This process's executable, to run as its supervisors' program. After an upgrade
+/// that replaced the file, Linux names the running one `… (deleted)`: the file now at
+/// that path is the new binary, which speaks the same protocol.
+pub fn this_executable() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let text = exe.to_string_lossy();
+    Some(match text.strip_suffix(" (deleted)") {
+        Some(path) => PathBuf::from(path),
+        None => exe,
+    })
+}
+
+/// The program set by [`set_program`].
+pub fn program() -> Option<&'static Path> {
+    PROGRAM.get().map(PathBuf::as_path)
+}
+
 /// The supervise dir of a data dir.
 pub fn dir_in(data_dir: &Path) -> PathBuf {
     data_dir.join(SUPERVISE_DIR)
@@ -295,19 +323,24 @@ pub struct Supervisors {
 }
 
 impl Supervisors {
-    /// Starts this daemon's supervisor and adopts the units of the supervisors already
-    /// in the supervise dir. Returns them with every unit those hold.
-    pub async fn start(
-        settings: SupervisorSettings,
-    ) -> std::io::Result<(Arc<Self>, Vec<UnitReport>)> {
-        ensure_private_dir(&settings.dir)?;
-        let sups = Arc::new(Self {
+    /// Supervisors whose own supervisor starts with the first unit (a `tick` or
+    /// `run-now` that may start none); adopts nothing.
+    pub fn lazy(settings: SupervisorSettings) -> Arc<Self> {
+        Arc::new(Self {
             dir: settings.dir.clone(),
             clock: settings.clock,
             settings,
             inner: Mutex::new(Inner::default()),
             starting: tokio::sync::Mutex::new(()),
-        });
+        })
+    }
+
+    /// Starts this daemon's supervisor and adopts the units of the supervisors already
+    /// in the supervise dir. Returns them with every unit those hold.
+    pub async fn start(
+        settings: SupervisorSettings,
+    ) -> std::io::Result<(Arc<Self>, Vec<UnitReport>)> {
+        let sups = Self::lazy(settings);
         let own = sups.current_link().await?;
         let mut adopted = Vec::new();
         for (pid, path) in link::sockets(&sups.dir, Some(own.pid)) {
@@ -380,6 +413,7 @@ impl Supervisors {
         if let Some(link) = self.lock().current.clone().filter(|l| !l.is_closed()) {
             return Ok(link);
         }
+        ensure_private_dir(&self.dir)?;
         let (link, pid, units) = link::spawn(
             &self.settings.program,
             &self.dir,
@@ -463,7 +497,13 @@ impl Supervisors {
         self.extend_groups(&names);
     }
 
-    fn runner_renewed(&self, began: u64) {
+    /// A reading of the deadline clock.
+    pub fn clock_now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// The runner lease was renewed by a write that began at `began`.
+    pub fn runner_renewed(&self, began: u64) {
         if let Some((_, at)) = self.lock().runner.as_mut() {
             *at = (*at).max(began);
         }
@@ -531,6 +571,18 @@ impl Supervisors {
     {
         let started_at = chrono::Utc::now();
         let mut cancel = pin!(cancel);
+        // Already cancelled: never started, as in process.
+        let cancelled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(cancel.as_mut().poll(cx).is_ready()))
+                .await;
+        if cancelled {
+            let mut result = ExecResult::unspecified("cancelled".to_owned(), started_at);
+            result.status = ExecStatus::Terminated;
+            return Executed {
+                result,
+                terminated_by: None,
+            };
+        }
         let link = match self.current_link().await {
             Ok(link) => link,
             Err(e) => {

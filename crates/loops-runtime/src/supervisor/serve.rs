@@ -528,7 +528,12 @@ mod tests {
     }
 
     /// A supervisor in this process, and the daemon's end of its first connection.
-    async fn started(dir: &Path) -> (tokio::net::unix::OwnedReadHalf, tokio::net::unix::OwnedWriteHalf) {
+    async fn started(
+        dir: &Path,
+    ) -> (
+        tokio::net::unix::OwnedReadHalf,
+        tokio::net::unix::OwnedWriteHalf,
+    ) {
         let (ours, theirs) = UnixStream::pair().unwrap();
         let dir = dir.to_path_buf();
         tokio::spawn(async move { serve(&dir, "test".to_owned(), Some(theirs)).await });
@@ -542,7 +547,9 @@ mod tests {
         )
         .await
         .unwrap();
-        assert!(matches!(next_event(&mut read).await, Event::Welcome { units, .. } if units.is_empty()));
+        assert!(
+            matches!(next_event(&mut read).await, Event::Welcome { units, .. } if units.is_empty())
+        );
         (read, write)
     }
 
@@ -576,9 +583,14 @@ mod tests {
         assert_eq!(report.result.stderr, "oops\n");
         assert!(report.result.resources.is_some(), "wait4's usage");
         assert_eq!(report.terminated_by, None);
-        write_frame(&mut write, &Request::Ack { unit: "run-aaaa".to_owned() })
-            .await
-            .unwrap();
+        write_frame(
+            &mut write,
+            &Request::Ack {
+                unit: "run-aaaa".to_owned(),
+            },
+        )
+        .await
+        .unwrap();
         // Not acknowledged in time, it would have been written down; acknowledged, it
         // never is.
         tokio::time::sleep(PERSIST_AFTER + Duration::from_millis(300)).await;
@@ -630,7 +642,10 @@ mod tests {
         assert!(began.elapsed() < Duration::from_secs(5));
         assert_eq!(report.result.status, ExecStatus::Terminated);
         let why = report.terminated_by.expect("the supervisor's reason");
-        assert!(why.starts_with("terminated by its supervisor: its deadline passed"), "{why}");
+        assert!(
+            why.starts_with("terminated by its supervisor: its deadline passed"),
+            "{why}"
+        );
         // Its daemon goes away without acknowledging: the end is written down.
         drop(write);
         drop(read);

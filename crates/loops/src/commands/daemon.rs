@@ -42,20 +42,8 @@ fn config(dir: &Path, args: &DaemonRunArgs) -> DaemonConfig {
     cfg.max_sleep = args.interval_ms.map(StdDuration::from_millis);
     cfg.notify_timeout = args.notify_timeout.0;
     cfg.runner_labels = args.runner_labels.clone();
-    cfg.supervisor_program = supervisor_program();
+    cfg.supervisor_program = loops_runtime::supervisor::program().map(Path::to_path_buf);
     cfg
-}
-
-/// This binary, which runs the supervisors (`loops supervise`). After an upgrade that
-/// replaced the file, Linux names the running one `… (deleted)`: the file now at that
-/// path is the new binary, which speaks the same protocol.
-fn supervisor_program() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let text = exe.to_string_lossy();
-    match text.strip_suffix(" (deleted)") {
-        Some(path) => Some(PathBuf::from(path)),
-        None => Some(exe),
-    }
 }
 
 fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
