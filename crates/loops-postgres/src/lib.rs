@@ -333,6 +333,11 @@ impl Store for PgStore {
         read!(self, |db| loops::next_due_at(db))
     }
 
+    fn next_due_at_on(&self, labels: &[String]) -> StoreResult<Option<Instant>> {
+        let labels = labels.to_vec();
+        read!(self, |db| loops::next_due_at_on(db, &labels))
+    }
+
     fn park_loop(
         &self,
         id: &LoopId,

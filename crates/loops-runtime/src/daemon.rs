@@ -728,6 +728,7 @@ async fn main_loop<S: Future<Output = ()>>(
         } else {
             next_deadline(
                 store.as_ref(),
+                &cfg.runner_labels,
                 &report,
                 clock.now(),
                 next_prune,
@@ -783,6 +784,7 @@ async fn main_loop<S: Future<Output = ()>>(
 /// Never later than `max_sleep` (capped at [`MAX_SLEEP`]) from now.
 fn next_deadline(
     store: &dyn Store,
+    runner_labels: &[String],
     report: &crate::engine::PassReport,
     now: Instant,
     next_prune: tokio::time::Instant,
@@ -793,7 +795,8 @@ fn next_deadline(
     let cap = max_sleep.map_or(MAX_SLEEP, |m| m.min(MAX_SLEEP));
     let mut deadline = (base + cap).min(next_prune);
     if !report.saturated {
-        if let Ok(Some(due)) = store.next_due_at() {
+        // Only loops this runner may take: one it may not would be due "now" for ever.
+        if let Ok(Some(due)) = store.next_due_at_on(runner_labels) {
             let wait = (due - now).to_std().unwrap_or(Duration::ZERO);
             deadline = deadline.min(base + wait);
         }

@@ -565,6 +565,126 @@ fn a_loop_on_a_label_runs_only_on_a_runner_with_it() {
     assert!(err.contains("runner labels"), "{err}");
 }
 
+/// Transactions committed in database `db` per second over `window` (PostgreSQL's
+/// `pg_stat_database.xact_commit`, read from another database so the reads are not
+/// counted; a busy backend flushes its counts every second).
+fn commits_per_second(cluster: &PgCluster, db: &str, window: Duration) -> f64 {
+    let read = || -> u64 {
+        cluster
+            .psql(
+                "postgres",
+                &format!("SELECT xact_commit FROM pg_stat_database WHERE datname = '{db}'"),
+            )
+            .parse()
+            .expect("xact_commit")
+    };
+    let (first, began) = (read(), std::time::Instant::now());
+    std::thread::sleep(window);
+    let last = read();
+    (last - first) as f64 / began.elapsed().as_secs_f64()
+}
+
+/// CPU time (user + system, in clock ticks) a process has used so far.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("comm")
+        .1
+        .split_whitespace()
+        .collect();
+    fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+}
+
+/// Issue #19 item 10: a due loop that requires `gpu` while the only live runner
+/// advertises `cpu`. The runner neither fetches it on every pass nor wakes for it (it
+/// made ~2,000 transactions/s at a quarter of a core, for ever); `health` warns and
+/// says why, and so do `show` and `doctor`. The rate is printed for BENCHMARKS.md §16.
+#[test]
+fn a_loop_no_live_runner_can_take_spins_no_runner_and_health_says_why() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let mut w = World::new();
+    w.extra_env.push(("LOOPS_STORE".to_owned(), url.clone()));
+    w.json(&[
+        "create",
+        "command",
+        "needs-gpu",
+        "--cmd",
+        "true",
+        "--every",
+        "1s",
+        "--on",
+        "gpu",
+    ]);
+    w.create_cmd("hourly", &["--every", "1h"], "true");
+    // Due a second ago, as after its first slot passed.
+    cluster.psql(
+        &db,
+        "UPDATE loops SET next_run_at = (extract(epoch FROM now()) * 1000)::bigint - 1000, \
+         due_at = (extract(epoch FROM now()) * 1000)::bigint - 1000 WHERE name = 'needs-gpu'",
+    );
+    let mut runner = w.daemon_ready(&["--runner-label", "cpu"]);
+    // Let it settle (registration, first passes), then measure an idle stretch.
+    std::thread::sleep(Duration::from_secs(2));
+    let ticks = cpu_ticks(runner.pid());
+    let window = Duration::from_secs(4);
+    let rate = commits_per_second(cluster, &db, window);
+    let cpu = (cpu_ticks(runner.pid()) - ticks) as f64 / 100.0 / window.as_secs_f64();
+    eprintln!(
+        "a due loop no runner can take: {rate:.1} transactions/s, runner CPU {:.1}% of a core",
+        cpu * 100.0
+    );
+    assert!(rate < 50.0, "the runner spins: {rate:.0} transactions/s");
+    assert!(w.runs("needs-gpu").is_empty(), "nobody may claim it");
+
+    let health = w.json(&["health"]);
+    let mine = health["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["loopName"] == "needs-gpu")
+        .cloned()
+        .unwrap_or_else(|| panic!("{health}"));
+    assert_eq!(mine["verdict"], "warn", "{mine}");
+    let why = mine["waitingForRunner"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("gpu") && why.contains("cpu") && why.contains("no live runner"),
+        "{mine}"
+    );
+    assert!(
+        mine["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str() == Some(why)),
+        "{mine}"
+    );
+    let other = health["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["loopName"] == "hourly")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        other["waitingForRunner"],
+        serde_json::Value::Null,
+        "{other}"
+    );
+    let shown = w.ok(&["show", "needs-gpu"]);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.trim_start().starts_with("waiting") && l.contains(why)),
+        "{shown}"
+    );
+    assert_eq!(runner.stop(), Some(0), "{}", runner.log_text());
+}
+
 /// The runner id of the live runner of process `pid`, from `loops runners --json`.
 fn live_runner_id(w: &World, pid: u32) -> String {
     let runners = w.json(&["runners"]);
