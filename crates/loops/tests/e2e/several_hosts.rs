@@ -112,6 +112,57 @@ fn a_daemon_runs_loops_from_a_postgres_store() {
     assert!(w.runs("tick").iter().all(|r| r["status"] != "running"));
 }
 
+/// Issue #19 item 11: `daemon start` on PostgreSQL waits for its runner's registration
+/// (there is no daemon lease row there): it returned exit 1 after 10 s ("did not take
+/// the store lease") while the runner ran.
+#[test]
+fn daemon_start_on_postgres_returns_once_the_runner_is_registered() {
+    let Some((w, _url)) = pg_world() else {
+        return;
+    };
+    w.create_cmd("tick", &["--every", "1s"], "true");
+    let began = std::time::Instant::now();
+    let out = w.run(&["--json", "daemon", "start", "--runner-label", "cpu"]);
+    if !out.status.success() {
+        // Its daemon may run all the same: leave no process behind.
+        w.run(&["daemon", "stop"]);
+        panic!(
+            "start failed after {:?}: {}",
+            began.elapsed(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let started: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let pid = started["pid"].as_u64().expect("pid");
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        began.elapsed()
+    );
+    // Right after `start` returned the runner is registered, live and this data dir's.
+    let status = w.daemon_status();
+    assert_eq!(status["state"], "running", "{status}");
+    assert_eq!(status["pid"].as_u64(), Some(pid), "{status}");
+    assert!(!live_runner_id(&w, pid as u32).is_empty());
+    wait_for(
+        "a run by the started runner",
+        Duration::from_secs(20),
+        || {
+            w.runs("tick")
+                .iter()
+                .any(|r| r["status"] == "succeeded")
+                .then_some(())
+        },
+    );
+    // A second start is refused: this data dir's runner runs.
+    let (code, err) = w.fail(&["daemon", "start"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("already running"), "{err}");
+    let stopped = w.json(&["daemon", "stop"]);
+    assert_eq!(stopped["stopped"], true, "{stopped}");
+    assert!(!crate::util::pid_alive(pid));
+}
+
 /// Worlds (data dirs, as hosts would have) sharing one fresh PostgreSQL database.
 fn pg_worlds(n: usize) -> Option<Vec<World>> {
     let cluster = PgCluster::shared()?;
