@@ -988,3 +988,72 @@ fn store_copy_moves_a_sqlite_store_to_postgres_with_its_history() {
     let names = pg.json(&["--store", &url, "list"]);
     assert_eq!(names.as_array().unwrap().len(), 1, "{names}");
 }
+
+/// Issue #19 item 12: `store copy --dry-run` reads only — an empty target got the
+/// schema's tables and migration rows. It inspects the target on a read-only session:
+/// an empty database stays empty, a foreign one is refused as the copy would refuse
+/// it, and a store with data is left as it was (with or without `--force`).
+#[test]
+fn store_copy_dry_run_writes_nothing_not_even_the_schema() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let tables = |db: &str| {
+        cluster.psql(
+            db,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()",
+        )
+    };
+    let w = World::new();
+    w.create_cmd("copied", &["--every", "1h"], "true");
+    assert_eq!(w.json(&["run-now", "copied"])["status"], "succeeded");
+
+    let dry = w.json(&["store", "copy", "--to", &url, "--dry-run"]);
+    assert_eq!(tables(&db), "0", "the dry run created tables");
+    assert_eq!(dry["dryRun"], true, "{dry}");
+    assert_eq!(dry["counts"]["loops"], 1, "{dry}");
+    assert_eq!(
+        dry["targetMigrations"],
+        loops::postgres::SCHEMA_VERSION,
+        "{dry}"
+    );
+    let text = w.ok(&["store", "copy", "--to", &url, "--dry-run"]);
+    assert!(
+        text.contains("would copy 1 loops") && text.contains("applied none"),
+        "{text}"
+    );
+    assert_eq!(tables(&db), "0");
+
+    // A database with a table of ours but no loops schema: refused, as the copy would.
+    let foreign = cluster.database();
+    let foreign_db = foreign.rsplit('/').next().unwrap().to_owned();
+    cluster.psql(&foreign_db, "CREATE TABLE loops (x int)");
+    let (code, err) = w.fail(&["store", "copy", "--to", &foreign, "--dry-run"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("schema_migrations"), "{err}");
+    assert_eq!(tables(&foreign_db), "1");
+
+    // A store with data: refused without --force; with it, counted and left as it was.
+    let copied = w.json(&["store", "copy", "--to", &url]);
+    assert_eq!(copied["targetMigrations"], loops::postgres::SCHEMA_VERSION);
+    let before = cluster.psql(
+        &db,
+        "SELECT (SELECT count(*) FROM loops) || '/' || (SELECT count(*) FROM runs) \
+         || '/' || (SELECT count(*) FROM schema_migrations)",
+    );
+    w.create_cmd("second", &["--every", "1h"], "true");
+    let (code, err) = w.fail(&["store", "copy", "--to", &url, "--dry-run"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--force"), "{err}");
+    let forced = w.json(&["store", "copy", "--to", &url, "--dry-run", "--force"]);
+    assert_eq!(forced["counts"]["loops"], 2, "{forced}");
+    assert_eq!(forced["targetMigrations"], 0, "{forced}");
+    let after = cluster.psql(
+        &db,
+        "SELECT (SELECT count(*) FROM loops) || '/' || (SELECT count(*) FROM runs) \
+         || '/' || (SELECT count(*) FROM schema_migrations)",
+    );
+    assert_eq!(after, before, "the dry run changed the target");
+}
