@@ -887,8 +887,7 @@ fn remove_pid_file(dir: &Path, pid: u32) {
 
 /// The pid recorded in the data dir's pid file, if any.
 pub fn read_pid_file(dir: &Path) -> Option<u32> {
-    std::fs::read_to_string(dir.join(PID_FILE))
-        .ok()?
+    crate::daemon_view::pid_file_text(&dir.join(PID_FILE))?
         .trim()
         .parse()
         .ok()

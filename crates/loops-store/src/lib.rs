@@ -75,6 +75,7 @@ mod paths;
 #[cfg(feature = "suite")]
 pub mod suite;
 mod types;
+pub mod user_file;
 
 pub use error::{BackendErrorKind, BoxError, CorruptKind, StoreError};
 pub use paths::{
