@@ -904,6 +904,7 @@ mod tests {
         let far = tokio::time::Instant::now() + Duration::from_secs(3600);
         let deadline = next_deadline(
             &store,
+            &[],
             &Default::default(),
             chrono::Utc::now(),
             far,
