@@ -218,6 +218,11 @@ fn strip_loop_nulls(map: &mut Map<String, Value>) -> Vec<String> {
                 notify.remove("url");
                 fields.push("notify.url".to_owned());
             }
+            // A null command is an absent one (commands are not redacted), so a
+            // notification left without a channel goes whichever way it was written.
+            if notify.get("cmd").is_some_and(Value::is_null) {
+                notify.remove("cmd");
+            }
             !notify.contains_key("url") && !notify.contains_key("cmd")
         }
         None => false,
@@ -717,6 +722,41 @@ mod tests {
 
     fn now() -> Instant {
         "2026-03-10T12:30:00Z".parse().unwrap()
+    }
+
+    /// Found by the `bundle_import` fuzz target: a `notify` whose `cmd` is null and
+    /// that has no URL was kept as a notification to nowhere, while the same without
+    /// the null (what export writes of it) was dropped — so export → import changed
+    /// the loop. A null `cmd` is an absent one (only URLs are redacted secrets).
+    #[test]
+    fn fuzz_bundle_import_a_notify_with_a_null_cmd_round_trips() {
+        for notify in [
+            json!({"cmd": null, "on": "failure"}),
+            json!({"cmd": null, "url": null, "on": "always"}),
+            json!({"on": "failure"}),
+        ] {
+            let mut entry = serde_json::to_value(stored_loop(
+                "a",
+                json!({"type": "command", "command": "true"}),
+            ))
+            .unwrap();
+            let map = entry.as_object_mut().unwrap();
+            for field in STATE_FIELDS {
+                map.remove(*field);
+            }
+            map.insert("notify".into(), notify.clone());
+            let text = json!({"format": FORMAT, "version": VERSION, "loops": [entry]}).to_string();
+            let first = parse(&text).unwrap();
+            let lp = &first.loops[0].definition;
+            assert_eq!(lp.notify, None, "{notify}");
+            let written =
+                serde_json::to_string(&export(&[lp.clone()], &[], true, now()).unwrap()).unwrap();
+            assert_eq!(
+                parse(&written).unwrap().loops[0].definition,
+                *lp,
+                "{notify}"
+            );
+        }
     }
 
     /// Found by the `bundle_import` fuzz target: an instant finer than a millisecond
