@@ -218,6 +218,11 @@ fn strip_loop_nulls(map: &mut Map<String, Value>) -> Vec<String> {
                 notify.remove("url");
                 fields.push("notify.url".to_owned());
             }
+            // A null command is an absent one (commands are not redacted), so a
+            // notification left without a channel goes whichever way it was written.
+            if notify.get("cmd").is_some_and(Value::is_null) {
+                notify.remove("cmd");
+            }
             !notify.contains_key("url") && !notify.contains_key("cmd")
         }
         None => false,
@@ -332,9 +337,8 @@ pub fn parse(text: &str) -> Result<Incoming, BundleError> {
     }
     let exported_at = match map.get("exportedAt") {
         Some(Value::String(t)) => Some(
-            chrono::DateTime::parse_from_rfc3339(t)
-                .map_err(|e| BundleError::Invalid(format!("exportedAt {t:?}: {e}")))?
-                .with_timezone(&chrono::Utc),
+            crate::timefmt::parse_instant(t)
+                .map_err(|e| BundleError::Invalid(format!("exportedAt {t:?}: {e}")))?,
         ),
         Some(Value::Null) | None => None,
         Some(other) => return Err(BundleError::Invalid(format!("exportedAt is {other}"))),
@@ -718,6 +722,77 @@ mod tests {
 
     fn now() -> Instant {
         "2026-03-10T12:30:00Z".parse().unwrap()
+    }
+
+    /// Found by the `bundle_import` fuzz target: a `notify` whose `cmd` is null and
+    /// that has no URL was kept as a notification to nowhere, while the same without
+    /// the null (what export writes of it) was dropped — so export → import changed
+    /// the loop. A null `cmd` is an absent one (only URLs are redacted secrets).
+    #[test]
+    fn fuzz_bundle_import_a_notify_with_a_null_cmd_round_trips() {
+        for notify in [
+            json!({"cmd": null, "on": "failure"}),
+            json!({"cmd": null, "url": null, "on": "always"}),
+            json!({"on": "failure"}),
+        ] {
+            let mut entry = serde_json::to_value(stored_loop(
+                "a",
+                json!({"type": "command", "command": "true"}),
+            ))
+            .unwrap();
+            let map = entry.as_object_mut().unwrap();
+            for field in STATE_FIELDS {
+                map.remove(*field);
+            }
+            map.insert("notify".into(), notify.clone());
+            let text = json!({"format": FORMAT, "version": VERSION, "loops": [entry]}).to_string();
+            let first = parse(&text).unwrap();
+            let lp = &first.loops[0].definition;
+            assert_eq!(lp.notify, None, "{notify}");
+            let written =
+                serde_json::to_string(&export(&[lp.clone()], &[], true, now()).unwrap()).unwrap();
+            assert_eq!(
+                parse(&written).unwrap().loops[0].definition,
+                *lp,
+                "{notify}"
+            );
+        }
+    }
+
+    /// Found by the `bundle_import` fuzz target: an instant finer than a millisecond
+    /// (`nextRunAt: …326000004Z`) was kept as read, while every stored and written
+    /// instant has millisecond precision, so export → import changed the loop.
+    #[test]
+    fn fuzz_bundle_import_sub_millisecond_instants_round_trip() {
+        let mut entry = serde_json::to_value(stored_loop(
+            "a",
+            json!({"type": "command", "command": "true"}),
+        ))
+        .unwrap();
+        let map = entry.as_object_mut().unwrap();
+        for field in STATE_FIELDS {
+            map.remove(*field);
+        }
+        map.insert("nextRunAt".into(), json!("2026-12-02T05:18:02.326000004Z"));
+        map.insert(
+            "expiresAt".into(),
+            json!("2027-01-01T00:00:00.999999+01:00"),
+        );
+        let text = json!({"format": FORMAT, "version": VERSION, "loops": [entry]}).to_string();
+        let first = parse(&text).unwrap();
+        let lp = &first.loops[0].definition;
+        assert_eq!(
+            crate::format_instant(&lp.next_run_at.unwrap()),
+            "2026-12-02T05:18:02.326Z"
+        );
+        assert_eq!(
+            lp.next_run_at.unwrap().timestamp_subsec_nanos(),
+            326_000_000
+        );
+        assert_eq!(lp.expires_at.unwrap().timestamp_subsec_nanos(), 999_000_000);
+        let written =
+            serde_json::to_string(&export(&[lp.clone()], &[], true, now()).unwrap()).unwrap();
+        assert_eq!(parse(&written).unwrap().loops[0].definition, *lp);
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! - **warn** — its last attempt (or two) failed; some of its last [`RECENT_RUNS`]
 //!   runs failed; slots were skipped (a run was still in flight) or missed (no run row
 //!   at all) in the last day; its next slot is overdue by more than [`GRACE`] (nothing
-//!   is scheduling it); or nothing ran for more than [`QUIET_PERIODS`] periods.
+//!   is scheduling it); nothing ran for more than [`QUIET_PERIODS`] periods; or, on a
+//!   store shared by runners, no live runner advertises every runner label the loop
+//!   requires ([`runner_wait`]: it waits, unclaimed).
 //! - **ok** otherwise.
 //!
 //! A *missed* slot is one the schedule had in the last day ([`schedule::window_slots`])
@@ -200,6 +202,42 @@ pub struct Health {
     pub skipped_slots: u64,
     /// The engine parked the loop (see [`Parked`]).
     pub parked: bool,
+    /// Why no live runner can take the loop ([`runner_wait`]); `None` when one can, when
+    /// it requires no runner labels, or on a store with one daemon.
+    pub waiting_for_runner: Option<String>,
+}
+
+/// Why a loop that requires the runner labels `runs_on` waits: no live runner (each
+/// given by the labels it advertises) has every one of them, so none claims its slots.
+/// `None` when one has them or the loop requires none. Runners pick loops by label
+/// (`Store::due_loops_on`), so such a loop is not an error to any of them; this is
+/// where it shows (`health`, `show`, `doctor`, the dashboard).
+pub fn runner_wait<L: AsRef<[String]>>(runs_on: &[String], live: &[L]) -> Option<String> {
+    if runs_on.is_empty()
+        || live
+            .iter()
+            .any(|labels| runs_on.iter().all(|l| labels.as_ref().contains(l)))
+    {
+        return None;
+    }
+    let wanted = runs_on.join(", ");
+    let mut seen: Vec<String> = live
+        .iter()
+        .map(|labels| match labels.as_ref() {
+            [] => "no labels".to_owned(),
+            some => some.join(", "),
+        })
+        .collect();
+    seen.sort();
+    seen.dedup();
+    Some(match seen.as_slice() {
+        [] => format!("waiting for a runner with {wanted}: no runner is live"),
+        some => format!(
+            "waiting for a runner with {wanted}: no live runner advertises {} (live: {})",
+            plural(runs_on.len() as u64, "it", "them all"),
+            some.join("; ")
+        ),
+    })
 }
 
 /// The reason a loop is parked, when it is: paused, and its newest run is the failed
@@ -220,8 +258,19 @@ pub fn is_listed(lp: &Loop, facts: &RunFacts) -> bool {
     lp.status == LoopStatus::Active || parked(lp, facts).is_some()
 }
 
-/// Applies the rules (module docs) to `lp` at `now`.
+/// Applies the rules (module docs) to `lp` at `now`, on a store with one daemon.
 pub fn assess(lp: &Loop, facts: &RunFacts, now: Instant) -> Health {
+    assess_with_runners::<Vec<String>>(lp, facts, now, None)
+}
+
+/// [`assess`] on a store shared by runners: `live` holds the labels of each live
+/// runner (`None`: a store with one daemon, where no loop requires labels).
+pub fn assess_with_runners<L: AsRef<[String]>>(
+    lp: &Loop,
+    facts: &RunFacts,
+    now: Instant,
+    live: Option<&[L]>,
+) -> Health {
     let mut fails = Vec::new();
     let mut warns = Vec::new();
     let newest = facts.newest.as_ref();
@@ -283,6 +332,12 @@ pub fn assess(lp: &Loop, facts: &RunFacts, now: Instant) -> Health {
             Err(e) => fails.push(format!("schedule: {e}")),
         }
     }
+    let waiting_for_runner = live
+        .filter(|_| lp.status == LoopStatus::Active)
+        .and_then(|live| runner_wait(&lp.runs_on, live));
+    if let Some(why) = &waiting_for_runner {
+        warns.push(why.clone());
+    }
     if facts.window_skipped > 0 {
         warns.push(format!(
             "{} {} skipped in the last day (a run was still in flight)",
@@ -314,6 +369,7 @@ pub fn assess(lp: &Loop, facts: &RunFacts, now: Instant) -> Health {
         missed_slots: missed,
         skipped_slots: facts.window_skipped,
         parked: parked.is_some(),
+        waiting_for_runner,
     }
 }
 
@@ -748,5 +804,42 @@ mod tests {
         ] {
             assert_eq!(age_text(TimeDelta::seconds(secs)), text);
         }
+    }
+
+    /// Issue #19 item 10: a loop that requires `gpu` while only `cpu` runners live
+    /// waits, and health says so (warn), at once — not only once its slots are missed.
+    #[test]
+    fn a_loop_no_live_runner_can_take_warns_and_says_why() {
+        let mut lp = hourly();
+        let now = t(NOW);
+        let f = facts(&[RunStatus::Succeeded], &[]);
+        assert_eq!(assess(&lp, &f, now).verdict, Verdict::Ok);
+        lp.runs_on = vec!["gpu".to_owned()];
+        let cpu = vec![vec!["cpu".to_owned()], Vec::new()];
+        let h = assess_with_runners(&lp, &f, now, Some(cpu.as_slice()));
+        assert_eq!(h.verdict, Verdict::Warn, "{h:?}");
+        let why = h.waiting_for_runner.clone().unwrap();
+        assert_eq!(
+            why,
+            "waiting for a runner with gpu: no live runner advertises it (live: cpu; no labels)"
+        );
+        assert!(h.reasons.contains(&why), "{h:?}");
+        // A runner with every label takes it; no runner at all is said so.
+        let gpu = vec![vec!["cpu".to_owned(), "gpu".to_owned()]];
+        let h = assess_with_runners(&lp, &f, now, Some(gpu.as_slice()));
+        assert_eq!((h.verdict, h.waiting_for_runner), (Verdict::Ok, None));
+        let none: Vec<Vec<String>> = Vec::new();
+        let h = assess_with_runners(&lp, &f, now, Some(none.as_slice()));
+        assert_eq!(
+            h.waiting_for_runner.as_deref(),
+            Some("waiting for a runner with gpu: no runner is live")
+        );
+        // Every label is needed.
+        lp.runs_on = vec!["gpu".to_owned(), "x".to_owned()];
+        assert!(runner_wait(&lp.runs_on, &gpu).unwrap().contains("them all"));
+        // A paused loop waits for nobody.
+        lp.status = LoopStatus::Paused;
+        let h = assess_with_runners(&lp, &f, now, Some(cpu.as_slice()));
+        assert_eq!(h.waiting_for_runner, None);
     }
 }

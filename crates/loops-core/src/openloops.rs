@@ -207,8 +207,9 @@ fn json_column(row: &Row, col: &str) -> Result<Value, String> {
 fn instant(row: &Row, col: &str) -> Result<Option<Instant>, String> {
     match row.get(col) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => chrono::DateTime::parse_from_rfc3339(s)
-            .map(|t| Some(t.with_timezone(&chrono::Utc)))
+        // Millisecond precision, as every stored instant (`timefmt::parse_instant`).
+        Some(Value::String(s)) => crate::timefmt::parse_instant(s)
+            .map(Some)
             .map_err(|e| format!("{col} {s:?}: {e}")),
         Some(Value::Number(n)) => n
             .as_i64()
@@ -378,6 +379,38 @@ mod tests {
             "retry_delay_ms": 1000, "lease_ms": 60000, "expires_at": null,
             "created_at": "2026-11-01T00:00:00.000Z", "updated_at": "2026-11-01T00:00:00.000Z",
         }))
+    }
+
+    /// The class of the `bundle_import` fuzz finding: instants finer than a
+    /// millisecond are read at millisecond precision, as a store keeps them.
+    #[test]
+    fn instants_are_read_at_millisecond_precision() {
+        let mut lp = loop_row(
+            "l1",
+            "fine",
+            json!({"type": "interval", "everyMs": 60000}),
+            json!({"type": "command", "command": "x"}),
+        );
+        lp.insert(
+            "next_run_at".into(),
+            json!("2026-12-01T10:00:00.123456789Z"),
+        );
+        let tables = OpenLoopsTables {
+            loops: vec![lp],
+            loop_runs: vec![row(
+                json!({"id": "r1", "loop_id": "l1", "scheduled_for": "2026-11-30T00:00:00.000999Z",
+                       "attempt": 1, "status": "succeeded", "created_at": "2026-11-30T00:00:01.5004Z",
+                       "finished_at": "2026-11-30T00:00:02.0000001Z"}),
+            )],
+            ..OpenLoopsTables::default()
+        };
+        let got = map(&tables, "UTC");
+        let next = got.loops[0].definition.next_run_at.unwrap();
+        assert_eq!(next.timestamp_subsec_nanos(), 123_000_000);
+        let run = &got.loops[0].history[0];
+        assert_eq!(run.scheduled_for.timestamp_subsec_nanos(), 0);
+        assert_eq!(run.created_at.timestamp_subsec_nanos(), 500_000_000);
+        assert_eq!(run.finished_at.unwrap().timestamp_subsec_nanos(), 0);
     }
 
     #[test]

@@ -108,15 +108,22 @@ pub fn next_after_finish(
 /// loop's catch-up policy:
 ///
 /// - `none` → `[next_run_at]`.
-/// - `latest` → the latest slot at or before `now` on the schedule's sequence from
-///   `next_run_at` (missed slots coalesce into it). `once` and `dynamic` have no
-///   sequence: `[next_run_at]`.
-/// - `all` → the slots from `next_run_at` to `now`, oldest first. When more than
-///   `catch_up_limit` were missed, the **most recent** `catch_up_limit` are kept:
-///   the oldest ones are the stalest, and running them first would only delay the
-///   slots that still matter. A limit of 0 counts as 1 (a due loop always runs
+/// - `latest` → the newest *due* slot on the schedule's sequence from `next_run_at`
+///   (missed slots coalesce into it). `once` and `dynamic` have no sequence:
+///   `[next_run_at]`.
+/// - `all` → the slots from `next_run_at` to the newest due one, oldest first. When
+///   more than `catch_up_limit` were missed, the **most recent** `catch_up_limit` are
+///   kept: the oldest ones are the stalest, and running them first would only delay
+///   the slots that still matter. A limit of 0 counts as 1 (a due loop always runs
 ///   something) and limits above [`MAX_CATCH_UP_SLOTS`] are capped. `once` and
 ///   `dynamic` are never backfilled: `[next_run_at]`.
+///
+/// A slot is due once its instant plus its jitter ([`slot_is_due`]) has passed; without
+/// jitter that is its instant. `next_run_at` counts as due (the loop was found due for
+/// it). So catch-up means the same with and without jitter: the result at `now` is the
+/// result without jitter at the newest due slot, and a slot whose own delay has not
+/// passed yet is not missed, it is next ([`next_slot_after_due`], which the claim
+/// advances the loop to).
 ///
 /// Interval slots (either anchor) are the grid `next_run_at + k·every`, computed
 /// arithmetically; cron slots walk the expression for at most `catch_up_limit`
@@ -132,27 +139,56 @@ pub fn due_slots(lp: &Loop, now: Instant) -> Result<Vec<Instant>, ScheduleError>
     if let Some(retry) = lp.retry_scheduled_for {
         return Ok(vec![retry]);
     }
-    let slots = match lp.catch_up {
+    Ok(match lp.catch_up {
         CatchUp::None => vec![next],
-        CatchUp::Latest => vec![latest_slot(&lp.schedule, next, now)?],
+        CatchUp::Latest => vec![newest_due_slot(lp, next, now)?],
         CatchUp::All => {
             let limit = lp.catch_up_limit.clamp(1, MAX_CATCH_UP_SLOTS) as usize;
-            missed_slots(&lp.schedule, next, now, limit)?
+            let newest = newest_due_slot(lp, next, now)?;
+            missed_slots(&lp.schedule, next, newest, limit)?
         }
-    };
-    if lp.jitter_ms == 0 {
-        return Ok(slots);
+    })
+}
+
+/// Whether `slot` of `lp` is due at `now`: its instant plus its jitter
+/// ([`jitter_delay`]) is at or before `now`.
+pub fn slot_is_due(lp: &Loop, slot: Instant, now: Instant) -> bool {
+    let delay = i64::try_from(jitter_delay(&lp.id, slot, lp.jitter_ms))
+        .ok()
+        .and_then(TimeDelta::try_milliseconds);
+    delay
+        .and_then(|delay| slot.checked_add_signed(delay))
+        .is_some_and(|due| due <= now)
+}
+
+/// The slot a loop moves to once it claimed `slot` at `now`: the slot after the newest
+/// slot due at `now` on the sequence from `slot` (itself, when no later one is due), so
+/// the slots due are behind it and the first whose jitter has not passed yet is not
+/// skipped. Without jitter that is the first slot strictly after `now` — for fixed-rate
+/// intervals phase-aligned to `slot`. The other schedules have no sequence to skip
+/// along: [`next_after_finish`] as if the run finished at `now`.
+pub fn next_slot_after_due(
+    lp: &Loop,
+    slot: Instant,
+    now: Instant,
+) -> Result<Option<Instant>, ScheduleError> {
+    match &lp.schedule {
+        Schedule::Interval {
+            every_ms,
+            anchor: Anchor::FixedRate,
+        } => {
+            let every = period(*every_ms)?.num_milliseconds();
+            grid_point(newest_due_slot(lp, slot, now)?, every, 1).map(Some)
+        }
+        Schedule::Cron {
+            expression,
+            timezone,
+        } => {
+            let newest = newest_due_slot(lp, slot, now)?;
+            Ok(CronSchedule::parse(expression, timezone)?.next_after(newest))
+        }
+        other => next_after_finish(other, slot, now),
     }
-    // With jitter a slot is due only once its own delay has passed; `nextRunAt`'s
-    // has (the loop was found due), so it stands in for a later slot that is not yet.
-    let due: Vec<Instant> = slots
-        .into_iter()
-        .filter(|slot| {
-            let delay = i64::try_from(jitter_delay(&lp.id, *slot, lp.jitter_ms)).unwrap_or(0);
-            *slot + TimeDelta::milliseconds(delay) <= now
-        })
-        .collect();
-    Ok(if due.is_empty() { vec![next] } else { due })
 }
 
 /// The `nextRunAt` a loop should have after the wall clock went backwards, when its
@@ -375,12 +411,31 @@ fn fixed_rate_after(
     grid_point(slot, every, k)
 }
 
-/// The latest slot at or before `now` on the sequence that starts at `next`.
-fn latest_slot(schedule: &Schedule, next: Instant, now: Instant) -> Result<Instant, ScheduleError> {
-    match schedule {
+/// Upper bound on the slots [`newest_due_slot`] looks at backwards from `now` for one
+/// whose jitter has passed. Slots older than the jitter are always due, so only a jitter
+/// of more than this many periods (a stored row, never a validated definition) reaches it.
+const MAX_JITTER_LOOKBACK: i64 = 10_000;
+
+/// The newest slot due at `now` ([`slot_is_due`]) on the sequence that starts at `next`;
+/// `next` itself when no later one is, or the schedule has no sequence.
+fn newest_due_slot(lp: &Loop, next: Instant, now: Instant) -> Result<Instant, ScheduleError> {
+    match &lp.schedule {
         Schedule::Interval { every_ms, .. } => {
             let every = period(*every_ms)?.num_milliseconds();
-            grid_point(next, every, periods_between(next, now, every))
+            let last = periods_between(next, now, every);
+            // Slots a whole jitter old are due: at most `jitter / every + 1` are not.
+            let undue = i64::try_from(lp.jitter_ms / (*every_ms).max(1))
+                .unwrap_or(i64::MAX)
+                .saturating_add(1)
+                .min(MAX_JITTER_LOOKBACK);
+            let oldest = last.saturating_sub(undue).max(0);
+            for k in (oldest + 1..=last).rev() {
+                let slot = grid_point(next, every, k)?;
+                if slot_is_due(lp, slot, now) {
+                    return Ok(slot);
+                }
+            }
+            grid_point(next, every, oldest)
         }
         Schedule::Cron {
             expression,
@@ -391,15 +446,29 @@ fn latest_slot(schedule: &Schedule, next: Instant, now: Instant) -> Result<Insta
             if cron.next_after(next).is_none_or(|after| after > now) {
                 return Ok(next);
             }
-            Ok(cron
-                .last_at_or_before(now)
-                .map_or(next, |last| last.max(next)))
+            let mut at = now;
+            for _ in 0..MAX_JITTER_LOOKBACK {
+                match cron.last_at_or_before(at) {
+                    Some(slot) if slot > next => {
+                        if slot_is_due(lp, slot, now) {
+                            return Ok(slot);
+                        }
+                        match slot.checked_sub_signed(TimeDelta::nanoseconds(1)) {
+                            Some(before) => at = before,
+                            None => break,
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            Ok(next)
         }
         Schedule::Once { .. } | Schedule::Dynamic { .. } => Ok(next),
     }
 }
 
-/// The most recent `limit` slots from `next` to `now`, oldest first.
+/// The most recent `limit` slots from `next` to `now`, oldest first (`now` is the newest
+/// due slot: [`due_slots`] lists no slot that is not due).
 fn missed_slots(
     schedule: &Schedule,
     next: Instant,
@@ -1505,5 +1574,236 @@ mod tests {
             );
         }
         assert!(!slots.is_empty());
+    }
+
+    /// The slots due at `now` by the rule itself: a slot is due once its own instant plus
+    /// its jitter has passed (the persisted `nextRunAt` counts as due: the loop was found
+    /// due for it). The newest of them on the hourly grid from `next`.
+    fn newest_due_by_hand(lp: &Loop, next: Instant, every_ms: i64, now: Instant) -> Instant {
+        let mut newest = next;
+        let mut slot = next;
+        while slot <= now {
+            let delay = jitter_delay(&lp.id, slot, lp.jitter_ms) as i64;
+            if slot + TimeDelta::milliseconds(delay) <= now {
+                newest = slot;
+            }
+            slot += TimeDelta::milliseconds(every_ms);
+        }
+        newest
+    }
+
+    /// A loop id whose slot `slot` waits longer than `min_ms` under `jitter_ms`.
+    fn id_with_delay_over(slot: Instant, jitter_ms: u64, min_ms: u64) -> LoopId {
+        (0..10_000)
+            .map(|i| LoopId::new(format!("id{i:04}")))
+            .find(|id| jitter_delay(id, slot, jitter_ms) > min_ms)
+            .unwrap()
+    }
+
+    /// Issue #19 item 9: `--every 1h --jitter 50m`, down for 5 h. The newest missed slot
+    /// is 2 minutes old and waits up to 50: catch-up runs the newest slot whose delay
+    /// has passed, and the newest one stays next (its own instant), never dropped.
+    #[test]
+    fn jitter_after_downtime_catches_up_to_the_newest_due_slot_and_keeps_the_rest() {
+        let created = t("2026-01-01T00:00:00Z");
+        let now = created + TimeDelta::minutes(302);
+        let newest = created + TimeDelta::hours(5);
+        let jitter = 50 * 60_000;
+        let mut lp = test_loop(
+            every(3_600_000, Anchor::FixedRate),
+            "2026-01-01T01:00:00Z",
+            CatchUp::Latest,
+        );
+        lp.id = id_with_delay_over(newest, jitter, 2 * 60_000);
+        lp.jitter_ms = jitter;
+        let expected = newest_due_by_hand(&lp, t("2026-01-01T01:00:00Z"), 3_600_000, now);
+        assert_eq!(expected, t("2026-01-01T04:00:00Z"), "the 04:00 slot is due");
+        assert_eq!(due_slots(&lp, now).unwrap(), [expected], "latest");
+        let advance = crate::transitions::on_claim(&lp, expected, crate::RunSource::Scheduled, now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            advance.next_run_at,
+            Some(newest),
+            "the 05:00 slot stays next"
+        );
+
+        lp.catch_up = CatchUp::All;
+        let all = due_slots(&lp, now).unwrap();
+        assert_eq!(
+            all,
+            (1..=4)
+                .map(|h| created + TimeDelta::hours(h))
+                .collect::<Vec<_>>(),
+            "all: every due slot, oldest first"
+        );
+        let advance = crate::transitions::on_claim(&lp, expected, crate::RunSource::Scheduled, now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(advance.next_run_at, Some(newest), "all: nothing dropped");
+
+        lp.catch_up = CatchUp::None;
+        assert_eq!(due_slots(&lp, now).unwrap(), [t("2026-01-01T01:00:00Z")]);
+        let advance = crate::transitions::on_claim(
+            &lp,
+            t("2026-01-01T01:00:00Z"),
+            crate::RunSource::Scheduled,
+            now,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            advance.next_run_at,
+            Some(newest),
+            "none: the slot not yet due stays"
+        );
+    }
+
+    #[test]
+    fn jitter_on_a_cron_schedule_catches_up_to_the_newest_due_slot() {
+        let now = t("2026-01-01T05:02:00Z");
+        let newest = t("2026-01-01T05:00:00Z");
+        let jitter = 50 * 60_000;
+        let mut lp = test_loop(
+            cron("0 * * * *", "UTC"),
+            "2026-01-01T01:00:00Z",
+            CatchUp::Latest,
+        );
+        lp.id = id_with_delay_over(newest, jitter, 2 * 60_000);
+        lp.jitter_ms = jitter;
+        let expected = newest_due_by_hand(&lp, t("2026-01-01T01:00:00Z"), 3_600_000, now);
+        assert_eq!(due_slots(&lp, now).unwrap(), [expected]);
+        let advance = crate::transitions::on_claim(&lp, expected, crate::RunSource::Scheduled, now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(advance.next_run_at, Some(newest));
+        lp.catch_up = CatchUp::All;
+        assert_eq!(due_slots(&lp, now).unwrap().last(), Some(&expected));
+        assert_eq!(due_slots(&lp, now).unwrap().len(), 4);
+    }
+
+    mod jitter_properties {
+        use super::*;
+        use crate::transitions::on_claim;
+        use crate::RunSource;
+        use proptest::prelude::*;
+
+        /// Runs `lp`'s passes at the instants `passes` as the engine does (a loop is
+        /// fetched once its `dueAt` passed; its due slots are claimed and it advances),
+        /// and returns every slot claimed, in order.
+        fn simulate(lp: &mut Loop, passes: impl IntoIterator<Item = Instant>) -> Vec<Instant> {
+            let mut claimed = Vec::new();
+            for now in passes {
+                let due = due_at(&lp.id, lp.next_run_at, None, lp.jitter_ms);
+                if due.is_none_or(|due| due > now) {
+                    continue;
+                }
+                let slots = due_slots(lp, now).unwrap();
+                let last = *slots.last().unwrap();
+                let advance = on_claim(lp, last, RunSource::Scheduled, now)
+                    .unwrap()
+                    .unwrap();
+                lp.next_run_at = advance.next_run_at;
+                claimed.extend(slots);
+            }
+            claimed
+        }
+
+        fn base(every_ms: u64, jitter_ms: u64, id: u32, catch_up: CatchUp) -> Loop {
+            let mut lp = test_loop(
+                every(every_ms, Anchor::FixedRate),
+                "2026-01-01T00:00:00Z",
+                catch_up,
+            );
+            lp.id = LoopId::new(format!("loop{id}"));
+            lp.jitter_ms = jitter_ms;
+            lp.catch_up_limit = MAX_CATCH_UP_SLOTS;
+            lp
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(300))]
+
+            /// With any jitter, catch-up means what it means without: at any instant the
+            /// due slots are those of the same loop without jitter evaluated at the newest
+            /// slot whose delay has passed, and the loop's next slot is the first whose
+            /// delay has not.
+            #[test]
+            fn catch_up_means_the_same_with_and_without_jitter(
+                every_ms in 1_000u64..7_200_000,
+                jitter_frac in 0.0f64..1.0,
+                down_ms in 0u64..40_000_000,
+                id in 0u32..1_000_000,
+                policy in 0usize..3,
+            ) {
+                let catch_up = [CatchUp::Latest, CatchUp::All, CatchUp::None][policy];
+                let jitter_ms = ((every_ms as f64) * jitter_frac) as u64;
+                let lp = base(every_ms, jitter_ms, id, catch_up);
+                let next = lp.next_run_at.unwrap();
+                let now = next + TimeDelta::milliseconds(down_ms as i64);
+                let newest = newest_due_by_hand(&lp, next, every_ms as i64, now);
+                let mut plain = lp.clone();
+                plain.jitter_ms = 0;
+                let slots = due_slots(&lp, now).unwrap();
+                let plain_slots = due_slots(&plain, newest).unwrap();
+                prop_assert!(
+                    slots == plain_slots,
+                    "{} slots ending {:?}, without jitter {} ending {:?}",
+                    slots.len(), slots.last(), plain_slots.len(), plain_slots.last()
+                );
+                let last = *slots.last().unwrap();
+                let advance = on_claim(&lp, last, RunSource::Scheduled, now).unwrap().unwrap();
+                let following = newest + TimeDelta::milliseconds(every_ms as i64);
+                prop_assert_eq!(advance.next_run_at, Some(following));
+                let delay = jitter_delay(&lp.id, following, jitter_ms) as i64;
+                prop_assert!(following + TimeDelta::milliseconds(delay) > now, "next is not due yet");
+            }
+
+            /// `all` drops no slot, whatever the jitter and however the passes fall: every
+            /// slot of the grid up to the end runs once, in order; `latest` runs each slot
+            /// at most once, in order, and the last slot due is run.
+            #[test]
+            fn no_slot_is_dropped_under_jitter(
+                every_ms in 1_000u64..600_000,
+                jitter_frac in 0.0f64..1.0,
+                gaps in proptest::collection::vec(1u64..3_000_000, 1..40),
+                id in 0u32..1_000_000,
+            ) {
+                let jitter_ms = ((every_ms as f64) * jitter_frac) as u64;
+                let mut at = t("2026-01-01T00:00:00Z");
+                let passes: Vec<Instant> = gaps
+                    .iter()
+                    .map(|gap| {
+                        at += TimeDelta::milliseconds(*gap as i64);
+                        at
+                    })
+                    .collect();
+                let end = *passes.last().unwrap();
+                let mut all = base(every_ms, jitter_ms, id, CatchUp::All);
+                let first = all.next_run_at.unwrap();
+                let claimed = simulate(&mut all, passes.iter().copied());
+                let pending = all.next_run_at.unwrap();
+                let expected: Vec<Instant> = (0..)
+                    .map(|k| first + TimeDelta::milliseconds(k * every_ms as i64))
+                    .take_while(|slot| *slot < pending)
+                    .collect();
+                let gap = claimed.iter().zip(&expected).position(|(a, b)| a != b);
+                prop_assert!(
+                    claimed.len() == expected.len() && gap.is_none(),
+                    "all: every slot before the pending one {}: {} claimed of {}, first gap {:?}",
+                    pending, claimed.len(), expected.len(), gap.map(|i| expected[i])
+                );
+                if let Some(last) = claimed.last() {
+                    prop_assert_eq!(*last, newest_due_by_hand(&all, first, every_ms as i64, end));
+                }
+
+                let mut latest = base(every_ms, jitter_ms, id, CatchUp::Latest);
+                let claimed = simulate(&mut latest, passes.iter().copied());
+                prop_assert!(claimed.windows(2).all(|w| w[0] < w[1]), "in order, once");
+                if let Some(last) = claimed.last() {
+                    prop_assert_eq!(*last, newest_due_by_hand(&latest, first, every_ms as i64, end));
+                }
+            }
+        }
     }
 }

@@ -65,7 +65,9 @@ pub fn next_depends_on_finish(s: &Schedule) -> bool {
 }
 
 /// The state after claiming `last_slot` (the newest slot of a dispatched batch) at
-/// `now`. `None` when the loop must stay untouched (ad-hoc runs).
+/// `now`: the slot after the newest one due ([`schedule::next_slot_after_due`]), so a
+/// slot whose jitter has not passed yet stays next. `None` when the loop must stay
+/// untouched (ad-hoc runs).
 pub fn on_claim(
     lp: &Loop,
     last_slot: Instant,
@@ -78,7 +80,7 @@ pub fn on_claim(
     let next_run_at = if next_depends_on_finish(&lp.schedule) {
         None
     } else {
-        schedule::next_after_finish(&lp.schedule, last_slot, now)?
+        schedule::next_slot_after_due(lp, last_slot, now)?
     };
     Ok(Some(LoopAdvance {
         status: LoopStatus::Active,

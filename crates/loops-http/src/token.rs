@@ -95,6 +95,9 @@ pub fn load_or_create(data_dir: &Path) -> Result<Token, TokenError> {
     }
 }
 
+/// The most a token file may hold: 64 hex characters and a newline, with room to spare.
+const MAX_TOKEN_FILE_BYTES: usize = 1024;
+
 fn read(file: &Path) -> Result<Token, TokenError> {
     use std::os::unix::fs::PermissionsExt;
     let shown = file.display().to_string();
@@ -106,10 +109,19 @@ fn read(file: &Path) -> Result<Token, TokenError> {
     if mode & 0o077 != 0 {
         return Err(TokenError::Exposed { path: shown, mode });
     }
-    let text = std::fs::read_to_string(file).map_err(|source| TokenError::Read {
-        path: shown.clone(),
-        source,
-    })?;
+    // A regular file of a few bytes (`loops_store::user_file`): a FIFO or a device in
+    // its place neither hangs nor floods the server.
+    let bytes = match loops_store::user_file::read_bounded(file, MAX_TOKEN_FILE_BYTES) {
+        Ok(bytes) => bytes,
+        Err(loops_store::user_file::UserFileError::Io(source)) => {
+            return Err(TokenError::Read {
+                path: shown.clone(),
+                source,
+            })
+        }
+        Err(_) => return Err(TokenError::Malformed { path: shown }),
+    };
+    let text = String::from_utf8_lossy(&bytes);
     let text = text.trim();
     if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(TokenError::Malformed { path: shown });

@@ -49,7 +49,7 @@ mod wakeups;
 mod workflows;
 
 pub use copy::CopySet;
-pub use open::{is_postgres_url, redact_url, SCHEMA_VERSION};
+pub use open::{is_postgres_url, redact_url, Inspection, SCHEMA_VERSION};
 pub use session::{round_trips, CALL_TIMEOUT, CONNECT_TIMEOUT};
 
 use crate::error::StoreResult;
@@ -146,33 +146,8 @@ impl PgStore {
     /// by a newer build yields [`StoreError::TooNew`]. A server that cannot be reached
     /// yields a transient I/O error.
     pub fn open(url: &str) -> StoreResult<Self> {
-        let display = redact_url(url);
-        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
-            StoreError::InvalidArgument(format!("invalid PostgreSQL URL {display}: {e}"))
-        })?;
-        if config.get_application_name().is_none() {
-            config.application_name("loops");
-        }
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
-        // A client stopped or cut off mid-transaction must not hold row locks for long:
-        // the server ends a transaction left idle this long. Ours send their statements
-        // back to back, so seconds of idleness mean the client is stalled; meanwhile the
-        // other runners' recovery of its rows waits on those locks.
-        if config.get_options().is_none() {
-            config.options("-c idle_in_transaction_session_timeout=3000");
-        }
-        // A cut-off network fails a call within seconds rather than minutes.
-        config.keepalives_idle(std::time::Duration::from_secs(5));
-        config.tcp_user_timeout(std::time::Duration::from_secs(10));
-        let jobs = session::spawn(config.clone(), "loops-postgres".to_owned())?;
-        let mut store = Self {
-            jobs,
-            config,
-            display: display.clone(),
-            applied: 0,
-        };
+        let mut store = Self::connect(url, false)?;
+        let display = store.display.clone();
         let shown = display.clone();
         store.applied =
             write!(store, None, |db| open::migrate(db, &shown)).map_err(|e| match e {
@@ -188,6 +163,55 @@ impl PgStore {
                 other => other,
             })?;
         Ok(store)
+    }
+
+    /// What the database `url` names holds, read without writing anything — no
+    /// migration, no table — on a session the server keeps read-only
+    /// (`default_transaction_read_only`), for `loops store copy --dry-run`. The same
+    /// refusals as [`PgStore::open`]: tables of ours without `schema_migrations`
+    /// ([`StoreError::Corrupt`]), a schema of a newer build ([`StoreError::TooNew`]).
+    pub fn inspect(url: &str) -> StoreResult<Inspection> {
+        let store = Self::connect(url, true)?;
+        let shown = store.display.clone();
+        read!(store, |db| open::inspect(db, &shown))
+    }
+
+    /// A store on `url` with no migration applied (yet): the session settings every
+    /// connection of ours gets, and, when `read_only`, a server-side guarantee that
+    /// nothing is written through it.
+    fn connect(url: &str, read_only: bool) -> StoreResult<Self> {
+        let display = redact_url(url);
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
+            StoreError::InvalidArgument(format!("invalid PostgreSQL URL {display}: {e}"))
+        })?;
+        if config.get_application_name().is_none() {
+            config.application_name("loops");
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        // A client stopped or cut off mid-transaction must not hold row locks for long:
+        // the server ends a transaction left idle this long. Ours send their statements
+        // back to back, so seconds of idleness mean the client is stalled; meanwhile the
+        // other runners' recovery of its rows waits on those locks.
+        let mut options = config.get_options().map_or_else(
+            || "-c idle_in_transaction_session_timeout=3000".to_owned(),
+            str::to_owned,
+        );
+        if read_only {
+            options.push_str(" -c default_transaction_read_only=on");
+        }
+        config.options(&options);
+        // A cut-off network fails a call within seconds rather than minutes.
+        config.keepalives_idle(std::time::Duration::from_secs(5));
+        config.tcp_user_timeout(std::time::Duration::from_secs(10));
+        let jobs = session::spawn(config.clone(), "loops-postgres".to_owned())?;
+        Ok(Self {
+            jobs,
+            config,
+            display,
+            applied: 0,
+        })
     }
 
     /// The store's URL without its password.
@@ -331,6 +355,11 @@ impl Store for PgStore {
 
     fn next_due_at(&self) -> StoreResult<Option<Instant>> {
         read!(self, |db| loops::next_due_at(db))
+    }
+
+    fn next_due_at_on(&self, labels: &[String]) -> StoreResult<Option<Instant>> {
+        let labels = labels.to_vec();
+        read!(self, |db| loops::next_due_at_on(db, &labels))
     }
 
     fn park_loop(

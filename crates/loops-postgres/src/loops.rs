@@ -345,6 +345,25 @@ pub(crate) async fn next_due_at<C: GenericClient + Sync>(
         .transpose()
 }
 
+/// [`next_due_at`] among the loops a runner advertising `labels` can take (the filter of
+/// [`due_loops_on`]).
+pub(crate) async fn next_due_at_on<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    labels: &[String],
+) -> Result<Option<Instant>> {
+    let labels = serde_json::to_string(labels).map_err(|e| Error::invalid(e.to_string()))?;
+    let row = db
+        .query_opt(
+            "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+             AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb) \
+             ORDER BY due_at LIMIT 1",
+            &[&labels],
+        )
+        .await?;
+    row.map(|r| instant_from_ms(crate::codec::get(&r, 0, "due_at")?, "due_at"))
+        .transpose()
+}
+
 pub(crate) async fn park_loop<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     id: &LoopId,

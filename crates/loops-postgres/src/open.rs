@@ -139,6 +139,90 @@ pub(crate) async fn migrate<C: GenericClient + Sync>(
     Ok(applied)
 }
 
+/// What a database holds, read only ([`crate::PgStore::inspect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inspection {
+    /// The loops schema version it records; 0 when it has no loops schema yet (an empty
+    /// database, or one holding only tables of others).
+    pub schema_version: i64,
+    /// It holds loops, specs, runs, workflow runs or events (what `store copy` refuses to
+    /// write over without `--force`).
+    pub holds_data: bool,
+}
+
+impl Inspection {
+    /// How many migrations opening it would apply.
+    pub fn migrations_pending(&self) -> usize {
+        MIGRATIONS
+            .iter()
+            .filter(|m| m.version > self.schema_version)
+            .count()
+    }
+}
+
+/// [`migrate`]'s checks, without its writes: whether the database is a loops store this
+/// build can use, at which version, and whether it holds data.
+pub(crate) async fn inspect<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    display: &str,
+) -> Result<Inspection> {
+    let exists = |table: &'static str| async move {
+        let row = db
+            .query_one("SELECT to_regclass($1::text) IS NOT NULL", &[&table])
+            .await?;
+        crate::codec::get::<bool>(&row, 0, "exists")
+    };
+    if !exists("schema_migrations").await? {
+        let tables: Vec<&str> = OUR_TABLES.to_vec();
+        let found = db
+            .query(
+                "SELECT tablename::text FROM pg_tables \
+                 WHERE schemaname = current_schema() AND tablename = ANY($1::text[])",
+                &[&tables],
+            )
+            .await?;
+        if let Some(row) = found.first() {
+            let table: String = crate::codec::get(row, 0, "tablename")?;
+            return Err(StoreError::Corrupt {
+                path: display.to_owned(),
+                kind: CorruptKind::NotAStore,
+                source: format!(
+                    "the database has a table {table:?} but no loops schema_migrations table"
+                )
+                .into(),
+            }
+            .into());
+        }
+        return Ok(Inspection {
+            schema_version: 0,
+            holds_data: false,
+        });
+    }
+    let schema_version = current_version(db).await?;
+    if schema_version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: display.to_owned(),
+            found: schema_version,
+            known: SCHEMA_VERSION,
+        }
+        .into());
+    }
+    // An older schema may lack some of the tables `holds_data` reads.
+    let mut holds_data = false;
+    for table in ["loops", "workflows", "runs", "workflow_runs", "events"] {
+        if !holds_data && exists(table).await? {
+            let row = db
+                .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {table})"), &[])
+                .await?;
+            holds_data = crate::codec::get::<bool>(&row, 0, "exists")?;
+        }
+    }
+    Ok(Inspection {
+        schema_version,
+        holds_data,
+    })
+}
+
 pub(crate) async fn current_version<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<i64> {
     let row = db
         .query_one(

@@ -198,3 +198,43 @@ fn epochs_are_unique_across_runners_and_the_daemon_lease() {
     sorted.dedup();
     assert_eq!(sorted.len(), epochs.len(), "{epochs:?}");
 }
+
+/// Issue #19 item 10: the next due instant a runner sleeps until counts only the loops
+/// it can take: a due loop that requires a label it lacks would wake it at once after
+/// every pass, for ever.
+#[test]
+fn next_due_at_on_counts_only_the_loops_a_runner_can_take() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let store = PgStore::open(&cluster.database()).unwrap();
+    let now = chrono::Utc::now();
+    let mut gpu = new_loop("needs-gpu");
+    gpu.policy.runs_on = vec!["gpu".to_owned()];
+    gpu.next_run_at = Some(now - chrono::TimeDelta::seconds(5));
+    store.create_loop(gpu.clone(), now).unwrap();
+    let mut later = new_loop("anyone");
+    later.next_run_at = Some(now + chrono::TimeDelta::hours(1));
+    store.create_loop(later.clone(), now).unwrap();
+    let ms = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.timestamp_millis());
+    assert_eq!(
+        ms(store.next_due_at().unwrap()),
+        ms(gpu.next_run_at),
+        "every loop"
+    );
+    assert_eq!(
+        ms(store.next_due_at_on(&["cpu".to_owned()]).unwrap()),
+        ms(later.next_run_at),
+        "a cpu runner sleeps until the loop it can take"
+    );
+    assert_eq!(
+        ms(store
+            .next_due_at_on(&["gpu".to_owned(), "x".to_owned()])
+            .unwrap()),
+        ms(gpu.next_run_at)
+    );
+    assert!(store
+        .due_loops_on(now, 10, &["cpu".to_owned()])
+        .unwrap()
+        .is_empty());
+}

@@ -73,7 +73,7 @@ impl Client {
     /// holder read second is stale.
     pub fn daemon_view(&self) -> Result<DaemonView> {
         let path = self.data_dir().join(PID_FILE);
-        let contents = std::fs::read_to_string(&path).ok();
+        let contents = pid_file_text(&path);
         if self.store_has_runners() {
             let runners = self.runners()?;
             return Ok(runner_view(path, contents, &runners, chrono::Utc::now()));
@@ -313,12 +313,19 @@ fn runner_view(
     }
 }
 
+/// The text of a pid file: a regular file of a few bytes, read without blocking
+/// (`loops_store::user_file`: a FIFO in its place must not hang `daemon status`).
+pub(crate) fn pid_file_text(path: &std::path::Path) -> Option<String> {
+    let bytes = loops_store::user_file::read_bounded(path, 64).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 impl StalePidFile {
     /// Removes the file if it still holds what was read: a daemon that took the lease
     /// since then has written its own pid, which stays.
     pub fn remove(&self) -> bool {
-        match std::fs::read_to_string(&self.path) {
-            Ok(now) if now == self.contents => std::fs::remove_file(&self.path).is_ok(),
+        match pid_file_text(&self.path) {
+            Some(now) if now == self.contents => std::fs::remove_file(&self.path).is_ok(),
             _ => false,
         }
     }

@@ -398,13 +398,14 @@ fn runner_label_check(
         .map(|r| r.host.as_str())
         .collect();
     let wanted = lp.runs_on.join(", ");
-    if able.is_empty() {
+    let labels: Vec<&[String]> = live.iter().map(|r| r.labels.as_slice()).collect();
+    if let Some(why) = loops_core::health::runner_wait(&lp.runs_on, &labels) {
         check(
             checks,
             format!("runners {}", lp.name),
             "warn",
             format!(
-                "no live runner advertises {wanted}: its slots wait until one does \
+                "{why}: its slots wait until one does \
                  (`loops daemon start --runner-label …` on a host that can run it)"
             ),
         );

@@ -1,41 +1,26 @@
-//! Reading what a user points a definition at: files are read with a size bound (at
-//! most `limit + 1` bytes, so `/dev/zero` or an endless pipe costs nothing), a FIFO
-//! nobody writes to does not hang, and paths are made absolute once, at definition
+//! Reading what a user points a definition at: regular files only, read with a size
+//! bound (at most `limit + 1` bytes), opened without blocking, so neither a FIFO nor
+//! `/dev/zero` hangs anything (`loops_store::user_file`), and paths are made absolute once, at definition
 //! time, so a run never depends on the directory its runner was started from.
 //! The limits themselves live in [`loops_core::limits`].
 
 use loops_core::limits;
-use nix::fcntl::{fcntl, FcntlArg, OFlag};
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
+use loops_store::user_file::{read_bounded, UserFileError};
 use std::path::{Path, PathBuf};
 
-/// Reads `path` as UTF-8 text of at most `limit` bytes. Messages are one line and
-/// start with `what` and the path (`--prompt-file /dev/zero is larger than 1 MiB`).
+/// Reads `path` as UTF-8 text of at most `limit` bytes: a regular file only, opened
+/// without blocking ([`loops_store::user_file`]: a FIFO, a device or a directory is
+/// refused at once, `/dev/zero` included). Messages are one line and start with `what`
+/// and the path (`--prompt-file /x is larger than 1 MiB`, `cannot read --prompt-file
+/// /x: not a regular file (a FIFO)`).
 pub fn read_text(path: &Path, limit: usize, what: &str) -> Result<String, String> {
     let shown = path.display();
-    let cannot = |e: std::io::Error| format!("cannot read {what} {shown}: {e}");
-    // Non-blocking open: opening a FIFO for reading otherwise waits for a writer.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(cannot)?;
-    // Blocking reads again: a FIFO without a writer reads as empty, one with a writer
-    // is read as it writes (as `<(…)` process substitution does).
-    let flags = fcntl(&file, FcntlArg::F_GETFL)
-        .map(OFlag::from_bits_truncate)
-        .map_err(|e| cannot(e.into()))?;
-    fcntl(&file, FcntlArg::F_SETFL(flags & !OFlag::O_NONBLOCK)).map_err(|e| cannot(e.into()))?;
-    let mut bytes = Vec::new();
-    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    file.take(cap).read_to_end(&mut bytes).map_err(cannot)?;
-    if bytes.len() > limit {
-        return Err(format!(
-            "{what} {shown} is larger than {}",
-            limits::size_text(limit)
-        ));
-    }
+    let bytes = read_bounded(path, limit).map_err(|e| match e {
+        UserFileError::TooLarge { .. } => {
+            format!("{what} {shown} is larger than {}", limits::size_text(limit))
+        }
+        other => format!("cannot read {what} {shown}: {other}"),
+    })?;
     String::from_utf8(bytes).map_err(|_| format!("{what} {shown} is not UTF-8 text"))
 }
 
@@ -86,7 +71,10 @@ mod tests {
             format!("--prompt-file {} is larger than 9 bytes", path.display())
         );
         let err = read_text(Path::new("/dev/zero"), 1 << 20, "--prompt-file").unwrap_err();
-        assert_eq!(err, "--prompt-file /dev/zero is larger than 1 MiB");
+        assert_eq!(
+            err,
+            "cannot read --prompt-file /dev/zero: not a regular file (a character device)"
+        );
         std::fs::write(&path, [0xff, 0xfe]).unwrap();
         assert!(read_text(&path, 10, "spec")
             .unwrap_err()

@@ -349,14 +349,18 @@ fn classify_open_error(e: rusqlite::Error, display: &str) -> StoreError {
 /// even sees a foreign file.
 pub(crate) fn has_sqlite_header(path: &Path) -> StoreResult<bool> {
     let display = path.display().to_string();
-    let mut file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    // A regular file only, never blocking on a FIFO (`loops_store::user_file`).
+    let mut file = match loops_store::user_file::open_regular(path) {
+        Ok(file) => file,
+        Err(source) if source.kind() == std::io::ErrorKind::InvalidInput => {
+            return Err(StoreError::DataDir {
+                path: display,
+                source,
+            })
+        }
+        Err(e) => return Err(io_error(path, e)),
+    };
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
-    if !meta.is_file() {
-        return Err(StoreError::DataDir {
-            path: display,
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
-        });
-    }
     if meta.len() == 0 {
         return Ok(false);
     }

@@ -24,6 +24,12 @@ pub fn read_openloops(path: &Path, with_history: bool) -> Result<OpenLoopsTables
         Ok(true) => {}
         Ok(false) => return Err(not_openloops("an empty file")),
         Err(StoreError::Corrupt { .. }) => return Err(not_openloops("not a SQLite database")),
+        Err(StoreError::DataDir { .. }) if path.is_dir() => {
+            return Err(refuse(format!(
+                "a directory: name the OpenLoops database in it ({})",
+                path.join("loops.db").display()
+            )))
+        }
         Err(StoreError::DataDir { source, .. }) => {
             return Err(refuse(format!("cannot read it: {source}")))
         }

@@ -75,6 +75,7 @@ mod paths;
 #[cfg(feature = "suite")]
 pub mod suite;
 mod types;
+pub mod user_file;
 
 pub use error::{BackendErrorKind, BoxError, CorruptKind, StoreError};
 pub use paths::{
@@ -158,6 +159,15 @@ pub trait Store: WorkflowStore + Send + Sync {
     }
     /// Earliest `nextRunAt` among active loops (for the daemon's sleep).
     fn next_due_at(&self) -> Result<Option<Instant>>;
+    /// [`Store::next_due_at`] among the loops a runner advertising `labels` can take
+    /// (as [`Store::due_loops_on`] picks them): a loop no runner of these labels may
+    /// claim must not wake it, or it would wake at once after every pass, for ever. A
+    /// store without runners stores no runner labels, so this is `next_due_at` (the
+    /// default).
+    fn next_due_at_on(&self, labels: &[String]) -> Result<Option<Instant>> {
+        let _ = labels;
+        self.next_due_at()
+    }
     /// Takes an active loop out of scheduling because it can no longer be scheduled
     /// (its stored schedule does not parse, or its row does not decode): sets it
     /// `paused` (its `nextRunAt` kept, so `resume` tries again) and records a `failed`

@@ -154,6 +154,9 @@ pub struct LoopHealthDocument {
     pub missed_slots: u64,
     pub skipped_slots: u64,
     pub parked: bool,
+    /// Why no live runner can take the loop (PostgreSQL: it requires runner labels none
+    /// advertises); null when one can.
+    pub waiting_for_runner: Option<String>,
 }
 
 /// The health of every active (or parked) loop (`loops health [--label L]…`).

@@ -302,7 +302,7 @@ fn build(
         (LoopStatus::Active, Some(t)) => Some(t),
         _ => None,
     };
-    let policy = vec![
+    let mut policy = vec![
         (
             "catch-up",
             format!("{} (limit {})", lp.catch_up, lp.catch_up_limit),
@@ -324,6 +324,14 @@ fn build(
                 .map_or_else(|| "none".to_owned(), |d| d.to_string()),
         ),
     ];
+    if !lp.runs_on.is_empty() {
+        let on = lp.runs_on.join(", ");
+        let runs_on = match c.runner_wait(&lp)? {
+            Some(why) => format!("{on} ({why})"),
+            None => on,
+        };
+        policy.push(("runs on", runs_on));
+    }
     Ok(LoopPage {
         base: Base {
             title: lp.name.clone(),

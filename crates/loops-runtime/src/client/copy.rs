@@ -33,6 +33,9 @@ pub struct CopyReport {
     pub dry_run: bool,
     /// The target held data that `--force` replaced.
     pub replaced: bool,
+    /// Schema migrations applied to the target (on a dry run: that the copy would
+    /// apply; a dry run applies none).
+    pub target_migrations: usize,
     pub counts: CopyCounts,
 }
 
@@ -43,7 +46,9 @@ impl Client {
     /// schema created or migrated first), keeping every id, instant and event number.
     /// Refuses a target that holds data unless `force` (which replaces it, refused
     /// while a runner is live there), a source with runs in flight (stop the daemon
-    /// first), and a source that is not SQLite. `dry_run` reads and counts only.
+    /// first), and a source that is not SQLite. `dry_run` reads and counts only: the
+    /// target is inspected on a read-only session, without even its migrations
+    /// ([`PgStore::inspect`]).
     pub fn copy_store_to(&self, url: &str, force: bool, dry_run: bool) -> Result<CopyReport> {
         if self.sqlite.is_none() {
             return Err(ClientError::Invalid(format!(
@@ -75,23 +80,33 @@ impl Client {
             deliveries: set.deliveries.len(),
             events: set.events.len(),
         };
-        let target = PgStore::open(url)?;
-        let replaced = target.holds_data()?;
-        if replaced && !force {
-            return Err(ClientError::Refused(format!(
-                "{} is not empty (loops, specs, runs or events): copy into an empty database, \
-                 or pass --force to replace what it holds",
-                target.display_url()
-            )));
-        }
-        if !dry_run {
+        let to = loops_postgres::redact_url(url);
+        let refuse = |replaced: bool| {
+            if replaced && !force {
+                return Err(ClientError::Refused(format!(
+                    "{to} is not empty (loops, specs, runs or events): copy into an empty \
+                     database, or pass --force to replace what it holds"
+                )));
+            }
+            Ok(())
+        };
+        let (replaced, target_migrations) = if dry_run {
+            let target = PgStore::inspect(url)?;
+            refuse(target.holds_data)?;
+            (false, target.migrations_pending())
+        } else {
+            let target = PgStore::open(url)?;
+            let replaced = target.holds_data()?;
+            refuse(replaced)?;
             target.copy_in(set, force)?;
-        }
+            (replaced, target.migrations_applied())
+        };
         Ok(CopyReport {
             from: self.backend.location(),
-            to: target.display_url().to_owned(),
+            to,
             dry_run,
-            replaced: replaced && !dry_run,
+            replaced,
+            target_migrations,
             counts,
         })
     }

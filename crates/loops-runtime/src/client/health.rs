@@ -113,11 +113,16 @@ impl Client {
             .map(|lp| health::facts_query(lp, now))
             .collect();
         let facts = self.store.run_facts(&queries, health::RECENT_RUNS)?;
+        let live = if readable.iter().any(|lp| !lp.runs_on.is_empty()) {
+            self.live_runner_labels()?
+        } else {
+            None
+        };
         for (lp, facts) in readable.into_iter().zip(facts) {
             if !health::is_listed(&lp, &facts) {
                 continue;
             }
-            let health = health::assess(&lp, &facts, now);
+            let health = health::assess_with_runners(&lp, &facts, now, live.as_deref());
             loops.push(LoopHealth {
                 loop_id: lp.id,
                 loop_name: lp.name,
@@ -127,6 +132,34 @@ impl Client {
         }
         loops.sort_by(|a, b| a.loop_name.cmp(&b.loop_name));
         Ok(HealthReport { at: now, loops })
+    }
+}
+
+impl Client {
+    /// The labels of each live runner of a store shared by runners; `None` on a store
+    /// with one daemon.
+    pub fn live_runner_labels(&self) -> Result<Option<Vec<Vec<String>>>> {
+        if !self.store_has_runners() {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.runners()?
+                .into_iter()
+                .filter(|r| r.live && !r.released)
+                .map(|r| r.labels)
+                .collect(),
+        ))
+    }
+
+    /// Why no live runner can take `lp` ([`health::runner_wait`]): `None` when one can,
+    /// when it requires no runner labels or is not active, or on a store with one daemon.
+    pub fn runner_wait(&self, lp: &loops_core::Loop) -> Result<Option<String>> {
+        if lp.runs_on.is_empty() || lp.status != LoopStatus::Active {
+            return Ok(None);
+        }
+        Ok(self
+            .live_runner_labels()?
+            .and_then(|live| health::runner_wait(&lp.runs_on, &live)))
     }
 }
 
@@ -143,5 +176,6 @@ fn unreadable(error: String) -> Health {
         missed_slots: 0,
         skipped_slots: 0,
         parked: false,
+        waiting_for_runner: None,
     }
 }

@@ -673,6 +673,7 @@ async fn main_loop<S: Future<Output = Stop>>(
         } else {
             next_deadline(
                 store.as_ref(),
+                &cfg.runner_labels,
                 &report,
                 clock.now(),
                 next_prune,
@@ -732,6 +733,7 @@ async fn main_loop<S: Future<Output = Stop>>(
 /// Never later than `max_sleep` (capped at [`MAX_SLEEP`]) from now.
 fn next_deadline(
     store: &dyn Store,
+    runner_labels: &[String],
     report: &crate::engine::PassReport,
     now: Instant,
     next_prune: tokio::time::Instant,
@@ -742,7 +744,8 @@ fn next_deadline(
     let cap = max_sleep.map_or(MAX_SLEEP, |m| m.min(MAX_SLEEP));
     let mut deadline = (base + cap).min(next_prune);
     if !report.saturated {
-        if let Ok(Some(due)) = store.next_due_at() {
+        // Only loops this runner may take: one it may not would be due "now" for ever.
+        if let Ok(Some(due)) = store.next_due_at_on(runner_labels) {
             let wait = (due - now).to_std().unwrap_or(Duration::ZERO);
             deadline = deadline.min(base + wait);
         }
@@ -833,8 +836,7 @@ fn remove_pid_file(dir: &Path, pid: u32) {
 
 /// The pid recorded in the data dir's pid file, if any.
 pub fn read_pid_file(dir: &Path) -> Option<u32> {
-    std::fs::read_to_string(dir.join(PID_FILE))
-        .ok()?
+    crate::daemon_view::pid_file_text(&dir.join(PID_FILE))?
         .trim()
         .parse()
         .ok()
@@ -851,6 +853,7 @@ mod tests {
         let far = tokio::time::Instant::now() + Duration::from_secs(3600);
         let deadline = next_deadline(
             &store,
+            &[],
             &Default::default(),
             chrono::Utc::now(),
             far,

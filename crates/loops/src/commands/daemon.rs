@@ -177,16 +177,19 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let pid = child.id();
     let deadline = StdInstant::now() + StdDuration::from_secs(10);
     loop {
-        // Ready once it holds the lease and has written its pid file and bound its
-        // wake socket (both come after the lease): whoever reads either right after
-        // `start` returned must find this daemon there.
-        if let Ok(Some(lease)) = client.daemon_lease() {
-            if lease.holder.pid == pid
-                && loops_runtime::daemon::read_pid_file(&dir) == Some(pid)
-                && loops_runtime::wake::socket_path(&dir).exists()
-            {
-                break;
-            }
+        // Ready once it holds the store — SQLite's daemon lease, or its own runner
+        // lease on a store with runners (PostgreSQL has no daemon lease row) — as
+        // `daemon status` judges it, and has written its pid file and bound its wake
+        // socket (both come after the lease): whoever reads either right after `start`
+        // returned must find this daemon there.
+        let holds = client.daemon_view().is_ok_and(|v| {
+            v.state == DaemonState::Running && v.holder.is_some_and(|h| h.pid == pid)
+        });
+        if holds
+            && loops_runtime::daemon::read_pid_file(&dir) == Some(pid)
+            && loops_runtime::wake::socket_path(&dir).exists()
+        {
+            break;
         }
         if let Ok(Some(status)) = child.try_wait() {
             let tail = read_from(&log_path, log_len);
@@ -201,8 +204,13 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
             )));
         }
         if StdInstant::now() > deadline {
+            let what = if client.store_has_runners() {
+                "register as a runner"
+            } else {
+                "take the store lease"
+            };
             return Err(Failure::failed(format!(
-                "daemon (pid {pid}) did not take the store lease within 10s; see {}",
+                "daemon (pid {pid}) did not {what} within 10s; see {}",
                 log_path.display()
             )));
         }

@@ -11,6 +11,7 @@ use crate::output::{self, outln, print_json, Table};
 use crate::Failure;
 use loops_core::bundle::{Action, OnConflict, MAX_BUNDLE_BYTES};
 use loops_runtime::client::{ImportOptions, ImportReport};
+use loops_store::user_file::{read_bounded, UserFileError};
 use std::io::Read as _;
 use std::path::Path;
 
@@ -68,22 +69,40 @@ pub fn run(ctx: &Context, args: ImportArgs) -> Result<Exit, Failure> {
     Ok(exit)
 }
 
-/// The bundle's text: from a file, or stdin for `-`; at most [`MAX_BUNDLE_BYTES`].
+/// The bundle's text: from a regular file (never blocking on a FIFO or a device:
+/// `loops_store::user_file`), or stdin for `-`; at most [`MAX_BUNDLE_BYTES`].
 fn read_bundle(path: &Path) -> Result<String, Failure> {
-    let limit = MAX_BUNDLE_BYTES as u64 + 1;
-    let mut bytes = Vec::new();
     let shown = path.display();
-    let read = if path == Path::new("-") {
-        std::io::stdin().lock().take(limit).read_to_end(&mut bytes)
-    } else {
-        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes))
-    };
-    read.map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
-    if bytes.len() > MAX_BUNDLE_BYTES {
-        return Err(Failure::usage(format!(
+    let too_large = || {
+        Failure::usage(format!(
             "{shown}: larger than {} MiB, not a bundle this loops reads",
             MAX_BUNDLE_BYTES >> 20
-        )));
+        ))
+    };
+    let bytes = if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .lock()
+            .take(MAX_BUNDLE_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
+        bytes
+    } else {
+        read_bounded(path, MAX_BUNDLE_BYTES).map_err(|e| match e {
+            UserFileError::TooLarge { .. } => too_large(),
+            other => Failure::usage(format!(
+                "cannot read {shown}: {other}{}",
+                if matches!(&other, UserFileError::Io(io) if io.kind() == std::io::ErrorKind::InvalidInput)
+                {
+                    " (`-` reads a bundle from stdin)"
+                } else {
+                    ""
+                }
+            )),
+        })?
+    };
+    if bytes.len() > MAX_BUNDLE_BYTES {
+        return Err(too_large());
     }
     String::from_utf8(bytes)
         .map_err(|_| Failure::usage(format!("{shown}: not UTF-8 text, not a loops bundle")))

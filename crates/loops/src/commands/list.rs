@@ -87,6 +87,9 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
     }
     if !lp.runs_on.is_empty() {
         lines.push(("on", lp.runs_on.join(", ")));
+        if let Some(why) = client.runner_wait(&lp)? {
+            lines.push(("waiting", why));
+        }
     }
     if let Some(n) = &lp.notify {
         let mut to = Vec::new();

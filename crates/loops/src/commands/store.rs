@@ -33,9 +33,14 @@ fn copy(ctx: &Context, args: StoreCopyArgs) -> Result<Exit, Failure> {
     } else {
         "copied"
     };
+    let schema = match (report.dry_run, report.target_migrations) {
+        (_, 0) => String::new(),
+        (true, n) => format!(" (its schema would get {n} migration(s); the dry run applied none)"),
+        (false, n) => format!(" (its schema got {n} migration(s))"),
+    };
     outln!(
         "{verb} {} loops, {} workflow specs, {} runs, {} workflow runs ({} steps, {} workflow \
-         events), {} notification deliveries, {} events from {} to {}{}",
+         events), {} notification deliveries, {} events from {} to {}{}{schema}",
         c.loops,
         c.workflows,
         c.runs,

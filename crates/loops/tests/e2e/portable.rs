@@ -894,6 +894,11 @@ fn a_file_that_is_not_an_openloops_database_is_refused_clearly() {
         ),
         (ours.db_path(), "a loops database, not an OpenLoops one"),
         (dir.join("nowhere.db"), "cannot read it"),
+        // A directory (as ~/.openloops): which file to name.
+        (
+            dir.to_path_buf(),
+            "a directory: name the OpenLoops database in it",
+        ),
     ];
     for (path, needle) in cases {
         let (code, err) = w.fail(&["import", "--from-openloops", s(&path), "--apply"]);

@@ -112,6 +112,57 @@ fn a_daemon_runs_loops_from_a_postgres_store() {
     assert!(w.runs("tick").iter().all(|r| r["status"] != "running"));
 }
 
+/// Issue #19 item 11: `daemon start` on PostgreSQL waits for its runner's registration
+/// (there is no daemon lease row there): it returned exit 1 after 10 s ("did not take
+/// the store lease") while the runner ran.
+#[test]
+fn daemon_start_on_postgres_returns_once_the_runner_is_registered() {
+    let Some((w, _url)) = pg_world() else {
+        return;
+    };
+    w.create_cmd("tick", &["--every", "1s"], "true");
+    let began = std::time::Instant::now();
+    let out = w.run(&["--json", "daemon", "start", "--runner-label", "cpu"]);
+    if !out.status.success() {
+        // Its daemon may run all the same: leave no process behind.
+        w.run(&["daemon", "stop"]);
+        panic!(
+            "start failed after {:?}: {}",
+            began.elapsed(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let started: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let pid = started["pid"].as_u64().expect("pid");
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        began.elapsed()
+    );
+    // Right after `start` returned the runner is registered, live and this data dir's.
+    let status = w.daemon_status();
+    assert_eq!(status["state"], "running", "{status}");
+    assert_eq!(status["pid"].as_u64(), Some(pid), "{status}");
+    assert!(!live_runner_id(&w, pid as u32).is_empty());
+    wait_for(
+        "a run by the started runner",
+        Duration::from_secs(20),
+        || {
+            w.runs("tick")
+                .iter()
+                .any(|r| r["status"] == "succeeded")
+                .then_some(())
+        },
+    );
+    // A second start is refused: this data dir's runner runs.
+    let (code, err) = w.fail(&["daemon", "start"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("already running"), "{err}");
+    let stopped = w.json(&["daemon", "stop"]);
+    assert_eq!(stopped["stopped"], true, "{stopped}");
+    assert!(!crate::util::pid_alive(pid));
+}
+
 /// Worlds (data dirs, as hosts would have) sharing one fresh PostgreSQL database.
 fn pg_worlds(n: usize) -> Option<Vec<World>> {
     let cluster = PgCluster::shared()?;
@@ -559,6 +610,126 @@ fn a_loop_on_a_label_runs_only_on_a_runner_with_it() {
     assert!(err.contains("runner labels"), "{err}");
 }
 
+/// Transactions committed in database `db` per second over `window` (PostgreSQL's
+/// `pg_stat_database.xact_commit`, read from another database so the reads are not
+/// counted; a busy backend flushes its counts every second).
+fn commits_per_second(cluster: &PgCluster, db: &str, window: Duration) -> f64 {
+    let read = || -> u64 {
+        cluster
+            .psql(
+                "postgres",
+                &format!("SELECT xact_commit FROM pg_stat_database WHERE datname = '{db}'"),
+            )
+            .parse()
+            .expect("xact_commit")
+    };
+    let (first, began) = (read(), std::time::Instant::now());
+    std::thread::sleep(window);
+    let last = read();
+    (last - first) as f64 / began.elapsed().as_secs_f64()
+}
+
+/// CPU time (user + system, in clock ticks) a process has used so far.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("comm")
+        .1
+        .split_whitespace()
+        .collect();
+    fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+}
+
+/// Issue #19 item 10: a due loop that requires `gpu` while the only live runner
+/// advertises `cpu`. The runner neither fetches it on every pass nor wakes for it (it
+/// made ~2,000 transactions/s at a quarter of a core, for ever); `health` warns and
+/// says why, and so do `show` and `doctor`. The rate is printed for BENCHMARKS.md §16.
+#[test]
+fn a_loop_no_live_runner_can_take_spins_no_runner_and_health_says_why() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let mut w = World::new();
+    w.extra_env.push(("LOOPS_STORE".to_owned(), url.clone()));
+    w.json(&[
+        "create",
+        "command",
+        "needs-gpu",
+        "--cmd",
+        "true",
+        "--every",
+        "1s",
+        "--on",
+        "gpu",
+    ]);
+    w.create_cmd("hourly", &["--every", "1h"], "true");
+    // Due a second ago, as after its first slot passed.
+    cluster.psql(
+        &db,
+        "UPDATE loops SET next_run_at = (extract(epoch FROM now()) * 1000)::bigint - 1000, \
+         due_at = (extract(epoch FROM now()) * 1000)::bigint - 1000 WHERE name = 'needs-gpu'",
+    );
+    let mut runner = w.daemon_ready(&["--runner-label", "cpu"]);
+    // Let it settle (registration, first passes), then measure an idle stretch.
+    std::thread::sleep(Duration::from_secs(2));
+    let ticks = cpu_ticks(runner.pid());
+    let window = Duration::from_secs(4);
+    let rate = commits_per_second(cluster, &db, window);
+    let cpu = (cpu_ticks(runner.pid()) - ticks) as f64 / 100.0 / window.as_secs_f64();
+    eprintln!(
+        "a due loop no runner can take: {rate:.1} transactions/s, runner CPU {:.1}% of a core",
+        cpu * 100.0
+    );
+    assert!(rate < 50.0, "the runner spins: {rate:.0} transactions/s");
+    assert!(w.runs("needs-gpu").is_empty(), "nobody may claim it");
+
+    let health = w.json(&["health"]);
+    let mine = health["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["loopName"] == "needs-gpu")
+        .cloned()
+        .unwrap_or_else(|| panic!("{health}"));
+    assert_eq!(mine["verdict"], "warn", "{mine}");
+    let why = mine["waitingForRunner"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("gpu") && why.contains("cpu") && why.contains("no live runner"),
+        "{mine}"
+    );
+    assert!(
+        mine["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str() == Some(why)),
+        "{mine}"
+    );
+    let other = health["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["loopName"] == "hourly")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        other["waitingForRunner"],
+        serde_json::Value::Null,
+        "{other}"
+    );
+    let shown = w.ok(&["show", "needs-gpu"]);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.trim_start().starts_with("waiting") && l.contains(why)),
+        "{shown}"
+    );
+    assert_eq!(runner.stop(), Some(0), "{}", runner.log_text());
+}
+
 /// The runner id of the live runner of process `pid`, from `loops runners --json`.
 fn live_runner_id(w: &World, pid: u32) -> String {
     let runners = w.json(&["runners"]);
@@ -810,4 +981,73 @@ fn store_copy_moves_a_sqlite_store_to_postgres_with_its_history() {
     assert_eq!(forced["counts"]["loops"], 1, "{forced}");
     let names = pg.json(&["--store", &url, "list"]);
     assert_eq!(names.as_array().unwrap().len(), 1, "{names}");
+}
+
+/// Issue #19 item 12: `store copy --dry-run` reads only — an empty target got the
+/// schema's tables and migration rows. It inspects the target on a read-only session:
+/// an empty database stays empty, a foreign one is refused as the copy would refuse
+/// it, and a store with data is left as it was (with or without `--force`).
+#[test]
+fn store_copy_dry_run_writes_nothing_not_even_the_schema() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let tables = |db: &str| {
+        cluster.psql(
+            db,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()",
+        )
+    };
+    let w = World::new();
+    w.create_cmd("copied", &["--every", "1h"], "true");
+    assert_eq!(w.json(&["run-now", "copied"])["status"], "succeeded");
+
+    let dry = w.json(&["store", "copy", "--to", &url, "--dry-run"]);
+    assert_eq!(tables(&db), "0", "the dry run created tables");
+    assert_eq!(dry["dryRun"], true, "{dry}");
+    assert_eq!(dry["counts"]["loops"], 1, "{dry}");
+    assert_eq!(
+        dry["targetMigrations"],
+        loops::postgres::SCHEMA_VERSION,
+        "{dry}"
+    );
+    let text = w.ok(&["store", "copy", "--to", &url, "--dry-run"]);
+    assert!(
+        text.contains("would copy 1 loops") && text.contains("applied none"),
+        "{text}"
+    );
+    assert_eq!(tables(&db), "0");
+
+    // A database with a table of ours but no loops schema: refused, as the copy would.
+    let foreign = cluster.database();
+    let foreign_db = foreign.rsplit('/').next().unwrap().to_owned();
+    cluster.psql(&foreign_db, "CREATE TABLE loops (x int)");
+    let (code, err) = w.fail(&["store", "copy", "--to", &foreign, "--dry-run"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("schema_migrations"), "{err}");
+    assert_eq!(tables(&foreign_db), "1");
+
+    // A store with data: refused without --force; with it, counted and left as it was.
+    let copied = w.json(&["store", "copy", "--to", &url]);
+    assert_eq!(copied["targetMigrations"], loops::postgres::SCHEMA_VERSION);
+    let before = cluster.psql(
+        &db,
+        "SELECT (SELECT count(*) FROM loops) || '/' || (SELECT count(*) FROM runs) \
+         || '/' || (SELECT count(*) FROM schema_migrations)",
+    );
+    w.create_cmd("second", &["--every", "1h"], "true");
+    let (code, err) = w.fail(&["store", "copy", "--to", &url, "--dry-run"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--force"), "{err}");
+    let forced = w.json(&["store", "copy", "--to", &url, "--dry-run", "--force"]);
+    assert_eq!(forced["counts"]["loops"], 2, "{forced}");
+    assert_eq!(forced["targetMigrations"], 0, "{forced}");
+    let after = cluster.psql(
+        &db,
+        "SELECT (SELECT count(*) FROM loops) || '/' || (SELECT count(*) FROM runs) \
+         || '/' || (SELECT count(*) FROM schema_migrations)",
+    );
+    assert_eq!(after, before, "the dry run changed the target");
 }

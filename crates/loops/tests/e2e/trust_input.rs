@@ -329,9 +329,12 @@ fn endless_prompt_files_end_quickly_with_a_clear_error() {
     let args = agent("/dev/zero");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run_bounded(&w, &args, Duration::from_secs(10));
-    assert_refused_output(&out, "--prompt-file /dev/zero is larger than 1 MiB");
+    assert_refused_output(
+        &out,
+        "cannot read --prompt-file /dev/zero: not a regular file (a character device)",
+    );
 
-    // A FIFO nobody writes to: neither the open nor the read may hang.
+    // A FIFO nobody writes to: refused at once, never opened for a blocking read.
     let fifo = w.root.path().join("prompt.fifo");
     let made = std::process::Command::new("mkfifo")
         .arg(&fifo)
@@ -341,8 +344,129 @@ fn endless_prompt_files_end_quickly_with_a_clear_error() {
     let args = agent(s(&fifo));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run_bounded(&w, &args, Duration::from_secs(10));
-    assert_refused_output(&out, &format!("--prompt-file {} is empty", fifo.display()));
+    assert_refused_output(
+        &out,
+        &format!(
+            "cannot read --prompt-file {}: not a regular file (a FIFO)",
+            fifo.display()
+        ),
+    );
     assert_eq!(loops_now(&w), before, "nothing written");
+}
+
+/// Issue #19 item 13: every file read from a path the user names — a bundle, an
+/// OpenLoops database, a workflow spec and its prompt files, a prompt file, the HTTP
+/// token file, the pid file — is a regular file, opened without blocking and read with
+/// a bound. A FIFO nobody writes to made `import` (bundle and `--from-openloops`) wait
+/// for ever; now each refuses it at once with one line, and writes nothing.
+#[test]
+fn a_fifo_or_a_device_where_a_file_is_expected_is_refused_at_once_everywhere() {
+    let w = World::new();
+    w.create_cmd("keep", &["--every", "1h"], "true");
+    w.json(&[
+        "create",
+        "agent",
+        "ag",
+        "--every",
+        "1h",
+        "--provider",
+        "claude",
+        "--prompt",
+        "hi",
+    ]);
+    let before = loops_now(&w);
+    let fifo = w.root.path().join("input.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let f = s(&fifo);
+    let is_fifo = format!("{f}: not a regular file (a FIFO)");
+    let spec_dir = w.root.path().join("specs");
+    let spec = spec_dir.join("wf.json");
+    let step_fifo = spec_dir.join("prompt.fifo");
+    std::fs::create_dir_all(&spec_dir).unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&step_fifo)
+        .status()
+        .expect("mkfifo")
+        .success());
+    write(
+        &spec,
+        json!({"name": "wf", "steps": [{"id": "a", "target": {"type": "agent", "provider": "claude", "promptFile": "prompt.fifo"}}]})
+            .to_string()
+            .as_bytes(),
+    );
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["import", f], is_fifo.clone()),
+        (vec!["import", f, "--apply"], is_fifo.clone()),
+        (
+            vec!["import", "/dev/zero"],
+            "/dev/zero: not a regular file (a character device)".to_owned(),
+        ),
+        (
+            vec!["import", "--from-openloops", f],
+            format!("{f}: cannot read it: not a regular file (a FIFO)"),
+        ),
+        (vec!["workflows", "validate", f], is_fifo.clone()),
+        (vec!["workflows", "create", f], is_fifo.clone()),
+        (
+            vec!["workflows", "validate", s(&spec)],
+            format!("{}: not a regular file (a FIFO)", step_fifo.display()),
+        ),
+        (
+            vec![
+                "create",
+                "agent",
+                "a",
+                "--every",
+                "1h",
+                "--provider",
+                "claude",
+                "--prompt-file",
+                f,
+            ],
+            is_fifo.clone(),
+        ),
+        (vec!["edit", "ag", "--prompt-file", f], is_fifo.clone()),
+    ];
+    for (args, expected) in cases {
+        let out = run_bounded(&w, &args, Duration::from_secs(10));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+        assert!(
+            lines[0].contains(&expected),
+            "{args:?}: expected {expected:?} in {stderr}"
+        );
+    }
+    assert_eq!(loops_now(&w), before, "nothing written");
+
+    // Files of the data dir read by path: the HTTP token and the pid file.
+    let token = w.data.join("http.token");
+    assert!(std::process::Command::new("mkfifo")
+        .args(["-m", "600"])
+        .arg(&token)
+        .status()
+        .expect("mkfifo")
+        .success());
+    let out = run_bounded(&w, &["serve", "--print-token"], Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("not a regular file (a FIFO)"), "{stderr}");
+    std::fs::remove_file(&token).unwrap();
+    let pid_file = w.data.join("daemon.pid");
+    assert!(std::process::Command::new("mkfifo")
+        .args(["-m", "600"])
+        .arg(&pid_file)
+        .status()
+        .expect("mkfifo")
+        .success());
+    let out = run_bounded(&w, &["--json", "daemon", "status"], Duration::from_secs(10));
+    let status: Value = serde_json::from_slice(&out.stdout).expect("status json");
+    assert_eq!(status["state"], "stopped", "{status}");
 }
 
 #[test]
@@ -424,7 +548,7 @@ fn oversized_workflow_specs_and_step_prompts_are_refused() {
     refused(
         &w,
         &["workflows", "validate", "/dev/zero"],
-        "/dev/zero is larger than 1 MiB",
+        "/dev/zero: not a regular file (a character device)",
     );
     let dir = w.root.path().join("specs");
     write(&dir.join("huge.md"), &vec![b'p'; 2 << 20]);
