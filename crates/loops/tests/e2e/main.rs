@@ -24,5 +24,6 @@ mod several_hosts;
 mod several_hosts_netns;
 mod trust_daemon;
 mod trust_engine;
+mod trust_http;
 mod trust_input;
 mod workflows;
