@@ -26,4 +26,5 @@ mod trust_daemon;
 mod trust_engine;
 mod trust_http;
 mod trust_input;
+mod trust_mcp;
 mod workflows;
