@@ -258,6 +258,10 @@ pub struct ServeArgs {
     /// How often the event log is polled for new events, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000), hide = true)]
     pub events_poll_ms: u64,
+    /// Most connections open at once (kept below the open-files limit); beyond it a
+    /// new connection closes the oldest one that has not shown the token.
+    #[arg(long, value_name = "N", default_value_t = loops_http::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Args)]
