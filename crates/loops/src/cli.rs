@@ -292,6 +292,10 @@ pub struct RunNowArgs {
     /// Print the run's stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
     /// Start the run even while another run of the loop is in flight (by default a
     /// loop with overlap `skip` refuses a second concurrent run).
     #[arg(long)]
@@ -693,6 +697,10 @@ pub struct RunsArgs {
     /// Include stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
     /// Only runs with this status (repeatable: any of them): running, succeeded,
     /// failed, timed_out, abandoned, skipped.
     #[arg(long = "status", value_name = "STATUS")]
@@ -899,6 +907,10 @@ pub struct WorkflowRunArgs {
     /// Print every step's stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
     /// Stop the whole run after DURATION (omit for no limit).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = timeout)]
     pub timeout: Option<Duration>,
@@ -920,6 +932,10 @@ pub struct WorkflowRunArg {
     /// Include step output.
     #[arg(long)]
     pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
 }
 
 #[derive(Debug, Args)]
@@ -1076,6 +1092,10 @@ pub struct LogsArgs {
     /// Print stderr instead of stdout.
     #[arg(long)]
     pub stderr: bool,
+    /// Every byte as captured: to a terminal, the output otherwise passes only its
+    /// colours (other control characters shown escaped); to a pipe it is exact anyway.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// The clap flags as the runtime's plain flags (`loops_runtime::definition`), which

@@ -27,4 +27,5 @@ mod trust_engine;
 mod trust_http;
 mod trust_input;
 mod trust_mcp;
+mod trust_terminal;
 mod workflows;
