@@ -337,6 +337,28 @@ fn definitions_refuse_control_characters() {
     );
     assert_eq!(w.json(&["workflows", "list"]), serde_json::json!([]));
 
+    // The HTTP API and the MCP tools go through the same validation.
+    let api = w.serve(&[]);
+    let refused = api.post(
+        "/v1/loops",
+        serde_json::json!({"name": "h", "description": HOSTILE, "schedule": {"type": "dynamic", "minIntervalMs": 60000}, "target": {"type": "command", "command": "true", "shell": true}}),
+    );
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(
+        refused.error().contains("control character (U+001B)"),
+        "{}",
+        refused.text
+    );
+    drop(api);
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-code"]);
+    let refused = mcp.err(
+        "loops_create_command",
+        serde_json::json!({"name": "m", "cmd": "/bin/echo", "noShell": true, "args": [HOSTILE], "every": "1h"}),
+    );
+    assert!(refused.contains("control character (U+001B)"), "{refused}");
+    assert!(mcp.close().success());
+    assert_eq!(w.json(&["list"]).as_array().unwrap().len(), 1);
+
     // Multi-line fields keep their tabs and newlines.
     w.ok(&[
         "create",
