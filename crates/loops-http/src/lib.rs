@@ -29,6 +29,7 @@
 
 mod api;
 mod conn;
+pub mod decode;
 mod error;
 mod events;
 mod openapi;
