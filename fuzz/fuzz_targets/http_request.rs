@@ -40,7 +40,11 @@ fuzz_target!(|data: &[u8]| {
             let next = decode::login_next(Some(&text));
             if next != "/" {
                 assert!(next.starts_with('/') && !next.starts_with("//"), "{next:?}");
-                assert!(next.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'\\'), "{next:?}");
+                assert!(
+                    next.bytes()
+                        .all(|b| (0x21..=0x7e).contains(&b) && b != b'\\'),
+                    "{next:?}"
+                );
             }
             assert_eq!(decode::login_next(Some(&next)), next, "{text:?}");
         }
@@ -62,7 +66,10 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(spec) = decode::workflow_spec(rest) {
                 assert!(loops_core::workflow::validate(&spec).is_ok());
                 let stored = serde_json::to_string(&spec).unwrap();
-                assert_eq!(loops_core::workflow::parse_spec(&stored).as_ref(), Ok(&spec));
+                assert_eq!(
+                    loops_core::workflow::parse_spec(&stored).as_ref(),
+                    Ok(&spec)
+                );
             }
         }
         _ => {
