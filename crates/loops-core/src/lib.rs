@@ -19,6 +19,7 @@ pub mod notify;
 pub mod openloops;
 pub mod redact;
 pub mod schedule;
+pub mod text;
 pub mod timefmt;
 pub mod transitions;
 pub mod usage;

@@ -4,6 +4,7 @@
 //! unbounded prompt, command or environment.
 
 use crate::limits::{self, MAX_FIELD_BYTES};
+pub use crate::text::Lines;
 use crate::{Account, AgentTarget, CommandTarget, Notify, Provider, Schedule, Target};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,6 +16,30 @@ pub struct ValidationError(pub String);
 
 fn invalid<T>(message: impl Into<String>) -> Result<T, ValidationError> {
     Err(ValidationError(message.into()))
+}
+
+/// Refuses a control character in `text` unless `lines` allows it (tab and newline in
+/// multi-line fields): stored text reaches terminals (`show`, `list`, logs), where ESC
+/// and BEL would act (OSC 52 writes the clipboard). The message names the character by
+/// its code point, never echoes it.
+pub fn no_controls(
+    what: &str,
+    text: &str,
+    lines: Lines,
+    label: &str,
+) -> Result<(), ValidationError> {
+    let Some(c) = crate::text::forbidden_control(text, lines) else {
+        return Ok(());
+    };
+    let allowed = match lines {
+        Lines::One => "",
+        Lines::Many => "; only tab and newline may be used",
+        Lines::ManyCrlf => "; only tab, newline and carriage return may be used",
+    };
+    invalid(format!(
+        "{label}: {what} contains a control character ({}){allowed}",
+        crate::text::code_point(c)
+    ))
 }
 
 /// Checks a loop name: non-empty, printable, no leading/trailing whitespace.
@@ -56,13 +81,15 @@ pub fn is_lower_hex(text: &str) -> bool {
 pub fn description(text: Option<&str>, label: &str) -> Result<(), ValidationError> {
     let len = text.map_or(0, str::len);
     limits::check("description", len, limits::MAX_DESCRIPTION_BYTES)
-        .or_else(|e| invalid(format!("{label}: {e}")))
+        .or_else(|e| invalid(format!("{label}: {e}")))?;
+    no_controls("description", text.unwrap_or(""), Lines::Many, label)
 }
 
-/// A short text field: at most [`MAX_FIELD_BYTES`].
+/// A short one-line text field: at most [`MAX_FIELD_BYTES`], no control character.
 fn field(name: &str, value: Option<&str>, label: &str) -> Result<(), ValidationError> {
     let len = value.map_or(0, str::len);
-    limits::check(name, len, MAX_FIELD_BYTES).or_else(|e| invalid(format!("{label}: {e}")))
+    limits::check(name, len, MAX_FIELD_BYTES).or_else(|e| invalid(format!("{label}: {e}")))?;
+    no_controls(name, value.unwrap_or(""), Lines::One, label)
 }
 
 /// A working directory: stored absolute, so a run never depends on where its runner
@@ -141,6 +168,7 @@ pub fn notify(n: &Notify, label: &str) -> Result<(), ValidationError> {
         if cmd.contains('\0') {
             return invalid(format!("{label}: --notify-cmd contains a NUL byte"));
         }
+        no_controls("--notify-cmd", cmd, Lines::Many, label)?;
     }
     if let Some(url) = &n.url {
         url_field(url, label)?;
@@ -235,6 +263,12 @@ pub fn command(t: &CommandTarget, label: &str) -> Result<(), ValidationError> {
     if t.command.contains('\0') || t.args.iter().any(|a| a.contains('\0')) {
         return invalid(format!("{label}: command or arguments contain a NUL byte"));
     }
+    // A shell command line may be a script of several lines; a program's name not.
+    let lines = if t.shell { Lines::Many } else { Lines::One };
+    no_controls("command", &t.command, lines, label)?;
+    for (i, arg) in t.args.iter().enumerate() {
+        no_controls(&format!("args[{i}]"), arg, Lines::Many, label)?;
+    }
     cwd(t.cwd.as_deref(), label)?;
     if let Some(account) = &t.account {
         account_fields(account, label)?;
@@ -256,6 +290,7 @@ pub fn agent(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
     }
     limits::check("prompt", t.prompt.len(), limits::MAX_PROMPT_BYTES)
         .or_else(|e| invalid(format!("{label}: {e}")))?;
+    no_controls("prompt", &t.prompt, Lines::ManyCrlf, label)?;
     if t.provider == Provider::Codex && t.agent.is_some() {
         return invalid(format!("{label}: provider codex has no --agent option"));
     }
@@ -327,6 +362,12 @@ fn config_overrides(t: &AgentTarget, label: &str) -> Result<(), ValidationError>
                 "{label}: config override {key:?} contains a NUL byte"
             ));
         }
+        no_controls(
+            &format!("config override {key:?}"),
+            value,
+            Lines::Many,
+            label,
+        )?;
     }
     Ok(())
 }
@@ -370,6 +411,12 @@ fn env(vars: &BTreeMap<String, String>, label: &str) -> Result<(), ValidationErr
                 "{label}: environment variable {key:?} contains a NUL byte"
             ));
         }
+        no_controls(
+            &format!("environment variable {key:?}"),
+            value,
+            Lines::Many,
+            label,
+        )?;
         limits::check(
             &format!("environment variable {key:?}"),
             value.len(),

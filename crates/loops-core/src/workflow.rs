@@ -162,6 +162,35 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
         len(&spec.description),
         MAX_DESCRIPTION_BYTES,
     );
+    use crate::text::Lines;
+    let mut plain = |what: &str, text: Option<&str>, lines: Lines, label: &str| {
+        if let Err(e) = validate::no_controls(what, text.unwrap_or(""), lines, label) {
+            problems.push(e.0);
+        }
+    };
+    plain("name", Some(&spec.name), Lines::One, "workflow");
+    plain(
+        "description",
+        spec.description.as_deref(),
+        Lines::Many,
+        "workflow",
+    );
+    for step in &spec.steps {
+        let label = format!("step {:?}", truncated(step.id.as_str()));
+        plain("id", Some(step.id.as_str()), Lines::One, &label);
+        plain("name", step.name.as_deref(), Lines::One, &label);
+        plain(
+            "description",
+            step.description.as_deref(),
+            Lines::Many,
+            &label,
+        );
+    }
+    let mut sized = |what: String, len: usize, limit: usize| {
+        if let Err(e) = crate::limits::check(&what, len, limit) {
+            problems.push(e);
+        }
+    };
     for step in &spec.steps {
         let label = format!("step {:?}", truncated(step.id.as_str()));
         sized(

@@ -13,7 +13,9 @@
 //! the data dir (`http.token`, 0600, created on first start), compared in constant
 //! time; request bodies are capped ([`ServeConfig::max_body_bytes`], 413 beyond);
 //! malformed JSON is a 400 naming the problem; unknown routes are a JSON 404; no CORS
-//! headers unless origins are configured.
+//! headers unless origins are configured. Connections are capped, and one that has
+//! not shown the token within seconds is closed ([`conn`]), so strangers flooding
+//! the port do not keep the owner waiting.
 //!
 //! The web dashboard ([`web`]) is served beside the API, outside `/v1`: pages that
 //! read through the same client, a login form that exchanges the token for a session
@@ -26,6 +28,8 @@
 //! interval plus the write to its socket.
 
 mod api;
+mod conn;
+pub mod decode;
 mod error;
 mod events;
 mod openapi;
@@ -34,6 +38,7 @@ mod request;
 pub mod token;
 pub mod web;
 
+pub use conn::raise_open_files_limit;
 pub use error::ApiError;
 pub use openapi::openapi_json;
 
@@ -56,6 +61,12 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// How often the event poller looks for new events in the store.
     pub events_poll: Duration,
+    /// Most connections open at once (kept below the open-files limit); a new one
+    /// beyond it evicts the oldest that has not shown the token ([`conn`]).
+    pub max_connections: usize,
+    /// How long a connection may stay open without a request that carried the token
+    /// or a session.
+    pub unproven_lifetime: Duration,
 }
 
 /// The default port of `loops serve`.
@@ -65,6 +76,10 @@ pub const DEFAULT_PORT: u16 = 7077;
 pub const DEFAULT_MAX_BODY_BYTES: usize = loops_core::limits::MAX_SPEC_BYTES + (64 << 10);
 /// The default poll interval of the event log (well inside the 100 ms delivery target).
 pub const DEFAULT_EVENTS_POLL: Duration = Duration::from_millis(20);
+/// The default cap on open connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// The default lifetime of a connection that has not shown the token.
+pub const DEFAULT_UNPROVEN_LIFETIME: Duration = Duration::from_secs(5);
 
 impl Default for ServeConfig {
     fn default() -> Self {
@@ -74,6 +89,8 @@ impl Default for ServeConfig {
             cors_origins: Vec::new(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             events_poll: DEFAULT_EVENTS_POLL,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            unproven_lifetime: DEFAULT_UNPROVEN_LIFETIME,
         }
     }
 }
@@ -173,12 +190,14 @@ impl Server {
             let _ = stop_tx.send(true);
         };
         state.hub.set_stop(stop_rx);
-        let served = axum::serve(self.listener, app)
-            .with_graceful_shutdown(graceful)
-            .await;
+        let limits = conn::Limits {
+            max: conn::cap(state.cfg.max_connections),
+            unproven_lifetime: state.cfg.unproven_lifetime,
+        };
+        conn::serve(self.listener, app, limits, graceful).await;
         poller.abort();
         state.started.interrupt_all("the HTTP server stopped").await;
-        Ok(served?)
+        Ok(())
     }
 }
 

@@ -1,7 +1,8 @@
 //! What every request goes through before its handler: CORS (only for configured
-//! origins), the bearer token, and — for handlers that take one — a bounded JSON body
+//! origins), the bearer token (which also proves the connection, [`crate::conn`]), and — for handlers that take one — a bounded JSON body
 //! and strictly parsed query parameters.
 
+use crate::conn::ConnMark;
 use crate::error::ApiError;
 use crate::State;
 use axum::extract::{FromRequest, Request};
@@ -21,6 +22,19 @@ pub(crate) async fn guard(
     req: Request,
     next: Next,
 ) -> Response {
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| state.token.matches(t.trim()));
+    // The token or a live session proves the connection: it may then stay open
+    // ([`crate::conn`]); one that never proves itself is closed within seconds.
+    if bearer || state.sessions.of_request(req.headers()).is_some() {
+        if let Some(mark) = req.extensions().get::<ConnMark>() {
+            mark.prove();
+        }
+    }
     if req.uri().path() != "/v1" && !req.uri().path().starts_with("/v1/") {
         return next.run(req).await;
     }
@@ -39,13 +53,7 @@ pub(crate) async fn guard(
             return with_cors(StatusCode::NO_CONTENT.into_response(), origin, true);
         }
     }
-    let authorized = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| state.token.matches(t.trim()))
-        || state.sessions.authorizes(req.method(), req.headers());
+    let authorized = bearer || state.sessions.authorizes(req.method(), req.headers());
     let response = if authorized {
         next.run(req).await
     } else {
@@ -59,6 +67,9 @@ pub(crate) async fn guard(
             header::WWW_AUTHENTICATE,
             HeaderValue::from_static("Bearer realm=\"loops\""),
         );
+        // A stranger's connection is not kept alive for its next try.
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
         r
     };
     match origin {

@@ -2,8 +2,10 @@
 //! `loops_create_workflow` and `loops_edit`. Their parameters are the CLI's flags,
 //! turned into a definition by the runtime's `definition` functions that the CLI's
 //! `create` and `edit` use, so they accept and refuse the same input with the same
-//! messages; the client validates and stores it.
+//! messages; the client validates and stores it. What each needs beyond
+//! `--allow-mutations` is [`crate::gate`]'s.
 
+use crate::gate;
 use crate::params::{
     CreateAgentParams, CreateCommandParams, CreateWorkflowParams, DefinitionFields, EditParams,
 };
@@ -23,7 +25,7 @@ use std::path::PathBuf;
 impl LoopsMcp {
     #[tool(
         name = "loops_create_command",
-        description = "Create a loop that runs a command on a schedule (like `loops create command NAME --json`), e.g. to schedule follow-up work: give name, cmd, and exactly one schedule (at, every, cron or dynamic). Without --allow-shell on the server the command must be argv: noShell: true, the program in cmd and its arguments in args. Returns the created loop (id, nextRunAt, …). The loops daemon must be running for it to run on schedule (see loops_daemon_status). Needs a server started with --allow-mutations.",
+        description = "Create a loop that runs a command on a schedule (like `loops create command NAME --json`), e.g. to schedule follow-up work: give name, cmd (a shell command line, or with noShell: true the program, its arguments in args), and exactly one schedule (at, every, cron or dynamic). Returns the created loop (id, nextRunAt, …). The loops daemon must be running for it to run on schedule (see loops_daemon_status). Defining a command is code execution: needs a server started with --allow-code.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -40,7 +42,7 @@ impl LoopsMcp {
 
     #[tool(
         name = "loops_create_agent",
-        description = "Create a loop that runs a headless AI coding agent (claude, codex, opencode, cursor, codewith, aicopilot) with a prompt on a schedule (like `loops create agent NAME --json`): give name, provider, prompt (or promptFile) and exactly one schedule (at, every, cron or dynamic); cwd is where the agent works. Returns the created loop, prompt redacted. Needs a server started with --allow-mutations.",
+        description = "Create a loop that runs a headless AI coding agent (claude, codex, opencode, cursor, codewith, aicopilot) with a prompt on a schedule (like `loops create agent NAME --json`): give name, provider, prompt (or promptFile) and exactly one schedule (at, every, cron or dynamic); cwd is where the agent works. Returns the created loop, prompt redacted. An agent acts on its prompt (a coding agent runs commands), so this is code execution: needs a server started with --allow-code.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -57,7 +59,7 @@ impl LoopsMcp {
 
     #[tool(
         name = "loops_create_workflow",
-        description = "Create a loop that runs a stored workflow on a schedule (like `loops create workflow NAME --workflow WF --json`): give name, workflow (an active workflow's name, see workflows_list) and exactly one schedule (at, every, cron or dynamic). Returns the created loop. Needs a server started with --allow-mutations.",
+        description = "Create a loop that runs a stored workflow on a schedule (like `loops create workflow NAME --workflow WF --json`): give name, workflow (an active workflow's name, see workflows_list) and exactly one schedule (at, every, cron or dynamic). Returns the created loop. Needs a server started with --allow-mutations (it schedules a workflow already stored; notifyCmd needs --allow-code, notifyUrl --allow-secrets).",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -74,7 +76,7 @@ impl LoopsMcp {
 
     #[tool(
         name = "loops_edit",
-        description = "Change a loop in place (like `loops edit LOOP --json`), keeping its id and run history: only the fields given change — a new schedule (at most one of at, every, cron, dynamic), policy, labels (added; unlabel removes), on, the runner labels (added; clear \"on\" removes), env (added; unsetEnv removes), clear to unset settings, and the target's own fields (cmd/args for command loops, prompt/model/… for agent loops, workflow for workflow loops; a target's type cannot change). A run in flight is left alone. Returns the loop as changed. Needs a server started with --allow-mutations.",
+        description = "Change a loop in place (like `loops edit LOOP --json`), keeping its id and run history: only the fields given change — a new schedule (at most one of at, every, cron, dynamic), policy, labels (added; unlabel removes), on, the runner labels (added; clear \"on\" removes), env (added; unsetEnv removes), clear to unset settings, and the target's own fields (cmd/args for command loops, prompt/model/… for agent loops, workflow for workflow loops; a target's type cannot change). A run in flight is left alone. Returns the loop as changed. Needs a server started with --allow-mutations for the schedule, policy, labels, description, timeout and a workflow loop's workflow; anything else that changes what runs (cmd, args, shell, the agent's fields, env, cwd, account, notifyCmd) is code execution and needs --allow-code; notifyUrl needs --allow-secrets.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -90,9 +92,7 @@ impl LoopsMcp {
 impl LoopsMcp {
     async fn create_command(&self, p: CreateCommandParams) -> Outcome {
         self.mutation("loops_create_command")?;
-        if !p.no_shell {
-            self.shell("cmd without noShell")?;
-        }
+        self.code("loops_create_command")?;
         let flags = p.flags()?;
         let command = CommandFlags {
             cmd: Some(p.cmd),
@@ -105,6 +105,7 @@ impl LoopsMcp {
 
     async fn create_agent(&self, p: CreateAgentParams) -> Outcome {
         self.mutation("loops_create_agent")?;
+        self.code("loops_create_agent")?;
         if p.prompt.is_some() && p.prompt_file.is_some() {
             return Err("--prompt cannot be used with --prompt-file".to_owned());
         }
@@ -140,7 +141,10 @@ impl LoopsMcp {
         one_schedule(&flags, true)?;
         flag_rules(&flags)?;
         if flags.notify_cmd.is_some() {
-            self.shell("notifyCmd")?;
+            self.code("notifyCmd")?;
+        }
+        if flags.notify_url.is_some() {
+            self.webhook("notifyUrl")?;
         }
         let now = chrono::Utc::now();
         let schedule = definition::schedule(&flags, None, now)?
@@ -210,7 +214,7 @@ impl LoopsMcp {
             let now = chrono::Utc::now();
             let before = client.get(&p.key).map_err(|e| e.to_string())?;
             let def = definition::edited(&before, &flags, now)?;
-            server.edit_shell_rules(&before, &def)?;
+            server.edit_gates(&before, &def)?;
             if flags.def.preflight {
                 definition::preflight(&client, &def.target)?;
             }
@@ -223,18 +227,18 @@ impl LoopsMcp {
         .await
     }
 
-    /// An edit that changes what a shell command loop runs, or sets a notification
-    /// command, runs new shell code: refused unless the server allows shell targets.
-    fn edit_shell_rules(&self, before: &Loop, def: &LoopDefinition) -> Result<(), String> {
-        if let Target::Command(c) = &def.target {
-            if c.shell && def.target != before.target {
-                self.shell("this edit of a shell command loop")?;
-            }
+    /// An edit that changes what runs (the target but its timeout, a new
+    /// notification command) needs code; a new notification URL needs secrets
+    /// ([`crate::gate`]).
+    fn edit_gates(&self, before: &Loop, def: &LoopDefinition) -> Result<(), String> {
+        if gate::changes_what_runs(&before.target, &def.target) {
+            self.code(&format!("this edit of loop {:?}'s target", before.name))?;
         }
-        let notify_cmd = |n: &Option<loops_core::Notify>| n.as_ref().and_then(|n| n.cmd.clone());
-        let cmd = notify_cmd(&def.notify);
-        if cmd.is_some() && cmd != notify_cmd(&before.notify) {
-            self.shell("notifyCmd")?;
+        if gate::sets_notify_cmd(before.notify.as_ref(), def.notify.as_ref()) {
+            self.code("notifyCmd")?;
+        }
+        if gate::sets_notify_url(before.notify.as_ref(), def.notify.as_ref()) {
+            self.webhook("notifyUrl")?;
         }
         Ok(())
     }

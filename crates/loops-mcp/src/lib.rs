@@ -7,11 +7,14 @@
 //! (`isError`) when the call does not succeed. Protocol errors are only for calls
 //! that are malformed (an unknown tool, parameters that do not fit the schema).
 //!
-//! Safety (see [`Options`]): read-only unless the server was started with
-//! `--allow-mutations`; command targets run by the shell refused unless
-//! `--allow-shell`; secrets (prompts, env values, run output) redacted as in the CLI,
-//! and revealed (`showOutput`) only with `--allow-secrets`; `loops_remove` needs
-//! `confirm: true`. Logs go to stderr, never to stdout, which carries the protocol.
+//! Safety (see [`Options`] and [`gate`]): read-only unless the server was started with
+//! `--allow-mutations` (run, pause, resume, stop, remove and reschedule what is
+//! defined); defining or changing what runs — commands of any kind, agents, a
+//! target's env, cwd or account, notification commands — only with `--allow-code`,
+//! because it is code execution; secrets (prompts, env values, run output) redacted as
+//! in the CLI, revealed (`showOutput`) or sent to a webhook (`notifyUrl`) only with
+//! `--allow-secrets`; `loops_remove` needs `confirm: true`. Logs go to stderr, never
+//! to stdout, which carries the protocol.
 //!
 //! ```no_run
 //! # async fn serve() -> Result<(), String> {
@@ -19,7 +22,7 @@
 //!     data_dir: "/tmp/loops-data".into(),
 //!     store: None,
 //!     allow_mutations: false,
-//!     allow_shell: false,
+//!     allow_code: false,
 //!     allow_secrets: false,
 //!     base_dir: std::env::current_dir().map_err(|e| e.to_string())?,
 //! };
@@ -31,6 +34,7 @@
 
 mod define_tools;
 mod flags;
+pub mod gate;
 mod loop_tools;
 mod params;
 mod server;

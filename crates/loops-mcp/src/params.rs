@@ -292,11 +292,12 @@ macro_rules! definition_params {
             /// time (shorter than the loop's period).
             #[serde(default)]
             pub jitter: Option<String>,
-            /// Run this command (by /bin/sh; needs --allow-shell) with the run as JSON
+            /// Run this command (by /bin/sh; needs --allow-code) with the run as JSON
             /// on stdin when a slot fails (see notifyOn).
             #[serde(default)]
             pub notify_cmd: Option<String>,
-            /// POST the run as JSON to this http(s) URL when a slot fails (see notifyOn).
+            /// POST the run as JSON, output included, to this http(s) URL when a slot
+            /// fails (see notifyOn; needs --allow-secrets).
             #[serde(default)]
             pub notify_url: Option<String>,
             /// When notifications fire: failure (default), recovery or always.
@@ -311,11 +312,9 @@ definition_params! {
     pub struct CreateCommandParams {
         /// Unique loop name (not shaped like an id: 12 lowercase hex characters).
         pub name: String,
-        /// The program (with noShell) or the shell command line (without it; needs a
-        /// server started with --allow-shell).
+        /// The program (with noShell) or the shell command line (without it).
         pub cmd: String,
-        /// Execute cmd directly with args, without a shell (argv). Required unless the
-        /// server allows shell commands.
+        /// Execute cmd directly with args, without a shell (argv).
         #[serde(default)]
         pub no_shell: bool,
         /// Arguments of a noShell command.
@@ -391,7 +390,7 @@ definition_params! {
         /// (command loops) Execute the command directly, without a shell.
         #[serde(default)]
         pub no_shell: bool,
-        /// (command loops) Run the command by /bin/sh again (needs --allow-shell).
+        /// (command loops) Run the command by /bin/sh again.
         #[serde(default)]
         pub shell: bool,
         /// (command loops) Arguments of a noShell command, replacing the stored ones.

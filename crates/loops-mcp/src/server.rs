@@ -1,5 +1,5 @@
 //! The server: its options (what it allows), the store it opens, the gates every tool
-//! passes (mutations, shell targets, secrets), and how a tool's outcome becomes an MCP
+//! passes (mutations, code, secrets; [`crate::gate`] says which an input needs), and how a tool's outcome becomes an MCP
 //! result — a JSON document as text, or a tool error (`isError`) carrying the one-line
 //! message the CLI prints.
 
@@ -24,10 +24,12 @@ pub struct Options {
     /// (`--allow-mutations`, `LOOPS_MCP_ALLOW_MUTATIONS=1`); without it they are
     /// listed but refuse.
     pub allow_mutations: bool,
-    /// Command targets run by `/bin/sh` (and `notifyCmd`, also run by the shell) may
-    /// be defined only with this (`--allow-shell`); without it only argv targets
-    /// (`noShell: true`) are accepted.
-    pub allow_shell: bool,
+    /// Defining or changing *what runs* — a command (argv or shell, any program), an
+    /// agent (its prompt is what it acts on), a target's env, cwd or account, a
+    /// notification command — only with this (`--allow-code`,
+    /// `LOOPS_MCP_ALLOW_CODE=1`): it is code execution as the server's user. It
+    /// includes `allow_mutations`.
+    pub allow_code: bool,
     /// `showOutput: true` reveals prompts, env values and run output only with this
     /// (`--allow-secrets`); without it such a call is refused.
     pub allow_secrets: bool,
@@ -44,7 +46,7 @@ impl std::fmt::Debug for Options {
                 &self.store.as_deref().map(loops_core::redact::redact_url),
             )
             .field("allow_mutations", &self.allow_mutations)
-            .field("allow_shell", &self.allow_shell)
+            .field("allow_code", &self.allow_code)
             .field("allow_secrets", &self.allow_secrets)
             .field("base_dir", &self.base_dir)
             .finish()
@@ -71,7 +73,9 @@ pub(crate) type Outcome = Result<String, String>;
 
 impl LoopsMcp {
     /// A server over the store in `options.data_dir` (opened at the first call).
-    pub fn new(options: Options) -> Self {
+    /// `allow_code` includes `allow_mutations`.
+    pub fn new(mut options: Options) -> Self {
+        options.allow_mutations |= options.allow_code;
         Self {
             shared: Arc::new(Shared {
                 options,
@@ -136,14 +140,25 @@ impl LoopsMcp {
         ))
     }
 
-    /// Refuses a shell command (`what`: which input would run one) unless the server
-    /// allows shell targets.
-    pub(crate) fn shell(&self, what: &str) -> Result<(), String> {
-        if self.options().allow_shell {
+    /// Refuses what defines or changes what runs (`what`: the tool or the input that
+    /// would) unless the server allows code.
+    pub(crate) fn code(&self, what: &str) -> Result<(), String> {
+        if self.options().allow_code {
             return Ok(());
         }
         Err(format!(
-            "{what} would run through /bin/sh, and this MCP server allows argv targets only; pass noShell: true with the program in cmd and its arguments in args, or restart the server with `loops mcp --allow-shell`"
+            "{what} defines what runs, which is code execution as you, and this MCP server may only run, pause, resume, stop, remove and reschedule what is already defined; restart it with `loops mcp --allow-code` (or LOOPS_MCP_ALLOW_CODE=1) to allow it"
+        ))
+    }
+
+    /// Refuses a notification URL (`what`: the input that sets one) unless the server
+    /// allows secrets: a webhook gets each notified run, its output included.
+    pub(crate) fn webhook(&self, what: &str) -> Result<(), String> {
+        if self.options().allow_secrets {
+            return Ok(());
+        }
+        Err(format!(
+            "{what} sends each notified run, its output included, to that URL, and this MCP server keeps output redacted; restart it with `loops mcp --allow-secrets` to allow it"
         ))
     }
 
@@ -197,7 +212,7 @@ pub(crate) fn result(outcome: Outcome) -> CallToolResult {
 }
 
 /// What the server tells the model when it connects.
-pub(crate) const INSTRUCTIONS: &str = "loops is a durable local scheduler: a loop is a named schedule (once, every N, cron, dynamic) plus a target (a command, a headless coding agent with a prompt, or a stored workflow); each attempt at a slot is a run. Use loops_list and loops_show to see loops, loops_runs for their history, loops_daemon_status to check that the daemon that runs them is up, workflows_list / workflow_show for workflows. Tools that create, change, run or remove things refuse unless the server was started with --allow-mutations; shell commands need --allow-shell (pass noShell: true with argv otherwise); showOutput needs --allow-secrets. Outputs are the JSON documents `loops --json` prints.";
+pub(crate) const INSTRUCTIONS: &str = "loops is a durable local scheduler: a loop is a named schedule (once, every N, cron, dynamic) plus a target (a command, a headless coding agent with a prompt, or a stored workflow); each attempt at a slot is a run. Use loops_list and loops_show to see loops, loops_runs for their history, loops_daemon_status to check that the daemon that runs them is up, workflows_list / workflow_show for workflows. Tools that change, run or remove things refuse unless the server was started with --allow-mutations; defining what runs (a command or agent loop, an edit of a target, its env, cwd or account, a notifyCmd) needs --allow-code, since it is code execution; showOutput and notifyUrl need --allow-secrets. Outputs are the JSON documents `loops --json` prints.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for LoopsMcp {

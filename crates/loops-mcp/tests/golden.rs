@@ -14,7 +14,7 @@ fn the_tool_list_is_the_golden_file() {
         data_dir: "/nonexistent/loops-data".into(),
         store: None,
         allow_mutations: false,
-        allow_shell: false,
+        allow_code: false,
         allow_secrets: false,
         base_dir: "/".into(),
     });

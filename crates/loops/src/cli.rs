@@ -268,20 +268,29 @@ pub struct ServeArgs {
     /// How often the event log is polled for new events, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000), hide = true)]
     pub events_poll_ms: u64,
+    /// Most connections open at once (kept below the open-files limit); beyond it a
+    /// new connection closes the oldest one that has not shown the token.
+    #[arg(long, value_name = "N", default_value_t = loops_http::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Args)]
 pub struct McpArgs {
-    /// Allow the tools that create, change, run or remove loops and workflow runs
-    /// (without it they are listed but refuse).
+    /// Allow the tools that run, pause, resume, stop, remove or reschedule what is
+    /// defined, and run or cancel workflows (without it they are listed but refuse).
     #[arg(long, env = "LOOPS_MCP_ALLOW_MUTATIONS", value_parser = clap::builder::FalseyValueParser::new())]
     pub allow_mutations: bool,
-    /// Allow command targets run by /bin/sh, and notification commands (without it
-    /// only argv targets: noShell with cmd and args).
-    #[arg(long, env = "LOOPS_MCP_ALLOW_SHELL", value_parser = clap::builder::FalseyValueParser::new())]
+    /// Also allow defining or changing what runs: commands (argv or shell), agents,
+    /// a target's env, cwd or account, notification commands. This is code execution
+    /// as you. Includes --allow-mutations.
+    #[arg(long, env = "LOOPS_MCP_ALLOW_CODE", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_code: bool,
+    /// Removed: refused with what to use instead (--allow-code).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_SHELL", value_parser = clap::builder::FalseyValueParser::new(), hide = true)]
     pub allow_shell: bool,
-    /// Allow showOutput to reveal prompts, env values and run output (without it
-    /// they stay redacted, as in the CLI without --show-output).
+    /// Allow showOutput to reveal prompts, env values and run output, and notifyUrl
+    /// to send runs to a webhook (without it they stay redacted, as in the CLI
+    /// without --show-output).
     #[arg(long, env = "LOOPS_MCP_ALLOW_SECRETS", value_parser = clap::builder::FalseyValueParser::new())]
     pub allow_secrets: bool,
 }
@@ -293,6 +302,10 @@ pub struct RunNowArgs {
     /// Print the run's stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
     /// Start the run even while another run of the loop is in flight (by default a
     /// loop with overlap `skip` refuses a second concurrent run).
     #[arg(long)]
@@ -727,6 +740,10 @@ pub struct RunsArgs {
     /// Include stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
     /// Only runs with this status (repeatable: any of them): running, succeeded,
     /// failed, timed_out, abandoned, skipped.
     #[arg(long = "status", value_name = "STATUS")]
@@ -933,6 +950,10 @@ pub struct WorkflowRunArgs {
     /// Print every step's stdout and stderr.
     #[arg(long)]
     pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
     /// Stop the whole run after DURATION (omit for no limit).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = timeout)]
     pub timeout: Option<Duration>,
@@ -954,6 +975,10 @@ pub struct WorkflowRunArg {
     /// Include step output.
     #[arg(long)]
     pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
 }
 
 #[derive(Debug, Args)]
@@ -1110,6 +1135,10 @@ pub struct LogsArgs {
     /// Print stderr instead of stdout.
     #[arg(long)]
     pub stderr: bool,
+    /// Every byte as captured: to a terminal, the output otherwise passes only its
+    /// colours (other control characters shown escaped); to a pipe it is exact anyway.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// The clap flags as the runtime's plain flags (`loops_runtime::definition`), which

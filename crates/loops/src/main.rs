@@ -125,7 +125,7 @@ fn main() -> ExitCode {
         Err(err) => match cli::value_error(&err) {
             // One line, like every other error of ours; nothing has run yet.
             Some(message) => {
-                let _ = writeln!(std::io::stderr(), "error: {message}");
+                let _ = writeln!(std::io::stderr(), "error: {}", output::human(&message));
                 return Exit::Usage.into();
             }
             None => err.exit(),
@@ -139,8 +139,9 @@ fn main() -> ExitCode {
         Ok(exit) => exit.into(),
         Err(Failure::BrokenPipe) => Exit::Success.into(),
         Err(Failure::Error { code, message }) => {
-            // Not eprintln!: it panics when stderr is closed too.
-            let _ = writeln!(std::io::stderr(), "error: {message}");
+            // Not eprintln!: it panics when stderr is closed too. A message may quote
+            // what the user gave or a run printed: its control characters escaped.
+            let _ = writeln!(std::io::stderr(), "error: {}", output::human(&message));
             code.into()
         }
     }

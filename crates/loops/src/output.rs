@@ -2,9 +2,16 @@
 //! TTY without `NO_COLOR`, and redaction of prompts, env values and run output.
 //!
 //! Every write to stdout goes through this module (`outln!`, `print_json`,
-//! `Table::print`, `write_stdout`): `println!` panics when stdout
+//! `Table::print`, `write_stdout`, [`RunOutput`]): `println!` panics when stdout
 //! is a closed pipe (`loops list | head -1`), while these return
 //! `Failure::BrokenPipe`, which `main` turns into a silent exit 0.
+//!
+//! Terminal escapes (issue #19): human text (`outln!`, tables, error lines) shows every
+//! control character of what it prints escaped (`\x1b`; tab and newline kept outside
+//! table cells), whatever the store holds, so a description or a run's stderr cannot
+//! drive the terminal. A run's own output ([`RunOutput`]: `logs`, `--show-output`)
+//! reaches a terminal with only its SGR colours, unless `--raw`, and a pipe or file
+//! byte for byte. JSON escapes control characters itself.
 
 use crate::Failure;
 use chrono::{Local, Utc};
@@ -28,12 +35,70 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
-/// Writes formatted text to stdout; a closed pipe is [`Failure::BrokenPipe`].
+/// Writes formatted human text to stdout, control characters but tab and newline
+/// escaped; a closed pipe is [`Failure::BrokenPipe`].
 pub fn write_stdout(args: std::fmt::Arguments<'_>) -> Result<(), Failure> {
+    let text = args.to_string();
     std::io::stdout()
         .lock()
-        .write_fmt(args)
+        .write_all(human(&text).as_bytes())
         .map_err(Failure::stdout)
+}
+
+/// Human text as printed: control characters but tab and newline escaped.
+pub fn human(text: &str) -> std::borrow::Cow<'_, str> {
+    loops_core::text::escape_controls(text, loops_core::text::Lines::Many)
+}
+
+/// One line of human text as printed: every control character escaped.
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    loops_core::text::escape_controls(text, loops_core::text::Lines::One)
+}
+
+/// A run's output on its way to stdout: to a terminal, its SGR colours pass and every
+/// other control character is shown escaped ([`loops_core::text::TerminalFilter`]),
+/// unless `raw`; to a pipe or a file, the bytes as they are.
+pub struct RunOutput {
+    filter: Option<loops_core::text::TerminalFilter>,
+}
+
+impl RunOutput {
+    /// For stdout as it is now (a terminal or not); `raw` passes every byte.
+    pub fn stdout(raw: bool) -> Self {
+        let filter = (!raw && std::io::stdout().is_terminal())
+            .then(loops_core::text::TerminalFilter::default);
+        Self { filter }
+    }
+
+    /// Writes a piece of output (a sequence cut at its end waits for the next).
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        match &mut self.filter {
+            None => write_stdout_bytes(bytes),
+            Some(f) => {
+                let mut out = Vec::with_capacity(bytes.len());
+                f.push(bytes, &mut out);
+                write_stdout_bytes(&out)
+            }
+        }
+    }
+
+    /// The output ended: writes what was held back.
+    pub fn finish(&mut self) -> Result<(), Failure> {
+        match &mut self.filter {
+            None => Ok(()),
+            Some(f) => {
+                let mut out = Vec::new();
+                f.finish(&mut out);
+                write_stdout_bytes(&out)
+            }
+        }
+    }
+
+    /// Writes a whole output.
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        self.write(bytes)?;
+        self.finish()
+    }
 }
 
 /// Writes raw bytes to stdout and flushes; a closed pipe is [`Failure::BrokenPipe`].
@@ -113,10 +178,16 @@ impl Table {
 
     fn write(&self) -> std::io::Result<()> {
         let colour = colour_enabled();
+        // A cell is one line: every control character of its text shown escaped.
+        let rows: Vec<Vec<(std::borrow::Cow<'_, str>, Option<&str>)>> = self
+            .rows
+            .iter()
+            .map(|row| row.iter().map(|c| (one_line(&c.text), c.colour)).collect())
+            .collect();
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (i, cell) in row.iter().enumerate() {
-                widths[i] = widths[i].max(cell.text.chars().count());
+        for row in &rows {
+            for (i, (text, _)) in row.iter().enumerate() {
+                widths[i] = widths[i].max(text.chars().count());
             }
         }
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -130,13 +201,13 @@ impl Table {
         } else {
             writeln!(out, "{}", line.trim_end())?;
         }
-        for row in &self.rows {
+        for row in &rows {
             line.clear();
-            for (i, cell) in row.iter().enumerate() {
+            for (i, (text, cell_colour)) in row.iter().enumerate() {
                 let start = line.len();
-                pad(&mut line, &cell.text, widths[i], i == last);
-                if let (true, Some(code)) = (colour, cell.colour) {
-                    let end = start + cell.text.len();
+                pad(&mut line, text, widths[i], i == last);
+                if let (true, Some(code)) = (colour, cell_colour) {
+                    let end = start + text.len();
                     line.insert_str(end, "\x1b[0m");
                     line.insert_str(start, &format!("\x1b[{code}m"));
                 }
@@ -298,13 +369,16 @@ pub fn instant_text(t: Option<Instant>) -> String {
     t.map_or_else(|| "-".into(), |t| format_instant(&t))
 }
 
-/// Prints a run's captured streams under headers.
-pub fn print_streams(run: &Run) -> Result<(), Failure> {
-    if let Some(out) = run.stdout.as_deref().filter(|s| !s.is_empty()) {
-        outln!("[stdout]\n{}", out.trim_end())?;
-    }
-    if let Some(err) = run.stderr.as_deref().filter(|s| !s.is_empty()) {
-        outln!("[stderr]\n{}", err.trim_end())?;
+/// Prints a run's (or a step's) captured streams under headers, as run output
+/// ([`RunOutput`]; `raw`: the bytes as they are, also to a terminal).
+pub fn print_streams(stdout: Option<&str>, stderr: Option<&str>, raw: bool) -> Result<(), Failure> {
+    for (header, text) in [("[stdout]", stdout), ("[stderr]", stderr)] {
+        if let Some(text) = text.filter(|s| !s.is_empty()) {
+            outln!("{header}")?;
+            let mut out = RunOutput::stdout(raw);
+            out.write_all(text.trim_end().as_bytes())?;
+            outln!()?;
+        }
     }
     Ok(())
 }

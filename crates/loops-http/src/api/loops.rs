@@ -87,7 +87,7 @@ impl LoopDefinitionBody {
 
     /// The definition, with the CLI's defaults for what is not given; the checks the
     /// CLI makes before the client's (a shell command takes no separate args).
-    fn into_definition(self) -> Result<(LoopDefinition, bool), ApiError> {
+    pub(crate) fn into_definition(self) -> Result<(LoopDefinition, bool), ApiError> {
         if let Target::Command(c) = &self.target {
             if c.shell && !c.args.is_empty() {
                 return Err(ApiError::invalid(
@@ -292,12 +292,7 @@ pub(crate) async fn edit(
     }
     let lp = blocking(&state, move |c| {
         let before = c.get(&key)?;
-        let current = LoopDefinitionBody::of(&LoopDefinition::from(&before));
-        let mut doc = serde_json::to_value(&current)
-            .map_err(|e| ApiError::failed(format!("cannot encode the loop: {e}")))?;
-        merge_patch(&mut doc, &patch);
-        let body: LoopDefinitionBody = parse_json(doc.to_string().as_bytes())?;
-        let (def, preflight) = body.into_definition()?;
+        let (def, preflight) = patched(&LoopDefinition::from(&before), &patch)?;
         if preflight {
             check_preflight(c, &def.target)?;
         }
@@ -305,6 +300,19 @@ pub(crate) async fn edit(
     })
     .await?;
     Ok(Json(shown(lp, false)))
+}
+
+/// A merge patch over `current` (the patch already known to be an object): the
+/// definition it makes, and whether it asks for a preflight.
+pub(crate) fn patched(
+    current: &LoopDefinition,
+    patch: &serde_json::Value,
+) -> Result<(LoopDefinition, bool), ApiError> {
+    let mut doc = serde_json::to_value(LoopDefinitionBody::of(current))
+        .map_err(|e| ApiError::failed(format!("cannot encode the loop: {e}")))?;
+    merge_patch(&mut doc, patch);
+    let body: LoopDefinitionBody = parse_json(doc.to_string().as_bytes())?;
+    body.into_definition()
 }
 
 /// RFC 7386.

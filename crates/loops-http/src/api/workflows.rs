@@ -77,7 +77,7 @@ pub struct CancelBody {
 /// A spec sent over HTTP: parsed and validated as a spec file is; its paths (a step's
 /// `cwd`, a `promptFile`) must be absolute, since there is no file to be relative to,
 /// and a `promptFile` is not read (its prompt comes in `prompt`).
-fn spec_from(bytes: &[u8]) -> Result<WorkflowSpec, ApiError> {
+pub(crate) fn spec_from(bytes: &[u8]) -> Result<WorkflowSpec, ApiError> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| ApiError::invalid("invalid JSON body: not UTF-8"))?;
     if text.trim().is_empty() {

@@ -36,18 +36,35 @@ const APP_CSS: &str = include_str!("assets/app.css");
 const APP_JS: &str = include_str!("assets/app.js");
 const FAVICON: &[u8] = include_bytes!("assets/favicon.svg");
 
+/// The dashboard's pages: where a login may send the browser back to ([`safe_next`]).
+/// A `{…}` part is one path segment.
+const PAGES: [&str; 7] = [
+    "/",
+    "/loops/{key}",
+    "/runs/{id}",
+    "/workflows",
+    "/workflows/{key}",
+    "/workflow-runs/{id}",
+    "/runners",
+];
+
 /// The dashboard's routes.
 pub(crate) fn routes() -> Router<State> {
-    Router::new()
-        .route("/", get(overview::page))
+    let pages: [axum::routing::MethodRouter<State>; PAGES.len()] = [
+        get(overview::page),
+        get(loops::page),
+        get(runs::page),
+        get(workflows::list),
+        get(workflows::spec),
+        get(workflows::run),
+        get(runners::page),
+    ];
+    PAGES
+        .into_iter()
+        .zip(pages)
+        .fold(Router::new(), |r, (path, page)| r.route(path, page))
         .route("/login", get(login_form).post(login))
         .route("/logout", axum::routing::post(logout))
-        .route("/loops/{key}", get(loops::page))
-        .route("/runs/{id}", get(runs::page))
-        .route("/workflows", get(workflows::list))
-        .route("/workflows/{key}", get(workflows::spec))
-        .route("/workflow-runs/{id}", get(workflows::run))
-        .route("/runners", get(runners::page))
         .route("/assets/app.css", get(css))
         .route("/assets/app.js", get(js))
         .route("/favicon.svg", get(favicon))
@@ -176,11 +193,73 @@ struct LoginPage {
     failed: bool,
 }
 
-/// Where a login may send the browser back to: a path on this server only.
-fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_owned(),
-        _ => "/".to_owned(),
+/// Where a login may send the browser back to: one of our [`PAGES`] (with a query),
+/// as [`viewer`] writes it, else `/`. Only URL characters pass (RFC 3986's, with
+/// `%XX` escapes); other non-ASCII characters are percent-encoded; anything else — a
+/// control character, raw or escaped, a backslash, a space, `.`/`..` segments, a path
+/// that is not one of our pages — gives `/`. So the `Location` is always a path of
+/// this server that every browser reads the same way (`/\t/evil.example` is
+/// `//evil.example` to a browser, which drops tabs and newlines), and a valid header.
+pub fn safe_next(next: Option<&str>) -> String {
+    next.and_then(our_page).unwrap_or_else(|| "/".to_owned())
+}
+
+/// Longest `next` kept (a page's path and query are far shorter).
+const MAX_NEXT: usize = 2048;
+
+fn our_page(next: &str) -> Option<String> {
+    let mut out = String::with_capacity(next.len());
+    for (at, c) in next.char_indices() {
+        match c {
+            '%' => {
+                let hex = next.get(at + 1..at + 3)?;
+                if !hex.bytes().all(|h| h.is_ascii_hexdigit()) {
+                    return None;
+                }
+                let b = u8::from_str_radix(hex, 16).ok()?;
+                if b < 0x20 || b == 0x7f {
+                    return None;
+                }
+                out.push('%');
+            }
+            c if c.is_ascii_alphanumeric() => out.push(c),
+            '-' | '.' | '_' | '~' | '!' | '$' | '&' | '\'' | '(' | ')' | '*' | '+' | ',' | ';'
+            | '=' | ':' | '@' | '/' | '?' => out.push(c),
+            c if !c.is_ascii() && !c.is_control() => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("%{b:02X}"));
+                }
+            }
+            _ => return None,
+        }
+        if out.len() > MAX_NEXT {
+            return None;
+        }
+    }
+    let path = out.split_once('?').map_or(out.as_str(), |(p, _)| p);
+    PAGES
+        .iter()
+        .any(|page| matches_page(page, path))
+        .then_some(out)
+}
+
+/// Whether `path` is `page`, a `{…}` part standing for one segment (not `.` or `..`).
+fn matches_page(page: &str, path: &str) -> bool {
+    let (mut want, mut have) = (page.split('/'), path.split('/'));
+    loop {
+        match (want.next(), have.next()) {
+            (None, None) => return true,
+            (Some(w), Some(h)) if w.starts_with('{') => {
+                // Browsers read `%2e` as a dot in a dot segment.
+                let h = h.replace("%2e", ".").replace("%2E", ".");
+                if h.is_empty() || h == "." || h == ".." {
+                    return false;
+                }
+            }
+            (Some(w), Some(h)) if w == h => {}
+            _ => return false,
+        }
     }
 }
 
@@ -278,4 +357,61 @@ async fn logout(
 pub(crate) fn here(uri: &axum::http::Uri) -> String {
     uri.path_and_query()
         .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_next_keeps_our_pages_only() {
+        let cases: &[(&str, &str)] = &[
+            ("/", "/"),
+            ("/?status=failed&label=a", "/?status=failed&label=a"),
+            ("/loops/backup", "/loops/backup"),
+            ("/loops/café", "/loops/caf%C3%A9"),
+            ("/loops/caf%C3%A9?x=1", "/loops/caf%C3%A9?x=1"),
+            ("/runs/abc", "/runs/abc"),
+            ("/workflow-runs/abc", "/workflow-runs/abc"),
+            ("/workflows", "/workflows"),
+            ("/runners", "/runners"),
+            ("", "/"),
+            ("//evil.example", "/"),
+            ("/\\evil.example", "/"),
+            ("/\t/evil.example", "/"),
+            ("\t//evil.example", "/"),
+            ("/\n/x", "/"),
+            ("/loops/%0a", "/"),
+            ("/loops/%7f", "/"),
+            ("/loops/%zz", "/"),
+            ("/loops/%4", "/"),
+            ("/loops/\u{85}", "/"),
+            ("/loops/..", "/"),
+            ("/loops/%2e%2E", "/"),
+            ("/loops/", "/"),
+            ("/loops/a/b", "/"),
+            ("/loops/a/", "/"),
+            ("/login", "/"),
+            ("/v1/loops", "/"),
+            ("http://evil.example/", "/"),
+            ("/ /evil", "/"),
+            ("/loops/a#frag", "/"),
+        ];
+        for (next, want) in cases {
+            assert_eq!(safe_next(Some(next)), *want, "{next:?}");
+        }
+        assert_eq!(safe_next(None), "/");
+        let long = format!("/loops/{}", "a".repeat(MAX_NEXT));
+        assert_eq!(safe_next(Some(&long)), "/");
+    }
+
+    #[test]
+    fn every_safe_next_is_a_header_value_and_one_of_our_pages() {
+        for next in ["/loops/ø\u{10FFFF}", "/runs/~!$&'()*+,;=:@", "/?a=//b?c"] {
+            let got = safe_next(Some(next));
+            assert!(HeaderValue::from_str(&got).is_ok(), "{got:?}");
+            assert!(!got.starts_with("//") && !got.contains('\\'), "{got:?}");
+            assert_ne!(got, "/", "{next:?}");
+        }
+    }
 }

@@ -21,7 +21,7 @@ pub fn run(ctx: &Context, args: ExportArgs) -> Result<Exit, Failure> {
             std::io::stderr(),
             "note: {} secret(s) left out of the bundle ({}); --include-secrets includes them",
             named.len(),
-            named.join(", ")
+            output::human(&named.join(", "))
         );
     }
     Ok(Exit::Success)

@@ -179,8 +179,11 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         lines.push(("notified", line));
     }
     let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    // A value of several lines (a description, a shell script) keeps its later lines
+    // under its first, so none can pass for a line of its own.
+    let indent = format!("\n{}", " ".repeat(width + 2));
     for (key, value) in lines {
-        outln!("{key:>width$}  {value}")?;
+        outln!("{key:>width$}  {}", value.trim_end().replace('\n', &indent))?;
     }
     Ok(Exit::Success)
 }

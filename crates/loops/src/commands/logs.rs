@@ -1,10 +1,11 @@
 //! `logs RUN [--follow] [--stderr]`: a running run's output from its spool files as it
-//! is written, a finished run's as stored (README, "Watching runs").
+//! is written, a finished run's as stored (README, "Watching runs"): to a terminal with
+//! only its colours unless `--raw`, to a pipe byte for byte ([`RunOutput`]).
 
 use super::Context;
 use crate::cli::LogsArgs;
 use crate::exit::Exit;
-use crate::output::{print_json, write_stdout_bytes};
+use crate::output::{print_json, write_stdout_bytes, RunOutput};
 use crate::Failure;
 use loops_runtime::live::{OutputPiece, Stream, OUTPUT_POLL};
 
@@ -32,10 +33,11 @@ pub fn run(ctx: &Context, args: LogsArgs) -> Result<Exit, Failure> {
                 "text": text,
             }))?;
         } else {
-            write_stdout_bytes(&bytes)?;
+            RunOutput::stdout(args.raw).write_all(&bytes)?;
         }
         return Ok(Exit::Success);
     }
+    let mut shown = RunOutput::stdout(args.raw);
     loop {
         let step = follow.poll()?;
         if !step.pieces.is_empty() {
@@ -45,10 +47,11 @@ pub fn run(ctx: &Context, args: LogsArgs) -> Result<Exit, Failure> {
                 let line = serde_json::json!({ "runId": run.id, "stream": stream, "text": text });
                 write_stdout_bytes(format!("{line}\n").as_bytes())?;
             } else {
-                write_stdout_bytes(&bytes)?;
+                shown.write(&bytes)?;
             }
         }
         if let Some(ended) = step.ended {
+            shown.finish()?;
             if ctx.json {
                 let line = serde_json::json!({
                     "runId": ended.id,

@@ -7,6 +7,13 @@ use crate::exit::Exit;
 use crate::Failure;
 
 pub fn run(ctx: &Context, args: McpArgs) -> Result<Exit, Failure> {
+    if args.allow_shell {
+        // Its meaning ("no shell, so argv targets are safe") was the hole: an argv
+        // program can be a shell, and env, agents and notifications run code too.
+        return Err(Failure::usage(
+            "--allow-shell (LOOPS_MCP_ALLOW_SHELL) is gone: argv commands, agents, env and notification commands run code as surely as a shell; use --allow-code to allow defining what runs (code execution as you), or --allow-mutations alone to only run, pause and reschedule what is defined",
+        ));
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
@@ -19,7 +26,7 @@ pub fn run(ctx: &Context, args: McpArgs) -> Result<Exit, Failure> {
         data_dir: ctx.data_dir()?,
         store: ctx.store_url().map(str::to_owned),
         allow_mutations: args.allow_mutations,
-        allow_shell: args.allow_shell,
+        allow_code: args.allow_code,
         allow_secrets: args.allow_secrets,
         base_dir: std::env::current_dir()
             .map_err(|e| Failure::failed(format!("cannot read the current directory: {e}")))?,

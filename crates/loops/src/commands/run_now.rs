@@ -54,7 +54,7 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<Exit, Failure> {
             outln!("usage: {}", output::usage_text(usage))?;
         }
         if args.show_output {
-            output::print_streams(&run)?;
+            output::print_streams(run.stdout.as_deref(), run.stderr.as_deref(), args.raw)?;
         }
     }
     Ok(if run.status == RunStatus::Succeeded {

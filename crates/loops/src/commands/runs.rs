@@ -109,7 +109,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
                 run.attempt
             )?;
             output::print_agent_result(run)?;
-            output::print_streams(run)?;
+            output::print_streams(run.stdout.as_deref(), run.stderr.as_deref(), args.raw)?;
         }
     }
     Ok(Exit::Success)

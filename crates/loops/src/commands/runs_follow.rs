@@ -22,7 +22,8 @@ pub fn run(ctx: &Context, args: &RunsArgs) -> Result<Exit, Failure> {
             let line = if ctx.json {
                 json_line(event, args.show_output)
             } else {
-                human_line(&event)
+                // Human text: a run's error quotes its stderr.
+                output::one_line(&human_line(&event)).into_owned()
             };
             out.push_str(&line);
             out.push('\n');

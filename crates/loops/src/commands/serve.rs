@@ -29,11 +29,17 @@ pub fn run(ctx: &Context, args: ServeArgs) -> Result<Exit, Failure> {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .try_init();
+    // Each connection is a descriptor: a default soft limit of 1,024 is what a flood
+    // of strangers' connections would exhaust first.
+    if let Err(e) = loops_http::raise_open_files_limit() {
+        tracing::warn!(error = %e, "cannot raise the open-files limit");
+    }
     let cfg = ServeConfig {
         addr: args.addr,
         allow_remote: args.allow_remote,
         cors_origins: args.cors_origins,
         events_poll: Duration::from_millis(args.events_poll_ms),
+        max_connections: args.max_connections,
         ..ServeConfig::default()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

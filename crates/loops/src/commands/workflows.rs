@@ -208,7 +208,7 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
         }
         print_step_results(&steps)?;
         if args.show_output {
-            print_step_output(&steps)?;
+            print_step_output(&steps, args.raw)?;
         }
     }
     Ok(if run.status == WorkflowRunStatus::Succeeded {
@@ -249,7 +249,7 @@ fn draw_steps(steps: &[StepRun], drawn: usize) -> anyhow::Result<()> {
         write!(out, "\x1b[{drawn}A")?;
     }
     for s in steps {
-        writeln!(out, "\x1b[2K{}", step_line(s))?;
+        writeln!(out, "\x1b[2K{}", output::one_line(&step_line(s)))?;
     }
     out.flush()?;
     Ok(())
@@ -314,7 +314,7 @@ fn print_step_results(steps: &[StepRun]) -> Result<(), Failure> {
     Ok(())
 }
 
-fn print_step_output(steps: &[StepRun]) -> Result<(), Failure> {
+fn print_step_output(steps: &[StepRun], raw: bool) -> Result<(), Failure> {
     for s in steps {
         let out = s.stdout.as_deref().unwrap_or("");
         let err = s.stderr.as_deref().unwrap_or("");
@@ -322,12 +322,7 @@ fn print_step_output(steps: &[StepRun]) -> Result<(), Failure> {
             continue;
         }
         outln!("\n--- step {} ---", s.step_id)?;
-        if !out.is_empty() {
-            outln!("[stdout]\n{}", out.trim_end())?;
-        }
-        if !err.is_empty() {
-            outln!("[stderr]\n{}", err.trim_end())?;
-        }
+        output::print_streams(Some(out), Some(err), raw)?;
     }
     Ok(())
 }
@@ -451,7 +446,7 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<Exit, Failure> {
         )?;
     }
     if args.show_output {
-        print_step_output(&steps)?;
+        print_step_output(&steps, args.raw)?;
     }
     Ok(Exit::Success)
 }

@@ -53,11 +53,16 @@ impl World {
 
     /// `loops serve --addr ADDR`; the client reaches it on loopback whatever ADDR is.
     pub fn serve_on(&self, addr: &str, extra: &[&str]) -> Api {
+        self.serve_via(&[], addr, extra)
+    }
+
+    /// [`World::serve_on`] started through `wrapper` (see [`World::cmd_via`]).
+    pub fn serve_via(&self, wrapper: &[&str], addr: &str, extra: &[&str]) -> Api {
         let stderr = self.root.path().join("serve.log");
         let mut args = vec!["serve", "--addr", addr];
         args.extend_from_slice(extra);
         let mut child = self
-            .cmd(&args)
+            .cmd_via(wrapper, &args)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
@@ -111,6 +116,16 @@ impl Api {
                 .unwrap(),
             content_type,
         }
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What the server wrote to its stderr so far.
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
     fn auth(&self) -> String {
@@ -261,7 +276,7 @@ fn read_sse(reader: impl Read, tx: mpsc::Sender<SseEvent>) {
 }
 
 /// The next event on `rx` that `want` accepts, within `timeout`.
-fn next_event(
+pub(crate) fn next_event(
     rx: &mpsc::Receiver<SseEvent>,
     timeout: Duration,
     mut want: impl FnMut(&SseEvent) -> bool,

@@ -25,5 +25,8 @@ mod several_hosts_netns;
 mod supervised;
 mod trust_daemon;
 mod trust_engine;
+mod trust_http;
 mod trust_input;
+mod trust_mcp;
+mod trust_terminal;
 mod workflows;

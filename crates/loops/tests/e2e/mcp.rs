@@ -1,8 +1,8 @@
 //! `loops mcp` driven by a real MCP client (the official Rust SDK's, `rmcp`) over the
 //! binary's stdin/stdout: initialize, the tool list against the golden file of the
 //! schemas, every tool called, the outputs compared with the CLI's `--json`, errors
-//! as tool errors with the CLI's messages, and the safety switches (mutations, shell
-//! targets, secrets) refused and then allowed.
+//! as tool errors with the CLI's messages, and the safety switches (mutations, code,
+//! secrets) refused and then allowed (`trust_mcp` tries the ways around them).
 //!
 //! The real agent's side (`real_claude_*`): the pinned `claude` CLI started with
 //! `--mcp-config` pointing at `loops mcp`, against the mock model server, which asks
@@ -65,7 +65,7 @@ fn golden_path() -> PathBuf {
 }
 
 /// A `loops mcp` child of a world and the client connected to it.
-struct Mcp {
+pub(crate) struct Mcp {
     rt: tokio::runtime::Runtime,
     client: Option<RunningService<RoleClient, ()>>,
     child: tokio::process::Child,
@@ -74,14 +74,14 @@ struct Mcp {
 
 /// One tool call's result: whether it is a tool error, and its text.
 #[derive(Debug)]
-struct Reply {
-    is_error: bool,
-    text: String,
+pub(crate) struct Reply {
+    pub(crate) is_error: bool,
+    pub(crate) text: String,
 }
 
 impl Mcp {
     /// Starts `loops mcp FLAGS` in `w` and initializes the session.
-    fn start(w: &World, flags: &[&str]) -> Self {
+    pub(crate) fn start(w: &World, flags: &[&str]) -> Self {
         let mut args = vec!["mcp"];
         args.extend_from_slice(flags);
         let stderr = w.root.path().join(format!("mcp-{}.stderr", next_tag()));
@@ -116,12 +116,12 @@ impl Mcp {
         self.client.as_ref().unwrap()
     }
 
-    fn stderr_text(&self) -> String {
+    pub(crate) fn stderr_text(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
     /// Calls `tool` with `args`; a protocol error fails the test.
-    fn call(&self, tool: &str, args: Value) -> Reply {
+    pub(crate) fn call(&self, tool: &str, args: Value) -> Reply {
         let result = self.try_call(tool, args.clone()).unwrap_or_else(|e| {
             panic!(
                 "{tool} {args}: protocol error {e}; server stderr:\n{}",
@@ -153,7 +153,7 @@ impl Mcp {
     }
 
     /// Calls `tool`, asserts success, and parses the JSON document it returned.
-    fn ok(&self, tool: &str, args: Value) -> Value {
+    pub(crate) fn ok(&self, tool: &str, args: Value) -> Value {
         let reply = self.call(tool, args.clone());
         assert!(!reply.is_error, "{tool} {args} failed: {}", reply.text);
         serde_json::from_str(&reply.text)
@@ -161,7 +161,7 @@ impl Mcp {
     }
 
     /// Calls `tool`, asserts a tool error, and returns its message.
-    fn err(&self, tool: &str, args: Value) -> String {
+    pub(crate) fn err(&self, tool: &str, args: Value) -> String {
         let reply = self.call(tool, args.clone());
         assert!(
             reply.is_error,
@@ -171,14 +171,14 @@ impl Mcp {
         reply.text
     }
 
-    fn tools(&self) -> Vec<rmcp::model::Tool> {
+    pub(crate) fn tools(&self) -> Vec<rmcp::model::Tool> {
         self.rt
             .block_on(self.client().list_all_tools())
             .expect("tools/list")
     }
 
     /// Closes the session (the server's stdin ends) and waits for the server to exit.
-    fn close(mut self) -> std::process::ExitStatus {
+    pub(crate) fn close(mut self) -> std::process::ExitStatus {
         let client = self.client.take().unwrap();
         self.rt.block_on(async {
             let _ = client.cancel().await;
@@ -212,7 +212,7 @@ fn cli_doc(w: &World, args: &[&str]) -> Value {
 }
 
 /// The CLI's error line for `args`, without its `error: ` prefix.
-fn cli_error(w: &World, args: &[&str]) -> String {
+pub(crate) fn cli_error(w: &World, args: &[&str]) -> String {
     let (_, stderr) = w.fail(args);
     let line = stderr.trim_end();
     line.strip_prefix("error: ")
@@ -221,7 +221,7 @@ fn cli_error(w: &World, args: &[&str]) -> String {
 }
 
 /// A workflow spec file with one command step per `(id, shell command)`, in order.
-fn write_spec(w: &World, name: &str, steps: &[(&str, &str)]) -> PathBuf {
+pub(crate) fn write_spec(w: &World, name: &str, steps: &[(&str, &str)]) -> PathBuf {
     let steps: Vec<Value> = steps
         .iter()
         .map(|(id, cmd)| json!({"id": id, "target": {"type": "command", "command": cmd, "shell": true}}))
@@ -388,7 +388,7 @@ fn read_tools_return_what_the_cli_prints() {
 fn errors_are_tool_errors_with_the_cli_messages() {
     let w = World::new();
     w.create_cmd("alpha", &["--every", "5m"], "echo alpha");
-    let mcp = Mcp::start(&w, &["--allow-mutations"]);
+    let mcp = Mcp::start(&w, &["--allow-code"]);
     let cases: Vec<(&str, Value, Vec<&str>)> = vec![
         ("loops_show", json!({"loop": "nope"}), vec!["show", "nope"]),
         (
@@ -538,10 +538,26 @@ fn mutations_are_refused_then_allowed() {
     assert_eq!(w.json(&["list"]), before, "a refused call changed nothing");
     assert_eq!(w.json(&["runs"]), json!([]));
 
-    // Allowed by the environment variable as by the flag.
+    // Allowed by the environment variable as by the flag; defining what runs needs
+    // --allow-code (trust_mcp tries every way around that).
     let mut w = w;
     w.extra_env
         .push(("LOOPS_MCP_ALLOW_MUTATIONS".into(), "1".into()));
+    let mcp = Mcp::start(&w, &[]);
+    assert_eq!(
+        mcp.ok("loops_pause", json!({"loop": "alpha"}))["status"],
+        "paused"
+    );
+    let refused = mcp.err(
+        "loops_create_command",
+        json!({"name": "argv", "cmd": "/bin/echo", "noShell": true, "every": "10m"}),
+    );
+    assert!(
+        refused.starts_with("loops_create_command defines what runs"),
+        "{refused}"
+    );
+    assert!(mcp.close().success());
+    w.extra_env = vec![("LOOPS_MCP_ALLOW_CODE".into(), "1".into())];
     let mcp = Mcp::start(&w, &[]);
     let created = mcp.ok(
         "loops_create_command",
@@ -549,29 +565,6 @@ fn mutations_are_refused_then_allowed() {
     );
     assert_eq!(created, w.json(&["show", "argv"]));
     assert_eq!(created["target"]["args"], json!(["from", "mcp"]));
-    // Shell targets stay refused without --allow-shell; so do notification commands.
-    let shell = mcp.err(
-        "loops_create_command",
-        json!({"name": "sh", "cmd": "echo hi", "every": "1m"}),
-    );
-    assert!(
-        shell.contains("--allow-shell") && shell.contains("noShell: true"),
-        "{shell}"
-    );
-    let notify = mcp.err(
-        "loops_create_command",
-        json!({"name": "n2", "cmd": "/bin/true", "noShell": true, "every": "1m", "notifyCmd": "echo failed"}),
-    );
-    assert!(
-        notify.starts_with("notifyCmd would run through /bin/sh"),
-        "{notify}"
-    );
-    let edit_shell = mcp.err(
-        "loops_edit",
-        json!({"loop": "alpha", "cmd": "echo changed"}),
-    );
-    assert!(edit_shell.contains("--allow-shell"), "{edit_shell}");
-
     let agent = mcp.ok(
         "loops_create_agent",
         json!({"name": "agent", "provider": "claude", "prompt": "secret plan", "every": "1h", "env": {"TOKEN": "s3cret"}}),
@@ -673,7 +666,7 @@ fn runner_labels_are_set_over_mcp_as_with_the_cli() {
     };
     let spec = write_spec(&w, "wf", &[("a", "true")]);
     w.ok(&["workflows", "create", spec.to_str().unwrap()]);
-    let mcp = Mcp::start(&w, &["--allow-mutations"]);
+    let mcp = Mcp::start(&w, &["--allow-code"]);
     let created = mcp.ok(
         "loops_create_command",
         json!({"name": "cmd", "cmd": "/bin/true", "noShell": true, "every": "1h", "on": ["gpu", "claude-auth"]}),
@@ -713,7 +706,7 @@ fn runner_labels_are_set_over_mcp_as_with_the_cli() {
     // On SQLite the same refusal as the CLI's, and nothing written.
     let w = World::new();
     w.create_cmd("plain", &["--every", "1h"], "true");
-    let mcp = Mcp::start(&w, &["--allow-mutations"]);
+    let mcp = Mcp::start(&w, &["--allow-code"]);
     let refused = mcp.err(
         "loops_create_command",
         json!({"name": "cmd", "cmd": "/bin/true", "noShell": true, "every": "1h", "on": ["gpu"]}),
@@ -744,7 +737,7 @@ fn runner_labels_are_set_over_mcp_as_with_the_cli() {
 }
 
 #[test]
-fn shell_targets_and_secrets_need_their_switches() {
+fn code_and_secrets_need_their_switches() {
     let w = World::new();
     w.ok(&[
         "create",
@@ -764,12 +757,14 @@ fn shell_targets_and_secrets_need_their_switches() {
     assert!(refused.contains("--allow-secrets"), "{refused}");
     let shown = mcp.ok("loops_show", json!({"loop": "agent"}));
     assert_eq!(shown["target"]["env"]["TOKEN"], "[redacted]");
+    let refused = mcp.err(
+        "loops_create_command",
+        json!({"name": "sh", "cmd": "echo $((6 * 7))", "every": "1h"}),
+    );
+    assert!(refused.contains("--allow-code"), "{refused}");
     assert!(mcp.close().success());
 
-    let mcp = Mcp::start(
-        &w,
-        &["--allow-mutations", "--allow-shell", "--allow-secrets"],
-    );
+    let mcp = Mcp::start(&w, &["--allow-code", "--allow-secrets"]);
     let shown = mcp.ok("loops_show", json!({"loop": "agent", "showOutput": true}));
     assert_eq!(shown, w.json(&["show", "agent", "--show-output"]));
     assert_eq!(shown["target"]["prompt"], "the secret plan");
@@ -819,7 +814,7 @@ fn every_listed_tool_answers() {
         .as_str()
         .unwrap()
         .to_owned();
-    let mcp = Mcp::start(&w, &["--allow-mutations"]);
+    let mcp = Mcp::start(&w, &["--allow-code"]);
     let calls: Vec<(&str, Value)> = vec![
         ("loops_list", json!({})),
         ("loops_show", json!({"loop": "alpha"})),
@@ -983,7 +978,7 @@ fn real_claude_lists_loops_and_creates_one_through_mcp() {
     let Some(stdout) = claude_with_loops(
         &w,
         &mock,
-        &["--allow-mutations"],
+        &["--allow-code"],
         "List my loops and schedule a follow-up check in an hour.",
     ) else {
         return;

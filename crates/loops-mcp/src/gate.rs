@@ -1,0 +1,118 @@
+//! Which permission an input needs beyond `--allow-mutations`: defining or changing
+//! *what runs* needs `--allow-code`, because it is code execution as the server's
+//! user whatever form it takes — a shell command line, an argv whose program is a
+//! shell (or any other program), an agent's prompt (a coding agent acts on it; codex
+//! runs commands unasked), a target's env (`PATH` picks the binary, `LD_PRELOAD` and
+//! `BASH_ENV` inject code), its cwd (where relative programs and an agent's settings
+//! are found) or its account, a notification command. A workflow loop names a stored
+//! workflow, whose steps its owner defined: creating one or pointing it at another
+//! stored workflow schedules what is already defined, like `run-now` on a timer.
+//! A notification URL gets each notified run with its output: `--allow-secrets`.
+
+use loops_core::{Notify, Target};
+
+/// Whether `after` runs something other than `before`: any field of a command or an
+/// agent target but its timeout (program, arguments, shell, prompt, provider, model,
+/// options, env, cwd, account). Two workflow targets never do (both name stored
+/// workflows); a target of another kind always does.
+pub fn changes_what_runs(before: &Target, after: &Target) -> bool {
+    match (before, after) {
+        (Target::Workflow(_), Target::Workflow(_)) => false,
+        (Target::Command(a), Target::Command(b)) => {
+            let (mut a, mut b) = (a.clone(), b.clone());
+            a.timeout = None;
+            b.timeout = None;
+            a != b
+        }
+        (Target::Agent(a), Target::Agent(b)) => {
+            let (mut a, mut b) = (a.clone(), b.clone());
+            a.timeout = None;
+            b.timeout = None;
+            a != b
+        }
+        _ => true,
+    }
+}
+
+/// Whether `after` sets a notification command `before` did not have (a new or
+/// changed one; removing one runs nothing new).
+pub fn sets_notify_cmd(before: Option<&Notify>, after: Option<&Notify>) -> bool {
+    let cmd = |n: Option<&Notify>| n.and_then(|n| n.cmd.clone());
+    cmd(after).is_some() && cmd(after) != cmd(before)
+}
+
+/// Whether `after` sets a notification URL `before` did not have.
+pub fn sets_notify_url(before: Option<&Notify>, after: Option<&Notify>) -> bool {
+    let url = |n: Option<&Notify>| n.and_then(|n| n.url.clone());
+    url(after).is_some() && url(after) != url(before)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loops_core::{CommandTarget, Duration, NotifyOn, WorkflowTarget};
+    use std::collections::BTreeMap;
+
+    fn cmd(command: &str) -> Target {
+        Target::Command(CommandTarget {
+            command: command.into(),
+            args: vec![],
+            cwd: None,
+            shell: true,
+            env: BTreeMap::new(),
+            timeout: None,
+            account: None,
+        })
+    }
+
+    #[test]
+    fn only_the_timeout_and_the_stored_workflow_may_change() {
+        let base = cmd("echo hi");
+        let mut timed = base.clone();
+        if let Target::Command(c) = &mut timed {
+            c.timeout = Duration::from_millis(5_000);
+        }
+        assert!(!changes_what_runs(&base, &timed));
+        assert!(changes_what_runs(&base, &cmd("echo bye")));
+        for change in [
+            |c: &mut CommandTarget| c.shell = false,
+            |c: &mut CommandTarget| c.args.push("x".into()),
+            |c: &mut CommandTarget| c.cwd = Some("/tmp".into()),
+            |c: &mut CommandTarget| {
+                c.env.insert("LD_PRELOAD".into(), "/x.so".into());
+            },
+        ] {
+            let mut changed = base.clone();
+            if let Target::Command(c) = &mut changed {
+                change(c);
+            }
+            assert!(changes_what_runs(&base, &changed), "{changed:?}");
+        }
+        let wf = |name: &str| {
+            Target::Workflow(WorkflowTarget {
+                workflow: name.into(),
+                timeout: None,
+            })
+        };
+        assert!(!changes_what_runs(&wf("a"), &wf("b")));
+        assert!(changes_what_runs(&wf("a"), &base));
+    }
+
+    #[test]
+    fn new_notification_commands_and_urls() {
+        let n = |cmd: Option<&str>, url: Option<&str>| Notify {
+            cmd: cmd.map(Into::into),
+            url: url.map(Into::into),
+            on: NotifyOn::Failure,
+        };
+        let a = n(Some("echo a"), None);
+        assert!(sets_notify_cmd(None, Some(&a)));
+        assert!(!sets_notify_cmd(Some(&a), Some(&a)));
+        assert!(!sets_notify_cmd(Some(&a), None));
+        assert!(sets_notify_cmd(Some(&a), Some(&n(Some("echo b"), None))));
+        let u = n(None, Some("https://x.example/"));
+        assert!(sets_notify_url(Some(&a), Some(&u)));
+        assert!(!sets_notify_url(Some(&u), Some(&u)));
+        assert!(!sets_notify_cmd(Some(&a), Some(&u)));
+    }
+}
