@@ -472,7 +472,7 @@ impl Deliverer {
         };
         let mut inv = Invocation::shell(cmd);
         inv.env = build_env(
-            std::env::vars(),
+            crate::env::inherited(),
             self.exec.home.as_deref(),
             &Default::default(),
             &payload.env(),

@@ -25,4 +25,5 @@ mod several_hosts_netns;
 mod trust_daemon;
 mod trust_engine;
 mod trust_input;
+mod trust_secrets;
 mod workflows;
