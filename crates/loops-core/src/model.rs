@@ -602,7 +602,16 @@ pub struct Run {
     pub duration_ms: Option<u64>,
     pub stdout: Option<String>,
     pub stderr: Option<String>,
+    /// Why the attempt did not succeed, in our own words only (`exited with status 1`,
+    /// `claude exited with status 1`, `timed out after 5s`): never text of the run's
+    /// output, so it may go wherever a run's outline goes (the event log, tables,
+    /// `LOOPS_RUN_ERROR`).
     pub error: Option<String>,
+    /// What the failure quoted from the run's own output — an agent's reported error,
+    /// its most telling stderr line. Output like `stdout`/`stderr`: redacted wherever
+    /// they are, never in the event log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_output: Option<String>,
     pub pid: Option<u32>,
     /// Start time of `pid` (clock ticks since boot on Linux), so a reused PID is never
     /// mistaken for the run's process.
@@ -611,6 +620,8 @@ pub struct Run {
     #[serde(default, with = "crate::timefmt::option")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub lease_expires_at: Option<Instant>,
+    /// An agent's final text (bounded), from its stdout: output, redacted where stdout
+    /// is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -631,7 +642,10 @@ pub struct RunOutcome {
     pub exit_code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
+    /// Our own words only ([`Run::error`]).
     pub error: Option<String>,
+    /// What the failure quoted from the output ([`Run::error_output`]).
+    pub error_output: Option<String>,
     pub summary: Option<String>,
     pub usage: Option<Usage>,
 }
@@ -647,6 +661,7 @@ impl RunOutcome {
             stdout: String::new(),
             stderr: String::new(),
             error: None,
+            error_output: None,
             summary: None,
             usage: None,
         }

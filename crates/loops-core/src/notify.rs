@@ -142,6 +142,7 @@ mod tests {
             stdout: None,
             stderr: None,
             error: None,
+            error_output: None,
             pid: None,
             pid_start_time: None,
             claimed_by: None,

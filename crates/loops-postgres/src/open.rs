@@ -40,10 +40,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "run_requests",
         sql: include_str!("../migrations/0005_run_requests.sql"),
     },
+    Migration {
+        version: 6,
+        name: "error_output",
+        sql: include_str!("../migrations/0006_error_output.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

@@ -125,6 +125,7 @@ fn run_outcome(result: ExecResult, verdict: Verdict, cancel_reason: Option<Strin
         ),
         _ => RunOutcome {
             error: verdict.error,
+            error_output: verdict.error_output,
             ..RunOutcome::new(status, result.finished_at)
         },
     }

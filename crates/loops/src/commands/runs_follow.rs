@@ -22,7 +22,7 @@ pub fn run(ctx: &Context, args: &RunsArgs) -> Result<Exit, Failure> {
             let line = if ctx.json {
                 json_line(event, args.show_output)
             } else {
-                human_line(&event)
+                human_line(&event, args.show_output)
             };
             out.push_str(&line);
             out.push('\n');
@@ -46,8 +46,9 @@ fn json_line(event: RunEvent, reveal: bool) -> String {
 }
 
 /// `12:00:00.123  run 3fa4c0d1e2f3 of hello started (slot 12:00:00)`, or
-/// `… of hello failed in 30ms: exited with status 3: boom`.
-fn human_line(event: &RunEvent) -> String {
+/// `… of hello failed in 30ms: exited with status 3` (`…: boom`, its stderr's first
+/// line, with `--show-output`).
+fn human_line(event: &RunEvent, reveal: bool) -> String {
     match event {
         RunEvent::Started(run) => format!(
             "{}  run {} of {} started (slot {}{})",
@@ -63,7 +64,7 @@ fn human_line(event: &RunEvent) -> String {
                 .filter(|_| run.status != RunStatus::Skipped)
                 .map(|ms| format!(" in {}", output::elapsed_text(ms)))
                 .unwrap_or_default();
-            let error = output::run_error_line(run);
+            let error = output::error_line(run, reveal);
             let error = if error.is_empty() {
                 String::new()
             } else {

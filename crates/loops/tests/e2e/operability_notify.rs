@@ -485,7 +485,8 @@ fn a_slow_or_broken_hook_never_delays_scheduling() {
     let n = &notifications(&unheard)[0];
     assert_eq!(n["status"], "failed");
     assert_eq!(n["attempts"], 4);
-    assert_eq!(n["lastError"], "HTTP 500: status 500");
+    // What the receiver answered is not kept (it may echo the payload's output).
+    assert_eq!(n["lastError"], "HTTP 500");
     assert_eq!(server.received().len(), 4);
     // Meanwhile the ticker ran every second, on time.
     let ticks = w.runs("ticker");
