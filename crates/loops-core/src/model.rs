@@ -86,7 +86,11 @@ string_enum!(
         Failure = "failure",
         /// The first success after a failure.
         Recovery = "recovery",
-        /// Both.
+        /// Both: when the outcome changes to failure or back (stored before issue #19
+        /// as `always`, which the migrations renamed).
+        Changes = "changes",
+        /// Every finished slot: each failure on its last attempt, each success (a
+        /// success after a failure is a recovery). Skipped slots never notify.
         Always = "always",
     }
 );
@@ -96,6 +100,8 @@ string_enum!(
     NotifyEvent {
         Failure = "failure",
         Recovery = "recovery",
+        /// A success that is not a recovery (`--notify-on always`).
+        Success = "success",
         /// `loops notify test`.
         Test = "test",
     }

@@ -42,8 +42,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 6,
-        name: "error_output",
-        sql: include_str!("../migrations/0006_error_output.sql"),
+        name: "error_output_notify_changes",
+        sql: include_str!("../migrations/0006_error_output_notify_changes.sql"),
     },
 ];
 

@@ -221,9 +221,10 @@ fn an_unreachable_server_is_a_transient_error_naming_the_store() {
 
 /// Migration 6 (issue #19), as SQLite's 12: rows recorded before kept an agent's
 /// output in `error`; the migration moves it to `error_output` and rewrites the event
-/// logs' copies to our words, leaving our own errors as they were.
+/// logs' copies to our words, leaving our own errors as they were; stored
+/// `notify.on: always` becomes `changes`.
 #[test]
-fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs() {
+fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_always() {
     let Some(cluster) = PgCluster::shared() else {
         return;
     };
@@ -238,6 +239,14 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs() {
     sql("ALTER TABLE runs DROP COLUMN error_output");
     sql("ALTER TABLE workflow_step_runs DROP COLUMN error_output");
     sql("DELETE FROM schema_migrations WHERE version = 6");
+    // Notification settings stored when `always` meant failure + recovery.
+    sql(&format!(
+        r#"UPDATE loops SET notify_json = '{{"cmd":"true","on":"always"}}' WHERE id = '{}'"#,
+        lp.id
+    ));
+    sql(
+        r#"INSERT INTO meta (key, value) VALUES ('notify_default', '{"url":"http://h/","on":"always"}')"#,
+    );
     for (id, slot, status, exit, error) in [
         (
             "r1",
@@ -296,6 +305,16 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs() {
 
     let store = PgStore::open(&url).unwrap();
     assert_eq!(store.migrations_applied(), 1);
+    // `always` was failure + recovery: it is `changes` now, so nothing notifies more.
+    let changes = Some(loops_core::NotifyOn::Changes);
+    let on = store
+        .get_loop(&lp.id)
+        .unwrap()
+        .unwrap()
+        .notify
+        .map(|n| n.on);
+    assert_eq!(on, changes);
+    assert_eq!(store.notify_default().unwrap().map(|n| n.on), changes);
     let run = |id: &str| store.get_run(&loops_core::RunId::new(id)).unwrap().unwrap();
     for (id, error, quoted) in [
         (

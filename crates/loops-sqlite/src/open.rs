@@ -88,8 +88,8 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 12,
-        name: "error output",
-        sql: include_str!("../migrations/0012_error_output.sql"),
+        name: "error output, notify-on changes",
+        sql: include_str!("../migrations/0012_error_output_notify_changes.sql"),
     },
 ];
 

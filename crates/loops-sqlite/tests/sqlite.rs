@@ -588,9 +588,10 @@ fn health_and_usage_queries_use_indexes() {
 
 /// Migration 12 (issue #19): rows recorded before kept an agent's output in `error`;
 /// the migration moves it to `error_output` and rewrites the event logs' copies to our
-/// words, leaving our own errors as they were.
+/// words, leaving our own errors as they were; stored `notify.on: always` (failure +
+/// recovery then) becomes `changes`.
 #[test]
-fn migration_12_moves_quoted_output_out_of_errors_and_the_event_logs() {
+fn migration_12_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_always() {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join(DB_FILE);
     let lp = {
@@ -604,6 +605,17 @@ fn migration_12_moves_quoted_output_out_of_errors_and_the_event_logs() {
             "ALTER TABLE runs DROP COLUMN error_output;
              ALTER TABLE workflow_step_runs DROP COLUMN error_output;
              DELETE FROM schema_migrations WHERE version = 12;",
+        )
+        .unwrap();
+        // Notification settings stored when `always` meant failure + recovery.
+        conn.execute(
+            "UPDATE loops SET notify_json = '{\"cmd\":\"true\",\"on\":\"always\"}' WHERE id = ?1",
+            [lp.id.as_str()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('notify_default', '{\"url\":\"http://h/\",\"on\":\"always\"}')",
+            [],
         )
         .unwrap();
         let run = |id: &str, slot: i64, status: &str, exit: Option<i64>, error: Option<&str>| {
@@ -656,6 +668,16 @@ fn migration_12_moves_quoted_output_out_of_errors_and_the_event_logs() {
     }
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    // `always` was failure + recovery: it is `changes` now, so nothing notifies more.
+    let changes = Some(loops_core::NotifyOn::Changes);
+    let on = store
+        .get_loop(&lp.id)
+        .unwrap()
+        .unwrap()
+        .notify
+        .map(|n| n.on);
+    assert_eq!(on, changes);
+    assert_eq!(store.notify_default().unwrap().map(|n| n.on), changes);
     let run = |id: &str| store.get_run(&loops_core::RunId::new(id)).unwrap().unwrap();
     for (id, error, quoted) in [
         (

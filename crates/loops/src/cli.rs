@@ -600,14 +600,16 @@ pub struct DefinitionArgs {
     /// (shorter than the loop's period).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub jitter: Option<Duration>,
-    /// Run this command (by /bin/sh) with the run as JSON on stdin when a slot fails
-    /// (see --notify-on).
+    /// Run this command (by /bin/sh) with the run as JSON on stdin when a slot ends as
+    /// --notify-on says (by default: when it failed).
     #[arg(long, value_name = "CMD")]
     pub notify_cmd: Option<String>,
-    /// POST the run as JSON to this http(s) URL when a slot fails (see --notify-on).
+    /// POST the run as JSON to this http(s) URL when a slot ends as --notify-on says.
     #[arg(long, value_name = "URL")]
     pub notify_url: Option<String>,
-    /// When notifications fire: failure (default), recovery or always.
+    /// When notifications fire: failure (default: a slot failed on its last attempt),
+    /// recovery (the first success after one), changes (both) or always (every
+    /// finished slot).
     #[arg(long, value_name = "WHEN")]
     pub notify_on: Option<String>,
 }
@@ -1069,7 +1071,9 @@ pub struct NotifySetArgs {
     /// POST the run as JSON to this http(s) URL.
     #[arg(long, value_name = "URL")]
     pub notify_url: Option<String>,
-    /// When notifications fire: failure (default), recovery or always.
+    /// When notifications fire: failure (default: a slot failed on its last attempt),
+    /// recovery (the first success after one), changes (both) or always (every
+    /// finished slot).
     #[arg(long, value_name = "WHEN")]
     pub notify_on: Option<String>,
 }

@@ -52,3 +52,11 @@ UPDATE workflow_events SET payload_json = json_set(payload_json, '$.error',
        <> 'exited with status ' || json_extract(payload_json, '$.exitCode')
    AND (json_extract(payload_json, '$.error') LIKE '%exited with status%'
         OR (json_extract(payload_json, '$.exitCode') = 0 AND event_type = 'step_failed'));
+
+-- `--notify-on always` now means every finished slot (issue #19); what it meant before,
+-- failure and recovery, is called `changes`. Stored settings — each loop's and the
+-- store-wide default — are renamed, so every existing loop notifies as it did.
+UPDATE loops SET notify_json = json_set(notify_json, '$.on', 'changes')
+ WHERE notify_json IS NOT NULL AND json_extract(notify_json, '$.on') = 'always';
+UPDATE meta SET value = json_set(value, '$.on', 'changes')
+ WHERE key = 'notify_default' AND json_valid(value) AND json_extract(value, '$.on') = 'always';

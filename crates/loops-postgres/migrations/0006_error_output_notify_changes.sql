@@ -1,6 +1,6 @@
--- 0006_error_output: the SQLite backend's migration 12 in PostgreSQL's terms (issue
--- #19). A run's (and a workflow step's) `error` keeps our own words only ("claude
--- exited with status 1"); what a failure quotes from the run's output (an agent's
+-- 0006_error_output_notify_changes: the SQLite backend's migration 12 in PostgreSQL's
+-- terms (issue #19). A run's (and a workflow step's) `error` keeps our own words only
+-- ("claude exited with status 1"); what a failure quotes from the run's output (an agent's
 -- reported error, its telling stderr line) is `error_output`, output like
 -- stdout/stderr: redacted wherever they are, never in the event log.
 ALTER TABLE runs ADD COLUMN error_output TEXT;
@@ -53,3 +53,12 @@ UPDATE workflow_events SET payload_json = jsonb_set(payload_json::jsonb, '{error
        <> 'exited with status ' || (payload_json::jsonb #>> '{exitCode}')
    AND (payload_json::jsonb #>> '{error}' LIKE '%exited with status%'
         OR (payload_json::jsonb #>> '{exitCode}' = '0' AND event_type = 'step_failed'));
+
+-- `--notify-on always` now means every finished slot (issue #19); what it meant before,
+-- failure and recovery, is called `changes`. Stored settings — each loop's and the
+-- store-wide default — are renamed, so every existing loop notifies as it did.
+UPDATE loops SET notify_json = jsonb_set(notify_json::jsonb, '{on}', '"changes"')::text
+ WHERE notify_json IS NOT NULL AND notify_json::jsonb ->> 'on' = 'always';
+-- (Other meta values need not be JSON: the CASE casts only the default's.)
+UPDATE meta SET value = jsonb_set(value::jsonb, '{on}', '"changes"')::text
+ WHERE CASE WHEN key = 'notify_default' THEN value::jsonb ->> 'on' = 'always' ELSE false END;
