@@ -216,6 +216,7 @@ fn history_run(slot: Instant, status: RunStatus) -> Run {
             RunStatus::Skipped => Some("previous run still active".into()),
             _ => None,
         },
+        error_output: None,
         pid: None,
         pid_start_time: None,
         claimed_by: None,

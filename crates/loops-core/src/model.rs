@@ -86,7 +86,11 @@ string_enum!(
         Failure = "failure",
         /// The first success after a failure.
         Recovery = "recovery",
-        /// Both.
+        /// Both: when the outcome changes to failure or back (stored before issue #19
+        /// as `always`, which the migrations renamed).
+        Changes = "changes",
+        /// Every finished slot: each failure on its last attempt, each success (a
+        /// success after a failure is a recovery). Skipped slots never notify.
         Always = "always",
     }
 );
@@ -96,6 +100,8 @@ string_enum!(
     NotifyEvent {
         Failure = "failure",
         Recovery = "recovery",
+        /// A success that is not a recovery (`--notify-on always`).
+        Success = "success",
         /// `loops notify test`.
         Test = "test",
     }
@@ -602,7 +608,16 @@ pub struct Run {
     pub duration_ms: Option<u64>,
     pub stdout: Option<String>,
     pub stderr: Option<String>,
+    /// Why the attempt did not succeed, in our own words only (`exited with status 1`,
+    /// `claude exited with status 1`, `timed out after 5s`): never text of the run's
+    /// output, so it may go wherever a run's outline goes (the event log, tables,
+    /// `LOOPS_RUN_ERROR`).
     pub error: Option<String>,
+    /// What the failure quoted from the run's own output — an agent's reported error,
+    /// its most telling stderr line. Output like `stdout`/`stderr`: redacted wherever
+    /// they are, never in the event log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_output: Option<String>,
     pub pid: Option<u32>,
     /// Start time of `pid` (clock ticks since boot on Linux), so a reused PID is never
     /// mistaken for the run's process.
@@ -611,6 +626,8 @@ pub struct Run {
     #[serde(default, with = "crate::timefmt::option")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub lease_expires_at: Option<Instant>,
+    /// An agent's final text (bounded), from its stdout: output, redacted where stdout
+    /// is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -631,7 +648,10 @@ pub struct RunOutcome {
     pub exit_code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
+    /// Our own words only ([`Run::error`]).
     pub error: Option<String>,
+    /// What the failure quoted from the output ([`Run::error_output`]).
+    pub error_output: Option<String>,
     pub summary: Option<String>,
     pub usage: Option<Usage>,
 }
@@ -647,6 +667,7 @@ impl RunOutcome {
             stdout: String::new(),
             stderr: String::new(),
             error: None,
+            error_output: None,
             summary: None,
             usage: None,
         }

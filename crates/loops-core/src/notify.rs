@@ -24,12 +24,20 @@ pub fn ends_slot(run: &Run, max_attempts: u32) -> bool {
 
 /// Whether `on` asks for failure notifications.
 pub fn fires_on_failure(on: NotifyOn) -> bool {
-    matches!(on, NotifyOn::Failure | NotifyOn::Always)
+    matches!(on, NotifyOn::Failure | NotifyOn::Changes | NotifyOn::Always)
 }
 
 /// Whether `on` asks for recovery notifications.
 pub fn fires_on_recovery(on: NotifyOn) -> bool {
-    matches!(on, NotifyOn::Recovery | NotifyOn::Always)
+    matches!(
+        on,
+        NotifyOn::Recovery | NotifyOn::Changes | NotifyOn::Always
+    )
+}
+
+/// Whether `on` asks for a notification of every success.
+pub fn fires_on_success(on: NotifyOn) -> bool {
+    on == NotifyOn::Always
 }
 
 /// The notification a finished `run` calls for under `on`, if any:
@@ -39,7 +47,9 @@ pub fn fires_on_recovery(on: NotifyOn) -> bool {
 /// - [`NotifyEvent::Recovery`] when the run succeeded and the loop's previous finished
 ///   slot (the newest other slot whose last attempt is known: a success, or a failure
 ///   on its last attempt) failed. `previous_slot_failed` looks that up; it is only
-///   called for a success under `recovery` / `always`, so the common case costs nothing.
+///   called for a success under `recovery` / `changes` / `always`, so the common case
+///   costs nothing;
+/// - [`NotifyEvent::Success`] for any other success under `always`.
 ///
 /// Skipped runs never notify.
 pub fn decide<E>(
@@ -52,10 +62,13 @@ pub fn decide<E>(
         let due = fires_on_failure(on) && ends_slot(run, max_attempts);
         return Ok(due.then_some(NotifyEvent::Failure));
     }
-    if run.status == RunStatus::Succeeded && fires_on_recovery(on) && previous_slot_failed()? {
+    if run.status != RunStatus::Succeeded {
+        return Ok(None);
+    }
+    if fires_on_recovery(on) && previous_slot_failed()? {
         return Ok(Some(NotifyEvent::Recovery));
     }
-    Ok(None)
+    Ok(fires_on_success(on).then_some(NotifyEvent::Success))
 }
 
 /// The channels of `n` with their targets, command first.
@@ -142,6 +155,7 @@ mod tests {
             stdout: None,
             stderr: None,
             error: None,
+            error_output: None,
             pid: None,
             pid_start_time: None,
             claimed_by: None,
@@ -168,10 +182,10 @@ mod tests {
                 decided(NotifyOn::Failure, &last, 3, false),
                 Some(NotifyEvent::Failure)
             );
-            assert_eq!(
-                decided(NotifyOn::Always, &last, 3, false),
-                Some(NotifyEvent::Failure)
-            );
+            for on in [NotifyOn::Changes, NotifyOn::Always] {
+                assert_eq!(decided(on, &last, 3, false), Some(NotifyEvent::Failure));
+                assert_eq!(decided(on, &first, 3, false), None, "never per retry");
+            }
             assert_eq!(decided(NotifyOn::Recovery, &last, 3, true), None);
             // An ad-hoc run has one attempt.
             let ad_hoc = run(status, 1, RunSource::AdHoc);
@@ -198,17 +212,37 @@ mod tests {
             decided(NotifyOn::Recovery, &ok, 1, true),
             Some(NotifyEvent::Recovery)
         );
-        assert_eq!(
-            decided(NotifyOn::Always, &ok, 1, true),
-            Some(NotifyEvent::Recovery)
-        );
+        for on in [NotifyOn::Changes, NotifyOn::Always] {
+            assert_eq!(decided(on, &ok, 1, true), Some(NotifyEvent::Recovery));
+        }
         assert_eq!(decided(NotifyOn::Recovery, &ok, 1, false), None);
+        assert_eq!(decided(NotifyOn::Changes, &ok, 1, false), None);
         // Under `failure`, a success never looks at the previous slot.
         let looked = decide(NotifyOn::Failure, &ok, 1, || Err("looked up"));
         assert_eq!(looked, Ok(None));
         let failed = run(RunStatus::Failed, 1, RunSource::Scheduled);
         let looked = decide(NotifyOn::Always, &failed, 1, || Err("looked up"));
         assert_eq!(looked, Ok(Some(NotifyEvent::Failure)));
+    }
+
+    /// `always` is every finished slot, as CI systems mean it: each success too.
+    #[test]
+    fn always_means_every_finished_slot() {
+        let ok = run(RunStatus::Succeeded, 1, RunSource::Scheduled);
+        assert_eq!(
+            decided(NotifyOn::Always, &ok, 1, false),
+            Some(NotifyEvent::Success)
+        );
+        for on in [NotifyOn::Failure, NotifyOn::Recovery, NotifyOn::Changes] {
+            assert_eq!(decided(on, &ok, 1, false), None, "{on}");
+        }
+        let retried = run(RunStatus::Succeeded, 2, RunSource::RetrySlot);
+        assert_eq!(
+            decided(NotifyOn::Always, &retried, 3, false),
+            Some(NotifyEvent::Success)
+        );
+        let names: Vec<&str> = NotifyOn::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(names, ["failure", "recovery", "changes", "always"]);
     }
 
     #[test]

@@ -329,6 +329,16 @@ fn history_run(row: &Row) -> Result<Option<Run>, String> {
     let created_at = instant(row, "created_at")?.unwrap_or(scheduled_for);
     let count = |col: &str| row.get(col).and_then(Value::as_u64);
     let attempt = count("attempt").unwrap_or(1).clamp(1, u64::from(u32::MAX)) as u32;
+    // OpenLoops' error may quote the run's output: unless it is just the exit status
+    // in our words, it is kept as output (`errorOutput`), and the error says what
+    // happened in ours.
+    let exit_code = row.get("exit_code").and_then(Value::as_i64);
+    let (error, error_output) = match (text(row, "error"), exit_code) {
+        (None, _) => (None, None),
+        (Some(e), Some(code)) if e == format!("exited with status {code}") => (Some(e), None),
+        (Some(e), Some(code)) if code != 0 => (Some(format!("exited with status {code}")), Some(e)),
+        (Some(e), _) => (Some(format!("{status} in OpenLoops")), Some(e)),
+    };
     Ok(Some(Run {
         id: RunId::new(String::new()),
         loop_id: LoopId::new(String::new()),
@@ -347,7 +357,8 @@ fn history_run(row: &Row) -> Result<Option<Run>, String> {
         duration_ms: count("duration_ms"),
         stdout: text(row, "stdout"),
         stderr: text(row, "stderr"),
-        error: text(row, "error"),
+        error,
+        error_output,
         pid: None,
         pid_start_time: None,
         claimed_by: text(row, "claimed_by"),

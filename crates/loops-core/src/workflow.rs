@@ -525,7 +525,12 @@ pub struct StepRun {
     pub duration_ms: Option<u64>,
     pub stdout: Option<String>,
     pub stderr: Option<String>,
+    /// Why the step did not succeed, in our own words only, like a run's `error`.
     pub error: Option<String>,
+    /// What the failure quoted from the step's output, like a run's `errorOutput`:
+    /// redacted like its stdout/stderr.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_output: Option<String>,
     pub account_profile: Option<String>,
     pub account_tool: Option<String>,
     #[serde(with = "crate::timefmt")]
@@ -534,7 +539,8 @@ pub struct StepRun {
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Instant,
-    /// An agent step's final message, parsed from its provider's output.
+    /// An agent step's final message, parsed from its provider's output: output,
+    /// redacted where stdout is.
     #[serde(default)]
     pub summary: Option<String>,
     /// An agent step's token and cost usage, when its provider reports it.

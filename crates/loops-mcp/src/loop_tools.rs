@@ -40,7 +40,7 @@ impl LoopsMcp {
 
     #[tool(
         name = "loops_runs",
-        description = "List runs (attempts at a loop's slots), newest first (like `loops runs --json`). Use it to see whether a loop ran, succeeded or failed, and why: each run has id, loopId, loopName, scheduledFor, attempt, status (running, succeeded, failed, timed_out, abandoned, skipped), startedAt, finishedAt, durationMs, exitCode, error, for agents summary and usage, and notifications (their deliveries). Filter by loop, status (any of), labels, since/until (\"1d\" ago or an instant). stdout/stderr are replaced by their sizes unless showOutput is allowed. Default 20 runs; limit 0 for all.",
+        description = "List runs (attempts at a loop's slots), newest first (like `loops runs --json`). Use it to see whether a loop ran, succeeded or failed, and why: each run has id, loopId, loopName, scheduledFor, attempt, status (running, succeeded, failed, timed_out, abandoned, skipped), startedAt, finishedAt, durationMs, exitCode, error, for agents summary and usage, and notifications (their deliveries). Filter by loop, status (any of), labels, since/until (\"1d\" ago or an instant). The run's output — stdout, stderr, an agent's summary, errorOutput (what a failure quoted from the output; error itself is our words) — is replaced by its size unless showOutput is allowed. Default 20 runs; limit 0 for all.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn loops_runs(&self, Parameters(p): Parameters<RunsParams>) -> CallToolResult {

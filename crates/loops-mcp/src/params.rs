@@ -293,14 +293,16 @@ macro_rules! definition_params {
             #[serde(default)]
             pub jitter: Option<String>,
             /// Run this command (by /bin/sh; needs --allow-code) with the run as JSON
-            /// on stdin when a slot fails (see notifyOn).
+            /// on stdin when a slot ends as notifyOn says (by default: when it failed).
             #[serde(default)]
             pub notify_cmd: Option<String>,
             /// POST the run as JSON, output included, to this http(s) URL when a slot
-            /// fails (see notifyOn; needs --allow-secrets).
+            /// ends as notifyOn says (needs --allow-secrets).
             #[serde(default)]
             pub notify_url: Option<String>,
-            /// When notifications fire: failure (default), recovery or always.
+            /// When notifications fire: failure (default: a slot failed on its last
+            /// attempt), recovery (the first success after one), changes (both) or
+            /// always (every finished slot).
             #[serde(default)]
             pub notify_on: Option<String>,
         }

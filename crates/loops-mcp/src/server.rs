@@ -43,7 +43,10 @@ impl std::fmt::Debug for Options {
             .field("data_dir", &self.data_dir)
             .field(
                 "store",
-                &self.store.as_deref().map(loops_core::redact::redact_url),
+                &self
+                    .store
+                    .as_deref()
+                    .map(loops_runtime::client::redact_store),
             )
             .field("allow_mutations", &self.allow_mutations)
             .field("allow_code", &self.allow_code)

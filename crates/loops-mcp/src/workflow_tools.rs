@@ -63,7 +63,7 @@ impl LoopsMcp {
 
     #[tool(
         name = "workflow_run_inspect",
-        description = "Inspect one workflow run (like `loops workflows inspect --json`): {workflowRun: {id, workflowName, status, attempt, startedAt, durationMs, error, …}, steps: [{stepId, status, exitCode, durationMs, error, summary, …}], events: [the run's event log]}. Step stdout/stderr are replaced by their sizes unless showOutput is allowed.",
+        description = "Inspect one workflow run (like `loops workflows inspect --json`): {workflowRun: {id, workflowName, status, attempt, startedAt, durationMs, error, …}, steps: [{stepId, status, exitCode, durationMs, error, summary, …}], events: [the run's event log]}. The steps' output — stdout, stderr, summary, errorOutput — is replaced by its size unless showOutput is allowed.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn workflow_run_inspect(

@@ -28,7 +28,8 @@ macro_rules! run_cols {
     () => {
         "id, loop_id, loop_name, scheduled_for, attempt, status, source, started_at, \
          finished_at, exit_code, duration_ms, stdout, stderr, error, pid, pid_start_time, \
-         claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at, due_at"
+         claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at, due_at, \
+         error_output"
     };
 }
 pub(crate) use run_cols;
@@ -199,6 +200,7 @@ pub(crate) fn run_from_row(row: &Row) -> Result<Run> {
         stdout: get(row, 11, "stdout")?,
         stderr: get(row, 12, "stderr")?,
         error: get(row, 13, "error")?,
+        error_output: get(row, 23, "error_output")?,
         pid: get_opt_u32(row, 14, "pid")?,
         pid_start_time: get_opt_u64(row, 15, "pid_start_time")?,
         claimed_by: get(row, 16, "claimed_by")?,

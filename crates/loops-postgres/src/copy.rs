@@ -141,9 +141,9 @@ pub(crate) async fn copy_in<C: GenericClient + Sync>(
             "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, \
              attempts, started_at, finished_at, exit_code, pid, pid_start_time, duration_ms, \
              stdout, stderr, error, account_profile, account_tool, created_at, updated_at, \
-             summary, usage_json, exit_status_unknown) \
+             summary, usage_json, exit_status_unknown, error_output) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17, $18, $19, $20, $21, $22)",
+             $17, $18, $19, $20, $21, $22, $23)",
             &[
                 &s.id.as_str(),
                 &s.workflow_run_id.as_str(),
@@ -167,6 +167,7 @@ pub(crate) async fn copy_in<C: GenericClient + Sync>(
                 &opt_text(s.summary.as_deref()),
                 &usage,
                 &s.exit_status_unknown,
+                &opt_text(s.error_output.as_deref()),
             ],
         )
         .await?;
@@ -328,6 +329,7 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
             c.created_at.push(ms(&run.created_at));
             c.updated_at.push(ms(&run.updated_at));
             c.due_at.push(opt_ms(run.due_at.as_ref()));
+            c.error_output.push(opt_text(run.error_output.as_deref()));
         }
         db.execute(
             concat!(
@@ -337,7 +339,7 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
                  $5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], \
                  $11::bigint[], $12::text[], $13::text[], $14::text[], $15::bigint[], \
                  $16::bigint[], $17::text[], $18::bigint[], $19::text[], $20::text[], \
-                 $21::bigint[], $22::bigint[], $23::bigint[])"
+                 $21::bigint[], $22::bigint[], $23::bigint[], $24::text[])"
             ),
             &[
                 &c.id,
@@ -363,6 +365,7 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
                 &c.created_at,
                 &c.updated_at,
                 &c.due_at,
+                &c.error_output,
             ],
         )
         .await?;
@@ -396,4 +399,5 @@ struct RunColumns {
     created_at: Vec<i64>,
     updated_at: Vec<i64>,
     due_at: Vec<Option<i64>>,
+    error_output: Vec<Option<String>>,
 }

@@ -76,9 +76,9 @@ async fn insert_history_run<C: GenericClient + Sync>(
             .execute(
                 "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
                  source, started_at, finished_at, exit_code, duration_ms, stdout, stderr, error, \
-                 claimed_by, summary, usage_json, created_at, updated_at, due_at) \
+                 claimed_by, summary, usage_json, created_at, updated_at, due_at, error_output) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                 $17, $18, $19, $20)",
+                 $17, $18, $19, $20, $21)",
                 &[
                     &new_id(),
                     &lp.id.as_str(),
@@ -100,6 +100,7 @@ async fn insert_history_run<C: GenericClient + Sync>(
                     &ms(&run.created_at),
                     &ms(&run.updated_at),
                     &opt_ms(run.due_at.as_ref()),
+                    &opt_text(run.error_output.as_deref()),
                 ],
             )
             .await;

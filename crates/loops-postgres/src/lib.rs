@@ -40,6 +40,7 @@ mod lease;
 mod loops;
 mod notify;
 mod open;
+mod redact;
 mod reports;
 mod run_requests;
 mod runners;
@@ -49,7 +50,8 @@ mod wakeups;
 mod workflows;
 
 pub use copy::CopySet;
-pub use open::{is_postgres_url, redact_url, Inspection, SCHEMA_VERSION};
+pub use open::{is_postgres_url, Inspection, SCHEMA_VERSION};
+pub use redact::redact_url;
 pub use session::{round_trips, CALL_TIMEOUT, CONNECT_TIMEOUT};
 
 use crate::error::StoreResult;

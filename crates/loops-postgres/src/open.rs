@@ -40,10 +40,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "run_requests",
         sql: include_str!("../migrations/0005_run_requests.sql"),
     },
+    Migration {
+        version: 6,
+        name: "error_output_notify_changes",
+        sql: include_str!("../migrations/0006_error_output_notify_changes.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;
@@ -239,55 +244,15 @@ pub fn is_postgres_url(store: &str) -> bool {
     lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }
 
-/// `url` with its password replaced by `***`, for messages and `doctor`.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, ""),
-    };
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    let user = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None => userinfo.to_owned(),
-    };
-    let tail = redact_query_password(tail);
-    format!("{scheme}://{user}@{host}{tail}")
-}
-
-fn redact_query_password(tail: &str) -> String {
-    let Some((path, query)) = tail.split_once('?') else {
-        return tail.to_owned();
-    };
-    let parts: Vec<String> = query
-        .split('&')
-        .map(|kv| match kv.split_once('=') {
-            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-            _ => kv.to_owned(),
-        })
-        .collect();
-    format!("{path}?{}", parts.join("&"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn urls_are_recognised_and_redacted() {
+    fn urls_are_recognised() {
         assert!(is_postgres_url("postgres://h/db"));
         assert!(is_postgres_url("PostgreSQL://h/db"));
         assert!(!is_postgres_url("/var/lib/loops"));
-        assert_eq!(
-            redact_url("postgres://u:secret@h:5432/db?sslmode=disable&password=x"),
-            "postgres://u:***@h:5432/db?sslmode=disable&password=***"
-        );
-        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
     }
 
     #[test]

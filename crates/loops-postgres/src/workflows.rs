@@ -33,7 +33,8 @@ macro_rules! step_cols {
     () => {
         "id, workflow_run_id, step_id, sequence, status, attempts, started_at, finished_at, \
          exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, \
-         account_tool, created_at, updated_at, summary, usage_json, exit_status_unknown"
+         account_tool, created_at, updated_at, summary, usage_json, exit_status_unknown, \
+         error_output"
     };
 }
 
@@ -87,6 +88,7 @@ fn step_from_row(row: &Row) -> Result<StepRun> {
         stdout: get(row, 12, "stdout")?,
         stderr: get(row, 13, "stderr")?,
         error: get(row, 14, "error")?,
+        error_output: get(row, 22, "error_output")?,
         account_profile: get(row, 15, "account_profile")?,
         account_tool: get(row, 16, "account_tool")?,
         created_at: get_instant(row, 17, "created_at")?,
@@ -561,7 +563,7 @@ pub(crate) async fn save_step_run<C: GenericClient + Sync>(
             "UPDATE workflow_step_runs SET status = $2, attempts = $3, started_at = $4, \
              finished_at = $5, exit_code = $6, pid = $7, pid_start_time = $8, duration_ms = $9, \
              stdout = $10, stderr = $11, error = $12, updated_at = $13, summary = $14, \
-             usage_json = $15, exit_status_unknown = $16 WHERE id = $1",
+             usage_json = $15, exit_status_unknown = $16, error_output = $17 WHERE id = $1",
             &[
                 &step.id.as_str(),
                 &step.status.as_str(),
@@ -579,6 +581,7 @@ pub(crate) async fn save_step_run<C: GenericClient + Sync>(
                 &opt_text(step.summary.as_deref()),
                 &usage,
                 &step.exit_status_unknown,
+                &opt_text(step.error_output.as_deref()),
             ],
         )
         .await?;

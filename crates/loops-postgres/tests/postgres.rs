@@ -130,6 +130,7 @@ fn nul_characters_in_output_are_replaced_not_fatal() {
         stdout: "a\0b".to_owned(),
         stderr: String::new(),
         error: None,
+        error_output: None,
         summary: None,
         usage: None,
     };
@@ -215,5 +216,150 @@ fn an_unreachable_server_is_a_transient_error_naming_the_store() {
     assert!(
         text.contains("127.0.0.1") && !text.contains("secret"),
         "{text}"
+    );
+}
+
+/// Migration 6 (issue #19), as SQLite's 12: rows recorded before kept an agent's
+/// output in `error`; the migration moves it to `error_output` and rewrites the event
+/// logs' copies to our words, leaving our own errors as they were; stored
+/// `notify.on: always` becomes `changes`.
+#[test]
+fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_always() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let db = db_name(&url).to_owned();
+    let lp = PgStore::open(&url)
+        .unwrap()
+        .create_loop(new_loop("a"), chrono::Utc::now())
+        .unwrap();
+    let sql = |s: &str| cluster.psql(&db, s);
+    // The schema as it was before migration 6, holding rows recorded then.
+    sql("ALTER TABLE runs DROP COLUMN error_output");
+    sql("ALTER TABLE workflow_step_runs DROP COLUMN error_output");
+    sql("DELETE FROM schema_migrations WHERE version = 6");
+    // Notification settings stored when `always` meant failure + recovery.
+    sql(&format!(
+        r#"UPDATE loops SET notify_json = '{{"cmd":"true","on":"always"}}' WHERE id = '{}'"#,
+        lp.id
+    ));
+    sql(
+        r#"INSERT INTO meta (key, value) VALUES ('notify_default', '{"url":"http://h/","on":"always"}')"#,
+    );
+    for (id, slot, status, exit, error) in [
+        (
+            "r1",
+            1,
+            "failed",
+            "1",
+            "'claude exited with status 1: token sk-LEAK1'",
+        ),
+        (
+            "r2",
+            2,
+            "failed",
+            "1",
+            "'API Error: sk-LEAK2 (claude exited with status 1)'",
+        ),
+        ("r3", 3, "failed", "0", "'quota for sk-LEAK3'"),
+        ("r4", 4, "failed", "3", "'exited with status 3'"),
+        ("r5", 5, "timed_out", "143", "'timed out after 5s'"),
+        ("r6", 6, "succeeded", "0", "NULL"),
+    ] {
+        sql(&format!(
+            "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+             exit_code, error, created_at, updated_at) \
+             VALUES ('{id}', '{}', 'a', {slot}, 1, '{status}', 'scheduled', {exit}, {error}, 1, 1)",
+            lp.id
+        ));
+    }
+    sql(
+        "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
+         VALUES ('w1', 'w', 1, 'active', '{}', 1, 1)",
+    );
+    sql(
+        "INSERT INTO workflow_runs (id, workflow_id, workflow_name, status, attempt, created_at, \
+         updated_at) VALUES ('wr1', 'w1', 'w', 'failed', 1, 1, 1)",
+    );
+    sql(
+        "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, \
+         exit_code, error, created_at, updated_at) VALUES ('s1', 'wr1', 'a', 0, 'failed', 1, \
+         'codex exited with status 1: sk-LEAK4', 1, 1)",
+    );
+    sql(
+        r#"INSERT INTO workflow_events VALUES ('e1', 'wr1', 1, 'step_failed', 'a',
+         '{"exitCode":1,"durationMs":3,"error":"codex exited with status 1: sk-LEAK4"}', 1)"#,
+    );
+    sql(
+        r#"INSERT INTO events (kind, run_id, workflow_run_id, data_json, created_at) VALUES
+         ('run.finished', 'r1', NULL,
+          '{"run":{"id":"r1","status":"failed","exitCode":1,"error":"claude exited with status 1: token sk-LEAK1"}}', 1),
+         ('run.finished', 'r3', NULL,
+          '{"run":{"id":"r3","status":"failed","exitCode":0,"error":"quota for sk-LEAK3"}}', 1),
+         ('run.finished', 'r4', NULL,
+          '{"run":{"id":"r4","status":"failed","exitCode":3,"error":"exited with status 3"}}', 1),
+         ('workflow.event', NULL, 'wr1',
+          '{"eventType":"step_failed","payload":{"exitCode":1,"error":"codex exited with status 1: sk-LEAK4"}}', 1)"#,
+    );
+
+    let store = PgStore::open(&url).unwrap();
+    assert_eq!(store.migrations_applied(), 1);
+    // `always` was failure + recovery: it is `changes` now, so nothing notifies more.
+    let changes = Some(loops_core::NotifyOn::Changes);
+    let on = store
+        .get_loop(&lp.id)
+        .unwrap()
+        .unwrap()
+        .notify
+        .map(|n| n.on);
+    assert_eq!(on, changes);
+    assert_eq!(store.notify_default().unwrap().map(|n| n.on), changes);
+    let run = |id: &str| store.get_run(&loops_core::RunId::new(id)).unwrap().unwrap();
+    for (id, error, quoted) in [
+        (
+            "r1",
+            Some("exited with status 1"),
+            Some("claude exited with status 1: token sk-LEAK1"),
+        ),
+        (
+            "r2",
+            Some("exited with status 1"),
+            Some("API Error: sk-LEAK2 (claude exited with status 1)"),
+        ),
+        (
+            "r3",
+            Some("the agent reported an error"),
+            Some("quota for sk-LEAK3"),
+        ),
+        ("r4", Some("exited with status 3"), None),
+        ("r5", Some("timed out after 5s"), None),
+        ("r6", None, None),
+    ] {
+        let r = run(id);
+        assert_eq!(
+            (r.error.as_deref(), r.error_output.as_deref()),
+            (error, quoted),
+            "{id}"
+        );
+    }
+    let step = loops_store::WorkflowStore::step_runs(&store, "wr1")
+        .unwrap()
+        .remove(0);
+    assert_eq!(step.error.as_deref(), Some("exited with status 1"));
+    assert_eq!(
+        step.error_output.as_deref(),
+        Some("codex exited with status 1: sk-LEAK4")
+    );
+    let logs =
+        sql("SELECT data_json FROM events UNION ALL SELECT payload_json FROM workflow_events");
+    assert!(!logs.contains("LEAK"), "{logs}");
+    assert!(
+        logs.contains("\"error\": \"the agent reported an error\""),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("\"error\":\"exited with status 3\""),
+        "{logs}"
     );
 }

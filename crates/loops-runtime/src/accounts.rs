@@ -84,12 +84,13 @@ pub enum ExportOp {
 }
 
 /// Parses `accounts env` output: `export K=V …` and `unset K …` lines, shell-quoted.
-/// Errors name the offending line (an unterminated quote, an invalid name).
+/// Errors name the offending line by number and say what is wrong with it (an
+/// unterminated quote, an invalid name), never quoting it: those lines carry
+/// credentials, and the error becomes a run's `error`, which is shown everywhere.
 pub fn parse_export_lines(text: &str) -> Result<Vec<ExportOp>, String> {
     let mut ops = Vec::new();
     for (number, line) in text.lines().enumerate() {
-        let words =
-            shell_words(line).map_err(|e| format!("line {}: {e}: {}", number + 1, line.trim()))?;
+        let words = shell_words(line).map_err(|e| format!("line {}: {e}", number + 1))?;
         let Some((first, rest)) = words.split_first() else {
             continue;
         };
@@ -104,9 +105,8 @@ pub fn parse_export_lines(text: &str) -> Result<Vec<ExportOp>, String> {
                         None if is_var_name(word) => {}
                         _ => {
                             return Err(format!(
-                                "line {}: invalid export {word:?}: {}",
-                                number + 1,
-                                line.trim()
+                                "line {}: an export that is not NAME=VALUE",
+                                number + 1
                             ))
                         }
                     }
@@ -116,9 +116,8 @@ pub fn parse_export_lines(text: &str) -> Result<Vec<ExportOp>, String> {
                 for word in rest.iter().filter(|w| !w.starts_with('-')) {
                     if !is_var_name(word) {
                         return Err(format!(
-                            "line {}: invalid unset {word:?}: {}",
-                            number + 1,
-                            line.trim()
+                            "line {}: an unset of something that is not a variable name",
+                            number + 1
                         ));
                     }
                     ops.push(ExportOp::Unset(word.clone()));
@@ -326,15 +325,18 @@ pub fn resolve(
         ),
     })?;
     if !captured.status.success() {
-        let stderr = captured.stderr.trim();
+        // What it printed is not quoted: the helper's output may hold credentials, and
+        // this message becomes the run's error, shown wherever runs are.
         let status = captured
             .status
             .code()
             .map_or_else(|| captured.status.to_string(), |c| format!("status {c}"));
-        return Err(if stderr.is_empty() {
+        return Err(if captured.stderr.trim().is_empty() {
             format!("accounts env failed for {who} ({status})")
         } else {
-            format!("accounts env failed for {who} ({status}): {stderr}")
+            format!(
+                "accounts env failed for {who} ({status}); run `accounts env {profile} --tool {tool}` to see what it says"
+            )
         });
     }
     let ops = parse_export_lines(&captured.stdout)
@@ -489,6 +491,18 @@ export KEEP
             .contains("line 1"));
         assert!(parse_export_lines("export 1A=x").is_err());
         assert!(parse_export_lines("export A=\"open").is_err());
+        // The lines hold credentials: an error names the line, never quotes it.
+        for broken in [
+            "export TOKEN='sk-SECRET",
+            "export TOKEN=\"sk-SECRET",
+            "export sk-SECRET",
+            "unset sk-SECRET",
+            "export 1sk-SECRET=x",
+        ] {
+            let e = parse_export_lines(&format!("# ok\n{broken}")).unwrap_err();
+            assert!(e.starts_with("line 2: "), "{e}");
+            assert!(!e.contains("SECRET"), "{e}");
+        }
     }
 
     #[test]

@@ -241,8 +241,15 @@ impl Backend {
 }
 
 /// The environment variable naming the store (`--store`): a `postgres://` URL, or
-/// `sqlite` (the default, a file in the data dir).
+/// `sqlite` (the default, a file in the data dir). Never passed on to a child process
+/// ([`crate::env::PRIVATE_VARS`]).
 pub const STORE_ENV: &str = "LOOPS_STORE";
+
+/// `store` (a `--store` value: a URL, a keyword/value connection string, `sqlite`)
+/// as it may be shown: passwords masked (`postgres://u:***@h/db`).
+pub fn redact_store(store: &str) -> String {
+    loops_postgres::redact_url(store)
+}
 
 /// What [`Client::tick`] did.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -134,7 +134,8 @@ impl Client {
             };
             let error = match outcome {
                 TryOutcome::Delivered => None,
-                TryOutcome::Retry(e) | TryOutcome::Fail(e) => Some(e),
+                // The invoker sees what the hook or receiver said; nothing is recorded.
+                TryOutcome::Retry(e) | TryOutcome::Fail(e) => Some(e.with_said()),
             };
             deliveries.push(TestDelivery {
                 channel,

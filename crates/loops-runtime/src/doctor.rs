@@ -426,7 +426,12 @@ fn runner_label_check(
 /// Lists each agent CLI found on the effective PATH with its version.
 fn provider_checks(checks: &mut Vec<Check>) {
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let env = crate::env::build_env(std::env::vars(), home.as_deref(), &Default::default(), &[]);
+    let env = crate::env::build_env(
+        crate::env::inherited(),
+        home.as_deref(),
+        &Default::default(),
+        &[],
+    );
     let found = crate::providers::detect_providers(&env);
     for info in &found {
         check(

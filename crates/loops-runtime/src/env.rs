@@ -1,7 +1,8 @@
 //! The one place a child's environment is built, and executable lookup on its PATH.
 //!
 //! Precedence, lowest first (README, "Running loops" → "Execution"): the inherited
-//! environment, `PATH`
+//! environment (without [`PRIVATE_VARS`], our own settings that may hold a secret),
+//! `PATH`
 //! extended with the usual per-user bin dirs (a daemon started by systemd or launchd
 //! has a bare PATH, while `claude`, `bun`, `cargo` installs live under `~`), the
 //! target's own `env`, then the `LOOPS_*` run metadata, which nothing can override.
@@ -30,9 +31,31 @@ pub const HOME_BIN_DIRS: [&str; 5] = [
 /// System bin dirs often missing from a service manager's PATH.
 pub const SYSTEM_BIN_DIRS: [&str; 2] = ["/usr/local/bin", "/opt/homebrew/bin"];
 
+/// Our own settings that may hold a secret, read by `loops` from its environment and
+/// never passed on to a process it starts — a run, a workflow step, a notification
+/// hook, the accounts helper, a provider's `--version` probe: [`build_env`] and
+/// [`inherited`] leave them out. (`LOOPS_STORE` may be a `postgres://` URL with a
+/// password.) A target that needs one sets it in its own `env`, which is stored with
+/// the loop and redacted like every env value.
+pub const PRIVATE_VARS: [&str; 1] = [crate::client::STORE_ENV];
+
+/// Whether `name` is one of [`PRIVATE_VARS`].
+pub fn is_private(name: &str) -> bool {
+    PRIVATE_VARS.contains(&name)
+}
+
+/// This process's environment as a child may inherit it: `std::env::vars()` without
+/// [`PRIVATE_VARS`].
+pub fn inherited() -> Vec<(String, String)> {
+    std::env::vars()
+        .filter(|(name, _)| !is_private(name))
+        .collect()
+}
+
 /// Builds a child's full environment (to be applied after clearing the inherited one).
 ///
-/// `base` is the inherited environment (usually `std::env::vars()`), `home` the
+/// `base` is the inherited environment (usually [`inherited`]; [`PRIVATE_VARS`] in it
+/// are dropped all the same), `home` the
 /// directory the per-user bin dirs hang off (`None` skips them), `target_env` the
 /// target's variables and `metadata` the `LOOPS_*` variables of this run
 /// (e.g. `("LOOPS_LOOP_ID", id)`). Later layers override earlier ones; each name
@@ -45,7 +68,9 @@ pub fn build_env(
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
     for (name, value) in base {
-        set(&mut env, name, value);
+        if !is_private(&name) {
+            set(&mut env, name, value);
+        }
     }
     let path = extend_path(get(&env, "PATH").unwrap_or(DEFAULT_PATH), home);
     set(&mut env, "PATH".to_owned(), path);
@@ -173,6 +198,22 @@ mod tests {
         assert_eq!(get(&env, "C"), Some("target"));
         assert_eq!(get(&env, "LOOPS_RUN_ID"), Some("r1"));
         assert_eq!(env.iter().filter(|(k, _)| k == "LOOPS_RUN_ID").count(), 1);
+    }
+
+    #[test]
+    fn private_settings_are_not_inherited_but_a_target_may_set_them() {
+        let base = pairs(&[
+            ("LOOPS_STORE", "postgres://u:secret@h/db"),
+            ("LOOPS_DATA_DIR", "/d"),
+            ("PATH", "/bin"),
+        ]);
+        let env = build_env(base.clone(), None, &BTreeMap::new(), &[]);
+        assert_eq!(get(&env, "LOOPS_STORE"), None);
+        assert_eq!(get(&env, "LOOPS_DATA_DIR"), Some("/d"));
+        let own = BTreeMap::from([("LOOPS_STORE".to_owned(), "postgres://h/db".to_owned())]);
+        let env = build_env(base, None, &own, &[]);
+        assert_eq!(get(&env, "LOOPS_STORE"), Some("postgres://h/db"));
+        assert!(inherited().iter().all(|(k, _)| !is_private(k)));
     }
 
     #[test]

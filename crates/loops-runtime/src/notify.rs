@@ -234,9 +234,36 @@ impl Payload {
 pub enum TryOutcome {
     Delivered,
     /// Worth another try (connection refused, timeout, 5xx).
-    Retry(String),
+    Retry(TryError),
     /// Not worth another (4xx, 3xx, a bad URL, a hook that failed).
-    Fail(String),
+    Fail(TryError),
+}
+
+/// Why a try failed: our words, recorded as the delivery's `lastError` and logged, and
+/// what the hook (its stderr's first line) or the receiver (its answer's) said about
+/// it. That is never recorded nor logged — it may echo the payload, which carries the
+/// run's output — only `notify test` prints it to whoever ran it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TryError {
+    pub error: String,
+    pub said: Option<String>,
+}
+
+impl TryError {
+    fn new(error: impl Into<String>) -> Self {
+        Self {
+            error: error.into(),
+            said: None,
+        }
+    }
+
+    /// The error and what the other side said, for `notify test`.
+    pub fn with_said(&self) -> String {
+        match &self.said {
+            Some(said) => format!("{}: {said}", self.error),
+            None => self.error.clone(),
+        }
+    }
 }
 
 /// Makes deliveries: one per call of [`Deliverer::deliver`], claimed, tried and recorded.
@@ -359,7 +386,7 @@ impl Deliverer {
                             .await
                     }
                     TryOutcome::Retry(e) | TryOutcome::Fail(e) => {
-                        self.record(&d, DeliveryStatus::Failed, attempts, Some(&e))
+                        self.record(&d, DeliveryStatus::Failed, attempts, Some(&e.error))
                             .await
                     }
                 }
@@ -437,17 +464,17 @@ impl Deliverer {
                 }
                 TryOutcome::Fail(e) => {
                     return self
-                        .record(d, DeliveryStatus::Failed, attempts, Some(&e))
+                        .record(d, DeliveryStatus::Failed, attempts, Some(&e.error))
                         .await
                 }
                 TryOutcome::Retry(e) if attempts >= tries => {
                     return self
-                        .record(d, DeliveryStatus::Failed, attempts, Some(&e))
+                        .record(d, DeliveryStatus::Failed, attempts, Some(&e.error))
                         .await
                 }
                 TryOutcome::Retry(e) => {
                     last = self
-                        .record(d, DeliveryStatus::Pending, attempts, Some(&e))
+                        .record(d, DeliveryStatus::Pending, attempts, Some(&e.error))
                         .await?;
                     tokio::time::sleep(backoff.fail()).await;
                 }
@@ -461,18 +488,22 @@ impl Deliverer {
         let (id, event) = (d.id.clone(), d.event.to_string());
         tokio::task::spawn_blocking(move || post_once(&agent, &url, &id, &event, &body))
             .await
-            .unwrap_or_else(|e| TryOutcome::Fail(format!("the HTTP try panicked: {e}")))
+            .unwrap_or_else(|e| {
+                TryOutcome::Fail(TryError::new(format!("the HTTP try panicked: {e}")))
+            })
     }
 
     /// Runs a command hook once.
     pub async fn hook(&self, cmd: &str, payload: &Payload) -> TryOutcome {
         let stdin = match serde_json::to_vec(payload) {
             Ok(body) => body,
-            Err(e) => return TryOutcome::Fail(format!("cannot encode the payload: {e}")),
+            Err(e) => {
+                return TryOutcome::Fail(TryError::new(format!("cannot encode the payload: {e}")))
+            }
         };
         let mut inv = Invocation::shell(cmd);
         inv.env = build_env(
-            std::env::vars(),
+            crate::env::inherited(),
             self.exec.home.as_deref(),
             &Default::default(),
             &payload.env(),
@@ -484,13 +515,10 @@ impl Deliverer {
         let result = execute(inv, |_, _| {}, std::future::pending()).await;
         match result.status {
             ExecStatus::Succeeded => TryOutcome::Delivered,
-            _ => {
-                let mut error = result.error.unwrap_or_else(|| "failed".to_owned());
-                if let Some(line) = first_line(&result.stderr, 200) {
-                    error = format!("{error}: {line}");
-                }
-                TryOutcome::Fail(error)
-            }
+            _ => TryOutcome::Fail(TryError {
+                error: result.error.unwrap_or_else(|| "failed".to_owned()),
+                said: first_line(&result.stderr, 200),
+            }),
         }
     }
 
@@ -502,7 +530,7 @@ impl Deliverer {
             Err(e) => {
                 return (
                     0,
-                    TryOutcome::Fail(format!("cannot encode the payload: {e}")),
+                    TryOutcome::Fail(TryError::new(format!("cannot encode the payload: {e}"))),
                 )
             }
         };
@@ -521,7 +549,9 @@ impl Deliverer {
             let outcome =
                 tokio::task::spawn_blocking(move || post_once(&agent, &url, "test", &event, &body))
                     .await
-                    .unwrap_or_else(|e| TryOutcome::Fail(format!("the HTTP try panicked: {e}")));
+                    .unwrap_or_else(|e| {
+                        TryOutcome::Fail(TryError::new(format!("the HTTP try panicked: {e}")))
+                    });
             match outcome {
                 TryOutcome::Retry(_) if attempt < tries => {
                     tokio::time::sleep(backoff.fail()).await;
@@ -553,14 +583,13 @@ fn post_once(agent: &ureq::Agent, url: &str, id: &str, event: &str, body: &[u8])
                 .read_to_string()
                 .ok()
                 .and_then(|t| first_line(&t, ANSWER_BYTES as usize));
-            let error = match text {
-                Some(text) => format!("HTTP {status}: {text}"),
-                None => format!("HTTP {status}"),
-            };
+            let error = |error: String| TryError { error, said: text };
             match status {
-                500..=599 => TryOutcome::Retry(error),
-                300..=399 => TryOutcome::Fail(format!("{error} (redirects are not followed)")),
-                _ => TryOutcome::Fail(error),
+                500..=599 => TryOutcome::Retry(error(format!("HTTP {status}"))),
+                300..=399 => {
+                    TryOutcome::Fail(error(format!("HTTP {status} (redirects are not followed)")))
+                }
+                _ => TryOutcome::Fail(error(format!("HTTP {status}"))),
             }
         }
         Err(e) => {
@@ -572,7 +601,7 @@ fn post_once(agent: &ureq::Agent, url: &str, id: &str, event: &str, body: &[u8])
                     | ureq::Error::Io(_)
                     | ureq::Error::BodyStalled
             );
-            let error = format!("POST failed: {e}");
+            let error = TryError::new(format!("POST failed: {e}"));
             if retry {
                 TryOutcome::Retry(error)
             } else {
@@ -740,6 +769,7 @@ mod tests {
             stdout: Some("x".repeat(10_000)),
             stderr: Some("boom\n".into()),
             error: Some("exited with status 3".into()),
+            error_output: None,
             pid: Some(1),
             pid_start_time: None,
             claimed_by: None,
@@ -818,7 +848,7 @@ mod tests {
             b"{}",
         );
         assert!(
-            matches!(&outcome, TryOutcome::Fail(e) | TryOutcome::Retry(e) if !e.is_empty()),
+            matches!(&outcome, TryOutcome::Fail(e) | TryOutcome::Retry(e) if !e.error.is_empty()),
             "{outcome:?}"
         );
         assert_ne!(outcome, TryOutcome::Delivered);

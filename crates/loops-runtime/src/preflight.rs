@@ -76,7 +76,7 @@ pub fn check_target(target: &Target) -> Vec<String> {
         ),
         Target::Workflow(_) => return problems,
     };
-    let inherited: Vec<(String, String)> = std::env::vars().collect();
+    let inherited = crate::env::inherited();
     let base = match account {
         Some(account) => match accounts::resolve(account, tool_hint, &inherited) {
             Ok(resolved) => resolved.apply(inherited),

@@ -87,7 +87,7 @@ pub fn inherited_env(
     tool_hint: Option<&str>,
     metadata: &mut Vec<(&'static str, String)>,
 ) -> Result<Vec<(String, String)>, SpecError> {
-    let inherited: Vec<(String, String)> = std::env::vars().collect();
+    let inherited = crate::env::inherited();
     let Some(account) = account else {
         return Ok(inherited);
     };

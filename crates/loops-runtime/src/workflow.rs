@@ -362,6 +362,7 @@ fn reset_step(step: &mut StepRun) {
     step.stdout = None;
     step.stderr = None;
     step.error = None;
+    step.error_output = None;
 }
 
 /// The scheduling loop. Returns why it stopped early, or `None` when every step ended
@@ -650,6 +651,7 @@ fn finish_step(
     record.stdout = Some(result.stdout);
     record.stderr = Some(result.stderr);
     record.error = error.clone();
+    record.error_output = verdict.error_output;
     let ev = NewEvent::new(
         WorkflowEventType::step_ended(status),
         Some(&record.step_id),

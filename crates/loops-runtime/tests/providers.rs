@@ -187,6 +187,7 @@ fn outcome(status: RunStatus, exit_code: Option<i32>, stdout: &str, stderr: &str
             RunStatus::Succeeded => None,
             _ => exit_code.map(|c| format!("exited with status {c}")),
         },
+        error_output: None,
         summary: None,
         usage: None,
     }
@@ -229,20 +230,22 @@ fn claude_success() {
 fn claude_api_error_is_a_failure_even_with_exit_zero() {
     let text = fixture("claude_api_error.json");
     // As captured: exit 1.
+    // The error is our words; what the agent said is output (`errorOutput`).
     let o = interpreted(Provider::Claude, 1, &text, "");
     assert_eq!(o.status, RunStatus::Failed);
-    let error = o.error.unwrap();
+    assert_eq!(o.error.as_deref(), Some("claude exited with status 1"));
+    let quoted = o.error_output.unwrap();
     assert!(
-        error.starts_with("API Error: 400 mock says: bad request"),
-        "{error}"
+        quoted.starts_with("API Error: 400 mock says: bad request"),
+        "{quoted}"
     );
-    assert!(error.contains("exited with status 1"), "{error}");
     assert_eq!(o.summary, None);
     // `subtype: "success"` with `is_error: true` and exit 0 must still fail.
     let o = interpreted(Provider::Claude, 0, &text, "");
     assert_eq!(o.status, RunStatus::Failed);
+    assert_eq!(o.error.as_deref(), Some("claude reported an error"));
     assert_eq!(
-        o.error.as_deref(),
+        o.error_output.as_deref(),
         Some("API Error: 400 mock says: bad request")
     );
 }
@@ -256,9 +259,12 @@ fn claude_unknown_agent_quotes_stderr() {
         "--agent 'nosuch' not found. Available agents: claude, Explore, general-purpose, Plan\n",
     );
     assert_eq!(o.status, RunStatus::Failed);
+    assert_eq!(o.error.as_deref(), Some("claude exited with status 1"));
     assert_eq!(
-        o.error.as_deref(),
-        Some("claude exited with status 1: --agent 'nosuch' not found. Available agents: claude, Explore, general-purpose, Plan")
+        o.error_output.as_deref(),
+        Some(
+            "--agent 'nosuch' not found. Available agents: claude, Explore, general-purpose, Plan"
+        )
     );
 }
 
@@ -277,17 +283,17 @@ fn codex_success_and_turn_failure() {
     );
     let o = interpreted(Provider::Codex, 1, &fixture("codex_turn_failed.jsonl"), "");
     assert_eq!(o.status, RunStatus::Failed);
-    assert!(
-        o.error
-            .as_deref()
-            .unwrap()
-            .starts_with("mock says: bad request"),
+    assert_eq!(
+        o.error.as_deref(),
+        Some("codex exited with status 1"),
         "{o:?}"
     );
+    assert_eq!(o.error_output.as_deref(), Some("mock says: bad request"));
     // A turn.failed with exit 0 still fails the run.
     let o = interpreted(Provider::Codex, 0, &fixture("codex_turn_failed.jsonl"), "");
     assert_eq!(o.status, RunStatus::Failed);
-    assert_eq!(o.error.as_deref(), Some("mock says: bad request"));
+    assert_eq!(o.error.as_deref(), Some("codex reported an error"));
+    assert_eq!(o.error_output.as_deref(), Some("mock says: bad request"));
 }
 
 #[test]
@@ -311,9 +317,10 @@ fn codex_rejected_flag_quotes_stderr() {
     let stderr = "WARNING: proceeding, even though we could not create PATH aliases\n\
                   error: unexpected argument '--ask-for-approval' found\n\n  tip: to pass it as a value, use '-- --ask-for-approval'\n";
     let o = interpreted(Provider::Codex, 2, "", stderr);
+    assert_eq!(o.error.as_deref(), Some("codex exited with status 2"));
     assert_eq!(
-        o.error.as_deref(),
-        Some("codex exited with status 2: error: unexpected argument '--ask-for-approval' found")
+        o.error_output.as_deref(),
+        Some("error: unexpected argument '--ask-for-approval' found")
     );
 }
 
@@ -342,13 +349,12 @@ fn opencode_success_error_and_rejection() {
         "",
     );
     assert_eq!(o.status, RunStatus::Failed);
-    assert!(
-        o.error
-            .as_deref()
-            .unwrap()
-            .starts_with("mock says: bad request"),
+    assert_eq!(
+        o.error.as_deref(),
+        Some("opencode exited with status 1"),
         "{o:?}"
     );
+    assert_eq!(o.error_output.as_deref(), Some("mock says: bad request"));
     // An error event with exit 0 fails too.
     let o = interpreted(
         Provider::Aicopilot,
@@ -366,7 +372,7 @@ fn opencode_success_error_and_rejection() {
     );
     let error = o.error.unwrap();
     assert!(error.contains("rejected its arguments"), "{error}");
-    assert!(!error.contains("[boolean]"), "{error}");
+    assert_eq!(o.error_output, None, "usage text is not worth quoting");
     let o = interpreted(
         Provider::Aicopilot,
         1,
@@ -375,7 +381,13 @@ fn opencode_success_error_and_rejection() {
     );
     assert_eq!(
         o.error.as_deref(),
-        Some("aicopilot exited with status 1 and no output: the CLI rejected its arguments or input: Error: You must provide a message or a command")
+        Some(
+            "aicopilot exited with status 1 and no output: the CLI rejected its arguments or input"
+        )
+    );
+    assert_eq!(
+        o.error_output.as_deref(),
+        Some("Error: You must provide a message or a command")
     );
 }
 
@@ -404,7 +416,8 @@ fn cursor_text_and_json() {
         r#"{"type":"result","subtype":"error","is_error":true,"result":"quota exceeded"}"#;
     let o = interpreted(Provider::Cursor, 0, errored, "");
     assert_eq!(o.status, RunStatus::Failed);
-    assert_eq!(o.error.as_deref(), Some("quota exceeded"));
+    assert_eq!(o.error.as_deref(), Some("agent reported an error"));
+    assert_eq!(o.error_output.as_deref(), Some("quota exceeded"));
 }
 
 #[test]
@@ -525,8 +538,9 @@ fn one_verdict_for_loop_runs_and_workflow_steps() {
         (v.run_status(), v.step_status()),
         (RunStatus::Failed, StepStatus::Failed)
     );
+    assert_eq!(v.error.as_deref(), Some("claude reported an error"));
     assert_eq!(
-        v.error.as_deref(),
+        v.error_output.as_deref(),
         Some("API Error: 400 mock says: bad request")
     );
     let v = judge(

@@ -117,7 +117,8 @@ fn finalize_in(
     let mut stmt = conn.prepare_cached(concat!(
         "UPDATE runs SET status = ?2, finished_at = ?3, exit_code = ?4, \
            duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE MAX(0, ?3 - started_at) END, \
-           stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3 \
+           stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3, \
+           error_output = ?10 \
          WHERE id = ?1 AND status = 'running' RETURNING ",
         run_cols!()
     ))?;
@@ -131,6 +132,7 @@ fn finalize_in(
         outcome.error,
         outcome.summary,
         usage,
+        outcome.error_output,
     ];
     match query_first(&mut stmt, params, run_from_row)? {
         Some(r) => Ok(r),
@@ -262,6 +264,7 @@ mod tests {
                 stdout: String::new(),
                 stderr: String::new(),
                 error: None,
+                error_output: None,
                 summary: None,
                 usage: None,
             };

@@ -71,8 +71,8 @@ fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
     let mut stmt = tx.prepare_cached(
         "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
          started_at, finished_at, exit_code, duration_ms, stdout, stderr, error, claimed_by, \
-         summary, usage_json, created_at, updated_at, due_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+         summary, usage_json, created_at, updated_at, due_at, error_output) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
     )?;
     for _ in 0..ID_ATTEMPTS {
         let inserted = stmt.execute(params![
@@ -96,6 +96,7 @@ fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
             ms(&run.created_at),
             ms(&run.updated_at),
             opt_ms(run.due_at.as_ref()),
+            run.error_output,
         ]);
         match inserted {
             Ok(_) => return Ok(()),

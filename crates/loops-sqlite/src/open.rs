@@ -86,10 +86,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "event log as a feed",
         sql: include_str!("../migrations/0011_event_log_feed.sql"),
     },
+    Migration {
+        version: 12,
+        name: "error output, notify-on changes",
+        sql: include_str!("../migrations/0012_error_output_notify_changes.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

@@ -21,7 +21,7 @@ const RUN_COLS: &str = "id, workflow_id, workflow_name, loop_id, loop_run_id, sc
      status, attempt, started_at, finished_at, duration_ms, error, cancel_requested, created_at, updated_at";
 const STEP_COLS: &str = "id, workflow_run_id, step_id, sequence, status, attempts, started_at, finished_at, \
      exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, account_tool, \
-     created_at, updated_at, summary, usage_json, exit_status_unknown";
+     created_at, updated_at, summary, usage_json, exit_status_unknown, error_output";
 
 fn workflow_from_row(row: &Row<'_>) -> Result<Workflow> {
     Ok(Workflow {
@@ -73,6 +73,7 @@ fn step_from_row(row: &Row<'_>) -> Result<StepRun> {
         stdout: get(row, 12, "stdout")?,
         stderr: get(row, 13, "stderr")?,
         error: get(row, 14, "error")?,
+        error_output: get(row, 22, "error_output")?,
         account_profile: get(row, 15, "account_profile")?,
         account_tool: get(row, 16, "account_tool")?,
         created_at: get_instant(row, 17, "created_at")?,
@@ -481,7 +482,7 @@ impl WorkflowStore for SqliteStore {
                 "UPDATE workflow_step_runs SET status = ?2, attempts = ?3, started_at = ?4, finished_at = ?5, \
                  exit_code = ?6, pid = ?7, pid_start_time = ?8, duration_ms = ?9, stdout = ?10, stderr = ?11, \
                  error = ?12, updated_at = ?13, summary = ?14, usage_json = ?15, \
-                 exit_status_unknown = ?16 WHERE id = ?1",
+                 exit_status_unknown = ?16, error_output = ?17 WHERE id = ?1",
                 params![
                     step.id.as_str(),
                     step.status.as_str(),
@@ -499,6 +500,7 @@ impl WorkflowStore for SqliteStore {
                     step.summary,
                     usage,
                     step.exit_status_unknown,
+                    step.error_output,
                 ],
             )?;
             if changed == 0 {

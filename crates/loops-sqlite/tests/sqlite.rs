@@ -6,7 +6,7 @@
 
 use loops_core::{Anchor, CommandTarget, Instant, LoopStatus, NewLoop, Policy, Schedule, Target};
 use loops_sqlite::{SqliteStore, SCHEMA_VERSION};
-use loops_store::{LoopAdvance, Store, StoreError, DB_FILE};
+use loops_store::{LoopAdvance, Store, StoreError, WorkflowStore, DB_FILE};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use tempfile::TempDir;
@@ -584,4 +584,158 @@ fn health_and_usage_queries_use_indexes() {
         "{steps}"
     );
     assert!(!steps.contains("SCAN"), "{steps}");
+}
+
+/// Migration 12 (issue #19): rows recorded before kept an agent's output in `error`;
+/// the migration moves it to `error_output` and rewrites the event logs' copies to our
+/// words, leaving our own errors as they were; stored `notify.on: always` (failure +
+/// recovery then) becomes `changes`.
+#[test]
+fn migration_12_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_always() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    let lp = {
+        let store = SqliteStore::open(&path).unwrap();
+        store.create_loop(new_loop("a", None), t(0)).unwrap()
+    };
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        // The schema as it was before migration 12, holding rows recorded then.
+        conn.execute_batch(
+            "ALTER TABLE runs DROP COLUMN error_output;
+             ALTER TABLE workflow_step_runs DROP COLUMN error_output;
+             DELETE FROM schema_migrations WHERE version = 12;",
+        )
+        .unwrap();
+        // Notification settings stored when `always` meant failure + recovery.
+        conn.execute(
+            "UPDATE loops SET notify_json = '{\"cmd\":\"true\",\"on\":\"always\"}' WHERE id = ?1",
+            [lp.id.as_str()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('notify_default', '{\"url\":\"http://h/\",\"on\":\"always\"}')",
+            [],
+        )
+        .unwrap();
+        let run = |id: &str, slot: i64, status: &str, exit: Option<i64>, error: Option<&str>| {
+            conn.execute(
+                "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+                 exit_code, error, created_at, updated_at) \
+                 VALUES (?1, ?2, 'a', ?3, 1, ?4, 'scheduled', ?5, ?6, ?3, ?3)",
+                rusqlite::params![id, lp.id.as_str(), T0 + slot, status, exit, error],
+            )
+            .unwrap();
+        };
+        run(
+            "r1",
+            1,
+            "failed",
+            Some(1),
+            Some("claude exited with status 1: token sk-LEAK1"),
+        );
+        run(
+            "r2",
+            2,
+            "failed",
+            Some(1),
+            Some("API Error: sk-LEAK2 (claude exited with status 1)"),
+        );
+        run("r3", 3, "failed", Some(0), Some("quota for sk-LEAK3"));
+        run("r4", 4, "failed", Some(3), Some("exited with status 3"));
+        run("r5", 5, "timed_out", Some(143), Some("timed out after 5s"));
+        run("r6", 6, "succeeded", Some(0), None);
+        conn.execute_batch(&format!(
+            "INSERT INTO workflows VALUES ('w1', 'w', 1, 'active', '{{}}', {T0}, {T0});
+             INSERT INTO workflow_runs (id, workflow_id, workflow_name, status, attempt, \
+               created_at, updated_at) VALUES ('wr1', 'w1', 'w', 'failed', 1, {T0}, {T0});
+             INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, \
+               exit_code, error, created_at, updated_at) VALUES ('s1', 'wr1', 'a', 0, 'failed', \
+               1, 'codex exited with status 1: sk-LEAK4', {T0}, {T0});
+             INSERT INTO workflow_events VALUES ('e1', 'wr1', 1, 'step_failed', 'a', \
+               '{{\"exitCode\":1,\"durationMs\":3,\"error\":\"codex exited with status 1: sk-LEAK4\"}}', {T0});
+             INSERT INTO events (kind, loop_id, run_id, workflow_run_id, data_json, created_at) VALUES
+               ('run.finished', NULL, 'r1', NULL,
+                '{{\"run\":{{\"id\":\"r1\",\"status\":\"failed\",\"exitCode\":1,\"error\":\"claude exited with status 1: token sk-LEAK1\"}}}}', {T0}),
+               ('run.finished', NULL, 'r3', NULL,
+                '{{\"run\":{{\"id\":\"r3\",\"status\":\"failed\",\"exitCode\":0,\"error\":\"quota for sk-LEAK3\"}}}}', {T0}),
+               ('run.finished', NULL, 'r4', NULL,
+                '{{\"run\":{{\"id\":\"r4\",\"status\":\"failed\",\"exitCode\":3,\"error\":\"exited with status 3\"}}}}', {T0}),
+               ('workflow.event', NULL, NULL, 'wr1',
+                '{{\"eventType\":\"step_failed\",\"payload\":{{\"exitCode\":1,\"error\":\"codex exited with status 1: sk-LEAK4\"}}}}', {T0});"
+        ))
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    // `always` was failure + recovery: it is `changes` now, so nothing notifies more.
+    let changes = Some(loops_core::NotifyOn::Changes);
+    let on = store
+        .get_loop(&lp.id)
+        .unwrap()
+        .unwrap()
+        .notify
+        .map(|n| n.on);
+    assert_eq!(on, changes);
+    assert_eq!(store.notify_default().unwrap().map(|n| n.on), changes);
+    let run = |id: &str| store.get_run(&loops_core::RunId::new(id)).unwrap().unwrap();
+    for (id, error, quoted) in [
+        (
+            "r1",
+            Some("exited with status 1"),
+            Some("claude exited with status 1: token sk-LEAK1"),
+        ),
+        (
+            "r2",
+            Some("exited with status 1"),
+            Some("API Error: sk-LEAK2 (claude exited with status 1)"),
+        ),
+        (
+            "r3",
+            Some("the agent reported an error"),
+            Some("quota for sk-LEAK3"),
+        ),
+        ("r4", Some("exited with status 3"), None),
+        ("r5", Some("timed out after 5s"), None),
+        ("r6", None, None),
+    ] {
+        let r = run(id);
+        assert_eq!(
+            (r.error.as_deref(), r.error_output.as_deref()),
+            (error, quoted),
+            "{id}"
+        );
+    }
+    let step = store.step_runs("wr1").unwrap().remove(0);
+    assert_eq!(step.error.as_deref(), Some("exited with status 1"));
+    assert_eq!(
+        step.error_output.as_deref(),
+        Some("codex exited with status 1: sk-LEAK4")
+    );
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let logs: Vec<String> = conn
+        .prepare("SELECT data_json FROM events UNION ALL SELECT payload_json FROM workflow_events")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        logs.len(),
+        6,
+        "the loop's creation and the five planted: {logs:?}"
+    );
+    for log in &logs {
+        assert!(!log.contains("LEAK"), "{log}");
+    }
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("\"error\":\"the agent reported an error\"")),
+        "{logs:?}"
+    );
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("\"error\":\"exited with status 3\"")),
+        "{logs:?}"
+    );
 }

@@ -113,6 +113,36 @@ pub fn value_error(err: &clap::Error) -> Option<String> {
     Some(format!("{flag}: {bad}"))
 }
 
+/// A store URL as given (`--store`, `store copy --to`): it may hold a password, so its
+/// `Debug` shows it redacted.
+#[derive(Clone)]
+pub struct StoreArg(String);
+
+impl StoreArg {
+    pub fn into_inner(self) -> String {
+        self.0
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for StoreArg {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for StoreArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StoreArg")
+            .field(&loops_runtime::client::redact_store(&self.0))
+            .finish()
+    }
+}
+
 /// Durable, local-first scheduler for shell commands and AI coding agents.
 #[derive(Debug, Parser)]
 #[command(name = "loops", version, about, propagate_version = true)]
@@ -127,7 +157,9 @@ pub struct Cli {
 
     /// Where loops, runs and workflows are stored: `sqlite` (the default, loops.db in
     /// the data dir) or a PostgreSQL URL (`postgres://user:pass@host/db`), which any
-    /// number of daemons on any hosts share. The data dir keeps the host-local files.
+    /// number of daemons on any hosts share; `-` reads the URL from stdin's first line.
+    /// The data dir keeps the host-local files. Never passed on to runs, hooks or
+    /// helpers.
     #[arg(
         long,
         global = true,
@@ -135,7 +167,7 @@ pub struct Cli {
         value_name = "URL",
         hide_env_values = true
     )]
-    pub store: Option<String>,
+    pub store: Option<StoreArg>,
 
     #[command(subcommand)]
     pub command: Command,
@@ -240,7 +272,7 @@ pub enum StoreCommand {
 pub struct StoreCopyArgs {
     /// The target database: a postgres:// URL (LOOPS_STORE does not name it).
     #[arg(long, value_name = "URL")]
-    pub to: String,
+    pub to: StoreArg,
     /// Replace what the target holds (refused while a runner is live there).
     #[arg(long)]
     pub force: bool,
@@ -624,14 +656,16 @@ pub struct DefinitionArgs {
     /// (shorter than the loop's period).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub jitter: Option<Duration>,
-    /// Run this command (by /bin/sh) with the run as JSON on stdin when a slot fails
-    /// (see --notify-on).
+    /// Run this command (by /bin/sh) with the run as JSON on stdin when a slot ends as
+    /// --notify-on says (by default: when it failed).
     #[arg(long, value_name = "CMD")]
     pub notify_cmd: Option<String>,
-    /// POST the run as JSON to this http(s) URL when a slot fails (see --notify-on).
+    /// POST the run as JSON to this http(s) URL when a slot ends as --notify-on says.
     #[arg(long, value_name = "URL")]
     pub notify_url: Option<String>,
-    /// When notifications fire: failure (default), recovery or always.
+    /// When notifications fire: failure (default: a slot failed on its last attempt),
+    /// recovery (the first success after one), changes (both) or always (every
+    /// finished slot).
     #[arg(long, value_name = "WHEN")]
     pub notify_on: Option<String>,
 }
@@ -1105,7 +1139,9 @@ pub struct NotifySetArgs {
     /// POST the run as JSON to this http(s) URL.
     #[arg(long, value_name = "URL")]
     pub notify_url: Option<String>,
-    /// When notifications fire: failure (default), recovery or always.
+    /// When notifications fire: failure (default: a slot failed on its last attempt),
+    /// recovery (the first success after one), changes (both) or always (every
+    /// finished slot).
     #[arg(long, value_name = "WHEN")]
     pub notify_on: Option<String>,
 }

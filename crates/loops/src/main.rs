@@ -131,6 +131,10 @@ fn main() -> ExitCode {
             None => err.exit(),
         },
     };
+    // Read by clap (above); from here on no process this one starts — a run, a hook,
+    // a helper, the daemon `daemon start` spawns (it gets the URL on stdin) — may
+    // inherit it: the store URL can hold a password. Sound: still one thread here.
+    std::env::remove_var(loops_runtime::client::STORE_ENV);
     // This binary runs the supervisors of this process's runs (`loops supervise`).
     if let Some(me) = loops_runtime::supervisor::this_executable() {
         loops_runtime::supervisor::set_program(me);

@@ -327,27 +327,9 @@ fn truncate(text: &str, max: usize) -> String {
     }
 }
 
-// Redaction is the domain's, shared with every front end (the MCP tools too).
-pub use loops_core::redact::{redact_loop, redact_run, redact_step, redact_url};
-
-/// A run's error as its table line shows it: for a run that did not succeed, the
-/// error followed by the first line of its stderr tail (`exited with status 3: boom`),
-/// at most 100 characters of it. Take it before [`redact_run`].
-pub fn run_error_line(run: &Run) -> String {
-    let error = run.error.clone().unwrap_or_default();
-    if run.status == RunStatus::Succeeded {
-        return error;
-    }
-    let hint = run
-        .stderr
-        .as_deref()
-        .and_then(|e| loops_core::notify::first_line(e, 100));
-    match hint {
-        Some(line) if error.is_empty() => line,
-        Some(line) if !error.contains(&line) => format!("{error}: {line}"),
-        _ => error,
-    }
-}
+// Redaction is the domain's, shared with every front end (the MCP tools too), and so
+// is a run's error line: what it quotes of the output only with --show-output.
+pub use loops_core::redact::{error_line, redact_loop, redact_run, redact_step, redact_url};
 
 // A run as `runs --json` prints it, with its notifications: the runtime's, shared with
 // the MCP tool `loops_runs`.

@@ -52,6 +52,8 @@ pub(crate) struct RunPage {
     pub word: &'static str,
     pub facts: Vec<(&'static str, String)>,
     pub error: String,
+    /// What the error quoted from the run's output (the page shows the output).
+    pub error_output: String,
     pub summary: String,
     pub usage: Vec<(&'static str, String)>,
     pub outputs: Vec<Output>,
@@ -238,6 +240,7 @@ fn build(
         word,
         facts,
         error: run.error.clone().unwrap_or_default(),
+        error_output: run.error_output.clone().unwrap_or_default(),
         summary: run.summary.clone().unwrap_or_default(),
         usage,
         outputs,

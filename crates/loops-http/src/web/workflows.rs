@@ -79,6 +79,8 @@ pub(crate) struct Chosen {
     pub word: &'static str,
     pub stdout: String,
     pub stderr: String,
+    /// What the step's error quoted from its output (the section shows the output).
+    pub error_output: String,
     pub summary: String,
 }
 
@@ -298,6 +300,7 @@ fn run_page(
             word: words::step_status(r.status).2,
             stdout: ansi::to_html(r.stdout.as_deref().unwrap_or("")),
             stderr: ansi::to_html(r.stderr.as_deref().unwrap_or("")),
+            error_output: r.error_output.clone().unwrap_or_default(),
             summary: r.summary.clone().unwrap_or_default(),
         })
     });

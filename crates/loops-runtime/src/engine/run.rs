@@ -158,6 +158,7 @@ fn run_outcome(
         }
         _ => RunOutcome {
             error: verdict.error,
+            error_output: verdict.error_output,
             ..RunOutcome::new(status, result.finished_at)
         },
     }

@@ -74,7 +74,7 @@ impl Engine {
         let steps = self.store.step_runs(wf_run.id.as_str()).unwrap_or_default();
         let summary: Vec<serde_json::Value> = steps
             .iter()
-            .map(|s| serde_json::json!({"stepId": s.step_id, "status": s.status, "exitCode": s.exit_code, "error": s.error, "summary": s.summary}))
+            .map(|s| serde_json::json!({"stepId": s.step_id, "status": s.status, "exitCode": s.exit_code, "error": s.error, "errorOutput": s.error_output, "summary": s.summary}))
             .collect();
         let report = serde_json::to_string_pretty(
             &serde_json::json!({ "workflowRun": wf_run, "steps": summary }),

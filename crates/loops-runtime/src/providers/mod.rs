@@ -37,6 +37,9 @@ use crate::env::resolve_executable;
 /// Most bytes of an agent's final text kept as a run's `summary`.
 pub const SUMMARY_MAX_BYTES: usize = 4 * 1024;
 
+/// Most bytes of an agent's own words kept as a run's `errorOutput`.
+pub const ERROR_OUTPUT_MAX_BYTES: usize = 4 * 1024;
+
 /// How long `doctor` waits for `<cli> --version`.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -92,9 +95,12 @@ pub struct Verdict {
     /// error (claude's `is_error`, codex's `turn.failed`, opencode's `error` event) is
     /// [`ExecStatus::Failed`].
     pub status: ExecStatus,
-    /// Why it did not succeed: the provider's message, a non-zero exit explained with
-    /// what the CLI printed, or the executor's own (spawn failure, timeout, cancel).
+    /// Why it did not succeed, in our own words: `claude exited with status 1`,
+    /// `claude reported an error`, or the executor's (spawn failure, timeout, cancel).
     pub error: Option<String>,
+    /// What explains it in the provider's own output: its reported error message, or
+    /// the most telling line of its stderr. Output: redacted where stdout is.
+    pub error_output: Option<String>,
     /// The agent's final text, bounded ([`SUMMARY_MAX_BYTES`]): on success, and for an
     /// attempt that timed out or was stopped (what got done).
     pub summary: Option<String>,
@@ -108,6 +114,7 @@ impl Verdict {
         Self {
             status: result.status,
             error: result.error.clone(),
+            error_output: None,
             summary: None,
             usage: None,
         }
@@ -177,6 +184,7 @@ pub fn interpret(target: &AgentTarget, outcome: &mut RunOutcome) {
         outcome.status = verdict.run_status();
     }
     outcome.error = verdict.error;
+    outcome.error_output = verdict.error_output;
     if verdict.summary.is_some() {
         outcome.summary = verdict.summary;
     }
@@ -199,6 +207,7 @@ fn judge_ending(provider: Provider, ending: Ending<'_>) -> Verdict {
     let mut verdict = Verdict {
         status: ending.status,
         error: ending.error.map(str::to_owned),
+        error_output: None,
         summary: None,
         usage: report.usage.clone(),
     };
@@ -206,7 +215,8 @@ fn judge_ending(provider: Provider, ending: Ending<'_>) -> Verdict {
         ExecStatus::Succeeded => match report.error {
             Some(message) => {
                 verdict.status = ExecStatus::Failed;
-                verdict.error = Some(message);
+                verdict.error = Some(format!("{} reported an error", provider.executable()));
+                verdict.error_output = Some(bounded_quote(&message));
             }
             None => {
                 // Text-mode output (cursor) has no structure: the output is the answer.
@@ -220,7 +230,9 @@ fn judge_ending(provider: Provider, ending: Ending<'_>) -> Verdict {
             // `exit_code == None` means the process never ran (or died by a signal):
             // the executor's message ("Executable not found in PATH: …") says it all.
             if let Some(code) = ending.exit_code {
-                verdict.error = Some(failure_message(provider, code, &report, &ending));
+                let (error, quoted) = failure_message(provider, code, &report, &ending);
+                verdict.error = Some(error);
+                verdict.error_output = quoted.as_deref().map(bounded_quote);
             }
         }
         // Timed out or stopped: keep the executor's error, record what got done.
@@ -231,15 +243,22 @@ fn judge_ending(provider: Provider, ending: Ending<'_>) -> Verdict {
     verdict
 }
 
-/// The error of an agent that exited non-zero.
-fn failure_message(provider: Provider, code: i32, report: &Report, ending: &Ending<'_>) -> String {
+/// The error of an agent that exited non-zero, in our words, and what explains it in
+/// the agent's own output (its reported error, else its telling stderr line), if
+/// anything does.
+fn failure_message(
+    provider: Provider,
+    code: i32,
+    report: &Report,
+    ending: &Ending<'_>,
+) -> (String, Option<String>) {
+    let exe = provider.executable();
     if let Some(message) = &report.error {
-        return format!(
-            "{message} ({} exited with status {code})",
-            provider.executable()
+        return (
+            format!("{exe} exited with status {code}"),
+            Some(message.clone()),
         );
     }
-    let exe = provider.executable();
     let hint = output::stderr_hint(ending.stderr);
     let rejected = matches!(provider, Provider::Opencode | Provider::Aicopilot)
         && code == 1
@@ -247,21 +266,31 @@ fn failure_message(provider: Provider, code: i32, report: &Report, ending: &Endi
     if rejected {
         // opencode prints its usage (not an error line) when it rejects a flag, so only
         // a line that names an error is worth quoting.
-        let detail = hint
-            .filter(|h| h.to_ascii_lowercase().contains("error"))
-            .map(|h| format!(": {h}"))
-            .unwrap_or_default();
-        return format!(
-            "{exe} exited with status 1 and no output: the CLI rejected its arguments or input{detail}"
+        return (
+            format!(
+                "{exe} exited with status 1 and no output: the CLI rejected its arguments or input"
+            ),
+            hint.filter(|h| h.to_ascii_lowercase().contains("error")),
         );
     }
     let base = ending
         .error
         .map_or_else(|| format!("exited with status {code}"), str::to_owned);
-    match hint {
-        Some(hint) => format!("{exe} {base}: {hint}"),
-        None => format!("{exe} {base}"),
+    (format!("{exe} {base}"), hint)
+}
+
+/// A quote from an agent's output, cut to [`ERROR_OUTPUT_MAX_BYTES`] on a character
+/// boundary, with a marker when cut.
+fn bounded_quote(text: &str) -> String {
+    let text = text.trim();
+    if text.len() <= ERROR_OUTPUT_MAX_BYTES {
+        return text.to_owned();
     }
+    let mut end = ERROR_OUTPUT_MAX_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[truncated {} bytes]", &text[..end], text.len() - end)
 }
 
 /// The summary of a provider whose output has no structure to parse.

@@ -236,6 +236,7 @@ fn outcome(status: RunStatus, at: Instant) -> RunOutcome {
         stdout: "out".to_owned(),
         stderr: "err".to_owned(),
         error: None,
+        error_output: None,
         summary: None,
         usage: None,
     }

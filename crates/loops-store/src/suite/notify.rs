@@ -147,13 +147,41 @@ pub fn recovery_is_queued_on_the_first_success_after_a_failed_slot(db: &dyn Test
     let mut both = new_loop("both", Some(t(0)));
     both.notify = Some(Notify {
         cmd: None,
-        ..settings(NotifyOn::Always)
+        ..settings(NotifyOn::Changes)
     });
     let both = store.create_loop(both, t(0)).unwrap();
     let (_, queued) = attempt(&*store, &both, 0, RunStatus::Failed);
     assert_eq!(events(&queued), vec![NotifyEvent::Failure]);
     let (_, queued) = attempt(&*store, &both, 60_000, RunStatus::Succeeded);
     assert_eq!(events(&queued), vec![NotifyEvent::Recovery]);
+    let (_, queued) = attempt(&*store, &both, 120_000, RunStatus::Succeeded);
+    assert!(queued.is_empty(), "changes: a second success is no change");
+
+    // `always`: every finished slot, a success after a failure being a recovery.
+    let mut every = new_loop("every", Some(t(0)));
+    every.notify = Some(Notify {
+        cmd: None,
+        ..settings(NotifyOn::Always)
+    });
+    let every = store.create_loop(every, t(0)).unwrap();
+    let mut seen = Vec::new();
+    for (slot, status) in [
+        (0, RunStatus::Succeeded),
+        (60_000, RunStatus::Failed),
+        (120_000, RunStatus::Succeeded),
+        (180_000, RunStatus::Succeeded),
+    ] {
+        seen.extend(events(&attempt(&*store, &every, slot, status).1));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            NotifyEvent::Success,
+            NotifyEvent::Failure,
+            NotifyEvent::Recovery,
+            NotifyEvent::Success
+        ]
+    );
 }
 
 /// Loops without settings of their own use the store-wide default; a loop's own

@@ -30,6 +30,7 @@ fn past_run(slot: i64, attempt: u32, status: RunStatus, usage: Option<Usage>) ->
         stdout: Some("out".into()),
         stderr: None,
         error: (status == RunStatus::Failed).then(|| "exited with status 1".into()),
+        error_output: None,
         pid: None,
         pid_start_time: None,
         claimed_by: Some("old-host".into()),

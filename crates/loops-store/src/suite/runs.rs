@@ -15,6 +15,7 @@ pub fn finalize_is_guarded(db: &dyn TestDb) {
     let run = claim(&*store, &claim_req(&lp, t(0), t(1000))).unwrap();
     let mut out = outcome(RunStatus::Succeeded, t(3500));
     out.summary = Some("all good".to_owned());
+    out.error_output = Some("quoted from the output".to_owned());
     out.usage = Some(Usage {
         input_tokens: Some(10),
         output_tokens: Some(20),
@@ -28,6 +29,7 @@ pub fn finalize_is_guarded(db: &dyn TestDb) {
     assert_eq!(done.stdout.as_deref(), Some("out"));
     assert_eq!(done.stderr.as_deref(), Some("err"));
     assert_eq!(done.summary.as_deref(), Some("all good"));
+    assert_eq!(done.error_output.as_deref(), Some("quoted from the output"));
     assert_eq!(done.usage, out.usage);
     assert_eq!(store.get_run(&run.id).unwrap().unwrap(), done);
 

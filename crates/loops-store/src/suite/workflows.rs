@@ -162,6 +162,7 @@ pub fn workflow_saves_append_events_in_sequence(db: &dyn TestDb) {
     step.duration_ms = Some(3);
     step.stdout = Some("out".to_owned());
     step.summary = Some("done".to_owned());
+    step.error_output = Some("quoted".to_owned());
     store
         .save_step_run(&step, &[event(Some("a")), event(Some("a"))], t(5), None)
         .unwrap();

@@ -156,24 +156,33 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::failed(format!("cannot find own executable: {e}")))?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("--data-dir")
-        .arg(&dir)
+    cmd.arg("--data-dir").arg(&dir);
+    // The store's URL may carry a password: not in argv (`ps` shows it) nor in the
+    // daemon's environment (its children would inherit it): on its stdin.
+    let store = ctx.store_url();
+    if store.is_some() {
+        cmd.args(["--store", "-"]);
+    }
+    cmd.env_remove(loops_runtime::client::STORE_ENV)
         .args(["daemon", "run"])
         .args(run_argv(&args))
-        .stdin(std::process::Stdio::null())
+        .stdin(if store.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
         .stdout(log)
         .stderr(err_log);
-    // The store travels in the environment, never in argv (its URL may carry a
-    // password that `ps` would show).
-    match ctx.store_url() {
-        Some(store) => cmd.env(loops_runtime::client::STORE_ENV, store),
-        None => cmd.env_remove(loops_runtime::client::STORE_ENV),
-    };
     // Its own process group: a Ctrl-C in the starting terminal must not reach it.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd
         .spawn()
         .map_err(|e| Failure::failed(format!("cannot start the daemon: {e}")))?;
+    if let (Some(store), Some(mut stdin)) = (store, child.stdin.take()) {
+        // One line, then EOF (the pipe closes when `stdin` drops). A daemon that died
+        // at once is reported below, from its log.
+        let _ = writeln!(stdin, "{store}");
+    }
     let pid = child.id();
     let deadline = StdInstant::now() + StdDuration::from_secs(10);
     loop {

@@ -151,7 +151,11 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         .runs(Some(lp.id.as_str()), Some(1))
         .ok()
         .and_then(|mut r| r.pop());
-    if let Some(run) = last {
+    if let Some(mut run) = last {
+        let error = output::error_line(&run, args.show_output);
+        if !args.show_output {
+            output::redact_run(&mut run);
+        }
         lines.push((
             "last run",
             format!(
@@ -159,8 +163,8 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
                 run.status,
                 output::when(run.started_at.or(Some(run.created_at)), now),
                 run.attempt,
-                run.error
-                    .as_deref()
+                Some(error)
+                    .filter(|e| !e.is_empty())
                     .map(|e| format!(": {e}"))
                     .unwrap_or_default()
             ),

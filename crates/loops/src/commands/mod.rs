@@ -83,12 +83,43 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))
 }
 
+/// The most of stdin `--store -` reads: a URL or connection string, one line.
+const MAX_STORE_BYTES: u64 = 64 * 1024;
+
+/// `--store -`: the store's URL is the first line of stdin (how `daemon start` hands
+/// it to the daemon without an environment its children could inherit, or argv that
+/// `ps` shows).
+fn store_from_stdin() -> Result<String, Failure> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::io::stdin()
+        .take(MAX_STORE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| Failure::usage(format!("--store -: cannot read stdin: {e}")))?;
+    if text.len() as u64 > MAX_STORE_BYTES {
+        return Err(Failure::usage(format!(
+            "--store -: stdin holds more than {MAX_STORE_BYTES} bytes; give the URL on one line"
+        )));
+    }
+    let line = text.lines().next().unwrap_or("").trim();
+    if line.is_empty() || line == "-" {
+        return Err(Failure::usage(
+            "--store -: stdin gave no store URL (one line, e.g. postgres://user:pass@host/db)",
+        ));
+    }
+    Ok(line.to_owned())
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<Exit, Failure> {
+    let store = match cli.store.map(crate::cli::StoreArg::into_inner) {
+        Some(s) if s.trim() == "-" => Some(store_from_stdin()?),
+        other => other,
+    };
     let ctx = Context {
         json: cli.json,
         data_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()),
-        store: cli.store,
+        store,
     };
     match cli.command {
         Command::Create(args) => create::run(&ctx, args),

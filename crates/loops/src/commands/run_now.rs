@@ -44,10 +44,11 @@ pub fn run(ctx: &Context, args: RunNowArgs) -> Result<Exit, Failure> {
                 .map(|c| format!(", exit {c}"))
                 .unwrap_or_default(),
         )?;
-        if let Some(e) = &run.error {
-            outln!("error: {e}")?;
+        let error = output::error_line(&run, args.show_output);
+        if !error.is_empty() {
+            outln!("error: {error}")?;
         }
-        if let Some(summary) = run.summary.as_deref().filter(|s| !s.is_empty()) {
+        if let Some(summary) = shown.summary.as_deref().filter(|s| !s.is_empty()) {
             outln!("summary: {}", summary.lines().next().unwrap_or(""))?;
         }
         if let Some(usage) = &run.usage {

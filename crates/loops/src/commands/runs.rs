@@ -42,8 +42,11 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
     };
     let client = ctx.reader()?;
     let mut runs = client.query_runs(&query)?;
-    // Before redaction: a failed run's line quotes its first stderr line.
-    let errors: Vec<String> = runs.iter().map(output::run_error_line).collect();
+    // Before redaction: with --show-output a failed run's line quotes its output.
+    let errors: Vec<String> = runs
+        .iter()
+        .map(|r| output::error_line(r, args.show_output))
+        .collect();
     if !args.show_output {
         runs.iter_mut().for_each(output::redact_run);
     }

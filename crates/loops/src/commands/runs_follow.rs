@@ -22,8 +22,8 @@ pub fn run(ctx: &Context, args: &RunsArgs) -> Result<Exit, Failure> {
             let line = if ctx.json {
                 json_line(event, args.show_output)
             } else {
-                // Human text: a run's error quotes its stderr.
-                output::one_line(&human_line(&event)).into_owned()
+                // Human text, one line (control characters escaped).
+                output::one_line(&human_line(&event, args.show_output)).into_owned()
             };
             out.push_str(&line);
             out.push('\n');
@@ -47,8 +47,9 @@ fn json_line(event: RunEvent, reveal: bool) -> String {
 }
 
 /// `12:00:00.123  run 3fa4c0d1e2f3 of hello started (slot 12:00:00)`, or
-/// `… of hello failed in 30ms: exited with status 3: boom`.
-fn human_line(event: &RunEvent) -> String {
+/// `… of hello failed in 30ms: exited with status 3` (`…: boom`, its stderr's first
+/// line, with `--show-output`).
+fn human_line(event: &RunEvent, reveal: bool) -> String {
     match event {
         RunEvent::Started(run) => format!(
             "{}  run {} of {} started (slot {}{})",
@@ -64,7 +65,7 @@ fn human_line(event: &RunEvent) -> String {
                 .filter(|_| run.status != RunStatus::Skipped)
                 .map(|ms| format!(" in {}", output::elapsed_text(ms)))
                 .unwrap_or_default();
-            let error = output::run_error_line(run);
+            let error = output::error_line(run, reveal);
             let error = if error.is_empty() {
                 String::new()
             } else {

@@ -22,7 +22,7 @@ fn copy(ctx: &Context, args: StoreCopyArgs) -> Result<Exit, Failure> {
     }
     let report = ctx
         .reader()?
-        .copy_store_to(&args.to, args.force, args.dry_run)?;
+        .copy_store_to(args.to.as_str(), args.force, args.dry_run)?;
     if ctx.json {
         print_json(&report)?;
         return Ok(Exit::Success);

@@ -180,12 +180,12 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
         result
     });
     let run = result?.into_run();
-    let steps = client.step_runs(&run.id)?;
+    let steps: Vec<StepRun> = client
+        .step_runs(&run.id)?
+        .into_iter()
+        .map(|s| redact_step(s, args.show_output))
+        .collect();
     if ctx.json {
-        let steps: Vec<StepRun> = steps
-            .into_iter()
-            .map(|s| redact_step(s, args.show_output))
-            .collect();
         print_json(&serde_json::json!({ "workflowRun": run, "steps": steps }))?;
     } else {
         if live {
@@ -295,8 +295,8 @@ fn step_table(steps: &[StepRun]) -> anyhow::Result<()> {
     Ok(table.print()?)
 }
 
-/// Agent steps' final text and usage, one block per step. Shown without
-/// `--show-output`: it is the step's result, not its captured streams.
+/// Agent steps' final text and usage, one block per step: the text is output, so
+/// without `--show-output` only its size shows (the steps come redacted).
 fn print_step_results(steps: &[StepRun]) -> Result<(), Failure> {
     for s in steps {
         let summary = s.summary.as_deref().filter(|t| !t.is_empty());
@@ -318,10 +318,14 @@ fn print_step_output(steps: &[StepRun], raw: bool) -> Result<(), Failure> {
     for s in steps {
         let out = s.stdout.as_deref().unwrap_or("");
         let err = s.stderr.as_deref().unwrap_or("");
-        if out.is_empty() && err.is_empty() {
+        let quoted = s.error_output.as_deref().unwrap_or("");
+        if out.is_empty() && err.is_empty() && quoted.is_empty() {
             continue;
         }
         outln!("\n--- step {} ---", s.step_id)?;
+        if !quoted.is_empty() {
+            outln!("[error output]\n{}", quoted.trim_end())?;
+        }
         output::print_streams(Some(out), Some(err), raw)?;
     }
     Ok(())

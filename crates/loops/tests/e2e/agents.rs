@@ -110,8 +110,10 @@ exit "$code"
 }
 
 /// `loops --json run-now <name>`: (exit code, the run).
+/// `--json run-now NAME --show-output`: the run with its output (the agent's summary
+/// and what its error quoted are output, redacted without the flag).
 fn run_now(w: &World, name: &str) -> (i32, Value) {
-    let out = w.run(&["--json", "run-now", name]);
+    let out = w.run(&["--json", "run-now", name, "--show-output"]);
     let run: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "bad run-now json ({e}): {}\n{}",
@@ -267,9 +269,15 @@ fn every_provider_gets_its_argv_and_the_prompt_on_stdin() {
         );
         assert_eq!(env.get("TARGET_VAR").map(String::as_str), Some("1"));
         assert!(!env.contains_key("LOOPS_ACCOUNT_PROFILE"), "{provider}");
-        // The same fields through `runs`.
-        let listed = &w.runs(&name)[0];
+        // The same fields through `runs` (the summary is output: shown when asked).
+        let listed = &w.json(&["runs", &name, "--show-output"])[0];
         assert_eq!(listed["summary"], summary);
+        assert!(
+            w.runs(&name)[0]["summary"]
+                .as_str()
+                .is_none_or(|s| s.starts_with("[redacted ")),
+            "{provider}"
+        );
     }
 }
 
@@ -316,7 +324,7 @@ fn agent_workflow_steps_keep_their_summary_and_usage() {
     let path = w.root.path().join("wf.json");
     std::fs::write(&path, spec.to_string()).unwrap();
     w.ok(&["workflows", "create", path.to_str().unwrap()]);
-    let out = w.run(&["--json", "workflows", "run", "agentic"]);
+    let out = w.run(&["--json", "workflows", "run", "agentic", "--show-output"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -349,13 +357,21 @@ fn agent_workflow_steps_keep_their_summary_and_usage() {
 
     // Stored, not only printed: `inspect` reads them back, and the text view shows them.
     let run_id = doc["workflowRun"]["id"].as_str().unwrap();
-    let inspected = w.json(&["workflows", "inspect", run_id]);
+    let inspected = w.json(&["workflows", "inspect", run_id, "--show-output"]);
     let stored = &inspected["steps"][0];
     assert_eq!(stored["stepId"], "review");
     assert_eq!(stored["summary"], "Hello from the mock model.");
-    let text = w.ok(&["workflows", "inspect", run_id]);
+    let text = w.ok(&["workflows", "inspect", run_id, "--show-output"]);
     assert!(
         text.contains("--- step review result ---\n[summary]\nHello from the mock model."),
+        "{text}"
+    );
+    // The summary is output: without --show-output only its size shows.
+    let text = w.ok(&["workflows", "inspect", run_id]);
+    assert!(
+        text.contains(
+            "--- step review result ---\n[summary]\n[redacted 26 bytes; use --show-output]"
+        ),
         "{text}"
     );
 }
@@ -381,7 +397,7 @@ fn a_timed_out_agent_step_keeps_its_summary_and_usage() {
     let path = w.root.path().join("wf.json");
     std::fs::write(&path, spec.to_string()).unwrap();
     w.ok(&["workflows", "create", path.to_str().unwrap()]);
-    let out = w.run(&["--json", "workflows", "run", "slow"]);
+    let out = w.run(&["--json", "workflows", "run", "slow", "--show-output"]);
     assert_eq!(out.status.code(), Some(1));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let step = &doc["steps"][0];
@@ -401,17 +417,17 @@ fn reported_errors_fail_the_run_with_the_providers_message() {
     assert_eq!(code, 1, "{run}");
     assert_eq!(run["status"], "failed");
     assert_eq!(run["exitCode"], 0);
-    assert_eq!(run["error"], "API Error: 400 mock says: bad request");
+    // Our words in `error`; the provider's own in `errorOutput` (output).
+    assert_eq!(run["error"], "claude reported an error");
+    assert_eq!(run["errorOutput"], "API Error: 400 mock says: bad request");
     assert!(run.get("summary").is_none(), "{run}");
     // codex: turn.failed.
     fakes.canned("codex", &fixture("codex_turn_failed.jsonl"), 1);
     create_agent(&w, "x", "codex", &["--prompt", "hi"]);
     let (_, run) = run_now(&w, "x");
     assert_eq!(run["status"], "failed");
-    assert_eq!(
-        run["error"],
-        "mock says: bad request (codex exited with status 1)"
-    );
+    assert_eq!(run["error"], "codex exited with status 1");
+    assert_eq!(run["errorOutput"], "mock says: bad request");
     // opencode: exit 1 and no stdout means it rejected its arguments.
     fakes.canned("opencode", "", 1);
     create_agent(&w, "o", "opencode", &["--prompt", "hi", "--model", "p/m"]);
@@ -424,7 +440,8 @@ fn reported_errors_fail_the_run_with_the_providers_message() {
     create_agent(&w, "copilot", "aicopilot", &["--prompt", "hi"]);
     let (_, run) = run_now(&w, "copilot");
     assert_eq!(run["status"], "failed");
-    assert_eq!(run["error"], "mock says: bad request");
+    assert_eq!(run["error"], "aicopilot reported an error");
+    assert_eq!(run["errorOutput"], "mock says: bad request");
 }
 
 /// A fake `accounts` CLI recording its argv and printing `stdout` (exit `code`).
@@ -625,13 +642,14 @@ fn account_failures_fail_the_run_before_the_provider_starts() {
             Box::new(|| {
                 fake_accounts(&fakes, "", "no profile named work", 3);
             }),
-            "accounts env failed for work/claude (status 3): no profile named work".into(),
+            // The helper's output is not quoted (it may hold credentials).
+            "accounts env failed for work/claude (status 3); run `accounts env work --tool claude` to see what it says".into(),
         ),
         (
             Box::new(|| {
                 fake_accounts(&fakes, "export CLAUDE_CONFIG_DIR='unterminated", "", 0);
             }),
-            "accounts env for work/claude printed an unreadable line 1: unterminated single quote: export CLAUDE_CONFIG_DIR='unterminated".into(),
+            "accounts env for work/claude printed an unreadable line 1: unterminated single quote".into(),
         ),
         (
             Box::new(|| {
@@ -723,7 +741,7 @@ fn preflight_checks_executable_account_and_fields() {
     assert_eq!(code, 2);
     assert!(
         err.contains(
-            "preflight failed: accounts env failed for nope/claude (status 1): no such profile"
+            "preflight failed: accounts env failed for nope/claude (status 1); run `accounts env nope --tool claude` to see what it says"
         ),
         "{err}"
     );
@@ -1040,11 +1058,17 @@ fn real_failure(cli: &RealCli) {
     capture_fixture(&run, cli.fixtures[1]);
     assert_eq!(run["status"], "failed", "{run:#}");
     assert!(!mock.requests().is_empty(), "the CLI never called the mock");
+    // The error in our words, the model's message quoted from the output.
     let error = run["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("exited with status") || error.ends_with("reported an error"),
+        "{run:#}"
+    );
+    let quoted = run["errorOutput"].as_str().unwrap_or_default();
     let message = "mock says: bad request";
     assert!(
-        error.contains(message),
-        "error {error:?} lacks {message:?}: {run:#}"
+        quoted.contains(message),
+        "errorOutput {quoted:?} lacks {message:?}: {run:#}"
     );
 }
 

@@ -28,5 +28,6 @@ mod trust_engine;
 mod trust_http;
 mod trust_input;
 mod trust_mcp;
+mod trust_secrets;
 mod trust_terminal;
 mod workflows;

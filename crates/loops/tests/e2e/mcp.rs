@@ -1043,3 +1043,48 @@ fn real_claude_is_refused_a_mutation_by_a_read_only_server() {
         .collect();
     assert_eq!(names, [json!("nightly-backup")], "nothing was created");
 }
+
+/// Output-derived text (an agent's summary, what a failure quoted from the output) is
+/// redacted by every read and run tool, as stdout is, unless `showOutput` is allowed
+/// (issue #19, items 1 and 2).
+#[test]
+fn output_derived_text_stays_redacted_over_mcp() {
+    use crate::trust_secrets::{assert_no_token, leaky_world, TOKENS};
+    let w = leaky_world();
+    for name in ["agent-fail", "agent-said", "agent-ok", "cmd-fail"] {
+        w.run(&["run-now", name]);
+    }
+    w.run(&["workflows", "run", "wf"]);
+    let wf_run = w.json(&["workflows", "runs"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mcp = Mcp::start(&w, &["--allow-mutations"]);
+    let runs = mcp.ok("loops_runs", json!({"limit": 0}));
+    assert_no_token("loops_runs", &runs.to_string());
+    assert_eq!(runs.as_array().unwrap().len(), 4, "{runs}");
+    for name in ["agent-fail", "agent-said", "agent-ok", "cmd-fail"] {
+        let shown = mcp.ok("loops_show", json!({"loop": name}));
+        assert_no_token("loops_show", &shown.to_string());
+        let reply = mcp.call("loops_run_now", json!({"loop": name, "wait": true}));
+        assert_no_token("loops_run_now", &reply.text);
+    }
+    let inspected = mcp.ok("workflow_run_inspect", json!({"run": wf_run}));
+    assert_no_token("workflow_run_inspect", &inspected.to_string());
+    let reply = mcp.call("workflow_run", json!({"workflow": "wf", "wait": true}));
+    assert_no_token("workflow_run", &reply.text);
+    assert_no_token(
+        "loops_health",
+        &mcp.ok("loops_health", json!({})).to_string(),
+    );
+    mcp.close();
+    // Allowed and asked for, they are shown.
+    let mcp = Mcp::start(&w, &["--allow-secrets"]);
+    let runs = mcp
+        .ok("loops_runs", json!({"limit": 0, "showOutput": true}))
+        .to_string();
+    for token in TOKENS.iter().filter(|t| !t.contains("STEP")) {
+        assert!(runs.contains(token), "{token}: {runs}");
+    }
+    mcp.close();
+}

@@ -182,11 +182,15 @@ fn a_failed_runs_line_shows_the_first_line_of_its_stderr() {
         "echo; echo 'config.toml: no such file' >&2; echo more >&2; exit 3",
     );
     w.fail(&["run-now", "noisy"]);
-    let table = w.ok(&["runs", "noisy"]);
+    // Its stderr is output: quoted in the table only with --show-output (issue #19).
+    let table = w.ok(&["runs", "noisy", "--show-output"]);
     assert!(
         table.contains("exited with status 3: config.toml: no such file"),
         "{table}"
     );
+    let table = w.ok(&["runs", "noisy"]);
+    assert!(table.contains("exited with status 3"), "{table}");
+    assert!(!table.contains("config.toml"), "{table}");
     assert!(!table.contains("more"));
     // JSON keeps the error as recorded and the output redacted.
     let run = &w.runs("noisy")[0];

@@ -104,7 +104,7 @@ fn export_writes_a_versioned_bundle_without_secrets_unless_asked() {
     let w = source_world();
     let (doc, note) = export(&w, &[]);
     assert_eq!(doc["format"], "loops-bundle");
-    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["version"], 2);
     assert_eq!(doc["includesSecrets"], false);
     assert_eq!(names(&doc["loops"]), ["backup", "nightly", "scratch"]);
     let backup = doc["loops"]
@@ -330,7 +330,7 @@ fn bad_bundles_are_refused_with_one_line_and_nothing_written() {
     let w = World::new();
     w.create_cmd("existing", &["--every", "1h"], "true");
     let mut newer = doc.clone();
-    newer["version"] = json!(2);
+    newer["version"] = json!(3);
     let mut bad_loop = doc.clone();
     bad_loop["loops"][2]["schedule"] =
         json!({"type": "interval", "everyMs": 0, "anchor": "fixed_rate"});
@@ -342,8 +342,8 @@ fn bad_bundles_are_refused_with_one_line_and_nothing_written() {
     std::fs::write(&text_file, "hello\n").unwrap();
     let cases: Vec<(PathBuf, &str)> = vec![
         (
-            write_bundle(&w, "v2.json", &newer),
-            "unsupported bundle version 2 (this loops reads version 1)",
+            write_bundle(&w, "v3.json", &newer),
+            "unsupported bundle version 3 (this loops reads versions 1 to 2)",
         ),
         (
             write_bundle(
@@ -911,4 +911,39 @@ fn a_file_that_is_not_an_openloops_database_is_refused_clearly() {
         !dir.join("nowhere.db").exists(),
         "a missing file was created"
     );
+}
+
+/// Version 1 bundles meant failure + recovery by `notify.on: "always"`: imported, such
+/// a loop notifies as `changes`; a version-2 `always` (every finished slot) stays
+/// (issue #19).
+#[test]
+fn a_version_1_bundles_always_imports_as_changes() {
+    let src = World::new();
+    src.ok(&[
+        "create",
+        "command",
+        "hooked",
+        "--every",
+        "1h",
+        "--cmd",
+        "true",
+        "--notify-cmd",
+        "true",
+        "--notify-on",
+        "always",
+    ]);
+    let (mut doc, _) = export(&src, &[]);
+    assert_eq!(doc["version"], 2);
+    assert_eq!(doc["loops"][0]["notify"]["on"], "always");
+    let current = World::new();
+    current.ok(&[
+        "import",
+        s(&write_bundle(&current, "v2.json", &doc)),
+        "--apply",
+    ]);
+    assert_eq!(current.json(&["show", "hooked"])["notify"]["on"], "always");
+    doc["version"] = json!(1);
+    let old = World::new();
+    old.ok(&["import", s(&write_bundle(&old, "v1.json", &doc)), "--apply"]);
+    assert_eq!(old.json(&["show", "hooked"])["notify"]["on"], "changes");
 }
