@@ -368,6 +368,18 @@ pub fn parse(text: &str) -> Result<Incoming, BundleError> {
                 "{label}: {field:?} is a store's own state, not part of a bundle"
             )));
         }
+        // What a bundle writes as objects must be objects: serde would also take a
+        // struct from an array, past the null stripping, which reads objects only.
+        for field in ["schedule", "target", "notify"] {
+            if map
+                .get(field)
+                .is_some_and(|v| !(v.is_object() || (field == "notify" && v.is_null())))
+            {
+                return Err(BundleError::Invalid(format!(
+                    "{label}: {field} is not an object"
+                )));
+            }
+        }
         let redacted = strip_loop_nulls(map);
         let definition = loop_definition(map, &label)?;
         if !names.insert(definition.name.clone()) {
@@ -724,6 +736,55 @@ mod tests {
         "2026-03-10T12:30:00Z".parse().unwrap()
     }
 
+    /// Found by the `bundle_import` fuzz target: `"notify": []` read as a notification
+    /// with neither command nor URL (serde takes a struct from a JSON array, field by
+    /// field), which the null stripping, reading objects only, did not drop — so export
+    /// → import changed the loop. A bundle writes `schedule`, `target` and `notify` as
+    /// objects; anything else there is refused, naming the field.
+    #[test]
+    fn fuzz_bundle_import_a_notify_that_is_not_an_object_is_refused() {
+        for (field, value) in [
+            ("notify", json!([])),
+            ("notify", json!(["echo failed"])),
+            ("notify", json!("echo failed")),
+            ("target", json!(["command", "true"])),
+            ("schedule", json!(["interval", 60000])),
+        ] {
+            let mut entry = serde_json::to_value(stored_loop(
+                "a",
+                json!({"type": "command", "command": "true"}),
+            ))
+            .unwrap();
+            let map = entry.as_object_mut().unwrap();
+            for state in STATE_FIELDS {
+                map.remove(*state);
+            }
+            map.insert(field.into(), value.clone());
+            let text = json!({"format": FORMAT, "version": VERSION, "loops": [entry]}).to_string();
+            match parse(&text) {
+                Err(BundleError::Invalid(message)) => assert_eq!(
+                    message,
+                    format!("loops[0] (\"a\"): {field} is not an object"),
+                    "{field}: {value}"
+                ),
+                other => panic!("{field}: {value} gave {other:?}"),
+            }
+        }
+        // null stays what it was: no notification.
+        let mut entry = serde_json::to_value(stored_loop(
+            "a",
+            json!({"type": "command", "command": "true"}),
+        ))
+        .unwrap();
+        let map = entry.as_object_mut().unwrap();
+        for state in STATE_FIELDS {
+            map.remove(*state);
+        }
+        map.insert("notify".into(), Value::Null);
+        let text = json!({"format": FORMAT, "version": VERSION, "loops": [entry]}).to_string();
+        assert_eq!(parse(&text).unwrap().loops[0].definition.notify, None);
+    }
+
     /// Found by the `bundle_import` fuzz target: a `notify` whose `cmd` is null and
     /// that has no URL was kept as a notification to nowhere, while the same without
     /// the null (what export writes of it) was dropped — so export → import changed
@@ -750,7 +811,8 @@ mod tests {
             let lp = &first.loops[0].definition;
             assert_eq!(lp.notify, None, "{notify}");
             let written =
-                serde_json::to_string(&export(&[lp.clone()], &[], true, now()).unwrap()).unwrap();
+                serde_json::to_string(&export(std::slice::from_ref(lp), &[], true, now()).unwrap())
+                    .unwrap();
             assert_eq!(
                 parse(&written).unwrap().loops[0].definition,
                 *lp,
@@ -791,7 +853,8 @@ mod tests {
         );
         assert_eq!(lp.expires_at.unwrap().timestamp_subsec_nanos(), 999_000_000);
         let written =
-            serde_json::to_string(&export(&[lp.clone()], &[], true, now()).unwrap()).unwrap();
+            serde_json::to_string(&export(std::slice::from_ref(lp), &[], true, now()).unwrap())
+                .unwrap();
         assert_eq!(parse(&written).unwrap().loops[0].definition, *lp);
     }
 
