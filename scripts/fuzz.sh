@@ -34,17 +34,20 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
 fi
 
 # Longest input per target: a cron line, a duration, an --at value, a workflow spec
-# (several dozen steps), provider output (past the 4 KiB summary bound).
+# (several dozen steps), provider output (past the 4 KiB summary bound), a bundle and
+# an OpenLoops database's rows (a dozen loops and specs each).
 declare -A max_len=(
   [cron]=256
   [duration]=64
   [at_time]=128
   [workflow_spec]=8192
   [provider_output]=16384
+  [bundle_import]=16384
+  [openloops_import]=16384
 )
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(cron duration at_time workflow_spec provider_output)
+  targets=(cron duration at_time workflow_spec provider_output bundle_import openloops_import)
 fi
 for t in "${targets[@]}"; do
   [ -n "${max_len[$t]:-}" ] || { echo "fuzz: unknown target $t" >&2; exit 2; }
