@@ -35,7 +35,8 @@ fi
 
 # Longest input per target: a cron line, a duration, an --at value, a workflow spec
 # (several dozen steps), provider output (past the 4 KiB summary bound), a request's
-# query, form, JSON body or cookies.
+# query, form, JSON body or cookies, a bundle and an OpenLoops database's rows (a dozen
+# loops and specs each).
 declare -A max_len=(
   [cron]=256
   [duration]=64
@@ -43,10 +44,12 @@ declare -A max_len=(
   [workflow_spec]=8192
   [provider_output]=16384
   [http_request]=4096
+  [bundle_import]=16384
+  [openloops_import]=16384
 )
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(cron duration at_time workflow_spec provider_output http_request)
+  targets=(cron duration at_time workflow_spec provider_output http_request bundle_import openloops_import)
 fi
 for t in "${targets[@]}"; do
   [ -n "${max_len[$t]:-}" ] || { echo "fuzz: unknown target $t" >&2; exit 2; }

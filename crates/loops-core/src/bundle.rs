@@ -5,7 +5,7 @@
 //! A bundle is one JSON document:
 //!
 //! ```json
-//! {"format": "loops-bundle", "version": 2, "exportedAt": "2026-12-01T09:00:00.000Z",
+//! {"format": "loops-bundle", "version": 1, "exportedAt": "2026-12-01T09:00:00.000Z",
 //!  "includesSecrets": false,
 //!  "loops": [{"name": "backup", "schedule": {…}, "target": {…, "env": {"API_KEY": null}}, …}],
 //!  "workflows": [{"name": "release", "steps": […]}],
@@ -22,11 +22,6 @@
 //! filled in. Prompts are part of a definition and are always included. A loop's
 //! runner labels travel as its `runsOn` (left out when it has none, as in
 //! `loops show`), so a loop without them exports as it did before they existed.
-//!
-//! Version 2 (issue #19) changed one word: a loop's `notify.on: "always"` means every
-//! finished slot; what version 1 called `always` (failure and recovery) is `changes`.
-//! A version-1 bundle still reads, its `always` read as `changes`, so an imported loop
-//! notifies as it did where it was exported.
 
 use crate::workflow::WorkflowSpec;
 use crate::{Instant, Loop, NewLoop, Run, Target};
@@ -38,10 +33,8 @@ use std::str::FromStr;
 
 /// The `format` of every bundle.
 pub const FORMAT: &str = "loops-bundle";
-/// The bundle version this build writes (and the newest it reads).
-pub const VERSION: u64 = 2;
-/// The oldest bundle version this build reads.
-pub const OLDEST_VERSION: u64 = 1;
+/// The bundle version this build writes and reads.
+pub const VERSION: u64 = 1;
 /// The largest bundle file read (a bundle of 1,000 agent loops with long prompts fits).
 pub const MAX_BUNDLE_BYTES: usize = 64 << 20;
 /// Loop fields that are its state on one store, not part of its definition.
@@ -53,9 +46,7 @@ pub const STATE_FIELDS: &[&str] = &["id", "createdAt", "updatedAt", "retrySchedu
 pub enum BundleError {
     #[error("not a loops bundle: {0}")]
     NotABundle(String),
-    #[error(
-        "unsupported bundle version {found} (this loops reads versions {OLDEST_VERSION} to {VERSION})"
-    )]
+    #[error("unsupported bundle version {found} (this loops reads version {VERSION})")]
     UnsupportedVersion { found: String },
     #[error("invalid bundle: {0}")]
     Invalid(String),
@@ -323,20 +314,15 @@ pub fn parse(text: &str) -> Result<Incoming, BundleError> {
             )))
         }
     }
-    let version = match map.get("version") {
-        Some(v)
-            if v.as_u64()
-                .is_some_and(|n| (OLDEST_VERSION..=VERSION).contains(&n)) =>
-        {
-            v.as_u64().unwrap_or(VERSION)
-        }
+    match map.get("version") {
+        Some(v) if v.as_u64() == Some(VERSION) => {}
         Some(v) => {
             return Err(BundleError::UnsupportedVersion {
                 found: v.to_string(),
             })
         }
         None => return Err(BundleError::Invalid("no \"version\" field".into())),
-    };
+    }
     let known = [
         "format",
         "version",
@@ -382,8 +368,17 @@ pub fn parse(text: &str) -> Result<Incoming, BundleError> {
                 "{label}: {field:?} is a store's own state, not part of a bundle"
             )));
         }
-        if version < 2 {
-            always_was_changes(map);
+        // What a bundle writes as objects must be objects: serde would also take a
+        // struct from an array, past the null stripping, which reads objects only.
+        for field in ["schedule", "target", "notify"] {
+            if map
+                .get(field)
+                .is_some_and(|v| !(v.is_object() || (field == "notify" && v.is_null())))
+            {
+                return Err(BundleError::Invalid(format!(
+                    "{label}: {field} is not an object"
+                )));
+            }
         }
         let redacted = strip_loop_nulls(map);
         let definition = loop_definition(map, &label)?;
@@ -414,20 +409,6 @@ pub fn parse(text: &str) -> Result<Incoming, BundleError> {
         incoming.workflows.push(IncomingWorkflow { spec, redacted });
     }
     Ok(incoming)
-}
-
-/// A version-1 loop entry's `notify.on: "always"` (failure and recovery then) in
-/// today's word, `changes`.
-fn always_was_changes(map: &mut Map<String, Value>) {
-    if let Some(on) = map
-        .get_mut("notify")
-        .and_then(Value::as_object_mut)
-        .and_then(|n| n.get_mut("on"))
-    {
-        if on == "always" {
-            *on = Value::String(crate::NotifyOn::Changes.as_str().to_owned());
-        }
-    }
 }
 
 /// A loop entry (without state fields) as a [`Loop`]: placeholders for its id and
@@ -755,6 +736,55 @@ mod tests {
         "2026-03-10T12:30:00Z".parse().unwrap()
     }
 
+    /// Found by the `bundle_import` fuzz target: `"notify": []` read as a notification
+    /// with neither command nor URL (serde takes a struct from a JSON array, field by
+    /// field), which the null stripping, reading objects only, did not drop — so export
+    /// → import changed the loop. A bundle writes `schedule`, `target` and `notify` as
+    /// objects; anything else there is refused, naming the field.
+    #[test]
+    fn fuzz_bundle_import_a_notify_that_is_not_an_object_is_refused() {
+        for (field, value) in [
+            ("notify", json!([])),
+            ("notify", json!(["echo failed"])),
+            ("notify", json!("echo failed")),
+            ("target", json!(["command", "true"])),
+            ("schedule", json!(["interval", 60000])),
+        ] {
+            let mut entry = serde_json::to_value(stored_loop(
+                "a",
+                json!({"type": "command", "command": "true"}),
+            ))
+            .unwrap();
+            let map = entry.as_object_mut().unwrap();
+            for state in STATE_FIELDS {
+                map.remove(*state);
+            }
+            map.insert(field.into(), value.clone());
+            let text = json!({"format": FORMAT, "version": VERSION, "loops": [entry]}).to_string();
+            match parse(&text) {
+                Err(BundleError::Invalid(message)) => assert_eq!(
+                    message,
+                    format!("loops[0] (\"a\"): {field} is not an object"),
+                    "{field}: {value}"
+                ),
+                other => panic!("{field}: {value} gave {other:?}"),
+            }
+        }
+        // null stays what it was: no notification.
+        let mut entry = serde_json::to_value(stored_loop(
+            "a",
+            json!({"type": "command", "command": "true"}),
+        ))
+        .unwrap();
+        let map = entry.as_object_mut().unwrap();
+        for state in STATE_FIELDS {
+            map.remove(*state);
+        }
+        map.insert("notify".into(), Value::Null);
+        let text = json!({"format": FORMAT, "version": VERSION, "loops": [entry]}).to_string();
+        assert_eq!(parse(&text).unwrap().loops[0].definition.notify, None);
+    }
+
     /// Found by the `bundle_import` fuzz target: a `notify` whose `cmd` is null and
     /// that has no URL was kept as a notification to nowhere, while the same without
     /// the null (what export writes of it) was dropped — so export → import changed
@@ -843,7 +873,7 @@ mod tests {
         .unwrap();
         let doc = serde_json::to_value(doc).unwrap();
         assert_eq!(doc["format"], "loops-bundle");
-        assert_eq!(doc["version"], 2);
+        assert_eq!(doc["version"], 1);
         assert_eq!(doc["exportedAt"], "2026-03-10T12:30:00.000Z");
         let entry = &doc["loops"][0];
         for field in STATE_FIELDS {
@@ -932,39 +962,8 @@ mod tests {
         // A version-1 bundle written before `runsOn` existed still reads.
         let mut old = serde_json::to_value(export(&[plain], &[], true, now()).unwrap()).unwrap();
         old["loops"][0].as_object_mut().unwrap().remove("runsOn");
-        old["version"] = json!(1);
         let back = parse(&old.to_string()).unwrap();
         assert!(back.loops[0].definition.runs_on.is_empty());
-    }
-
-    /// Version 1's `notify.on: "always"` was failure + recovery: it reads as `changes`;
-    /// version 2's `always` (every finished slot) stays.
-    #[test]
-    fn a_version_1_always_reads_as_changes() {
-        let mut lp = stored_loop("n", json!({"type": "command", "command": "true"}));
-        lp.notify = Some(crate::Notify {
-            cmd: Some("true".into()),
-            url: None,
-            on: crate::NotifyOn::Always,
-        });
-        let mut doc = serde_json::to_value(export(&[lp], &[], true, now()).unwrap()).unwrap();
-        assert_eq!(doc["version"], 2);
-        assert_eq!(doc["loops"][0]["notify"]["on"], "always");
-        let on = |doc: &Value| {
-            parse(&doc.to_string()).unwrap().loops[0]
-                .definition
-                .notify
-                .as_ref()
-                .unwrap()
-                .on
-        };
-        assert_eq!(on(&doc), crate::NotifyOn::Always);
-        doc["version"] = json!(1);
-        assert_eq!(on(&doc), crate::NotifyOn::Changes);
-        for other in ["failure", "recovery"] {
-            doc["loops"][0]["notify"]["on"] = json!(other);
-            assert_eq!(on(&doc).as_str(), other);
-        }
     }
 
     #[test]
@@ -978,8 +977,8 @@ mod tests {
                 "not a loops bundle: \"format\" is \"openloops\"",
             ),
             (
-                r#"{"format": "loops-bundle", "version": 3, "loops": "anything"}"#,
-                "unsupported bundle version 3 (this loops reads versions 1 to 2)",
+                r#"{"format": "loops-bundle", "version": 2, "loops": "anything"}"#,
+                "unsupported bundle version 2 (this loops reads version 1)",
             ),
             (
                 r#"{"format": "loops-bundle", "version": "1"}"#,
