@@ -23,7 +23,7 @@ use std::path::PathBuf;
 impl LoopsMcp {
     #[tool(
         name = "loops_create_command",
-        description = "Create a loop that runs a command on a schedule (like `loops create command NAME --json`), e.g. to schedule follow-up work: give name, cmd, and exactly one schedule (at, every, cron or dynamic). Without --allow-shell on the server the command must be argv: noShell: true, the program in cmd and its arguments in args. Returns the created loop (id, nextRunAt, …). The loops daemon must be running for it to run on schedule (see loops_daemon_status). Needs a server started with --allow-mutations.",
+        description = "Create a loop that runs a command on a schedule (like `loops create command NAME --json`), e.g. to schedule follow-up work: give name, cmd, and exactly one schedule (at, every, cron or dynamic). A cmd alone runs by /bin/sh, as in the CLI; with args (or noShell: true) it is argv: the program in cmd, its arguments in args. Without --allow-shell on the server the command must be argv. Returns the created loop (id, nextRunAt, …). The loops daemon must be running for it to run on schedule (see loops_daemon_status). Needs a server started with --allow-mutations.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -90,16 +90,18 @@ impl LoopsMcp {
 impl LoopsMcp {
     async fn create_command(&self, p: CreateCommandParams) -> Outcome {
         self.mutation("loops_create_command")?;
-        if !p.no_shell {
-            self.shell("cmd without noShell")?;
-        }
         let flags = p.flags()?;
+        // Without noShell, the CLI's default: a shell for one string, none for a
+        // program and its args.
         let command = CommandFlags {
             cmd: Some(p.cmd),
-            shell: Some(!p.no_shell),
+            shell: p.no_shell.then_some(false),
             args: Some(p.args),
         };
         let target = definition::command_target(None, command, &flags)?;
+        if target.shell {
+            self.shell("cmd without noShell or args")?;
+        }
         self.create(p.name, flags, Target::Command(target)).await
     }
 

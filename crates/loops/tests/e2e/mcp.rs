@@ -558,6 +558,14 @@ fn mutations_are_refused_then_allowed() {
         shell.contains("--allow-shell") && shell.contains("noShell: true"),
         "{shell}"
     );
+    // A program with its args is argv without noShell, as `create command` takes it
+    // (issue #19, item 15).
+    let argv = mcp.ok(
+        "loops_create_command",
+        json!({"name": "argv2", "cmd": "/bin/echo", "args": ["a b"], "every": "10m"}),
+    );
+    assert_eq!(argv["target"]["shell"], false, "{argv}");
+    assert_eq!(argv["target"]["args"], json!(["a b"]));
     let notify = mcp.err(
         "loops_create_command",
         json!({"name": "n2", "cmd": "/bin/true", "noShell": true, "every": "1m", "notifyCmd": "echo failed"}),
