@@ -291,6 +291,7 @@ pub struct AgentTarget {
     pub agent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_profile: Option<String>,
+    /// Default `safe` (as `create agent` without `--config-isolation`).
     #[serde(default = "default_isolation")]
     pub config_isolation: ConfigIsolation,
     /// Provider configuration overrides, dotted key → value (codex and codewith, where
@@ -317,12 +318,38 @@ pub struct AgentTarget {
 }
 
 fn default_isolation() -> ConfigIsolation {
-    ConfigIsolation::Safe
+    ConfigIsolation::DEFAULT
+}
+
+// The defaults of what a loop definition leaves out, written once: the CLI's flags
+// (`loops_runtime::definition`), the HTTP API's bodies, the MCP tools and the OpenLoops
+// import all take them from here (and the policy's from `Policy::default`; a cron
+// schedule's zone is the host's, `definition::local_zone`).
+
+impl Anchor {
+    /// An interval without an anchor is `fixed_rate`.
+    pub const DEFAULT: Anchor = Anchor::FixedRate;
+}
+
+impl ConfigIsolation {
+    /// An agent runs with an isolated configuration unless told otherwise.
+    pub const DEFAULT: ConfigIsolation = ConfigIsolation::Safe;
+}
+
+impl CommandTarget {
+    /// Whether a loop's command runs through `/bin/sh` when its definition does not
+    /// say: a command given as one string does (`--cmd "git status"`); one given as a
+    /// program and its arguments runs directly (`--cmd git -- status`). (A workflow
+    /// step's command runs directly unless `shell: true`.)
+    pub fn default_shell(args: &[String]) -> bool {
+        args.is_empty()
+    }
 }
 
 /// Deserializes a string map, refusing a key given twice: serde_json would silently
 /// keep the last one, so `{"A": "1", "A": "2"}` in a spec would lose a value unseen.
-fn unique_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+/// For `#[serde(deserialize_with)]` on every env-like map of a definition.
+pub fn unique_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
     struct Unique;
     impl<'de> Visitor<'de> for Unique {
         type Value = BTreeMap<String, String>;
@@ -445,8 +472,11 @@ pub struct Notify {
 }
 
 impl NotifyOn {
+    /// Notifications fire on failures unless told otherwise.
+    pub const DEFAULT: NotifyOn = NotifyOn::Failure;
+
     fn default_on() -> Self {
-        NotifyOn::Failure
+        Self::DEFAULT
     }
 }
 

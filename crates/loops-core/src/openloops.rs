@@ -20,7 +20,7 @@
 
 use crate::bundle::{Incoming, IncomingLoop, IncomingWorkflow};
 use crate::workflow::WorkflowSpec;
-use crate::{Instant, Loop, LoopId, Run, RunId, RunSource, RunStatus};
+use crate::{Anchor, Instant, Loop, LoopId, Run, RunId, RunSource, RunStatus};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -233,7 +233,10 @@ fn loop_definition(
             s.insert("timezone".into(), Value::String(local_zone.to_owned()));
         }
         if s.get("type").and_then(Value::as_str) == Some("interval") && !s.contains_key("anchor") {
-            s.insert("anchor".into(), Value::String("fixed_rate".into()));
+            s.insert(
+                "anchor".into(),
+                Value::String(Anchor::DEFAULT.as_str().into()),
+            );
         }
     }
     let mut target = json_column(row, "target_json")?;

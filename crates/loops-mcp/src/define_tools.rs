@@ -25,7 +25,7 @@ use std::path::PathBuf;
 impl LoopsMcp {
     #[tool(
         name = "loops_create_command",
-        description = "Create a loop that runs a command on a schedule (like `loops create command NAME --json`), e.g. to schedule follow-up work: give name, cmd (a shell command line, or with noShell: true the program, its arguments in args), and exactly one schedule (at, every, cron or dynamic). Returns the created loop (id, nextRunAt, …). The loops daemon must be running for it to run on schedule (see loops_daemon_status). Defining a command is code execution: needs a server started with --allow-code.",
+        description = "Create a loop that runs a command on a schedule (like `loops create command NAME --json`), e.g. to schedule follow-up work: give name, cmd, and exactly one schedule (at, every, cron or dynamic). A cmd alone runs by /bin/sh, as in the CLI; with args (or noShell: true) it is argv: the program in cmd, its arguments in args. Returns the created loop (id, nextRunAt, …). The loops daemon must be running for it to run on schedule (see loops_daemon_status). Defining a command is code execution: needs a server started with --allow-code.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -94,9 +94,11 @@ impl LoopsMcp {
         self.mutation("loops_create_command")?;
         self.code("loops_create_command")?;
         let flags = p.flags()?;
+        // Without noShell, the CLI's default: a shell for one string, none for a
+        // program and its args.
         let command = CommandFlags {
             cmd: Some(p.cmd),
-            shell: Some(!p.no_shell),
+            shell: p.no_shell.then_some(false),
             args: Some(p.args),
         };
         let target = definition::command_target(None, command, &flags)?;

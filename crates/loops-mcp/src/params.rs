@@ -314,12 +314,13 @@ definition_params! {
     pub struct CreateCommandParams {
         /// Unique loop name (not shaped like an id: 12 lowercase hex characters).
         pub name: String,
-        /// The program (with noShell) or the shell command line (without it).
+        /// The program (with args or noShell) or the shell command line (alone).
         pub cmd: String,
-        /// Execute cmd directly with args, without a shell (argv).
+        /// Execute cmd directly, without a shell (argv), even without args. Given
+        /// args, cmd runs directly anyway.
         #[serde(default)]
         pub no_shell: bool,
-        /// Arguments of a noShell command.
+        /// Arguments: cmd then runs directly (argv), not by the shell.
         #[serde(default)]
         pub args: Vec<String>,
     }

@@ -132,7 +132,7 @@ pub fn schedule(
         let anchor = match (&c.anchor, current) {
             (Some(a), _) => parse_enum::<Anchor>("--anchor", a)?,
             (None, Some(Schedule::Interval { anchor, .. })) => *anchor,
-            (None, _) => Anchor::FixedRate,
+            (None, _) => Anchor::DEFAULT,
         };
         return Ok(Some(Schedule::Interval {
             every_ms: every.as_millis(),
@@ -217,7 +217,7 @@ pub fn notify(base: Option<Notify>, c: &DefinitionFlags) -> Result<Option<Notify
     let mut n = base.unwrap_or(Notify {
         cmd: None,
         url: None,
-        on: NotifyOn::Failure,
+        on: NotifyOn::DEFAULT,
     });
     if let Some(cmd) = &c.notify_cmd {
         n.cmd = Some(cmd.clone());
@@ -237,7 +237,8 @@ pub fn notify(base: Option<Notify>, c: &DefinitionFlags) -> Result<Option<Notify
     Ok(Some(n))
 }
 
-/// What the command flags of one command line ask for; `None` keeps that part.
+/// What the command flags of one command line ask for; `None` keeps that part (on
+/// `create`, `None` for `shell` is [`CommandTarget::default_shell`]).
 pub struct CommandFlags {
     pub cmd: Option<String>,
     /// `Some(false)` for `--no-shell`.
@@ -253,6 +254,7 @@ pub fn command_target(
     f: CommandFlags,
     c: &DefinitionFlags,
 ) -> Result<CommandTarget, String> {
+    let created = base.is_none();
     let mut t = base.unwrap_or(CommandTarget {
         command: String::new(),
         args: Vec::new(),
@@ -265,11 +267,13 @@ pub fn command_target(
     if let Some(cmd) = f.cmd {
         t.command = cmd;
     }
-    if let Some(shell) = f.shell {
-        t.shell = shell;
-    }
     if let Some(args) = f.args {
         t.args = args;
+    }
+    match f.shell {
+        Some(shell) => t.shell = shell,
+        None if created => t.shell = CommandTarget::default_shell(&t.args),
+        None => {}
     }
     if t.shell && !t.args.is_empty() {
         return Err(
@@ -335,7 +339,7 @@ pub fn agent_target(
             model: None,
             agent: None,
             auth_profile: None,
-            config_isolation: ConfigIsolation::Safe,
+            config_isolation: ConfigIsolation::DEFAULT,
             config_overrides: BTreeMap::new(),
             env: BTreeMap::new(),
             timeout: None,

@@ -677,10 +677,11 @@ pub struct CreateCommandArgs {
     /// The command line (run by /bin/sh unless --no-shell); with ARGS at most 64 KiB.
     #[arg(long, value_name = "COMMAND")]
     pub cmd: String,
-    /// Execute the command directly; arguments go after `--`.
+    /// Execute the command directly; arguments go after `--` (given arguments, it is
+    /// executed directly anyway).
     #[arg(long)]
     pub no_shell: bool,
-    /// Arguments for --no-shell commands.
+    /// Arguments: the command is then executed directly, not by /bin/sh.
     #[arg(last = true, value_name = "ARGS")]
     pub args: Vec<String>,
 }

@@ -11,33 +11,42 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use loops_core::redact::{redact_loop, redact_run};
 use loops_core::{
-    CatchUp, Instant, Loop, LoopStatus, Notify, Overlap, Policy, Run, RunSource, Schedule, Target,
+    Account, AgentTarget, Anchor, CatchUp, CommandTarget, Duration, Instant, Loop, LoopStatus,
+    Notify, Overlap, Policy, Run, RunSource, Schedule, Target, WorkflowTarget,
 };
 use loops_runtime::client::LoopDefinition;
 use loops_store::LoopFilter;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// A loop's definition as a JSON document: what `POST /v1/loops` takes, and what a
-/// `PATCH` is merged over. The policy fields are the loop document's own (all
-/// optional, with the CLI's defaults).
+/// `PATCH` is merged over. Only `name`, `schedule` and `target` are needed; what is
+/// left out gets the CLI's defaults (the same values, from the same place), as each
+/// field says.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoopDefinitionBody {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    pub schedule: Schedule,
-    pub target: Target,
+    pub schedule: ScheduleBody,
+    pub target: TargetBody,
+    /// Default `latest`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catch_up: Option<CatchUp>,
+    /// Default 10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catch_up_limit: Option<u32>,
+    /// Default `skip`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<Overlap>,
+    /// Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// Default 60000 (1m).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_delay_ms: Option<u64>,
+    /// Default 1800000 (30m).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
     #[serde(
@@ -47,6 +56,7 @@ pub struct LoopDefinitionBody {
     )]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<Instant>,
+    /// Default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<u64>,
     #[serde(default)]
@@ -55,11 +65,157 @@ pub struct LoopDefinitionBody {
     /// PostgreSQL stores).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs_on: Vec<String>,
+    /// Where notifications go (`cmd`, `url`) and when (`on`, default `failure`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Notify>,
     /// Also check that the target could start here now (the CLI's `--preflight`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub preflight: bool,
+}
+
+/// A schedule as a definition document gives it: a loop's, with the CLI's defaults
+/// for what is left out.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ScheduleBody {
+    /// One slot at an absolute instant.
+    #[serde(rename_all = "camelCase")]
+    Once {
+        #[serde(with = "loops_core::timefmt")]
+        #[schema(value_type = String, format = DateTime)]
+        at: Instant,
+    },
+    /// A slot every `everyMs`.
+    #[serde(rename_all = "camelCase")]
+    Interval {
+        every_ms: u64,
+        /// Default `fixed_rate` (as `--every` without `--anchor`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor: Option<Anchor>,
+    },
+    /// Five-field cron in an IANA zone.
+    #[serde(rename_all = "camelCase")]
+    Cron {
+        expression: String,
+        /// Default: the server's zone (`TZ` when it names one, else the system's), as
+        /// `--cron` without `--tz`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timezone: Option<String>,
+    },
+    /// `minIntervalMs` after the previous finish, no backfill.
+    #[serde(rename_all = "camelCase")]
+    Dynamic { min_interval_ms: u64 },
+}
+
+impl ScheduleBody {
+    fn of(schedule: &Schedule) -> Self {
+        match schedule.clone() {
+            Schedule::Once { at } => Self::Once { at },
+            Schedule::Interval { every_ms, anchor } => Self::Interval {
+                every_ms,
+                anchor: Some(anchor),
+            },
+            Schedule::Cron {
+                expression,
+                timezone,
+            } => Self::Cron {
+                expression,
+                timezone: Some(timezone),
+            },
+            Schedule::Dynamic { min_interval_ms } => Self::Dynamic { min_interval_ms },
+        }
+    }
+
+    fn into_schedule(self) -> Schedule {
+        match self {
+            Self::Once { at } => Schedule::Once { at },
+            Self::Interval { every_ms, anchor } => Schedule::Interval {
+                every_ms,
+                anchor: anchor.unwrap_or(Anchor::DEFAULT),
+            },
+            Self::Cron {
+                expression,
+                timezone,
+            } => Schedule::Cron {
+                expression,
+                timezone: timezone.unwrap_or_else(loops_runtime::definition::local_zone),
+            },
+            Self::Dynamic { min_interval_ms } => Schedule::Dynamic { min_interval_ms },
+        }
+    }
+}
+
+/// What a loop runs, as a definition document gives it (an agent's and a workflow's
+/// fields are a loop's, with their defaults: `configIsolation` `safe`).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum TargetBody {
+    Command(CommandBody),
+    Agent(AgentTarget),
+    Workflow(WorkflowTarget),
+}
+
+/// A command target: a loop's, with the CLI's default for `shell`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommandBody {
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Whether `/bin/sh` runs `command`. Default: `true` for a command given as one
+    /// string (no `args`), `false` for a program and its `args` — as `create command`
+    /// with and without arguments after `--`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<bool>,
+    #[serde(
+        default,
+        deserialize_with = "loops_core::unique_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub env: BTreeMap<String, String>,
+    /// Kills the run after this long; no limit without it.
+    #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<Account>,
+}
+
+impl TargetBody {
+    fn of(target: &Target) -> Self {
+        match target.clone() {
+            Target::Command(c) => Self::Command(CommandBody {
+                command: c.command,
+                args: c.args,
+                cwd: c.cwd,
+                shell: Some(c.shell),
+                env: c.env,
+                timeout: c.timeout,
+                account: c.account,
+            }),
+            Target::Agent(a) => Self::Agent(a),
+            Target::Workflow(w) => Self::Workflow(w),
+        }
+    }
+
+    fn into_target(self) -> Target {
+        match self {
+            Self::Command(c) => Target::Command(CommandTarget {
+                shell: c
+                    .shell
+                    .unwrap_or_else(|| CommandTarget::default_shell(&c.args)),
+                command: c.command,
+                args: c.args,
+                cwd: c.cwd,
+                env: c.env,
+                timeout: c.timeout,
+                account: c.account,
+            }),
+            Self::Agent(a) => Target::Agent(a),
+            Self::Workflow(w) => Target::Workflow(w),
+        }
+    }
 }
 
 impl LoopDefinitionBody {
@@ -68,8 +224,8 @@ impl LoopDefinitionBody {
         Self {
             name: def.name.clone(),
             description: def.description.clone(),
-            schedule: def.schedule.clone(),
-            target: def.target.clone(),
+            schedule: ScheduleBody::of(&def.schedule),
+            target: TargetBody::of(&def.target),
             catch_up: Some(p.catch_up),
             catch_up_limit: Some(p.catch_up_limit),
             overlap: Some(p.overlap),
@@ -88,7 +244,8 @@ impl LoopDefinitionBody {
     /// The definition, with the CLI's defaults for what is not given; the checks the
     /// CLI makes before the client's (a shell command takes no separate args).
     pub(crate) fn into_definition(self) -> Result<(LoopDefinition, bool), ApiError> {
-        if let Target::Command(c) = &self.target {
+        let target = self.target.into_target();
+        if let Target::Command(c) = &target {
             if c.shell && !c.args.is_empty() {
                 return Err(ApiError::invalid(
                     "target.args need target.shell false (with a shell, put them in target.command)",
@@ -111,8 +268,8 @@ impl LoopDefinitionBody {
             LoopDefinition {
                 name: self.name,
                 description: self.description,
-                schedule: self.schedule,
-                target: self.target,
+                schedule: self.schedule.into_schedule(),
+                target,
                 policy,
                 labels: self.labels,
                 notify: self.notify,
@@ -494,8 +651,115 @@ pub(crate) async fn run_now(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::merge_patch;
+    use super::{merge_patch, LoopDefinitionBody};
+    use loops_core::{Anchor, ConfigIsolation, Policy, Schedule, Target};
+    use loops_runtime::client::LoopDefinition;
     use serde_json::json;
+
+    fn definition(body: serde_json::Value) -> LoopDefinition {
+        let body: LoopDefinitionBody = serde_json::from_value(body).unwrap();
+        body.into_definition().unwrap().0
+    }
+
+    #[test]
+    fn a_minimal_definition_gets_the_clis_defaults() {
+        let def = definition(json!({"name": "a",
+            "schedule": {"type": "interval", "everyMs": 3_600_000},
+            "target": {"type": "command", "command": "echo hi"}}));
+        assert_eq!(
+            def.schedule,
+            Schedule::Interval {
+                every_ms: 3_600_000,
+                anchor: Anchor::DEFAULT
+            }
+        );
+        let Target::Command(c) = &def.target else {
+            panic!("{:?}", def.target)
+        };
+        assert!(c.shell, "one string runs by the shell");
+        assert_eq!(def.policy, Policy::default());
+        assert_eq!(def.notify, None);
+
+        let def = definition(json!({"name": "b",
+            "schedule": {"type": "cron", "expression": "0 9 * * *"},
+            "target": {"type": "command", "command": "echo", "args": ["x"]}}));
+        let Schedule::Cron { timezone, .. } = &def.schedule else {
+            panic!("{:?}", def.schedule)
+        };
+        assert_eq!(*timezone, loops_runtime::definition::local_zone());
+        let Target::Command(c) = &def.target else {
+            panic!("{:?}", def.target)
+        };
+        assert!(!c.shell, "a program and its args run directly");
+
+        let def = definition(json!({"name": "c",
+            "schedule": {"type": "dynamic", "minIntervalMs": 60_000},
+            "target": {"type": "agent", "provider": "claude", "prompt": "hi"}}));
+        let Target::Agent(a) = &def.target else {
+            panic!("{:?}", def.target)
+        };
+        assert_eq!(a.config_isolation, ConfigIsolation::DEFAULT);
+    }
+
+    #[test]
+    fn what_is_given_is_kept_and_survives_the_round_trip() {
+        let given = json!({"name": "a",
+            "schedule": {"type": "interval", "everyMs": 60_000, "anchor": "fixed_delay"},
+            "target": {"type": "command", "command": "true", "shell": false},
+            "overlap": "allow", "maxAttempts": 3});
+        let def = definition(given);
+        assert_eq!(
+            def.schedule,
+            Schedule::Interval {
+                every_ms: 60_000,
+                anchor: Anchor::FixedDelay
+            }
+        );
+        let Target::Command(c) = &def.target else {
+            panic!("{:?}", def.target)
+        };
+        assert!(!c.shell);
+        assert_eq!(def.policy.max_attempts, 3);
+        // What a PATCH is merged over says every default, so a merge keeps them.
+        let doc = serde_json::to_value(LoopDefinitionBody::of(&def)).unwrap();
+        assert_eq!(doc["schedule"]["anchor"], "fixed_delay");
+        assert_eq!(doc["target"]["shell"], false);
+        assert_eq!(definition(doc).schedule, def.schedule);
+    }
+
+    #[test]
+    fn a_patch_clearing_a_defaulted_field_gets_the_default_again() {
+        let def = definition(json!({"name": "a",
+            "schedule": {"type": "interval", "everyMs": 60_000, "anchor": "fixed_delay"},
+            "target": {"type": "command", "command": "echo hi"}}));
+        let mut doc = serde_json::to_value(LoopDefinitionBody::of(&def)).unwrap();
+        merge_patch(
+            &mut doc,
+            &json!({"schedule": {"anchor": null},
+                    "target": {"command": "echo", "args": ["x"], "shell": null}}),
+        );
+        let def = definition(doc);
+        assert_eq!(
+            def.schedule,
+            Schedule::Interval {
+                every_ms: 60_000,
+                anchor: Anchor::DEFAULT
+            }
+        );
+        let Target::Command(c) = &def.target else {
+            panic!("{:?}", def.target)
+        };
+        assert!(!c.shell && c.args == ["x"], "{c:?}");
+    }
+
+    #[test]
+    fn a_shell_with_args_is_refused_as_the_cli_refuses_it() {
+        let body: LoopDefinitionBody = serde_json::from_value(json!({"name": "a",
+            "schedule": {"type": "interval", "everyMs": 60_000},
+            "target": {"type": "command", "command": "echo", "args": ["x"], "shell": true}}))
+        .unwrap();
+        assert!(body.into_definition().is_err());
+    }
 
     #[test]
     fn a_merge_patch_replaces_clears_and_merges_objects() {

@@ -16,9 +16,11 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<Exit, Failure> {
     let now = output::now();
     let (common, target): (CommonCreate, _) = match cmd {
         CreateCommand::Command(args) => {
+            // Without --no-shell, the default: a shell for one string, none for
+            // a program and its arguments (the API's default too).
             let flags = CommandFlags {
                 cmd: Some(args.cmd),
-                shell: Some(!args.no_shell),
+                shell: args.no_shell.then_some(false),
                 args: Some(args.args),
             };
             let target = definition::command_target(None, flags, &args.common.def.flags())

@@ -33,7 +33,7 @@ fn set(ctx: &Context, args: NotifySetArgs) -> Result<Exit, Failure> {
     let settings = Notify {
         cmd: args.notify_cmd,
         url: args.notify_url,
-        on: on.unwrap_or(NotifyOn::Failure),
+        on: on.unwrap_or(NotifyOn::DEFAULT),
     };
     let stored = ctx.client()?.set_notify_default(settings)?;
     print_settings(ctx, Some(stored), false)

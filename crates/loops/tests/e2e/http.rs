@@ -1018,3 +1018,85 @@ fn http_runs_loops_and_workflows_now_and_sees_them_through() {
         "{recorded}"
     );
 }
+
+/// `POST /v1/loops` takes a definition as small as the CLI needs, and fills in what is
+/// left out exactly as `loops create` does (issue #19, item 15): the interval's anchor,
+/// a cron's zone, whether a command runs through the shell, an agent's config
+/// isolation, the policy, the notification trigger.
+#[test]
+fn post_loops_fills_in_the_clis_defaults() {
+    let w = World::new();
+    let api = w.serve(&[]);
+    // (name in the API, the API's minimal body, the CLI's create args)
+    let cases: Vec<(&str, serde_json::Value, Vec<&str>)> = vec![
+        (
+            "interval",
+            json!({"schedule": {"type": "interval", "everyMs": 3_600_000},
+                   "target": {"type": "command", "command": "echo hi"}}),
+            vec!["command", "--every", "1h", "--cmd", "echo hi"],
+        ),
+        (
+            "argv",
+            json!({"schedule": {"type": "dynamic", "minIntervalMs": 60_000},
+                   "target": {"type": "command", "command": "echo", "args": ["a b"]}}),
+            // Arguments after `--` make it argv without --no-shell.
+            vec!["command", "--dynamic", "1m", "--cmd", "echo", "--", "a b"],
+        ),
+        (
+            "cron",
+            json!({"schedule": {"type": "cron", "expression": "0 9 * * *"},
+                   "target": {"type": "agent", "provider": "claude", "prompt": "hi"},
+                   "notify": {"cmd": "true"}}),
+            vec![
+                "agent",
+                "--cron",
+                "0 9 * * *",
+                "--provider",
+                "claude",
+                "--prompt",
+                "hi",
+                "--notify-cmd",
+                "true",
+            ],
+        ),
+    ];
+    for (name, mut body, args) in cases {
+        body["name"] = json!(format!("api-{name}"));
+        let created = api.post("/v1/loops", body.clone());
+        assert_eq!(created.status, 201, "{name}: {}", created.text);
+        let cli_name = format!("cli-{name}");
+        let mut create = vec!["create", args[0], cli_name.as_str()];
+        create.extend_from_slice(&args[1..]);
+        w.ok(&create);
+        // The same definition: all but what is the record's own.
+        let definition = |mut lp: serde_json::Value| {
+            for key in ["id", "name", "createdAt", "updatedAt", "nextRunAt", "dueAt"] {
+                lp.as_object_mut().unwrap().remove(key);
+            }
+            lp
+        };
+        assert_eq!(
+            definition(created.json()),
+            definition(w.json(&["show", &cli_name])),
+            "{name}: {body}"
+        );
+    }
+    let shown = w.json(&["show", "api-interval"]);
+    assert_eq!(shown["schedule"]["anchor"], "fixed_rate");
+    assert_eq!(shown["target"]["shell"], true);
+    assert_eq!(w.json(&["show", "api-argv"])["target"]["shell"], false);
+    let cron = w.json(&["show", "api-cron"]);
+    assert_eq!(
+        cron["schedule"]["timezone"], "UTC",
+        "the server's zone (TZ)"
+    );
+    assert_eq!(cron["target"]["configIsolation"], "safe");
+    assert_eq!(cron["notify"]["on"], "failure");
+    // What the CLI refuses, the API refuses: a shell with separate arguments.
+    let refused = api.post(
+        "/v1/loops",
+        json!({"name": "both", "schedule": {"type": "interval", "everyMs": 60_000},
+               "target": {"type": "command", "command": "echo", "args": ["x"], "shell": true}}),
+    );
+    assert_eq!(refused.status, 400, "{}", refused.text);
+}

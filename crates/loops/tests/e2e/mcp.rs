@@ -565,6 +565,20 @@ fn mutations_are_refused_then_allowed() {
     );
     assert_eq!(created, w.json(&["show", "argv"]));
     assert_eq!(created["target"]["args"], json!(["from", "mcp"]));
+    // A program with its args is argv without noShell, as `create command` takes it
+    // (issue #19, item 15).
+    let argv = mcp.ok(
+        "loops_create_command",
+        json!({"name": "argv2", "cmd": "/bin/echo", "args": ["a b"], "every": "10m"}),
+    );
+    assert_eq!(argv["target"]["shell"], false, "{argv}");
+    assert_eq!(argv["target"]["args"], json!(["a b"]));
+    // A cmd alone is a shell line, as in the CLI.
+    let line = mcp.ok(
+        "loops_create_command",
+        json!({"name": "line", "cmd": "echo hi", "every": "10m"}),
+    );
+    assert_eq!(line["target"]["shell"], true, "{line}");
     let agent = mcp.ok(
         "loops_create_agent",
         json!({"name": "agent", "provider": "claude", "prompt": "secret plan", "every": "1h", "env": {"TOKEN": "s3cret"}}),
