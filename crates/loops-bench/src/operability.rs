@@ -222,6 +222,8 @@ fn history_run(slot: Instant, status: RunStatus) -> Run {
         lease_expires_at: None,
         summary: None,
         usage: None,
+        failure_class: None,
+        retry_at: None,
         created_at: start,
         updated_at: end,
     }

@@ -20,6 +20,7 @@
 //! kept run (older rows may have been deleted by retention), up to [`GRACE`] (plus the
 //! loop's jitter) before `now` (a slot that just came due is not missed yet).
 
+use crate::failure::FailureClass;
 use crate::schedule::{self, ScheduleError};
 use crate::transitions::Parked;
 use crate::{Instant, Loop, LoopId, LoopStatus, RunStatus};
@@ -51,6 +52,8 @@ pub struct RunBrief {
     /// The error of a failed attempt (`failed`, `timed_out`, `abandoned`); the rules
     /// read no other row's, and a store need not fill them in.
     pub error: Option<String>,
+    /// A failed attempt's class (filled in with its error).
+    pub failure_class: Option<FailureClass>,
 }
 
 impl RunBrief {
@@ -97,6 +100,8 @@ pub struct RecentRun {
     /// The error of a failed attempt (to tell the row parking records); `None` for the
     /// other statuses.
     pub error: Option<String>,
+    /// A failed attempt's class (filled in with its error).
+    pub failure_class: Option<FailureClass>,
 }
 
 /// What a store knows about one loop's runs, for [`assess`]. A store fills it with a
@@ -191,6 +196,9 @@ pub struct Health {
     #[serde(with = "crate::timefmt::option")]
     pub last_success_at: Option<Instant>,
     pub consecutive_failures: u64,
+    /// The class of the newest run's failure, when the newest run failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure_class: Option<FailureClass>,
     /// Succeeded over finished attempts among the last [`RECENT_RUNS`] runs (skipped
     /// and running rows left out); `None` before the first finished attempt.
     pub success_rate: Option<f64>,
@@ -242,11 +250,11 @@ pub fn assess(lp: &Loop, facts: &RunFacts, now: Instant) -> Health {
         .count();
     let success_rate = (!rated.is_empty()).then(|| succeeded as f64 / rated.len() as f64);
     let streak = facts.failures_since_success;
-    let last_error = rated
-        .iter()
-        .find(|r| r.status.is_failure())
-        .and_then(|r| r.error.as_deref())
-        .map(first_line);
+    let last_failed = rated.iter().find(|r| r.status.is_failure());
+    let last_error = last_failed.and_then(|r| r.error.as_deref()).map(first_line);
+    let last_class = newest
+        .filter(|r| r.status.is_failure())
+        .and_then(|r| r.failure_class);
 
     let parked = parked(lp, facts);
     if let Some(p) = &parked {
@@ -258,11 +266,19 @@ pub fn assess(lp: &Loop, facts: &RunFacts, now: Instant) -> Health {
         } else {
             format!("last {streak} runs failed")
         };
+        let what = match last_failed.and_then(|r| r.failure_class) {
+            Some(class) => format!("{what} ({class})"),
+            None => what,
+        };
         let text = match &last_error {
             Some(e) => format!("{what}: {e}"),
             None => what,
         };
-        if streak >= FAIL_STREAK {
+        // Credentials or a prompt too long: another attempt cannot help, so one such
+        // failure already needs a person.
+        let needs_person = last_class
+            .is_some_and(|c| matches!(c, FailureClass::Auth | FailureClass::ContextLength));
+        if streak >= FAIL_STREAK || needs_person {
             fails.push(text);
         } else {
             warns.push(text);
@@ -309,6 +325,7 @@ pub fn assess(lp: &Loop, facts: &RunFacts, now: Instant) -> Health {
             .as_ref()
             .map(|r| r.finished_at.unwrap_or_else(|| r.at())),
         consecutive_failures: streak,
+        last_failure_class: last_class,
         success_rate,
         rated_runs: u32::try_from(rated.len()).unwrap_or(u32::MAX),
         missed_slots: missed,
@@ -470,6 +487,7 @@ mod tests {
             error: status
                 .is_failure()
                 .then(|| "exited with status 3\nmore".to_owned()),
+            failure_class: status.is_failure().then_some(FailureClass::Other),
         }
     }
 
@@ -478,6 +496,7 @@ mod tests {
         RecentRun {
             status: r.status,
             error: r.error.clone(),
+            failure_class: r.failure_class,
         }
     }
 

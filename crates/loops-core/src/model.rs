@@ -2,6 +2,7 @@
 //!
 //! JSON field names follow OpenLoops 0.3 (camelCase) so existing scripts keep working.
 
+use crate::failure::FailureClass;
 use crate::{Duration, Instant, LoopId, RunId};
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -615,6 +616,18 @@ pub struct Run {
     pub summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// What kind of failure a failed run was ([`crate::failure::classify`]); `None`
+    /// for a run that did not fail (or was recorded before classes existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_class: Option<FailureClass>,
+    /// When its provider said to come back (a usage limit's reset, a `retry-after`).
+    #[serde(
+        default,
+        with = "crate::timefmt::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub retry_at: Option<Instant>,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
@@ -634,6 +647,10 @@ pub struct RunOutcome {
     pub error: Option<String>,
     pub summary: Option<String>,
     pub usage: Option<Usage>,
+    /// See [`Run::failure_class`].
+    pub failure_class: Option<FailureClass>,
+    /// See [`Run::retry_at`].
+    pub retry_at: Option<Instant>,
 }
 
 impl RunOutcome {
@@ -649,6 +666,8 @@ impl RunOutcome {
             error: None,
             summary: None,
             usage: None,
+            failure_class: None,
+            retry_at: None,
         }
     }
 
@@ -657,6 +676,7 @@ impl RunOutcome {
     pub fn failed(finished_at: Instant, error: impl Into<String>) -> Self {
         Self {
             error: Some(error.into()),
+            failure_class: Some(FailureClass::Other),
             ..Self::new(RunStatus::Failed, finished_at)
         }
     }

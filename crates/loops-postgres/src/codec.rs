@@ -28,7 +28,8 @@ macro_rules! run_cols {
     () => {
         "id, loop_id, loop_name, scheduled_for, attempt, status, source, started_at, \
          finished_at, exit_code, duration_ms, stdout, stderr, error, pid, pid_start_time, \
-         claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at, due_at"
+         claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at, due_at, \
+         failure_class, retry_at"
     };
 }
 pub(crate) use run_cols;
@@ -94,6 +95,19 @@ pub(crate) fn get_enum<T: FromStr<Err = String>>(row: &Row, idx: usize, col: &st
     let text: String = get(row, idx, col)?;
     text.parse()
         .map_err(|e| Error::decode(format!("column {col}: {e}")))
+}
+
+pub(crate) fn get_opt_enum<T: FromStr<Err = String>>(
+    row: &Row,
+    idx: usize,
+    col: &str,
+) -> Result<Option<T>> {
+    get::<Option<String>>(row, idx, col)?
+        .map(|text| {
+            text.parse()
+                .map_err(|e| Error::decode(format!("column {col}: {e}")))
+        })
+        .transpose()
 }
 
 pub(crate) fn get_json<T: serde::de::DeserializeOwned>(
@@ -208,6 +222,8 @@ pub(crate) fn run_from_row(row: &Row) -> Result<Run> {
         created_at: get_instant(row, 20, "created_at")?,
         updated_at: get_instant(row, 21, "updated_at")?,
         due_at: get_opt_instant(row, 22, "due_at")?,
+        failure_class: get_opt_enum(row, 23, "failure_class")?,
+        retry_at: get_opt_instant(row, 24, "retry_at")?,
     })
 }
 

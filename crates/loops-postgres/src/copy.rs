@@ -328,6 +328,9 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
             c.created_at.push(ms(&run.created_at));
             c.updated_at.push(ms(&run.updated_at));
             c.due_at.push(opt_ms(run.due_at.as_ref()));
+            c.failure_class
+                .push(run.failure_class.map(|f| f.as_str().to_owned()));
+            c.retry_at.push(opt_ms(run.retry_at.as_ref()));
         }
         db.execute(
             concat!(
@@ -337,7 +340,7 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
                  $5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], \
                  $11::bigint[], $12::text[], $13::text[], $14::text[], $15::bigint[], \
                  $16::bigint[], $17::text[], $18::bigint[], $19::text[], $20::text[], \
-                 $21::bigint[], $22::bigint[], $23::bigint[])"
+                 $21::bigint[], $22::bigint[], $23::bigint[], $24::text[], $25::bigint[])"
             ),
             &[
                 &c.id,
@@ -363,6 +366,8 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
                 &c.created_at,
                 &c.updated_at,
                 &c.due_at,
+                &c.failure_class,
+                &c.retry_at,
             ],
         )
         .await?;
@@ -396,4 +401,6 @@ struct RunColumns {
     created_at: Vec<i64>,
     updated_at: Vec<i64>,
     due_at: Vec<Option<i64>>,
+    failure_class: Vec<Option<String>>,
+    retry_at: Vec<Option<i64>>,
 }

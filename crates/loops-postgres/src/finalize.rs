@@ -212,7 +212,7 @@ async fn finalize_in<C: GenericClient + Sync>(
                    duration_ms = CASE WHEN started_at IS NULL THEN NULL \
                                       ELSE GREATEST(0, $3 - started_at) END, \
                    stdout = $5, stderr = $6, error = $7, summary = $8, usage_json = $9, \
-                   updated_at = $3 \
+                   updated_at = $3, failure_class = $10, retry_at = $11 \
                  WHERE id = $1 AND status = 'running' RETURNING ",
                 run_cols!()
             ),
@@ -226,6 +226,8 @@ async fn finalize_in<C: GenericClient + Sync>(
                 &opt_text(outcome.error.as_deref()),
                 &opt_text(outcome.summary.as_deref()),
                 &usage,
+                &outcome.failure_class.map(|c| c.as_str()),
+                &outcome.retry_at.as_ref().map(ms),
             ],
         )
         .await?;

@@ -132,6 +132,8 @@ fn nul_characters_in_output_are_replaced_not_fatal() {
         error: None,
         summary: None,
         usage: None,
+        failure_class: None,
+        retry_at: None,
     };
     let written = store
         .record_run_writes(

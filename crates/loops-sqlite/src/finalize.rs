@@ -117,7 +117,8 @@ fn finalize_in(
     let mut stmt = conn.prepare_cached(concat!(
         "UPDATE runs SET status = ?2, finished_at = ?3, exit_code = ?4, \
            duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE MAX(0, ?3 - started_at) END, \
-           stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3 \
+           stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3, \
+           failure_class = ?10, retry_at = ?11 \
          WHERE id = ?1 AND status = 'running' RETURNING ",
         run_cols!()
     ))?;
@@ -131,6 +132,8 @@ fn finalize_in(
         outcome.error,
         outcome.summary,
         usage,
+        outcome.failure_class.map(|c| c.as_str()),
+        outcome.retry_at.as_ref().map(ms),
     ];
     match query_first(&mut stmt, params, run_from_row)? {
         Some(r) => Ok(r),
@@ -264,6 +267,8 @@ mod tests {
                 error: None,
                 summary: None,
                 usage: None,
+                failure_class: None,
+                retry_at: None,
             };
             let write = RunWrite::Finished {
                 run: run.id.clone(),

@@ -278,6 +278,16 @@ pub fn run_error_line(run: &Run) -> String {
     }
 }
 
+/// A failed run's class, with when its provider said to come back:
+/// `usage_limit (retry in 4h)`; `None` for a run without a class.
+pub fn failure_text(run: &Run, now: Instant) -> Option<String> {
+    let class = run.failure_class?;
+    Some(match run.retry_at {
+        Some(at) => format!("{class} (retry {})", loops_core::format_relative(at, now)),
+        None => class.to_string(),
+    })
+}
+
 // A run as `runs --json` prints it, with its notifications: the runtime's, shared with
 // the MCP tool `loops_runs`.
 pub use loops_core::redact::redact_delivery;

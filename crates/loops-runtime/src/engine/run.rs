@@ -132,5 +132,7 @@ fn run_outcome(result: ExecResult, verdict: Verdict, cancel_reason: Option<Strin
     outcome.exit_code = result.exit_code;
     outcome.summary = verdict.summary;
     outcome.usage = verdict.usage;
+    outcome.failure_class = verdict.failure.map(|f| f.class);
+    outcome.retry_at = verdict.failure.and_then(|f| f.retry_at);
     outcome
 }

@@ -149,11 +149,14 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         .ok()
         .and_then(|mut r| r.pop());
     if let Some(run) = last {
+        let status = match output::failure_text(&run, now) {
+            Some(class) => format!("{} ({class})", run.status),
+            None => run.status.to_string(),
+        };
         lines.push((
             "last run",
             format!(
-                "{} {} (attempt {}){}",
-                run.status,
+                "{status} {} (attempt {}){}",
                 output::when(run.started_at.or(Some(run.created_at)), now),
                 run.attempt,
                 run.error
