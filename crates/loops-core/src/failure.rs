@@ -56,6 +56,67 @@ impl FailureClass {
     }
 }
 
+/// How much harder a transient failure ([`FailureClass::is_transient`]) backs off.
+pub const TRANSIENT_FACTOR: u64 = 4;
+
+/// The delay before retrying attempt `attempt` (1-based) that failed with `class`,
+/// under `backoff` with base `base_ms` and cap `max_ms`; `unit` in `[0, 1)` is the
+/// jitter's random draw (see [`retry_unit`]).
+///
+/// - `fixed`: `base_ms` (today's behaviour), ×[`TRANSIENT_FACTOR`] for a transient class;
+/// - `exponential`: full jitter over `base_ms · 2^(attempt-1)` (×[`TRANSIENT_FACTOR`]
+///   for a transient class), at least 1 s (or the ceiling, when smaller).
+///
+/// Both are capped at `max_ms` (never below `base_ms`).
+pub fn retry_delay_ms(
+    backoff: crate::RetryBackoff,
+    base_ms: u64,
+    max_ms: u64,
+    attempt: u32,
+    class: Option<FailureClass>,
+    unit: f64,
+) -> u64 {
+    let factor = if class.is_some_and(FailureClass::is_transient) {
+        TRANSIENT_FACTOR
+    } else {
+        1
+    };
+    let cap = max_ms.max(base_ms);
+    match backoff {
+        crate::RetryBackoff::Fixed => base_ms.saturating_mul(factor).min(cap),
+        crate::RetryBackoff::Exponential => {
+            let doublings = attempt.saturating_sub(1).min(40);
+            let ceiling = base_ms
+                .saturating_mul(factor)
+                .saturating_mul(1u64 << doublings)
+                .min(cap);
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let drawn = (ceiling as f64 * unit.clamp(0.0, 1.0)) as u64;
+            drawn.max(ceiling.min(1_000))
+        }
+    }
+}
+
+/// The jitter draw of a retry of `slot`'s attempt `attempt` of loop `id`: a number in
+/// `[0, 1)` from the three alone (FNV-1a, stable across builds and restarts), so a
+/// store recomputing the retry gets the same instant while many loops spread out.
+pub fn retry_unit(id: &crate::LoopId, slot: Instant, attempt: u32) -> f64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = OFFSET;
+    for byte in id
+        .as_str()
+        .bytes()
+        .chain(slot.timestamp_millis().to_le_bytes())
+        .chain(attempt.to_le_bytes())
+    {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(PRIME);
+    }
+    // The top 53 bits: every value is exact in an f64.
+    (hash >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// How an attempt's process ended, as far as classification cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessEnding {
@@ -572,6 +633,60 @@ mod tests {
         let long = classify(ProcessEnding::Exited(1), &s(3_600), now, Tz::UTC);
         assert_eq!(long.class, FailureClass::UsageLimit);
         assert_eq!(long.retry_at, Some(at("2026-12-02T05:00:00Z")));
+    }
+
+    #[test]
+    fn back_off_is_fixed_or_exponential_with_full_jitter_and_capped() {
+        use crate::RetryBackoff::{Exponential, Fixed};
+        let m = 60_000;
+        let cap = 6 * 60 * m;
+        // Fixed: the base, 4× for transient classes, capped.
+        assert_eq!(
+            retry_delay_ms(Fixed, m, cap, 3, Some(FailureClass::Other), 0.5),
+            m
+        );
+        assert_eq!(
+            retry_delay_ms(Fixed, m, cap, 1, Some(FailureClass::RateLimit), 0.5),
+            4 * m
+        );
+        assert_eq!(
+            retry_delay_ms(Fixed, m, 2 * m, 1, Some(FailureClass::Overloaded), 0.0),
+            2 * m
+        );
+        // Exponential: a draw under base · 2^(attempt-1).
+        let draw = |attempt, class, unit| retry_delay_ms(Exponential, m, cap, attempt, class, unit);
+        assert_eq!(draw(1, None, 0.5), m / 2);
+        assert_eq!(draw(3, None, 0.5), 2 * m);
+        assert_eq!(draw(3, None, 0.999_999), 4 * m - 1);
+        assert_eq!(draw(3, Some(FailureClass::RateLimit), 0.5), 8 * m);
+        // At least a second, never above the cap.
+        assert_eq!(draw(1, None, 0.0), 1_000);
+        assert_eq!(draw(30, None, 0.75), cap * 3 / 4);
+        assert_eq!(draw(u32::MAX, Some(FailureClass::Overloaded), 1.0), cap);
+        // A cap below the base is the base.
+        assert_eq!(retry_delay_ms(Exponential, m, 1, 5, None, 1.0), m);
+    }
+
+    #[test]
+    fn retry_draws_are_stable_and_spread() {
+        let at = at("2026-12-02T04:00:00Z");
+        let a = crate::LoopId::new("aaaaaaaaaaaa");
+        let b = crate::LoopId::new("bbbbbbbbbbbb");
+        let u = retry_unit(&a, at, 1);
+        assert_eq!(u, retry_unit(&a, at, 1));
+        assert!((0.0..1.0).contains(&u));
+        assert_ne!(u, retry_unit(&a, at, 2));
+        assert_ne!(u, retry_unit(&b, at, 1));
+        // Over many loops the draws cover the range.
+        let draws: Vec<f64> = (0..1_000)
+            .map(|i| retry_unit(&crate::LoopId::new(format!("{i:012x}")), at, 1))
+            .collect();
+        let low = draws.iter().filter(|d| **d < 0.25).count();
+        let high = draws.iter().filter(|d| **d >= 0.75).count();
+        assert!(
+            (150..350).contains(&low) && (150..350).contains(&high),
+            "{low} {high}"
+        );
     }
 
     #[test]

@@ -216,6 +216,10 @@ pub fn parked(lp: &Loop, facts: &RunFacts) -> Option<Parked> {
     if lp.status != LoopStatus::Paused {
         return None;
     }
+    // The circuit breaker keeps its reason on the loop.
+    if let Some(reason) = &lp.state.status_reason {
+        return Some(Parked::new(reason.clone()));
+    }
     let newest = facts.newest.as_ref()?;
     (newest.status == RunStatus::Failed)
         .then(|| newest.error.as_deref().and_then(Parked::from_error))
@@ -487,7 +491,7 @@ mod tests {
             error: status
                 .is_failure()
                 .then(|| "exited with status 3\nmore".to_owned()),
-            failure_class: status.is_failure().then_some(FailureClass::Other),
+            failure_class: None,
         }
     }
 
@@ -584,6 +588,37 @@ mod tests {
         // A loop created an hour ago is asked about its hour only.
         lp.created_at = now - TimeDelta::hours(1);
         assert_eq!(facts_query(&lp, now).slot_window.0, lp.created_at);
+    }
+
+    #[test]
+    fn failure_classes_are_named_and_auth_fails_at_once() {
+        let lp = hourly();
+        let mut failed = run("2026-03-10T11:00:00Z", RunStatus::Failed);
+        failed.failure_class = Some(FailureClass::Auth);
+        let ok = run("2026-03-10T10:00:00Z", RunStatus::Succeeded);
+        let facts = RunFacts {
+            newest: Some(failed.clone()),
+            recent: vec![brief_of(&failed), brief_of(&ok)],
+            last_success: Some(ok),
+            failures_since_success: 1,
+            ..RunFacts::default()
+        };
+        let h = assess(&lp, &facts, t(NOW));
+        assert_eq!(h.verdict, Verdict::Fail, "{h:?}");
+        assert_eq!(h.last_failure_class, Some(FailureClass::Auth));
+        assert_eq!(h.reasons[0], "last run failed (auth): exited with status 3");
+        // A class another attempt may fix only warns after one failure.
+        let mut facts = facts;
+        let mut rate = failed;
+        rate.failure_class = Some(FailureClass::RateLimit);
+        facts.newest = Some(rate.clone());
+        facts.recent[0] = brief_of(&rate);
+        let h = assess(&lp, &facts, t(NOW));
+        assert_eq!(h.verdict, Verdict::Warn, "{h:?}");
+        assert_eq!(
+            h.reasons[0],
+            "last run failed (rate_limit): exited with status 3"
+        );
     }
 
     #[test]

@@ -99,6 +99,8 @@ string_enum!(
         Recovery = "recovery",
         /// `loops notify test`.
         Test = "test",
+        /// The circuit breaker parked the loop (`maxFailures` consecutive failed slots).
+        Parked = "parked",
     }
 );
 
@@ -401,6 +403,81 @@ pub struct Policy {
     /// each once; empty: any runner.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs_on: Vec<String>,
+    /// Agent-operations settings (issue #20): retry back-off, circuit breaker.
+    #[serde(flatten)]
+    pub ops: LoopOps,
+}
+
+string_enum!(
+    /// How the delay before a retry grows (`--retry-backoff`).
+    RetryBackoff {
+        /// `retryDelay` every time (4× for transient failures).
+        Fixed = "fixed",
+        /// `retryDelay` doubled per attempt, with full jitter, capped at `retryDelayMax`.
+        Exponential = "exponential",
+    }
+);
+
+/// Default cap on a retry's delay (`--retry-delay-max`): 6 h.
+pub const DEFAULT_RETRY_DELAY_MAX_MS: u64 = 6 * 3_600_000;
+
+/// A loop's agent-operations settings (issue #20, README "Agent operations"); part of
+/// its definition, flattened into the loop's JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LoopOps {
+    /// `fixed` (the default) or `exponential`.
+    #[serde(default = "LoopOps::default_backoff")]
+    pub retry_backoff: RetryBackoff,
+    /// The longest delay before a retry.
+    #[serde(default = "LoopOps::default_delay_max")]
+    pub retry_delay_max_ms: u64,
+    /// After this many consecutive failed slots the loop is parked (paused, with the
+    /// reason); `None`: never.
+    #[serde(default)]
+    pub max_failures: Option<u32>,
+}
+
+impl LoopOps {
+    fn default_backoff() -> RetryBackoff {
+        RetryBackoff::Fixed
+    }
+    fn default_delay_max() -> u64 {
+        DEFAULT_RETRY_DELAY_MAX_MS
+    }
+}
+
+impl Default for LoopOps {
+    fn default() -> Self {
+        Self {
+            retry_backoff: RetryBackoff::Fixed,
+            retry_delay_max_ms: DEFAULT_RETRY_DELAY_MAX_MS,
+            max_failures: None,
+        }
+    }
+}
+
+/// What the engine keeps about a loop between its runs (issue #20): state on one store,
+/// not definition (a bundle leaves it out), flattened into the loop's JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LoopState {
+    /// Consecutive slots whose last attempt failed (what `maxFailures` counts); a
+    /// success, and `resume`, start it over.
+    #[serde(default)]
+    pub failure_streak: u32,
+    /// Why the engine paused the loop (the circuit breaker), until `resume`.
+    #[serde(default)]
+    pub status_reason: Option<String>,
+}
+
+impl LoopState {
+    /// Whether this is the state of a loop that never failed, was never held or parked.
+    pub fn is_fresh(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl Default for Policy {
@@ -415,6 +492,7 @@ impl Default for Policy {
             expires_at: None,
             jitter_ms: 0,
             runs_on: Vec::new(),
+            ops: LoopOps::default(),
         }
     }
 }
@@ -536,6 +614,12 @@ pub struct Loop {
     pub runs_on: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Notify>,
+    /// See [`Policy::ops`].
+    #[serde(flatten)]
+    pub ops: LoopOps,
+    /// The engine's state of the loop (failure streak, why it was paused).
+    #[serde(flatten)]
+    pub state: LoopState,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
@@ -557,6 +641,7 @@ impl Loop {
             expires_at: self.expires_at,
             jitter_ms: self.jitter_ms,
             runs_on: self.runs_on.clone(),
+            ops: self.ops.clone(),
         }
     }
 }

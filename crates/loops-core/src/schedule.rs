@@ -667,6 +667,8 @@ mod tests {
             labels: Vec::new(),
             runs_on: Vec::new(),
             notify: None,
+            ops: Default::default(),
+            state: Default::default(),
             created_at: created,
             updated_at: created,
         }

@@ -251,6 +251,19 @@ macro_rules! definition_params {
             /// Delay before retrying a failed slot (default "1m").
             #[serde(default)]
             pub retry_delay: Option<String>,
+            /// How retries back off: fixed (default: retryDelay each time) or
+            /// exponential (doubling per attempt, full jitter, capped at retryDelayMax);
+            /// rate limits and overloads wait 4× longer, auth and context-length
+            /// failures are not retried.
+            #[serde(default)]
+            pub retry_backoff: Option<String>,
+            /// Longest delay before a retry (default "6h").
+            #[serde(default)]
+            pub retry_delay_max: Option<String>,
+            /// Park the loop (paused, with the reason, one notification) after this many
+            /// consecutive failed slots; resuming it starts a fresh streak.
+            #[serde(default)]
+            pub max_failures: Option<u32>,
             /// Lease of a running row before it is presumed dead (default "30m").
             #[serde(default)]
             pub lease: Option<String>,
@@ -382,7 +395,7 @@ definition_params! {
         pub unset_env: Vec<String>,
         /// Settings to clear: description, cwd, timeout, env, account, args, model,
         /// agent, auth-profile, config-overrides, expires-at, jitter, labels, on (the
-        /// runner labels), notify, notify-cmd, notify-url.
+        /// runner labels), notify, notify-cmd, notify-url, max-failures.
         #[serde(default)]
         pub clear: Vec<String>,
         /// (command loops) The command line or program.
@@ -474,6 +487,12 @@ macro_rules! impl_definition_fields {
                     notify_cmd: self.notify_cmd.clone(),
                     notify_url: self.notify_url.clone(),
                     notify_on: self.notify_on.clone(),
+                    retry_backoff: self.retry_backoff.clone(),
+                    retry_delay_max: opt_duration(
+                        "--retry-delay-max",
+                        self.retry_delay_max.as_deref(),
+                    )?,
+                    max_failures: self.max_failures,
                 })
             }
         }

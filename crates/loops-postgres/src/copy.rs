@@ -267,7 +267,7 @@ async fn insert_loop<C: GenericClient + Sync>(db: &Db<'_, C>, lp: &Loop) -> Resu
             "INSERT INTO loops (",
             crate::codec::loop_cols!(),
             ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17, $18, $19, $20, $21, $22)"
+             $17, $18, $19, $20, $21, $22, $23, $24)"
         ),
         &[
             &lp.id.as_str(),
@@ -292,6 +292,8 @@ async fn insert_loop<C: GenericClient + Sync>(db: &Db<'_, C>, lp: &Loop) -> Resu
             &labels,
             &notify,
             &runs_on,
+            &crate::codec::encode_ops(&lp.ops)?,
+            &crate::codec::encode_state(&lp.state)?,
         ],
     )
     .await?;

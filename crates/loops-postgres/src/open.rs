@@ -47,10 +47,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "failure_classes",
         sql: include_str!("../migrations/0009_failure_classes.sql"),
     },
+    Migration {
+        version: 7,
+        name: "backoff_breaker",
+        sql: include_str!("../migrations/0010_backoff_breaker.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

@@ -1541,5 +1541,5 @@ fn validate_policy(policy: &Policy) -> std::result::Result<(), ValidationError> 
             "--catch-up-limit must be at least 1".into(),
         ));
     }
-    Ok(())
+    validate::ops(&policy.ops, policy.retry_delay_ms)
 }

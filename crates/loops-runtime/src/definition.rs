@@ -59,6 +59,10 @@ pub struct DefinitionFlags {
     pub notify_cmd: Option<String>,
     pub notify_url: Option<String>,
     pub notify_on: Option<String>,
+    /// `fixed` or `exponential`.
+    pub retry_backoff: Option<String>,
+    pub retry_delay_max: Option<Duration>,
+    pub max_failures: Option<u32>,
 }
 
 /// The agent target's own flags (`--model`, `--agent`, `--auth-profile`,
@@ -202,6 +206,15 @@ pub fn policy(mut p: Policy, c: &DefinitionFlags, now: Instant) -> Result<Policy
     }
     if let Some(v) = c.jitter {
         p.jitter_ms = v.as_millis();
+    }
+    if let Some(v) = &c.retry_backoff {
+        p.ops.retry_backoff = parse_enum("--retry-backoff", v)?;
+    }
+    if let Some(v) = c.retry_delay_max {
+        p.ops.retry_delay_max_ms = v.as_millis();
+    }
+    if let Some(n) = c.max_failures {
+        p.ops.max_failures = Some(n);
     }
     Ok(p)
 }
@@ -495,11 +508,12 @@ pub enum ClearField {
     Notify,
     NotifyCmd,
     NotifyUrl,
+    MaxFailures,
 }
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 17] = [
+    pub const ALL: [ClearField; 18] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -517,6 +531,7 @@ impl ClearField {
         ClearField::Notify,
         ClearField::NotifyCmd,
         ClearField::NotifyUrl,
+        ClearField::MaxFailures,
     ];
 
     /// The flag value (`auth-profile`).
@@ -539,6 +554,7 @@ impl ClearField {
             ClearField::Notify => "notify",
             ClearField::NotifyCmd => "notify-cmd",
             ClearField::NotifyUrl => "notify-url",
+            ClearField::MaxFailures => "max-failures",
         }
     }
 }
@@ -704,6 +720,7 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
         ClearField::Jitter => def.policy.jitter_ms = 0,
         ClearField::Labels => def.labels.clear(),
         ClearField::On => def.policy.runs_on.clear(),
+        ClearField::MaxFailures => def.policy.ops.max_failures = None,
         ClearField::Notify => def.notify = None,
         ClearField::NotifyCmd | ClearField::NotifyUrl => {
             if let Some(n) = def.notify.as_mut() {

@@ -93,10 +93,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "failure classes",
         sql: include_str!("../migrations/0015_failure_classes.sql"),
     },
+    Migration {
+        version: 13,
+        name: "retry back-off and circuit breaker",
+        sql: include_str!("../migrations/0016_backoff_breaker.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

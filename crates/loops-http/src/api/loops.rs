@@ -11,7 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use loops_core::redact::{redact_loop, redact_run};
 use loops_core::{
-    CatchUp, Instant, Loop, LoopStatus, Notify, Overlap, Policy, Run, RunSource, Schedule, Target,
+    CatchUp, Instant, Loop, LoopStatus, Notify, Overlap, Policy, RetryBackoff, Run, RunSource,
+    Schedule, Target,
 };
 use loops_runtime::client::LoopDefinition;
 use loops_store::LoopFilter;
@@ -49,6 +50,15 @@ pub struct LoopDefinitionBody {
     pub expires_at: Option<Instant>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<u64>,
+    /// `fixed` (the default) or `exponential` (README, "Agent operations").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_backoff: Option<RetryBackoff>,
+    /// The longest delay before a retry (default 6 h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_delay_max_ms: Option<u64>,
+    /// Consecutive failed slots that park the loop (the circuit breaker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failures: Option<u32>,
     #[serde(default)]
     pub labels: Vec<String>,
     /// Runner labels a runner must have, all of them, to run the loop (`create --on`;
@@ -78,6 +88,9 @@ impl LoopDefinitionBody {
             lease_ms: Some(p.lease_ms),
             expires_at: p.expires_at,
             jitter_ms: Some(p.jitter_ms),
+            retry_backoff: Some(p.ops.retry_backoff),
+            retry_delay_max_ms: Some(p.ops.retry_delay_max_ms),
+            max_failures: p.ops.max_failures,
             labels: def.labels.clone(),
             runs_on: p.runs_on.clone(),
             notify: def.notify.clone(),
@@ -106,6 +119,11 @@ impl LoopDefinitionBody {
             expires_at: self.expires_at,
             jitter_ms: self.jitter_ms.unwrap_or(d.jitter_ms),
             runs_on: self.runs_on,
+            ops: loops_core::LoopOps {
+                retry_backoff: self.retry_backoff.unwrap_or(d.ops.retry_backoff),
+                retry_delay_max_ms: self.retry_delay_max_ms.unwrap_or(d.ops.retry_delay_max_ms),
+                max_failures: self.max_failures,
+            },
         };
         Ok((
             LoopDefinition {

@@ -31,7 +31,7 @@ impl Engine {
                 let finished = engine.execute_claimed(&lp, run).await;
                 let retry_pending = finished
                     .as_ref()
-                    .is_some_and(|r| r.status.is_failure() && r.attempt < lp.max_attempts);
+                    .is_some_and(|r| loops_core::transitions::retries(&lp, r));
                 if finished.is_none() || retry_pending || engine.lease_lost() {
                     break;
                 }

@@ -150,6 +150,7 @@ macro_rules! store_suite {
             recent_runs_and_status_counts_serve_the_dashboard,
             // agent operations (#20)
             failure_classes_round_trip_into_runs_and_health_facts,
+            the_circuit_breaker_state_lives_in_the_loops_row,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -340,6 +341,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 59);
+        assert_eq!(count, 60);
     }
 }

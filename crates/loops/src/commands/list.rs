@@ -104,6 +104,19 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
     if let Some(r) = lp.retry_scheduled_for {
         lines.push(("retrying slot", output::when(Some(r), now)));
     }
+    if let Some(reason) = &lp.state.status_reason {
+        lines.push(("paused by", reason.clone()));
+    }
+    if let Some(n) = lp.ops.max_failures {
+        lines.push((
+            "circuit breaker",
+            format!(
+                "parks after {n} failed {} in a row ({} so far)",
+                if n == 1 { "slot" } else { "slots" },
+                lp.state.failure_streak
+            ),
+        ));
+    }
     lines.push(("target", lp.target.kind().to_owned()));
     match &lp.target {
         Target::Command(c) => {
@@ -138,7 +151,7 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         ),
         ("overlap", lp.overlap.to_string()),
         ("attempts", lp.max_attempts.to_string()),
-        ("retry delay", output::duration_text(lp.retry_delay_ms)),
+        ("retry delay", retry_text(&lp)),
         ("lease", output::duration_text(lp.lease_ms)),
         ("expires", output::when(lp.expires_at, now)),
         ("created", output::instant_text(Some(lp.created_at))),
@@ -183,6 +196,18 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         outln!("{key:>width$}  {value}")?;
     }
     Ok(Exit::Success)
+}
+
+/// `1m`, or `1m, exponential up to 6h`.
+fn retry_text(lp: &loops_core::Loop) -> String {
+    let base = output::duration_text(lp.retry_delay_ms);
+    match lp.ops.retry_backoff {
+        loops_core::RetryBackoff::Fixed => base,
+        loops_core::RetryBackoff::Exponential => format!(
+            "{base}, exponential up to {}",
+            output::duration_text(lp.ops.retry_delay_max_ms)
+        ),
+    }
 }
 
 fn push_opt(lines: &mut Vec<(&str, String)>, key: &'static str, value: Option<String>) {

@@ -66,3 +66,177 @@ fn failed_agent_runs_carry_their_failure_class() {
     let limited = of("limited");
     assert_eq!(limited["lastFailureClass"], "usage_limit", "{limited:#}");
 }
+
+/// The loop as `show --json` prints it.
+fn shown(w: &World, name: &str) -> serde_json::Value {
+    w.json(&["show", name])
+}
+
+/// Item 3: a failed attempt retries its slot after the back-off — fixed (4× for a
+/// rate limit) or exponential (full jitter under the doubled delay) — and an `auth`
+/// failure is not retried at all.
+#[test]
+fn retries_back_off_by_kind_and_class() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("claude", &fixture("claude_rate_limit.json"), 1);
+    fakes.canned("codex", &fixture("codex_auth.jsonl"), 1);
+    let retry = |name: &str| -> i64 {
+        w.make_due(name);
+        w.ok(&["tick"]);
+        let lp = shown(&w, name);
+        let run = &w.runs(name)[0];
+        assert_eq!(lp["retryScheduledFor"], run["scheduledFor"], "{lp:#}");
+        (crate::util::instant(&lp["nextRunAt"]) - crate::util::instant(&run["finishedAt"]))
+            .num_milliseconds()
+    };
+    create_agent(
+        &w,
+        "fixed",
+        "claude",
+        &["--prompt", "hi", "--attempts", "3", "--retry-delay", "10s"],
+    );
+    assert_eq!(
+        retry("fixed"),
+        40_000,
+        "a rate limit waits 4× the retry delay"
+    );
+    create_agent(
+        &w,
+        "expo",
+        "claude",
+        &[
+            "--prompt",
+            "hi",
+            "--attempts",
+            "3",
+            "--retry-delay",
+            "10s",
+            "--retry-backoff",
+            "exponential",
+            "--retry-delay-max",
+            "30s",
+        ],
+    );
+    let lp = shown(&w, "expo");
+    assert_eq!(lp["retryBackoff"], "exponential");
+    assert_eq!(lp["retryDelayMaxMs"], 30_000);
+    let delay = retry("expo");
+    assert!(
+        (1_000..=30_000).contains(&delay),
+        "jittered, capped at 30s: {delay}"
+    );
+
+    create_agent(
+        &w,
+        "badkey",
+        "codex",
+        &["--prompt", "hi", "--attempts", "3"],
+    );
+    w.make_due("badkey");
+    w.ok(&["tick"]);
+    let lp = shown(&w, "badkey");
+    assert!(
+        lp["retryScheduledFor"].is_null(),
+        "auth is not retried: {lp:#}"
+    );
+    assert_eq!(w.runs("badkey").len(), 1);
+
+    let (code, err) = w.fail(&[
+        "create",
+        "command",
+        "x",
+        "--every",
+        "1h",
+        "--cmd",
+        "true",
+        "--retry-delay",
+        "1m",
+        "--retry-delay-max",
+        "30s",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--retry-delay-max 30s is shorter than --retry-delay 1m"),
+        "{err}"
+    );
+    let (code, err) = w.fail(&[
+        "create",
+        "command",
+        "x",
+        "--every",
+        "1h",
+        "--cmd",
+        "true",
+        "--retry-backoff",
+        "linear",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("invalid --retry-backoff \"linear\": expected one of fixed, exponential"),
+        "{err}"
+    );
+}
+
+/// Item 4: after `--max-failures` consecutive failed slots the loop is parked — paused
+/// with the reason, in `show`, `health` and one `parked` notification — and `resume`
+/// starts a fresh streak.
+#[test]
+fn the_circuit_breaker_parks_a_failing_loop_once() {
+    let w = World::new();
+    let hits = w.root.path().join("events");
+    let hook = format!(
+        "cat >/dev/null; echo \"$LOOPS_EVENT\" >> {}",
+        hits.display()
+    );
+    w.json(&[
+        "create",
+        "command",
+        "broken",
+        "--every",
+        "1h",
+        "--cmd",
+        "exit 1",
+        "--max-failures",
+        "2",
+        "--notify-cmd",
+        &hook,
+    ]);
+    w.make_due("broken");
+    w.ok(&["tick"]);
+    let lp = shown(&w, "broken");
+    assert_eq!(lp["status"], "active");
+    assert_eq!(lp["failureStreak"], 1);
+    w.make_due("broken");
+    w.ok(&["tick"]);
+    let lp = shown(&w, "broken");
+    assert_eq!(lp["status"], "paused", "{lp:#}");
+    assert_eq!(lp["failureStreak"], 2);
+    let reason = lp["statusReason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("circuit breaker: 2 consecutive failed slots"),
+        "{reason}"
+    );
+    let text = w.ok(&["show", "broken"]);
+    assert!(text.contains("paused by"), "{text}");
+    // One failure notification per failed slot, and one `parked`.
+    let events = std::fs::read_to_string(&hits).unwrap();
+    assert_eq!(events, "failure\nfailure\nparked\n", "{events}");
+    let out = w.run(&["--json", "health"]);
+    let health: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let line = &health["loops"][0];
+    assert_eq!(line["parked"], true, "{health:#}");
+    assert!(
+        line["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("parked: circuit breaker"),
+        "{health:#}"
+    );
+
+    w.ok(&["resume", "broken"]);
+    let lp = shown(&w, "broken");
+    assert_eq!(lp["status"], "active");
+    assert_eq!(lp["failureStreak"], 0, "{lp:#}");
+    assert!(lp["statusReason"].is_null(), "{lp:#}");
+}
