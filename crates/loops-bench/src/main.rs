@@ -538,6 +538,7 @@ impl Exec {
             shell,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }
     }

@@ -174,6 +174,7 @@ pub(super) fn history_batch(
                     shell: false,
                     env: Default::default(),
                     timeout: None,
+                    idle_timeout: None,
                     account: None,
                 }),
                 policy: Policy::default(),

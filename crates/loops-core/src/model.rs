@@ -263,6 +263,14 @@ pub struct CommandTarget {
     /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
     #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// Terminates the run once it printed nothing (on stdout or stderr) for this long;
+    /// `None` for no limit. JSON: `idleTimeoutMs`.
+    #[serde(
+        default,
+        rename = "idleTimeoutMs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -309,6 +317,14 @@ pub struct AgentTarget {
     /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
     #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// Terminates the run once it printed nothing (on stdout or stderr) for this long;
+    /// `None` for no limit. JSON: `idleTimeoutMs`.
+    #[serde(
+        default,
+        rename = "idleTimeoutMs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -368,6 +384,14 @@ impl Target {
             Target::Command(_) => "command",
             Target::Agent(_) => "agent",
             Target::Workflow(_) => "workflow",
+        }
+    }
+    /// The target's own idle timeout, if any (workflows have none of their own).
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        match self {
+            Target::Command(t) => t.idle_timeout,
+            Target::Agent(t) => t.idle_timeout,
+            Target::Workflow(_) => None,
         }
     }
     /// The target's own timeout, if any.

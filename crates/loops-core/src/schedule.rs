@@ -651,6 +651,7 @@ mod tests {
                 shell: false,
                 env: Default::default(),
                 timeout: None,
+                idle_timeout: None,
                 account: None,
             }),
             next_run_at: Some(t(next_run_at)),

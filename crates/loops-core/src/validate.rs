@@ -415,6 +415,7 @@ mod tests {
             shell,
             env: BTreeMap::new(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }
     }
@@ -432,6 +433,7 @@ mod tests {
             config_overrides: BTreeMap::new(),
             env: BTreeMap::new(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }
     }

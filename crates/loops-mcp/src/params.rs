@@ -280,6 +280,10 @@ macro_rules! definition_params {
             /// Kill the run after this duration ("10m"; omit for no limit).
             #[serde(default)]
             pub timeout: Option<String>,
+            /// Terminate the run once it printed nothing for this long ("5m"; command and
+            /// agent loops); it is recorded timed_out, "no output for 5m".
+            #[serde(default)]
+            pub idle_timeout: Option<String>,
             /// Extra environment variables of the run (values at most 64 KiB).
             #[serde(default)]
             pub env: std::collections::BTreeMap<String, String>,
@@ -395,7 +399,7 @@ definition_params! {
         pub unset_env: Vec<String>,
         /// Settings to clear: description, cwd, timeout, env, account, args, model,
         /// agent, auth-profile, config-overrides, expires-at, jitter, labels, on (the
-        /// runner labels), notify, notify-cmd, notify-url, max-failures.
+        /// runner labels), notify, notify-cmd, notify-url, max-failures, idle-timeout.
         #[serde(default)]
         pub clear: Vec<String>,
         /// (command loops) The command line or program.
@@ -472,6 +476,11 @@ macro_rules! impl_definition_fields {
                         .timeout
                         .as_deref()
                         .map(|t| timeout("--timeout", t))
+                        .transpose()?,
+                    idle_timeout: self
+                        .idle_timeout
+                        .as_deref()
+                        .map(|t| timeout("--idle-timeout", t))
                         .transpose()?,
                     env: pairs("--env", &self.env)?,
                     account: self.account.clone(),

@@ -14,7 +14,7 @@
 //!     schedule: Schedule::Cron { expression: "0 9 * * MON".into(), timezone: "Europe/Berlin".into() },
 //!     target: Target::Command(CommandTarget {
 //!         command: "df -h".into(), args: vec![], cwd: None, shell: true,
-//!         env: Default::default(), timeout: None, account: None,
+//!         env: Default::default(), timeout: None, idle_timeout: None, account: None,
 //!     }),
 //!     policy: Policy::default(),
 //!     labels: vec!["reports".into()],

@@ -47,6 +47,8 @@ pub struct DefinitionFlags {
     pub description: Option<String>,
     pub cwd: Option<String>,
     pub timeout: Option<Duration>,
+    /// Terminate the run after this long without output (command and agent loops).
+    pub idle_timeout: Option<Duration>,
     /// `K=V` pairs, each key once.
     pub env: Vec<String>,
     pub account: Option<String>,
@@ -273,6 +275,7 @@ pub fn command_target(
         shell: true,
         env: BTreeMap::new(),
         timeout: None,
+        idle_timeout: None,
         account: None,
     });
     if let Some(cmd) = f.cmd {
@@ -294,6 +297,9 @@ pub fn command_target(
     }
     if c.timeout.is_some() {
         t.timeout = c.timeout;
+    }
+    if c.idle_timeout.is_some() {
+        t.idle_timeout = c.idle_timeout;
     }
     t.env.extend(env_map(&c.env)?);
     if let Some(account) = account(c) {
@@ -352,6 +358,7 @@ pub fn agent_target(
             config_overrides: BTreeMap::new(),
             env: BTreeMap::new(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         },
         (None, None, _) => return Err("--provider is required".to_owned()),
@@ -384,6 +391,9 @@ pub fn agent_target(
     }
     if c.timeout.is_some() {
         t.timeout = c.timeout;
+    }
+    if c.idle_timeout.is_some() {
+        t.idle_timeout = c.idle_timeout;
     }
     t.env.extend(env_map(&c.env)?);
     if let Some(account) = account(c) {
@@ -425,6 +435,12 @@ pub fn workflow_target(
     }
     if c.timeout.is_some() {
         t.timeout = c.timeout;
+    }
+    if c.idle_timeout.is_some() {
+        return Err(
+            "--idle-timeout is for command and agent loops (a workflow's steps take idleTimeoutMs in the spec)"
+                .to_owned(),
+        );
     }
     Ok(t)
 }
@@ -509,11 +525,12 @@ pub enum ClearField {
     NotifyCmd,
     NotifyUrl,
     MaxFailures,
+    IdleTimeout,
 }
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 18] = [
+    pub const ALL: [ClearField; 19] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -532,6 +549,7 @@ impl ClearField {
         ClearField::NotifyCmd,
         ClearField::NotifyUrl,
         ClearField::MaxFailures,
+        ClearField::IdleTimeout,
     ];
 
     /// The flag value (`auth-profile`).
@@ -555,6 +573,7 @@ impl ClearField {
             ClearField::NotifyCmd => "notify-cmd",
             ClearField::NotifyUrl => "notify-url",
             ClearField::MaxFailures => "max-failures",
+            ClearField::IdleTimeout => "idle-timeout",
         }
     }
 }
@@ -734,6 +753,11 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
                 }
             }
         }
+        ClearField::IdleTimeout => match &mut def.target {
+            Target::Command(c) => c.idle_timeout = None,
+            Target::Agent(a) => a.idle_timeout = None,
+            Target::Workflow(_) => return Err(wrong()),
+        },
         ClearField::Timeout => match &mut def.target {
             Target::Command(c) => c.timeout = None,
             Target::Agent(a) => a.timeout = None,

@@ -33,6 +33,7 @@ fn target(provider: Provider) -> AgentTarget {
         config_overrides: BTreeMap::new(),
         env: BTreeMap::new(),
         timeout: None,
+        idle_timeout: None,
         account: None,
     }
 }

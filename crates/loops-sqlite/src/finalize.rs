@@ -257,6 +257,7 @@ mod tests {
                 shell: true,
                 env: Default::default(),
                 timeout: None,
+                idle_timeout: None,
                 account: None,
             }),
             policy: Policy::default(),

@@ -557,6 +557,10 @@ pub struct DefinitionArgs {
     /// Kill the run after DURATION (omit for no limit).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = timeout)]
     pub timeout: Option<Duration>,
+    /// Terminate the run (recorded timed_out, "no output for DURATION") once it printed
+    /// nothing on stdout or stderr for DURATION (command and agent loops).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = timeout)]
+    pub idle_timeout: Option<Duration>,
     /// Extra environment variable (repeatable, each key once; values at most 64 KiB).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
@@ -735,7 +739,8 @@ pub struct EditArgs {
     pub unset_env: Vec<String>,
     /// Clear a setting (repeatable): description, cwd, timeout, env, account, args,
     /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
-    /// notify (all notification settings), notify-cmd, notify-url, max-failures.
+    /// notify (all notification settings), notify-cmd, notify-url, max-failures,
+    /// idle-timeout.
     #[arg(long = "clear", value_name = "FIELD", value_enum)]
     pub clear: Vec<ClearField>,
 
@@ -790,6 +795,7 @@ pub enum ClearField {
     NotifyCmd,
     NotifyUrl,
     MaxFailures,
+    IdleTimeout,
 }
 
 #[derive(Debug, Args)]
@@ -1103,6 +1109,7 @@ impl DefinitionArgs {
             description: self.description.clone(),
             cwd: self.cwd.clone(),
             timeout: self.timeout,
+            idle_timeout: self.idle_timeout,
             env: self.env.clone(),
             account: self.account.clone(),
             account_tool: self.account_tool.clone(),
@@ -1154,6 +1161,7 @@ impl From<ClearField> for definition::ClearField {
             ClearField::NotifyCmd => F::NotifyCmd,
             ClearField::NotifyUrl => F::NotifyUrl,
             ClearField::MaxFailures => F::MaxFailures,
+            ClearField::IdleTimeout => F::IdleTimeout,
         }
     }
 }

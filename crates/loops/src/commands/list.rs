@@ -144,6 +144,9 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
     if let Some(t) = lp.target.timeout() {
         lines.push(("timeout", output::duration_text(t.as_millis())));
     }
+    if let Some(t) = lp.target.idle_timeout() {
+        lines.push(("idle timeout", output::duration_text(t.as_millis())));
+    }
     lines.extend([
         (
             "catch-up",

@@ -220,8 +220,11 @@ fn the_circuit_breaker_parks_a_failing_loop_once() {
     let text = w.ok(&["show", "broken"]);
     assert!(text.contains("paused by"), "{text}");
     // One failure notification per failed slot, and one `parked`.
+    // (Deliveries run concurrently: their order is not fixed.)
     let events = std::fs::read_to_string(&hits).unwrap();
-    assert_eq!(events, "failure\nfailure\nparked\n", "{events}");
+    let mut lines: Vec<&str> = events.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["failure", "failure", "parked"], "{events}");
     let out = w.run(&["--json", "health"]);
     let health: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let line = &health["loops"][0];
@@ -239,4 +242,84 @@ fn the_circuit_breaker_parks_a_failing_loop_once() {
     assert_eq!(lp["status"], "active");
     assert_eq!(lp["failureStreak"], 0, "{lp:#}");
     assert!(lp["statusReason"].is_null(), "{lp:#}");
+}
+
+/// Item 5: `--idle-timeout` ends an agent (or command) that went quiet: `timed_out`,
+/// "no output for …", class `timeout`; it is shown and editable, and refused on a
+/// workflow loop.
+#[test]
+fn an_agent_that_goes_quiet_is_ended_by_its_idle_timeout() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    // The fake prints one line, then hangs without a word.
+    let quiet = w.root.path().join("quiet-claude");
+    crate::util::write_script(
+        &quiet,
+        "#!/bin/sh\ncat >/dev/null\necho thinking\nexec sleep 60\n",
+    );
+    std::fs::copy(&quiet, fakes.bin.join("claude")).unwrap();
+    create_agent(
+        &w,
+        "hung",
+        "claude",
+        &[
+            "--prompt",
+            "hi",
+            "--idle-timeout",
+            "500ms",
+            "--timeout",
+            "30s",
+        ],
+    );
+    let started = std::time::Instant::now();
+    let (code, run) = run_now(&w, "hung");
+    assert_eq!(code, 1, "{run}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(run["status"], "timed_out", "{run}");
+    assert_eq!(run["error"], "no output for 500ms", "{run}");
+    assert_eq!(run["failureClass"], "timeout", "{run}");
+    let lp = shown(&w, "hung");
+    assert_eq!(lp["target"]["idleTimeoutMs"], 500, "{lp:#}");
+    assert!(w.ok(&["show", "hung"]).contains("idle timeout  500ms"));
+    w.ok(&["edit", "hung", "--clear", "idle-timeout"]);
+    assert!(shown(&w, "hung")["target"].get("idleTimeoutMs").is_none());
+
+    // Commands too.
+    w.json(&[
+        "create",
+        "command",
+        "silent",
+        "--every",
+        "1h",
+        "--cmd",
+        "sleep 30",
+        "--idle-timeout",
+        "300ms",
+    ]);
+    let (_, run) = run_now(&w, "silent");
+    assert_eq!(run["error"], "no output for 300ms", "{run}");
+
+    let spec = w.root.path().join("wf.json");
+    std::fs::write(
+        &spec,
+        r#"{"name": "wf", "steps": [{"id": "a", "target": {"type": "command", "command": "true"}}]}"#,
+    )
+    .unwrap();
+    w.ok(&["workflows", "create", spec.to_str().unwrap()]);
+    let (code, err) = w.fail(&[
+        "create",
+        "workflow",
+        "flow",
+        "--every",
+        "1h",
+        "--workflow",
+        "wf",
+        "--idle-timeout",
+        "1m",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--idle-timeout is for command and agent loops"),
+        "{err}"
+    );
 }

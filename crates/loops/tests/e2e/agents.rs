@@ -30,7 +30,7 @@ pub(crate) fn fixture(name: &str) -> String {
 
 /// The fake provider CLIs of one world.
 pub(crate) struct Fakes {
-    bin: PathBuf,
+    pub(crate) bin: PathBuf,
     log: PathBuf,
     out: PathBuf,
 }
