@@ -548,6 +548,7 @@ impl Exec {
             shell,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }
     }

@@ -174,6 +174,7 @@ pub(super) fn history_batch(
                     shell: false,
                     env: Default::default(),
                     timeout: None,
+                    idle_timeout: None,
                     account: None,
                 }),
                 policy: Policy::default(),
@@ -223,6 +224,8 @@ fn history_run(slot: Instant, status: RunStatus) -> Run {
         lease_expires_at: None,
         summary: None,
         usage: None,
+        failure_class: None,
+        retry_at: None,
         created_at: start,
         updated_at: end,
     }

@@ -38,7 +38,15 @@ pub const VERSION: u64 = 1;
 /// The largest bundle file read (a bundle of 1,000 agent loops with long prompts fits).
 pub const MAX_BUNDLE_BYTES: usize = 64 << 20;
 /// Loop fields that are its state on one store, not part of its definition.
-pub const STATE_FIELDS: &[&str] = &["id", "createdAt", "updatedAt", "retryScheduledFor", "dueAt"];
+pub const STATE_FIELDS: &[&str] = &[
+    "id",
+    "createdAt",
+    "updatedAt",
+    "retryScheduledFor",
+    "dueAt",
+    "failureStreak",
+    "statusReason",
+];
 
 /// Why a bundle cannot be read. Messages are one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -909,6 +917,32 @@ mod tests {
         assert_eq!(doc["loops"][0]["target"]["env"]["API_KEY"], "k");
         assert_eq!(doc["includesSecrets"], true);
         assert_eq!(doc["redacted"], json!([]));
+    }
+
+    #[test]
+    fn agent_operations_travel_and_the_engines_state_stays() {
+        let mut lp = stored_loop("agent", json!({"type": "command", "command": "true"}));
+        lp.ops.retry_backoff = crate::RetryBackoff::Exponential;
+        lp.ops.max_failures = Some(3);
+        lp.state.failure_streak = 2;
+        lp.state.status_reason = Some("circuit breaker: …".into());
+        let doc = serde_json::to_value(export(&[lp.clone()], &[], false, now()).unwrap()).unwrap();
+        let entry = &doc["loops"][0];
+        assert_eq!(entry["retryBackoff"], "exponential", "{entry}");
+        assert_eq!(entry["maxFailures"], 3);
+        assert!(entry.get("failureStreak").is_none(), "{entry}");
+        assert!(entry.get("statusReason").is_none(), "{entry}");
+        let back = parse(&doc.to_string()).unwrap();
+        assert_eq!(back.loops[0].definition.ops, lp.ops);
+        assert!(back.loops[0].definition.state.is_fresh());
+        // A bundle carrying the engine's state is refused.
+        let mut bad = doc.clone();
+        bad["loops"][0]["failureStreak"] = json!(2);
+        let err = parse(&bad.to_string()).unwrap_err().to_string();
+        assert!(
+            err.contains("\"failureStreak\" is a store's own state"),
+            "{err}"
+        );
     }
 
     #[test]

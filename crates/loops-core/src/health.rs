@@ -22,6 +22,7 @@
 //! kept run (older rows may have been deleted by retention), up to [`GRACE`] (plus the
 //! loop's jitter) before `now` (a slot that just came due is not missed yet).
 
+use crate::failure::FailureClass;
 use crate::schedule::{self, ScheduleError};
 use crate::transitions::Parked;
 use crate::{Instant, Loop, LoopId, LoopStatus, RunStatus};
@@ -53,6 +54,8 @@ pub struct RunBrief {
     /// The error of a failed attempt (`failed`, `timed_out`, `abandoned`); the rules
     /// read no other row's, and a store need not fill them in.
     pub error: Option<String>,
+    /// A failed attempt's class (filled in with its error).
+    pub failure_class: Option<FailureClass>,
 }
 
 impl RunBrief {
@@ -99,6 +102,8 @@ pub struct RecentRun {
     /// The error of a failed attempt (to tell the row parking records); `None` for the
     /// other statuses.
     pub error: Option<String>,
+    /// A failed attempt's class (filled in with its error).
+    pub failure_class: Option<FailureClass>,
 }
 
 /// What a store knows about one loop's runs, for [`assess`]. A store fills it with a
@@ -193,6 +198,9 @@ pub struct Health {
     #[serde(with = "crate::timefmt::option")]
     pub last_success_at: Option<Instant>,
     pub consecutive_failures: u64,
+    /// The class of the newest run's failure, when the newest run failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure_class: Option<FailureClass>,
     /// Succeeded over finished attempts among the last [`RECENT_RUNS`] runs (skipped
     /// and running rows left out); `None` before the first finished attempt.
     pub success_rate: Option<f64>,
@@ -246,6 +254,10 @@ pub fn parked(lp: &Loop, facts: &RunFacts) -> Option<Parked> {
     if lp.status != LoopStatus::Paused {
         return None;
     }
+    // The circuit breaker keeps its reason on the loop.
+    if let Some(reason) = &lp.state.status_reason {
+        return Some(Parked::new(reason.clone()));
+    }
     let newest = facts.newest.as_ref()?;
     (newest.status == RunStatus::Failed)
         .then(|| newest.error.as_deref().and_then(Parked::from_error))
@@ -291,11 +303,11 @@ pub fn assess_with_runners<L: AsRef<[String]>>(
         .count();
     let success_rate = (!rated.is_empty()).then(|| succeeded as f64 / rated.len() as f64);
     let streak = facts.failures_since_success;
-    let last_error = rated
-        .iter()
-        .find(|r| r.status.is_failure())
-        .and_then(|r| r.error.as_deref())
-        .map(first_line);
+    let last_failed = rated.iter().find(|r| r.status.is_failure());
+    let last_error = last_failed.and_then(|r| r.error.as_deref()).map(first_line);
+    let last_class = newest
+        .filter(|r| r.status.is_failure())
+        .and_then(|r| r.failure_class);
 
     let parked = parked(lp, facts);
     if let Some(p) = &parked {
@@ -307,11 +319,19 @@ pub fn assess_with_runners<L: AsRef<[String]>>(
         } else {
             format!("last {streak} runs failed")
         };
+        let what = match last_failed.and_then(|r| r.failure_class) {
+            Some(class) => format!("{what} ({class})"),
+            None => what,
+        };
         let text = match &last_error {
             Some(e) => format!("{what}: {e}"),
             None => what,
         };
-        if streak >= FAIL_STREAK {
+        // Credentials or a prompt too long: another attempt cannot help, so one such
+        // failure already needs a person.
+        let needs_person = last_class
+            .is_some_and(|c| matches!(c, FailureClass::Auth | FailureClass::ContextLength));
+        if streak >= FAIL_STREAK || needs_person {
             fails.push(text);
         } else {
             warns.push(text);
@@ -364,6 +384,7 @@ pub fn assess_with_runners<L: AsRef<[String]>>(
             .as_ref()
             .map(|r| r.finished_at.unwrap_or_else(|| r.at())),
         consecutive_failures: streak,
+        last_failure_class: last_class,
         success_rate,
         rated_runs: u32::try_from(rated.len()).unwrap_or(u32::MAX),
         missed_slots: missed,
@@ -526,6 +547,7 @@ mod tests {
             error: status
                 .is_failure()
                 .then(|| "exited with status 3\nmore".to_owned()),
+            failure_class: None,
         }
     }
 
@@ -534,6 +556,7 @@ mod tests {
         RecentRun {
             status: r.status,
             error: r.error.clone(),
+            failure_class: r.failure_class,
         }
     }
 
@@ -621,6 +644,37 @@ mod tests {
         // A loop created an hour ago is asked about its hour only.
         lp.created_at = now - TimeDelta::hours(1);
         assert_eq!(facts_query(&lp, now).slot_window.0, lp.created_at);
+    }
+
+    #[test]
+    fn failure_classes_are_named_and_auth_fails_at_once() {
+        let lp = hourly();
+        let mut failed = run("2026-03-10T11:00:00Z", RunStatus::Failed);
+        failed.failure_class = Some(FailureClass::Auth);
+        let ok = run("2026-03-10T10:00:00Z", RunStatus::Succeeded);
+        let facts = RunFacts {
+            newest: Some(failed.clone()),
+            recent: vec![brief_of(&failed), brief_of(&ok)],
+            last_success: Some(ok),
+            failures_since_success: 1,
+            ..RunFacts::default()
+        };
+        let h = assess(&lp, &facts, t(NOW));
+        assert_eq!(h.verdict, Verdict::Fail, "{h:?}");
+        assert_eq!(h.last_failure_class, Some(FailureClass::Auth));
+        assert_eq!(h.reasons[0], "last run failed (auth): exited with status 3");
+        // A class another attempt may fix only warns after one failure.
+        let mut facts = facts;
+        let mut rate = failed;
+        rate.failure_class = Some(FailureClass::RateLimit);
+        facts.newest = Some(rate.clone());
+        facts.recent[0] = brief_of(&rate);
+        let h = assess(&lp, &facts, t(NOW));
+        assert_eq!(h.verdict, Verdict::Warn, "{h:?}");
+        assert_eq!(
+            h.reasons[0],
+            "last run failed (rate_limit): exited with status 3"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod limits;
 #[macro_use]
 pub mod model;
 pub mod event;
+pub mod failure;
 pub mod notify;
 pub mod openloops;
 pub mod redact;

@@ -2,6 +2,7 @@
 //!
 //! JSON field names follow OpenLoops 0.3 (camelCase) so existing scripts keep working.
 
+use crate::failure::FailureClass;
 use crate::{Duration, Instant, LoopId, RunId};
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -104,6 +105,8 @@ string_enum!(
         Success = "success",
         /// `loops notify test`.
         Test = "test",
+        /// The circuit breaker parked the loop (`maxFailures` consecutive failed slots).
+        Parked = "parked",
     }
 );
 
@@ -266,6 +269,14 @@ pub struct CommandTarget {
     /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
     #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// Terminates the run once it printed nothing (on stdout or stderr) for this long;
+    /// `None` for no limit. JSON: `idleTimeoutMs`.
+    #[serde(
+        default,
+        rename = "idleTimeoutMs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -313,6 +324,14 @@ pub struct AgentTarget {
     /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
     #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// Terminates the run once it printed nothing (on stdout or stderr) for this long;
+    /// `None` for no limit. JSON: `idleTimeoutMs`.
+    #[serde(
+        default,
+        rename = "idleTimeoutMs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -400,6 +419,14 @@ impl Target {
             Target::Workflow(_) => "workflow",
         }
     }
+    /// The target's own idle timeout, if any (workflows have none of their own).
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        match self {
+            Target::Command(t) => t.idle_timeout,
+            Target::Agent(t) => t.idle_timeout,
+            Target::Workflow(_) => None,
+        }
+    }
     /// The target's own timeout, if any.
     pub fn timeout(&self) -> Option<Duration> {
         match self {
@@ -433,6 +460,81 @@ pub struct Policy {
     /// each once; empty: any runner.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs_on: Vec<String>,
+    /// Agent-operations settings (issue #20): retry back-off, circuit breaker.
+    #[serde(flatten)]
+    pub ops: LoopOps,
+}
+
+string_enum!(
+    /// How the delay before a retry grows (`--retry-backoff`).
+    RetryBackoff {
+        /// `retryDelay` every time (4× for transient failures).
+        Fixed = "fixed",
+        /// `retryDelay` doubled per attempt, with full jitter, capped at `retryDelayMax`.
+        Exponential = "exponential",
+    }
+);
+
+/// Default cap on a retry's delay (`--retry-delay-max`): 6 h.
+pub const DEFAULT_RETRY_DELAY_MAX_MS: u64 = 6 * 3_600_000;
+
+/// A loop's agent-operations settings (issue #20, README "Agent operations"); part of
+/// its definition, flattened into the loop's JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LoopOps {
+    /// `fixed` (the default) or `exponential`.
+    #[serde(default = "LoopOps::default_backoff")]
+    pub retry_backoff: RetryBackoff,
+    /// The longest delay before a retry.
+    #[serde(default = "LoopOps::default_delay_max")]
+    pub retry_delay_max_ms: u64,
+    /// After this many consecutive failed slots the loop is parked (paused, with the
+    /// reason); `None`: never.
+    #[serde(default)]
+    pub max_failures: Option<u32>,
+}
+
+impl LoopOps {
+    fn default_backoff() -> RetryBackoff {
+        RetryBackoff::Fixed
+    }
+    fn default_delay_max() -> u64 {
+        DEFAULT_RETRY_DELAY_MAX_MS
+    }
+}
+
+impl Default for LoopOps {
+    fn default() -> Self {
+        Self {
+            retry_backoff: RetryBackoff::Fixed,
+            retry_delay_max_ms: DEFAULT_RETRY_DELAY_MAX_MS,
+            max_failures: None,
+        }
+    }
+}
+
+/// What the engine keeps about a loop between its runs (issue #20): state on one store,
+/// not definition (a bundle leaves it out), flattened into the loop's JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LoopState {
+    /// Consecutive slots whose last attempt failed (what `maxFailures` counts); a
+    /// success, and `resume`, start it over.
+    #[serde(default)]
+    pub failure_streak: u32,
+    /// Why the engine paused the loop (the circuit breaker), until `resume`.
+    #[serde(default)]
+    pub status_reason: Option<String>,
+}
+
+impl LoopState {
+    /// Whether this is the state of a loop that never failed, was never held or parked.
+    pub fn is_fresh(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl Default for Policy {
@@ -447,6 +549,7 @@ impl Default for Policy {
             expires_at: None,
             jitter_ms: 0,
             runs_on: Vec::new(),
+            ops: LoopOps::default(),
         }
     }
 }
@@ -571,6 +674,12 @@ pub struct Loop {
     pub runs_on: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Notify>,
+    /// See [`Policy::ops`].
+    #[serde(flatten)]
+    pub ops: LoopOps,
+    /// The engine's state of the loop (failure streak, why it was paused).
+    #[serde(flatten)]
+    pub state: LoopState,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
@@ -592,6 +701,7 @@ impl Loop {
             expires_at: self.expires_at,
             jitter_ms: self.jitter_ms,
             runs_on: self.runs_on.clone(),
+            ops: self.ops.clone(),
         }
     }
 }
@@ -662,6 +772,18 @@ pub struct Run {
     pub summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// What kind of failure a failed run was ([`crate::failure::classify`]); `None`
+    /// for a run that did not fail (or was recorded before classes existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_class: Option<FailureClass>,
+    /// When its provider said to come back (a usage limit's reset, a `retry-after`).
+    #[serde(
+        default,
+        with = "crate::timefmt::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub retry_at: Option<Instant>,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
@@ -684,6 +806,10 @@ pub struct RunOutcome {
     pub error_output: Option<String>,
     pub summary: Option<String>,
     pub usage: Option<Usage>,
+    /// See [`Run::failure_class`].
+    pub failure_class: Option<FailureClass>,
+    /// See [`Run::retry_at`].
+    pub retry_at: Option<Instant>,
 }
 
 impl RunOutcome {
@@ -700,6 +826,8 @@ impl RunOutcome {
             error_output: None,
             summary: None,
             usage: None,
+            failure_class: None,
+            retry_at: None,
         }
     }
 
@@ -708,6 +836,7 @@ impl RunOutcome {
     pub fn failed(finished_at: Instant, error: impl Into<String>) -> Self {
         Self {
             error: Some(error.into()),
+            failure_class: Some(FailureClass::Other),
             ..Self::new(RunStatus::Failed, finished_at)
         }
     }

@@ -15,11 +15,14 @@ pub fn effective<'a>(own: Option<&'a Notify>, default: Option<&'a Notify>) -> Op
 }
 
 /// Whether `run` is the last attempt of its slot: it succeeded (or was skipped), used
-/// the loop's `max_attempts`, or is ad hoc (one attempt).
+/// the loop's `max_attempts`, failed in a way that is not retried, or is ad hoc (one
+/// attempt).
 pub fn ends_slot(run: &Run, max_attempts: u32) -> bool {
     run.source == RunSource::AdHoc
         || matches!(run.status, RunStatus::Succeeded | RunStatus::Skipped)
         || run.attempt >= max_attempts
+        // A failure another attempt cannot help is not retried (`auth`, …).
+        || run.failure_class.is_some_and(|c| !c.is_retried())
 }
 
 /// Whether `on` asks for failure notifications.
@@ -162,6 +165,8 @@ mod tests {
             lease_expires_at: None,
             summary: None,
             usage: None,
+            failure_class: None,
+            retry_at: None,
             created_at: t,
             updated_at: t,
         }

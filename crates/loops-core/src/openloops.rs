@@ -368,6 +368,8 @@ fn history_run(row: &Row) -> Result<Option<Run>, String> {
         lease_expires_at: None,
         summary: None,
         usage: None,
+        failure_class: None,
+        retry_at: None,
         created_at,
         updated_at: instant(row, "updated_at")?.unwrap_or(created_at),
     }))

@@ -176,6 +176,8 @@ mod tests {
             lease_expires_at: None,
             summary: Some("TOKEN-4".into()),
             usage: None,
+            failure_class: None,
+            retry_at: None,
             created_at: t,
             updated_at: t,
         }

@@ -720,6 +720,7 @@ mod tests {
                 shell: false,
                 env: Default::default(),
                 timeout: None,
+                idle_timeout: None,
                 account: None,
             }),
             next_run_at: Some(t(next_run_at)),
@@ -736,6 +737,8 @@ mod tests {
             labels: Vec::new(),
             runs_on: Vec::new(),
             notify: None,
+            ops: Default::default(),
+            state: Default::default(),
             created_at: created,
             updated_at: created,
         }

@@ -7,10 +7,15 @@
 //! the finish time (`fixed_delay`, `dynamic`, `once`) have no next slot while a run is
 //! in flight; [`on_finish`] fills it in. Retries (README, "Scheduling contract"): a
 //! failed attempt with attempts left retries the same slot after `retryDelay`, an older
-//! failed slot with attempts left is retried before new slots.
+//! failed slot with attempts left is retried before new slots. Agent operations (issue
+//! #20): retries back off ([`crate::failure::retry_delay_ms`]), failures another attempt
+//! cannot help are not retried, and `maxFailures` failed slots in a row park the loop.
 
+use crate::failure::{self, FailureClass};
 use crate::schedule::{self, ScheduleError};
-use crate::{Anchor, Instant, Loop, LoopStatus, Run, RunSource, RunStatus, Schedule};
+use crate::{
+    Anchor, Instant, Loop, LoopState, LoopStatus, NotifyEvent, Run, RunSource, RunStatus, Schedule,
+};
 
 /// A loop's schedule state: what the store persists after a transition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,17 +94,94 @@ pub fn on_claim(
     }))
 }
 
+/// What a finished run does to its loop: its schedule state, its engine state (the
+/// failure streak, why it was paused) and a notification about the loop itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FinishPlan {
+    /// The loop's next schedule state; `None` leaves it as it is.
+    pub advance: Option<LoopAdvance>,
+    /// The loop's engine state after the run; `None` when it did not change.
+    pub state: Option<LoopState>,
+    /// A notification about the loop rather than the run: [`NotifyEvent::Parked`] when
+    /// the circuit breaker tripped.
+    pub event: Option<NotifyEvent>,
+}
+
+/// Whether `run` is retried: a scheduled attempt that failed with attempts left, whose
+/// failure another attempt can help ([`FailureClass::is_retried`]: not `auth`, not
+/// `context_length`).
+pub fn retries(lp: &Loop, run: &Run) -> bool {
+    run.source != RunSource::AdHoc
+        && run.status.is_failure()
+        && run.attempt < lp.max_attempts
+        && run.failure_class.is_none_or(FailureClass::is_retried)
+}
+
 /// The state after `run` finished, given the loop as it is now (`current`) and the
-/// oldest other failed slot that still has attempts (`deferred_retry`). `None` leaves
-/// the loop as it is.
+/// oldest other failed slot that still has attempts (`deferred_retry`).
+///
+/// - A retried attempt ([`retries`]) retries its slot after the back-off
+///   ([`failure::retry_delay_ms`]), and never before the provider's `retryAt`.
+/// - A slot that ended failed extends the failure streak, a success ends it; once the
+///   streak reaches `maxFailures`, the loop is parked: `paused`, with the reason, and
+///   one [`NotifyEvent::Parked`].
 pub fn on_finish(
     current: &Loop,
     run: &Run,
     deferred_retry: Option<Instant>,
-) -> Result<Option<LoopAdvance>, ScheduleError> {
+) -> Result<FinishPlan, ScheduleError> {
     if run.source == RunSource::AdHoc || current.status != LoopStatus::Active {
-        return Ok(None);
+        return Ok(FinishPlan::default());
     }
+    let retrying = retries(current, run);
+    let slot_failed = run.status.is_failure() && !retrying;
+    let streak = match run.status {
+        RunStatus::Succeeded => 0,
+        _ if slot_failed => current.state.failure_streak.saturating_add(1),
+        _ => current.state.failure_streak,
+    };
+    let mut plan = FinishPlan {
+        advance: schedule_after(current, run, deferred_retry, retrying)?,
+        state: None,
+        event: None,
+    };
+    let mut state = current.state.clone();
+    state.failure_streak = streak;
+    let tripped = slot_failed && current.ops.max_failures.is_some_and(|n| streak >= n);
+    if tripped {
+        let last = match run.failure_class {
+            Some(class) => format!("{} ({class})", run.status),
+            None => run.status.to_string(),
+        };
+        state.status_reason = Some(format!(
+            "circuit breaker: {streak} consecutive failed slots (the last {last}); \
+             `loops resume` starts a fresh streak"
+        ));
+        let next_run_at = plan
+            .advance
+            .as_ref()
+            .map_or(current.next_run_at, |a| a.next_run_at)
+            .or(current.next_run_at);
+        plan.advance = Some(LoopAdvance {
+            status: LoopStatus::Paused,
+            next_run_at,
+            retry_scheduled_for: None,
+        });
+        plan.event = Some(NotifyEvent::Parked);
+    }
+    if state != current.state {
+        plan.state = Some(state);
+    }
+    Ok(plan)
+}
+
+/// The schedule state after `run` (see [`on_finish`]); `None` leaves it as it is.
+fn schedule_after(
+    current: &Loop,
+    run: &Run,
+    deferred_retry: Option<Instant>,
+    retrying: bool,
+) -> Result<Option<LoopAdvance>, ScheduleError> {
     if current
         .retry_scheduled_for
         .is_some_and(|pending| pending != run.scheduled_for)
@@ -108,8 +190,20 @@ pub fn on_finish(
         return Ok(None);
     }
     let finished_at = run.finished_at.unwrap_or(run.updated_at);
-    let retry_at = finished_at + chrono::TimeDelta::milliseconds(ms(current.retry_delay_ms));
-    if run.status.is_failure() && run.attempt < current.max_attempts {
+    if retrying {
+        let delay = failure::retry_delay_ms(
+            current.ops.retry_backoff,
+            current.retry_delay_ms,
+            current.ops.retry_delay_max_ms,
+            run.attempt,
+            run.failure_class,
+            failure::retry_unit(&current.id, run.scheduled_for, run.attempt),
+        );
+        let mut retry_at = finished_at + chrono::TimeDelta::milliseconds(ms(delay));
+        // The provider said when to come back: not before.
+        if let Some(at) = run.retry_at {
+            retry_at = retry_at.max(at);
+        }
         return Ok(Some(LoopAdvance {
             status: LoopStatus::Active,
             next_run_at: Some(retry_at),
@@ -117,6 +211,7 @@ pub fn on_finish(
         }));
     }
     if let Some(slot) = deferred_retry {
+        let retry_at = finished_at + chrono::TimeDelta::milliseconds(ms(current.retry_delay_ms));
         return Ok(Some(LoopAdvance {
             status: LoopStatus::Active,
             next_run_at: Some(retry_at),
@@ -143,8 +238,7 @@ pub fn on_finish(
 /// still has attempts left (a deferred retry; see [`on_finish`]): only when the loop
 /// allows several attempts, the run is not ad hoc, and its own slot is not retrying.
 pub fn wants_deferred_retry(current: &Loop, run: &Run) -> bool {
-    let retry_pending = run.status.is_failure() && run.attempt < current.max_attempts;
-    run.source != RunSource::AdHoc && !retry_pending && current.max_attempts > 1
+    run.source != RunSource::AdHoc && !retries(current, run) && current.max_attempts > 1
 }
 
 /// Whether a finished run counts as done for its slot (no further attempt).
@@ -158,7 +252,164 @@ fn ms(v: u64) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::{RetryBackoff, RunId};
+
+    fn at(text: &str) -> Instant {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+    }
+
+    /// An hourly loop with 3 attempts and a 1-minute retry delay, next slot 13:00.
+    fn hourly() -> Loop {
+        serde_json::from_value(serde_json::json!({
+            "id": "aaaaaaaaaaaa", "name": "hourly", "status": "active",
+            "schedule": {"type": "interval", "everyMs": 3_600_000, "anchor": "fixed_rate"},
+            "target": {"type": "command", "command": "true"},
+            "nextRunAt": "2026-03-10T13:00:00.000Z", "retryScheduledFor": null,
+            "catchUp": "latest", "catchUpLimit": 10, "overlap": "skip", "maxAttempts": 3,
+            "retryDelayMs": 60000, "leaseMs": 1800000, "expiresAt": null,
+            "createdAt": "2026-02-28T12:00:00.000Z", "updatedAt": "2026-03-10T12:00:00.000Z",
+        }))
+        .unwrap()
+    }
+
+    /// Attempt `attempt` of the 12:00 slot, finished at 12:00:10 with `status`.
+    fn finished(attempt: u32, status: RunStatus, class: Option<FailureClass>) -> Run {
+        let slot = at("2026-03-10T12:00:00Z");
+        let end = at("2026-03-10T12:00:10Z");
+        Run {
+            id: RunId::new("bbbbbbbbbbbb"),
+            loop_id: crate::LoopId::new("aaaaaaaaaaaa"),
+            loop_name: "hourly".into(),
+            scheduled_for: slot,
+            attempt,
+            status,
+            source: RunSource::Scheduled,
+            due_at: Some(slot),
+            started_at: Some(slot),
+            finished_at: Some(end),
+            exit_code: Some(1),
+            duration_ms: Some(10_000),
+            stdout: None,
+            stderr: None,
+            error: None,
+            error_output: None,
+            pid: None,
+            pid_start_time: None,
+            claimed_by: None,
+            lease_expires_at: None,
+            summary: None,
+            usage: None,
+            failure_class: class,
+            retry_at: None,
+            created_at: slot,
+            updated_at: end,
+        }
+    }
+
+    fn retry_in(plan: &FinishPlan) -> Option<i64> {
+        let a = plan.advance.as_ref()?;
+        a.retry_scheduled_for?;
+        Some((a.next_run_at? - at("2026-03-10T12:00:10Z")).num_milliseconds())
+    }
+
+    #[test]
+    fn retries_back_off_fixed_or_exponential_and_wait_for_the_provider() {
+        let mut lp = hourly();
+        let other = finished(1, RunStatus::Failed, Some(FailureClass::Other));
+        // Fixed (the default): the retry delay, as before.
+        assert_eq!(
+            retry_in(&on_finish(&lp, &other, None).unwrap()),
+            Some(60_000)
+        );
+        // Transient classes back off 4× harder.
+        let rate = finished(1, RunStatus::Failed, Some(FailureClass::RateLimit));
+        assert_eq!(
+            retry_in(&on_finish(&lp, &rate, None).unwrap()),
+            Some(240_000)
+        );
+        // Exponential: a jittered draw under 1m · 2^(attempt-1), the same every time.
+        lp.ops.retry_backoff = RetryBackoff::Exponential;
+        let second = finished(2, RunStatus::Failed, Some(FailureClass::Other));
+        let delay = retry_in(&on_finish(&lp, &second, None).unwrap()).unwrap();
+        assert!((1_000..=120_000).contains(&delay), "{delay}");
+        assert_eq!(
+            retry_in(&on_finish(&lp, &second, None).unwrap()),
+            Some(delay)
+        );
+        // The provider's retryAt comes first.
+        let mut told = finished(1, RunStatus::Failed, Some(FailureClass::RateLimit));
+        told.retry_at = Some(at("2026-03-10T12:30:10Z"));
+        assert_eq!(
+            retry_in(&on_finish(&lp, &told, None).unwrap()),
+            Some(1_800_000)
+        );
+    }
+
+    #[test]
+    fn auth_and_context_length_are_not_retried() {
+        let lp = hourly();
+        for class in [FailureClass::Auth, FailureClass::ContextLength] {
+            let run = finished(1, RunStatus::Failed, Some(class));
+            assert!(!retries(&lp, &run), "{class}");
+            let plan = on_finish(&lp, &run, None).unwrap();
+            // The slot is over: no retry, the loop was advanced at claim time.
+            assert_eq!(plan.advance, None, "{class}");
+            assert_eq!(plan.state.unwrap().failure_streak, 1);
+        }
+        assert!(retries(
+            &lp,
+            &finished(1, RunStatus::TimedOut, Some(FailureClass::Timeout))
+        ));
+        assert!(!retries(&lp, &finished(3, RunStatus::Failed, None)));
+    }
+
+    #[test]
+    fn the_circuit_breaker_parks_after_max_failures_failed_slots() {
+        let mut lp = hourly();
+        lp.max_attempts = 1;
+        lp.ops.max_failures = Some(3);
+        let failed = finished(1, RunStatus::Failed, Some(FailureClass::Overloaded));
+        // Two failed slots: counted, still active.
+        lp.state.failure_streak = 1;
+        let plan = on_finish(&lp, &failed, None).unwrap();
+        assert_eq!(plan.state.as_ref().unwrap().failure_streak, 2);
+        assert_eq!(plan.event, None);
+        assert_eq!(plan.advance, None);
+        // The third: parked, with the reason and one notification; next slot kept.
+        lp.state.failure_streak = 2;
+        let plan = on_finish(&lp, &failed, None).unwrap();
+        let advance = plan.advance.unwrap();
+        assert_eq!(advance.status, LoopStatus::Paused);
+        assert_eq!(advance.next_run_at, lp.next_run_at);
+        assert_eq!(plan.event, Some(NotifyEvent::Parked));
+        let state = plan.state.unwrap();
+        assert_eq!(state.failure_streak, 3);
+        assert_eq!(
+            state.status_reason.as_deref(),
+            Some(
+                "circuit breaker: 3 consecutive failed slots (the last failed (overloaded)); \
+                 `loops resume` starts a fresh streak"
+            )
+        );
+        // A success starts the streak over; a retried attempt does not count.
+        let ok = finished(1, RunStatus::Succeeded, None);
+        assert_eq!(
+            on_finish(&lp, &ok, None)
+                .unwrap()
+                .state
+                .unwrap()
+                .failure_streak,
+            0
+        );
+        lp.max_attempts = 3;
+        let plan = on_finish(&lp, &failed, None).unwrap();
+        assert_eq!(plan.state, None, "a retried attempt leaves the streak");
+        assert_eq!(plan.event, None);
+    }
 
     #[test]
     fn a_parked_loops_run_error_reads_back() {

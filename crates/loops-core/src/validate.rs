@@ -227,6 +227,25 @@ pub fn jitter(schedule: &Schedule, jitter_ms: u64) -> Result<(), ValidationError
     Ok(())
 }
 
+/// Checks a loop's agent-operations settings (README, "Agent operations") against
+/// its retry delay.
+pub fn ops(ops: &crate::LoopOps, retry_delay_ms: u64) -> Result<(), ValidationError> {
+    let shown = |ms: u64| {
+        crate::Duration::from_millis(ms).map_or_else(|| format!("{ms}ms"), |d| d.to_string())
+    };
+    if ops.retry_delay_max_ms < retry_delay_ms {
+        return invalid(format!(
+            "--retry-delay-max {} is shorter than --retry-delay {}",
+            shown(ops.retry_delay_max_ms),
+            shown(retry_delay_ms)
+        ));
+    }
+    if ops.max_failures == Some(0) {
+        return invalid("--max-failures must be at least 1");
+    }
+    Ok(())
+}
+
 /// Checks a target of any kind. `label` prefixes messages (e.g. `step "build"`).
 pub fn target(target: &Target, label: &str) -> Result<(), ValidationError> {
     match target {
@@ -443,6 +462,7 @@ mod tests {
             shell,
             env: BTreeMap::new(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }
     }
@@ -460,6 +480,7 @@ mod tests {
             config_overrides: BTreeMap::new(),
             env: BTreeMap::new(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }
     }
@@ -684,6 +705,23 @@ mod tests {
             on: crate::NotifyOn::Failure,
         };
         assert!(notify(&none, "loop").is_err());
+    }
+
+    #[test]
+    fn ops_settings_are_checked_against_the_retry_delay() {
+        let mut o = crate::LoopOps::default();
+        assert!(ops(&o, 60_000).is_ok());
+        o.retry_delay_max_ms = 30_000;
+        assert_eq!(
+            ops(&o, 60_000).unwrap_err().0,
+            "--retry-delay-max 30s is shorter than --retry-delay 1m"
+        );
+        o.retry_delay_max_ms = 60_000;
+        o.max_failures = Some(0);
+        assert_eq!(
+            ops(&o, 60_000).unwrap_err().0,
+            "--max-failures must be at least 1"
+        );
     }
 
     #[test]

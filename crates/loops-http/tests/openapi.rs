@@ -50,10 +50,21 @@ fn the_document_is_openapi_3_1_with_every_route_behind_the_bearer_token() {
     ] {
         assert!(paths.contains_key(p), "{p} missing");
     }
-    // The domain's records are schemas of their own, with their JSON field names.
-    let loop_schema = &doc["components"]["schemas"]["Loop"]["properties"];
-    assert!(loop_schema.get("nextRunAt").is_some(), "{loop_schema}");
-    assert!(loop_schema.get("next_run_at").is_none());
+    // The domain's records are schemas of their own, with their JSON field names (a
+    // loop's: its own, and those of the parts flattened into it, as `allOf`).
+    let schemas = &doc["components"]["schemas"];
+    let mut loop_schema = serde_json::Map::new();
+    for part in schemas["Loop"]["allOf"].as_array().unwrap() {
+        let part = match part["$ref"].as_str() {
+            Some(r) => &schemas[r.trim_start_matches("#/components/schemas/")],
+            None => part,
+        };
+        loop_schema.extend(part["properties"].as_object().unwrap().clone());
+    }
+    for field in ["nextRunAt", "retryBackoff", "maxFailures", "failureStreak"] {
+        assert!(loop_schema.contains_key(field), "{field}: {loop_schema:?}");
+    }
+    assert!(!loop_schema.contains_key("next_run_at"));
     let interval = serde_json::to_string(&doc["components"]["schemas"]["Schedule"]).unwrap();
     assert!(interval.contains("everyMs"), "{interval}");
 }

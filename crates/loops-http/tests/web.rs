@@ -23,6 +23,7 @@ fn def(name: &str, command: &str, schedule: Schedule, labels: &[&str]) -> LoopDe
             shell: true,
             env: BTreeMap::from([("SECRET".to_owned(), "hunter2".to_owned())]),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy::default(),

@@ -229,7 +229,7 @@ impl LoopsMcp {
         .await
     }
 
-    /// An edit that changes what runs (the target but its timeout, a new
+    /// An edit that changes what runs (the target but its timeout and idle timeout, a new
     /// notification command) needs code; a new notification URL needs secrets
     /// ([`crate::gate`]).
     fn edit_gates(&self, before: &Loop, def: &LoopDefinition) -> Result<(), String> {

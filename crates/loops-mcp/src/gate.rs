@@ -12,7 +12,7 @@
 use loops_core::{Notify, Target};
 
 /// Whether `after` runs something other than `before`: any field of a command or an
-/// agent target but its timeout (program, arguments, shell, prompt, provider, model,
+/// agent target but its limits, `timeout` and `idleTimeout` (program, arguments, shell, prompt, provider, model,
 /// options, env, cwd, account). Two workflow targets never do (both name stored
 /// workflows); a target of another kind always does.
 pub fn changes_what_runs(before: &Target, after: &Target) -> bool {
@@ -20,14 +20,14 @@ pub fn changes_what_runs(before: &Target, after: &Target) -> bool {
         (Target::Workflow(_), Target::Workflow(_)) => false,
         (Target::Command(a), Target::Command(b)) => {
             let (mut a, mut b) = (a.clone(), b.clone());
-            a.timeout = None;
-            b.timeout = None;
+            (a.timeout, b.timeout) = (None, None);
+            (a.idle_timeout, b.idle_timeout) = (None, None);
             a != b
         }
         (Target::Agent(a), Target::Agent(b)) => {
             let (mut a, mut b) = (a.clone(), b.clone());
-            a.timeout = None;
-            b.timeout = None;
+            (a.timeout, b.timeout) = (None, None);
+            (a.idle_timeout, b.idle_timeout) = (None, None);
             a != b
         }
         _ => true,
@@ -61,16 +61,18 @@ mod tests {
             shell: true,
             env: BTreeMap::new(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         })
     }
 
     #[test]
-    fn only_the_timeout_and_the_stored_workflow_may_change() {
+    fn only_the_limits_and_the_stored_workflow_may_change() {
         let base = cmd("echo hi");
         let mut timed = base.clone();
         if let Target::Command(c) = &mut timed {
             c.timeout = Duration::from_millis(5_000);
+            c.idle_timeout = Duration::from_millis(1_000);
         }
         assert!(!changes_what_runs(&base, &timed));
         assert!(changes_what_runs(&base, &cmd("echo bye")));

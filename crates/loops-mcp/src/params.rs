@@ -251,6 +251,19 @@ macro_rules! definition_params {
             /// Delay before retrying a failed slot (default "1m").
             #[serde(default)]
             pub retry_delay: Option<String>,
+            /// How retries back off: fixed (default: retryDelay each time) or
+            /// exponential (doubling per attempt, full jitter, capped at retryDelayMax);
+            /// rate limits and overloads wait 4× longer, auth and context-length
+            /// failures are not retried.
+            #[serde(default)]
+            pub retry_backoff: Option<String>,
+            /// Longest delay before a retry (default "6h").
+            #[serde(default)]
+            pub retry_delay_max: Option<String>,
+            /// Park the loop (paused, with the reason, one notification) after this many
+            /// consecutive failed slots; resuming it starts a fresh streak.
+            #[serde(default)]
+            pub max_failures: Option<u32>,
             /// Lease of a running row before it is presumed dead (default "30m").
             #[serde(default)]
             pub lease: Option<String>,
@@ -267,6 +280,10 @@ macro_rules! definition_params {
             /// Kill the run after this duration ("10m"; omit for no limit).
             #[serde(default)]
             pub timeout: Option<String>,
+            /// Terminate the run once it printed nothing for this long ("5m"; command and
+            /// agent loops); it is recorded timed_out, "no output for 5m".
+            #[serde(default)]
+            pub idle_timeout: Option<String>,
             /// Extra environment variables of the run (values at most 64 KiB).
             #[serde(default)]
             pub env: std::collections::BTreeMap<String, String>,
@@ -384,7 +401,7 @@ definition_params! {
         pub unset_env: Vec<String>,
         /// Settings to clear: description, cwd, timeout, env, account, args, model,
         /// agent, auth-profile, config-overrides, expires-at, jitter, labels, on (the
-        /// runner labels), notify, notify-cmd, notify-url.
+        /// runner labels), notify, notify-cmd, notify-url, max-failures, idle-timeout.
         #[serde(default)]
         pub clear: Vec<String>,
         /// (command loops) The command line or program.
@@ -462,6 +479,11 @@ macro_rules! impl_definition_fields {
                         .as_deref()
                         .map(|t| timeout("--timeout", t))
                         .transpose()?,
+                    idle_timeout: self
+                        .idle_timeout
+                        .as_deref()
+                        .map(|t| timeout("--idle-timeout", t))
+                        .transpose()?,
                     env: pairs("--env", &self.env)?,
                     account: self.account.clone(),
                     account_tool: self.account_tool.clone(),
@@ -476,6 +498,12 @@ macro_rules! impl_definition_fields {
                     notify_cmd: self.notify_cmd.clone(),
                     notify_url: self.notify_url.clone(),
                     notify_on: self.notify_on.clone(),
+                    retry_backoff: self.retry_backoff.clone(),
+                    retry_delay_max: opt_duration(
+                        "--retry-delay-max",
+                        self.retry_delay_max.as_deref(),
+                    )?,
+                    max_failures: self.max_failures,
                 })
             }
         }

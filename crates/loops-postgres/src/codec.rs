@@ -18,7 +18,7 @@ macro_rules! loop_cols {
         "id, name, description, status, schedule_json, target_json, next_run_at, \
          retry_scheduled_for, catch_up, catch_up_limit, overlap, max_attempts, \
          retry_delay_ms, lease_ms, expires_at, created_at, updated_at, jitter_ms, due_at, \
-         labels_json, notify_json, runs_on_json"
+         labels_json, notify_json, runs_on_json, ops_json, ops_state_json"
     };
 }
 pub(crate) use loop_cols;
@@ -29,7 +29,7 @@ macro_rules! run_cols {
         "id, loop_id, loop_name, scheduled_for, attempt, status, source, started_at, \
          finished_at, exit_code, duration_ms, stdout, stderr, error, pid, pid_start_time, \
          claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at, due_at, \
-         error_output"
+         error_output, failure_class, retry_at"
     };
 }
 pub(crate) use run_cols;
@@ -95,6 +95,19 @@ pub(crate) fn get_enum<T: FromStr<Err = String>>(row: &Row, idx: usize, col: &st
     let text: String = get(row, idx, col)?;
     text.parse()
         .map_err(|e| Error::decode(format!("column {col}: {e}")))
+}
+
+pub(crate) fn get_opt_enum<T: FromStr<Err = String>>(
+    row: &Row,
+    idx: usize,
+    col: &str,
+) -> Result<Option<T>> {
+    get::<Option<String>>(row, idx, col)?
+        .map(|text| {
+            text.parse()
+                .map_err(|e| Error::decode(format!("column {col}: {e}")))
+        })
+        .transpose()
 }
 
 pub(crate) fn get_json<T: serde::de::DeserializeOwned>(
@@ -168,10 +181,54 @@ pub(crate) fn loop_from_row(row: &Row) -> Result<Loop> {
                     .map_err(|e| Error::decode(format!("column notify_json: {e}")))
             })
             .transpose()?,
+        ops: get_opt_json(row, 22, "ops_json")?.unwrap_or_default(),
+        state: get_opt_json(row, 23, "ops_state_json")?.unwrap_or_default(),
         created_at: get_instant(row, 15, "created_at")?,
         updated_at: get_instant(row, 16, "updated_at")?,
     })
 }
+
+/// A JSON column that may be NULL.
+pub(crate) fn get_opt_json<T: serde::de::DeserializeOwned>(
+    row: &Row,
+    idx: usize,
+    col: &str,
+) -> Result<Option<T>> {
+    get::<Option<String>>(row, idx, col)?
+        .map(|text| {
+            serde_json::from_str(&text).map_err(|e| Error::decode(format!("column {col}: {e}")))
+        })
+        .transpose()
+}
+
+/// A loop's `ops_json`: NULL for the default settings.
+pub(crate) fn encode_ops(ops: &loops_core::LoopOps) -> Result<Option<String>> {
+    if *ops == loops_core::LoopOps::default() {
+        return Ok(None);
+    }
+    serde_json::to_string(ops)
+        .map(Some)
+        .map_err(|e| Error::invalid(format!("settings: {e}")))
+}
+
+/// A loop's `ops_state_json`: NULL for a fresh state.
+pub(crate) fn encode_state(state: &loops_core::LoopState) -> Result<Option<String>> {
+    if state.is_fresh() {
+        return Ok(None);
+    }
+    serde_json::to_string(state)
+        .map(Some)
+        .map_err(|e| Error::invalid(format!("state: {e}")))
+}
+
+/// Failure classes that are not retried, as a SQL list; must match
+/// [`loops_core::failure::FailureClass::is_retried`] (a unit test checks).
+macro_rules! not_retried_classes {
+    () => {
+        "('usage_limit', 'auth', 'context_length')"
+    };
+}
+pub(crate) use not_retried_classes;
 
 /// A loop row of a listing: decoded, or — when it does not decode — reported in its
 /// place, so one bad loop never hides or stops the others.
@@ -210,6 +267,8 @@ pub(crate) fn run_from_row(row: &Row) -> Result<Run> {
         created_at: get_instant(row, 20, "created_at")?,
         updated_at: get_instant(row, 21, "updated_at")?,
         due_at: get_opt_instant(row, 22, "due_at")?,
+        failure_class: get_opt_enum(row, 24, "failure_class")?,
+        retry_at: get_opt_instant(row, 25, "retry_at")?,
     })
 }
 
@@ -267,6 +326,17 @@ pub(crate) fn prefix_upper(prefix: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_not_retried_classes_are_the_domains() {
+        use loops_core::failure::FailureClass;
+        let listed: Vec<String> = FailureClass::ALL
+            .iter()
+            .filter(|c| !c.is_retried())
+            .map(|c| format!("'{c}'"))
+            .collect();
+        assert_eq!(not_retried_classes!(), format!("({})", listed.join(", ")));
+    }
+
     use super::*;
 
     #[test]

@@ -268,7 +268,7 @@ async fn insert_loop<C: GenericClient + Sync>(db: &Db<'_, C>, lp: &Loop) -> Resu
             "INSERT INTO loops (",
             crate::codec::loop_cols!(),
             ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17, $18, $19, $20, $21, $22)"
+             $17, $18, $19, $20, $21, $22, $23, $24)"
         ),
         &[
             &lp.id.as_str(),
@@ -293,6 +293,8 @@ async fn insert_loop<C: GenericClient + Sync>(db: &Db<'_, C>, lp: &Loop) -> Resu
             &labels,
             &notify,
             &runs_on,
+            &crate::codec::encode_ops(&lp.ops)?,
+            &crate::codec::encode_state(&lp.state)?,
         ],
     )
     .await?;
@@ -330,6 +332,9 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
             c.updated_at.push(ms(&run.updated_at));
             c.due_at.push(opt_ms(run.due_at.as_ref()));
             c.error_output.push(opt_text(run.error_output.as_deref()));
+            c.failure_class
+                .push(run.failure_class.map(|f| f.as_str().to_owned()));
+            c.retry_at.push(opt_ms(run.retry_at.as_ref()));
         }
         db.execute(
             concat!(
@@ -339,7 +344,7 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
                  $5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], \
                  $11::bigint[], $12::text[], $13::text[], $14::text[], $15::bigint[], \
                  $16::bigint[], $17::text[], $18::bigint[], $19::text[], $20::text[], \
-                 $21::bigint[], $22::bigint[], $23::bigint[], $24::text[])"
+                 $21::bigint[], $22::bigint[], $23::bigint[], $24::text[], $25::text[], $26::bigint[])"
             ),
             &[
                 &c.id,
@@ -366,6 +371,8 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
                 &c.updated_at,
                 &c.due_at,
                 &c.error_output,
+                &c.failure_class,
+                &c.retry_at,
             ],
         )
         .await?;
@@ -400,4 +407,6 @@ struct RunColumns {
     updated_at: Vec<i64>,
     due_at: Vec<Option<i64>>,
     error_output: Vec<Option<String>>,
+    failure_class: Vec<Option<String>>,
+    retry_at: Vec<Option<i64>>,
 }

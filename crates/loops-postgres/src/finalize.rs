@@ -97,9 +97,14 @@ async fn finish_one<C: GenericClient + Sync>(
             notifications: Vec::new(),
         });
     };
-    let loop_moved = advance_after_finish(db, &lp, &finished).await?;
-    let notifications =
+    let (loop_moved, event) = advance_after_finish(db, &lp, &finished).await?;
+    let mut notifications =
         crate::notify::queue_for_run(db, &lp, &finished, now, notify_default).await?;
+    if let Some(event) = event {
+        notifications.extend(
+            crate::notify::queue_event(db, &lp, &finished, event, now, notify_default).await?,
+        );
+    }
     Ok(RunWritten::Finished {
         run: Box::new(finished),
         loop_moved,
@@ -212,7 +217,7 @@ async fn finalize_in<C: GenericClient + Sync>(
                    duration_ms = CASE WHEN started_at IS NULL THEN NULL \
                                       ELSE GREATEST(0, $3 - started_at) END, \
                    stdout = $5, stderr = $6, error = $7, summary = $8, usage_json = $9, \
-                   updated_at = $3, error_output = $10 \
+                   updated_at = $3, error_output = $10, failure_class = $11, retry_at = $12 \
                  WHERE id = $1 AND status = 'running' RETURNING ",
                 run_cols!()
             ),
@@ -227,6 +232,8 @@ async fn finalize_in<C: GenericClient + Sync>(
                 &opt_text(outcome.summary.as_deref()),
                 &usage,
                 &opt_text(outcome.error_output.as_deref()),
+                &outcome.failure_class.map(|c| c.as_str()),
+                &outcome.retry_at.as_ref().map(ms),
             ],
         )
         .await?;
@@ -253,36 +260,44 @@ async fn stored_loop<C: GenericClient + Sync>(db: &Db<'_, C>, id: &LoopId) -> Re
     .transpose()
 }
 
-/// After `run` was finalized in this transaction: applies its loop's transition, as
-/// the domain decides it from the loop as stored (`lp`). True when the loop's schedule
-/// state changed. A loop whose schedule no longer computes is left as it is (logged):
-/// the next scheduling pass parks it.
+/// After `run` was finalized in this transaction: applies its loop's transition and
+/// engine state, as the domain decides them from the loop as stored (`lp`). Returns
+/// whether the loop's schedule state changed, and the notification about the loop the
+/// transition calls for (parked by the circuit breaker). A loop whose schedule no
+/// longer computes is left as it is (logged): the next scheduling pass parks it.
 async fn advance_after_finish<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     lp: &Loop,
     run: &Run,
-) -> Result<bool> {
+) -> Result<(bool, Option<loops_core::NotifyEvent>)> {
     let deferred = if transitions::wants_deferred_retry(lp, run) {
         retryable_slot(db, &lp.id, lp.max_attempts, run.scheduled_for).await?
     } else {
         None
     };
-    match transitions::on_finish(lp, run, deferred) {
-        Ok(Some(advance)) => {
+    let plan = match transitions::on_finish(lp, run, deferred) {
+        Ok(plan) => plan,
+        Err(e) => {
+            tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");
+            return Ok((false, None));
+        }
+    };
+    let moved = match &plan.advance {
+        Some(advance) => {
             apply_advance(
                 db,
                 &lp.id,
-                &advance,
+                advance,
                 run.finished_at.unwrap_or(run.updated_at),
             )
-            .await
+            .await?
         }
-        Ok(None) => Ok(false),
-        Err(e) => {
-            tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");
-            Ok(false)
-        }
+        None => false,
+    };
+    if let Some(state) = &plan.state {
+        crate::loops::set_state(db, &lp.id, state).await?;
     }
+    Ok((moved, plan.event))
 }
 
 /// The oldest slot of `loop_id` other than `except` whose latest attempt failed with
@@ -295,14 +310,19 @@ async fn retryable_slot<C: GenericClient + Sync>(
 ) -> Result<Option<Instant>> {
     let row = db
         .query_opt(
-            "SELECT f.scheduled_for FROM runs f \
+            concat!(
+                "SELECT f.scheduled_for FROM runs f \
              WHERE f.loop_id = $1 AND f.status IN ('failed', 'timed_out', 'abandoned') \
                AND f.source != 'ad_hoc' AND f.scheduled_for != $3 AND f.attempt < $2 \
+               AND (f.failure_class IS NULL OR f.failure_class NOT IN ",
+                crate::codec::not_retried_classes!(),
+                ") \
                AND NOT EXISTS ( \
                  SELECT 1 FROM runs x \
                  WHERE x.loop_id = f.loop_id AND x.scheduled_for = f.scheduled_for \
                    AND (x.attempt > f.attempt OR x.status IN ('running', 'succeeded', 'skipped'))) \
-             ORDER BY f.scheduled_for LIMIT 1",
+             ORDER BY f.scheduled_for LIMIT 1"
+            ),
             &[&loop_id.as_str(), &i64::from(max_attempts), &ms(&except)],
         )
         .await?;

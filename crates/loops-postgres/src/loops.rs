@@ -20,6 +20,7 @@ pub(crate) struct DefinitionJson {
     labels: String,
     notify: Option<String>,
     runs_on: String,
+    ops: Option<String>,
 }
 
 pub(crate) fn definition_json(def: &NewLoop) -> Result<DefinitionJson> {
@@ -35,6 +36,7 @@ pub(crate) fn definition_json(def: &NewLoop) -> Result<DefinitionJson> {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| json("notify", e))?,
+        ops: crate::codec::encode_ops(&def.policy.ops)?,
     })
 }
 
@@ -56,7 +58,7 @@ pub(crate) async fn create_loop<C: GenericClient + Sync>(
                     "INSERT INTO loops (",
                     loop_cols!(),
                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11, $12, $13, $14, \
-                     $15, $15, $16, $17, $18, $19, $20) RETURNING ",
+                     $15, $15, $16, $17, $18, $19, $20, $21, NULL) RETURNING ",
                     loop_cols!()
                 ),
                 &[
@@ -80,6 +82,7 @@ pub(crate) async fn create_loop<C: GenericClient + Sync>(
                     &json.labels,
                     &json.notify,
                     &json.runs_on,
+                    &json.ops,
                 ],
             )
             .await;
@@ -173,6 +176,14 @@ pub(crate) async fn update_loop_schedule<C: GenericClient + Sync>(
     advance: &LoopAdvance,
     now: Instant,
 ) -> Result<Loop> {
+    // A loop made active again starts a fresh engine state (failure streak, status
+    // reason): `resume` after the circuit breaker parked it.
+    db.execute(
+        "UPDATE loops SET ops_state_json = NULL \
+         WHERE id = $1 AND status != 'active' AND $2 = 'active'",
+        &[&id.as_str(), &advance.status.as_str()],
+    )
+    .await?;
     if !apply_advance(db, id, advance, now).await? {
         return Err(StoreError::LoopNotFound(id.to_string()).into());
     }
@@ -232,6 +243,22 @@ pub(crate) async fn apply_advance_known<C: GenericClient + Sync>(
         )
         .await?;
     Ok(n > 0)
+}
+
+/// Sets a loop's engine state (failure streak, status reason) inside the caller's
+/// transaction.
+pub(crate) async fn set_state<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    id: &LoopId,
+    state: &loops_core::LoopState,
+) -> Result<()> {
+    let text = crate::codec::encode_state(state)?;
+    db.execute(
+        "UPDATE loops SET ops_state_json = $2 WHERE id = $1",
+        &[&id.as_str(), &text],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Replaces a loop's labels in the filter index (its `labels_json` is written by the
@@ -481,7 +508,8 @@ pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
                    target_json = $6, next_run_at = $7, retry_scheduled_for = $8, catch_up = $9, \
                    catch_up_limit = $10, overlap = $11, max_attempts = $12, retry_delay_ms = $13, \
                    lease_ms = $14, expires_at = $15, jitter_ms = $16, due_at = $17, \
-                   labels_json = $18, notify_json = $19, updated_at = $20, runs_on_json = $25 \
+                   labels_json = $18, notify_json = $19, updated_at = $20, runs_on_json = $25, \
+                   ops_json = $26 \
                  WHERE id = $1 AND status = $21 AND next_run_at IS NOT DISTINCT FROM $22 \
                    AND retry_scheduled_for IS NOT DISTINCT FROM $23 AND updated_at = $24 \
                  RETURNING ",
@@ -513,6 +541,7 @@ pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
                 &opt_ms(expected.retry_scheduled_for.as_ref()),
                 &ms(&expected.updated_at),
                 &json.runs_on,
+                &json.ops,
             ],
         )
         .await;

@@ -90,6 +90,37 @@ pub(crate) async fn set_notify_default<C: GenericClient + Sync>(
 ///
 /// `default` caches the store's notification default for the caller's transaction:
 /// read on first need, then reused by the batch's other runs.
+/// After `run` was finalized in this transaction: queues a notification about its
+/// loop (`event`: parked by the circuit breaker, …) on every channel of the loop's
+/// settings (else the store-wide default), whatever their `on`: it happens once per
+/// loop and needs a person.
+pub(crate) async fn queue_event<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lp: &Loop,
+    run: &Run,
+    event: loops_core::NotifyEvent,
+    now: Instant,
+    default: &mut Option<Option<Notify>>,
+) -> Result<Vec<Delivery>> {
+    let default = match &lp.notify {
+        Some(_) => None,
+        None => {
+            if default.is_none() {
+                *default = Some(notify_default(db).await?);
+            }
+            default.clone().flatten()
+        }
+    };
+    let Some(settings) = notify::effective(lp.notify.as_ref(), default.as_ref()) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (channel, target) in notify::channels(settings) {
+        out.push(insert(db, run, event, channel, target, now).await?);
+    }
+    Ok(out)
+}
+
 pub(crate) async fn queue_for_run<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     lp: &Loop,

@@ -45,10 +45,20 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "error_output_notify_changes",
         sql: include_str!("../migrations/0006_error_output_notify_changes.sql"),
     },
+    Migration {
+        version: 7,
+        name: "failure_classes",
+        sql: include_str!("../migrations/0007_failure_classes.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "backoff_breaker",
+        sql: include_str!("../migrations/0008_backoff_breaker.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

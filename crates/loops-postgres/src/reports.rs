@@ -14,7 +14,7 @@ use tokio_postgres::{GenericClient, Row};
 
 /// The columns of a [`RunBrief`], then its error.
 const BRIEF_COLS: &str =
-    "created_at, scheduled_for, attempt, status, started_at, finished_at, error";
+    "created_at, scheduled_for, attempt, status, started_at, finished_at, error, failure_class";
 /// Newest first: by creation, then (rows created in the same millisecond, like a
 /// skipped slot and the claim after it) by slot and attempt — `runs_loop_recent`'s order.
 const NEWEST_FIRST: &str = "ORDER BY created_at DESC, scheduled_for DESC, attempt DESC";
@@ -62,6 +62,11 @@ fn brief_from_row(row: &Row) -> Result<RunBrief> {
         } else {
             None
         },
+        failure_class: if status.is_failure() {
+            crate::codec::get_opt_enum(row, 7, "failure_class")?
+        } else {
+            None
+        },
     })
 }
 
@@ -102,6 +107,7 @@ async fn loop_facts<C: GenericClient + Sync>(
         facts.recent.push(RecentRun {
             status: brief.status,
             error: brief.error,
+            failure_class: brief.failure_class,
         });
     }
     let count_failures =

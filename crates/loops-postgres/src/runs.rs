@@ -83,7 +83,8 @@ pub(crate) async fn running_runs<C: GenericClient + Sync>(
                r.stderr, r.error, r.pid, r.pid_start_time, r.claimed_by, \
                CASE WHEN r.runner_epoch IS NULL THEN r.lease_expires_at \
                     ELSE LEAST(r.lease_expires_at, COALESCE(rn.expires_at, 0)) END, \
-               r.summary, r.usage_json, r.created_at, r.updated_at, r.due_at, r.error_output \
+               r.summary, r.usage_json, r.created_at, r.updated_at, r.due_at, r.error_output, \
+               r.failure_class, r.retry_at \
              FROM runs r LEFT JOIN runners rn ON rn.epoch = r.runner_epoch \
              WHERE r.status = 'running' AND ($1::text IS NULL OR r.loop_id = $1) \
              ORDER BY r.created_at, r.id",

@@ -30,6 +30,7 @@ fn new_loop(name: &str, at: loops_core::Instant, overlap: Overlap) -> NewLoop {
             shell: true,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy {

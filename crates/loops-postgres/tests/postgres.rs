@@ -31,6 +31,7 @@ fn new_loop(name: &str) -> NewLoop {
             shell: true,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy::default(),
@@ -133,6 +134,8 @@ fn nul_characters_in_output_are_replaced_not_fatal() {
         error_output: None,
         summary: None,
         usage: None,
+        failure_class: None,
+        retry_at: None,
     };
     let written = store
         .record_run_writes(

@@ -26,6 +26,7 @@ fn new_loop(name: &str, runs_on: &[&str]) -> NewLoop {
             shell: true,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy {

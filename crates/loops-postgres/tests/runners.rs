@@ -39,6 +39,7 @@ fn new_loop(name: &str) -> NewLoop {
             shell: true,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy::default(),

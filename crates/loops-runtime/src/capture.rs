@@ -191,6 +191,12 @@ where
         }
     }
 
+    /// Bytes read from both pipes so far (kept or dropped): grows with every output.
+    pub fn received(&self) -> u64 {
+        let stream = |t: &TailBuffer| t.len() as u64 + t.dropped();
+        stream(&self.out) + stream(&self.err)
+    }
+
     /// Whether at least one pipe has not reached end of file yet.
     pub fn is_open(&self) -> bool {
         self.stdout.is_some() || self.stderr.is_some()

@@ -14,7 +14,7 @@
 //!     schedule: Schedule::Cron { expression: "0 9 * * MON".into(), timezone: "Europe/Berlin".into() },
 //!     target: Target::Command(CommandTarget {
 //!         command: "df -h".into(), args: vec![], cwd: None, shell: true,
-//!         env: Default::default(), timeout: None, account: None,
+//!         env: Default::default(), timeout: None, idle_timeout: None, account: None,
 //!     }),
 //!     policy: Policy::default(),
 //!     labels: vec!["reports".into()],
@@ -1603,5 +1603,5 @@ fn validate_policy(policy: &Policy) -> std::result::Result<(), ValidationError> 
             "--catch-up-limit must be at least 1".into(),
         ));
     }
-    Ok(())
+    validate::ops(&policy.ops, policy.retry_delay_ms)
 }

@@ -47,6 +47,8 @@ pub struct DefinitionFlags {
     pub description: Option<String>,
     pub cwd: Option<String>,
     pub timeout: Option<Duration>,
+    /// Terminate the run after this long without output (command and agent loops).
+    pub idle_timeout: Option<Duration>,
     /// `K=V` pairs, each key once.
     pub env: Vec<String>,
     pub account: Option<String>,
@@ -59,6 +61,10 @@ pub struct DefinitionFlags {
     pub notify_cmd: Option<String>,
     pub notify_url: Option<String>,
     pub notify_on: Option<String>,
+    /// `fixed` or `exponential`.
+    pub retry_backoff: Option<String>,
+    pub retry_delay_max: Option<Duration>,
+    pub max_failures: Option<u32>,
 }
 
 /// The agent target's own flags (`--model`, `--agent`, `--auth-profile`,
@@ -203,6 +209,15 @@ pub fn policy(mut p: Policy, c: &DefinitionFlags, now: Instant) -> Result<Policy
     if let Some(v) = c.jitter {
         p.jitter_ms = v.as_millis();
     }
+    if let Some(v) = &c.retry_backoff {
+        p.ops.retry_backoff = parse_enum("--retry-backoff", v)?;
+    }
+    if let Some(v) = c.retry_delay_max {
+        p.ops.retry_delay_max_ms = v.as_millis();
+    }
+    if let Some(n) = c.max_failures {
+        p.ops.max_failures = Some(n);
+    }
     Ok(p)
 }
 
@@ -262,6 +277,7 @@ pub fn command_target(
         shell: true,
         env: BTreeMap::new(),
         timeout: None,
+        idle_timeout: None,
         account: None,
     });
     if let Some(cmd) = f.cmd {
@@ -285,6 +301,9 @@ pub fn command_target(
     }
     if c.timeout.is_some() {
         t.timeout = c.timeout;
+    }
+    if c.idle_timeout.is_some() {
+        t.idle_timeout = c.idle_timeout;
     }
     t.env.extend(env_map(&c.env)?);
     if let Some(account) = account(c) {
@@ -343,6 +362,7 @@ pub fn agent_target(
             config_overrides: BTreeMap::new(),
             env: BTreeMap::new(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         },
         (None, None, _) => return Err("--provider is required".to_owned()),
@@ -375,6 +395,9 @@ pub fn agent_target(
     }
     if c.timeout.is_some() {
         t.timeout = c.timeout;
+    }
+    if c.idle_timeout.is_some() {
+        t.idle_timeout = c.idle_timeout;
     }
     t.env.extend(env_map(&c.env)?);
     if let Some(account) = account(c) {
@@ -416,6 +439,12 @@ pub fn workflow_target(
     }
     if c.timeout.is_some() {
         t.timeout = c.timeout;
+    }
+    if c.idle_timeout.is_some() {
+        return Err(
+            "--idle-timeout is for command and agent loops (a workflow's steps take idleTimeoutMs in the spec)"
+                .to_owned(),
+        );
     }
     Ok(t)
 }
@@ -499,11 +528,13 @@ pub enum ClearField {
     Notify,
     NotifyCmd,
     NotifyUrl,
+    MaxFailures,
+    IdleTimeout,
 }
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 17] = [
+    pub const ALL: [ClearField; 19] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -521,6 +552,8 @@ impl ClearField {
         ClearField::Notify,
         ClearField::NotifyCmd,
         ClearField::NotifyUrl,
+        ClearField::MaxFailures,
+        ClearField::IdleTimeout,
     ];
 
     /// The flag value (`auth-profile`).
@@ -543,6 +576,8 @@ impl ClearField {
             ClearField::Notify => "notify",
             ClearField::NotifyCmd => "notify-cmd",
             ClearField::NotifyUrl => "notify-url",
+            ClearField::MaxFailures => "max-failures",
+            ClearField::IdleTimeout => "idle-timeout",
         }
     }
 }
@@ -708,6 +743,7 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
         ClearField::Jitter => def.policy.jitter_ms = 0,
         ClearField::Labels => def.labels.clear(),
         ClearField::On => def.policy.runs_on.clear(),
+        ClearField::MaxFailures => def.policy.ops.max_failures = None,
         ClearField::Notify => def.notify = None,
         ClearField::NotifyCmd | ClearField::NotifyUrl => {
             if let Some(n) = def.notify.as_mut() {
@@ -721,6 +757,11 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
                 }
             }
         }
+        ClearField::IdleTimeout => match &mut def.target {
+            Target::Command(c) => c.idle_timeout = None,
+            Target::Agent(a) => a.idle_timeout = None,
+            Target::Workflow(_) => return Err(wrong()),
+        },
         ClearField::Timeout => match &mut def.target {
             Target::Command(c) => c.timeout = None,
             Target::Agent(a) => a.timeout = None,

@@ -97,6 +97,11 @@ pub struct Invocation {
     pub stdin: Option<Vec<u8>>,
     /// Wall-clock limit from spawn; `None` means no limit.
     pub timeout: Option<Duration>,
+    /// Longest time without any output (stdout or stderr) before the run is terminated
+    /// like a timeout (`timed_out`, "no output for …"); `None` means no limit.
+    /// (Defaulted when absent: a supervisor may read a request of an older build.)
+    #[serde(default)]
+    pub idle_timeout: Option<Duration>,
     /// Time between SIGTERM and SIGKILL on timeout or cancel.
     pub kill_grace: Duration,
     /// Bytes kept per output stream (the tail).
@@ -121,6 +126,7 @@ impl Invocation {
             env: Vec::new(),
             stdin: None,
             timeout: None,
+            idle_timeout: None,
             kill_grace: DEFAULT_KILL_GRACE,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             spool: None,
@@ -285,7 +291,7 @@ where
 
     let drain_for = match ending {
         Ending::Exited => DRAIN_AFTER_EXIT,
-        Ending::TimedOut | Ending::Cancelled => DRAIN_AFTER_KILL,
+        Ending::TimedOut | Ending::IdleTimedOut | Ending::Cancelled => DRAIN_AFTER_KILL,
     };
     if tokio::time::timeout(drain_for, capture.drain())
         .await
@@ -312,6 +318,13 @@ where
             Some(format!(
                 "timed out after {}",
                 human_duration(invocation.timeout.unwrap_or_default())
+            )),
+        ),
+        Ending::IdleTimedOut => (
+            ExecStatus::TimedOut,
+            Some(format!(
+                "no output for {}",
+                human_duration(invocation.idle_timeout.unwrap_or_default())
             )),
         ),
         Ending::Cancelled => (ExecStatus::Terminated, Some("cancelled".to_owned())),
@@ -350,6 +363,8 @@ where
 enum Ending {
     Exited,
     TimedOut,
+    /// Nothing was printed for `idle_timeout`.
+    IdleTimedOut,
     Cancelled,
 }
 
@@ -379,6 +394,11 @@ where
         }
     });
 
+    // The idle timer restarts whenever output arrives (a closed pipe prints nothing).
+    let idle_limit = invocation.idle_timeout;
+    let mut idle = pin!(tokio::time::sleep(idle_limit.unwrap_or(Duration::MAX / 4)));
+    let mut received = capture.received();
+
     let ending = loop {
         tokio::select! {
             // An exit that races the timer wins: the work did finish.
@@ -386,8 +406,17 @@ where
             exit = child.wait() => return (Ending::Exited, Some(exit)),
             () = &mut cancel => break Ending::Cancelled,
             () = &mut expiry => break Ending::TimedOut,
+            () = &mut idle, if idle_limit.is_some() => break Ending::IdleTimedOut,
             () = &mut feed, if !fed => fed = true,
-            () = capture.read_some(), if capture.is_open() => {}
+            () = capture.read_some(), if capture.is_open() => {
+                if let Some(limit) = idle_limit {
+                    let now = capture.received();
+                    if now != received {
+                        received = now;
+                        idle.as_mut().reset(tokio::time::Instant::now() + limit);
+                    }
+                }
+            }
         }
     };
 

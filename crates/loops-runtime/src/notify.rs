@@ -776,6 +776,8 @@ mod tests {
             lease_expires_at: None,
             summary: None,
             usage: None,
+            failure_class: None,
+            retry_at: None,
             created_at: t,
             updated_at: t,
         }

@@ -177,6 +177,11 @@ pub fn invocation(
         }
     };
     invocation.timeout = timeout.map(loops_core::Duration::to_std);
+    invocation.idle_timeout = match target {
+        ProcessTarget::Command(c) => c.idle_timeout,
+        ProcessTarget::Agent(a) => a.idle_timeout,
+    }
+    .map(loops_core::Duration::to_std);
     invocation.kill_grace = cfg.kill_grace;
     invocation.max_output_bytes = cfg.max_output_bytes;
     Ok(invocation)

@@ -27,6 +27,7 @@ fn def(name: &str) -> LoopDefinition {
             shell: true,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy::default(),

@@ -29,6 +29,7 @@ fn def(name: &str, labels: &[&str], env: &[(&str, &str)]) -> LoopDefinition {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect::<BTreeMap<_, _>>(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy::default(),

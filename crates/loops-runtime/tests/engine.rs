@@ -38,6 +38,7 @@ fn every(name: &str, every_ms: u64, cmd: &str, next: Instant) -> NewLoop {
             shell: true,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy::default(),

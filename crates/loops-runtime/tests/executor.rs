@@ -435,3 +435,36 @@ fn wrong_start_time_is_not_the_same_process() {
         assert!(!is_same_process_alive(pid, Some(start + 1)));
     }
 }
+
+/// Issue #20 item 5: a run that prints nothing for its idle timeout is terminated like
+/// a timeout, with its own message; output on either stream restarts the clock.
+#[tokio::test]
+async fn an_idle_run_is_terminated_and_output_keeps_a_run_alive() {
+    let mut spec = shell("echo working; sleep 30");
+    spec.idle_timeout = Some(Duration::from_millis(400));
+    let started = Instant::now();
+    let result = run(spec).await;
+    assert_eq!(result.status, ExecStatus::TimedOut, "{result:?}");
+    assert_eq!(result.error.as_deref(), Some("no output for 400ms"));
+    assert_eq!(result.stdout, "working\n");
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // A run that keeps printing (stderr counts) outlives many idle periods.
+    let mut spec = shell("for i in 1 2 3 4 5 6 7 8; do echo tick >&2; sleep 0.15; done");
+    spec.idle_timeout = Some(Duration::from_millis(600));
+    let started = Instant::now();
+    let result = run(spec).await;
+    assert_eq!(result.status, ExecStatus::Succeeded, "{result:?}");
+    assert!(started.elapsed() >= Duration::from_millis(1_000));
+
+    // The wall-clock timeout still applies to a chatty run.
+    let mut spec = shell("while true; do echo tick; sleep 0.1; done");
+    spec.idle_timeout = Some(Duration::from_secs(5));
+    spec.timeout = Some(Duration::from_millis(500));
+    let result = run(spec).await;
+    assert_eq!(
+        result.error.as_deref(),
+        Some("timed out after 500ms"),
+        "{result:?}"
+    );
+}

@@ -33,6 +33,7 @@ fn target(provider: Provider) -> AgentTarget {
         config_overrides: BTreeMap::new(),
         env: BTreeMap::new(),
         timeout: None,
+        idle_timeout: None,
         account: None,
     }
 }
@@ -190,6 +191,8 @@ fn outcome(status: RunStatus, exit_code: Option<i32>, stdout: &str, stderr: &str
         error_output: None,
         summary: None,
         usage: None,
+        failure_class: None,
+        retry_at: None,
     }
 }
 
@@ -622,4 +625,140 @@ fn interpret_is_judge_on_a_run_outcome() {
     assert_eq!(o.status, RunStatus::Abandoned);
     assert_eq!(o.error.as_deref(), Some("interrupted: daemon stopped"));
     assert_eq!(o.summary.as_deref(), Some("Hello from the mock model."));
+}
+
+/// Failure classes (#20 item 1) from the outputs the real CLIs printed when the mock
+/// model answered a usage limit, a rate limit, an overload, a bad key and a prompt too
+/// long (`fixtures/README.md`), with the reset instant where the CLI said one.
+#[test]
+fn failures_are_classified_from_the_real_clis_outputs() {
+    use loops_core::failure::FailureClass as C;
+    let cases = [
+        (
+            Provider::Claude,
+            "claude_usage_limit.json",
+            C::UsageLimit,
+            true,
+        ),
+        (
+            Provider::Claude,
+            "claude_session_limit.json",
+            C::UsageLimit,
+            true,
+        ),
+        (
+            Provider::Claude,
+            "claude_rate_limit.json",
+            C::RateLimit,
+            false,
+        ),
+        (
+            Provider::Claude,
+            "claude_overloaded.json",
+            C::Overloaded,
+            false,
+        ),
+        (Provider::Claude, "claude_auth.json", C::Auth, false),
+        (
+            Provider::Claude,
+            "claude_prompt_too_long.json",
+            C::ContextLength,
+            false,
+        ),
+        (Provider::Claude, "claude_api_error.json", C::Other, false),
+        (
+            Provider::Codex,
+            "codex_usage_limit.jsonl",
+            C::UsageLimit,
+            true,
+        ),
+        (
+            Provider::Codex,
+            "codex_rate_limit.jsonl",
+            C::RateLimit,
+            false,
+        ),
+        (Provider::Codex, "codex_auth.jsonl", C::Auth, false),
+        (
+            Provider::Codex,
+            "codex_unavailable.jsonl",
+            C::Overloaded,
+            false,
+        ),
+        (Provider::Codex, "codex_turn_failed.jsonl", C::Other, false),
+        (
+            Provider::Opencode,
+            "opencode_api_error.jsonl",
+            C::Other,
+            false,
+        ),
+    ];
+    for (provider, file, class, reset) in cases {
+        let o = interpreted(provider, 1, &fixture(file), "");
+        assert_eq!(o.status, RunStatus::Failed, "{file}");
+        assert_eq!(o.failure_class, Some(class), "{file}: {:?}", o.error);
+        assert_eq!(o.retry_at.is_some(), reset, "{file}: {:?}", o.retry_at);
+        if let Some(at) = o.retry_at {
+            assert!(at > o.finished_at, "{file}: a reset lies ahead: {at}");
+            assert!(
+                at <= o.finished_at + chrono::TimeDelta::days(1),
+                "{file}: {at}"
+            );
+        }
+    }
+    // A success has no class.
+    let o = interpreted(Provider::Claude, 0, &fixture("claude_success.json"), "");
+    assert_eq!((o.failure_class, o.retry_at), (None, None));
+    // A crashed CLI (stderr only) and a timeout.
+    let o = interpreted(
+        Provider::Codex,
+        101,
+        "",
+        "thread 'main' panicked at core/src/x.rs:1:1",
+    );
+    assert_eq!(o.failure_class, Some(C::Crash));
+    let mut timed_out = outcome(
+        RunStatus::TimedOut,
+        None,
+        &fixture("claude_rate_limit.json"),
+        "",
+    );
+    timed_out.error = Some("timed out after 1s".into());
+    interpret(&target(Provider::Claude), &mut timed_out);
+    assert_eq!(timed_out.failure_class, Some(C::Timeout));
+}
+
+/// Commands have no provider words: their failures are timeouts, crashes (killed by
+/// a signal) or other.
+#[test]
+fn command_failures_are_classified_by_their_ending() {
+    use loops_core::failure::FailureClass as C;
+    let class = |status, exit, signal| {
+        let mut r = ended(status, exit, "usage limit reached", Some("x"));
+        r.signal = signal;
+        Verdict::of_process(&r).failure.map(|f| f.class)
+    };
+    assert_eq!(class(ExecStatus::Succeeded, Some(0), None), None);
+    assert_eq!(class(ExecStatus::Failed, Some(1), None), Some(C::Other));
+    assert_eq!(class(ExecStatus::Failed, None, Some(9)), Some(C::Crash));
+    assert_eq!(
+        class(ExecStatus::TimedOut, None, Some(15)),
+        Some(C::Timeout)
+    );
+    assert_eq!(class(ExecStatus::Terminated, None, Some(15)), None);
+}
+
+/// The conversation ids the CLIs report, for `--session continue`.
+#[test]
+fn session_ids_are_read_from_each_cli() {
+    let id = |p, f| parse_output(p, &fixture(f)).session_id;
+    assert_eq!(
+        id(Provider::Claude, "claude_success.json").as_deref(),
+        Some("d8279595-ecaf-46b2-973e-1b8f2e1dc49e")
+    );
+    assert!(id(Provider::Codex, "codex_success.jsonl").is_some());
+    assert_eq!(
+        id(Provider::Opencode, "opencode_api_error.jsonl").as_deref(),
+        Some("ses_dd6dffc75ffeW2M9E95YumkKB0")
+    );
 }

@@ -5,8 +5,8 @@
 //! (`crate::notify`).
 
 use crate::codec::{
-    encode_usage, failure_statuses, instant_from_ms, loop_cols, loop_from_row, ms, query_first,
-    run_cols, run_from_row, sat_i64,
+    encode_usage, failure_statuses, instant_from_ms, loop_cols, loop_from_row, ms,
+    not_retried_classes, query_first, run_cols, run_from_row, sat_i64,
 };
 use crate::error::{Error, Result, StoreResult};
 use crate::loops::apply_advance;
@@ -49,9 +49,15 @@ pub(crate) fn record_run_writes(
                                 notifications: Vec::new(),
                             });
                         };
-                        let loop_moved = advance_after_finish(tx, &lp, &finished)?;
+                        let (loop_moved, event) = advance_after_finish(tx, &lp, &finished)?;
                         crate::events::append_run(tx, EventKind::RunFinished, &finished, now)?;
-                        let notifications = crate::notify::queue_for_run(tx, &lp, &finished, now)?;
+                        let mut notifications =
+                            crate::notify::queue_for_run(tx, &lp, &finished, now)?;
+                        if let Some(event) = event {
+                            notifications.extend(crate::notify::queue_event(
+                                tx, &lp, &finished, event, now,
+                            )?);
+                        }
                         Ok(RunWritten::Finished {
                             run: Box::new(finished),
                             loop_moved,
@@ -118,7 +124,7 @@ fn finalize_in(
         "UPDATE runs SET status = ?2, finished_at = ?3, exit_code = ?4, \
            duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE MAX(0, ?3 - started_at) END, \
            stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3, \
-           error_output = ?10 \
+           error_output = ?10, failure_class = ?11, retry_at = ?12 \
          WHERE id = ?1 AND status = 'running' RETURNING ",
         run_cols!()
     ))?;
@@ -133,6 +139,8 @@ fn finalize_in(
         outcome.summary,
         usage,
         outcome.error_output,
+        outcome.failure_class.map(|c| c.as_str()),
+        outcome.retry_at.as_ref().map(ms),
     ];
     match query_first(&mut stmt, params, run_from_row)? {
         Some(r) => Ok(r),
@@ -150,29 +158,41 @@ fn stored_loop(conn: &Connection, id: &LoopId) -> Result<Option<Loop>> {
     query_first(&mut stmt, [id.as_str()], loop_from_row)
 }
 
-/// After `run` was finalized in this transaction: applies its loop's transition, as
-/// the domain decides it from the loop as stored (`lp`). True when the loop's schedule
-/// state changed. A loop whose schedule no longer computes is left as it is (logged):
-/// the next scheduling pass parks it.
-fn advance_after_finish(conn: &Connection, lp: &Loop, run: &Run) -> Result<bool> {
+/// After `run` was finalized in this transaction: applies its loop's transition and
+/// engine state, as the domain decides them from the loop as stored (`lp`). Returns
+/// whether the loop's schedule state changed, and the notification about the loop the
+/// transition calls for (parked by the circuit breaker). A loop whose schedule no
+/// longer computes is left as it is (logged): the next scheduling pass parks it.
+fn advance_after_finish(
+    conn: &Connection,
+    lp: &Loop,
+    run: &Run,
+) -> Result<(bool, Option<loops_core::NotifyEvent>)> {
     let deferred = if transitions::wants_deferred_retry(lp, run) {
         retryable_slot(conn, &lp.id, lp.max_attempts, run.scheduled_for)?
     } else {
         None
     };
-    match transitions::on_finish(lp, run, deferred) {
-        Ok(Some(advance)) => apply_advance(
-            conn,
-            &lp.id,
-            &advance,
-            run.finished_at.unwrap_or(run.updated_at),
-        ),
-        Ok(None) => Ok(false),
+    let plan = match transitions::on_finish(lp, run, deferred) {
+        Ok(plan) => plan,
         Err(e) => {
             tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");
-            Ok(false)
+            return Ok((false, None));
         }
+    };
+    let moved = match &plan.advance {
+        Some(advance) => apply_advance(
+            conn,
+            &lp.id,
+            advance,
+            run.finished_at.unwrap_or(run.updated_at),
+        )?,
+        None => false,
+    };
+    if let Some(state) = &plan.state {
+        crate::loops::set_state(conn, &lp.id, state)?;
     }
+    Ok((moved, plan.event))
 }
 
 /// The oldest slot of `loop_id` other than `except` whose latest attempt failed with
@@ -191,6 +211,9 @@ fn retryable_slot(
              WHERE f.loop_id = ?1 AND f.status IN ",
             failure_statuses!(),
             " AND f.source != 'ad_hoc' AND f.scheduled_for != ?3 AND f.attempt < ?2 \
+               AND (f.failure_class IS NULL OR f.failure_class NOT IN ",
+            not_retried_classes!(),
+            ") \
                AND NOT EXISTS ( \
                  SELECT 1 FROM runs x \
                  WHERE x.loop_id = f.loop_id AND x.scheduled_for = f.scheduled_for \
@@ -235,6 +258,7 @@ mod tests {
                 shell: true,
                 env: Default::default(),
                 timeout: None,
+                idle_timeout: None,
                 account: None,
             }),
             policy: Policy::default(),
@@ -267,6 +291,8 @@ mod tests {
                 error_output: None,
                 summary: None,
                 usage: None,
+                failure_class: None,
+                retry_at: None,
             };
             let write = RunWrite::Finished {
                 run: run.id.clone(),

@@ -41,11 +41,12 @@ pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Resul
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| StoreError::InvalidArgument(format!("notify: {e}")))?;
+    let ops = crate::codec::encode_ops(&p.ops)?;
     let mut stmt = tx.prepare_cached(concat!(
         "INSERT INTO loops (",
         loop_cols!(),
         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, \
-         ?16, ?17, ?18, ?19) RETURNING ",
+         ?16, ?17, ?18, ?19, ?20, NULL) RETURNING ",
         loop_cols!()
     ))?;
     for _ in 0..ID_ATTEMPTS {
@@ -71,6 +72,7 @@ pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Resul
             opt_ms(due_at.as_ref()),
             labels,
             notify,
+            ops,
         ])?;
         match rows.next() {
             Ok(Some(row)) => {
@@ -183,7 +185,10 @@ pub(crate) fn update_loop_schedule(
     store.write(fence.map(|f| (f, now)), |tx| {
         let mut stmt = tx.prepare_cached(concat!(
             "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4, \
-             due_at = loops_due_at(id, ?3, ?4, jitter_ms), updated_at = ?5 WHERE id = ?1 RETURNING ",
+             due_at = loops_due_at(id, ?3, ?4, jitter_ms), updated_at = ?5, \
+             ops_state_json = CASE WHEN status != 'active' AND ?2 = 'active' THEN NULL \
+                                   ELSE ops_state_json END \
+             WHERE id = ?1 RETURNING ",
             loop_cols!()
         ))?;
         let params = params![
@@ -199,6 +204,19 @@ pub(crate) fn update_loop_schedule(
         events::append(tx, &EventBody::loop_changed(&updated), now)?;
         Ok(updated)
     })
+}
+
+/// Sets a loop's engine state (failure streak, status reason) inside the caller's
+/// transaction.
+pub(crate) fn set_state(
+    conn: &Connection,
+    id: &LoopId,
+    state: &loops_core::LoopState,
+) -> Result<()> {
+    let text = crate::codec::encode_state(state)?;
+    conn.prepare_cached("UPDATE loops SET ops_state_json = ?2 WHERE id = ?1")?
+        .execute(params![id.as_str(), text])?;
+    Ok(())
 }
 
 /// Sets a loop's schedule state inside the caller's transaction; false when the loop
@@ -432,6 +450,7 @@ pub(crate) fn update_loop_definition(
         .transpose()
         .map_err(|e| StoreError::InvalidArgument(format!("notify: {e}")))?;
     let p = &def.policy;
+    let ops = crate::codec::encode_ops(&p.ops)?;
     store.write(None, |tx| {
         let mut stmt = tx.prepare_cached(concat!(
             "UPDATE loops SET name = ?2, description = ?3, status = ?4, schedule_json = ?5, \
@@ -439,7 +458,7 @@ pub(crate) fn update_loop_definition(
                catch_up_limit = ?10, overlap = ?11, max_attempts = ?12, retry_delay_ms = ?13, \
                lease_ms = ?14, expires_at = ?15, jitter_ms = ?16, \
                due_at = loops_due_at(id, ?7, ?8, ?16), labels_json = ?17, notify_json = ?18, \
-               updated_at = ?19 \
+               updated_at = ?19, ops_json = ?24 \
              WHERE id = ?1 AND status = ?20 AND next_run_at IS ?21 \
                AND retry_scheduled_for IS ?22 AND updated_at = ?23 \
              RETURNING ",
@@ -469,6 +488,7 @@ pub(crate) fn update_loop_definition(
             opt_ms(expected.next_run_at.as_ref()),
             opt_ms(expected.retry_scheduled_for.as_ref()),
             ms(&expected.updated_at),
+            ops,
         ];
         let updated = match query_first(&mut stmt, params, loop_from_row) {
             Ok(updated) => updated,

@@ -112,6 +112,30 @@ pub(crate) fn queue_for_run(
         .collect()
 }
 
+/// After `run` was finalized in this transaction: queues a notification about its
+/// loop (`event`: parked by the circuit breaker, …) on every channel of the loop's
+/// settings (else the store-wide default), whatever their `on`: it happens once per
+/// loop and needs a person.
+pub(crate) fn queue_event(
+    conn: &Connection,
+    lp: &Loop,
+    run: &Run,
+    event: NotifyEvent,
+    now: Instant,
+) -> Result<Vec<Delivery>> {
+    let default = match &lp.notify {
+        Some(_) => None,
+        None => read_default(conn)?,
+    };
+    let Some(settings) = notify::effective(lp.notify.as_ref(), default.as_ref()) else {
+        return Ok(Vec::new());
+    };
+    notify::channels(settings)
+        .into_iter()
+        .map(|(channel, target)| insert(conn, run, event, channel, target, now))
+        .collect()
+}
+
 /// Whether the newest other slot of the loop whose last attempt is known (a success,
 /// or a failure on its last attempt; ad-hoc runs have one) failed. Walks the loop's
 /// runs newest first through `runs_loop_created` and stops at the first such run.

@@ -91,10 +91,20 @@ const MIGRATIONS: &[Migration] = &[
         name: "error output, notify-on changes",
         sql: include_str!("../migrations/0012_error_output_notify_changes.sql"),
     },
+    Migration {
+        version: 13,
+        name: "failure classes",
+        sql: include_str!("../migrations/0013_failure_classes.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "retry back-off and circuit breaker",
+        sql: include_str!("../migrations/0014_backoff_breaker.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 14;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

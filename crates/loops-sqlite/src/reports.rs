@@ -7,6 +7,7 @@
 use crate::codec::{failure_statuses, get, get_instant, get_usage, instant_from_ms, ms, sat_i64};
 use crate::error::{Error, Result, StoreResult};
 use crate::SqliteStore;
+use loops_core::failure::FailureClass;
 use loops_core::health::{FactsQuery, RecentRun, RunBrief, RunFacts, SlotRows};
 use loops_core::{Instant, LoopId, RunStatus, StepId, WorkflowId};
 use loops_store::{UsageRow, UsageSource};
@@ -98,6 +99,7 @@ fn brief_from_row(row: &Row<'_>) -> Result<(RunBrief, i64)> {
             started_at: opt_instant(4, "started_at")?,
             finished_at: opt_instant(5, "finished_at")?,
             error: None,
+            failure_class: None,
         },
         int(row, 6, "rowid")?,
     ))
@@ -143,12 +145,29 @@ const LISTED_SQL: &str = "SELECT DISTINCT scheduled_for FROM runs \
      WHERE loop_id = ?1 AND scheduled_for >= ?2 AND scheduled_for <= ?3 \
      ORDER BY scheduled_for";
 
-/// The error of the row `rowid` (a failed attempt's).
-fn error_of(stmt: &mut Statement<'_>, rowid: i64) -> Result<Option<String>> {
-    Ok(stmt
-        .query_row([rowid], |r| r.get::<_, Option<String>>(0))
-        .optional()?
-        .flatten())
+/// The error and failure class of the row `rowid` (a failed attempt's).
+fn error_of(
+    stmt: &mut Statement<'_>,
+    rowid: i64,
+) -> Result<(Option<String>, Option<FailureClass>)> {
+    let found = stmt
+        .query_row([rowid], |r| {
+            Ok((
+                r.get::<_, Option<String>>(0)?,
+                r.get::<_, Option<String>>(1)?,
+            ))
+        })
+        .optional()?;
+    let Some((error, class)) = found else {
+        return Ok((None, None));
+    };
+    let class = class
+        .map(|c| {
+            c.parse()
+                .map_err(|e| Error::decode(format!("column failure_class: {e}")))
+        })
+        .transpose()?;
+    Ok((error, class))
 }
 
 pub(crate) fn run_facts(
@@ -164,7 +183,7 @@ pub(crate) fn run_facts(
             // Prepared once, not looked up in the statement cache for every loop.
             let mut stmts = FactsStatements {
                 recent: tx.prepare(&recent_sql(recent))?,
-                error: tx.prepare("SELECT error FROM runs WHERE rowid = ?1")?,
+                error: tx.prepare("SELECT error, failure_class FROM runs WHERE rowid = ?1")?,
                 window: tx.prepare(WINDOW_SQL)?,
                 listed: tx.prepare(LISTED_SQL)?,
             };
@@ -212,14 +231,18 @@ fn loop_facts(
             facts.recent.push(RecentRun {
                 status,
                 error: None,
+                failure_class: None,
             });
         }
     }
     for (i, rowid) in failed {
-        facts.recent[i].error = error_of(&mut stmts.error, rowid)?;
+        let (error, class) = error_of(&mut stmts.error, rowid)?;
+        facts.recent[i].error = error;
+        facts.recent[i].failure_class = class;
     }
     if let (Some(newest), Some(first)) = (facts.newest.as_mut(), facts.recent.first()) {
         newest.error.clone_from(&first.error);
+        newest.failure_class = first.failure_class;
     }
     let count_failures =
         |runs: &[RecentRun]| runs.iter().filter(|r| r.status.is_failure()).count() as u64;

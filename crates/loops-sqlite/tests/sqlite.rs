@@ -32,6 +32,7 @@ fn new_loop(name: &str, next: Option<Instant>) -> NewLoop {
             shell: true,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy::default(),

@@ -616,6 +616,18 @@ pub struct DefinitionArgs {
     /// Delay before retrying a failed slot (default 1m).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
     pub retry_delay: Option<Duration>,
+    /// How retries back off: fixed (default: --retry-delay each time) or exponential
+    /// (doubling per attempt, full jitter, capped at --retry-delay-max). Rate limits and
+    /// overloads wait 4× longer; auth and context-length failures are not retried.
+    #[arg(long, value_name = "KIND")]
+    pub retry_backoff: Option<String>,
+    /// Longest delay before a retry (default 6h).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
+    pub retry_delay_max: Option<Duration>,
+    /// Park the loop (paused, with the reason, one notification) after N consecutive
+    /// failed slots; `resume` starts a fresh streak.
+    #[arg(long, value_name = "N")]
+    pub max_failures: Option<u32>,
     /// Lease of a running row before it is presumed dead (default 30m).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
     pub lease: Option<Duration>,
@@ -633,6 +645,10 @@ pub struct DefinitionArgs {
     /// Kill the run after DURATION (omit for no limit).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = timeout)]
     pub timeout: Option<Duration>,
+    /// Terminate the run (recorded timed_out, "no output for DURATION") once it printed
+    /// nothing on stdout or stderr for DURATION (command and agent loops).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = timeout)]
+    pub idle_timeout: Option<Duration>,
     /// Extra environment variable (repeatable, each key once; values at most 64 KiB).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
@@ -818,7 +834,8 @@ pub struct EditArgs {
     pub unset_env: Vec<String>,
     /// Clear a setting (repeatable): description, cwd, timeout, env, account, args,
     /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
-    /// notify (all notification settings), notify-cmd, notify-url.
+    /// notify (all notification settings), notify-cmd, notify-url, max-failures,
+    /// idle-timeout.
     #[arg(long = "clear", value_name = "FIELD", value_enum)]
     pub clear: Vec<ClearField>,
 
@@ -872,6 +889,8 @@ pub enum ClearField {
     Notify,
     NotifyCmd,
     NotifyUrl,
+    MaxFailures,
+    IdleTimeout,
 }
 
 #[derive(Debug, Args)]
@@ -1199,6 +1218,7 @@ impl DefinitionArgs {
             description: self.description.clone(),
             cwd: self.cwd.clone(),
             timeout: self.timeout,
+            idle_timeout: self.idle_timeout,
             env: self.env.clone(),
             account: self.account.clone(),
             account_tool: self.account_tool.clone(),
@@ -1209,6 +1229,9 @@ impl DefinitionArgs {
             notify_cmd: self.notify_cmd.clone(),
             notify_url: self.notify_url.clone(),
             notify_on: self.notify_on.clone(),
+            retry_backoff: self.retry_backoff.clone(),
+            retry_delay_max: self.retry_delay_max,
+            max_failures: self.max_failures,
         }
     }
 }
@@ -1246,6 +1269,8 @@ impl From<ClearField> for definition::ClearField {
             ClearField::Notify => F::Notify,
             ClearField::NotifyCmd => F::NotifyCmd,
             ClearField::NotifyUrl => F::NotifyUrl,
+            ClearField::MaxFailures => F::MaxFailures,
+            ClearField::IdleTimeout => F::IdleTimeout,
         }
     }
 }

@@ -14,7 +14,7 @@
 //!         schedule: Schedule::Interval { every_ms: 60_000, anchor: loops::core::Anchor::FixedRate },
 //!         target: Target::Command(CommandTarget {
 //!             command: "date".into(), args: vec![], cwd: None, shell: true,
-//!             env: Default::default(), timeout: None, account: None,
+//!             env: Default::default(), timeout: None, idle_timeout: None, account: None,
 //!         }),
 //!         policy: Policy::default(),
 //!         labels: Vec::new(),

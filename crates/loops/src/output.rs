@@ -331,6 +331,16 @@ fn truncate(text: &str, max: usize) -> String {
 // is a run's error line: what it quotes of the output only with --show-output.
 pub use loops_core::redact::{error_line, redact_loop, redact_run, redact_step, redact_url};
 
+/// A failed run's class, with when its provider said to come back:
+/// `usage_limit (retry in 4h)`; `None` for a run without a class.
+pub fn failure_text(run: &Run, now: Instant) -> Option<String> {
+    let class = run.failure_class?;
+    Some(match run.retry_at {
+        Some(at) => format!("{class} (retry {})", loops_core::format_relative(at, now)),
+        None => class.to_string(),
+    })
+}
+
 // A run as `runs --json` prints it, with its notifications: the runtime's, shared with
 // the MCP tool `loops_runs`.
 pub use loops_core::redact::redact_delivery;

@@ -12,7 +12,7 @@ use axum::Json;
 use loops_core::redact::{redact_loop, redact_run};
 use loops_core::{
     Account, AgentTarget, Anchor, CatchUp, CommandTarget, Duration, Instant, Loop, LoopStatus,
-    Notify, Overlap, Policy, Run, RunSource, Schedule, Target, WorkflowTarget,
+    Notify, Overlap, Policy, RetryBackoff, Run, RunSource, Schedule, Target, WorkflowTarget,
 };
 use loops_runtime::client::LoopDefinition;
 use loops_store::LoopFilter;
@@ -59,6 +59,15 @@ pub struct LoopDefinitionBody {
     /// Default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<u64>,
+    /// `fixed` (the default) or `exponential` (README, "Agent operations").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_backoff: Option<RetryBackoff>,
+    /// The longest delay before a retry (default 6 h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_delay_max_ms: Option<u64>,
+    /// Consecutive failed slots that park the loop (the circuit breaker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failures: Option<u32>,
     #[serde(default)]
     pub labels: Vec<String>,
     /// Runner labels a runner must have, all of them, to run the loop (`create --on`;
@@ -178,6 +187,13 @@ pub struct CommandBody {
     /// Kills the run after this long; no limit without it.
     #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// Ends the run when it prints nothing for this long; no limit without it.
+    #[serde(
+        default,
+        rename = "idleTimeoutMs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
 }
@@ -192,6 +208,7 @@ impl TargetBody {
                 shell: Some(c.shell),
                 env: c.env,
                 timeout: c.timeout,
+                idle_timeout: c.idle_timeout,
                 account: c.account,
             }),
             Target::Agent(a) => Self::Agent(a),
@@ -210,6 +227,7 @@ impl TargetBody {
                 cwd: c.cwd,
                 env: c.env,
                 timeout: c.timeout,
+                idle_timeout: c.idle_timeout,
                 account: c.account,
             }),
             Self::Agent(a) => Target::Agent(a),
@@ -234,6 +252,9 @@ impl LoopDefinitionBody {
             lease_ms: Some(p.lease_ms),
             expires_at: p.expires_at,
             jitter_ms: Some(p.jitter_ms),
+            retry_backoff: Some(p.ops.retry_backoff),
+            retry_delay_max_ms: Some(p.ops.retry_delay_max_ms),
+            max_failures: p.ops.max_failures,
             labels: def.labels.clone(),
             runs_on: p.runs_on.clone(),
             notify: def.notify.clone(),
@@ -263,6 +284,11 @@ impl LoopDefinitionBody {
             expires_at: self.expires_at,
             jitter_ms: self.jitter_ms.unwrap_or(d.jitter_ms),
             runs_on: self.runs_on,
+            ops: loops_core::LoopOps {
+                retry_backoff: self.retry_backoff.unwrap_or(d.ops.retry_backoff),
+                retry_delay_max_ms: self.retry_delay_max_ms.unwrap_or(d.ops.retry_delay_max_ms),
+                max_failures: self.max_failures,
+            },
         };
         Ok((
             LoopDefinition {

@@ -149,6 +149,8 @@ pub struct LoopHealthDocument {
     #[schema(value_type = Option<String>, format = DateTime)]
     pub last_success_at: Option<String>,
     pub consecutive_failures: u64,
+    /// The class of the newest run's failure, when it failed (left out otherwise).
+    pub last_failure_class: Option<loops_core::failure::FailureClass>,
     pub success_rate: Option<f64>,
     pub rated_runs: u32,
     pub missed_slots: u64,

@@ -160,6 +160,16 @@ fn build(
     if let Some(code) = run.exit_code {
         facts.push(("exit code", code.to_string()));
     }
+    if let Some(class) = run.failure_class {
+        let text = match run.retry_at {
+            Some(at) => format!(
+                "{class} (provider says retry after {})",
+                words::instant(&at)
+            ),
+            None => class.to_string(),
+        };
+        facts.push(("failure", text));
+    }
     if let Some(pid) = run.pid {
         facts.push(("pid", pid.to_string()));
     }

@@ -171,6 +171,7 @@ fn unreadable(error: String) -> Health {
         last_run_at: None,
         last_success_at: None,
         consecutive_failures: 0,
+        last_failure_class: None,
         success_rate: None,
         rated_runs: 0,
         missed_slots: 0,

@@ -32,7 +32,7 @@ impl Engine {
                 let finished = engine.execute_claimed(&lp, run).await;
                 let retry_pending = finished
                     .as_ref()
-                    .is_some_and(|r| r.status.is_failure() && r.attempt < lp.max_attempts);
+                    .is_some_and(|r| loops_core::transitions::retries(&lp, r));
                 if finished.is_none() || retry_pending || engine.lease_lost() {
                     break;
                 }
@@ -166,5 +166,7 @@ fn run_outcome(
     outcome.exit_code = result.exit_code;
     outcome.summary = verdict.summary;
     outcome.usage = verdict.usage;
+    outcome.failure_class = verdict.failure.map(|f| f.class);
+    outcome.retry_at = verdict.failure.and_then(|f| f.retry_at);
     outcome
 }

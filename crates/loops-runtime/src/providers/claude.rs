@@ -8,6 +8,12 @@
 //! exit 0): `subtype` says `"success"` even for API errors, so it is not consulted.
 //! `result` holds the final text, or the error message when `is_error`. `--agent` must
 //! name an existing agent, else claude exits 1 with a message on stderr only.
+//!
+//! A failed API call leaves `api_error_status` (the HTTP status), `api_error_type`
+//! (`rate_limit_error`, `overloaded_error`, `authentication_error`) and
+//! `terminal_reason` (`api_error`, `prompt_too_long`) beside the message in `result`
+//! ("API Error: Request rejected (429) · Claude usage limit reached. Your limit will
+//! reset at 9am (America/Chicago)."); `session_id` names the conversation.
 
 use loops_core::{AgentTarget, ConfigIsolation};
 use serde_json::Value;
@@ -73,6 +79,11 @@ pub(super) fn parse_result(v: &Value) -> Report {
     add_usage(&mut usage, input, output, cost);
     let result = str_at(v, &["result"]).map(str::to_owned);
     let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+    let session_id = str_at(v, &["session_id"]).map(str::to_owned);
+    let tool_denials = v
+        .get("permission_denials")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
     if is_error {
         let message = result
             .filter(|r| !r.trim().is_empty())
@@ -86,11 +97,19 @@ pub(super) fn parse_result(v: &Value) -> Report {
             text: None,
             usage,
             error: Some(message),
+            http_status: u64_at(v, &["api_error_status"]).and_then(|s| u16::try_from(s).ok()),
+            error_type: str_at(v, &["api_error_type"]).map(str::to_owned),
+            stop_reason: str_at(v, &["terminal_reason"]).map(str::to_owned),
+            tool_denials,
+            retry_after_secs: None,
+            session_id,
         };
     }
     Report {
         text: result,
         usage,
-        error: None,
+        session_id,
+        tool_denials,
+        ..Report::default()
     }
 }

@@ -13,7 +13,10 @@
 //! `agent_message`; usage comes from `turn.completed`; failure is `turn.failed` (or a
 //! non-zero exit). An `item.completed` of type `error` is a warning codex recovered
 //! from and does not fail the run; a top-level `error` event is fatal only when no
-//! turn completed.
+//! turn completed. `thread.started` names the session (`thread_id`). Codex reports no
+//! HTTP status: its messages say it ("unexpected status 401 Unauthorized: …",
+//! "exceeded retry limit, last status: 429 Too Many Requests", "You’ve hit your usage
+//! limit. … try again at 6:18 AM.", in the CLI's local zone).
 
 use loops_core::{AgentTarget, ConfigIsolation};
 
@@ -62,8 +65,12 @@ pub(super) fn parse(stdout: &str) -> Report {
     let mut turn_failed: Option<String> = None;
     let mut fatal: Option<String> = None;
     let mut turn_completed = false;
+    let mut session_id = None;
     for event in json_lines(stdout) {
         match str_at(&event, &["type"]) {
+            Some("thread.started") => {
+                session_id = str_at(&event, &["thread_id"]).map(str::to_owned);
+            }
             Some("item.completed")
                 if str_at(&event, &["item", "type"]) == Some("agent_message") =>
             {
@@ -100,5 +107,7 @@ pub(super) fn parse(stdout: &str) -> Report {
         text: if error.is_some() { None } else { text },
         usage,
         error,
+        session_id,
+        ..Report::default()
     }
 }

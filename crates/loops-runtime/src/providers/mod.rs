@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use loops_core::failure::{self, Failure, FailureClass, ProcessEnding, Signals};
 use loops_core::{AgentTarget, Provider, RunOutcome, RunStatus, StepStatus, Usage};
 
 use crate::executor::{ExecResult, ExecStatus};
@@ -52,6 +53,34 @@ pub struct Report {
     pub usage: Option<Usage>,
     /// An error the provider reported (API error, failed turn), in its own words.
     pub error: Option<String>,
+    /// The model API's HTTP status behind `error`, when the CLI reports it.
+    pub http_status: Option<u16>,
+    /// The API's error type or name (`rate_limit_error`, `APIError`).
+    pub error_type: Option<String>,
+    /// A structured reason the CLI stopped (claude's `terminal_reason`).
+    pub stop_reason: Option<String>,
+    /// Tools the agent was denied (claude's `permission_denials`).
+    pub tool_denials: usize,
+    /// A `retry-after` the API answered with, in seconds.
+    pub retry_after_secs: Option<u64>,
+    /// The conversation's id, for resuming it (claude's `session_id`, codex's
+    /// `thread_id`, opencode's `sessionID`).
+    pub session_id: Option<String>,
+}
+
+impl Report {
+    /// What a failure classifier needs of this report, with the CLI's stderr.
+    pub fn signals<'a>(&'a self, stderr: &'a str) -> loops_core::failure::Signals<'a> {
+        loops_core::failure::Signals {
+            http_status: self.http_status,
+            error_type: self.error_type.as_deref(),
+            message: self.error.as_deref(),
+            stop_reason: self.stop_reason.as_deref(),
+            tool_denials: self.tool_denials,
+            retry_after_secs: self.retry_after_secs,
+            stderr,
+        }
+    }
 }
 
 /// The argv (after the executable) for `target`.
@@ -106,17 +135,42 @@ pub struct Verdict {
     pub summary: Option<String>,
     /// Tokens and cost, when the provider reported them.
     pub usage: Option<Usage>,
+    /// What kind of failure it was, for an attempt that failed or timed out
+    /// ([`loops_core::failure::classify`]).
+    pub failure: Option<Failure>,
+    /// The conversation the agent reported, for `--session continue`.
+    pub session_id: Option<String>,
 }
 
 impl Verdict {
-    /// A command's verdict: its process's ending, as the executor reported it.
+    /// A command's verdict: its process's ending, as the executor reported it (a
+    /// failure is classified by how the process ended alone).
     pub fn of_process(result: &ExecResult) -> Self {
+        let failure = process_ending(result.status, result.exit_code, result.signal).map(|e| {
+            let signals = Signals {
+                stderr: &result.stderr,
+                ..Signals::default()
+            };
+            // A command has no provider words: only a timeout, a signal or a crash
+            // trace tell its failures apart.
+            let mut failure = failure::classify(e, &signals, result.finished_at, local_zone());
+            if !matches!(
+                failure.class,
+                FailureClass::Timeout | FailureClass::Crash | FailureClass::Other
+            ) {
+                failure.class = FailureClass::Other;
+                failure.retry_at = None;
+            }
+            failure
+        });
         Self {
             status: result.status,
             error: result.error.clone(),
             error_output: None,
             summary: None,
             usage: None,
+            failure,
+            session_id: None,
         }
     }
 
@@ -152,9 +206,11 @@ pub fn judge(target: &AgentTarget, result: &ExecResult) -> Verdict {
         Ending {
             status: result.status,
             exit_code: result.exit_code,
+            signal: result.signal,
             stdout: &result.stdout,
             stderr: &result.stderr,
             error: result.error.as_deref(),
+            at: result.finished_at,
         },
     )
 }
@@ -175,9 +231,11 @@ pub fn interpret(target: &AgentTarget, outcome: &mut RunOutcome) {
         Ending {
             status,
             exit_code: outcome.exit_code,
+            signal: None,
             stdout: &outcome.stdout,
             stderr: &outcome.stderr,
             error: outcome.error.as_deref(),
+            at: outcome.finished_at,
         },
     );
     if verdict.status != status {
@@ -185,6 +243,8 @@ pub fn interpret(target: &AgentTarget, outcome: &mut RunOutcome) {
     }
     outcome.error = verdict.error;
     outcome.error_output = verdict.error_output;
+    outcome.failure_class = verdict.failure.map(|f| f.class);
+    outcome.retry_at = verdict.failure.and_then(|f| f.retry_at);
     if verdict.summary.is_some() {
         outcome.summary = verdict.summary;
     }
@@ -197,9 +257,12 @@ pub fn interpret(target: &AgentTarget, outcome: &mut RunOutcome) {
 struct Ending<'a> {
     status: ExecStatus,
     exit_code: Option<i32>,
+    signal: Option<i32>,
     stdout: &'a str,
     stderr: &'a str,
     error: Option<&'a str>,
+    /// When it ended: a reset time of day is read relative to it.
+    at: loops_core::Instant,
 }
 
 fn judge_ending(provider: Provider, ending: Ending<'_>) -> Verdict {
@@ -210,18 +273,21 @@ fn judge_ending(provider: Provider, ending: Ending<'_>) -> Verdict {
         error_output: None,
         summary: None,
         usage: report.usage.clone(),
+        failure: None,
+        session_id: report.session_id.clone(),
     };
     match ending.status {
-        ExecStatus::Succeeded => match report.error {
+        ExecStatus::Succeeded => match &report.error {
             Some(message) => {
                 verdict.status = ExecStatus::Failed;
                 verdict.error = Some(format!("{} reported an error", provider.executable()));
-                verdict.error_output = Some(bounded_quote(&message));
+                verdict.error_output = Some(bounded_quote(message));
             }
             None => {
                 // Text-mode output (cursor) has no structure: the output is the answer.
                 let text = report
                     .text
+                    .clone()
                     .or_else(|| plain_text_fallback(provider, ending.stdout));
                 verdict.summary = text.as_deref().map(bounded_summary);
             }
@@ -240,7 +306,41 @@ fn judge_ending(provider: Provider, ending: Ending<'_>) -> Verdict {
             verdict.summary = report.text.as_deref().map(bounded_summary);
         }
     }
+    let process = match (verdict.status, ending.status) {
+        // Exit 0 with a reported error.
+        (ExecStatus::Failed, ExecStatus::Succeeded) => Some(ProcessEnding::Exited(0)),
+        _ => process_ending(verdict.status, ending.exit_code, ending.signal),
+    };
+    verdict.failure = process
+        .map(|e| failure::classify(e, &report.signals(ending.stderr), ending.at, local_zone()));
     verdict
+}
+
+/// How a process that did not succeed ended, for [`failure::classify`]; `None` for a
+/// success and for an attempt we stopped (it did not fail: it was interrupted).
+fn process_ending(
+    status: ExecStatus,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+) -> Option<ProcessEnding> {
+    match status {
+        ExecStatus::Succeeded | ExecStatus::Terminated => None,
+        ExecStatus::TimedOut => Some(ProcessEnding::TimedOut),
+        ExecStatus::Failed => Some(match (exit_code, signal) {
+            (Some(code), _) => ProcessEnding::Exited(code),
+            (None, Some(_)) => ProcessEnding::Signalled,
+            (None, None) => ProcessEnding::NotStarted,
+        }),
+    }
+}
+
+/// The zone a CLI prints local times in: the runner's own (its children inherit it).
+fn local_zone() -> loops_core::failure::Tz {
+    static ZONE: std::sync::OnceLock<loops_core::failure::Tz> = std::sync::OnceLock::new();
+    *ZONE.get_or_init(|| {
+        loops_core::cron::parse_timezone(&crate::definition::local_zone())
+            .unwrap_or(loops_core::failure::Tz::UTC)
+    })
 }
 
 /// The error of an agent that exited non-zero, in our words, and what explains it in

@@ -10,6 +10,9 @@
 //! The final text is the text of the last step that produced any; usage is summed
 //! over `step_finish` parts; an `error` event fails the run. Exit 1 with nothing on
 //! stdout means the CLI rejected its arguments or input (it prints usage to stderr).
+//! An `error` event carries the API's `statusCode` and `responseHeaders` (so a
+//! `retry-after`); every event names the session (`sessionID`). A retryable API error
+//! (429) is retried by opencode itself, without printing anything, until it is stopped.
 
 use loops_core::{AgentTarget, ConfigIsolation};
 use serde_json::Value;
@@ -40,7 +43,12 @@ pub(super) fn parse(stdout: &str) -> Report {
     let mut steps: Vec<String> = vec![String::new()];
     let mut usage = None;
     let mut error = None;
+    let mut failure = Report::default();
+    let mut session_id = None;
     for event in json_lines(stdout) {
+        if session_id.is_none() {
+            session_id = str_at(&event, &["sessionID"]).map(str::to_owned);
+        }
         match str_at(&event, &["type"]) {
             // A new step starts a new text group, unless the last one said nothing.
             Some("step_start") if steps.last().is_some_and(|s| !s.is_empty()) => {
@@ -76,7 +84,15 @@ pub(super) fn parse(stdout: &str) -> Report {
                     .filter(|c| *c > 0.0);
                 add_usage(&mut usage, input, output, cost);
             }
-            Some("error") => error = Some(error_message(&event)),
+            Some("error") => {
+                error = Some(error_message(&event));
+                failure.http_status = u64_at(&event, &["error", "data", "statusCode"])
+                    .and_then(|s| u16::try_from(s).ok());
+                failure.error_type = str_at(&event, &["error", "name"]).map(str::to_owned);
+                failure.retry_after_secs =
+                    str_at(&event, &["error", "data", "responseHeaders", "retry-after"])
+                        .and_then(|v| v.trim().parse().ok());
+            }
             _ => {}
         }
     }
@@ -85,6 +101,8 @@ pub(super) fn parse(stdout: &str) -> Report {
         text: if error.is_some() { None } else { text },
         usage,
         error,
+        session_id,
+        ..failure
     }
 }
 

@@ -21,6 +21,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod agent_ops;
 mod claims;
 mod definitions;
 mod events;
@@ -31,6 +32,7 @@ mod reports;
 mod runs;
 mod workflows;
 
+pub use agent_ops::*;
 pub use claims::*;
 pub use definitions::*;
 pub use events::*;
@@ -146,6 +148,9 @@ macro_rules! store_suite {
             run_facts_reports_recent_rows_success_and_window,
             usage_since_lists_runs_and_steps_with_usage,
             recent_runs_and_status_counts_serve_the_dashboard,
+            // agent operations (#20)
+            failure_classes_round_trip_into_runs_and_health_facts,
+            the_circuit_breaker_state_lives_in_the_loops_row,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -184,6 +189,7 @@ fn new_loop(name: &str, next: Option<Instant>) -> NewLoop {
             shell: true,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy::default(),
@@ -239,6 +245,8 @@ fn outcome(status: RunStatus, at: Instant) -> RunOutcome {
         error_output: None,
         summary: None,
         usage: None,
+        failure_class: None,
+        retry_at: None,
     }
 }
 
@@ -317,6 +325,7 @@ mod tests {
             include_str!("notify.rs"),
             include_str!("events.rs"),
             include_str!("reports.rs"),
+            include_str!("agent_ops.rs"),
         ];
         let this = include_str!("mod.rs");
         let listed = &this[this.find("macro_rules! store_suite").unwrap()..];
@@ -334,6 +343,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 58);
+        assert_eq!(count, 60);
     }
 }

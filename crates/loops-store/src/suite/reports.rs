@@ -37,6 +37,8 @@ fn past_run(slot: i64, attempt: u32, status: RunStatus, usage: Option<Usage>) ->
         lease_expires_at: None,
         summary: None,
         usage,
+        failure_class: None,
+        retry_at: None,
         created_at: at,
         updated_at: at,
     }

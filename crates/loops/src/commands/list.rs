@@ -107,6 +107,19 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
     if let Some(r) = lp.retry_scheduled_for {
         lines.push(("retrying slot", output::when(Some(r), now)));
     }
+    if let Some(reason) = &lp.state.status_reason {
+        lines.push(("paused by", reason.clone()));
+    }
+    if let Some(n) = lp.ops.max_failures {
+        lines.push((
+            "circuit breaker",
+            format!(
+                "parks after {n} failed {} in a row ({} so far)",
+                if n == 1 { "slot" } else { "slots" },
+                lp.state.failure_streak
+            ),
+        ));
+    }
     lines.push(("target", lp.target.kind().to_owned()));
     match &lp.target {
         Target::Command(c) => {
@@ -134,6 +147,9 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
     if let Some(t) = lp.target.timeout() {
         lines.push(("timeout", output::duration_text(t.as_millis())));
     }
+    if let Some(t) = lp.target.idle_timeout() {
+        lines.push(("idle timeout", output::duration_text(t.as_millis())));
+    }
     lines.extend([
         (
             "catch-up",
@@ -141,7 +157,7 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         ),
         ("overlap", lp.overlap.to_string()),
         ("attempts", lp.max_attempts.to_string()),
-        ("retry delay", output::duration_text(lp.retry_delay_ms)),
+        ("retry delay", retry_text(&lp)),
         ("lease", output::duration_text(lp.lease_ms)),
         ("expires", output::when(lp.expires_at, now)),
         ("created", output::instant_text(Some(lp.created_at))),
@@ -156,11 +172,14 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         if !args.show_output {
             output::redact_run(&mut run);
         }
+        let status = match output::failure_text(&run, now) {
+            Some(class) => format!("{} ({class})", run.status),
+            None => run.status.to_string(),
+        };
         lines.push((
             "last run",
             format!(
-                "{} {} (attempt {}){}",
-                run.status,
+                "{status} {} (attempt {}){}",
                 output::when(run.started_at.or(Some(run.created_at)), now),
                 run.attempt,
                 Some(error)
@@ -190,6 +209,18 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         outln!("{key:>width$}  {}", value.trim_end().replace('\n', &indent))?;
     }
     Ok(Exit::Success)
+}
+
+/// `1m`, or `1m, exponential up to 6h`.
+fn retry_text(lp: &loops_core::Loop) -> String {
+    let base = output::duration_text(lp.retry_delay_ms);
+    match lp.ops.retry_backoff {
+        loops_core::RetryBackoff::Fixed => base,
+        loops_core::RetryBackoff::Exponential => format!(
+            "{base}, exponential up to {}",
+            output::duration_text(lp.ops.retry_delay_max_ms)
+        ),
+    }
 }
 
 fn push_opt(lines: &mut Vec<(&str, String)>, key: &'static str, value: Option<String>) {

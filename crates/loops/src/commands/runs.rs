@@ -84,6 +84,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         "STATUS",
         "DURATION",
         "EXIT",
+        "CLASS",
         "ERROR",
     ]);
     for (run, error) in runs.iter().zip(errors) {
@@ -98,6 +99,9 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
                 .into(),
             run.exit_code
                 .map_or_else(|| "-".into(), |c| c.to_string())
+                .into(),
+            output::failure_text(run, now)
+                .unwrap_or_else(|| "-".into())
                 .into(),
             error.into(),
         ]);

@@ -24,13 +24,13 @@ const FIXTURES: &str = concat!(
     "/../loops-runtime/tests/fixtures"
 );
 
-fn fixture(name: &str) -> String {
+pub(crate) fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!("{FIXTURES}/{name}")).expect("fixture")
 }
 
 /// The fake provider CLIs of one world.
-struct Fakes {
-    bin: PathBuf,
+pub(crate) struct Fakes {
+    pub(crate) bin: PathBuf,
     log: PathBuf,
     out: PathBuf,
 }
@@ -46,7 +46,7 @@ const FAKE_CLIS: [&str; 6] = [
 
 impl Fakes {
     /// Installs the fakes in `w` and puts them first on its PATH.
-    fn install(w: &mut World) -> Self {
+    pub(crate) fn install(w: &mut World) -> Self {
         let bin = w.root.path().join("fakebin");
         let log = w.root.path().join("fakelog");
         let out = w.root.path().join("fakeout");
@@ -80,26 +80,26 @@ exit "$code"
     }
 
     /// What `exe` prints and how it exits.
-    fn canned(&self, exe: &str, stdout: &str, exit: i32) {
+    pub(crate) fn canned(&self, exe: &str, stdout: &str, exit: i32) {
         std::fs::write(self.out.join(format!("{exe}.out")), stdout).unwrap();
         std::fs::write(self.out.join(format!("{exe}.exit")), exit.to_string()).unwrap();
     }
 
-    fn ran(&self, exe: &str) -> bool {
+    pub(crate) fn ran(&self, exe: &str) -> bool {
         self.log.join(exe).join("argv").exists()
     }
 
-    fn argv(&self, exe: &str) -> Vec<String> {
+    pub(crate) fn argv(&self, exe: &str) -> Vec<String> {
         let text = std::fs::read_to_string(self.log.join(exe).join("argv"))
             .unwrap_or_else(|_| panic!("{exe} never ran"));
         text.lines().map(str::to_owned).collect()
     }
 
-    fn stdin(&self, exe: &str) -> String {
+    pub(crate) fn stdin(&self, exe: &str) -> String {
         std::fs::read_to_string(self.log.join(exe).join("stdin")).unwrap()
     }
 
-    fn env(&self, exe: &str) -> HashMap<String, String> {
+    pub(crate) fn env(&self, exe: &str) -> HashMap<String, String> {
         std::fs::read_to_string(self.log.join(exe).join("env"))
             .unwrap()
             .lines()
@@ -112,7 +112,7 @@ exit "$code"
 /// `loops --json run-now <name>`: (exit code, the run).
 /// `--json run-now NAME --show-output`: the run with its output (the agent's summary
 /// and what its error quoted are output, redacted without the flag).
-fn run_now(w: &World, name: &str) -> (i32, Value) {
+pub(crate) fn run_now(w: &World, name: &str) -> (i32, Value) {
     let out = w.run(&["--json", "run-now", name, "--show-output"]);
     let run: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -125,7 +125,7 @@ fn run_now(w: &World, name: &str) -> (i32, Value) {
 }
 
 /// `create agent NAME --provider P …`, every hour unless `extra` has a schedule.
-fn create_agent(w: &World, name: &str, provider: &str, extra: &[&str]) -> Value {
+pub(crate) fn create_agent(w: &World, name: &str, provider: &str, extra: &[&str]) -> Value {
     let mut args = vec!["create", "agent", name, "--provider", provider];
     if !extra
         .iter()

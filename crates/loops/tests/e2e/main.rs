@@ -6,6 +6,7 @@
 
 mod util;
 
+mod agent_ops;
 mod agents;
 mod bad_input;
 mod daemon;

@@ -62,6 +62,7 @@ fn plant_loop(w: &World, name: &str) -> String {
             shell: true,
             env: Default::default(),
             timeout: None,
+            idle_timeout: None,
             account: None,
         }),
         policy: Policy::default(),

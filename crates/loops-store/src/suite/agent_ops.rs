@@ -1,0 +1,131 @@
+//! Agent operations (issue #20): what a run's failure was and when its provider said to
+//! come back, as the runs and the health facts keep them.
+
+use super::{claim, claim_req, finish, new_loop, outcome, t, TestDb};
+use crate::{LoopAdvance, RunWrite, RunWritten};
+use loops_core::failure::FailureClass;
+use loops_core::health::FactsQuery;
+use loops_core::{LoopStatus, Notify, NotifyEvent, NotifyOn, RetryBackoff, RunStatus};
+
+/// A finalized run keeps its failure class and its provider's retry instant, in the
+/// row and in the health facts of its loop; a success has neither.
+pub fn failure_classes_round_trip_into_runs_and_health_facts(db: &dyn TestDb) {
+    let store = db.open();
+    let lp = store
+        .create_loop(new_loop("agent", Some(t(0))), t(0))
+        .unwrap();
+    let first = claim(&*store, &claim_req(&lp, t(0), t(1))).unwrap();
+    let mut out = outcome(RunStatus::Failed, t(2));
+    out.failure_class = Some(FailureClass::UsageLimit);
+    out.retry_at = Some(t(3_600_000));
+    let done = finish(&*store, &first.id, out).unwrap();
+    assert_eq!(done.failure_class, Some(FailureClass::UsageLimit));
+    assert_eq!(done.retry_at, Some(t(3_600_000)));
+    assert_eq!(store.get_run(&first.id).unwrap().unwrap(), done);
+
+    let facts = store
+        .run_facts(
+            &[FactsQuery {
+                loop_id: lp.id.clone(),
+                window: (t(0), t(10)),
+                slot_window: (t(0), t(10)),
+                grid: None,
+            }],
+            5,
+        )
+        .unwrap();
+    let newest = facts[0].newest.as_ref().unwrap();
+    assert_eq!(newest.failure_class, Some(FailureClass::UsageLimit));
+    assert_eq!(
+        facts[0].recent[0].failure_class,
+        Some(FailureClass::UsageLimit)
+    );
+
+    let second = claim(&*store, &claim_req(&lp, t(60_000), t(60_001))).unwrap();
+    let ok = finish(
+        &*store,
+        &second.id,
+        outcome(RunStatus::Succeeded, t(60_002)),
+    )
+    .unwrap();
+    assert_eq!((ok.failure_class, ok.retry_at), (None, None));
+    let listed = store.running_runs(None).unwrap();
+    assert!(listed.is_empty());
+}
+
+/// A loop's agent-operations settings round-trip; finishing failed slots counts the
+/// failure streak in the loop's row, and the circuit breaker parks the loop in the
+/// finalization's transaction with its reason and one `parked` notification; making
+/// the loop active again starts a fresh streak, an edit keeps it.
+pub fn the_circuit_breaker_state_lives_in_the_loops_row(db: &dyn TestDb) {
+    let store = db.open();
+    let mut new = new_loop("breaker", Some(t(0)));
+    new.policy.ops.retry_backoff = RetryBackoff::Exponential;
+    new.policy.ops.retry_delay_max_ms = 120_000;
+    new.policy.ops.max_failures = Some(2);
+    new.notify = Some(Notify {
+        cmd: Some("true".to_owned()),
+        url: None,
+        on: NotifyOn::Failure,
+    });
+    let lp = store.create_loop(new, t(0)).unwrap();
+    assert_eq!(lp.ops.retry_backoff, RetryBackoff::Exponential);
+    assert_eq!(lp.ops.retry_delay_max_ms, 120_000);
+    assert_eq!(lp.ops.max_failures, Some(2));
+    assert!(lp.state.is_fresh());
+    assert_eq!(store.get_loop(&lp.id).unwrap().unwrap(), lp);
+
+    let fail = |slot: i64| {
+        let run = claim(&*store, &claim_req(&lp, t(slot), t(slot + 1))).unwrap();
+        let write = RunWrite::Finished {
+            run: run.id.clone(),
+            outcome: outcome(RunStatus::Failed, t(slot + 2)),
+        };
+        match store
+            .record_run_writes(&[write], t(slot + 2), None)
+            .unwrap()
+            .remove(0)
+        {
+            Ok(RunWritten::Finished { notifications, .. }) => notifications,
+            other => panic!("{other:?}"),
+        }
+    };
+    let sent = fail(0);
+    assert_eq!(sent.len(), 1);
+    let after = store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(
+        (after.status, after.state.failure_streak),
+        (LoopStatus::Active, 1)
+    );
+    let sent = fail(60_000);
+    let events: Vec<NotifyEvent> = sent.iter().map(|d| d.event).collect();
+    assert_eq!(events, [NotifyEvent::Failure, NotifyEvent::Parked]);
+    let parked = store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(parked.status, LoopStatus::Paused);
+    assert_eq!(parked.state.failure_streak, 2);
+    assert!(parked
+        .state
+        .status_reason
+        .as_deref()
+        .is_some_and(|r| r.starts_with("circuit breaker: 2 consecutive failed slots")));
+
+    // Pausing or stopping keeps the state; making it active again starts over.
+    let paused = LoopAdvance {
+        status: LoopStatus::Stopped,
+        next_run_at: parked.next_run_at,
+        retry_scheduled_for: None,
+    };
+    let stopped = store
+        .update_loop_schedule(&lp.id, &paused, t(70_000), None)
+        .unwrap();
+    assert_eq!(stopped.state, parked.state);
+    let active = LoopAdvance {
+        status: LoopStatus::Active,
+        ..paused
+    };
+    let resumed = store
+        .update_loop_schedule(&lp.id, &active, t(80_000), None)
+        .unwrap();
+    assert!(resumed.state.is_fresh(), "{:?}", resumed.state);
+    assert_eq!(store.get_loop(&lp.id).unwrap().unwrap().ops, lp.ops);
+}
