@@ -5,7 +5,7 @@
 //! A bundle is one JSON document:
 //!
 //! ```json
-//! {"format": "loops-bundle", "version": 1, "exportedAt": "2026-12-01T09:00:00.000Z",
+//! {"format": "loops-bundle", "version": 2, "exportedAt": "2026-12-01T09:00:00.000Z",
 //!  "includesSecrets": false,
 //!  "loops": [{"name": "backup", "schedule": {…}, "target": {…, "env": {"API_KEY": null}}, …}],
 //!  "workflows": [{"name": "release", "steps": […]}],
@@ -22,6 +22,11 @@
 //! filled in. Prompts are part of a definition and are always included. A loop's
 //! runner labels travel as its `runsOn` (left out when it has none, as in
 //! `loops show`), so a loop without them exports as it did before they existed.
+//!
+//! Version 2 (issue #19) changed one word: a loop's `notify.on: "always"` means every
+//! finished slot; what version 1 called `always` (failure and recovery) is `changes`.
+//! A version-1 bundle still reads, its `always` read as `changes`, so an imported loop
+//! notifies as it did where it was exported.
 
 use crate::workflow::WorkflowSpec;
 use crate::{Instant, Loop, NewLoop, Run, Target};
@@ -33,8 +38,10 @@ use std::str::FromStr;
 
 /// The `format` of every bundle.
 pub const FORMAT: &str = "loops-bundle";
-/// The bundle version this build writes and reads.
-pub const VERSION: u64 = 1;
+/// The bundle version this build writes (and the newest it reads).
+pub const VERSION: u64 = 2;
+/// The oldest bundle version this build reads.
+pub const OLDEST_VERSION: u64 = 1;
 /// The largest bundle file read (a bundle of 1,000 agent loops with long prompts fits).
 pub const MAX_BUNDLE_BYTES: usize = 64 << 20;
 /// Loop fields that are its state on one store, not part of its definition.
@@ -54,7 +61,9 @@ pub const STATE_FIELDS: &[&str] = &[
 pub enum BundleError {
     #[error("not a loops bundle: {0}")]
     NotABundle(String),
-    #[error("unsupported bundle version {found} (this loops reads version {VERSION})")]
+    #[error(
+        "unsupported bundle version {found} (this loops reads versions {OLDEST_VERSION} to {VERSION})"
+    )]
     UnsupportedVersion { found: String },
     #[error("invalid bundle: {0}")]
     Invalid(String),
@@ -322,15 +331,20 @@ pub fn parse(text: &str) -> Result<Incoming, BundleError> {
             )))
         }
     }
-    match map.get("version") {
-        Some(v) if v.as_u64() == Some(VERSION) => {}
+    let version = match map.get("version") {
+        Some(v)
+            if v.as_u64()
+                .is_some_and(|n| (OLDEST_VERSION..=VERSION).contains(&n)) =>
+        {
+            v.as_u64().unwrap_or(VERSION)
+        }
         Some(v) => {
             return Err(BundleError::UnsupportedVersion {
                 found: v.to_string(),
             })
         }
         None => return Err(BundleError::Invalid("no \"version\" field".into())),
-    }
+    };
     let known = [
         "format",
         "version",
@@ -376,6 +390,9 @@ pub fn parse(text: &str) -> Result<Incoming, BundleError> {
                 "{label}: {field:?} is a store's own state, not part of a bundle"
             )));
         }
+        if version < 2 {
+            always_was_changes(map);
+        }
         // What a bundle writes as objects must be objects: serde would also take a
         // struct from an array, past the null stripping, which reads objects only.
         for field in ["schedule", "target", "notify"] {
@@ -417,6 +434,20 @@ pub fn parse(text: &str) -> Result<Incoming, BundleError> {
         incoming.workflows.push(IncomingWorkflow { spec, redacted });
     }
     Ok(incoming)
+}
+
+/// A version-1 loop entry's `notify.on: "always"` (failure and recovery then) in
+/// today's word, `changes`.
+fn always_was_changes(map: &mut Map<String, Value>) {
+    if let Some(on) = map
+        .get_mut("notify")
+        .and_then(Value::as_object_mut)
+        .and_then(|n| n.get_mut("on"))
+    {
+        if on == "always" {
+            *on = Value::String(crate::NotifyOn::Changes.as_str().to_owned());
+        }
+    }
 }
 
 /// A loop entry (without state fields) as a [`Loop`]: placeholders for its id and
@@ -881,7 +912,7 @@ mod tests {
         .unwrap();
         let doc = serde_json::to_value(doc).unwrap();
         assert_eq!(doc["format"], "loops-bundle");
-        assert_eq!(doc["version"], 1);
+        assert_eq!(doc["version"], 2);
         assert_eq!(doc["exportedAt"], "2026-03-10T12:30:00.000Z");
         let entry = &doc["loops"][0];
         for field in STATE_FIELDS {
@@ -996,8 +1027,39 @@ mod tests {
         // A version-1 bundle written before `runsOn` existed still reads.
         let mut old = serde_json::to_value(export(&[plain], &[], true, now()).unwrap()).unwrap();
         old["loops"][0].as_object_mut().unwrap().remove("runsOn");
+        old["version"] = json!(1);
         let back = parse(&old.to_string()).unwrap();
         assert!(back.loops[0].definition.runs_on.is_empty());
+    }
+
+    /// Version 1's `notify.on: "always"` was failure + recovery: it reads as `changes`;
+    /// version 2's `always` (every finished slot) stays.
+    #[test]
+    fn a_version_1_always_reads_as_changes() {
+        let mut lp = stored_loop("n", json!({"type": "command", "command": "true"}));
+        lp.notify = Some(crate::Notify {
+            cmd: Some("true".into()),
+            url: None,
+            on: crate::NotifyOn::Always,
+        });
+        let mut doc = serde_json::to_value(export(&[lp], &[], true, now()).unwrap()).unwrap();
+        assert_eq!(doc["version"], 2);
+        assert_eq!(doc["loops"][0]["notify"]["on"], "always");
+        let on = |doc: &Value| {
+            parse(&doc.to_string()).unwrap().loops[0]
+                .definition
+                .notify
+                .as_ref()
+                .unwrap()
+                .on
+        };
+        assert_eq!(on(&doc), crate::NotifyOn::Always);
+        doc["version"] = json!(1);
+        assert_eq!(on(&doc), crate::NotifyOn::Changes);
+        for other in ["failure", "recovery"] {
+            doc["loops"][0]["notify"]["on"] = json!(other);
+            assert_eq!(on(&doc).as_str(), other);
+        }
     }
 
     #[test]
@@ -1011,8 +1073,8 @@ mod tests {
                 "not a loops bundle: \"format\" is \"openloops\"",
             ),
             (
-                r#"{"format": "loops-bundle", "version": 2, "loops": "anything"}"#,
-                "unsupported bundle version 2 (this loops reads version 1)",
+                r#"{"format": "loops-bundle", "version": 3, "loops": "anything"}"#,
+                "unsupported bundle version 3 (this loops reads versions 1 to 2)",
             ),
             (
                 r#"{"format": "loops-bundle", "version": "1"}"#,

@@ -342,9 +342,12 @@ esac
         // (Not the marker itself: `show` prints the command.)
         "echo TOKEN-CMD-$((2+2)) >&2; exit 3",
     );
+    // `bad` after `ok`: side by side, a failing `bad` cancels an `ok` that a loaded
+    // machine has not finished yet, and its summary is never recorded.
     let spec = serde_json::json!({"name": "wf", "steps": [
         {"id": "ok", "target": {"type": "agent", "provider": "claude", "prompt": "step-ok"}},
-        {"id": "bad", "target": {"type": "agent", "provider": "claude", "prompt": "step-fail"}}
+        {"id": "bad", "target": {"type": "agent", "provider": "claude", "prompt": "step-fail"},
+         "dependsOn": ["ok"]}
     ]});
     let path = w.root.path().join("wf.json");
     std::fs::write(&path, spec.to_string()).unwrap();
