@@ -48,7 +48,7 @@ fn export_then_import_bundle_round_trips_and_refuses_conflicts_as_a_whole() {
 
     let redacted = src.export(&[], false, Utc::now()).unwrap();
     assert_eq!(redacted.format, "loops-bundle");
-    assert_eq!(redacted.version, 1);
+    assert_eq!(redacted.version, 2);
     assert_eq!(redacted.loops.len(), 2);
     assert_eq!(redacted.redacted.len(), 1);
     assert_eq!(redacted.redacted[0].field, "target.env.TOKEN");
@@ -95,11 +95,11 @@ fn export_then_import_bundle_round_trips_and_refuses_conflicts_as_a_whole() {
     assert!(done.loops.iter().all(|l| l.id.is_some()));
     assert_eq!(dst.list(None).unwrap().len(), 3);
     // An unknown version: refused before anything else.
-    let newer = text.replace("\"version\":1", "\"version\":7");
+    let newer = text.replace("\"version\":2", "\"version\":7");
     let err = dst.import_bundle(&newer, apply, Utc::now()).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "unsupported bundle version 7 (this loops reads version 1)"
+        "unsupported bundle version 7 (this loops reads versions 1 to 2)"
     );
 }
 
