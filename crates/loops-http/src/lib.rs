@@ -14,7 +14,7 @@
 //! time; request bodies are capped ([`ServeConfig::max_body_bytes`], 413 beyond);
 //! malformed JSON is a 400 naming the problem; unknown routes are a JSON 404; no CORS
 //! headers unless origins are configured. Connections are capped, and one that has
-//! not shown the token within seconds is closed ([`conn`]), so strangers flooding
+//! not shown the token within seconds is closed (`conn`), so strangers flooding
 //! the port do not keep the owner waiting.
 //!
 //! The web dashboard ([`web`]) is served beside the API, outside `/v1`: pages that
@@ -62,7 +62,7 @@ pub struct ServeConfig {
     /// How often the event poller looks for new events in the store.
     pub events_poll: Duration,
     /// Most connections open at once (kept below the open-files limit); a new one
-    /// beyond it evicts the oldest that has not shown the token ([`conn`]).
+    /// beyond it evicts the oldest that has not shown the token (`conn`).
     pub max_connections: usize,
     /// How long a connection may stay open without a request that carried the token
     /// or a session.

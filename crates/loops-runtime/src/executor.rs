@@ -62,7 +62,7 @@ pub const SHELL: &str = "/bin/sh";
 static DIE_WITH_PARENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Makes every child spawned from now on die with this process (see
-/// [`DIE_WITH_PARENT`]). Only for a process that spawns from one long-lived thread.
+/// `DIE_WITH_PARENT`). Only for a process that spawns from one long-lived thread.
 pub fn children_die_with_this_process() {
     DIE_WITH_PARENT.store(true, std::sync::atomic::Ordering::SeqCst);
 }

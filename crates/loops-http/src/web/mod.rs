@@ -193,8 +193,8 @@ struct LoginPage {
     failed: bool,
 }
 
-/// Where a login may send the browser back to: one of our [`PAGES`] (with a query),
-/// as [`viewer`] writes it, else `/`. Only URL characters pass (RFC 3986's, with
+/// Where a login may send the browser back to: one of our `PAGES` (with a query),
+/// as `viewer` writes it, else `/`. Only URL characters pass (RFC 3986's, with
 /// `%XX` escapes); other non-ASCII characters are percent-encoded; anything else — a
 /// control character, raw or escaped, a backslash, a space, `.`/`..` segments, a path
 /// that is not one of our pages — gives `/`. So the `Location` is always a path of
