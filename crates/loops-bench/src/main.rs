@@ -230,8 +230,6 @@ enum Bench {
         #[arg(long, default_value_t = 256)]
         max_concurrent: usize,
     },
-    /// `PRAGMA quick_check` (what `loops daemon run` runs before taking the store, and
-    /// `integrity_check`, what `loops doctor` runs) over N loops and M finished runs.
     /// MCP `tools/call loops_list` round trip: one `loops mcp` session on stdio, the
     /// same request sent `calls` times in a row, each timed from its write to its
     /// response line, for each store size.
@@ -241,6 +239,8 @@ enum Bench {
         #[arg(long, default_value_t = 200)]
         calls: usize,
     },
+    /// `PRAGMA quick_check` (what `loops daemon run` runs before taking the store, and
+    /// `integrity_check`, what `loops doctor` runs) over N loops and M finished runs.
     QuickCheck {
         #[arg(long, default_value_t = 1_000)]
         loops: usize,

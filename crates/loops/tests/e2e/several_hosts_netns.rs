@@ -340,9 +340,17 @@ fn tick_spans(ticks: &std::path::Path) -> std::collections::BTreeMap<u32, (i64, 
 }
 
 /// Attempt 1's last tick comes before attempt 2's first: the two never ran at once.
-/// Returns the gap in ms.
+/// Returns the gap in ms. Waits for attempt 2's first tick: the failover is seen by
+/// its journal line, which its child writes just before it starts ticking.
 fn assert_no_overlap(ticks: &std::path::Path) -> i64 {
-    let spans = tick_spans(ticks);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let spans = loop {
+        let spans = tick_spans(ticks);
+        if spans.contains_key(&2) || std::time::Instant::now() > deadline {
+            break spans;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let (Some(first), Some(second)) = (spans.get(&1), spans.get(&2)) else {
         panic!("ticks of both attempts: {spans:?}");
     };
