@@ -25,6 +25,7 @@
 //! Non-goals: resolving targets, accounts or metadata (see [`crate::env`]) and
 //! recording anything; the caller stores the result.
 
+use std::ffi::OsString;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -464,8 +465,113 @@ struct Spawned {
 
 /// Builds and spawns the child, or explains why it could not start.
 fn spawn(invocation: &Invocation) -> Result<Spawned, String> {
+    #[cfg(target_os = "linux")]
+    if DIE_WITH_PARENT.load(std::sync::atomic::Ordering::SeqCst) {
+        return spawn_dying_with_parent(invocation);
+    }
     let child = spawn_std(invocation)?;
     into_async(child).map_err(|e| format!("cannot watch the process's pipes: {e}"))
+}
+
+/// What to execute for an invocation: the file, argv (argv[0] included), and the
+/// program's name as errors show it.
+struct Program {
+    path: OsString,
+    argv: Vec<OsString>,
+    shown: String,
+}
+
+fn program_of(invocation: &Invocation) -> Result<Program, String> {
+    if let Some(cwd) = &invocation.cwd {
+        check_cwd(cwd)?;
+    }
+    let args = invocation.args.iter().map(OsString::from);
+    Ok(if invocation.shell {
+        Program {
+            path: SHELL.into(),
+            argv: vec![
+                SHELL.into(),
+                "-c".into(),
+                shell_command_line(&invocation.program, &invocation.args).into(),
+            ],
+            shown: SHELL.to_owned(),
+        }
+    } else if invocation.program.contains('/') {
+        // execve resolves it relative to the child's cwd; spawn errors say if it is missing.
+        Program {
+            path: invocation.program.clone().into(),
+            argv: std::iter::once(invocation.program.clone().into())
+                .chain(args)
+                .collect(),
+            shown: invocation.program.clone(),
+        }
+    } else {
+        let Some(path) = resolve_executable_in(
+            &invocation.program,
+            &invocation.env,
+            invocation.cwd.as_deref(),
+        ) else {
+            return Err(format!(
+                "Executable not found in PATH: {}",
+                invocation.program
+            ));
+        };
+        // argv[0] stays the name as written, as a shell would pass it.
+        Program {
+            path: path.into_os_string(),
+            argv: std::iter::once(invocation.program.clone().into())
+                .chain(args)
+                .collect(),
+            shown: invocation.program.clone(),
+        }
+    })
+}
+
+/// A supervisor's spawn: the child gets SIGKILL when this process dies, started
+/// without `fork` ([`crate::vfork`]).
+#[cfg(target_os = "linux")]
+fn spawn_dying_with_parent(invocation: &Invocation) -> Result<Spawned, String> {
+    let program = program_of(invocation)?;
+    let spec = crate::vfork::Spec {
+        path: &program.path,
+        argv: program.argv.iter().map(OsString::as_os_str).collect(),
+        env: invocation
+            .env
+            .iter()
+            .map(|(k, v)| (std::ffi::OsStr::new(k), std::ffi::OsStr::new(v)))
+            .collect(),
+        cwd: invocation.cwd.as_deref(),
+        piped_stdin: invocation.stdin.is_some(),
+    };
+    let child = crate::vfork::spawn(&spec)
+        .map_err(|e| spawn_error(&program.shown, invocation.cwd.as_deref(), &e))?;
+    let pid = child.pid;
+    let pipes = (|| {
+        Ok::<_, io::Error>((
+            child
+                .stdin
+                .map(|fd| ChildStdin::from_std(std::process::ChildStdin::from(fd)))
+                .transpose()?,
+            ChildStdout::from_std(std::process::ChildStdout::from(child.stdout))?,
+            ChildStderr::from_std(std::process::ChildStderr::from(child.stderr))?,
+        ))
+    })();
+    match pipes {
+        Ok((stdin, stdout, stderr)) => Ok(Spawned {
+            pid,
+            stdin,
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+        }),
+        Err(e) => {
+            // Never left running unwatched: stopped and reaped here.
+            let _ = signal_group(pid, Signal::SIGKILL);
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+            }
+            Err(format!("cannot watch the process's pipes: {e}"))
+        }
+    }
 }
 
 /// The child's pipes as async streams.
@@ -495,36 +601,9 @@ fn into_async(mut child: Child) -> io::Result<Spawned> {
 }
 
 fn spawn_std(invocation: &Invocation) -> Result<Child, String> {
-    if let Some(cwd) = &invocation.cwd {
-        check_cwd(cwd)?;
-    }
-    let (mut command, shown) = if invocation.shell {
-        let mut command = Command::new(SHELL);
-        command
-            .arg("-c")
-            .arg(shell_command_line(&invocation.program, &invocation.args));
-        (command, SHELL)
-    } else if invocation.program.contains('/') {
-        // execve resolves it relative to the child's cwd; spawn errors say if it is missing.
-        let mut command = Command::new(&invocation.program);
-        command.args(&invocation.args);
-        (command, invocation.program.as_str())
-    } else {
-        let Some(path) = resolve_executable_in(
-            &invocation.program,
-            &invocation.env,
-            invocation.cwd.as_deref(),
-        ) else {
-            return Err(format!(
-                "Executable not found in PATH: {}",
-                invocation.program
-            ));
-        };
-        let mut command = Command::new(path);
-        // argv[0] stays the name as written, as a shell would pass it.
-        command.arg0(&invocation.program).args(&invocation.args);
-        (command, invocation.program.as_str())
-    };
+    let program = program_of(invocation)?;
+    let mut command = Command::new(&program.path);
+    command.arg0(&program.argv[0]).args(&program.argv[1..]);
     command
         .env_clear()
         .envs(invocation.env.iter().map(|(name, value)| (name, value)))
@@ -541,37 +620,9 @@ fn spawn_std(invocation: &Invocation) -> Result<Child, String> {
     if let Some(cwd) = &invocation.cwd {
         command.current_dir(cwd);
     }
-    #[cfg(target_os = "linux")]
-    if DIE_WITH_PARENT.load(std::sync::atomic::Ordering::SeqCst) {
-        die_with_parent(&mut command);
-    }
     command
         .spawn()
-        .map_err(|e| spawn_error(shown, invocation.cwd.as_deref(), &e))
-}
-
-/// Asks the kernel to SIGKILL the child when its parent dies, and refuses to start it
-/// when the parent is already gone.
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn die_with_parent(command: &mut Command) {
-    let parent = nix::unistd::getpid();
-    // SAFETY: the closure runs in the forked child before exec, where only
-    // async-signal-safe calls are allowed: it makes two system calls (prctl, getppid)
-    // through nix's thin wrappers, which neither allocate nor take locks, and builds an
-    // `io::Error` from a raw errno, which does not allocate either. It touches no state
-    // shared with the parent's other threads.
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-                .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
-            // The parent may have died between fork and prctl: then no signal comes.
-            if nix::unistd::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
+        .map_err(|e| spawn_error(&program.shown, invocation.cwd.as_deref(), &e))
 }
 
 /// Checks the working directory up front: the OS reports a missing cwd as the same

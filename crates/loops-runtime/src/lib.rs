@@ -41,6 +41,8 @@ pub mod spool;
 pub mod supervisor;
 pub mod targets;
 pub mod timeparse;
+#[cfg(target_os = "linux")]
+mod vfork;
 pub mod wake;
 pub mod workflow;
 pub mod workflow_file;
