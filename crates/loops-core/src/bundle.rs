@@ -53,6 +53,10 @@ pub const STATE_FIELDS: &[&str] = &[
     "dueAt",
     "failureStreak",
     "statusReason",
+    "heldSlot",
+    "heldAttempts",
+    "heldUntil",
+    "heldReason",
 ];
 
 /// Why a bundle cannot be read. Messages are one line.

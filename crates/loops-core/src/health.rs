@@ -17,6 +17,10 @@
 //!   requires ([`runner_wait`]: it waits, unclaimed).
 //! - **ok** otherwise.
 //!
+//! A loop whose account is held by a usage limit ([`crate::hold`]; `heldUntil` set)
+//! warns with a `held until …` reason and nothing else its hold explains: the
+//! usage-limit failures, and the slots it missed or is overdue while held.
+//!
 //! A *missed* slot is one the schedule had in the last day ([`schedule::window_slots`])
 //! for which no run row exists, counted from the loop's creation and from its oldest
 //! kept run (older rows may have been deleted by retention), up to [`GRACE`] (plus the
@@ -313,7 +317,17 @@ pub fn assess_with_runners<L: AsRef<[String]>>(
     if let Some(p) = &parked {
         fails.push(format!("parked: {}", p.reason));
     }
-    if parked.is_none() && streak > 0 {
+    let held = lp.held_until.filter(|until| *until > now);
+    if let Some(until) = held {
+        warns.push(format!(
+            "held until {}: {}",
+            crate::format_instant(&until),
+            lp.held_reason.as_deref().unwrap_or("usage limit")
+        ));
+    }
+    let held_failure = held.is_some()
+        && last_failed.and_then(|r| r.failure_class) == Some(FailureClass::UsageLimit);
+    if parked.is_none() && streak > 0 && !held_failure {
         let what = if streak == 1 {
             "last run failed".to_owned()
         } else {
@@ -346,7 +360,7 @@ pub fn assess_with_runners<L: AsRef<[String]>>(
     }
 
     let mut missed = 0;
-    if lp.status == LoopStatus::Active {
+    if lp.status == LoopStatus::Active && held.is_none() {
         match period_rules(lp, facts, now, &mut fails, &mut warns) {
             Ok(m) => missed = m,
             Err(e) => fails.push(format!("schedule: {e}")),
@@ -845,6 +859,44 @@ mod tests {
         assert_eq!(h.verdict, Verdict::Fail);
         assert!(h.parked);
         assert_eq!(h.reasons, ["parked: unknown time zone \"Mars/Base\""]);
+    }
+
+    #[test]
+    fn a_held_loop_warns_with_its_hold_and_nothing_the_hold_explains() {
+        let now = t(NOW);
+        let mut lp = hourly();
+        // Three usage-limit failures and the slots of the last hours missed.
+        let mut f = facts(&[Failed, Failed, Failed], &[1, 2, 3]);
+        for r in f.recent.iter_mut() {
+            r.failure_class = Some(FailureClass::UsageLimit);
+        }
+        if let Some(n) = f.newest.as_mut() {
+            n.failure_class = Some(FailureClass::UsageLimit);
+        }
+        assert_eq!(
+            assess(&lp, &f, now).verdict,
+            Verdict::Fail,
+            "not held: failing"
+        );
+        lp.held_until = Some(t("2026-03-10T15:01:00Z"));
+        lp.held_reason = Some("Claude usage limit reached.".into());
+        let h = assess(&lp, &f, now);
+        assert_eq!(h.verdict, Verdict::Warn);
+        assert_eq!(
+            h.reasons[0],
+            "held until 2026-03-10T15:01:00.000Z: Claude usage limit reached."
+        );
+        assert_eq!(h.missed_slots, 0);
+        assert!(
+            !h.reasons.iter().any(|r| r.starts_with("last")),
+            "{:?}",
+            h.reasons
+        );
+        // Past its end the hold explains nothing.
+        assert_eq!(
+            assess(&lp, &f, t("2026-03-10T15:02:00Z")).verdict,
+            Verdict::Fail
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod limits;
 pub mod model;
 pub mod event;
 pub mod failure;
+pub mod hold;
 pub mod notify;
 pub mod openloops;
 pub mod redact;

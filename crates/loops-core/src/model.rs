@@ -107,6 +107,11 @@ string_enum!(
         Test = "test",
         /// The circuit breaker parked the loop (`maxFailures` consecutive failed slots).
         Parked = "parked",
+        /// A run met its account's usage limit: the account's loops are held (one per
+        /// provider and account, see [`crate::hold`]).
+        Held = "held",
+        /// A run on a held account did not meet the limit: the hold is over.
+        Resumed = "resumed",
     }
 );
 
@@ -528,6 +533,22 @@ pub struct LoopState {
     /// Why the engine paused the loop (the circuit breaker), until `resume`.
     #[serde(default)]
     pub status_reason: Option<String>,
+    /// The slot whose attempts met a usage limit (they hold the account instead of
+    /// counting against `maxAttempts`; see [`crate::transitions::attempts_allowed`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::timefmt::option"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub held_slot: Option<Instant>,
+    /// How many attempts of `heldSlot` met the usage limit.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held_attempts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl LoopState {
@@ -680,6 +701,19 @@ pub struct Loop {
     /// The engine's state of the loop (failure streak, why it was paused).
     #[serde(flatten)]
     pub state: LoopState,
+    /// Until when the loop's provider and account are held by a usage limit (not
+    /// stored with the loop: the store keeps holds per account, [`crate::hold`], and
+    /// the runtime's client fills this in).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::timefmt::option"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub held_until: Option<Instant>,
+    /// Why (with `heldUntil`): the reset instant or the probe, and the run that met it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_reason: Option<String>,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,

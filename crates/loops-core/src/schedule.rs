@@ -739,6 +739,8 @@ mod tests {
             notify: None,
             ops: Default::default(),
             state: Default::default(),
+            held_until: None,
+            held_reason: None,
             created_at: created,
             updated_at: created,
         }

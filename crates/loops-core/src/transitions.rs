@@ -10,6 +10,8 @@
 //! failed slot with attempts left is retried before new slots. Agent operations (issue
 //! #20): retries back off ([`crate::failure::retry_delay_ms`]), failures another attempt
 //! cannot help are not retried, and `maxFailures` failed slots in a row park the loop.
+//! A usage limit ([`crate::hold`]) fails nothing: its slot is retried once the hold of
+//! its account ends, the attempt not counted and the failure streak left as it is.
 
 use crate::failure::{self, FailureClass};
 use crate::schedule::{self, ScheduleError};
@@ -113,8 +115,20 @@ pub struct FinishPlan {
 pub fn retries(lp: &Loop, run: &Run) -> bool {
     run.source != RunSource::AdHoc
         && run.status.is_failure()
-        && run.attempt < lp.max_attempts
+        && run.attempt < attempts_allowed(lp, run)
         && run.failure_class.is_none_or(FailureClass::is_retried)
+}
+
+/// The attempts `run`'s slot may have: `maxAttempts`, plus those of its attempts that
+/// met a usage limit (they held the account instead of counting; the stores' claims
+/// count them out the same way, from the runs' `failure_class`).
+pub fn attempts_allowed(lp: &Loop, run: &Run) -> u32 {
+    let held = if lp.state.held_slot == Some(run.scheduled_for) {
+        lp.state.held_attempts
+    } else {
+        0
+    };
+    lp.max_attempts.saturating_add(held)
 }
 
 /// The state after `run` finished, given the loop as it is now (`current`) and the
@@ -133,6 +147,9 @@ pub fn on_finish(
     if run.source == RunSource::AdHoc || current.status != LoopStatus::Active {
         return Ok(FinishPlan::default());
     }
+    if crate::hold::holds(current, run) {
+        return Ok(held(current, run));
+    }
     let retrying = retries(current, run);
     let slot_failed = run.status.is_failure() && !retrying;
     let streak = match run.status {
@@ -147,6 +164,11 @@ pub fn on_finish(
     };
     let mut state = current.state.clone();
     state.failure_streak = streak;
+    if !retrying && state.held_slot == Some(run.scheduled_for) {
+        // The slot is over: its held attempts no longer matter.
+        state.held_slot = None;
+        state.held_attempts = 0;
+    }
     let tripped = slot_failed && current.ops.max_failures.is_some_and(|n| streak >= n);
     if tripped {
         let last = match run.failure_class {
@@ -173,6 +195,33 @@ pub fn on_finish(
         plan.state = Some(state);
     }
     Ok(plan)
+}
+
+/// The plan after a scheduled `run` met its account's usage limit: the same slot is
+/// retried (due at once; the stores' due-loop queries leave it out while its account
+/// is held), this attempt counted as held rather than against `maxAttempts`, the
+/// failure streak unchanged, no notification about the loop. A pending retry of
+/// another slot is left alone.
+fn held(current: &Loop, run: &Run) -> FinishPlan {
+    let mut state = current.state.clone();
+    state.held_attempts = if state.held_slot == Some(run.scheduled_for) {
+        state.held_attempts.saturating_add(1)
+    } else {
+        1
+    };
+    state.held_slot = Some(run.scheduled_for);
+    let other_retry_pending = current
+        .retry_scheduled_for
+        .is_some_and(|pending| pending != run.scheduled_for);
+    FinishPlan {
+        advance: (!other_retry_pending).then(|| LoopAdvance {
+            status: LoopStatus::Active,
+            next_run_at: Some(run.finished_at.unwrap_or(run.updated_at)),
+            retry_scheduled_for: Some(run.scheduled_for),
+        }),
+        state: Some(state),
+        event: None,
+    }
 }
 
 /// The schedule state after `run` (see [`on_finish`]); `None` leaves it as it is.
@@ -409,6 +458,59 @@ mod tests {
         let plan = on_finish(&lp, &failed, None).unwrap();
         assert_eq!(plan.state, None, "a retried attempt leaves the streak");
         assert_eq!(plan.event, None);
+    }
+
+    fn agent_loop() -> Loop {
+        let mut lp = hourly();
+        lp.target = serde_json::from_value(serde_json::json!(
+            {"type": "agent", "provider": "claude", "prompt": "hi"}
+        ))
+        .unwrap();
+        lp
+    }
+
+    #[test]
+    fn a_usage_limit_holds_the_slot_without_counting_the_attempt() {
+        let mut lp = agent_loop();
+        lp.max_attempts = 1;
+        lp.ops.max_failures = Some(1);
+        lp.state.failure_streak = 0;
+        let limited = finished(1, RunStatus::Failed, Some(FailureClass::UsageLimit));
+        let plan = on_finish(&lp, &limited, None).unwrap();
+        // The same slot again, due now (the hold keeps it from being claimed).
+        let advance = plan.advance.clone().unwrap();
+        assert_eq!(advance.status, LoopStatus::Active);
+        assert_eq!(advance.retry_scheduled_for, Some(limited.scheduled_for));
+        assert_eq!(advance.next_run_at, limited.finished_at);
+        // Not a failed slot: no streak, no breaker, no event; the attempt held.
+        assert_eq!(plan.event, None);
+        let state = plan.state.unwrap();
+        assert_eq!(state.failure_streak, 0);
+        assert_eq!(state.held_slot, Some(limited.scheduled_for));
+        assert_eq!(state.held_attempts, 1);
+        // Attempt 2 of a one-attempt loop is its first counted one: a failure ends the
+        // slot (not retried) and clears the held count.
+        lp.state = state;
+        lp.retry_scheduled_for = Some(limited.scheduled_for);
+        assert_eq!(attempts_allowed(&lp, &limited), 2);
+        let again = finished(2, RunStatus::Failed, Some(FailureClass::UsageLimit));
+        let state = on_finish(&lp, &again, None).unwrap().state.unwrap();
+        assert_eq!(state.held_attempts, 2);
+        lp.max_attempts = 2;
+        let failed = finished(2, RunStatus::Failed, Some(FailureClass::Other));
+        assert!(retries(&lp, &failed), "attempt 2 is the first counted of 2");
+        lp.max_attempts = 1;
+        assert!(!retries(&lp, &failed));
+        let plan = on_finish(&lp, &failed, None).unwrap();
+        let state = plan.state.unwrap();
+        assert_eq!((state.held_slot, state.held_attempts), (None, 0));
+        assert_eq!(state.failure_streak, 1);
+        // A command loop is never held: its usage-limit failure ends the slot.
+        let mut command = hourly();
+        command.max_attempts = 1;
+        let plan = on_finish(&command, &limited, None).unwrap();
+        assert_eq!(plan.state.unwrap().failure_streak, 1);
+        assert_eq!(plan.advance, None);
     }
 
     #[test]

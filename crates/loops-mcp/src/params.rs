@@ -79,6 +79,18 @@ pub struct LoopParams {
     pub key: String,
 }
 
+/// `loops_holds_clear`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HoldsClearParams {
+    /// The agent CLI whose hold to release (claude, codex, …).
+    pub provider: String,
+    /// The account profile ("default" for agents without an account); every account
+    /// of the provider when left out.
+    #[serde(default)]
+    pub account: Option<String>,
+}
+
 /// `loops_remove`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

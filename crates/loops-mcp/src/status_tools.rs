@@ -1,7 +1,7 @@
 //! Status tools: the daemon's status, `doctor`, `health` and `usage`, as the CLI
 //! reports them.
 
-use crate::params::{HealthParams, UsageParams};
+use crate::params::{HealthParams, HoldsClearParams, UsageParams};
 use crate::server::{blocking, json, result, LoopsMcp, Outcome};
 use loops_core::usage::GroupBy;
 use rmcp::handler::server::wrapper::Parameters;
@@ -60,6 +60,36 @@ impl LoopsMcp {
     async fn loops_usage(&self, Parameters(p): Parameters<UsageParams>) -> CallToolResult {
         result(self.usage(p).await)
     }
+
+    #[tool(
+        name = "loops_holds",
+        description = "Accounts held by a usage limit (like `loops holds --json`): while held, no agent loop on that provider and account is started; they resume by themselves when the hold ends. Returns [{provider, account, heldUntil, reason, since, probes, notified, updatedAt}]; a hold whose heldUntil passed stops nothing and waits for a run to show the limit is gone.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn loops_holds(&self) -> CallToolResult {
+        let client = match self.reader() {
+            Ok(client) => client,
+            Err(e) => return result(Err(e)),
+        };
+        result(blocking(move || json(&client.holds().map_err(|e| e.to_string())?)).await)
+    }
+
+    #[tool(
+        name = "loops_holds_clear",
+        description = "Release the usage-limit hold of a provider (on one account, or all of its accounts), for when the user knows the limit was lifted: its loops are due again at once. Returns the holds released. Needs a server started with --allow-mutations.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn loops_holds_clear(
+        &self,
+        Parameters(p): Parameters<HoldsClearParams>,
+    ) -> CallToolResult {
+        result(self.holds_clear(p).await)
+    }
 }
 
 impl LoopsMcp {
@@ -70,6 +100,19 @@ impl LoopsMcp {
                 .health(chrono::Utc::now(), &p.labels)
                 .map_err(|e| e.to_string())?;
             json(&report.json())
+        })
+        .await
+    }
+
+    async fn holds_clear(&self, p: HoldsClearParams) -> Outcome {
+        self.mutation("loops_holds_clear")?;
+        let provider: loops_core::Provider = p.provider.parse()?;
+        let client = self.writer()?;
+        blocking(move || {
+            let cleared = client
+                .clear_holds(provider, p.account.as_deref())
+                .map_err(|e| e.to_string())?;
+            json(&cleared)
         })
         .await
     }

@@ -178,7 +178,8 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
             "SELECT COUNT(*) FILTER (WHERE status = 'running'), \
                     COUNT(*) FILTER (WHERE scheduled_for = $2 AND status = 'running'), \
                     COUNT(*) FILTER (WHERE scheduled_for = $2 AND status IN ('succeeded', 'skipped')), \
-                    COALESCE(MAX(attempt) FILTER (WHERE scheduled_for = $2), 0) \
+                    COALESCE(MAX(attempt) FILTER (WHERE scheduled_for = $2), 0), \
+                    COUNT(*) FILTER (WHERE scheduled_for = $2 AND failure_class = 'usage_limit') \
              FROM runs WHERE loop_id = $1 AND (scheduled_for = $2 OR status = 'running')",
             &[&req.loop_id.as_str(), &slot],
         )
@@ -187,6 +188,10 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
     let running: i64 = get(&counts, 1, "running")?;
     let done: i64 = get(&counts, 2, "done")?;
     let last_attempt: i64 = get(&counts, 3, "attempt")?;
+    // Attempts that met a usage limit held their account instead of counting
+    // (`loops_core::transitions::attempts_allowed`; the batch's fast path sends a slot
+    // past `maxAttempts` here).
+    let held: i64 = get(&counts, 4, "held")?;
     // Before the slot's own state: "the loop is busy" is the answer that explains a
     // refused exclusive claim, whatever its slot looks like.
     if req.require_no_running && busy > 0 {
@@ -198,7 +203,11 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
     if done > 0 {
         return Ok(Err(ClaimRefused::SlotDone));
     }
-    let allowed = if ad_hoc { 1 } else { lp.max_attempts.max(1) };
+    let allowed = if ad_hoc {
+        1
+    } else {
+        lp.max_attempts.max(1).saturating_add(held)
+    };
     if last_attempt >= allowed {
         return Ok(Err(ClaimRefused::SlotDone));
     }

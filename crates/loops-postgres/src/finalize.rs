@@ -105,6 +105,8 @@ async fn finish_one<C: GenericClient + Sync>(
             crate::notify::queue_event(db, &lp, &finished, event, now, notify_default).await?,
         );
     }
+    notifications
+        .extend(crate::holds::after_finish(db, &lp, &finished, now, notify_default).await?);
     Ok(RunWritten::Finished {
         run: Box::new(finished),
         loop_moved,

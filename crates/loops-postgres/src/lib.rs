@@ -35,6 +35,7 @@ mod copy;
 mod error;
 mod events;
 mod finalize;
+mod holds;
 mod import;
 mod lease;
 mod loops;
@@ -764,6 +765,23 @@ impl Store for PgStore {
 
     fn event_bounds(&self) -> StoreResult<EventBounds> {
         read!(self, |db| events::event_bounds(db))
+    }
+
+    fn account_holds(&self) -> StoreResult<Vec<loops_core::hold::AccountHold>> {
+        read!(self, |db| holds::account_holds(db))
+    }
+
+    fn clear_account_holds(
+        &self,
+        provider: loops_core::Provider,
+        account: Option<&str>,
+    ) -> StoreResult<Vec<loops_core::hold::AccountHold>> {
+        let account = account.map(str::to_owned);
+        write!(self, None, |db| holds::clear_account_holds(
+            db,
+            provider,
+            account.as_deref()
+        ))
     }
 
     fn runs_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Run>> {

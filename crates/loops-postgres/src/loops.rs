@@ -327,7 +327,9 @@ pub(crate) async fn due_loops<C: GenericClient + Sync>(
             concat!(
                 "SELECT ",
                 loop_cols!(),
-                " FROM loops WHERE status = 'active' AND due_at <= $1 ORDER BY due_at LIMIT $2"
+                " FROM loops WHERE status = 'active' AND due_at <= $1 AND ",
+                crate::holds::not_held_at_1!(),
+                " ORDER BY due_at LIMIT $2"
             ),
             &[&ms(&now), &sat_i64(limit as u64)],
         )
@@ -349,8 +351,9 @@ pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
                 "SELECT ",
                 loop_cols!(),
                 " FROM loops WHERE status = 'active' AND due_at <= $1 \
-                  AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($3::text)::jsonb) \
-                  ORDER BY due_at LIMIT $2"
+                  AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($3::text)::jsonb) AND ",
+                crate::holds::not_held_at_1!(),
+                " ORDER BY due_at LIMIT $2"
             ),
             &[&ms(&now), &sat_i64(limit as u64), &labels],
         )
@@ -358,18 +361,45 @@ pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
     Ok(rows.iter().map(decode_loop_row).collect())
 }
 
+/// The due instant of an active loop as the daemon waits for it: its `due_at`, or for
+/// a loop whose account is held the hold's end when that is later (a held loop that is
+/// due must not wake a runner until then).
+macro_rules! waits_until {
+    () => {
+        concat!(
+            "GREATEST(due_at, COALESCE((SELECT MAX(h.held_until) FROM account_holds h WHERE ",
+            crate::holds::hold_of_loop!(),
+            "), 0))"
+        )
+    };
+}
+
+/// The earliest instant an active loop becomes due ([`waits_until`]); without holds
+/// (the common case) one index probe.
 pub(crate) async fn next_due_at<C: GenericClient + Sync>(
     db: &Db<'_, C>,
 ) -> Result<Option<Instant>> {
-    let row = db
-        .query_opt(
-            "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
-             ORDER BY due_at LIMIT 1",
-            &[],
+    let sql = if crate::holds::any(db).await? {
+        concat!(
+            "SELECT MIN(",
+            waits_until!(),
+            ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
         )
-        .await?;
-    row.map(|r| instant_from_ms(crate::codec::get(&r, 0, "due_at")?, "due_at"))
-        .transpose()
+    } else {
+        "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+         ORDER BY due_at LIMIT 1"
+    };
+    let row = db.query_opt(sql, &[]).await?;
+    first_instant(row)
+}
+
+/// The instant of a `next_due_at` query's row (none, or NULL: nothing is due).
+fn first_instant(row: Option<tokio_postgres::Row>) -> Result<Option<Instant>> {
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let due: Option<i64> = crate::codec::get(&row, 0, "due_at")?;
+    due.map(|v| instant_from_ms(v, "due_at")).transpose()
 }
 
 /// [`next_due_at`] among the loops a runner advertising `labels` can take (the filter of
@@ -379,16 +409,20 @@ pub(crate) async fn next_due_at_on<C: GenericClient + Sync>(
     labels: &[String],
 ) -> Result<Option<Instant>> {
     let labels = serde_json::to_string(labels).map_err(|e| Error::invalid(e.to_string()))?;
-    let row = db
-        .query_opt(
-            "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
-             AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb) \
-             ORDER BY due_at LIMIT 1",
-            &[&labels],
+    let sql = if crate::holds::any(db).await? {
+        concat!(
+            "SELECT MIN(",
+            waits_until!(),
+            ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+             AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb)"
         )
-        .await?;
-    row.map(|r| instant_from_ms(crate::codec::get(&r, 0, "due_at")?, "due_at"))
-        .transpose()
+    } else {
+        "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+         AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb) \
+         ORDER BY due_at LIMIT 1"
+    };
+    let row = db.query_opt(sql, &[&labels]).await?;
+    first_instant(row)
 }
 
 pub(crate) async fn park_loop<C: GenericClient + Sync>(

@@ -128,7 +128,9 @@ pub(crate) async fn queue_for_run<C: GenericClient + Sync>(
     now: Instant,
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
-    if run.status == loops_core::RunStatus::Skipped {
+    // A usage limit holds its account instead of failing: its key's one `held`
+    // notification stands for it (`crate::holds`).
+    if run.status == loops_core::RunStatus::Skipped || loops_core::hold::holds(lp, run) {
         return Ok(Vec::new());
     }
     let default = match &lp.notify {
@@ -150,7 +152,8 @@ pub(crate) async fn queue_for_run<C: GenericClient + Sync>(
     } else {
         false
     };
-    let event = notify::decide(settings.on, run, lp.max_attempts, || {
+    let allowed = loops_core::transitions::attempts_allowed(lp, run);
+    let event = notify::decide(settings.on, run, allowed, || {
         Ok::<_, Error>(previous_failed)
     })?;
     let Some(event) = event else {
@@ -192,7 +195,7 @@ async fn previous_slot_failed<C: GenericClient + Sync>(
     })
 }
 
-async fn insert<C: GenericClient + Sync>(
+pub(crate) async fn insert<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     run: &Run,
     event: NotifyEvent,

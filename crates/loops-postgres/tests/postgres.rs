@@ -245,6 +245,7 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_
     // recorded one.)
     sql("ALTER TABLE runs DROP COLUMN failure_class, DROP COLUMN retry_at");
     sql("ALTER TABLE loops DROP COLUMN ops_json, DROP COLUMN ops_state_json");
+    sql("DROP TABLE account_holds");
     sql("DELETE FROM schema_migrations WHERE version >= 6");
     // Notification settings stored when `always` meant failure + recovery.
     sql(&format!(
@@ -311,7 +312,7 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_
     );
 
     let store = PgStore::open(&url).unwrap();
-    assert_eq!(store.migrations_applied(), 3, "6 and the two after it");
+    assert_eq!(store.migrations_applied(), 4, "6 and the three after it");
     // `always` was failure + recovery: it is `changes` now, so nothing notifies more.
     let changes = Some(loops_core::NotifyOn::Changes);
     let on = store

@@ -30,6 +30,7 @@ mod started;
 pub use started::{Interrupter, StartedRun, StartedWorkflowRun};
 mod copy;
 mod health;
+mod holds;
 mod on_runner;
 mod portable;
 mod usage;
@@ -546,7 +547,9 @@ impl Client {
 
     /// All loops, by name, optionally of one status.
     pub fn list(&self, status: Option<LoopStatus>) -> Result<Vec<Loop>> {
-        Ok(self.store.list_loops(status)?)
+        let mut loops = self.store.list_loops(status)?;
+        self.mark_held(&mut loops, chrono::Utc::now())?;
+        Ok(loops)
     }
 
     /// Resolves a loop: an exact id wins, then an exact name, then an unambiguous id
@@ -555,6 +558,13 @@ impl Client {
     /// that rule, and a loop created later may get an id that starts with an existing
     /// name — the name still wins over the prefix.)
     pub fn get(&self, key: &str) -> Result<Loop> {
+        let mut lp = self.get_stored(key)?;
+        self.mark_held(std::slice::from_mut(&mut lp), chrono::Utc::now())?;
+        Ok(lp)
+    }
+
+    /// [`Client::get`] as the store keeps the loop, without its account's hold.
+    fn get_stored(&self, key: &str) -> Result<Loop> {
         let store = self.store.as_ref();
         resolve(
             RecordKind::Loop,
@@ -1082,11 +1092,14 @@ impl Client {
         for label in &filter.labels {
             validate::label(label)?;
         }
-        self.store
+        let mut loops = self
+            .store
             .loop_rows_matching(filter)?
             .into_iter()
             .map(|row| row.map_err(|u| ClientError::Store(u.into_error())))
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        self.mark_held(&mut loops, chrono::Utc::now())?;
+        Ok(loops)
     }
 
     /// Runs newest first, filtered by loop, labels, statuses and a creation window

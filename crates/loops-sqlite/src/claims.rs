@@ -94,15 +94,18 @@ fn claim_in_tx(
         }
     }
 
-    let (running, done, last_attempt): (i64, i64, i64) = tx
+    // Attempts that met a usage limit held their account instead of counting
+    // (`loops_core::transitions::attempts_allowed`).
+    let (running, done, last_attempt, held): (i64, i64, i64, i64) = tx
         .prepare_cached(
             "SELECT COALESCE(SUM(status = 'running'), 0), \
                         COALESCE(SUM(status IN ('succeeded', 'skipped')), 0), \
-                        COALESCE(MAX(attempt), 0) \
+                        COALESCE(MAX(attempt), 0), \
+                        COALESCE(SUM(failure_class = 'usage_limit'), 0) \
                  FROM runs WHERE loop_id = ?1 AND scheduled_for = ?2",
         )?
         .query_row(params![req.loop_id.as_str(), slot], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })?;
     if running > 0 {
         return Ok(Err(ClaimRefused::SlotRunning));
@@ -111,7 +114,11 @@ fn claim_in_tx(
         return Ok(Err(ClaimRefused::SlotDone));
     }
     // An ad-hoc slot gets a single attempt; a loop never gets fewer than one.
-    let allowed = if ad_hoc { 1 } else { max_attempts.max(1) };
+    let allowed = if ad_hoc {
+        1
+    } else {
+        max_attempts.max(1).saturating_add(held)
+    };
     if last_attempt >= allowed {
         return Ok(Err(ClaimRefused::SlotDone));
     }

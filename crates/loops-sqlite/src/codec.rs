@@ -166,6 +166,9 @@ pub(crate) fn loop_from_row(row: &Row<'_>) -> Result<Loop> {
             .transpose()?,
         ops: get_opt_json(row, 21, "ops_json")?.unwrap_or_default(),
         state: get_opt_json(row, 22, "ops_state_json")?.unwrap_or_default(),
+        // Holds are per account, not per loop: the client fills these in.
+        held_until: None,
+        held_reason: None,
         created_at: get_instant(row, 15, "created_at")?,
         updated_at: get_instant(row, 16, "updated_at")?,
     })

@@ -58,6 +58,7 @@ pub(crate) fn record_run_writes(
                                 tx, &lp, &finished, event, now,
                             )?);
                         }
+                        notifications.extend(crate::holds::after_finish(tx, &lp, &finished, now)?);
                         Ok(RunWritten::Finished {
                             run: Box::new(finished),
                             loop_moved,

@@ -24,6 +24,7 @@ mod codec;
 mod error;
 mod events;
 mod finalize;
+mod holds;
 mod import;
 mod lease;
 mod loops;
@@ -425,6 +426,18 @@ impl Store for SqliteStore {
 
     fn event_bounds(&self) -> StoreResult<loops_store::EventBounds> {
         events::event_bounds(self)
+    }
+
+    fn account_holds(&self) -> StoreResult<Vec<loops_core::hold::AccountHold>> {
+        holds::account_holds(self)
+    }
+
+    fn clear_account_holds(
+        &self,
+        provider: loops_core::Provider,
+        account: Option<&str>,
+    ) -> StoreResult<Vec<loops_core::hold::AccountHold>> {
+        holds::clear_account_holds(self, provider, account)
     }
 
     fn start_background_maintenance(&self) -> StoreResult<()> {

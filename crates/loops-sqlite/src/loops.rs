@@ -310,8 +310,9 @@ pub(crate) fn due_loops(
         let mut stmt = conn.prepare_cached(concat!(
             "SELECT ",
             loop_cols!(),
-            " FROM loops WHERE status = 'active' AND due_at <= ?1 \
-             ORDER BY due_at LIMIT ?2"
+            " FROM loops WHERE status = 'active' AND due_at <= ?1 AND ",
+            crate::holds::not_held_at_1!(),
+            " ORDER BY due_at LIMIT ?2"
         ))?;
         let mut rows = stmt.query(params![ms(&now), sat_i64(limit as u64)])?;
         let mut out = Vec::new();
@@ -322,15 +323,27 @@ pub(crate) fn due_loops(
     })
 }
 
+/// The earliest instant an active loop becomes due: its `due_at`, or for a loop whose
+/// account is held the hold's end when that is later (a held loop that is due must not
+/// wake the daemon until then). Without holds (the common case) one index probe.
 pub(crate) fn next_due_at(store: &SqliteStore) -> StoreResult<Option<Instant>> {
     store.read(|conn| {
+        let sql = if crate::holds::any(conn)? {
+            concat!(
+                "SELECT MIN(MAX(due_at, COALESCE((SELECT MAX(h.held_until) FROM account_holds h \
+                 WHERE ",
+                crate::holds::hold_of_loop!(),
+                "), 0))) FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
+            )
+        } else {
+            "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+             ORDER BY due_at LIMIT 1"
+        };
         let next: Option<i64> = conn
-            .prepare_cached(
-                "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
-                 ORDER BY due_at LIMIT 1",
-            )?
-            .query_row([], |r| r.get(0))
-            .optional()?;
+            .prepare_cached(sql)?
+            .query_row([], |r| r.get::<_, Option<i64>>(0))
+            .optional()?
+            .flatten();
         next.map(|v| instant_from_ms(v, "due_at")).transpose()
     })
 }

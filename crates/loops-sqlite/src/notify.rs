@@ -43,7 +43,7 @@ fn delivery_from_row(row: &Row<'_>) -> Result<Delivery> {
     })
 }
 
-fn read_default(conn: &Connection) -> Result<Option<Notify>> {
+pub(crate) fn read_default(conn: &Connection) -> Result<Option<Notify>> {
     let text: Option<String> = conn
         .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
         .query_row([META_NOTIFY_DEFAULT], |r| r.get(0))
@@ -90,7 +90,9 @@ pub(crate) fn queue_for_run(
 ) -> Result<Vec<Delivery>> {
     // Skipped and successful runs under `failure` (the common case) stop here, after
     // at most one point read of the default.
-    if run.status == loops_core::RunStatus::Skipped {
+    // A usage limit holds its account instead of failing: its key's one `held`
+    // notification stands for it (`crate::holds`).
+    if run.status == loops_core::RunStatus::Skipped || loops_core::hold::holds(lp, run) {
         return Ok(Vec::new());
     }
     let default = match &lp.notify {
@@ -100,7 +102,8 @@ pub(crate) fn queue_for_run(
     let Some(settings) = notify::effective(lp.notify.as_ref(), default.as_ref()) else {
         return Ok(Vec::new());
     };
-    let event = notify::decide(settings.on, run, lp.max_attempts, || {
+    let allowed = loops_core::transitions::attempts_allowed(lp, run);
+    let event = notify::decide(settings.on, run, allowed, || {
         previous_slot_failed(conn, lp, run)
     })?;
     let Some(event) = event else {
@@ -162,7 +165,7 @@ fn previous_slot_failed(conn: &Connection, lp: &Loop, run: &Run) -> Result<bool>
     Ok(status.is_some_and(|s| s != "succeeded"))
 }
 
-fn insert(
+pub(crate) fn insert(
     conn: &Connection,
     run: &Run,
     event: NotifyEvent,

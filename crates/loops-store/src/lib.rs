@@ -99,6 +99,19 @@ use loops_core::{
     WorkflowStatus,
 };
 
+/// How long holds last ([`loops_core::hold::HoldTiming`]): the defaults, except that
+/// `LOOPS_TEST_HOLD_CAP_MS` (read once; for the end-to-end tests only, which cannot
+/// wait for a real reset) caps every hold at that many milliseconds after its run.
+pub fn hold_timing() -> loops_core::hold::HoldTiming {
+    static TIMING: std::sync::OnceLock<loops_core::hold::HoldTiming> = std::sync::OnceLock::new();
+    *TIMING.get_or_init(|| loops_core::hold::HoldTiming {
+        cap_ms: std::env::var("LOOPS_TEST_HOLD_CAP_MS")
+            .ok()
+            .and_then(|v| v.parse().ok()),
+        ..loops_core::hold::HoldTiming::DEFAULT
+    })
+}
+
 /// Result alias for store calls.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
@@ -424,6 +437,22 @@ pub trait Store: WorkflowStore + Send + Sync {
     fn events_after(&self, after: u64, limit: usize) -> Result<Vec<loops_core::event::Event>>;
     /// The oldest retained event's number and the newest number ever given.
     fn event_bounds(&self) -> Result<EventBounds>;
+
+    // ---- usage-limit holds (issue #20 item 2, `loops_core::hold`) ----
+    /// Every account hold, by provider and account: active ones and those past their
+    /// instant that no run released yet. A finalization writes and releases them (in
+    /// its transaction, as `loops_core::hold::after_finish` decides, queueing one
+    /// `held` / `resumed` notification per key); the due-loop queries
+    /// ([`Store::due_loops`], [`Store::next_due_at`] and their `_on` forms) leave the
+    /// loops of an active hold's key out, and wake at its end instead.
+    fn account_holds(&self) -> Result<Vec<loops_core::hold::AccountHold>>;
+    /// Deletes the holds of `provider` (on `account`, or on every account); returns
+    /// them. No notification: a person did it.
+    fn clear_account_holds(
+        &self,
+        provider: loops_core::Provider,
+        account: Option<&str>,
+    ) -> Result<Vec<loops_core::hold::AccountHold>>;
 
     // ---- maintenance ----
     /// Tunes the store for a long-lived, write-heavy owner (the daemon): housekeeping

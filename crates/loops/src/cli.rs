@@ -239,6 +239,9 @@ pub enum Command {
     /// The daemons sharing a PostgreSQL store: host, labels, capacity, running runs,
     /// heartbeat age, lease state.
     Runners,
+    /// Accounts held by a usage limit (their agent loops wait until the hold ends);
+    /// `holds clear PROVIDER [ACCOUNT]` releases one when the limit was lifted.
+    Holds(HoldsArgs),
     /// Serve the HTTP API (REST under /v1, live events, OpenAPI) and the web dashboard
     /// (at /) on 127.0.0.1; every request needs the bearer token in the data dir's
     /// http.token (the dashboard's login form exchanges it for a session cookie).
@@ -251,6 +254,27 @@ pub enum Command {
     /// the daemon's runs in the supervise dir DIR, on stdin its daemon's connection.
     #[command(hide = true)]
     Supervise(SuperviseArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HoldsArgs {
+    #[command(subcommand)]
+    pub command: Option<HoldsCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HoldsCommand {
+    /// Release the holds of PROVIDER (on ACCOUNT, else on every account of it): its
+    /// loops are due again at once. For when you know the limit was lifted.
+    Clear(HoldsClearArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HoldsClearArgs {
+    /// The agent CLI (claude, codex, …).
+    pub provider: String,
+    /// The account profile (`default` for agents without --account).
+    pub account: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -299,6 +299,8 @@ fn build(
     let health = c.health(now, &[])?;
     let mine = health.loops.iter().find(|l| l.loop_id == id);
     let next = match (lp.status, lp.retry_scheduled_for.or(lp.next_run_at)) {
+        // A held account's loops wait for the hold's end.
+        (LoopStatus::Active, _) if lp.held_until.is_some() => lp.held_until,
         (LoopStatus::Active, Some(t)) => Some(t),
         _ => None,
     };
@@ -324,6 +326,19 @@ fn build(
                 .map_or_else(|| "none".to_owned(), |d| d.to_string()),
         ),
     ];
+    if let Some(until) = lp.held_until {
+        policy.insert(
+            0,
+            (
+                "held until",
+                format!(
+                    "{} by its account's usage limit: {}",
+                    words::instant(&until),
+                    lp.held_reason.as_deref().unwrap_or("usage limit")
+                ),
+            ),
+        );
+    }
     if !lp.runs_on.is_empty() {
         let on = lp.runs_on.join(", ");
         let runs_on = match c.runner_wait(&lp)? {
@@ -340,7 +355,11 @@ fn build(
         },
         id: id.as_str().to_owned(),
         description: lp.description.clone().unwrap_or_default(),
-        status: lp.status.as_str(),
+        status: if lp.held_until.is_some() {
+            "held"
+        } else {
+            lp.status.as_str()
+        },
         schedule: words::schedule(&lp.schedule),
         target: target_line(&lp.target),
         target_kind: lp.target.kind(),

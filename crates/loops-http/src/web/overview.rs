@@ -248,11 +248,16 @@ fn build(
                 Some((Verdict::Fail, r)) => ("fail", "✕", r.clone()),
                 None => ("none", "–", String::new()),
             };
-            let next = next_slot(lp);
+            // A loop whose account is held waits for the hold's end (`loops holds`).
+            let next = lp.held_until.or_else(|| next_slot(lp));
             Row {
                 id: lp.id.as_str().to_owned(),
                 name: lp.name.clone(),
-                status: lp.status.as_str(),
+                status: if lp.held_until.is_some() {
+                    "held"
+                } else {
+                    lp.status.as_str()
+                },
                 schedule: words::schedule(&lp.schedule),
                 next_iso: next.map(|t| words::iso(&t)).unwrap_or_default(),
                 next_text: next.map_or_else(|| "—".to_owned(), |t| words::relative(t, now)),

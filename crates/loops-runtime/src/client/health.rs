@@ -108,6 +108,7 @@ impl Client {
                 }),
             }
         }
+        self.mark_held(&mut readable, now)?;
         let queries: Vec<_> = readable
             .iter()
             .map(|lp| health::facts_query(lp, now))

@@ -129,3 +129,169 @@ pub fn the_circuit_breaker_state_lives_in_the_loops_row(db: &dyn TestDb) {
     assert!(resumed.state.is_fresh(), "{:?}", resumed.state);
     assert_eq!(store.get_loop(&lp.id).unwrap().unwrap().ops, lp.ops);
 }
+
+/// An agent loop (claude) on `account` (`None`: no account), due at `t(0)`, with a
+/// hook of its own.
+fn agent_loop(name: &str, account: Option<&str>, hook: &str) -> loops_core::NewLoop {
+    let mut new = new_loop(name, Some(t(0)));
+    let mut target = serde_json::json!({"type": "agent", "provider": "claude", "prompt": "hi"});
+    if let Some(profile) = account {
+        target["account"] = serde_json::json!({ "profile": profile });
+    }
+    new.target = serde_json::from_value(target).unwrap();
+    new.notify = Some(Notify {
+        cmd: Some(hook.to_owned()),
+        url: None,
+        on: NotifyOn::Failure,
+    });
+    new
+}
+
+/// Finalizes `run` alone: the row and the notifications queued with it.
+fn finish_noting(
+    store: &dyn crate::Store,
+    run: &loops_core::RunId,
+    outcome: loops_core::RunOutcome,
+) -> (loops_core::Run, Vec<NotifyEvent>) {
+    let at = outcome.finished_at;
+    let write = RunWrite::Finished {
+        run: run.clone(),
+        outcome,
+    };
+    match store
+        .record_run_writes(&[write], at, None)
+        .unwrap()
+        .remove(0)
+    {
+        Ok(RunWritten::Finished {
+            run, notifications, ..
+        }) => (*run, notifications.iter().map(|d| d.event).collect()),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn due_names(store: &dyn crate::Store, now: loops_core::Instant) -> Vec<String> {
+    let mut names: Vec<String> = store
+        .due_loops(now, 100)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.unwrap().name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// A usage-limit run holds every loop of its provider and account, in the store: the
+/// finalization on one store writes the hold (one `held` notification for the account,
+/// channels deduplicated, no failure notification) and the other store's due-loop
+/// query leaves the account's loops out until the hold's end, where its next due
+/// instant waits; the slot is retried without counting the attempt, the failure streak
+/// untouched; a success on the account releases it with one `resumed`.
+pub fn a_usage_limit_holds_every_loop_of_its_account_across_stores(db: &dyn TestDb) {
+    let (one, other) = (db.open(), db.open());
+    let mut a = agent_loop("a", Some("work"), "hook-work");
+    a.policy.ops.max_failures = Some(1);
+    let a = one.create_loop(a, t(0)).unwrap();
+    let b = one
+        .create_loop(agent_loop("b", Some("work"), "hook-work"), t(0))
+        .unwrap();
+    one.create_loop(agent_loop("c", Some("home"), "hook-home"), t(0))
+        .unwrap();
+    one.create_loop(new_loop("d", Some(t(0))), t(0)).unwrap();
+    assert_eq!(due_names(&*other, t(1)), ["a", "b", "c", "d"]);
+    assert!(other.account_holds().unwrap().is_empty());
+
+    let run = claim(&*one, &claim_req(&a, t(0), t(1))).unwrap();
+    let mut out = outcome(RunStatus::Failed, t(2));
+    out.failure_class = Some(FailureClass::UsageLimit);
+    out.retry_at = Some(t(600_000));
+    out.error = Some("Claude usage limit reached. Your limit will reset at 9am.".to_owned());
+    let (_, sent) = finish_noting(&*one, &run.id, out.clone());
+    assert_eq!(sent, [NotifyEvent::Held], "one per account, no failure");
+
+    let holds = other.account_holds().unwrap();
+    assert_eq!(holds.len(), 1, "{holds:?}");
+    let hold = &holds[0];
+    assert_eq!(
+        (hold.provider, hold.account.as_str()),
+        (loops_core::Provider::Claude, "work")
+    );
+    assert_eq!(hold.held_until, t(660_000), "the reset plus a minute");
+    assert_eq!(hold.since, t(2));
+    assert!(hold.notified);
+    assert_eq!(
+        hold.reason,
+        format!(
+            "usage limit reached, resets at {} (run {} of loop a)",
+            loops_core::format_instant(&t(600_000)),
+            run.id
+        )
+    );
+    // The other store: the account's loops are not due, the others are.
+    assert_eq!(due_names(&*other, t(3)), ["c", "d"]);
+    let held = other.get_loop(&a.id).unwrap().unwrap();
+    assert_eq!(held.status, LoopStatus::Active);
+    assert_eq!(held.retry_scheduled_for, Some(t(0)), "the same slot again");
+    assert_eq!(held.state.failure_streak, 0);
+    assert_eq!(held.state.held_attempts, 1);
+    // With nothing else due, a runner wakes when the hold ends.
+    for name in ["c", "d"] {
+        let lp = other.get_loop_by_name(name).unwrap().unwrap();
+        let later = LoopAdvance {
+            status: LoopStatus::Active,
+            next_run_at: Some(t(10_000_000)),
+            retry_scheduled_for: None,
+        };
+        other
+            .update_loop_schedule(&lp.id, &later, t(3), None)
+            .unwrap();
+    }
+    assert_eq!(other.next_due_at().unwrap(), Some(t(660_000)));
+    assert_eq!(other.next_due_at_on(&[]).unwrap(), Some(t(660_000)));
+
+    // Another loop meeting the limit meanwhile (run now): held again, not notified.
+    let mut now_req = claim_req(&b, t(5), t(5));
+    now_req.source = loops_core::RunSource::AdHoc;
+    let adhoc = claim(&*other, &now_req).unwrap();
+    let mut again = out.clone();
+    again.finished_at = t(6);
+    let (_, sent) = finish_noting(&*other, &adhoc.id, again);
+    assert!(sent.is_empty(), "{sent:?}");
+
+    // At the hold's end both are due; the one-attempt slot runs again (attempt 2).
+    assert_eq!(due_names(&*other, t(660_001)), ["a", "b"]);
+    let retry = claim(&*other, &claim_req(&a, t(0), t(660_001))).unwrap();
+    assert_eq!(retry.attempt, 2);
+    let (_, sent) = finish_noting(
+        &*other,
+        &retry.id,
+        outcome(RunStatus::Succeeded, t(660_002)),
+    );
+    assert_eq!(sent, [NotifyEvent::Resumed]);
+    assert!(one.account_holds().unwrap().is_empty());
+    let after = one.get_loop(&a.id).unwrap().unwrap();
+    assert_eq!(
+        (after.state.held_slot, after.state.held_attempts),
+        (None, 0)
+    );
+    assert_eq!(after.status, LoopStatus::Active);
+
+    // Without a reset instant: a 5-minute probe; cleared by hand, due again.
+    let probe = claim(&*one, &claim_req(&b, t(0), t(700_000))).unwrap();
+    let mut silent = outcome(RunStatus::Failed, t(700_001));
+    silent.failure_class = Some(FailureClass::UsageLimit);
+    let (_, sent) = finish_noting(&*one, &probe.id, silent);
+    assert_eq!(sent, [NotifyEvent::Held]);
+    let hold = one.account_holds().unwrap().remove(0);
+    assert_eq!((hold.held_until, hold.probes), (t(1_000_001), 1));
+    assert_eq!(due_names(&*other, t(700_002)), Vec::<String>::new());
+    let cleared = other
+        .clear_account_holds(loops_core::Provider::Claude, None)
+        .unwrap();
+    assert_eq!(cleared.len(), 1);
+    assert!(other
+        .clear_account_holds(loops_core::Provider::Claude, Some("work"))
+        .unwrap()
+        .is_empty());
+    assert!(due_names(&*other, t(700_002)).contains(&"b".to_owned()));
+}

@@ -151,6 +151,7 @@ macro_rules! store_suite {
             // agent operations (#20)
             failure_classes_round_trip_into_runs_and_health_facts,
             the_circuit_breaker_state_lives_in_the_loops_row,
+            a_usage_limit_holds_every_loop_of_its_account_across_stores,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {

@@ -43,7 +43,15 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
         table.row(vec![
             lp.id.as_str().into(),
             lp.name.as_str().into(),
-            output::status_cell(lp.status.as_str()),
+            match lp.held_until {
+                // A usage limit holds its account (`loops holds`).
+                Some(until) => format!(
+                    "held {}",
+                    until.with_timezone(&chrono::Local).format("%H:%M")
+                )
+                .into(),
+                None => output::status_cell(lp.status.as_str()),
+            },
             output::schedule_summary(&lp.schedule).into(),
             output::target_summary(&lp.target).into(),
             output::when(lp.next_run_at, now).into(),
@@ -106,6 +114,16 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
     }
     if let Some(r) = lp.retry_scheduled_for {
         lines.push(("retrying slot", output::when(Some(r), now)));
+    }
+    if let Some(until) = lp.held_until {
+        let why = lp.held_reason.as_deref().unwrap_or("usage limit");
+        lines.push((
+            "held until",
+            format!(
+                "{} by its account's usage limit: {why}",
+                output::when(Some(until), now)
+            ),
+        ));
     }
     if let Some(reason) = &lp.state.status_reason {
         lines.push(("paused by", reason.clone()));

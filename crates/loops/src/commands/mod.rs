@@ -9,6 +9,7 @@ mod doctor;
 mod edit;
 mod export;
 mod health;
+mod holds;
 mod import;
 mod lifecycle;
 mod list;
@@ -149,6 +150,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Notify(cmd) => notify::run(&ctx, cmd),
         Command::Logs(args) => logs::run(&ctx, args),
         Command::Runners => runners::run(&ctx),
+        Command::Holds(args) => holds::run(&ctx, args),
         Command::Serve(args) => serve::run(&ctx, args),
         Command::Store(cmd) => store::run(&ctx, cmd),
         Command::Supervise(args) => supervise::run(args),

@@ -4,7 +4,8 @@
 //! conditions, sessions, provider options, caps and budgets.
 
 use crate::agents::{create_agent, fixture, run_now, Fakes};
-use crate::util::World;
+use crate::util::{wait_for, World};
+use std::time::Duration;
 
 /// Item 1: a failed agent run carries its class (and its provider's reset instant) in
 /// `runs --json`, the `runs` table and `show`; `health` names the class and fails a
@@ -321,5 +322,164 @@ fn an_agent_that_goes_quiet_is_ended_by_its_idle_timeout() {
     assert!(
         err.contains("--idle-timeout is for command and agent loops"),
         "{err}"
+    );
+}
+
+/// Item 2: a usage limit holds every agent loop of its provider and account. Two
+/// claude loops on account `work` meet the limit (the exact result the real claude
+/// prints, reset at 9am Chicago; `LOOPS_TEST_HOLD_CAP_MS` shortens the hold to
+/// seconds), a loop on `home` is not held; `list`, `show`, `holds` and `health` show
+/// the hold; once it ends both resume by themselves under the daemon — the
+/// one-attempt loop too, its held attempt not counted — with one `held` and one
+/// `resumed` notification for the account (the loops share their hook) and no failure
+/// notification.
+#[test]
+fn a_usage_limit_holds_the_accounts_loops_until_it_resets() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    let root = w.root.path().to_owned();
+    for profile in ["work", "home"] {
+        std::fs::create_dir_all(root.join("profiles").join(profile)).unwrap();
+    }
+    // `accounts env PROFILE --tool claude`: the profile's config dir.
+    crate::util::write_script(
+        &fakes.bin.join("accounts"),
+        &format!(
+            "#!/bin/sh\necho \"export CLAUDE_CONFIG_DIR={}/profiles/$2\"\n",
+            root.display()
+        ),
+    );
+    // claude on `work` meets the limit while the file `limited` exists.
+    let limited = root.join("limited");
+    std::fs::write(&limited, "").unwrap();
+    let (limit_out, ok_out) = (root.join("limit.json"), root.join("ok.json"));
+    std::fs::write(&limit_out, fixture("claude_usage_limit.json")).unwrap();
+    std::fs::write(&ok_out, fixture("claude_success.json")).unwrap();
+    crate::util::write_script(
+        &fakes.bin.join("claude"),
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\n\
+             if [ \"$LOOPS_ACCOUNT_PROFILE\" = work ] && [ -f {limited} ]; then cat {limit}; exit 1; fi\n\
+             cat {ok}\n",
+            limited = limited.display(),
+            limit = limit_out.display(),
+            ok = ok_out.display()
+        ),
+    );
+    let events = root.join("events");
+    let hook = format!(
+        "cat >/dev/null; echo \"$LOOPS_EVENT\" >> {}",
+        events.display()
+    );
+    for (name, account, attempts) in [("a", "work", "1"), ("b", "work", "2"), ("c", "home", "1")] {
+        create_agent(
+            &w,
+            name,
+            "claude",
+            &[
+                "--prompt",
+                "hi",
+                "--account",
+                account,
+                "--attempts",
+                attempts,
+                "--notify-cmd",
+                &hook,
+            ],
+        );
+        w.make_due(name);
+    }
+    w.extra_env
+        .push(("LOOPS_TEST_HOLD_CAP_MS".into(), "10000".into()));
+    let mut d = w.daemon_ready(&[]);
+
+    // Held: both work loops, in every view; home ran.
+    let listed = wait_for("the work account held", Duration::from_secs(30), || {
+        let loops = w.json(&["list"]);
+        let held = loops
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["heldUntil"].is_string())
+            .count();
+        (held == 2).then_some(loops)
+    });
+    let of = |name: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert!(of("c")["heldUntil"].is_null(), "{listed:#}");
+    assert!(
+        of("a")["heldReason"]
+            .as_str()
+            .unwrap()
+            .starts_with("usage limit reached, resets at "),
+        "{listed:#}"
+    );
+    let holds = w.json(&["holds"]);
+    assert_eq!(holds.as_array().unwrap().len(), 1, "{holds:#}");
+    assert_eq!(holds[0]["provider"], "claude");
+    assert_eq!(holds[0]["account"], "work");
+    assert!(w.ok(&["list"]).contains("held "));
+    assert!(w.ok(&["show", "a"]).contains("held until"));
+    assert!(w.ok(&["holds"]).contains("work"));
+    let health: serde_json::Value =
+        serde_json::from_slice(&w.run(&["--json", "health"]).stdout).unwrap();
+    let line = health["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["loopName"] == "a")
+        .cloned()
+        .unwrap();
+    assert_eq!(line["verdict"], "warn", "{health:#}");
+    assert!(
+        line["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("held until"),
+        "{health:#}"
+    );
+    let first = w.runs("a");
+    assert_eq!(first[0]["failureClass"], "usage_limit", "{first:?}");
+    assert_eq!(shown(&w, "a")["failureStreak"], 0);
+    wait_for("c on home ran", Duration::from_secs(30), || {
+        w.runs("c").into_iter().find(|r| r["status"] == "succeeded")
+    });
+
+    // The limit is lifted; the hold ends by itself and both loops run their slot.
+    std::fs::remove_file(&limited).unwrap();
+    for name in ["a", "b"] {
+        wait_for(&format!("{name} resumed"), Duration::from_secs(30), || {
+            w.runs(name)
+                .into_iter()
+                .find(|r| r["status"] == "succeeded")
+        });
+    }
+    let runs = w.runs("a");
+    let ok = runs.iter().find(|r| r["status"] == "succeeded").unwrap();
+    assert_eq!(ok["attempt"], 2, "the held attempt did not count: {runs:?}");
+    assert_eq!(
+        ok["scheduledFor"], first[0]["scheduledFor"],
+        "the same slot"
+    );
+    assert!(w.json(&["holds"]).as_array().unwrap().is_empty());
+    let text = wait_for("the resumed notification", Duration::from_secs(30), || {
+        let text = std::fs::read_to_string(&events).unwrap_or_default();
+        text.contains("resumed").then_some(text)
+    });
+    assert_eq!(d.stop(), Some(0), "{}", d.log_text());
+    let text = std::fs::read_to_string(&events).unwrap_or(text);
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        ["held", "resumed"],
+        "one of each, no failure: {text}"
     );
 }

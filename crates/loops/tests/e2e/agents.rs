@@ -1003,6 +1003,12 @@ fn real_name(cli: &RealCli) -> String {
 fn real_run(cli: &RealCli, mock: &MockModel, prompt: &str) -> Option<Value> {
     let bin = real_cli(cli.cli)?;
     let (w, work) = real_world(&bin);
+    create_real_loop(&w, &work, cli, mock, prompt);
+    Some(first_run_through_daemon(&w, &real_name(cli)))
+}
+
+/// Creates the row's loop in `w` (one run, a second from now) against `mock`.
+fn create_real_loop(w: &World, work: &Path, cli: &RealCli, mock: &MockModel, prompt: &str) {
     let mut args: Vec<String> = [
         "--at",
         "+1s",
@@ -1017,8 +1023,7 @@ fn real_run(cli: &RealCli, mock: &MockModel, prompt: &str) -> Option<Value> {
     .to_vec();
     args.extend((cli.flags)(&mock.url()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    create_agent(&w, &real_name(cli), cli.cli, &args);
-    Some(first_run_through_daemon(&w, &real_name(cli)))
+    create_agent(w, &real_name(cli), cli.cli, &args);
 }
 
 /// The model replies: the run succeeds with the reply as its summary and the usage
@@ -1080,6 +1085,41 @@ fn real_claude_succeeds_against_the_mock() {
 #[test]
 fn real_claude_http_400_fails_the_run() {
     real_failure(&CLAUDE);
+}
+
+/// Issue #20 item 2 with the real claude: the mock answers 429 with claude's
+/// usage-limit message; the run is classed `usage_limit`, with the reset instant, and
+/// holds claude's default account in the store until a minute past it, the loop's
+/// slot waiting to be retried.
+#[test]
+fn real_claude_usage_limit_holds_its_account() {
+    let Some(bin) = real_cli(CLAUDE.cli) else {
+        return;
+    };
+    let mock = MockModel::start(Mode::Fail {
+        status: 429,
+        message: "Claude usage limit reached. Your limit will reset at 9am (America/Chicago)."
+            .into(),
+    });
+    let (w, work) = real_world(&bin);
+    create_real_loop(&w, &work, &CLAUDE, &mock, "Say hello");
+    let name = real_name(&CLAUDE);
+    let run = first_run_through_daemon(&w, &name);
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert_eq!(run["failureClass"], "usage_limit", "{run:#}");
+    let reset = crate::util::instant(&run["retryAt"]);
+    let holds = w.json(&["holds"]);
+    assert_eq!(holds.as_array().map(Vec::len), Some(1), "{holds:#}");
+    assert_eq!(holds[0]["provider"], "claude");
+    assert_eq!(holds[0]["account"], "default");
+    assert_eq!(
+        crate::util::instant(&holds[0]["heldUntil"]) - reset,
+        chrono::TimeDelta::minutes(1),
+        "{holds:#}"
+    );
+    let lp = w.json(&["show", &name]);
+    assert_eq!(lp["heldUntil"], holds[0]["heldUntil"], "{lp:#}");
+    assert_eq!(lp["retryScheduledFor"], run["scheduledFor"], "{lp:#}");
 }
 
 #[test]

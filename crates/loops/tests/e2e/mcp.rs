@@ -20,7 +20,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 /// Every tool the server must list (and the tests call).
-const TOOLS: [&str; 22] = [
+const TOOLS: [&str; 24] = [
     "loops_create_agent",
     "loops_create_command",
     "loops_create_workflow",
@@ -28,6 +28,8 @@ const TOOLS: [&str; 22] = [
     "loops_doctor",
     "loops_edit",
     "loops_health",
+    "loops_holds",
+    "loops_holds_clear",
     "loops_list",
     "loops_pause",
     "loops_remove",
@@ -46,11 +48,12 @@ const TOOLS: [&str; 22] = [
 ];
 
 /// The tools the mutation switch guards.
-const MUTATING: [&str; 11] = [
+const MUTATING: [&str; 12] = [
     "loops_create_agent",
     "loops_create_command",
     "loops_create_workflow",
     "loops_edit",
+    "loops_holds_clear",
     "loops_pause",
     "loops_remove",
     "loops_resume",
@@ -514,6 +517,7 @@ fn mutations_are_refused_then_allowed() {
             json!({"name": "n", "workflow": "slow", "every": "1m"}),
         ),
         ("loops_edit", json!({"loop": "alpha", "every": "1m"})),
+        ("loops_holds_clear", json!({"provider": "claude"})),
         ("loops_pause", json!({"loop": "alpha"})),
         ("loops_resume", json!({"loop": "alpha"})),
         ("loops_stop", json!({"loop": "alpha"})),
@@ -837,6 +841,11 @@ fn every_listed_tool_answers() {
         ("loops_doctor", json!({})),
         ("loops_health", json!({})),
         ("loops_usage", json!({"by": "provider", "since": "30d"})),
+        ("loops_holds", json!({})),
+        (
+            "loops_holds_clear",
+            json!({"provider": "claude", "account": "work"}),
+        ),
         ("workflows_list", json!({})),
         ("workflow_show", json!({"workflow": "quick"})),
         ("workflow_validate", json!({"file": spec})),

@@ -1,0 +1,252 @@
+//! Usage-limit holds (issue #20 item 2, `loops_core::hold`): the `account_holds` rows a
+//! finalization writes and releases in its own transaction — under an advisory lock of
+//! the key, so runners meeting the limit at once queue one `held` notification — and
+//! the condition the due-loop queries use to leave a held key's loops out, which makes
+//! every runner of the store honour a hold another one wrote.
+
+use crate::codec::{decode_all, get, get_enum, get_instant, get_u32, loop_cols, ms, text};
+use crate::error::Result;
+use crate::session::Db;
+use loops_core::hold::{self, AccountHold, HoldChange, HoldKey};
+use loops_core::{notify, Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run};
+use std::collections::BTreeSet;
+use tokio_postgres::{GenericClient, Row};
+
+/// The hold key of the loop row `loops` as SQL: its agent target's provider (NULL for
+/// other targets) and its account profile or 'default' (`HoldKey::of`).
+macro_rules! key_provider {
+    () => {
+        "(CASE WHEN (loops.target_json::jsonb ->> 'type') = 'agent' \
+           THEN loops.target_json::jsonb ->> 'provider' END)"
+    };
+}
+macro_rules! key_account {
+    () => {
+        "COALESCE(loops.target_json::jsonb #>> '{account,profile}', 'default')"
+    };
+}
+
+/// `h` (a row of `account_holds`) is the hold of the loop row `loops`'s key.
+macro_rules! hold_of_loop {
+    () => {
+        concat!(
+            "h.provider = ",
+            $crate::holds::key_provider!(),
+            " AND h.account = ",
+            $crate::holds::key_account!()
+        )
+    };
+}
+
+/// The condition that the loop row `loops` is not held at `$1` (the due-loop queries').
+macro_rules! not_held_at_1 {
+    () => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM account_holds h WHERE h.held_until > $1 AND ",
+            $crate::holds::hold_of_loop!(),
+            ")"
+        )
+    };
+}
+pub(crate) use {hold_of_loop, key_account, key_provider, not_held_at_1};
+
+macro_rules! hold_cols {
+    () => {
+        "provider, account, held_until, reason, since, probes, notified, updated_at"
+    };
+}
+
+fn hold_from_row(row: &Row) -> Result<AccountHold> {
+    Ok(AccountHold {
+        provider: get_enum(row, 0, "provider")?,
+        account: get(row, 1, "account")?,
+        held_until: get_instant(row, 2, "held_until")?,
+        reason: get(row, 3, "reason")?,
+        since: get_instant(row, 4, "since")?,
+        probes: get_u32(row, 5, "probes")?,
+        notified: get(row, 6, "notified")?,
+        updated_at: get_instant(row, 7, "updated_at")?,
+    })
+}
+
+/// Whether the store has any hold (the due-loop queries' fast path when it has none).
+pub(crate) async fn any<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<bool> {
+    let row = db
+        .query_one("SELECT EXISTS (SELECT 1 FROM account_holds)", &[])
+        .await?;
+    get(&row, 0, "exists")
+}
+
+/// After `run` of `lp` was finalized in this transaction: writes or releases the hold
+/// of its key as the domain decides, and queues the key's `held` / `resumed`
+/// notification. `default` is the batch's cache of the store's notification default.
+pub(crate) async fn after_finish<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lp: &Loop,
+    run: &Run,
+    now: Instant,
+    default: &mut Option<Option<Notify>>,
+) -> Result<Vec<Delivery>> {
+    let Some(key) = HoldKey::of(&lp.target) else {
+        return Ok(Vec::new());
+    };
+    // Two runners finishing runs on one key: the second sees the first's hold.
+    db.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('account_holds/' || $1 || '/' || $2))",
+        &[&key.provider.as_str(), &text(&key.account).as_ref()],
+    )
+    .await?;
+    let row = db
+        .query_opt(
+            concat!(
+                "SELECT ",
+                hold_cols!(),
+                " FROM account_holds WHERE provider = $1 AND account = $2"
+            ),
+            &[&key.provider.as_str(), &text(&key.account).as_ref()],
+        )
+        .await?;
+    let current = row.as_ref().map(hold_from_row).transpose()?;
+    match hold::after_finish(lp, run, current.as_ref(), &loops_store::hold_timing()) {
+        HoldChange::Keep => Ok(Vec::new()),
+        HoldChange::Hold {
+            mut hold,
+            notify_held,
+        } => {
+            let sent = if notify_held {
+                queue_key_event(db, &key, lp, run, NotifyEvent::Held, now, default).await?
+            } else {
+                Vec::new()
+            };
+            hold.notified |= !sent.is_empty();
+            db.execute(
+                concat!(
+                    "INSERT INTO account_holds (",
+                    hold_cols!(),
+                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                     ON CONFLICT (provider, account) DO UPDATE SET \
+                       held_until = excluded.held_until, reason = excluded.reason, \
+                       since = excluded.since, probes = excluded.probes, \
+                       notified = excluded.notified, updated_at = excluded.updated_at"
+                ),
+                &[
+                    &hold.provider.as_str(),
+                    &text(&hold.account).as_ref(),
+                    &ms(&hold.held_until),
+                    &text(&hold.reason).as_ref(),
+                    &ms(&hold.since),
+                    &i64::from(hold.probes),
+                    &hold.notified,
+                    &ms(&hold.updated_at),
+                ],
+            )
+            .await?;
+            Ok(sent)
+        }
+        HoldChange::Release { notify_resumed } => {
+            db.execute(
+                "DELETE FROM account_holds WHERE provider = $1 AND account = $2",
+                &[&key.provider.as_str(), &text(&key.account).as_ref()],
+            )
+            .await?;
+            if notify_resumed {
+                queue_key_event(db, &key, lp, run, NotifyEvent::Resumed, now, default).await
+            } else {
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+/// Queues `event` about `key` once per channel of the key's active loops (and `lp`,
+/// the run's own), each loop's settings or else the store-wide default, whatever their
+/// `on`: a hold needs a person, once per account rather than once per loop. The
+/// deliveries name `run`, the run that met (or no longer met) the limit.
+async fn queue_key_event<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    key: &HoldKey,
+    lp: &Loop,
+    run: &Run,
+    event: NotifyEvent,
+    now: Instant,
+    default: &mut Option<Option<Notify>>,
+) -> Result<Vec<Delivery>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                loop_cols!(),
+                " FROM loops WHERE status = 'active' AND id != $3 AND ",
+                key_provider!(),
+                " = $1 AND ",
+                key_account!(),
+                " = $2 ORDER BY name"
+            ),
+            &[
+                &key.provider.as_str(),
+                &text(&key.account).as_ref(),
+                &lp.id.as_str(),
+            ],
+        )
+        .await?;
+    let mut loops = vec![lp.clone()];
+    // A loop that does not decode has no settings to read; the others still count.
+    loops.extend(
+        rows.iter()
+            .filter_map(|r| crate::codec::loop_from_row(r).ok()),
+    );
+    if default.is_none() {
+        *default = Some(crate::notify::notify_default(db).await?);
+    }
+    let store_default = default.clone().flatten();
+    let mut seen = BTreeSet::new();
+    let mut sent = Vec::new();
+    for each in &loops {
+        let Some(settings) = notify::effective(each.notify.as_ref(), store_default.as_ref()) else {
+            continue;
+        };
+        for (channel, target) in notify::channels(settings) {
+            if seen.insert((channel.as_str(), target.to_owned())) {
+                sent.push(crate::notify::insert(db, run, event, channel, target, now).await?);
+            }
+        }
+    }
+    Ok(sent)
+}
+
+pub(crate) async fn account_holds<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+) -> Result<Vec<AccountHold>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                hold_cols!(),
+                " FROM account_holds ORDER BY provider, account"
+            ),
+            &[],
+        )
+        .await?;
+    decode_all(&rows, hold_from_row)
+}
+
+pub(crate) async fn clear_account_holds<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    provider: Provider,
+    account: Option<&str>,
+) -> Result<Vec<AccountHold>> {
+    let account = account.map(|a| text(a).into_owned());
+    let rows = db
+        .query(
+            concat!(
+                "DELETE FROM account_holds \
+                 WHERE provider = $1 AND ($2::text IS NULL OR account = $2) RETURNING ",
+                hold_cols!()
+            ),
+            &[&provider.as_str(), &account],
+        )
+        .await?;
+    let mut cleared = decode_all(&rows, hold_from_row)?;
+    cleared.sort_by(|a, b| a.account.cmp(&b.account));
+    Ok(cleared)
+}

@@ -1,0 +1,230 @@
+//! Usage-limit holds (issue #20 item 2, `loops_core::hold`): the `account_holds` rows a
+//! finalization writes and releases in its own transaction, with the one `held` /
+//! `resumed` notification of their key, and the condition the due-loop queries use to
+//! leave a held key's loops out.
+
+use crate::codec::{get, get_enum, get_instant, get_u32, loop_cols, ms, query_all, query_first};
+use crate::error::{Result, StoreResult};
+use crate::SqliteStore;
+use loops_core::hold::{self, AccountHold, HoldChange, HoldKey};
+use loops_core::{notify, Delivery, Instant, Loop, NotifyEvent, Provider, Run};
+use rusqlite::{params, Connection, Row};
+use std::collections::BTreeSet;
+
+/// The hold key of the loop row `loops` as SQL: its agent target's provider, and its
+/// account profile or 'default' (`HoldKey::of`); NULL for other targets (and for a
+/// `target_json` that is not JSON, which must not fail the due-loop queries).
+macro_rules! key_provider {
+    () => {
+        "(CASE WHEN json_valid(loops.target_json) THEN \
+           CASE WHEN json_extract(loops.target_json, '$.type') = 'agent' \
+             THEN json_extract(loops.target_json, '$.provider') END END)"
+    };
+}
+macro_rules! key_account {
+    () => {
+        "(CASE WHEN json_valid(loops.target_json) THEN \
+           COALESCE(json_extract(loops.target_json, '$.account.profile'), 'default') END)"
+    };
+}
+
+/// `h` (a row of `account_holds`) is the hold of the loop row `loops`'s key.
+macro_rules! hold_of_loop {
+    () => {
+        concat!(
+            "h.provider = ",
+            $crate::holds::key_provider!(),
+            " AND h.account = ",
+            $crate::holds::key_account!()
+        )
+    };
+}
+
+/// The condition that the loop row `loops` is not held at `?1` (the due-loop queries').
+macro_rules! not_held_at_1 {
+    () => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM account_holds h WHERE h.held_until > ?1 AND ",
+            $crate::holds::hold_of_loop!(),
+            ")"
+        )
+    };
+}
+pub(crate) use {hold_of_loop, key_account, key_provider, not_held_at_1};
+
+macro_rules! hold_cols {
+    () => {
+        "provider, account, held_until, reason, since, probes, notified, updated_at"
+    };
+}
+
+fn hold_from_row(row: &Row<'_>) -> Result<AccountHold> {
+    Ok(AccountHold {
+        provider: get_enum(row, 0, "provider")?,
+        account: get(row, 1, "account")?,
+        held_until: get_instant(row, 2, "held_until")?,
+        reason: get(row, 3, "reason")?,
+        since: get_instant(row, 4, "since")?,
+        probes: get_u32(row, 5, "probes")?,
+        notified: get(row, 6, "notified")?,
+        updated_at: get_instant(row, 7, "updated_at")?,
+    })
+}
+
+/// Whether the store has any hold (the due-loop queries' fast path when it has none).
+pub(crate) fn any(conn: &Connection) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM account_holds)")?
+        .query_row([], |r| r.get(0))?)
+}
+
+fn read(conn: &Connection, key: &HoldKey) -> Result<Option<AccountHold>> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        hold_cols!(),
+        " FROM account_holds WHERE provider = ?1 AND account = ?2"
+    ))?;
+    query_first(
+        &mut stmt,
+        params![key.provider.as_str(), key.account],
+        hold_from_row,
+    )
+}
+
+/// After `run` of `lp` was finalized in this transaction: writes or releases the hold
+/// of its key as the domain decides, and queues the key's `held` / `resumed`
+/// notification.
+pub(crate) fn after_finish(
+    conn: &Connection,
+    lp: &Loop,
+    run: &Run,
+    now: Instant,
+) -> Result<Vec<Delivery>> {
+    let Some(key) = HoldKey::of(&lp.target) else {
+        return Ok(Vec::new());
+    };
+    let current = read(conn, &key)?;
+    match hold::after_finish(lp, run, current.as_ref(), &loops_store::hold_timing()) {
+        HoldChange::Keep => Ok(Vec::new()),
+        HoldChange::Hold {
+            mut hold,
+            notify_held,
+        } => {
+            let sent = if notify_held {
+                queue_key_event(conn, &key, lp, run, NotifyEvent::Held, now)?
+            } else {
+                Vec::new()
+            };
+            hold.notified |= !sent.is_empty();
+            conn.prepare_cached(concat!(
+                "INSERT INTO account_holds (",
+                hold_cols!(),
+                ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                 ON CONFLICT (provider, account) DO UPDATE SET \
+                   held_until = excluded.held_until, reason = excluded.reason, \
+                   since = excluded.since, probes = excluded.probes, \
+                   notified = excluded.notified, updated_at = excluded.updated_at"
+            ))?
+            .execute(params![
+                hold.provider.as_str(),
+                hold.account,
+                ms(&hold.held_until),
+                hold.reason,
+                ms(&hold.since),
+                hold.probes,
+                hold.notified,
+                ms(&hold.updated_at),
+            ])?;
+            Ok(sent)
+        }
+        HoldChange::Release { notify_resumed } => {
+            conn.prepare_cached("DELETE FROM account_holds WHERE provider = ?1 AND account = ?2")?
+                .execute(params![key.provider.as_str(), key.account])?;
+            if notify_resumed {
+                queue_key_event(conn, &key, lp, run, NotifyEvent::Resumed, now)
+            } else {
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+/// Queues `event` about `key` once per channel of the key's active loops (and `lp`,
+/// the run's own), each loop's settings or else the store-wide default, whatever their
+/// `on`: a hold needs a person, once per account rather than once per loop. The
+/// deliveries name `run`, the run that met (or no longer met) the limit.
+fn queue_key_event(
+    conn: &Connection,
+    key: &HoldKey,
+    lp: &Loop,
+    run: &Run,
+    event: NotifyEvent,
+    now: Instant,
+) -> Result<Vec<Delivery>> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        loop_cols!(),
+        " FROM loops WHERE status = 'active' AND id != ?3 AND ",
+        key_provider!(),
+        " = ?1 AND ",
+        key_account!(),
+        " = ?2 ORDER BY name"
+    ))?;
+    let mut rows = stmt.query(params![key.provider.as_str(), key.account, lp.id.as_str()])?;
+    let mut loops = vec![lp.clone()];
+    while let Some(row) = rows.next()? {
+        // A loop that does not decode has no settings to read; the others still count.
+        if let Ok(other) = crate::codec::loop_from_row(row) {
+            loops.push(other);
+        }
+    }
+    drop(rows);
+    let default = crate::notify::read_default(conn)?;
+    let mut seen = BTreeSet::new();
+    let mut sent = Vec::new();
+    for each in &loops {
+        let Some(settings) = notify::effective(each.notify.as_ref(), default.as_ref()) else {
+            continue;
+        };
+        for (channel, target) in notify::channels(settings) {
+            if seen.insert((channel.as_str(), target.to_owned())) {
+                sent.push(crate::notify::insert(
+                    conn, run, event, channel, target, now,
+                )?);
+            }
+        }
+    }
+    Ok(sent)
+}
+
+pub(crate) fn account_holds(store: &SqliteStore) -> StoreResult<Vec<AccountHold>> {
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM account_holds ORDER BY provider, account"
+        ))?;
+        query_all(&mut stmt, [], hold_from_row)
+    })
+}
+
+pub(crate) fn clear_account_holds(
+    store: &SqliteStore,
+    provider: Provider,
+    account: Option<&str>,
+) -> StoreResult<Vec<AccountHold>> {
+    store.write(None, |tx| {
+        let mut stmt = tx.prepare_cached(concat!(
+            "DELETE FROM account_holds WHERE provider = ?1 AND (?2 IS NULL OR account = ?2) \
+             RETURNING ",
+            hold_cols!()
+        ))?;
+        let mut cleared = query_all(
+            &mut stmt,
+            params![provider.as_str(), account],
+            hold_from_row,
+        )?;
+        cleared.sort_by(|a, b| a.account.cmp(&b.account));
+        Ok(cleared)
+    })
+}
