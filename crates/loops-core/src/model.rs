@@ -77,6 +77,9 @@ string_enum!(
         Expired = "expired",
         /// Put away: never scheduled, hidden from `list`, history kept.
         Archived = "archived",
+        /// A stop condition ended it (`--until-cmd`, `--until-output`, `--max-runs`;
+        /// `statusReason` says which): never scheduled, until `resume` starts it again.
+        Done = "done",
     }
 );
 
@@ -107,6 +110,8 @@ string_enum!(
         Test = "test",
         /// The circuit breaker parked the loop (`maxFailures` consecutive failed slots).
         Parked = "parked",
+        /// A stop condition ended the loop (status `done`).
+        Done = "done",
     }
 );
 
@@ -494,6 +499,18 @@ pub struct LoopOps {
     /// reason); `None`: never.
     #[serde(default)]
     pub max_failures: Option<u32>,
+    /// Stop conditions (README, "Agent operations"; [`crate::stop`]): after each
+    /// successful slot run, a shell command run in the loop's cwd; exit 0 ends the loop
+    /// (`done`). It defines what runs, like the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_cmd: Option<String>,
+    /// A regex matched against a successful run's summary (agents) or stdout
+    /// (commands, workflows); a match ends the loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_output: Option<String>,
+    /// The loop ends once this many of its slots have ended (whatever their outcome).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<u32>,
 }
 
 impl LoopOps {
@@ -511,6 +528,9 @@ impl Default for LoopOps {
             retry_backoff: RetryBackoff::Fixed,
             retry_delay_max_ms: DEFAULT_RETRY_DELAY_MAX_MS,
             max_failures: None,
+            until_cmd: None,
+            until_output: None,
+            max_runs: None,
         }
     }
 }
@@ -525,9 +545,27 @@ pub struct LoopState {
     /// success, and `resume`, start it over.
     #[serde(default)]
     pub failure_streak: u32,
-    /// Why the engine paused the loop (the circuit breaker), until `resume`.
+    /// Why the engine paused the loop (the circuit breaker) or ended it (a stop
+    /// condition, status `done`), until `resume`.
     #[serde(default)]
     pub status_reason: Option<String>,
+    /// The loop's slots that ended (whatever their outcome) since it was created or
+    /// last resumed, counted while it has a stop condition ([`LoopOps::has_stop`]):
+    /// what `maxRuns` counts. JSON `runCount`, left out when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub run_count: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl LoopOps {
+    /// Whether the loop has a stop condition (`--until-cmd`, `--until-output`,
+    /// `--max-runs`).
+    pub fn has_stop(&self) -> bool {
+        self.until_cmd.is_some() || self.until_output.is_some() || self.max_runs.is_some()
+    }
 }
 
 impl LoopState {
@@ -810,6 +848,10 @@ pub struct RunOutcome {
     pub failure_class: Option<FailureClass>,
     /// See [`Run::retry_at`].
     pub retry_at: Option<Instant>,
+    /// A stop condition the runner found met after this (successful) run, before
+    /// recording it: its finalization ends the loop ([`crate::transitions::on_finish`]).
+    /// Not stored on the run; the loop's `statusReason` says it.
+    pub stop: Option<crate::stop::StopMet>,
 }
 
 impl RunOutcome {
@@ -828,6 +870,7 @@ impl RunOutcome {
             usage: None,
             failure_class: None,
             retry_at: None,
+            stop: None,
         }
     }
 
