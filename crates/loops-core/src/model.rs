@@ -789,7 +789,8 @@ pub struct Run {
     /// Why the attempt did not succeed, in our own words only (`exited with status 1`,
     /// `claude exited with status 1`, `timed out after 5s`): never text of the run's
     /// output, so it may go wherever a run's outline goes (the event log, tables,
-    /// `LOOPS_RUN_ERROR`).
+    /// `LOOPS_RUN_ERROR`). On a succeeded run it is a note about what followed the run
+    /// (`note: --until-cmd could not start: …`, [`crate::stop`]).
     pub error: Option<String>,
     /// What the failure quoted from the run's own output — an agent's reported error,
     /// its most telling stderr line. Output like `stdout`/`stderr`: redacted wherever
