@@ -57,6 +57,7 @@ pub const STATE_FIELDS: &[&str] = &[
     "heldAttempts",
     "heldUntil",
     "heldReason",
+    "runCount",
 ];
 
 /// Why a bundle cannot be read. Messages are one line.
@@ -959,14 +960,22 @@ mod tests {
         let mut lp = stored_loop("agent", json!({"type": "command", "command": "true"}));
         lp.ops.retry_backoff = crate::RetryBackoff::Exponential;
         lp.ops.max_failures = Some(3);
+        lp.ops.until_cmd = Some("test -e marker".into());
+        lp.ops.until_output = Some("ALL TESTS PASS".into());
+        lp.ops.max_runs = Some(5);
         lp.state.failure_streak = 2;
         lp.state.status_reason = Some("circuit breaker: …".into());
+        lp.state.run_count = 4;
         let doc = serde_json::to_value(export(&[lp.clone()], &[], false, now()).unwrap()).unwrap();
         let entry = &doc["loops"][0];
         assert_eq!(entry["retryBackoff"], "exponential", "{entry}");
         assert_eq!(entry["maxFailures"], 3);
+        assert_eq!(entry["untilCmd"], "test -e marker");
+        assert_eq!(entry["untilOutput"], "ALL TESTS PASS");
+        assert_eq!(entry["maxRuns"], 5);
         assert!(entry.get("failureStreak").is_none(), "{entry}");
         assert!(entry.get("statusReason").is_none(), "{entry}");
+        assert!(entry.get("runCount").is_none(), "{entry}");
         let back = parse(&doc.to_string()).unwrap();
         assert_eq!(back.loops[0].definition.ops, lp.ops);
         assert!(back.loops[0].definition.state.is_fresh());

@@ -77,6 +77,9 @@ string_enum!(
         Expired = "expired",
         /// Put away: never scheduled, hidden from `list`, history kept.
         Archived = "archived",
+        /// A stop condition ended it (`--until-cmd`, `--until-output`, `--max-runs`;
+        /// `statusReason` says which): never scheduled, until `resume` starts it again.
+        Done = "done",
     }
 );
 
@@ -112,6 +115,8 @@ string_enum!(
         Held = "held",
         /// A run on a held account did not meet the limit: the hold is over.
         Resumed = "resumed",
+        /// A stop condition ended the loop (status `done`).
+        Done = "done",
     }
 );
 
@@ -499,6 +504,18 @@ pub struct LoopOps {
     /// reason); `None`: never.
     #[serde(default)]
     pub max_failures: Option<u32>,
+    /// Stop conditions (README, "Agent operations"; [`crate::stop`]): after each
+    /// successful slot run, a shell command run in the loop's cwd; exit 0 ends the loop
+    /// (`done`). It defines what runs, like the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_cmd: Option<String>,
+    /// A regex matched against a successful run's summary (agents) or stdout
+    /// (commands, workflows); a match ends the loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_output: Option<String>,
+    /// The loop ends once this many of its slots have ended (whatever their outcome).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<u32>,
 }
 
 impl LoopOps {
@@ -516,6 +533,9 @@ impl Default for LoopOps {
             retry_backoff: RetryBackoff::Fixed,
             retry_delay_max_ms: DEFAULT_RETRY_DELAY_MAX_MS,
             max_failures: None,
+            until_cmd: None,
+            until_output: None,
+            max_runs: None,
         }
     }
 }
@@ -530,7 +550,8 @@ pub struct LoopState {
     /// success, and `resume`, start it over.
     #[serde(default)]
     pub failure_streak: u32,
-    /// Why the engine paused the loop (the circuit breaker), until `resume`.
+    /// Why the engine paused the loop (the circuit breaker) or ended it (a stop
+    /// condition, status `done`), until `resume`.
     #[serde(default)]
     pub status_reason: Option<String>,
     /// The slot whose attempts met a usage limit (they hold the account instead of
@@ -545,10 +566,23 @@ pub struct LoopState {
     /// How many attempts of `heldSlot` met the usage limit.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held_attempts: u32,
+    /// The loop's slots that ended (whatever their outcome) since it was created or
+    /// last resumed, counted while it has a stop condition ([`LoopOps::has_stop`]):
+    /// what `maxRuns` counts. JSON `runCount`, left out when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub run_count: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+impl LoopOps {
+    /// Whether the loop has a stop condition (`--until-cmd`, `--until-output`,
+    /// `--max-runs`).
+    pub fn has_stop(&self) -> bool {
+        self.until_cmd.is_some() || self.until_output.is_some() || self.max_runs.is_some()
+    }
 }
 
 impl LoopState {
@@ -785,7 +819,8 @@ pub struct Run {
     /// Why the attempt did not succeed, in our own words only (`exited with status 1`,
     /// `claude exited with status 1`, `timed out after 5s`): never text of the run's
     /// output, so it may go wherever a run's outline goes (the event log, tables,
-    /// `LOOPS_RUN_ERROR`).
+    /// `LOOPS_RUN_ERROR`). On a succeeded run it is a note about what followed the run
+    /// (`note: --until-cmd could not start: …`, [`crate::stop`]).
     pub error: Option<String>,
     /// What the failure quoted from the run's own output — an agent's reported error,
     /// its most telling stderr line. Output like `stdout`/`stderr`: redacted wherever
@@ -844,6 +879,10 @@ pub struct RunOutcome {
     pub failure_class: Option<FailureClass>,
     /// See [`Run::retry_at`].
     pub retry_at: Option<Instant>,
+    /// A stop condition the runner found met after this (successful) run, before
+    /// recording it: its finalization ends the loop ([`crate::transitions::on_finish`]).
+    /// Not stored on the run; the loop's `statusReason` says it.
+    pub stop: Option<crate::stop::StopMet>,
 }
 
 impl RunOutcome {
@@ -862,6 +901,7 @@ impl RunOutcome {
             usage: None,
             failure_class: None,
             retry_at: None,
+            stop: None,
         }
     }
 

@@ -297,8 +297,13 @@ fn loop_definition(
     });
     let lp: Loop = serde_path_to_error::deserialize(doc)
         .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
-    if lp.status == crate::LoopStatus::Archived {
-        return Err("status archived is not an OpenLoops status".into());
+    // OpenLoops 0.3 has neither status (nor stop conditions): archived and done are
+    // our own.
+    if matches!(
+        lp.status,
+        crate::LoopStatus::Archived | crate::LoopStatus::Done
+    ) {
+        return Err(format!("status {} is not an OpenLoops status", lp.status));
     }
     Ok(lp)
 }

@@ -927,7 +927,12 @@ mod tests {
             "2026-01-01T11:00:00Z",
             CatchUp::All,
         );
-        for status in [LoopStatus::Paused, LoopStatus::Stopped, LoopStatus::Expired] {
+        for status in [
+            LoopStatus::Paused,
+            LoopStatus::Stopped,
+            LoopStatus::Expired,
+            LoopStatus::Done,
+        ] {
             lp.status = status;
             assert_eq!(due_slots(&lp, now).unwrap(), Vec::<Instant>::new());
         }

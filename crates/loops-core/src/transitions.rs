@@ -9,12 +9,14 @@
 //! failed attempt with attempts left retries the same slot after `retryDelay`, an older
 //! failed slot with attempts left is retried before new slots. Agent operations (issue
 //! #20): retries back off ([`crate::failure::retry_delay_ms`]), failures another attempt
-//! cannot help are not retried, and `maxFailures` failed slots in a row park the loop.
+//! cannot help are not retried, and `maxFailures` failed slots in a row park the loop;
+//! a stop condition ([`crate::stop`]) ends it (status `done`).
 //! A usage limit ([`crate::hold`]) fails nothing: its slot is retried once the hold of
 //! its account ends, the attempt not counted and the failure streak left as it is.
 
 use crate::failure::{self, FailureClass};
 use crate::schedule::{self, ScheduleError};
+use crate::stop::{self, StopMet};
 use crate::{
     Anchor, Instant, Loop, LoopState, LoopStatus, NotifyEvent, Run, RunSource, RunStatus, Schedule,
 };
@@ -105,7 +107,8 @@ pub struct FinishPlan {
     /// The loop's engine state after the run; `None` when it did not change.
     pub state: Option<LoopState>,
     /// A notification about the loop rather than the run: [`NotifyEvent::Parked`] when
-    /// the circuit breaker tripped.
+    /// the circuit breaker tripped, [`NotifyEvent::Done`] when a stop condition ended
+    /// the loop.
     pub event: Option<NotifyEvent>,
 }
 
@@ -131,7 +134,8 @@ pub fn attempts_allowed(lp: &Loop, run: &Run) -> u32 {
     lp.max_attempts.saturating_add(held)
 }
 
-/// The state after `run` finished, given the loop as it is now (`current`) and the
+/// The state after `run` finished, given the loop as it is now (`current`), the stop
+/// condition its runner found met (`stop`, see [`crate::RunOutcome::stop`]) and the
 /// oldest other failed slot that still has attempts (`deferred_retry`).
 ///
 /// - A retried attempt ([`retries`]) retries its slot after the back-off
@@ -139,9 +143,14 @@ pub fn attempts_allowed(lp: &Loop, run: &Run) -> u32 {
 /// - A slot that ended failed extends the failure streak, a success ends it; once the
 ///   streak reaches `maxFailures`, the loop is parked: `paused`, with the reason, and
 ///   one [`NotifyEvent::Parked`].
+/// - A loop with a stop condition counts its ended slots (`runCount`); a successful
+///   run whose `stop` was met, or the `maxRuns`-th ended slot, ends the loop: `done`,
+///   with the reason, and one [`NotifyEvent::Done`] (which wins over the breaker: the
+///   loop will not run again either way).
 pub fn on_finish(
     current: &Loop,
     run: &Run,
+    stop: Option<StopMet>,
     deferred_retry: Option<Instant>,
 ) -> Result<FinishPlan, ScheduleError> {
     if run.source == RunSource::AdHoc || current.status != LoopStatus::Active {
@@ -179,17 +188,29 @@ pub fn on_finish(
             "circuit breaker: {streak} consecutive failed slots (the last {last}); \
              `loops resume` starts a fresh streak"
         ));
-        let next_run_at = plan
-            .advance
-            .as_ref()
-            .map_or(current.next_run_at, |a| a.next_run_at)
-            .or(current.next_run_at);
         plan.advance = Some(LoopAdvance {
             status: LoopStatus::Paused,
-            next_run_at,
+            next_run_at: next_run_at(current, &plan),
             retry_scheduled_for: None,
         });
         plan.event = Some(NotifyEvent::Parked);
+    }
+    if current.ops.has_stop() && !retrying && run.status != RunStatus::Skipped {
+        state.run_count = state.run_count.saturating_add(1);
+        let met = stop.filter(|_| run.status == RunStatus::Succeeded);
+        let reached = current.ops.max_runs.is_some_and(|n| state.run_count >= n);
+        if met.is_some() || reached {
+            state.status_reason = Some(stop::reason(current, met, state.run_count, &run.id));
+            plan.advance = Some(LoopAdvance {
+                status: LoopStatus::Done,
+                next_run_at: next_run_at(current, &plan),
+                retry_scheduled_for: None,
+            });
+            plan.event = Some(NotifyEvent::Done);
+        }
+    } else if !current.ops.has_stop() {
+        // Its conditions were cleared: a later one counts from then.
+        state.run_count = 0;
     }
     if state != current.state {
         plan.state = Some(state);
@@ -222,6 +243,15 @@ fn held(current: &Loop, run: &Run) -> FinishPlan {
         state: Some(state),
         event: None,
     }
+}
+
+/// The next slot a loop taken out of scheduling keeps (for `resume`): the one `plan`
+/// moved it to, else its own.
+fn next_run_at(current: &Loop, plan: &FinishPlan) -> Option<Instant> {
+    plan.advance
+        .as_ref()
+        .map_or(current.next_run_at, |a| a.next_run_at)
+        .or(current.next_run_at)
 }
 
 /// The schedule state after `run` (see [`on_finish`]); `None` leaves it as it is.
@@ -371,29 +401,29 @@ mod tests {
         let other = finished(1, RunStatus::Failed, Some(FailureClass::Other));
         // Fixed (the default): the retry delay, as before.
         assert_eq!(
-            retry_in(&on_finish(&lp, &other, None).unwrap()),
+            retry_in(&on_finish(&lp, &other, None, None).unwrap()),
             Some(60_000)
         );
         // Transient classes back off 4× harder.
         let rate = finished(1, RunStatus::Failed, Some(FailureClass::RateLimit));
         assert_eq!(
-            retry_in(&on_finish(&lp, &rate, None).unwrap()),
+            retry_in(&on_finish(&lp, &rate, None, None).unwrap()),
             Some(240_000)
         );
         // Exponential: a jittered draw under 1m · 2^(attempt-1), the same every time.
         lp.ops.retry_backoff = RetryBackoff::Exponential;
         let second = finished(2, RunStatus::Failed, Some(FailureClass::Other));
-        let delay = retry_in(&on_finish(&lp, &second, None).unwrap()).unwrap();
+        let delay = retry_in(&on_finish(&lp, &second, None, None).unwrap()).unwrap();
         assert!((1_000..=120_000).contains(&delay), "{delay}");
         assert_eq!(
-            retry_in(&on_finish(&lp, &second, None).unwrap()),
+            retry_in(&on_finish(&lp, &second, None, None).unwrap()),
             Some(delay)
         );
         // The provider's retryAt comes first.
         let mut told = finished(1, RunStatus::Failed, Some(FailureClass::RateLimit));
         told.retry_at = Some(at("2026-03-10T12:30:10Z"));
         assert_eq!(
-            retry_in(&on_finish(&lp, &told, None).unwrap()),
+            retry_in(&on_finish(&lp, &told, None, None).unwrap()),
             Some(1_800_000)
         );
     }
@@ -404,7 +434,7 @@ mod tests {
         for class in [FailureClass::Auth, FailureClass::ContextLength] {
             let run = finished(1, RunStatus::Failed, Some(class));
             assert!(!retries(&lp, &run), "{class}");
-            let plan = on_finish(&lp, &run, None).unwrap();
+            let plan = on_finish(&lp, &run, None, None).unwrap();
             // The slot is over: no retry, the loop was advanced at claim time.
             assert_eq!(plan.advance, None, "{class}");
             assert_eq!(plan.state.unwrap().failure_streak, 1);
@@ -424,13 +454,13 @@ mod tests {
         let failed = finished(1, RunStatus::Failed, Some(FailureClass::Overloaded));
         // Two failed slots: counted, still active.
         lp.state.failure_streak = 1;
-        let plan = on_finish(&lp, &failed, None).unwrap();
+        let plan = on_finish(&lp, &failed, None, None).unwrap();
         assert_eq!(plan.state.as_ref().unwrap().failure_streak, 2);
         assert_eq!(plan.event, None);
         assert_eq!(plan.advance, None);
         // The third: parked, with the reason and one notification; next slot kept.
         lp.state.failure_streak = 2;
-        let plan = on_finish(&lp, &failed, None).unwrap();
+        let plan = on_finish(&lp, &failed, None, None).unwrap();
         let advance = plan.advance.unwrap();
         assert_eq!(advance.status, LoopStatus::Paused);
         assert_eq!(advance.next_run_at, lp.next_run_at);
@@ -447,7 +477,7 @@ mod tests {
         // A success starts the streak over; a retried attempt does not count.
         let ok = finished(1, RunStatus::Succeeded, None);
         assert_eq!(
-            on_finish(&lp, &ok, None)
+            on_finish(&lp, &ok, None, None)
                 .unwrap()
                 .state
                 .unwrap()
@@ -455,7 +485,7 @@ mod tests {
             0
         );
         lp.max_attempts = 3;
-        let plan = on_finish(&lp, &failed, None).unwrap();
+        let plan = on_finish(&lp, &failed, None, None).unwrap();
         assert_eq!(plan.state, None, "a retried attempt leaves the streak");
         assert_eq!(plan.event, None);
     }
@@ -476,7 +506,7 @@ mod tests {
         lp.ops.max_failures = Some(1);
         lp.state.failure_streak = 0;
         let limited = finished(1, RunStatus::Failed, Some(FailureClass::UsageLimit));
-        let plan = on_finish(&lp, &limited, None).unwrap();
+        let plan = on_finish(&lp, &limited, None, None).unwrap();
         // The same slot again, due now (the hold keeps it from being claimed).
         let advance = plan.advance.clone().unwrap();
         assert_eq!(advance.status, LoopStatus::Active);
@@ -494,23 +524,103 @@ mod tests {
         lp.retry_scheduled_for = Some(limited.scheduled_for);
         assert_eq!(attempts_allowed(&lp, &limited), 2);
         let again = finished(2, RunStatus::Failed, Some(FailureClass::UsageLimit));
-        let state = on_finish(&lp, &again, None).unwrap().state.unwrap();
+        let state = on_finish(&lp, &again, None, None).unwrap().state.unwrap();
         assert_eq!(state.held_attempts, 2);
         lp.max_attempts = 2;
         let failed = finished(2, RunStatus::Failed, Some(FailureClass::Other));
         assert!(retries(&lp, &failed), "attempt 2 is the first counted of 2");
         lp.max_attempts = 1;
         assert!(!retries(&lp, &failed));
-        let plan = on_finish(&lp, &failed, None).unwrap();
+        let plan = on_finish(&lp, &failed, None, None).unwrap();
         let state = plan.state.unwrap();
         assert_eq!((state.held_slot, state.held_attempts), (None, 0));
         assert_eq!(state.failure_streak, 1);
         // A command loop is never held: its usage-limit failure ends the slot.
         let mut command = hourly();
         command.max_attempts = 1;
-        let plan = on_finish(&command, &limited, None).unwrap();
+        let plan = on_finish(&command, &limited, None, None).unwrap();
         assert_eq!(plan.state.unwrap().failure_streak, 1);
         assert_eq!(plan.advance, None);
+    }
+
+    #[test]
+    fn max_runs_ends_the_loop_when_its_nth_slot_ends_whatever_its_outcome() {
+        let mut lp = hourly();
+        lp.ops.max_runs = Some(2);
+        // The first slot ends (failed, last attempt): counted, still active.
+        let failed = finished(3, RunStatus::Failed, Some(FailureClass::Other));
+        let plan = on_finish(&lp, &failed, None, None).unwrap();
+        assert_eq!(plan.state.as_ref().unwrap().run_count, 1);
+        assert_eq!(plan.event, None);
+        assert_eq!(plan.advance, None);
+        // A retried attempt is not an end.
+        let retried = finished(1, RunStatus::Failed, Some(FailureClass::Other));
+        lp.state.run_count = 1;
+        let plan = on_finish(&lp, &retried, None, None).unwrap();
+        assert_eq!(plan.state.map(|s| s.run_count), None);
+        assert_ne!(plan.event, Some(NotifyEvent::Done));
+        // The second ended slot: done, with the reason and one notification; the next
+        // slot kept for `resume`.
+        let ok = finished(1, RunStatus::Succeeded, None);
+        let plan = on_finish(&lp, &ok, None, None).unwrap();
+        let advance = plan.advance.unwrap();
+        assert_eq!(advance.status, LoopStatus::Done);
+        assert_eq!(advance.next_run_at, lp.next_run_at);
+        assert_eq!(advance.retry_scheduled_for, None);
+        assert_eq!(plan.event, Some(NotifyEvent::Done));
+        let state = plan.state.unwrap();
+        assert_eq!(state.run_count, 2);
+        assert_eq!(
+            state.status_reason.as_deref(),
+            Some("--max-runs 2 reached (run 2, bbbbbbbbbbbb)")
+        );
+        // Ad-hoc runs neither count nor end it; a loop that is no longer active (done
+        // by another runner's finalization) is left alone: one notification.
+        let mut adhoc = finished(1, RunStatus::Succeeded, None);
+        adhoc.source = RunSource::AdHoc;
+        assert_eq!(
+            on_finish(&lp, &adhoc, None, None).unwrap(),
+            FinishPlan::default()
+        );
+        lp.status = LoopStatus::Done;
+        assert_eq!(
+            on_finish(&lp, &ok, None, None).unwrap(),
+            FinishPlan::default()
+        );
+    }
+
+    #[test]
+    fn a_met_until_condition_ends_the_loop_after_a_successful_run_only() {
+        let mut lp = hourly();
+        lp.max_attempts = 1;
+        lp.ops.until_cmd = Some("test -e marker".into());
+        lp.state.run_count = 6;
+        let ok = finished(1, RunStatus::Succeeded, None);
+        // Not met: counted, nothing else.
+        let plan = on_finish(&lp, &ok, None, None).unwrap();
+        assert_eq!(plan.state.unwrap().run_count, 7);
+        assert_eq!(plan.event, None);
+        let plan = on_finish(&lp, &ok, Some(StopMet::UntilCmd), None).unwrap();
+        assert_eq!(plan.advance.unwrap().status, LoopStatus::Done);
+        assert_eq!(plan.event, Some(NotifyEvent::Done));
+        assert_eq!(
+            plan.state.unwrap().status_reason.as_deref(),
+            Some("--until-cmd exited 0 after run 7 (bbbbbbbbbbbb)")
+        );
+        // A failed run does not end it, even when told so.
+        let failed = finished(1, RunStatus::Failed, None);
+        let plan = on_finish(&lp, &failed, Some(StopMet::UntilCmd), None).unwrap();
+        assert_eq!(plan.event, None);
+        assert_eq!(plan.advance, None);
+        // Done wins over the circuit breaker tripping on the same run.
+        lp.ops.max_failures = Some(1);
+        lp.ops.max_runs = Some(7);
+        let plan = on_finish(&lp, &failed, None, None).unwrap();
+        assert_eq!(plan.advance.unwrap().status, LoopStatus::Done);
+        assert_eq!(plan.event, Some(NotifyEvent::Done));
+        // Without a stop condition nothing is counted (no state write per run).
+        let plain = hourly();
+        assert_eq!(on_finish(&plain, &ok, None, None).unwrap().state, None);
     }
 
     #[test]

@@ -243,6 +243,21 @@ pub fn ops(ops: &crate::LoopOps, retry_delay_ms: u64) -> Result<(), ValidationEr
     if ops.max_failures == Some(0) {
         return invalid("--max-failures must be at least 1");
     }
+    if ops.max_runs == Some(0) {
+        return invalid("--max-runs must be at least 1");
+    }
+    if let Some(cmd) = &ops.until_cmd {
+        if cmd.trim().is_empty() {
+            return invalid("--until-cmd is empty");
+        }
+        no_controls("--until-cmd", cmd, Lines::Many, "loop")?;
+        limits::check("--until-cmd", cmd.len(), limits::MAX_COMMAND_BYTES)
+            .map_err(ValidationError)?;
+    }
+    if let Some(pattern) = &ops.until_output {
+        no_controls("--until-output", pattern, Lines::One, "loop")?;
+        crate::stop::compile(pattern).map_err(ValidationError)?;
+    }
     Ok(())
 }
 
@@ -722,6 +737,24 @@ mod tests {
             ops(&o, 60_000).unwrap_err().0,
             "--max-failures must be at least 1"
         );
+        o.max_failures = None;
+        o.max_runs = Some(0);
+        assert_eq!(
+            ops(&o, 60_000).unwrap_err().0,
+            "--max-runs must be at least 1"
+        );
+        o.max_runs = Some(3);
+        o.until_cmd = Some(" ".into());
+        assert_eq!(ops(&o, 60_000).unwrap_err().0, "--until-cmd is empty");
+        o.until_cmd = Some("test -e marker".into());
+        o.until_output = Some("[".into());
+        let err = ops(&o, 60_000).unwrap_err().0;
+        assert!(
+            err.starts_with("--until-output \"[\" is not a valid regex: "),
+            "{err}"
+        );
+        o.until_output = Some("ALL TESTS PASS".into());
+        assert!(ops(&o, 60_000).is_ok());
     }
 
     #[test]

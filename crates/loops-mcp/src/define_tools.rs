@@ -59,7 +59,7 @@ impl LoopsMcp {
 
     #[tool(
         name = "loops_create_workflow",
-        description = "Create a loop that runs a stored workflow on a schedule (like `loops create workflow NAME --workflow WF --json`): give name, workflow (an active workflow's name, see workflows_list) and exactly one schedule (at, every, cron or dynamic). Returns the created loop. Needs a server started with --allow-mutations (it schedules a workflow already stored; notifyCmd needs --allow-code, notifyUrl --allow-secrets).",
+        description = "Create a loop that runs a stored workflow on a schedule (like `loops create workflow NAME --workflow WF --json`): give name, workflow (an active workflow's name, see workflows_list) and exactly one schedule (at, every, cron or dynamic). Returns the created loop. Needs a server started with --allow-mutations (it schedules a workflow already stored; notifyCmd and untilCmd need --allow-code, notifyUrl --allow-secrets).",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -76,7 +76,7 @@ impl LoopsMcp {
 
     #[tool(
         name = "loops_edit",
-        description = "Change a loop in place (like `loops edit LOOP --json`), keeping its id and run history: only the fields given change — a new schedule (at most one of at, every, cron, dynamic), policy, labels (added; unlabel removes), on, the runner labels (added; clear \"on\" removes), env (added; unsetEnv removes), clear to unset settings, and the target's own fields (cmd/args for command loops, prompt/model/… for agent loops, workflow for workflow loops; a target's type cannot change). A run in flight is left alone. Returns the loop as changed. Needs a server started with --allow-mutations for the schedule, policy, labels, description, timeout and a workflow loop's workflow; anything else that changes what runs (cmd, args, shell, the agent's fields, env, cwd, account, notifyCmd) is code execution and needs --allow-code; notifyUrl needs --allow-secrets.",
+        description = "Change a loop in place (like `loops edit LOOP --json`), keeping its id and run history: only the fields given change — a new schedule (at most one of at, every, cron, dynamic), policy, labels (added; unlabel removes), on, the runner labels (added; clear \"on\" removes), env (added; unsetEnv removes), clear to unset settings, and the target's own fields (cmd/args for command loops, prompt/model/… for agent loops, workflow for workflow loops; a target's type cannot change). A run in flight is left alone. Returns the loop as changed. Needs a server started with --allow-mutations for the schedule, policy, labels, description, timeout and a workflow loop's workflow; anything else that changes what runs (cmd, args, shell, the agent's fields, env, cwd, account, notifyCmd, untilCmd) is code execution and needs --allow-code; notifyUrl needs --allow-secrets.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -144,6 +144,9 @@ impl LoopsMcp {
         flag_rules(&flags)?;
         if flags.notify_cmd.is_some() {
             self.code("notifyCmd")?;
+        }
+        if flags.until_cmd.is_some() {
+            self.code("untilCmd")?;
         }
         if flags.notify_url.is_some() {
             self.webhook("notifyUrl")?;
@@ -230,7 +233,7 @@ impl LoopsMcp {
     }
 
     /// An edit that changes what runs (the target but its timeout and idle timeout, a new
-    /// notification command) needs code; a new notification URL needs secrets
+    /// notification command, a new `--until-cmd`) needs code; a new notification URL needs secrets
     /// ([`crate::gate`]).
     fn edit_gates(&self, before: &Loop, def: &LoopDefinition) -> Result<(), String> {
         if gate::changes_what_runs(&before.target, &def.target) {
@@ -238,6 +241,9 @@ impl LoopsMcp {
         }
         if gate::sets_notify_cmd(before.notify.as_ref(), def.notify.as_ref()) {
             self.code("notifyCmd")?;
+        }
+        if gate::sets_until_cmd(&before.ops, &def.policy.ops) {
+            self.code("untilCmd")?;
         }
         if gate::sets_notify_url(before.notify.as_ref(), def.notify.as_ref()) {
             self.webhook("notifyUrl")?;

@@ -4,12 +4,13 @@
 //! shell (or any other program), an agent's prompt (a coding agent acts on it; codex
 //! runs commands unasked), a target's env (`PATH` picks the binary, `LD_PRELOAD` and
 //! `BASH_ENV` inject code), its cwd (where relative programs and an agent's settings
-//! are found) or its account, a notification command. A workflow loop names a stored
+//! are found) or its account, a notification command, a stop condition's `untilCmd`
+//! (run after each successful run). A workflow loop names a stored
 //! workflow, whose steps its owner defined: creating one or pointing it at another
 //! stored workflow schedules what is already defined, like `run-now` on a timer.
 //! A notification URL gets each notified run with its output: `--allow-secrets`.
 
-use loops_core::{Notify, Target};
+use loops_core::{LoopOps, Notify, Target};
 
 /// Whether `after` runs something other than `before`: any field of a command or an
 /// agent target but its limits, `timeout` and `idleTimeout` (program, arguments, shell, prompt, provider, model,
@@ -39,6 +40,12 @@ pub fn changes_what_runs(before: &Target, after: &Target) -> bool {
 pub fn sets_notify_cmd(before: Option<&Notify>, after: Option<&Notify>) -> bool {
     let cmd = |n: Option<&Notify>| n.and_then(|n| n.cmd.clone());
     cmd(after).is_some() && cmd(after) != cmd(before)
+}
+
+/// Whether `after` sets an `--until-cmd` `before` did not have (a new or changed one;
+/// clearing it, or `--until-output` and `--max-runs`, run nothing).
+pub fn sets_until_cmd(before: &LoopOps, after: &LoopOps) -> bool {
+    after.until_cmd.is_some() && after.until_cmd != before.until_cmd
 }
 
 /// Whether `after` sets a notification URL `before` did not have.
@@ -116,5 +123,24 @@ mod tests {
         assert!(sets_notify_url(Some(&a), Some(&u)));
         assert!(!sets_notify_url(Some(&u), Some(&u)));
         assert!(!sets_notify_cmd(Some(&a), Some(&u)));
+    }
+
+    #[test]
+    fn a_new_until_cmd_is_code_and_the_other_stop_conditions_are_not() {
+        let none = LoopOps::default();
+        let until = |cmd: &str| LoopOps {
+            until_cmd: Some(cmd.into()),
+            ..LoopOps::default()
+        };
+        assert!(sets_until_cmd(&none, &until("make test")));
+        assert!(sets_until_cmd(&until("make test"), &until("make check")));
+        assert!(!sets_until_cmd(&until("make test"), &until("make test")));
+        assert!(!sets_until_cmd(&until("make test"), &none));
+        let limits = LoopOps {
+            until_output: Some("PASS".into()),
+            max_runs: Some(3),
+            ..LoopOps::default()
+        };
+        assert!(!sets_until_cmd(&none, &limits));
     }
 }

@@ -22,7 +22,7 @@ const DEFAULT_RUNS: usize = 20;
 impl LoopsMcp {
     #[tool(
         name = "loops_list",
-        description = "List the scheduled loops (like `loops list --json`). Use it first to see what exists, to find a loop's exact name or id, or to check statuses. Archived loops are hidden unless all: true; labels filters by labels (all of them). Returns a JSON array of loops by name, each with id, name, status (active, paused, stopped, expired, archived), schedule, target (command, agent or workflow), policy fields, labels, nextRunAt and timestamps. Prompts and env values are redacted.",
+        description = "List the scheduled loops (like `loops list --json`). Use it first to see what exists, to find a loop's exact name or id, or to check statuses. Archived loops are hidden unless all: true; labels filters by labels (all of them). Returns a JSON array of loops by name, each with id, name, status (active, paused, stopped, expired, done, archived; done: a stop condition ended it, statusReason says which), schedule, target (command, agent or workflow), policy fields, labels, nextRunAt and timestamps. Prompts and env values are redacted.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn loops_list(&self, Parameters(p): Parameters<ListParams>) -> CallToolResult {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListParams {
-    /// Only loops with this status: active, paused, stopped, expired or archived.
+    /// Only loops with this status: active, paused, stopped, expired, done or archived.
     /// Without it every loop but archived ones is listed.
     #[serde(default)]
     pub status: Option<String>,
@@ -276,6 +276,19 @@ macro_rules! definition_params {
             /// consecutive failed slots; resuming it starts a fresh streak.
             #[serde(default)]
             pub max_failures: Option<u32>,
+            /// Stop condition: after each successful run, run this command by /bin/sh in
+            /// the loop's cwd with its env; exit 0 ends the loop (status done, one
+            /// notification). It defines what runs: needs --allow-code.
+            #[serde(default)]
+            pub until_cmd: Option<String>,
+            /// Stop condition: a regex; the loop ends when a successful run's summary
+            /// (agents) or stdout (commands, workflows) matches it.
+            #[serde(default)]
+            pub until_output: Option<String>,
+            /// Stop condition: the loop ends once this many of its slots have ended,
+            /// whatever their outcome; resuming it starts a fresh count.
+            #[serde(default)]
+            pub max_runs: Option<u32>,
             /// Lease of a running row before it is presumed dead (default "30m").
             #[serde(default)]
             pub lease: Option<String>,
@@ -413,7 +426,8 @@ definition_params! {
         pub unset_env: Vec<String>,
         /// Settings to clear: description, cwd, timeout, env, account, args, model,
         /// agent, auth-profile, config-overrides, expires-at, jitter, labels, on (the
-        /// runner labels), notify, notify-cmd, notify-url, max-failures, idle-timeout.
+        /// runner labels), notify, notify-cmd, notify-url, max-failures, idle-timeout,
+        /// until-cmd, until-output, max-runs.
         #[serde(default)]
         pub clear: Vec<String>,
         /// (command loops) The command line or program.
@@ -516,6 +530,9 @@ macro_rules! impl_definition_fields {
                         self.retry_delay_max.as_deref(),
                     )?,
                     max_failures: self.max_failures,
+                    until_cmd: self.until_cmd.clone(),
+                    until_output: self.until_output.clone(),
+                    max_runs: self.max_runs,
                 })
             }
         }

@@ -97,7 +97,7 @@ async fn finish_one<C: GenericClient + Sync>(
             notifications: Vec::new(),
         });
     };
-    let (loop_moved, event) = advance_after_finish(db, &lp, &finished).await?;
+    let (loop_moved, event) = advance_after_finish(db, &lp, &finished, outcome.stop).await?;
     let mut notifications =
         crate::notify::queue_for_run(db, &lp, &finished, now, notify_default).await?;
     if let Some(event) = event {
@@ -265,19 +265,21 @@ async fn stored_loop<C: GenericClient + Sync>(db: &Db<'_, C>, id: &LoopId) -> Re
 /// After `run` was finalized in this transaction: applies its loop's transition and
 /// engine state, as the domain decides them from the loop as stored (`lp`). Returns
 /// whether the loop's schedule state changed, and the notification about the loop the
-/// transition calls for (parked by the circuit breaker). A loop whose schedule no
+/// transition calls for (parked by the circuit breaker, done by a stop condition:
+/// `stop` is what the runner found met, [`loops_core::RunOutcome::stop`]). A loop whose schedule no
 /// longer computes is left as it is (logged): the next scheduling pass parks it.
 async fn advance_after_finish<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     lp: &Loop,
     run: &Run,
+    stop: Option<loops_core::stop::StopMet>,
 ) -> Result<(bool, Option<loops_core::NotifyEvent>)> {
     let deferred = if transitions::wants_deferred_retry(lp, run) {
         retryable_slot(db, &lp.id, lp.max_attempts, run.scheduled_for).await?
     } else {
         None
     };
-    let plan = match transitions::on_finish(lp, run, deferred) {
+    let plan = match transitions::on_finish(lp, run, stop, deferred) {
         Ok(plan) => plan,
         Err(e) => {
             tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");

@@ -136,6 +136,7 @@ fn nul_characters_in_output_are_replaced_not_fatal() {
         usage: None,
         failure_class: None,
         retry_at: None,
+        stop: None,
     };
     let written = store
         .record_run_writes(

@@ -65,6 +65,10 @@ pub struct DefinitionFlags {
     pub retry_backoff: Option<String>,
     pub retry_delay_max: Option<Duration>,
     pub max_failures: Option<u32>,
+    /// Stop conditions (`loops_core::stop`).
+    pub until_cmd: Option<String>,
+    pub until_output: Option<String>,
+    pub max_runs: Option<u32>,
 }
 
 /// The agent target's own flags (`--model`, `--agent`, `--auth-profile`,
@@ -217,6 +221,15 @@ pub fn policy(mut p: Policy, c: &DefinitionFlags, now: Instant) -> Result<Policy
     }
     if let Some(n) = c.max_failures {
         p.ops.max_failures = Some(n);
+    }
+    if let Some(cmd) = &c.until_cmd {
+        p.ops.until_cmd = Some(cmd.clone());
+    }
+    if let Some(pattern) = &c.until_output {
+        p.ops.until_output = Some(pattern.clone());
+    }
+    if let Some(n) = c.max_runs {
+        p.ops.max_runs = Some(n);
     }
     Ok(p)
 }
@@ -530,11 +543,14 @@ pub enum ClearField {
     NotifyUrl,
     MaxFailures,
     IdleTimeout,
+    UntilCmd,
+    UntilOutput,
+    MaxRuns,
 }
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 19] = [
+    pub const ALL: [ClearField; 22] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -554,6 +570,9 @@ impl ClearField {
         ClearField::NotifyUrl,
         ClearField::MaxFailures,
         ClearField::IdleTimeout,
+        ClearField::UntilCmd,
+        ClearField::UntilOutput,
+        ClearField::MaxRuns,
     ];
 
     /// The flag value (`auth-profile`).
@@ -577,6 +596,9 @@ impl ClearField {
             ClearField::NotifyCmd => "notify-cmd",
             ClearField::NotifyUrl => "notify-url",
             ClearField::MaxFailures => "max-failures",
+            ClearField::UntilCmd => "until-cmd",
+            ClearField::UntilOutput => "until-output",
+            ClearField::MaxRuns => "max-runs",
             ClearField::IdleTimeout => "idle-timeout",
         }
     }
@@ -744,6 +766,9 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
         ClearField::Labels => def.labels.clear(),
         ClearField::On => def.policy.runs_on.clear(),
         ClearField::MaxFailures => def.policy.ops.max_failures = None,
+        ClearField::UntilCmd => def.policy.ops.until_cmd = None,
+        ClearField::UntilOutput => def.policy.ops.until_output = None,
+        ClearField::MaxRuns => def.policy.ops.max_runs = None,
         ClearField::Notify => def.notify = None,
         ClearField::NotifyCmd | ClearField::NotifyUrl => {
             if let Some(n) = def.notify.as_mut() {

@@ -141,6 +141,49 @@ pub fn loop_invocation(lp: &Loop, run: &Run, cfg: &ExecSettings) -> Result<Invoc
     }
 }
 
+/// How long a loop's `--until-cmd` may run when the loop has no timeout of its own.
+pub const UNTIL_CMD_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+/// Output kept of an `--until-cmd` (discarded; only a failure to start is noted).
+const UNTIL_CMD_OUTPUT_BYTES: usize = 4 << 10;
+
+/// The process of `lp`'s `--until-cmd` (`cmd`) after `run` ([`loops_core::stop`]):
+/// `/bin/sh -c cmd` in the target's cwd, with the target's `env` and the run's
+/// `LOOPS_*` metadata over the inherited environment (never [`crate::env::PRIVATE_VARS`];
+/// not under the target's account profile: it checks the work, it does not do it),
+/// bounded by the target's timeout or [`UNTIL_CMD_TIMEOUT`], its output bounded.
+pub fn until_invocation(
+    lp: &Loop,
+    run: &Run,
+    cmd: &str,
+    cfg: &ExecSettings,
+) -> Result<Invocation, SpecError> {
+    let (cwd, env) = match &lp.target {
+        Target::Command(c) => (c.cwd.clone(), c.env.clone()),
+        Target::Agent(a) => (a.cwd.clone(), a.env.clone()),
+        Target::Workflow(_) => (None, Default::default()),
+    };
+    let check = CommandTarget {
+        command: cmd.to_owned(),
+        args: Vec::new(),
+        cwd,
+        shell: true,
+        env,
+        timeout: None,
+        idle_timeout: None,
+        account: None,
+    };
+    let mut invocation = invocation(
+        ProcessTarget::Command(&check),
+        None,
+        lp.target.timeout(),
+        run_metadata(lp, run),
+        cfg,
+    )?;
+    invocation.timeout = Some(invocation.timeout.unwrap_or(UNTIL_CMD_TIMEOUT));
+    invocation.max_output_bytes = UNTIL_CMD_OUTPUT_BYTES;
+    Ok(invocation)
+}
+
 /// Executable, argv, stdin and environment for a process target, under `account` (if
 /// any) with `timeout` and the given `LOOPS_*` metadata.
 pub fn invocation(

@@ -193,6 +193,7 @@ fn outcome(status: RunStatus, exit_code: Option<i32>, stdout: &str, stderr: &str
         usage: None,
         failure_class: None,
         retry_at: None,
+        stop: None,
     }
 }
 

@@ -13,6 +13,7 @@ use crate::loops::apply_advance;
 use crate::runs::not_running;
 use crate::SqliteStore;
 use loops_core::event::EventKind;
+use loops_core::stop::StopMet;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
 use loops_store::{Fence, RunWrite, RunWritten, StoreError};
@@ -49,7 +50,8 @@ pub(crate) fn record_run_writes(
                                 notifications: Vec::new(),
                             });
                         };
-                        let (loop_moved, event) = advance_after_finish(tx, &lp, &finished)?;
+                        let (loop_moved, event) =
+                            advance_after_finish(tx, &lp, &finished, outcome.stop)?;
                         crate::events::append_run(tx, EventKind::RunFinished, &finished, now)?;
                         let mut notifications =
                             crate::notify::queue_for_run(tx, &lp, &finished, now)?;
@@ -162,19 +164,21 @@ fn stored_loop(conn: &Connection, id: &LoopId) -> Result<Option<Loop>> {
 /// After `run` was finalized in this transaction: applies its loop's transition and
 /// engine state, as the domain decides them from the loop as stored (`lp`). Returns
 /// whether the loop's schedule state changed, and the notification about the loop the
-/// transition calls for (parked by the circuit breaker). A loop whose schedule no
+/// transition calls for (parked by the circuit breaker, done by a stop condition:
+/// `stop` is what the runner found met, [`loops_core::RunOutcome::stop`]). A loop whose schedule no
 /// longer computes is left as it is (logged): the next scheduling pass parks it.
 fn advance_after_finish(
     conn: &Connection,
     lp: &Loop,
     run: &Run,
+    stop: Option<StopMet>,
 ) -> Result<(bool, Option<loops_core::NotifyEvent>)> {
     let deferred = if transitions::wants_deferred_retry(lp, run) {
         retryable_slot(conn, &lp.id, lp.max_attempts, run.scheduled_for)?
     } else {
         None
     };
-    let plan = match transitions::on_finish(lp, run, deferred) {
+    let plan = match transitions::on_finish(lp, run, stop, deferred) {
         Ok(plan) => plan,
         Err(e) => {
             tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");
@@ -294,6 +298,7 @@ mod tests {
                 usage: None,
                 failure_class: None,
                 retry_at: None,
+                stop: None,
             };
             let write = RunWrite::Finished {
                 run: run.id.clone(),

@@ -188,7 +188,7 @@ pub enum Command {
     Runs(RunsArgs),
     /// Stop scheduling a loop until `resume` (its next slot is kept).
     Pause(LoopArg),
-    /// Re-activate a paused or stopped loop.
+    /// Re-activate a paused, stopped or done loop (a done loop starts a fresh count).
     Resume(LoopArg),
     /// Stop a loop (it stays listed with its history).
     Stop(LoopArg),
@@ -652,6 +652,19 @@ pub struct DefinitionArgs {
     /// failed slots; `resume` starts a fresh streak.
     #[arg(long, value_name = "N")]
     pub max_failures: Option<u32>,
+    /// Stop condition: after each successful run, run CMD by /bin/sh in the loop's cwd
+    /// with its env (bounded by its timeout, else 10m); exit 0 ends the loop (status
+    /// done, with the reason, one notification).
+    #[arg(long, value_name = "CMD")]
+    pub until_cmd: Option<String>,
+    /// Stop condition: the loop ends when a successful run's summary (agents) or
+    /// stdout (commands, workflows) matches REGEX (Rust regex syntax).
+    #[arg(long, value_name = "REGEX", allow_hyphen_values = true)]
+    pub until_output: Option<String>,
+    /// Stop condition: the loop ends once N of its slots have ended, whatever their
+    /// outcome (`resume` starts a fresh count).
+    #[arg(long, value_name = "N")]
+    pub max_runs: Option<u32>,
     /// Lease of a running row before it is presumed dead (default 30m).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
     pub lease: Option<Duration>,
@@ -782,7 +795,7 @@ pub struct CreateWorkflowArgs {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Only loops with this status (active, paused, stopped, expired, archived).
+    /// Only loops with this status (active, paused, stopped, expired, done, archived).
     #[arg(long, conflicts_with = "all")]
     pub status: Option<String>,
     /// Include archived loops.
@@ -859,7 +872,7 @@ pub struct EditArgs {
     /// Clear a setting (repeatable): description, cwd, timeout, env, account, args,
     /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
     /// notify (all notification settings), notify-cmd, notify-url, max-failures,
-    /// idle-timeout.
+    /// idle-timeout, until-cmd, until-output, max-runs.
     #[arg(long = "clear", value_name = "FIELD", value_enum)]
     pub clear: Vec<ClearField>,
 
@@ -915,6 +928,9 @@ pub enum ClearField {
     NotifyUrl,
     MaxFailures,
     IdleTimeout,
+    UntilCmd,
+    UntilOutput,
+    MaxRuns,
 }
 
 #[derive(Debug, Args)]
@@ -1256,6 +1272,9 @@ impl DefinitionArgs {
             retry_backoff: self.retry_backoff.clone(),
             retry_delay_max: self.retry_delay_max,
             max_failures: self.max_failures,
+            until_cmd: self.until_cmd.clone(),
+            until_output: self.until_output.clone(),
+            max_runs: self.max_runs,
         }
     }
 }
@@ -1295,6 +1314,9 @@ impl From<ClearField> for definition::ClearField {
             ClearField::NotifyUrl => F::NotifyUrl,
             ClearField::MaxFailures => F::MaxFailures,
             ClearField::IdleTimeout => F::IdleTimeout,
+            ClearField::UntilCmd => F::UntilCmd,
+            ClearField::UntilOutput => F::UntilOutput,
+            ClearField::MaxRuns => F::MaxRuns,
         }
     }
 }

@@ -68,6 +68,17 @@ pub struct LoopDefinitionBody {
     /// Consecutive failed slots that park the loop (the circuit breaker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_failures: Option<u32>,
+    /// Stop condition: a shell command run after each successful run in the loop's
+    /// cwd; exit 0 ends the loop (status `done`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_cmd: Option<String>,
+    /// Stop condition: a regex; a successful run whose summary (agents) or stdout
+    /// (commands, workflows) matches it ends the loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_output: Option<String>,
+    /// Stop condition: the loop ends once this many of its slots have ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<u32>,
     #[serde(default)]
     pub labels: Vec<String>,
     /// Runner labels a runner must have, all of them, to run the loop (`create --on`;
@@ -255,6 +266,9 @@ impl LoopDefinitionBody {
             retry_backoff: Some(p.ops.retry_backoff),
             retry_delay_max_ms: Some(p.ops.retry_delay_max_ms),
             max_failures: p.ops.max_failures,
+            until_cmd: p.ops.until_cmd.clone(),
+            until_output: p.ops.until_output.clone(),
+            max_runs: p.ops.max_runs,
             labels: def.labels.clone(),
             runs_on: p.runs_on.clone(),
             notify: def.notify.clone(),
@@ -288,6 +302,9 @@ impl LoopDefinitionBody {
                 retry_backoff: self.retry_backoff.unwrap_or(d.ops.retry_backoff),
                 retry_delay_max_ms: self.retry_delay_max_ms.unwrap_or(d.ops.retry_delay_max_ms),
                 max_failures: self.max_failures,
+                until_cmd: self.until_cmd,
+                until_output: self.until_output,
+                max_runs: self.max_runs,
             },
         };
         Ok((

@@ -119,7 +119,8 @@ fn actions(status: LoopStatus) -> Vec<Action> {
     );
     match status {
         LoopStatus::Active => vec![a("pause", "Pause", ""), run_now, archive],
-        LoopStatus::Paused | LoopStatus::Stopped => {
+        // A done loop resumes with a fresh count of its stop conditions.
+        LoopStatus::Paused | LoopStatus::Stopped | LoopStatus::Done => {
             vec![a("resume", "Resume", ""), run_now, archive]
         }
         LoopStatus::Expired => vec![run_now, archive],
@@ -338,6 +339,20 @@ fn build(
                 ),
             ),
         );
+    }
+    // The stop conditions, and why a done (or parked) loop is no longer scheduled.
+    if let Some(reason) = &lp.state.status_reason {
+        policy.push(("status reason", reason.clone()));
+    }
+    if let Some(cmd) = &lp.ops.until_cmd {
+        policy.push(("until cmd", cmd.clone()));
+    }
+    if let Some(pattern) = &lp.ops.until_output {
+        let field = loops_core::stop::output_field(&lp);
+        policy.push(("until output", format!("{field} matches /{pattern}/")));
+    }
+    if let Some(n) = lp.ops.max_runs {
+        policy.push(("max runs", format!("{n} ({} ended)", lp.state.run_count)));
     }
     if !lp.runs_on.is_empty() {
         let on = lp.runs_on.join(", ");

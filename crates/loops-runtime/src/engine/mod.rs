@@ -20,6 +20,7 @@ mod recover;
 mod run;
 mod run_now;
 pub use run_now::ServedRequests;
+mod stop;
 mod workflow_target;
 
 pub use crate::clock::{Clock, ManualClock, SystemClock};

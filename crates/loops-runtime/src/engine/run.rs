@@ -75,7 +75,10 @@ impl Engine {
                 .map(|f| f.cancel.send(Some("daemon lease lost".into())));
         }
         if let loops_core::Target::Workflow(target) = &lp.target {
-            let outcome = self.run_workflow_target(lp, &run, target, cancel_rx).await;
+            let mut outcome = self.run_workflow_target(lp, &run, target, cancel_rx).await;
+            if let Some(outcome) = outcome.as_mut() {
+                self.check_stop(lp, &run, outcome).await;
+            }
             self.release(&run.id);
             return match outcome {
                 Some(outcome) => self.finalize_and_advance(&run, &outcome).await,
@@ -108,8 +111,15 @@ impl Engine {
                     .launcher
                     .execute(key.clone(), spec, on_spawn, cancel)
                     .await;
-                let reason = self.release(&run.id);
-                outcome_of(Some(lp), result, reason, terminated_by)
+                // The stop conditions are checked while the run is still held (its
+                // lease renewed, its interruption reaching the check).
+                let reason = lock(&self.inflight)
+                    .get(&run.id)
+                    .and_then(|f| f.cancel.borrow().clone());
+                let mut outcome = outcome_of(Some(lp), result, reason, terminated_by);
+                self.check_stop(lp, &run, &mut outcome).await;
+                self.release(&run.id);
+                outcome
             }
             Err(SpecError(message)) => {
                 self.release(&run.id);

@@ -5,7 +5,8 @@ use super::{claim, claim_req, finish, new_loop, outcome, t, TestDb};
 use crate::{LoopAdvance, RunWrite, RunWritten};
 use loops_core::failure::FailureClass;
 use loops_core::health::FactsQuery;
-use loops_core::{LoopStatus, Notify, NotifyEvent, NotifyOn, RetryBackoff, RunStatus};
+use loops_core::stop::StopMet;
+use loops_core::{LoopStatus, Notify, NotifyEvent, NotifyOn, RetryBackoff, RunOutcome, RunStatus};
 
 /// A finalized run keeps its failure class and its provider's retry instant, in the
 /// row and in the health facts of its loop; a success has neither.
@@ -294,4 +295,99 @@ pub fn a_usage_limit_holds_every_loop_of_its_account_across_stores(db: &dyn Test
         .unwrap()
         .is_empty());
     assert!(due_names(&*other, t(700_002)).contains(&"b".to_owned()));
+}
+
+/// Stop conditions (issue #20 item 8): their settings round-trip; a loop with one
+/// counts its ended slots in its row; the finalization of the run its runner found the
+/// condition met by ends the loop (`done`, the reason, one `done` notification) in its
+/// transaction, and another run of the same batch finishing after it neither counts nor
+/// notifies again; making the loop active again starts a fresh count.
+pub fn a_stop_condition_ends_the_loop_in_the_finalizations_transaction(db: &dyn TestDb) {
+    let store = db.open();
+    let mut new = new_loop("until", Some(t(0)));
+    new.policy.ops.until_cmd = Some("test -e marker".to_owned());
+    new.policy.ops.until_output = Some("PASS".to_owned());
+    new.policy.ops.max_runs = Some(5);
+    new.notify = Some(Notify {
+        cmd: Some("true".to_owned()),
+        url: None,
+        on: NotifyOn::Failure,
+    });
+    let lp = store.create_loop(new, t(0)).unwrap();
+    assert_eq!(lp.ops.until_cmd.as_deref(), Some("test -e marker"));
+    assert_eq!(lp.ops.until_output.as_deref(), Some("PASS"));
+    assert_eq!(lp.ops.max_runs, Some(5));
+    assert_eq!(store.get_loop(&lp.id).unwrap().unwrap(), lp);
+
+    let record = |writes: Vec<(loops_core::RunId, RunOutcome)>, at| -> Vec<NotifyEvent> {
+        let writes: Vec<RunWrite> = writes
+            .into_iter()
+            .map(|(run, outcome)| RunWrite::Finished { run, outcome })
+            .collect();
+        let mut events = Vec::new();
+        for written in store.record_run_writes(&writes, at, None).unwrap() {
+            match written {
+                Ok(RunWritten::Finished { notifications, .. }) => {
+                    events.extend(notifications.iter().map(|d| d.event));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        events
+    };
+    let succeeded = |at, stop| RunOutcome {
+        stop,
+        ..outcome(RunStatus::Succeeded, at)
+    };
+    // A success that meets nothing: counted, still active.
+    let first = claim(&*store, &claim_req(&lp, t(0), t(1))).unwrap();
+    let events = record(vec![(first.id, succeeded(t(2), None))], t(2));
+    assert!(events.is_empty(), "{events:?}");
+    let after = store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(
+        (after.status, after.state.run_count),
+        (LoopStatus::Active, 1)
+    );
+
+    // Two runs in flight; both are recorded in one batch, the first meeting the
+    // condition.
+    let a = claim(&*store, &claim_req(&lp, t(60_000), t(60_001))).unwrap();
+    let b = claim(&*store, &claim_req(&lp, t(120_000), t(120_001))).unwrap();
+    let events = record(
+        vec![
+            (
+                a.id.clone(),
+                succeeded(t(120_002), Some(StopMet::UntilOutput)),
+            ),
+            (b.id.clone(), succeeded(t(120_003), Some(StopMet::UntilCmd))),
+        ],
+        t(120_003),
+    );
+    assert_eq!(events, [NotifyEvent::Done]);
+    let done = store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(done.status, LoopStatus::Done);
+    assert_eq!(done.state.run_count, 2);
+    assert_eq!(
+        done.state.status_reason,
+        Some(format!("stdout matched /PASS/ in run 2 ({})", a.id))
+    );
+    // The run rows are the runs: nothing of the condition on them.
+    assert_eq!(
+        store.get_run(&b.id).unwrap().unwrap().status,
+        RunStatus::Succeeded
+    );
+    let listed = store.list_loops(Some(LoopStatus::Done)).unwrap();
+    assert_eq!(listed.len(), 1);
+
+    // `resume`: active again, with a fresh count.
+    let active = LoopAdvance {
+        status: LoopStatus::Active,
+        next_run_at: done.next_run_at,
+        retry_scheduled_for: None,
+    };
+    let resumed = store
+        .update_loop_schedule(&lp.id, &active, t(130_000), None)
+        .unwrap();
+    assert!(resumed.state.is_fresh(), "{:?}", resumed.state);
+    assert_eq!(resumed.ops, lp.ops);
 }

@@ -152,6 +152,7 @@ macro_rules! store_suite {
             failure_classes_round_trip_into_runs_and_health_facts,
             the_circuit_breaker_state_lives_in_the_loops_row,
             a_usage_limit_holds_every_loop_of_its_account_across_stores,
+            a_stop_condition_ends_the_loop_in_the_finalizations_transaction,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -248,6 +249,7 @@ fn outcome(status: RunStatus, at: Instant) -> RunOutcome {
         usage: None,
         failure_class: None,
         retry_at: None,
+        stop: None,
     }
 }
 

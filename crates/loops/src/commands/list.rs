@@ -126,7 +126,14 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         ));
     }
     if let Some(reason) = &lp.state.status_reason {
-        lines.push(("paused by", reason.clone()));
+        let by = match lp.status {
+            LoopStatus::Done => "done because",
+            _ => "paused by",
+        };
+        lines.push((by, reason.clone()));
+    }
+    for (key, value) in stop_lines(&lp) {
+        lines.push((key, value));
     }
     if let Some(n) = lp.ops.max_failures {
         lines.push((
@@ -227,6 +234,25 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         outln!("{key:>width$}  {}", value.trim_end().replace('\n', &indent))?;
     }
     Ok(Exit::Success)
+}
+
+/// The loop's stop conditions, as `show` prints them (`loops_core::stop`).
+fn stop_lines(lp: &loops_core::Loop) -> Vec<(&'static str, String)> {
+    let mut lines = Vec::new();
+    if let Some(cmd) = &lp.ops.until_cmd {
+        lines.push(("until cmd", cmd.clone()));
+    }
+    if let Some(pattern) = &lp.ops.until_output {
+        let field = loops_core::stop::output_field(lp);
+        lines.push(("until output", format!("{field} matches /{pattern}/")));
+    }
+    if let Some(n) = lp.ops.max_runs {
+        lines.push((
+            "max runs",
+            format!("{n} ({} ended so far)", lp.state.run_count),
+        ));
+    }
+    lines
 }
 
 /// `1m`, or `1m, exponential up to 6h`.

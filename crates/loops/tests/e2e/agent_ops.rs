@@ -483,3 +483,361 @@ fn a_usage_limit_holds_the_accounts_loops_until_it_resets() {
         "one of each, no failure: {text}"
     );
 }
+
+/// The claude fixture's success, its final text (the run's summary) replaced.
+fn claude_saying(summary: &str) -> String {
+    fixture("claude_success.json").replace(
+        "\"result\":\"Hello from the mock model.\"",
+        &format!("\"result\":{}", serde_json::Value::from(summary)),
+    )
+}
+
+/// A notification hook appending `$LOOPS_EVENT` to `file`.
+fn event_hook(file: &std::path::Path) -> String {
+    format!(
+        "cat >/dev/null; echo \"$LOOPS_EVENT\" >> {}",
+        file.display()
+    )
+}
+
+/// `make_due` then `tick`: one more slot of `name` (if it is still scheduled).
+fn tick_once(w: &World, name: &str) {
+    w.make_due(name);
+    w.ok(&["tick"]);
+}
+
+/// Item 8: a command loop every second whose `--until-cmd 'test -e marker'` becomes
+/// true on its third run (the run creates the marker) is done after exactly three
+/// runs, with the reason and one `done` notification, and never runs again: a witness
+/// loop of the same daemon runs two more slots meanwhile.
+#[test]
+fn until_cmd_ends_a_loop_after_the_run_that_made_it_true() {
+    let w = World::new();
+    let work = w.root.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let hits = w.root.path().join("events");
+    let hook = event_hook(&hits);
+    let script = "n=$(cat count 2>/dev/null || echo 0); n=$((n + 1)); echo $n > count; \
+                  if [ $n -ge 3 ]; then touch marker; fi";
+    w.json(&[
+        "create",
+        "command",
+        "tests",
+        "--every",
+        "1s",
+        "--cmd",
+        script,
+        "--cwd",
+        work.to_str().unwrap(),
+        "--until-cmd",
+        "test -e marker",
+        "--notify-cmd",
+        &hook,
+    ]);
+    w.create_cmd("witness", &["--every", "1s"], "true");
+    let mut d = w.daemon_ready(&[]);
+    let lp = wait_for("tests to be done", Duration::from_secs(60), || {
+        let lp = shown(&w, "tests");
+        (lp["status"] == "done").then_some(lp)
+    });
+    let runs = w.runs("tests");
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    assert!(runs.iter().all(|r| r["status"] == "succeeded"), "{runs:#?}");
+    let newest = runs[0]["id"].as_str().unwrap();
+    assert_eq!(
+        lp["statusReason"],
+        format!("--until-cmd exited 0 after run 3 ({newest})"),
+        "{lp:#}"
+    );
+    assert_eq!(lp["runCount"], 3, "{lp:#}");
+    wait_for("the done notification", Duration::from_secs(30), || {
+        std::fs::read_to_string(&hits)
+            .ok()
+            .filter(|t| t.contains("done"))
+    });
+    // Two more slots of the witness: the done loop is not scheduled meanwhile.
+    let seen = w.runs("witness").len();
+    wait_for("two more witness runs", Duration::from_secs(30), || {
+        (w.runs("witness").len() >= seen + 2).then_some(())
+    });
+    assert_eq!(w.runs("tests").len(), 3);
+    assert_eq!(d.stop(), Some(0), "daemon log:\n{}", d.log_text());
+    assert_eq!(std::fs::read_to_string(&hits).unwrap(), "done\n");
+    let text = w.ok(&["show", "tests"]);
+    assert!(text.contains("done because"), "{text}");
+    assert!(text.contains("until cmd"), "{text}");
+    let listed = w.ok(&["list"]);
+    assert!(listed.contains("done"), "{listed}");
+    assert_eq!(w.json(&["list", "--status", "done"])[0]["name"], "tests");
+
+    // `resume` starts it again with a fresh count.
+    w.ok(&["resume", "tests"]);
+    let lp = shown(&w, "tests");
+    assert_eq!(lp["status"], "active", "{lp:#}");
+    assert!(lp.get("runCount").is_none(), "{lp:#}");
+    assert!(lp["statusReason"].is_null(), "{lp:#}");
+}
+
+/// Item 8: `--until-output` ends an agent loop whose summary matches (on its second
+/// run here), and a command loop whose stdout does; the reason names the pattern and
+/// the run, never the text; `--max-runs` ends a loop after N ended slots, failed ones
+/// too; `edit` sets and `edit --clear` removes each; a bad regex is refused at create
+/// with one line and nothing written.
+#[test]
+fn until_output_and_max_runs_end_loops() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("claude", &claude_saying("2 tests failed"), 0);
+    create_agent(
+        &w,
+        "fixer",
+        "claude",
+        &[
+            "--prompt",
+            "fix the tests",
+            "--until-output",
+            "ALL TESTS PASS",
+        ],
+    );
+    tick_once(&w, "fixer");
+    assert_eq!(shown(&w, "fixer")["status"], "active");
+    fakes.canned("claude", &claude_saying("Done: ALL TESTS PASS"), 0);
+    tick_once(&w, "fixer");
+    let lp = shown(&w, "fixer");
+    assert_eq!(lp["status"], "done", "{lp:#}");
+    let runs = w.runs("fixer");
+    assert_eq!(runs.len(), 2);
+    let reason = lp["statusReason"].as_str().unwrap();
+    assert_eq!(
+        reason,
+        format!(
+            "summary matched /ALL TESTS PASS/ in run 2 ({})",
+            runs[0]["id"].as_str().unwrap()
+        )
+    );
+    assert!(!reason.contains("Done:"), "{reason}");
+    tick_once(&w, "fixer");
+    assert_eq!(w.runs("fixer").len(), 2, "a done loop is not scheduled");
+
+    w.json(&[
+        "create",
+        "command",
+        "printer",
+        "--every",
+        "1h",
+        "--cmd",
+        "echo PASS",
+        "--until-output",
+        "^PASS$",
+    ]);
+    tick_once(&w, "printer");
+    assert_eq!(
+        shown(&w, "printer")["status"],
+        "active",
+        "no multi-line mode"
+    );
+    w.ok(&["edit", "printer", "--until-output", "(?m)^PASS$"]);
+    tick_once(&w, "printer");
+    assert_eq!(shown(&w, "printer")["status"], "done");
+
+    w.json(&[
+        "create",
+        "command",
+        "bounded",
+        "--every",
+        "1h",
+        "--cmd",
+        "exit 1",
+        "--max-runs",
+        "2",
+    ]);
+    tick_once(&w, "bounded");
+    let lp = shown(&w, "bounded");
+    assert_eq!(
+        (&lp["status"], &lp["runCount"]),
+        (&"active".into(), &1.into())
+    );
+    tick_once(&w, "bounded");
+    let lp = shown(&w, "bounded");
+    assert_eq!(lp["status"], "done", "{lp:#}");
+    assert!(
+        lp["statusReason"]
+            .as_str()
+            .unwrap()
+            .starts_with("--max-runs 2 reached (run 2, "),
+        "{lp:#}"
+    );
+    assert!(w.ok(&["show", "bounded"]).contains("max runs"));
+
+    // edit sets and --clear removes each condition.
+    w.ok(&[
+        "edit",
+        "bounded",
+        "--until-cmd",
+        "true",
+        "--until-output",
+        "x",
+        "--max-runs",
+        "9",
+    ]);
+    let lp = shown(&w, "bounded");
+    assert_eq!(
+        (&lp["untilCmd"], &lp["untilOutput"], &lp["maxRuns"]),
+        (&"true".into(), &"x".into(), &9.into())
+    );
+    w.ok(&[
+        "edit",
+        "bounded",
+        "--clear",
+        "until-cmd",
+        "--clear",
+        "until-output",
+        "--clear",
+        "max-runs",
+    ]);
+    let lp = shown(&w, "bounded");
+    for field in ["untilCmd", "untilOutput", "maxRuns"] {
+        assert!(lp.get(field).is_none(), "{field}: {lp:#}");
+    }
+
+    // A regex that does not compile: one line, nothing written.
+    let (code, err) = w.fail(&[
+        "create",
+        "command",
+        "badre",
+        "--every",
+        "1h",
+        "--cmd",
+        "true",
+        "--until-output",
+        "(unclosed",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--until-output \"(unclosed\" is not a valid regex"),
+        "{err}"
+    );
+    let names: Vec<String> = w
+        .json(&["list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!names.contains(&"badre".to_owned()), "{names:?}");
+    let (code, err) = w.fail(&["edit", "printer", "--until-output", "a{99999}{99999}"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not a valid regex"), "{err}");
+}
+
+/// Item 8: the stop conditions travel in a bundle (settings), their count does not
+/// (state); MCP takes `untilOutput` and `maxRuns` with `--allow-mutations` but refuses
+/// an `untilCmd` (it defines what runs) without `--allow-code`.
+#[test]
+fn stop_conditions_travel_in_bundles_and_untilcmd_over_mcp_needs_code() {
+    let w = World::new();
+    w.json(&[
+        "create",
+        "command",
+        "tests",
+        "--every",
+        "1h",
+        "--cmd",
+        "true",
+        "--until-cmd",
+        "test -e marker",
+        "--until-output",
+        "PASS",
+        "--max-runs",
+        "4",
+    ]);
+    tick_once(&w, "tests");
+    assert_eq!(shown(&w, "tests")["runCount"], 1);
+    let out = w.run(&["export"]);
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entry = &doc["loops"][0];
+    assert_eq!(entry["untilCmd"], "test -e marker", "{entry:#}");
+    assert!(entry.get("runCount").is_none(), "{entry:#}");
+    let other = World::new();
+    let bundle = other.root.path().join("bundle.json");
+    std::fs::write(&bundle, &out.stdout).unwrap();
+    other.json(&["import", bundle.to_str().unwrap(), "--apply"]);
+    let here = shown(&other, "tests");
+    let there = shown(&w, "tests");
+    for field in ["untilCmd", "untilOutput", "maxRuns"] {
+        assert_eq!(here[field], there[field], "{field}");
+    }
+    assert!(here.get("runCount").is_none(), "{here:#}");
+    // A bundle with a pattern that does not compile is refused.
+    let mut bad = doc.clone();
+    bad["loops"][0]["untilOutput"] = "(".into();
+    std::fs::write(&bundle, bad.to_string()).unwrap();
+    let third = World::new();
+    let (code, err) = third.fail(&["import", bundle.to_str().unwrap(), "--apply"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("is not a valid regex"), "{err}");
+
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations"]);
+    let refused = mcp.err(
+        "loops_edit",
+        serde_json::json!({"loop": "tests", "untilCmd": "make check"}),
+    );
+    assert!(refused.contains("--allow-code"), "{refused}");
+    let edited = mcp.ok(
+        "loops_edit",
+        serde_json::json!({"loop": "tests", "untilOutput": "OK", "maxRuns": 7}),
+    );
+    assert_eq!(edited["untilOutput"], "OK");
+    assert_eq!(edited["maxRuns"], 7);
+    assert!(mcp.close().success());
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-code"]);
+    let edited = mcp.ok(
+        "loops_edit",
+        serde_json::json!({"loop": "tests", "untilCmd": "make check"}),
+    );
+    assert_eq!(edited["untilCmd"], "make check");
+    assert!(mcp.close().success());
+}
+
+/// Item 8 with the real claude CLI against the mock model server: the model answers
+/// "2 tests failed", then "ALL TESTS PASS"; `--until-output 'ALL TESTS PASS'` ends
+/// the loop after that second run.
+#[test]
+fn real_claude_runs_until_its_summary_says_all_tests_pass() {
+    use crate::mock_model::{MockModel, Mode};
+    let Some(bin) = crate::agents::real_cli("claude") else {
+        return;
+    };
+    let mock = MockModel::start(Mode::Reply("2 tests failed".into()));
+    let (w, work) = crate::agents::real_world(&bin);
+    let mut args: Vec<String> = [
+        "--prompt",
+        "Run the tests and fix them",
+        "--cwd",
+        work.to_str().unwrap(),
+        "--timeout",
+        "60s",
+        "--until-output",
+        "ALL TESTS PASS",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.extend(crate::agents::claude_mock_flags(&mock.url()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    create_agent(&w, "real-fixer", "claude", &args);
+    tick_once(&w, "real-fixer");
+    let first = &w.runs("real-fixer")[0];
+    assert_eq!(first["status"], "succeeded", "{first:#}");
+    assert_eq!(shown(&w, "real-fixer")["status"], "active");
+    mock.answer(Mode::Reply("ALL TESTS PASS".into()));
+    tick_once(&w, "real-fixer");
+    let lp = shown(&w, "real-fixer");
+    assert_eq!(lp["status"], "done", "{lp:#}");
+    assert_eq!(w.runs("real-fixer").len(), 2);
+    assert!(lp["statusReason"]
+        .as_str()
+        .unwrap()
+        .starts_with("summary matched /ALL TESTS PASS/ in run 2 "));
+}

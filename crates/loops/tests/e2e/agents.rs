@@ -862,7 +862,7 @@ pub(crate) fn real_cli(cli: &str) -> Option<PathBuf> {
 }
 
 /// A world whose PATH starts with the real CLIs, and a scratch working dir.
-fn real_world(bin: &Path) -> (World, PathBuf) {
+pub(crate) fn real_world(bin: &Path) -> (World, PathBuf) {
     let mut w = World::new();
     let path = std::env::var("PATH").unwrap_or_default();
     w.extra_env
@@ -983,6 +983,11 @@ const OPENCODE: RealCli = RealCli {
     fixtures: ["opencode_success.jsonl", "opencode_api_error.jsonl"],
     reports_cost: false,
 };
+
+/// The `create agent` flags that point the real claude CLI at `mock_url`.
+pub(crate) fn claude_mock_flags(mock_url: &str) -> Vec<String> {
+    (CLAUDE.flags)(mock_url)
+}
 
 /// `--env K=V` flags.
 fn env(pairs: &[(&str, &str)]) -> Vec<String> {

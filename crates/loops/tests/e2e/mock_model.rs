@@ -44,6 +44,8 @@ pub struct Recorded {
 
 pub struct MockModel {
     addr: SocketAddr,
+    /// How it answers from now on ([`MockModel::answer`]).
+    mode: Arc<Mutex<Mode>>,
     requests: Arc<Mutex<Vec<Recorded>>>,
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
@@ -55,9 +57,11 @@ impl MockModel {
         let addr = listener.local_addr().expect("local addr");
         let requests = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
+        let mode = Arc::new(Mutex::new(mode));
         let acceptor = {
             let requests = Arc::clone(&requests);
             let stop = Arc::clone(&stop);
+            let mode = Arc::clone(&mode);
             std::thread::spawn(move || {
                 for stream in listener.incoming() {
                     if stop.load(Ordering::SeqCst) {
@@ -65,7 +69,7 @@ impl MockModel {
                     }
                     let Ok(stream) = stream else { continue };
                     let requests = Arc::clone(&requests);
-                    let mode = mode.clone();
+                    let mode = mode.lock().unwrap().clone();
                     std::thread::spawn(move || {
                         let _ = serve(stream, &mode, &requests);
                     });
@@ -74,10 +78,16 @@ impl MockModel {
         };
         Self {
             addr,
+            mode,
             requests,
             stop,
             acceptor: Some(acceptor),
         }
+    }
+
+    /// Answers the requests that arrive from now on by `mode` (a later run's turn).
+    pub fn answer(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
     }
 
     /// `http://127.0.0.1:PORT`.
