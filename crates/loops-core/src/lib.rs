@@ -20,6 +20,7 @@ pub mod notify;
 pub mod openloops;
 pub mod redact;
 pub mod schedule;
+pub mod session;
 pub mod text;
 pub mod timefmt;
 pub mod transitions;

@@ -55,10 +55,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "backoff_breaker",
         sql: include_str!("../migrations/0008_backoff_breaker.sql"),
     },
+    Migration {
+        version: 9,
+        name: "sessions",
+        sql: include_str!("../migrations/0009_sessions.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

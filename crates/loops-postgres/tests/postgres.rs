@@ -136,6 +136,8 @@ fn nul_characters_in_output_are_replaced_not_fatal() {
         usage: None,
         failure_class: None,
         retry_at: None,
+        session_id: None,
+        session_note: None,
     };
     let written = store
         .record_run_writes(
@@ -245,6 +247,8 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_
     // recorded one.)
     sql("ALTER TABLE runs DROP COLUMN failure_class, DROP COLUMN retry_at");
     sql("ALTER TABLE loops DROP COLUMN ops_json, DROP COLUMN ops_state_json");
+    sql("DROP INDEX runs_loop_session");
+    sql("ALTER TABLE runs DROP COLUMN session_id, DROP COLUMN session_note");
     sql("DELETE FROM schema_migrations WHERE version >= 6");
     // Notification settings stored when `always` meant failure + recovery.
     sql(&format!(

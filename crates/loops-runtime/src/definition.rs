@@ -68,7 +68,7 @@ pub struct DefinitionFlags {
 }
 
 /// The agent target's own flags (`--model`, `--agent`, `--auth-profile`,
-/// `--config-isolation`, `--config-override`).
+/// `--config-isolation`, `--config-override`, `--session`).
 #[derive(Debug, Clone, Default)]
 pub struct AgentOptions {
     pub model: Option<String>,
@@ -77,6 +77,8 @@ pub struct AgentOptions {
     pub config_isolation: Option<String>,
     /// `KEY=VALUE` pairs, each key once.
     pub config_overrides: Vec<String>,
+    /// `fresh` or `continue` ([`loops_core::SessionMode`]).
+    pub session: Option<String>,
 }
 
 /// Lays the flags every target type has, but the schedule's ([`schedule`]), over
@@ -364,6 +366,7 @@ pub fn agent_target(
             timeout: None,
             idle_timeout: None,
             account: None,
+            session: loops_core::SessionMode::DEFAULT,
         },
         (None, None, _) => return Err("--provider is required".to_owned()),
         (None, _, None) => return Err("--prompt or --prompt-file is required".to_owned()),
@@ -387,6 +390,9 @@ pub fn agent_target(
     }
     if let Some(v) = &o.config_isolation {
         t.config_isolation = parse_enum("--config-isolation", v)?;
+    }
+    if let Some(v) = &o.session {
+        t.session = parse_enum("--session", v)?;
     }
     t.config_overrides
         .extend(key_values("--config-override", &o.config_overrides)?);
@@ -530,11 +536,12 @@ pub enum ClearField {
     NotifyUrl,
     MaxFailures,
     IdleTimeout,
+    Session,
 }
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 19] = [
+    pub const ALL: [ClearField; 20] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -554,6 +561,7 @@ impl ClearField {
         ClearField::NotifyUrl,
         ClearField::MaxFailures,
         ClearField::IdleTimeout,
+        ClearField::Session,
     ];
 
     /// The flag value (`auth-profile`).
@@ -578,6 +586,7 @@ impl ClearField {
             ClearField::NotifyUrl => "notify-url",
             ClearField::MaxFailures => "max-failures",
             ClearField::IdleTimeout => "idle-timeout",
+            ClearField::Session => "session",
         }
     }
 }
@@ -705,6 +714,7 @@ fn check_kind(lp: &Loop, e: &EditFlags) -> Result<(), String> {
         ("--auth-profile", o.auth_profile.is_some()),
         ("--config-isolation", o.config_isolation.is_some()),
         ("--config-override", !o.config_overrides.is_empty()),
+        ("--session", o.session.is_some()),
     ];
     let workflow = [("--workflow", e.workflow.is_some())];
     let (others, kinds): (Vec<&[(&str, bool)]>, _) = match &lp.target {
@@ -786,7 +796,8 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
         ClearField::Model
         | ClearField::Agent
         | ClearField::AuthProfile
-        | ClearField::ConfigOverrides => {
+        | ClearField::ConfigOverrides
+        | ClearField::Session => {
             let Target::Agent(a) = &mut def.target else {
                 return Err(wrong());
             };
@@ -794,6 +805,7 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
                 ClearField::Model => a.model = None,
                 ClearField::Agent => a.agent = None,
                 ClearField::AuthProfile => a.auth_profile = None,
+                ClearField::Session => a.session = loops_core::SessionMode::DEFAULT,
                 _ => a.config_overrides.clear(),
             }
         }

@@ -101,10 +101,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "retry back-off and circuit breaker",
         sql: include_str!("../migrations/0014_backoff_breaker.sql"),
     },
+    Migration {
+        version: 15,
+        name: "sessions",
+        sql: include_str!("../migrations/0015_sessions.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

@@ -745,6 +745,10 @@ pub struct AgentOptions {
     /// model_provider=mock.
     #[arg(long = "config-override", value_name = "KEY=VALUE")]
     pub config_overrides: Vec<String>,
+    /// fresh (default: each run starts a new conversation) or continue (each run
+    /// resumes the conversation the previous run reported; claude, codex, opencode).
+    #[arg(long, value_name = "MODE")]
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -835,7 +839,7 @@ pub struct EditArgs {
     /// Clear a setting (repeatable): description, cwd, timeout, env, account, args,
     /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
     /// notify (all notification settings), notify-cmd, notify-url, max-failures,
-    /// idle-timeout.
+    /// idle-timeout, session (back to fresh).
     #[arg(long = "clear", value_name = "FIELD", value_enum)]
     pub clear: Vec<ClearField>,
 
@@ -891,6 +895,7 @@ pub enum ClearField {
     NotifyUrl,
     MaxFailures,
     IdleTimeout,
+    Session,
 }
 
 #[derive(Debug, Args)]
@@ -1244,6 +1249,7 @@ impl AgentOptions {
             auth_profile: self.auth_profile.clone(),
             config_isolation: self.config_isolation.clone(),
             config_overrides: self.config_overrides.clone(),
+            session: self.session.clone(),
         }
     }
 }
@@ -1271,6 +1277,7 @@ impl From<ClearField> for definition::ClearField {
             ClearField::NotifyUrl => F::NotifyUrl,
             ClearField::MaxFailures => F::MaxFailures,
             ClearField::IdleTimeout => F::IdleTimeout,
+            ClearField::Session => F::Session,
         }
     }
 }

@@ -151,6 +151,7 @@ macro_rules! store_suite {
             // agent operations (#20)
             failure_classes_round_trip_into_runs_and_health_facts,
             the_circuit_breaker_state_lives_in_the_loops_row,
+            session_ids_round_trip_and_the_last_session_is_found,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -247,6 +248,8 @@ fn outcome(status: RunStatus, at: Instant) -> RunOutcome {
         usage: None,
         failure_class: None,
         retry_at: None,
+        session_id: None,
+        session_note: None,
     }
 }
 
