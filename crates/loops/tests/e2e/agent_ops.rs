@@ -419,7 +419,7 @@ fn continued_sessions_resume_the_previous_runs_conversation() {
     assert!(
         shown_text
             .lines()
-            .any(|l| l.starts_with("session ") && l.trim_end().ends_with(" continue")),
+            .any(|l| l.split_whitespace().eq(["session", "continue"])),
         "{shown_text}"
     );
     let text = w.ok(&["runs", "claude-continued", "--limit", "1", "--show-output"]);
