@@ -337,33 +337,41 @@ fn continued_sessions_resume_the_previous_runs_conversation() {
     const CLAUDE_ID: &str = "d8279595-ecaf-46b2-973e-1b8f2e1dc49e";
     const CODEX_ID: &str = "01a2291f-be55-7b91-a33e-96ce97a0310f";
     const OPENCODE_ID: &str = "ses_dd6dfff06ffe8b1Hs0VleCu8RP";
-    let cases: [(&str, &str, &[&str], &str, Vec<&str>, &str); 3] = [
-        (
-            "claude",
-            "claude_success.json",
-            &[],
-            CLAUDE_ID,
-            vec!["--resume", CLAUDE_ID],
-            "--no-session-persistence",
-        ),
-        (
-            "codex",
-            "codex_success.jsonl",
-            &[],
-            CODEX_ID,
-            vec!["resume", CODEX_ID, "-"],
-            "--ephemeral",
-        ),
-        (
-            "opencode",
-            "opencode_success.jsonl",
-            &["--model", "p/m"],
-            OPENCODE_ID,
-            vec!["--session", OPENCODE_ID],
-            "",
-        ),
+    let cases = [
+        ResumeCase {
+            provider: "claude",
+            output: "claude_success.json",
+            extra: &[],
+            id: CLAUDE_ID,
+            resume: &["--resume", CLAUDE_ID],
+            ephemeral: "--no-session-persistence",
+        },
+        ResumeCase {
+            provider: "codex",
+            output: "codex_success.jsonl",
+            extra: &[],
+            id: CODEX_ID,
+            resume: &["resume", CODEX_ID, "-"],
+            ephemeral: "--ephemeral",
+        },
+        ResumeCase {
+            provider: "opencode",
+            output: "opencode_success.jsonl",
+            extra: &["--model", "p/m"],
+            id: OPENCODE_ID,
+            resume: &["--session", OPENCODE_ID],
+            ephemeral: "",
+        },
     ];
-    for (provider, output, extra, id, resume, ephemeral) in cases {
+    for ResumeCase {
+        provider,
+        output,
+        extra,
+        id,
+        resume,
+        ephemeral,
+    } in cases
+    {
         fakes.canned(provider, &fixture(output), 0);
         let name = format!("{provider}-continued");
         let mut args = vec!["--prompt", "keep going", "--session", "continue"];
@@ -377,14 +385,14 @@ fn continued_sessions_resume_the_previous_runs_conversation() {
         assert_eq!(first["sessionId"], id, "{first:#}");
         assert!(first.get("sessionNote").is_none(), "{first:#}");
         let argv = fakes.argv(provider);
-        assert!(!contains_run(&argv, &resume), "{provider}: {argv:?}");
+        assert!(!contains_run(&argv, resume), "{provider}: {argv:?}");
         assert!(!argv.iter().any(|a| a == ephemeral), "{provider}: {argv:?}");
 
         // Run 2 resumes run 1's session.
         let (code, second) = run_now(&w, &name);
         assert_eq!(code, 0, "{second:#}");
         let argv = fakes.argv(provider);
-        assert!(contains_run(&argv, &resume), "{provider}: {argv:?}");
+        assert!(contains_run(&argv, resume), "{provider}: {argv:?}");
         assert_eq!(
             second["sessionNote"],
             format!("resumed session {id}"),
@@ -407,7 +415,7 @@ fn continued_sessions_resume_the_previous_runs_conversation() {
             assert_eq!(run["sessionId"], id, "{run:#}");
             assert!(run.get("sessionNote").is_none(), "{run:#}");
             let argv = fakes.argv(provider);
-            assert!(!contains_run(&argv, &resume), "{provider}: {argv:?}");
+            assert!(!contains_run(&argv, resume), "{provider}: {argv:?}");
             assert!(
                 ephemeral.is_empty() || argv.iter().any(|a| a == ephemeral),
                 "{provider}: {argv:?}"
@@ -429,6 +437,20 @@ fn continued_sessions_resume_the_previous_runs_conversation() {
         )),
         "{text}"
     );
+}
+
+/// One provider of [`continued_sessions_resume_the_previous_runs_conversation`].
+struct ResumeCase {
+    provider: &'static str,
+    /// The fixture the fake CLI prints.
+    output: &'static str,
+    extra: &'static [&'static str],
+    /// The session id in that fixture.
+    id: &'static str,
+    /// The argv words that resume it.
+    resume: &'static [&'static str],
+    /// The flag that keeps a fresh run's session off disk ("" for none).
+    ephemeral: &'static str,
 }
 
 /// Whether `want` appears in `argv` as consecutive words.
