@@ -105,6 +105,62 @@ mod tests {
         assert!(is_valid_id(&"a".repeat(MAX_ID_BYTES)));
     }
 
+    fn run(status: RunStatus, class: Option<FailureClass>, id: Option<&str>) -> Run {
+        let at = chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap_or_default();
+        Run {
+            id: crate::RunId::new("r1"),
+            loop_id: crate::LoopId::new("l1"),
+            loop_name: "agent".into(),
+            scheduled_for: at,
+            attempt: 1,
+            status,
+            source: crate::RunSource::Scheduled,
+            due_at: None,
+            started_at: Some(at),
+            finished_at: Some(at),
+            exit_code: None,
+            duration_ms: None,
+            stdout: None,
+            stderr: None,
+            error: None,
+            error_output: None,
+            pid: None,
+            pid_start_time: None,
+            claimed_by: None,
+            lease_expires_at: None,
+            summary: None,
+            usage: None,
+            failure_class: class,
+            retry_at: None,
+            session_id: id.map(str::to_owned),
+            session_note: None,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn the_last_finished_conversation_is_resumed_unless_it_outgrew_its_context() {
+        let id = Some("sess-1");
+        for status in [RunStatus::Succeeded, RunStatus::Failed, RunStatus::TimedOut] {
+            assert_eq!(resumable(&run(status, None, id)), id, "{status}");
+        }
+        let failed = |class| run(RunStatus::Failed, Some(class), id);
+        assert_eq!(resumable(&failed(FailureClass::RateLimit)), id);
+        assert_eq!(resumable(&failed(FailureClass::ContextLength)), None);
+        assert_eq!(resumable(&run(RunStatus::Abandoned, None, id)), None);
+        assert_eq!(resumable(&run(RunStatus::Succeeded, None, None)), None);
+        assert_eq!(
+            resumable(&run(RunStatus::Succeeded, None, Some("--resume"))),
+            None
+        );
+        assert_eq!(resumed_note("s"), "resumed session s");
+        assert_eq!(
+            not_resumed_note("s"),
+            "session s could not be resumed; started fresh"
+        );
+    }
+
     #[test]
     fn only_checked_providers_resume() {
         let resuming: Vec<Provider> = Provider::ALL
