@@ -677,3 +677,47 @@ fn real_claude_resumes_the_previous_runs_conversation() {
 fn real_codex_resumes_the_previous_runs_conversation() {
     real_resume(&crate::agents::CODEX);
 }
+
+/// Item 9 over MCP: `session` changes what the agent acts on (a resumed conversation
+/// carries its earlier turns), so setting it needs `--allow-code`; with it, `loops_edit`
+/// sets `continue` and `clear: ["session"]` goes back to `fresh`.
+#[test]
+fn mcp_sets_the_session_only_with_allow_code() {
+    let mut w = World::new();
+    let _fakes = Fakes::install(&mut w);
+    create_agent(&w, "review", "claude", &["--prompt", "hi"]);
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations"]);
+    let refused = mcp.err(
+        "loops_edit",
+        serde_json::json!({"loop": "review", "session": "continue"}),
+    );
+    assert!(
+        refused.contains("defines what runs") && refused.contains("--allow-code"),
+        "{refused}"
+    );
+    assert!(mcp.close().success());
+    assert!(shown(&w, "review")["target"].get("session").is_none());
+
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations", "--allow-code"]);
+    let edited = mcp.ok(
+        "loops_edit",
+        serde_json::json!({"loop": "review", "session": "continue"}),
+    );
+    assert_eq!(edited["target"]["session"], "continue", "{edited:#}");
+    let edited = mcp.ok(
+        "loops_edit",
+        serde_json::json!({"loop": "review", "clear": ["session"]}),
+    );
+    assert!(edited["target"].get("session").is_none(), "{edited:#}");
+    let refused = mcp.err(
+        "loops_create_agent",
+        serde_json::json!({"name": "cur", "provider": "cursor", "prompt": "hi", "every": "1h", "session": "continue"}),
+    );
+    assert!(
+        refused.contains(
+            "--session continue is supported by providers claude, codex and opencode, not cursor"
+        ),
+        "{refused}"
+    );
+    assert!(mcp.close().success());
+}
