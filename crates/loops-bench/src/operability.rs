@@ -226,6 +226,8 @@ fn history_run(slot: Instant, status: RunStatus) -> Run {
         usage: None,
         failure_class: None,
         retry_at: None,
+        session_id: None,
+        session_note: None,
         created_at: start,
         updated_at: end,
     }

@@ -330,6 +330,8 @@ mod tests {
             usage: None,
             failure_class: class,
             retry_at,
+            session_id: None,
+            session_note: None,
             created_at: end,
             updated_at: end,
         }

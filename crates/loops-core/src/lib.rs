@@ -21,6 +21,7 @@ pub mod notify;
 pub mod openloops;
 pub mod redact;
 pub mod schedule;
+pub mod session;
 pub mod stop;
 pub mod text;
 pub mod timefmt;

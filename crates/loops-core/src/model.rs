@@ -209,6 +209,31 @@ string_enum!(
 );
 
 string_enum!(
+    /// Whether each run of an agent loop starts a new conversation (`fresh`) or resumes
+    /// the one its previous run reported (`continue`); see [`crate::session`].
+    SessionMode {
+        Fresh = "fresh",
+        Continue = "continue",
+    }
+);
+
+impl SessionMode {
+    /// A loop starts fresh unless told otherwise (`--session` left out).
+    pub const DEFAULT: SessionMode = SessionMode::Fresh;
+
+    /// Whether this is the default (left out of a target's JSON).
+    pub fn is_default(&self) -> bool {
+        *self == Self::DEFAULT
+    }
+}
+
+impl Default for SessionMode {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+string_enum!(
     /// How a run came to be started.
     RunSource {
         /// Claimed by the scheduler for a due slot.
@@ -344,6 +369,10 @@ pub struct AgentTarget {
     pub idle_timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
+    /// `continue`: each run resumes the conversation the loop's previous run reported
+    /// (loop targets only; a workflow step always starts fresh). Left out when `fresh`.
+    #[serde(default, skip_serializing_if = "SessionMode::is_default")]
+    pub session: SessionMode,
 }
 
 fn default_isolation() -> ConfigIsolation {
@@ -853,6 +882,15 @@ pub struct Run {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub retry_at: Option<Instant>,
+    /// The conversation an agent run reported (claude's `session_id`, codex's
+    /// `thread_id`, opencode's `sessionID`), kept only when it is a well-formed id
+    /// ([`crate::session::is_valid_id`]): an identifier, not output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// What became of `--session continue` on this run, in our own words: `resumed
+    /// session <id>`, or `session <id> could not be resumed; started fresh`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_note: Option<String>,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
@@ -883,6 +921,10 @@ pub struct RunOutcome {
     /// recording it: its finalization ends the loop ([`crate::transitions::on_finish`]).
     /// Not stored on the run; the loop's `statusReason` says it.
     pub stop: Option<crate::stop::StopMet>,
+    /// See [`Run::session_id`].
+    pub session_id: Option<String>,
+    /// See [`Run::session_note`].
+    pub session_note: Option<String>,
 }
 
 impl RunOutcome {
@@ -902,6 +944,8 @@ impl RunOutcome {
             failure_class: None,
             retry_at: None,
             stop: None,
+            session_id: None,
+            session_note: None,
         }
     }
 

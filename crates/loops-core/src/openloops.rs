@@ -375,6 +375,8 @@ fn history_run(row: &Row) -> Result<Option<Run>, String> {
         usage: None,
         failure_class: None,
         retry_at: None,
+        session_id: None,
+        session_note: None,
         created_at,
         updated_at: instant(row, "updated_at")?.unwrap_or(created_at),
     }))

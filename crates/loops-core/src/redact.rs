@@ -178,6 +178,8 @@ mod tests {
             usage: None,
             failure_class: None,
             retry_at: None,
+            session_id: None,
+            session_note: None,
             created_at: t,
             updated_at: t,
         }

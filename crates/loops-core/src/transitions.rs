@@ -384,6 +384,8 @@ mod tests {
             usage: None,
             failure_class: class,
             retry_at: None,
+            session_id: None,
+            session_note: None,
             created_at: slot,
             updated_at: end,
         }

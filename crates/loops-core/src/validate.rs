@@ -334,6 +334,13 @@ pub fn agent(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
             t.provider
         ));
     }
+    if crate::session::continues(t.session) && !crate::session::can_resume(t.provider) {
+        return invalid(format!(
+            "{label}: --session continue is supported by providers {}, not {} (it has no resume option we could check)",
+            crate::session::RESUMING_PROVIDERS,
+            t.provider
+        ));
+    }
     if t.provider == Provider::Opencode && t.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
         return invalid(format!(
             "{label}: provider opencode needs --model provider/model (without it opencode retries forever)"
@@ -497,6 +504,7 @@ mod tests {
             timeout: None,
             idle_timeout: None,
             account: None,
+            session: crate::SessionMode::DEFAULT,
         }
     }
 

@@ -239,6 +239,11 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
         }
         let checked: Result<(), ValidationError> = match &step.target {
             StepTarget::Command(c) => validate::command(c, &label),
+            StepTarget::Agent(a) if crate::session::continues(a.session) => {
+                Err(ValidationError(format!(
+                    "{label}: session continue is for agent loops; a workflow step always starts fresh"
+                )))
+            }
             StepTarget::Agent(a) => validate::agent(a, &label),
         };
         if let Err(e) = checked {

@@ -118,6 +118,7 @@ impl LoopsMcp {
             auth_profile: p.auth_profile,
             config_isolation: p.config_isolation,
             config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
+            session: p.session,
         };
         let prompt_file = p.prompt_file.map(PathBuf::from);
         let agent = AgentFlags {
@@ -210,6 +211,7 @@ impl LoopsMcp {
                 auth_profile: p.auth_profile,
                 config_isolation: p.config_isolation,
                 config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
+                session: p.session,
             },
             workflow: p.workflow,
         };

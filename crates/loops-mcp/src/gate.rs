@@ -13,8 +13,9 @@
 use loops_core::{LoopOps, Notify, Target};
 
 /// Whether `after` runs something other than `before`: any field of a command or an
-/// agent target but its limits, `timeout` and `idleTimeout` (program, arguments, shell, prompt, provider, model,
-/// options, env, cwd, account). Two workflow targets never do (both name stored
+/// agent target but its limits, `timeout` and `idleTimeout` (program, arguments, shell,
+/// prompt, provider, model, options, env, cwd, account, and an agent's `session`: a
+/// resumed conversation carries its earlier turns into what the agent acts on). Two workflow targets never do (both name stored
 /// workflows); a target of another kind always does.
 pub fn changes_what_runs(before: &Target, after: &Target) -> bool {
     match (before, after) {
@@ -105,6 +106,34 @@ mod tests {
         };
         assert!(!changes_what_runs(&wf("a"), &wf("b")));
         assert!(changes_what_runs(&wf("a"), &base));
+    }
+
+    #[test]
+    fn an_agents_session_mode_changes_what_runs() {
+        let fresh = loops_core::AgentTarget {
+            provider: loops_core::Provider::Claude,
+            prompt: "review".into(),
+            prompt_file: None,
+            cwd: None,
+            model: None,
+            agent: None,
+            auth_profile: None,
+            config_isolation: loops_core::ConfigIsolation::DEFAULT,
+            config_overrides: BTreeMap::new(),
+            env: BTreeMap::new(),
+            timeout: None,
+            idle_timeout: None,
+            account: None,
+            session: loops_core::SessionMode::Fresh,
+        };
+        let continued = loops_core::AgentTarget {
+            session: loops_core::SessionMode::Continue,
+            ..fresh.clone()
+        };
+        let (a, b) = (Target::Agent(fresh), Target::Agent(continued));
+        assert!(changes_what_runs(&a, &b));
+        assert!(changes_what_runs(&b, &a));
+        assert!(!changes_what_runs(&b, &b.clone()));
     }
 
     #[test]

@@ -398,6 +398,10 @@ definition_params! {
         /// `-c KEY=VALUE`, VALUE parsed as TOML).
         #[serde(default)]
         pub config_overrides: std::collections::BTreeMap<String, String>,
+        /// fresh (default: each run starts a new conversation) or continue (each run
+        /// resumes the previous run's conversation; claude, codex and opencode).
+        #[serde(default)]
+        pub session: Option<String>,
     }
 }
 
@@ -427,7 +431,7 @@ definition_params! {
         /// Settings to clear: description, cwd, timeout, env, account, args, model,
         /// agent, auth-profile, config-overrides, expires-at, jitter, labels, on (the
         /// runner labels), notify, notify-cmd, notify-url, max-failures, idle-timeout,
-        /// until-cmd, until-output, max-runs.
+        /// until-cmd, until-output, max-runs, session (back to fresh).
         #[serde(default)]
         pub clear: Vec<String>,
         /// (command loops) The command line or program.
@@ -466,6 +470,9 @@ definition_params! {
         /// (agent loops) Provider config overrides to add, KEY: VALUE.
         #[serde(default)]
         pub config_overrides: std::collections::BTreeMap<String, String>,
+        /// (agent loops) fresh or continue (resume the previous run's conversation).
+        #[serde(default)]
+        pub session: Option<String>,
         /// (workflow loops) Name of the stored workflow to run.
         #[serde(default)]
         pub workflow: Option<String>,

@@ -335,6 +335,8 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
             c.failure_class
                 .push(run.failure_class.map(|f| f.as_str().to_owned()));
             c.retry_at.push(opt_ms(run.retry_at.as_ref()));
+            c.session_id.push(opt_text(run.session_id.as_deref()));
+            c.session_note.push(opt_text(run.session_note.as_deref()));
         }
         db.execute(
             concat!(
@@ -344,7 +346,8 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
                  $5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], \
                  $11::bigint[], $12::text[], $13::text[], $14::text[], $15::bigint[], \
                  $16::bigint[], $17::text[], $18::bigint[], $19::text[], $20::text[], \
-                 $21::bigint[], $22::bigint[], $23::bigint[], $24::text[], $25::text[], $26::bigint[])"
+                 $21::bigint[], $22::bigint[], $23::bigint[], $24::text[], $25::text[], $26::bigint[], \
+                 $27::text[], $28::text[])"
             ),
             &[
                 &c.id,
@@ -373,6 +376,8 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
                 &c.error_output,
                 &c.failure_class,
                 &c.retry_at,
+                &c.session_id,
+                &c.session_note,
             ],
         )
         .await?;
@@ -409,4 +414,6 @@ struct RunColumns {
     error_output: Vec<Option<String>>,
     failure_class: Vec<Option<String>>,
     retry_at: Vec<Option<i64>>,
+    session_id: Vec<Option<String>>,
+    session_note: Vec<Option<String>>,
 }

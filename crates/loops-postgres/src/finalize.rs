@@ -219,7 +219,8 @@ async fn finalize_in<C: GenericClient + Sync>(
                    duration_ms = CASE WHEN started_at IS NULL THEN NULL \
                                       ELSE GREATEST(0, $3 - started_at) END, \
                    stdout = $5, stderr = $6, error = $7, summary = $8, usage_json = $9, \
-                   updated_at = $3, error_output = $10, failure_class = $11, retry_at = $12 \
+                   updated_at = $3, error_output = $10, failure_class = $11, retry_at = $12, \
+                   session_id = $13, session_note = $14 \
                  WHERE id = $1 AND status = 'running' RETURNING ",
                 run_cols!()
             ),
@@ -236,6 +237,8 @@ async fn finalize_in<C: GenericClient + Sync>(
                 &opt_text(outcome.error_output.as_deref()),
                 &outcome.failure_class.map(|c| c.as_str()),
                 &outcome.retry_at.as_ref().map(ms),
+                &opt_text(outcome.session_id.as_deref()),
+                &opt_text(outcome.session_note.as_deref()),
             ],
         )
         .await?;

@@ -500,6 +500,11 @@ impl Store for PgStore {
         read!(self, |db| runs::get_run(db, &id))
     }
 
+    fn last_session_run(&self, loop_id: &LoopId) -> StoreResult<Option<Run>> {
+        let loop_id = loop_id.clone();
+        read!(self, |db| runs::last_session_run(db, &loop_id))
+    }
+
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
         let filter = filter.clone();
         read!(self, |db| runs::list_runs(db, &filter))

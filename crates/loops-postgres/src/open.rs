@@ -60,10 +60,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "account_holds",
         sql: include_str!("../migrations/0009_account_holds.sql"),
     },
+    Migration {
+        version: 10,
+        name: "sessions",
+        sql: include_str!("../migrations/0010_sessions.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

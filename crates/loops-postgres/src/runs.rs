@@ -84,7 +84,7 @@ pub(crate) async fn running_runs<C: GenericClient + Sync>(
                CASE WHEN r.runner_epoch IS NULL THEN r.lease_expires_at \
                     ELSE LEAST(r.lease_expires_at, COALESCE(rn.expires_at, 0)) END, \
                r.summary, r.usage_json, r.created_at, r.updated_at, r.due_at, r.error_output, \
-               r.failure_class, r.retry_at \
+               r.failure_class, r.retry_at, r.session_id, r.session_note \
              FROM runs r LEFT JOIN runners rn ON rn.epoch = r.runner_epoch \
              WHERE r.status = 'running' AND ($1::text IS NULL OR r.loop_id = $1) \
              ORDER BY r.created_at, r.id",
@@ -101,6 +101,26 @@ pub(crate) async fn get_run<C: GenericClient + Sync>(
     db.query_opt(
         concat!("SELECT ", run_cols!(), " FROM runs WHERE id = $1"),
         &[&id.as_str()],
+    )
+    .await?
+    .map(|r| run_from_row(&r))
+    .transpose()
+}
+
+/// See [`loops_store::Store::last_session_run`]; through the `runs_loop_session` index.
+pub(crate) async fn last_session_run<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    loop_id: &LoopId,
+) -> Result<Option<Run>> {
+    db.query_opt(
+        concat!(
+            "SELECT ",
+            run_cols!(),
+            " FROM runs WHERE loop_id = $1 AND session_id IS NOT NULL \
+               AND status IN ('succeeded', 'failed', 'timed_out') \
+             ORDER BY created_at DESC, seq DESC LIMIT 1"
+        ),
+        &[&loop_id.as_str()],
     )
     .await?
     .map(|r| run_from_row(&r))

@@ -137,6 +137,8 @@ fn nul_characters_in_output_are_replaced_not_fatal() {
         failure_class: None,
         retry_at: None,
         stop: None,
+        session_id: None,
+        session_note: None,
     };
     let written = store
         .record_run_writes(
@@ -247,6 +249,8 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_
     sql("ALTER TABLE runs DROP COLUMN failure_class, DROP COLUMN retry_at");
     sql("ALTER TABLE loops DROP COLUMN ops_json, DROP COLUMN ops_state_json");
     sql("DROP TABLE account_holds");
+    sql("DROP INDEX runs_loop_session");
+    sql("ALTER TABLE runs DROP COLUMN session_id, DROP COLUMN session_note");
     sql("DELETE FROM schema_migrations WHERE version >= 6");
     // Notification settings stored when `always` meant failure + recovery.
     sql(&format!(
@@ -313,7 +317,11 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_
     );
 
     let store = PgStore::open(&url).unwrap();
-    assert_eq!(store.migrations_applied(), 4, "6 and the three after it");
+    assert_eq!(
+        store.migrations_applied() as i64,
+        loops_postgres::SCHEMA_VERSION - 5,
+        "6 and every one after it"
+    );
     // `always` was failure + recovery: it is `changes` now, so nothing notifies more.
     let changes = Some(loops_core::NotifyOn::Changes);
     let on = store

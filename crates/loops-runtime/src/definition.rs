@@ -72,7 +72,7 @@ pub struct DefinitionFlags {
 }
 
 /// The agent target's own flags (`--model`, `--agent`, `--auth-profile`,
-/// `--config-isolation`, `--config-override`).
+/// `--config-isolation`, `--config-override`, `--session`).
 #[derive(Debug, Clone, Default)]
 pub struct AgentOptions {
     pub model: Option<String>,
@@ -81,6 +81,8 @@ pub struct AgentOptions {
     pub config_isolation: Option<String>,
     /// `KEY=VALUE` pairs, each key once.
     pub config_overrides: Vec<String>,
+    /// `fresh` or `continue` ([`loops_core::SessionMode`]).
+    pub session: Option<String>,
 }
 
 /// Lays the flags every target type has, but the schedule's ([`schedule`]), over
@@ -377,6 +379,7 @@ pub fn agent_target(
             timeout: None,
             idle_timeout: None,
             account: None,
+            session: loops_core::SessionMode::DEFAULT,
         },
         (None, None, _) => return Err("--provider is required".to_owned()),
         (None, _, None) => return Err("--prompt or --prompt-file is required".to_owned()),
@@ -400,6 +403,9 @@ pub fn agent_target(
     }
     if let Some(v) = &o.config_isolation {
         t.config_isolation = parse_enum("--config-isolation", v)?;
+    }
+    if let Some(v) = &o.session {
+        t.session = parse_enum("--session", v)?;
     }
     t.config_overrides
         .extend(key_values("--config-override", &o.config_overrides)?);
@@ -546,11 +552,12 @@ pub enum ClearField {
     UntilCmd,
     UntilOutput,
     MaxRuns,
+    Session,
 }
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 22] = [
+    pub const ALL: [ClearField; 23] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -573,6 +580,7 @@ impl ClearField {
         ClearField::UntilCmd,
         ClearField::UntilOutput,
         ClearField::MaxRuns,
+        ClearField::Session,
     ];
 
     /// The flag value (`auth-profile`).
@@ -600,6 +608,7 @@ impl ClearField {
             ClearField::UntilOutput => "until-output",
             ClearField::MaxRuns => "max-runs",
             ClearField::IdleTimeout => "idle-timeout",
+            ClearField::Session => "session",
         }
     }
 }
@@ -727,6 +736,7 @@ fn check_kind(lp: &Loop, e: &EditFlags) -> Result<(), String> {
         ("--auth-profile", o.auth_profile.is_some()),
         ("--config-isolation", o.config_isolation.is_some()),
         ("--config-override", !o.config_overrides.is_empty()),
+        ("--session", o.session.is_some()),
     ];
     let workflow = [("--workflow", e.workflow.is_some())];
     let (others, kinds): (Vec<&[(&str, bool)]>, _) = match &lp.target {
@@ -811,7 +821,8 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
         ClearField::Model
         | ClearField::Agent
         | ClearField::AuthProfile
-        | ClearField::ConfigOverrides => {
+        | ClearField::ConfigOverrides
+        | ClearField::Session => {
             let Target::Agent(a) = &mut def.target else {
                 return Err(wrong());
             };
@@ -819,6 +830,7 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
                 ClearField::Model => a.model = None,
                 ClearField::Agent => a.agent = None,
                 ClearField::AuthProfile => a.auth_profile = None,
+                ClearField::Session => a.session = loops_core::SessionMode::DEFAULT,
                 _ => a.config_overrides.clear(),
             }
         }

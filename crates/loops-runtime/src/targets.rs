@@ -113,11 +113,19 @@ fn blocking<T>(work: impl FnOnce() -> T) -> T {
 #[derive(Debug, Clone, Copy)]
 pub enum ProcessTarget<'a> {
     Command(&'a CommandTarget),
-    Agent(&'a AgentTarget),
+    /// An agent, resuming the session given (a `session: continue` loop's previous
+    /// run's; see [`loops_core::session`]), or starting a new one.
+    Agent(&'a AgentTarget, Option<&'a str>),
 }
 
-/// The process to start for `run` of `lp`.
-pub fn loop_invocation(lp: &Loop, run: &Run, cfg: &ExecSettings) -> Result<Invocation, SpecError> {
+/// The process to start for `run` of `lp`, resuming session `resume` when the loop's
+/// agent resumes its sessions (the engine looks it up in the store).
+pub fn loop_invocation(
+    lp: &Loop,
+    run: &Run,
+    resume: Option<&str>,
+    cfg: &ExecSettings,
+) -> Result<Invocation, SpecError> {
     let metadata = run_metadata(lp, run);
     match &lp.target {
         Target::Command(c) => invocation(
@@ -128,7 +136,7 @@ pub fn loop_invocation(lp: &Loop, run: &Run, cfg: &ExecSettings) -> Result<Invoc
             cfg,
         ),
         Target::Agent(a) => invocation(
-            ProcessTarget::Agent(a),
+            ProcessTarget::Agent(a, resume),
             a.account.as_ref(),
             a.timeout,
             metadata,
@@ -208,10 +216,10 @@ pub fn invocation(
             invocation.env = build_env(base, home, &c.env, &metadata);
             invocation
         }
-        ProcessTarget::Agent(a) => {
+        ProcessTarget::Agent(a, resume) => {
             let tool = account_tool(a.provider);
             let base = inherited_env(account, Some(tool), &mut metadata)?;
-            let mut invocation = Invocation::direct(a.provider.executable(), agent_args(a));
+            let mut invocation = Invocation::direct(a.provider.executable(), agent_args(a, resume));
             invocation.cwd = a.cwd.as_ref().map(PathBuf::from);
             invocation.env = build_env(base, home, &a.env, &metadata);
             // The prompt goes to stdin only: argv is visible to every user via /proc.
@@ -222,7 +230,7 @@ pub fn invocation(
     invocation.timeout = timeout.map(loops_core::Duration::to_std);
     invocation.idle_timeout = match target {
         ProcessTarget::Command(c) => c.idle_timeout,
-        ProcessTarget::Agent(a) => a.idle_timeout,
+        ProcessTarget::Agent(a, _) => a.idle_timeout,
     }
     .map(loops_core::Duration::to_std);
     invocation.kill_grace = cfg.kill_grace;

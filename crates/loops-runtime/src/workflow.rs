@@ -682,7 +682,8 @@ fn step_invocation(
     ]);
     let target = match &step.target {
         StepTarget::Command(c) => ProcessTarget::Command(c),
-        StepTarget::Agent(a) => ProcessTarget::Agent(a),
+        // A step always starts fresh (validation refuses `session: continue` there).
+        StepTarget::Agent(a) => ProcessTarget::Agent(a, None),
     };
     invocation(
         target,

@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 
 use loops_core::{
-    AgentTarget, ConfigIsolation, Provider, RunOutcome, RunStatus, StepStatus, Usage,
+    AgentTarget, ConfigIsolation, Provider, RunOutcome, RunStatus, SessionMode, StepStatus, Usage,
 };
 use loops_runtime::executor::{ExecResult, ExecStatus};
 use loops_runtime::providers::{
     account_tool, agent_args, bounded_summary, detect_providers, interpret, judge, parse_output,
-    Verdict, SUMMARY_MAX_BYTES,
+    resume_refused, Verdict, SUMMARY_MAX_BYTES,
 };
 
 fn fixture(name: &str) -> String {
@@ -35,6 +35,7 @@ fn target(provider: Provider) -> AgentTarget {
         timeout: None,
         idle_timeout: None,
         account: None,
+        session: SessionMode::DEFAULT,
     }
 }
 
@@ -134,7 +135,7 @@ fn argv_table() {
     ];
     for (provider, opts, expected) in cases {
         let t = build(provider, opts);
-        assert_eq!(agent_args(&t).join(" "), expected, "{provider}");
+        assert_eq!(agent_args(&t, None).join(" "), expected, "{provider}");
     }
 }
 
@@ -150,7 +151,7 @@ fn prompt_never_reaches_argv() {
         );
         t.prompt = "SECRET-PROMPT-TEXT".into();
         assert!(
-            agent_args(&t)
+            agent_args(&t, None)
                 .iter()
                 .all(|a| !a.contains("SECRET-PROMPT-TEXT")),
             "{provider}"
@@ -165,9 +166,156 @@ fn config_override_values_stay_one_word() {
         "model".into(),
         "x --dangerously-bypass-approvals-and-sandbox".into(),
     );
-    let args = agent_args(&t);
+    let args = agent_args(&t, None);
     assert!(args.contains(&"model=x --dangerously-bypass-approvals-and-sandbox".to_owned()));
     assert!(!args.contains(&"--dangerously-bypass-approvals-and-sandbox".to_owned()));
+}
+
+/// `--session continue` (#20 item 9), checked against claude 2.1.332 `--help`, codex
+/// 0.171.0 `exec --help` / `exec resume --help` and opencode 1.18.33 `run --help`: the
+/// session is kept (no `--no-session-persistence`, no `--ephemeral`) and a resumed run
+/// names it; `fresh` is what it always was.
+#[test]
+fn argv_with_and_without_a_session() {
+    use Provider::*;
+    const ID: &str = "4650a78d-c9d1-4006-8d2c-6c5f22d811ff";
+    let cases: Vec<(Provider, Option<&str>, &str)> = vec![
+        (Claude, None, "--safe-mode --setting-sources local -p --output-format json"),
+        (
+            Claude,
+            Some(ID),
+            "--safe-mode --setting-sources local -p --output-format json --model m --resume 4650a78d-c9d1-4006-8d2c-6c5f22d811ff",
+        ),
+        (
+            Codex,
+            None,
+            "--ask-for-approval never exec --json --sandbox workspace-write --skip-git-repo-check --ignore-rules",
+        ),
+        (
+            Codex,
+            Some(ID),
+            "--ask-for-approval never exec --json --sandbox workspace-write --skip-git-repo-check --ignore-rules --model m resume 4650a78d-c9d1-4006-8d2c-6c5f22d811ff -",
+        ),
+        (Opencode, None, "run --format json --pure --model p/m"),
+        (
+            Opencode,
+            Some("ses_dd6dfff06ffe8b1Hs0VleCu8RP"),
+            "run --format json --pure --model p/m --session ses_dd6dfff06ffe8b1Hs0VleCu8RP",
+        ),
+    ];
+    for (provider, resume, expected) in cases {
+        let model = match (provider, resume) {
+            (Opencode, _) => Some("p/m"),
+            (_, Some(_)) => Some("m"),
+            _ => None,
+        };
+        let mut t = build(
+            provider,
+            Opts {
+                model,
+                ..Opts::default()
+            },
+        );
+        t.session = SessionMode::Continue;
+        assert_eq!(
+            agent_args(&t, resume).join(" "),
+            expected,
+            "{provider} {resume:?}"
+        );
+    }
+    // Fresh: never a resume flag, and the unattended run keeps no session files.
+    for provider in [Claude, Codex, Opencode] {
+        let t = build(
+            provider,
+            Opts {
+                model: Some("p/m"),
+                ..Opts::default()
+            },
+        );
+        let fresh = agent_args(&t, None);
+        assert!(
+            !fresh
+                .iter()
+                .any(|a| a == "--resume" || a == "resume" || a == "--session"),
+            "{provider}: {fresh:?}"
+        );
+    }
+    // An id that is not well-formed never reaches argv: the run starts fresh.
+    let mut t = build(Claude, Opts::default());
+    t.session = SessionMode::Continue;
+    for bad in ["--dangerously-skip-permissions", "a b", "x;rm -rf /", ""] {
+        let args = agent_args(&t, Some(bad));
+        assert!(
+            !args.iter().any(|a| a == "--resume" || a == bad),
+            "{bad:?}: {args:?}"
+        );
+    }
+}
+
+/// The verdict keeps the session id a CLI reported only when it is well-formed: an
+/// identifier, never a way for output text to leave the redacted fields.
+#[test]
+fn only_a_well_formed_session_id_is_kept() {
+    let ok = judge(
+        &target(Provider::Claude),
+        &ended(
+            ExecStatus::Succeeded,
+            Some(0),
+            &fixture("claude_success.json"),
+            None,
+        ),
+    );
+    let id = ok
+        .session_id
+        .expect("claude_success.json names its session");
+    assert!(loops_core::session::is_valid_id(&id), "{id}");
+    let forged =
+        r#"{"type":"result","is_error":false,"result":"hi","session_id":"sk-LEAK token here"}"#;
+    let v = judge(
+        &target(Provider::Claude),
+        &ended(ExecStatus::Succeeded, Some(0), forged, None),
+    );
+    assert_eq!(v.session_id, None);
+}
+
+/// What each CLI does with `--resume` of a made-up id (captured by running the real
+/// CLIs): exit 1, nothing on stdout, its message on stderr.
+#[test]
+fn a_refused_resume_is_told_apart_from_other_failures() {
+    let result = |code: i32, stdout: &str, stderr: &str| ExecResult {
+        stderr: stderr.to_owned(),
+        ..ended(ExecStatus::Failed, Some(code), stdout, None)
+    };
+    let refused = [
+        (
+            Provider::Claude,
+            "No conversation found with session ID: 123e4567-e89b-12d3-a456-426614174000\n",
+        ),
+        (
+            Provider::Codex,
+            "WARNING: proceeding, even though we could not create PATH aliases\nError: thread/resume: thread/resume failed: no rollout found for thread id 123e4567-e89b-12d3-a456-426614174000 (code -32600)\n",
+        ),
+        (Provider::Opencode, "\u{1b}[91m\u{1b}[1mError: \u{1b}[0mSession not found\n"),
+    ];
+    for (provider, stderr) in refused {
+        assert!(
+            resume_refused(provider, &result(1, "", stderr)),
+            "{provider}"
+        );
+        // Output on stdout: the CLI ran a turn, so it knew the session.
+        assert!(
+            !resume_refused(provider, &result(1, "{\"type\":\"result\"}", stderr)),
+            "{provider}"
+        );
+        assert!(
+            !resume_refused(provider, &result(1, "", "API Error: 500")),
+            "{provider}"
+        );
+    }
+    assert!(!resume_refused(
+        Provider::Cursor,
+        &result(1, "", "No conversation found with session ID: x")
+    ));
 }
 
 #[test]
@@ -194,6 +342,8 @@ fn outcome(status: RunStatus, exit_code: Option<i32>, stdout: &str, stderr: &str
         failure_class: None,
         retry_at: None,
         stop: None,
+        session_id: None,
+        session_note: None,
     }
 }
 

@@ -127,7 +127,8 @@ fn finalize_in(
         "UPDATE runs SET status = ?2, finished_at = ?3, exit_code = ?4, \
            duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE MAX(0, ?3 - started_at) END, \
            stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3, \
-           error_output = ?10, failure_class = ?11, retry_at = ?12 \
+           error_output = ?10, failure_class = ?11, retry_at = ?12, session_id = ?13, \
+           session_note = ?14 \
          WHERE id = ?1 AND status = 'running' RETURNING ",
         run_cols!()
     ))?;
@@ -144,6 +145,8 @@ fn finalize_in(
         outcome.error_output,
         outcome.failure_class.map(|c| c.as_str()),
         outcome.retry_at.as_ref().map(ms),
+        outcome.session_id,
+        outcome.session_note,
     ];
     match query_first(&mut stmt, params, run_from_row)? {
         Some(r) => Ok(r),
@@ -299,6 +302,8 @@ mod tests {
                 failure_class: None,
                 retry_at: None,
                 stop: None,
+                session_id: None,
+                session_note: None,
             };
             let write = RunWrite::Finished {
                 run: run.id.clone(),

@@ -314,6 +314,10 @@ impl Store for SqliteStore {
         runs::get_run(self, id)
     }
 
+    fn last_session_run(&self, loop_id: &LoopId) -> StoreResult<Option<Run>> {
+        runs::last_session_run(self, loop_id)
+    }
+
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
         runs::list_runs(self, filter)
     }

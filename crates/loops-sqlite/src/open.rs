@@ -106,10 +106,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "account holds",
         sql: include_str!("../migrations/0015_account_holds.sql"),
     },
+    Migration {
+        version: 16,
+        name: "sessions",
+        sql: include_str!("../migrations/0016_sessions.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

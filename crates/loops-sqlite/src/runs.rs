@@ -105,6 +105,20 @@ pub(crate) fn get_run(store: &SqliteStore, id: &RunId) -> StoreResult<Option<Run
     })
 }
 
+/// See [`loops_store::Store::last_session_run`]; through the `runs_loop_session` index.
+pub(crate) fn last_session_run(store: &SqliteStore, loop_id: &LoopId) -> StoreResult<Option<Run>> {
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            run_cols!(),
+            " FROM runs WHERE loop_id = ?1 AND session_id IS NOT NULL \
+               AND status IN ('succeeded', 'failed', 'timed_out') \
+             ORDER BY created_at DESC, rowid DESC LIMIT 1"
+        ))?;
+        query_first(&mut stmt, [loop_id.as_str()], run_from_row)
+    })
+}
+
 /// The statement of [`list_runs`] and its parameters, newest first by creation time
 /// (rows created in the same millisecond by insertion, newest first). Each filter is
 /// served by an index: `runs_loop_created` for one loop, `runs_status_created` /

@@ -295,6 +295,11 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// runner (`claimedBy`) and lease expiry, from which recovery tells a gone runner.
     fn running_runs(&self, loop_id: Option<&LoopId>) -> Result<Vec<Run>>;
     fn get_run(&self, id: &RunId) -> Result<Option<Run>>;
+    /// The newest run (by creation) of `loop_id` that reported a session id and
+    /// finished succeeded, failed or timed out — what a `session: continue` loop's next
+    /// run resumes, if [`loops_core::session::resumable`] accepts it (abandoned runs
+    /// are passed over: their conversation may be torn).
+    fn last_session_run(&self, loop_id: &LoopId) -> Result<Option<Run>>;
     /// Runs newest first (by creation; rows created in the same millisecond newest
     /// insertion first), filtered by loop, labels, statuses and a creation window
     /// ([`RunFilter`]), each through an index.

@@ -126,6 +126,10 @@ pub enum ClaimRefused {
 
 /// A write about a claimed run; many are applied in one transaction by
 /// [`Store::record_run_writes`](crate::Store::record_run_writes).
+// `Finished` carries a whole outcome (its output tails live on the heap already); a
+// run is written once spawned and once finished, so boxing it would only add an
+// allocation per run.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunWrite {
     /// The run's child was spawned: record its pid and process start time.

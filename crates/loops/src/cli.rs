@@ -782,6 +782,10 @@ pub struct AgentOptions {
     /// model_provider=mock.
     #[arg(long = "config-override", value_name = "KEY=VALUE")]
     pub config_overrides: Vec<String>,
+    /// fresh (default: each run starts a new conversation) or continue (each run
+    /// resumes the conversation the previous run reported; claude, codex, opencode).
+    #[arg(long, value_name = "MODE")]
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -872,7 +876,7 @@ pub struct EditArgs {
     /// Clear a setting (repeatable): description, cwd, timeout, env, account, args,
     /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
     /// notify (all notification settings), notify-cmd, notify-url, max-failures,
-    /// idle-timeout, until-cmd, until-output, max-runs.
+    /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh).
     #[arg(long = "clear", value_name = "FIELD", value_enum)]
     pub clear: Vec<ClearField>,
 
@@ -931,6 +935,7 @@ pub enum ClearField {
     UntilCmd,
     UntilOutput,
     MaxRuns,
+    Session,
 }
 
 #[derive(Debug, Args)]
@@ -1287,6 +1292,7 @@ impl AgentOptions {
             auth_profile: self.auth_profile.clone(),
             config_isolation: self.config_isolation.clone(),
             config_overrides: self.config_overrides.clone(),
+            session: self.session.clone(),
         }
     }
 }
@@ -1317,6 +1323,7 @@ impl From<ClearField> for definition::ClearField {
             ClearField::UntilCmd => F::UntilCmd,
             ClearField::UntilOutput => F::UntilOutput,
             ClearField::MaxRuns => F::MaxRuns,
+            ClearField::Session => F::Session,
         }
     }
 }

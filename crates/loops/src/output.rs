@@ -383,6 +383,13 @@ pub fn print_agent_result(run: &Run) -> Result<(), Failure> {
     if let Some(usage) = &run.usage {
         outln!("[usage] {}", usage_text(usage))?;
     }
+    // An identifier and our own words, not output: shown without --show-output too.
+    match (&run.session_id, &run.session_note) {
+        (Some(id), Some(note)) => outln!("[session] {id} ({note})")?,
+        (Some(id), None) => outln!("[session] {id}")?,
+        (None, Some(note)) => outln!("[session] {note}")?,
+        (None, None) => {}
+    }
     Ok(())
 }
 

@@ -170,6 +170,12 @@ fn build(
         };
         facts.push(("failure", text));
     }
+    if let Some(id) = &run.session_id {
+        facts.push(("session", id.clone()));
+    }
+    if let Some(note) = &run.session_note {
+        facts.push(("session note", note.clone()));
+    }
     if let Some(pid) = run.pid {
         facts.push(("pid", pid.to_string()));
     }

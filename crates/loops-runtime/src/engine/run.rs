@@ -6,7 +6,7 @@ use crate::executor::{ExecResult, ExecStatus};
 use crate::providers::{self, Verdict};
 use crate::supervisor::{Executed, UnitKey};
 use crate::targets::{loop_invocation, SpecError};
-use loops_core::{Instant, Loop, Overlap, Run, RunOutcome, RunSource};
+use loops_core::{session, Instant, Loop, Overlap, Run, RunOutcome, RunSource};
 use loops_store::{ClaimRequest, RunWrite};
 use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
@@ -67,7 +67,7 @@ impl Engine {
     /// Returns the finalized run (`None` when finalizing was rejected).
     pub async fn execute_claimed(&self, lp: &Loop, run: Run) -> Option<Run> {
         let lease = std::time::Duration::from_millis(lp.lease_ms);
-        let mut cancel_rx = self.hold(&run, lease);
+        let cancel_rx = self.hold(&run, lease);
         self.log_start(&run);
         if self.lease_lost() {
             let _ = lock(&self.inflight)
@@ -86,31 +86,32 @@ impl Engine {
             };
         }
         let key = UnitKey::run(&run.id);
-        let outcome = match loop_invocation(lp, &run, &self.cfg.exec) {
-            Ok(mut spec) => {
-                spec.spool = self.cfg.exec.spool.as_ref().map(|s| s.for_run(&run.id));
-                let on_spawn = |pid: u32, start: Option<u64>| {
-                    self.recorder.send(RunWrite::Spawned {
-                        run: run.id.clone(),
-                        pid,
-                        pid_start_time: start,
-                        at: self.clock.now(),
-                    });
-                };
-                let cancel = async move {
-                    if cancel_rx.wait_for(Option::is_some).await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                };
-                let Executed {
-                    result,
-                    terminated_by,
-                } = self
-                    .cfg
-                    .exec
-                    .launcher
-                    .execute(key.clone(), spec, on_spawn, cancel)
-                    .await;
+        let resume = self.session_to_resume(lp);
+        let mut session_note = resume.as_deref().map(session::resumed_note);
+        let mut launched = self
+            .launch(lp, &run, resume.as_deref(), &key, cancel_rx.clone())
+            .await;
+        if let (Some(id), Ok(done), loops_core::Target::Agent(agent)) =
+            (&resume, &launched, &lp.target)
+        {
+            if done.terminated_by.is_none()
+                && providers::resume_refused(agent.provider, &done.result)
+            {
+                // The CLI does not know the session (deleted, another home or working
+                // directory): the same attempt runs again, fresh, and says so. The first
+                // process is over and forgotten by its supervisor before its unit name
+                // is used again.
+                tracing::warn!(run = %run.id, session = %id, "session could not be resumed; starting fresh");
+                self.cfg.exec.launcher.ack(&key.unit);
+                session_note = Some(session::not_resumed_note(id));
+                launched = self.launch(lp, &run, None, &key, cancel_rx).await;
+            }
+        }
+        let mut outcome = match launched {
+            Ok(Executed {
+                result,
+                terminated_by,
+            }) => {
                 // The stop conditions are checked while the run is still held (its
                 // lease renewed, its interruption reaching the check).
                 let reason = lock(&self.inflight)
@@ -126,10 +127,69 @@ impl Engine {
                 RunOutcome::failed(self.clock.now(), message)
             }
         };
+        outcome.session_note = session_note;
         let finalized = self.finalize_and_advance(&run, &outcome).await;
         // Recorded (or refused for good): its supervisor may forget it now.
         self.cfg.exec.launcher.ack(&key.unit);
         finalized
+    }
+}
+
+impl Engine {
+    /// Builds and launches the process of `run` (resuming session `resume`), and waits
+    /// for its end; `cancel_rx` stops it.
+    async fn launch(
+        &self,
+        lp: &Loop,
+        run: &Run,
+        resume: Option<&str>,
+        key: &UnitKey,
+        mut cancel_rx: tokio::sync::watch::Receiver<Option<String>>,
+    ) -> Result<Executed, SpecError> {
+        let mut spec = loop_invocation(lp, run, resume, &self.cfg.exec)?;
+        spec.spool = self.cfg.exec.spool.as_ref().map(|s| s.for_run(&run.id));
+        let on_spawn = |pid: u32, start: Option<u64>| {
+            self.recorder.send(RunWrite::Spawned {
+                run: run.id.clone(),
+                pid,
+                pid_start_time: start,
+                at: self.clock.now(),
+            });
+        };
+        let cancel = async move {
+            if cancel_rx.wait_for(Option::is_some).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        Ok(self
+            .cfg
+            .exec
+            .launcher
+            .execute(key.clone(), spec, on_spawn, cancel)
+            .await)
+    }
+
+    /// The session a `session: continue` agent loop's next run resumes: its last
+    /// finished run's, when [`session::resumable`] accepts it; `None` (a fresh run)
+    /// otherwise, and when the store cannot tell (the error is noted; finalizing the
+    /// run will meet the store again).
+    fn session_to_resume(&self, lp: &Loop) -> Option<String> {
+        let loops_core::Target::Agent(agent) = &lp.target else {
+            return None;
+        };
+        if !session::continues(agent.session) {
+            return None;
+        }
+        match self.store.last_session_run(&lp.id) {
+            Ok(last) => last
+                .as_ref()
+                .and_then(session::resumable)
+                .map(str::to_owned),
+            Err(e) => {
+                self.note_store_error_ref(&e);
+                None
+            }
+        }
     }
 }
 
@@ -178,5 +238,6 @@ fn run_outcome(
     outcome.usage = verdict.usage;
     outcome.failure_class = verdict.failure.map(|f| f.class);
     outcome.retry_at = verdict.failure.and_then(|f| f.retry_at);
+    outcome.session_id = verdict.session_id;
     outcome
 }

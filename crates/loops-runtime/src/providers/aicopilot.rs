@@ -6,7 +6,8 @@ use loops_core::AgentTarget;
 use super::{opencode, Report};
 
 pub(super) fn args(t: &AgentTarget) -> Vec<String> {
-    opencode::args(t)
+    // No resume: `--session continue` is refused for aicopilot (unchecked CLI).
+    opencode::args(t, None)
 }
 
 pub(super) fn parse(stdout: &str) -> Report {

@@ -1,8 +1,13 @@
 //! Claude Code (`claude`).
 //!
 //! argv: `[--safe-mode --setting-sources local --no-session-persistence] -p
-//! --output-format json [--model M] [--agent A]`, the first group under
-//! `configIsolation: safe`. The prompt is read from stdin by `-p`.
+//! --output-format json [--model M] [--agent A] [--resume ID]`, the first group under
+//! `configIsolation: safe`. The prompt is read from stdin by `-p`. With `session:
+//! continue` the session is kept on disk (no `--no-session-persistence`: "they can't be
+//! resumed"), and a run that resumes one passes `--resume ID` (claude keeps the id; it
+//! only forks a new one with `--fork-session`). A session that does not exist (in this
+//! working directory's project) ends claude with status 1, nothing on stdout and
+//! [`RESUME_REFUSED`] on stderr.
 //!
 //! Output: one JSON object (`"type": "result"`). Success is `is_error == false` (and
 //! exit 0): `subtype` says `"success"` even for API errors, so it is not consulted.
@@ -15,26 +20,26 @@
 //! ("API Error: Request rejected (429) · Claude usage limit reached. Your limit will
 //! reset at 9am (America/Chicago)."); `session_id` names the conversation.
 
-use loops_core::{AgentTarget, ConfigIsolation};
+use loops_core::{session, AgentTarget, ConfigIsolation};
 use serde_json::Value;
 
 use super::output::{add_usage, json_lines, str_at, strip_truncation_marker, sum_present, u64_at};
 use super::Report;
 
-pub(super) fn args(t: &AgentTarget) -> Vec<String> {
+/// What claude 2.1 prints on stderr for `--resume` of an unknown session ("No
+/// conversation found with session ID: <id>").
+pub(super) const RESUME_REFUSED: &str = "No conversation found with session ID";
+
+pub(super) fn args(t: &AgentTarget, resume: Option<&str>) -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
     if t.config_isolation == ConfigIsolation::Safe {
         // No CLAUDE.md, hooks, plugins or MCP servers from the user's setup, and no
-        // session files left behind by an unattended run.
-        args.extend(
-            [
-                "--safe-mode",
-                "--setting-sources",
-                "local",
-                "--no-session-persistence",
-            ]
-            .map(String::from),
-        );
+        // session files left behind by an unattended run — unless the loop resumes
+        // its sessions.
+        args.extend(["--safe-mode", "--setting-sources", "local"].map(String::from));
+        if !session::continues(t.session) {
+            args.push("--no-session-persistence".to_owned());
+        }
     }
     args.extend(["-p", "--output-format", "json"].map(String::from));
     if let Some(model) = &t.model {
@@ -42,6 +47,9 @@ pub(super) fn args(t: &AgentTarget) -> Vec<String> {
     }
     if let Some(agent) = &t.agent {
         args.extend(["--agent".to_owned(), agent.clone()]);
+    }
+    if let Some(id) = resume {
+        args.extend(["--resume".to_owned(), id.to_owned()]);
     }
     args
 }

@@ -3,8 +3,13 @@
 //!
 //! argv: `codex --ask-for-approval never exec --json --ephemeral --sandbox
 //! workspace-write --skip-git-repo-check [--ignore-rules] [-c KEY=VALUE]… [--cd DIR]
-//! [--model M]`. `--ask-for-approval` is a top-level option: after `exec` codex
-//! rejects it. `exec` reads the prompt from stdin when none is given on argv. There is
+//! [--model M] [resume ID -]`. `--ask-for-approval` is a top-level option: after `exec`
+//! codex rejects it. With `session: continue` the session is kept on disk (no
+//! `--ephemeral`), and a run that resumes one ends its argv with `resume ID -`: `exec
+//! resume [SESSION_ID] [PROMPT]`, the prompt read from stdin for `-`, exec's options
+//! before the subcommand applying to the resumed session (the resumed thread keeps its
+//! id). An unknown id ends codex with status 1, nothing on stdout and
+//! [`RESUME_REFUSED`] on stderr. `exec` reads the prompt from stdin when none is given on argv. There is
 //! no `--agent` (validation rejects the field). `configOverrides` become `-c` pairs;
 //! this is how a loop points codex at a custom provider (`model_provider`,
 //! `model_providers.NAME={…}`), since codex ignores `OPENAI_BASE_URL`.
@@ -18,13 +23,21 @@
 //! "exceeded retry limit, last status: 429 Too Many Requests", "You’ve hit your usage
 //! limit. … try again at 6:18 AM.", in the CLI's local zone).
 
-use loops_core::{AgentTarget, ConfigIsolation};
+use loops_core::{session, AgentTarget, ConfigIsolation};
 
 use super::output::{add_usage, json_lines, readable_error, str_at, u64_at};
 use super::Report;
 
-pub(super) fn args(t: &AgentTarget) -> Vec<String> {
-    codex_shaped(t, &[])
+/// What codex 0.171 prints on stderr for `exec resume` of an unknown id ("Error:
+/// thread/resume: thread/resume failed: no rollout found for thread id <id>").
+pub(super) const RESUME_REFUSED: &str = "no rollout found for thread id";
+
+pub(super) fn args(t: &AgentTarget, resume: Option<&str>) -> Vec<String> {
+    let mut args = codex_shaped(t, &[]);
+    if let Some(id) = resume {
+        args.extend(["resume".to_owned(), id.to_owned(), "-".to_owned()]);
+    }
+    args
 }
 
 /// The codex argv with `global` options inserted before `exec` (codewith's
@@ -32,17 +45,12 @@ pub(super) fn args(t: &AgentTarget) -> Vec<String> {
 pub(super) fn codex_shaped(t: &AgentTarget, global: &[String]) -> Vec<String> {
     let mut args: Vec<String> = ["--ask-for-approval", "never"].map(String::from).into();
     args.extend(global.iter().cloned());
-    args.extend(
-        [
-            "exec",
-            "--json",
-            "--ephemeral",
-            "--sandbox",
-            "workspace-write",
-            "--skip-git-repo-check",
-        ]
-        .map(String::from),
-    );
+    args.extend(["exec", "--json"].map(String::from));
+    if !session::continues(t.session) {
+        // No session files left behind by an unattended run.
+        args.push("--ephemeral".to_owned());
+    }
+    args.extend(["--sandbox", "workspace-write", "--skip-git-repo-check"].map(String::from));
     if t.config_isolation == ConfigIsolation::Safe {
         args.push("--ignore-rules".to_owned());
     }

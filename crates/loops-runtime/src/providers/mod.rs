@@ -28,7 +28,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use loops_core::failure::{self, Failure, FailureClass, ProcessEnding, Signals};
-use loops_core::{AgentTarget, Provider, RunOutcome, RunStatus, StepStatus, Usage};
+use loops_core::{session, AgentTarget, Provider, RunOutcome, RunStatus, StepStatus, Usage};
 
 use crate::executor::{ExecResult, ExecStatus};
 
@@ -83,16 +83,39 @@ impl Report {
     }
 }
 
-/// The argv (after the executable) for `target`.
-pub fn agent_args(target: &AgentTarget) -> Vec<String> {
+/// The argv (after the executable) for `target`; with `resume`, the provider's option
+/// that resumes that conversation (an id [`session::is_valid_id`] accepted; an id that
+/// is not is left out, and the run starts fresh). Providers without a resume option
+/// ([`session::can_resume`]) ignore it: validation refuses `--session continue` there.
+pub fn agent_args(target: &AgentTarget, resume: Option<&str>) -> Vec<String> {
+    let resume = resume.filter(|id| session::is_valid_id(id));
     match target.provider {
-        Provider::Claude => claude::args(target),
+        Provider::Claude => claude::args(target, resume),
         Provider::Cursor => cursor::args(target),
         Provider::Codewith => codewith::args(target),
         Provider::Aicopilot => aicopilot::args(target),
-        Provider::Opencode => opencode::args(target),
-        Provider::Codex => codex::args(target),
+        Provider::Opencode => opencode::args(target, resume),
+        Provider::Codex => codex::args(target, resume),
     }
+}
+
+/// Whether an attempt that resumed a session ended because the CLI does not know that
+/// session: it exited non-zero before printing any structured output, saying so on
+/// stderr (each CLI's message, found by running it with a made-up id). The runtime
+/// then runs the attempt again, fresh.
+pub fn resume_refused(provider: Provider, result: &ExecResult) -> bool {
+    let marker = match provider {
+        Provider::Claude => claude::RESUME_REFUSED,
+        Provider::Codex => codex::RESUME_REFUSED,
+        Provider::Opencode => opencode::RESUME_REFUSED,
+        Provider::Cursor | Provider::Codewith | Provider::Aicopilot => return false,
+    };
+    result.status == ExecStatus::Failed
+        && result.exit_code.is_some_and(|code| code != 0)
+        && output::strip_truncation_marker(&result.stdout)
+            .trim()
+            .is_empty()
+        && result.stderr.contains(marker)
 }
 
 /// Parses what `provider` printed on stdout. Never fails: unreadable output yields an
@@ -251,6 +274,9 @@ pub fn interpret(target: &AgentTarget, outcome: &mut RunOutcome) {
     if verdict.usage.is_some() {
         outcome.usage = verdict.usage;
     }
+    if verdict.session_id.is_some() {
+        outcome.session_id = verdict.session_id;
+    }
 }
 
 /// How a provider's process ended, before its output was read.
@@ -274,7 +300,11 @@ fn judge_ending(provider: Provider, ending: Ending<'_>) -> Verdict {
         summary: None,
         usage: report.usage.clone(),
         failure: None,
-        session_id: report.session_id.clone(),
+        // An identifier, not output: only a well-formed one is kept.
+        session_id: report
+            .session_id
+            .clone()
+            .filter(|id| session::is_valid_id(id)),
     };
     match ending.status {
         ExecStatus::Succeeded => match &report.error {

@@ -2,8 +2,10 @@
 //! aicopilot.
 //!
 //! argv: `opencode run --format json [--pure] [--dir DIR] [--model provider/model]
-//! [--agent A]`; `--pure` (no external plugins) under `configIsolation: safe`. The
-//! prompt is read from stdin. Without an explicit model opencode retries forever, so
+//! [--agent A] [--session ID]`; `--pure` (no external plugins) under `configIsolation:
+//! safe`. The prompt is read from stdin. opencode always keeps its sessions; `--session
+//! ID` continues one (under the same id). An unknown id ends opencode with status 1,
+//! nothing on stdout and [`RESUME_REFUSED`] on stderr ("Error: Session not found"). Without an explicit model opencode retries forever, so
 //! validation requires `model` for opencode.
 //!
 //! Output: JSON lines (`step_start`, `text`, `tool_use`, `step_finish`, `error`).
@@ -20,7 +22,10 @@ use serde_json::Value;
 use super::output::{add_usage, at, json_lines, str_at, sum_present, u64_at};
 use super::Report;
 
-pub(super) fn args(t: &AgentTarget) -> Vec<String> {
+/// What opencode 1.18 prints on stderr for `--session` of an unknown id.
+pub(super) const RESUME_REFUSED: &str = "Session not found";
+
+pub(super) fn args(t: &AgentTarget, resume: Option<&str>) -> Vec<String> {
     let mut args: Vec<String> = ["run", "--format", "json"].map(String::from).into();
     if t.config_isolation == ConfigIsolation::Safe {
         args.push("--pure".to_owned());
@@ -33,6 +38,9 @@ pub(super) fn args(t: &AgentTarget) -> Vec<String> {
     }
     if let Some(agent) = &t.agent {
         args.extend(["--agent".to_owned(), agent.clone()]);
+    }
+    if let Some(id) = resume {
+        args.extend(["--session".to_owned(), id.to_owned()]);
     }
     args
 }

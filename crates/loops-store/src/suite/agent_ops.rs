@@ -391,3 +391,62 @@ pub fn a_stop_condition_ends_the_loop_in_the_finalizations_transaction(db: &dyn 
     assert!(resumed.state.is_fresh(), "{:?}", resumed.state);
     assert_eq!(resumed.ops, lp.ops);
 }
+
+/// `--session continue` (#20 item 9): a finalized run keeps the session id its agent
+/// reported and our note on what became of the resume; the lookup of a loop's last
+/// session finds the newest run of that loop that reported one and finished
+/// succeeded, failed or timed out — an abandoned run, a run without a session and
+/// another loop's runs are passed over.
+pub fn session_ids_round_trip_and_the_last_session_is_found(db: &dyn TestDb) {
+    let store = db.open();
+    let lp = store
+        .create_loop(new_loop("agent", Some(t(0))), t(0))
+        .unwrap();
+    let other = store
+        .create_loop(new_loop("other", Some(t(0))), t(0))
+        .unwrap();
+    assert_eq!(store.last_session_run(&lp.id).unwrap(), None);
+    let finish_with = |lp: &loops_core::Loop, slot: i64, status, session: Option<&str>| {
+        let run = claim(&*store, &claim_req(lp, t(slot), t(slot + 1))).unwrap();
+        let mut out = outcome(status, t(slot + 2));
+        out.session_id = session.map(str::to_owned);
+        out.session_note = session.map(|s| format!("resumed session {s}"));
+        finish(&*store, &run.id, out).unwrap()
+    };
+
+    let first = finish_with(&lp, 0, RunStatus::Succeeded, Some("sess-1"));
+    assert_eq!(first.session_id.as_deref(), Some("sess-1"));
+    assert_eq!(
+        first.session_note.as_deref(),
+        Some("resumed session sess-1")
+    );
+    assert_eq!(store.get_run(&first.id).unwrap().unwrap(), first);
+    assert_eq!(store.last_session_run(&lp.id).unwrap(), Some(first.clone()));
+
+    // Passed over: abandoned, no session, another loop's.
+    finish_with(&lp, 60_000, RunStatus::Abandoned, Some("sess-torn"));
+    finish_with(&lp, 120_000, RunStatus::Succeeded, None);
+    finish_with(&other, 180_000, RunStatus::Succeeded, Some("sess-other"));
+    let last = store.last_session_run(&lp.id).unwrap().unwrap();
+    assert_eq!(last.id, first.id);
+
+    // A failed run that reported a session is the newest to resume.
+    let failed = finish_with(&lp, 240_000, RunStatus::Failed, Some("sess-4"));
+    let last = store.last_session_run(&lp.id).unwrap().unwrap();
+    assert_eq!(
+        (last.id, last.session_id.as_deref()),
+        (failed.id, Some("sess-4"))
+    );
+    let timed_out = finish_with(&lp, 300_000, RunStatus::TimedOut, Some("sess-5"));
+    assert_eq!(
+        store.last_session_run(&lp.id).unwrap().map(|r| r.id),
+        Some(timed_out.id)
+    );
+    assert_eq!(
+        store
+            .last_session_run(&other.id)
+            .unwrap()
+            .and_then(|r| r.session_id),
+        Some("sess-other".to_owned())
+    );
+}

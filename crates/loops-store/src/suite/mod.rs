@@ -153,6 +153,7 @@ macro_rules! store_suite {
             the_circuit_breaker_state_lives_in_the_loops_row,
             a_usage_limit_holds_every_loop_of_its_account_across_stores,
             a_stop_condition_ends_the_loop_in_the_finalizations_transaction,
+            session_ids_round_trip_and_the_last_session_is_found,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -250,6 +251,8 @@ fn outcome(status: RunStatus, at: Instant) -> RunOutcome {
         failure_class: None,
         retry_at: None,
         stop: None,
+        session_id: None,
+        session_note: None,
     }
 }
 

@@ -39,6 +39,8 @@ fn past_run(slot: i64, attempt: u32, status: RunStatus, usage: Option<Usage>) ->
         usage,
         failure_class: None,
         retry_at: None,
+        session_id: None,
+        session_note: None,
         created_at: at,
         updated_at: at,
     }

@@ -164,6 +164,7 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
             push_opt(&mut lines, "agent", a.agent.clone());
             push_opt(&mut lines, "auth profile", a.auth_profile.clone());
             lines.push(("config isolation", a.config_isolation.to_string()));
+            lines.push(("session", a.session.to_string()));
             push_opt(&mut lines, "cwd", a.cwd.clone());
             push_env(&mut lines, &a.env);
         }

@@ -3,7 +3,8 @@
 //! classes, usage-limit holds, back-off, the circuit breaker, idle timeouts, stop
 //! conditions, sessions, provider options, caps and budgets.
 
-use crate::agents::{create_agent, fixture, run_now, Fakes};
+use crate::agents::{create_agent, fixture, real_cli, real_world, run_now, Fakes, RealCli};
+use crate::mock_model::{MockModel, Mode};
 use crate::util::{wait_for, World};
 use std::time::Duration;
 
@@ -840,4 +841,401 @@ fn real_claude_runs_until_its_summary_says_all_tests_pass() {
         .as_str()
         .unwrap()
         .starts_with("summary matched /ALL TESTS PASS/ in run 2 "));
+}
+
+/// Item 9: with `--session continue` each run resumes the conversation its previous
+/// run reported — claude `--resume ID`, codex `exec … resume ID -`, opencode
+/// `--session ID` — and keeps its session on disk (no `--no-session-persistence`, no
+/// `--ephemeral`); `fresh` (the default) never resumes. The id is on the run
+/// (`sessionId`), the resume in its note (`sessionNote`).
+#[test]
+fn continued_sessions_resume_the_previous_runs_conversation() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    const CLAUDE_ID: &str = "d8279595-ecaf-46b2-973e-1b8f2e1dc49e";
+    const CODEX_ID: &str = "01a2291f-be55-7b91-a33e-96ce97a0310f";
+    const OPENCODE_ID: &str = "ses_dd6dfff06ffe8b1Hs0VleCu8RP";
+    let cases = [
+        ResumeCase {
+            provider: "claude",
+            output: "claude_success.json",
+            extra: &[],
+            id: CLAUDE_ID,
+            resume: &["--resume", CLAUDE_ID],
+            ephemeral: "--no-session-persistence",
+        },
+        ResumeCase {
+            provider: "codex",
+            output: "codex_success.jsonl",
+            extra: &[],
+            id: CODEX_ID,
+            resume: &["resume", CODEX_ID, "-"],
+            ephemeral: "--ephemeral",
+        },
+        ResumeCase {
+            provider: "opencode",
+            output: "opencode_success.jsonl",
+            extra: &["--model", "p/m"],
+            id: OPENCODE_ID,
+            resume: &["--session", OPENCODE_ID],
+            ephemeral: "",
+        },
+    ];
+    for ResumeCase {
+        provider,
+        output,
+        extra,
+        id,
+        resume,
+        ephemeral,
+    } in cases
+    {
+        fakes.canned(provider, &fixture(output), 0);
+        let name = format!("{provider}-continued");
+        let mut args = vec!["--prompt", "keep going", "--session", "continue"];
+        args.extend_from_slice(extra);
+        let lp = create_agent(&w, &name, provider, &args);
+        assert_eq!(lp["target"]["session"], "continue", "{lp:#}");
+
+        // Run 1: nothing to resume yet; the session is kept for the next run.
+        let (code, first) = run_now(&w, &name);
+        assert_eq!(code, 0, "{first:#}");
+        assert_eq!(first["sessionId"], id, "{first:#}");
+        assert!(first.get("sessionNote").is_none(), "{first:#}");
+        let argv = fakes.argv(provider);
+        assert!(!contains_run(&argv, resume), "{provider}: {argv:?}");
+        assert!(!argv.iter().any(|a| a == ephemeral), "{provider}: {argv:?}");
+
+        // Run 2 resumes run 1's session.
+        let (code, second) = run_now(&w, &name);
+        assert_eq!(code, 0, "{second:#}");
+        let argv = fakes.argv(provider);
+        assert!(contains_run(&argv, resume), "{provider}: {argv:?}");
+        assert_eq!(
+            second["sessionNote"],
+            format!("resumed session {id}"),
+            "{second:#}"
+        );
+        assert_eq!(second["sessionId"], id, "{second:#}");
+        // The prompt still goes to stdin only.
+        assert!(!argv.iter().any(|a| a.contains("keep going")), "{argv:?}");
+        assert_eq!(fakes.stdin(provider), "keep going");
+
+        // Fresh (the default): never resumed, no session left behind.
+        let fresh = format!("{provider}-fresh");
+        let mut args = vec!["--prompt", "once"];
+        args.extend_from_slice(extra);
+        let lp = create_agent(&w, &fresh, provider, &args);
+        assert!(lp["target"].get("session").is_none(), "{lp:#}");
+        for _ in 0..2 {
+            let (code, run) = run_now(&w, &fresh);
+            assert_eq!(code, 0, "{run:#}");
+            assert_eq!(run["sessionId"], id, "{run:#}");
+            assert!(run.get("sessionNote").is_none(), "{run:#}");
+            let argv = fakes.argv(provider);
+            assert!(!contains_run(&argv, resume), "{provider}: {argv:?}");
+            assert!(
+                ephemeral.is_empty() || argv.iter().any(|a| a == ephemeral),
+                "{provider}: {argv:?}"
+            );
+        }
+    }
+    // The session shows in `show`, the run's in `runs --show-output`.
+    let shown_text = w.ok(&["show", "claude-continued"]);
+    assert!(
+        shown_text
+            .lines()
+            .any(|l| l.split_whitespace().eq(["session", "continue"])),
+        "{shown_text}"
+    );
+    let text = w.ok(&["runs", "claude-continued", "--limit", "1", "--show-output"]);
+    assert!(
+        text.contains(&format!(
+            "[session] {CLAUDE_ID} (resumed session {CLAUDE_ID})"
+        )),
+        "{text}"
+    );
+}
+
+/// One provider of [`continued_sessions_resume_the_previous_runs_conversation`].
+struct ResumeCase {
+    provider: &'static str,
+    /// The fixture the fake CLI prints.
+    output: &'static str,
+    extra: &'static [&'static str],
+    /// The session id in that fixture.
+    id: &'static str,
+    /// The argv words that resume it.
+    resume: &'static [&'static str],
+    /// The flag that keeps a fresh run's session off disk ("" for none).
+    ephemeral: &'static str,
+}
+
+/// Whether `want` appears in `argv` as consecutive words.
+fn contains_run(argv: &[String], want: &[&str]) -> bool {
+    argv.windows(want.len())
+        .any(|w| w.iter().zip(want).all(|(a, b)| a == b))
+}
+
+/// Item 9: when the CLI says the session does not exist (claude's own words, exit 1,
+/// nothing on stdout), the same attempt runs again fresh and the run says so.
+#[test]
+fn a_session_that_cannot_be_resumed_falls_back_to_a_fresh_run() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    let calls = w.root.path().join("claude-calls");
+    let success = w.root.path().join("claude-success.json");
+    std::fs::write(&success, fixture("claude_success.json")).unwrap();
+    // A claude whose session store was wiped: every --resume is refused, as the real
+    // claude 2.1 refuses an unknown id.
+    crate::util::write_script(
+        &fakes.bin.join("claude"),
+        &format!(
+            r#"#!/bin/sh
+cat >/dev/null
+echo "$*" >> "{calls}"
+prev=""
+for a in "$@"; do
+  if [ "$prev" = "--resume" ]; then
+    echo "No conversation found with session ID: $a" >&2
+    exit 1
+  fi
+  prev="$a"
+done
+cat "{success}"
+"#,
+            calls = calls.display(),
+            success = success.display()
+        ),
+    );
+    create_agent(
+        &w,
+        "forgetful",
+        "claude",
+        &["--prompt", "hi", "--session", "continue"],
+    );
+    let (code, first) = run_now(&w, "forgetful");
+    assert_eq!(code, 0, "{first:#}");
+    let id = first["sessionId"].as_str().unwrap().to_owned();
+    let (code, second) = run_now(&w, "forgetful");
+    assert_eq!(code, 0, "{second:#}");
+    assert_eq!(second["status"], "succeeded", "{second:#}");
+    assert_eq!(second["attempt"], 1, "{second:#}");
+    assert_eq!(
+        second["sessionNote"],
+        format!("session {id} could not be resumed; started fresh"),
+        "{second:#}"
+    );
+    assert!(second.get("error").is_none_or(serde_json::Value::is_null));
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    let lines: Vec<&str> = calls.lines().collect();
+    assert_eq!(lines.len(), 3, "{calls}");
+    assert!(!lines[0].contains("--resume"), "{calls}");
+    assert!(lines[1].ends_with(&format!("--resume {id}")), "{calls}");
+    assert!(!lines[2].contains("--resume"), "{calls}");
+}
+
+/// Item 9: providers without a resume option we could check refuse `--session
+/// continue` with one line at create and edit; a workflow step refuses it too; `edit`
+/// switches a loop to `continue` and `--clear session` back to `fresh`.
+#[test]
+fn session_continue_is_refused_where_it_cannot_work_and_edited_where_it_can() {
+    let mut w = World::new();
+    let _fakes = Fakes::install(&mut w);
+    for provider in ["cursor", "codewith", "aicopilot"] {
+        let (code, err) = w.fail(&[
+            "create",
+            "agent",
+            provider,
+            "--provider",
+            provider,
+            "--every",
+            "1h",
+            "--prompt",
+            "hi",
+            "--session",
+            "continue",
+        ]);
+        assert_eq!(code, 2, "{provider}: {err}");
+        assert!(
+            err.contains(&format!(
+                "--session continue is supported by providers claude, codex and opencode, not {provider}"
+            )),
+            "{provider}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        create_agent(&w, provider, provider, &["--prompt", "hi"]);
+        let (code, err) = w.fail(&["edit", provider, "--session", "continue"]);
+        assert_eq!(code, 2, "{provider}: {err}");
+        assert!(err.contains("--session continue is supported by"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    let (code, err) = w.fail(&[
+        "create",
+        "agent",
+        "typo",
+        "--provider",
+        "claude",
+        "--every",
+        "1h",
+        "--prompt",
+        "hi",
+        "--session",
+        "resume",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("invalid --session \"resume\": expected one of fresh, continue"),
+        "{err}"
+    );
+
+    create_agent(&w, "review", "claude", &["--prompt", "hi"]);
+    w.ok(&["edit", "review", "--session", "continue"]);
+    assert_eq!(shown(&w, "review")["target"]["session"], "continue");
+    // Bundles carry it: export, then import into an empty data dir.
+    let out = w.run(&["export"]);
+    assert!(out.status.success());
+    let bundle: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = w.root.path().join("bundle.json");
+    std::fs::write(&path, bundle.to_string()).unwrap();
+    let mut other = World::new();
+    let _other_fakes = Fakes::install(&mut other);
+    other.ok(&["import", path.to_str().unwrap(), "--apply"]);
+    assert_eq!(shown(&other, "review")["target"]["session"], "continue");
+    w.ok(&["edit", "review", "--clear", "session"]);
+    assert!(shown(&w, "review")["target"].get("session").is_none());
+    w.create_cmd("plain", &["--every", "1h"], "true");
+    let (code, err) = w.fail(&["edit", "plain", "--session", "continue"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--session is for agent loops"), "{err}");
+
+    let spec = w.root.path().join("wf.json");
+    std::fs::write(
+        &spec,
+        r#"{"name": "wf", "steps": [{"id": "a", "target": {"type": "agent", "provider": "claude", "prompt": "hi", "session": "continue"}}]}"#,
+    )
+    .unwrap();
+    let (code, err) = w.fail(&["workflows", "create", spec.to_str().unwrap()]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("session continue is for agent loops; a workflow step always starts fresh"),
+        "{err}"
+    );
+}
+
+/// Item 9 end to end with a real CLI against the mock model server: run 2 of a
+/// `--session continue` loop resumes run 1's conversation — its request to the model
+/// carries run 1's turn (the prompt a second time, and the mock's reply).
+fn real_resume(cli: &RealCli) {
+    let Some(bin) = real_cli(cli.cli) else {
+        return;
+    };
+    let mock = MockModel::start(Mode::Reply(crate::agents::REPLY.into()));
+    let (w, work) = real_world(&bin);
+    let marker = format!("Remember this (resume-{}-4e1b)", cli.cli);
+    let name = format!("resumed-{}", cli.cli);
+    let mut args: Vec<String> = [
+        "--prompt",
+        marker.as_str(),
+        "--session",
+        "continue",
+        "--cwd",
+        work.to_str().unwrap(),
+        "--timeout",
+        "60s",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.extend((cli.flags)(&mock.url()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    create_agent(&w, &name, cli.cli, &args);
+    let turns = |body: &str| body.matches(marker.as_str()).count();
+    let model_requests = || {
+        mock.requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && (cli.path)(&r.path) && turns(&r.body) > 0)
+            .collect::<Vec<_>>()
+    };
+
+    let (code, first) = run_now(&w, &name);
+    assert_eq!(code, 0, "{first:#}");
+    let id = first["sessionId"]
+        .as_str()
+        .expect("run 1 reports its session");
+    let before = model_requests();
+    assert!(!before.is_empty(), "the model never saw run 1's prompt");
+    assert!(
+        before.iter().all(|r| turns(&r.body) == 1),
+        "run 1 sent one turn: {before:?}"
+    );
+
+    let (code, second) = run_now(&w, &name);
+    assert_eq!(code, 0, "{second:#}");
+    assert_eq!(
+        second["sessionNote"],
+        format!("resumed session {id}"),
+        "{second:#}"
+    );
+    assert_eq!(second["sessionId"], id, "the resumed session keeps its id");
+    let resumed = &model_requests()[before.len()..];
+    assert!(
+        resumed
+            .iter()
+            .any(|r| turns(&r.body) >= 2 && r.body.contains(crate::agents::REPLY)),
+        "run 2 did not carry run 1's turn: {resumed:?}"
+    );
+}
+
+#[test]
+fn real_claude_resumes_the_previous_runs_conversation() {
+    real_resume(&crate::agents::CLAUDE);
+}
+
+#[test]
+fn real_codex_resumes_the_previous_runs_conversation() {
+    real_resume(&crate::agents::CODEX);
+}
+
+/// Item 9 over MCP: `session` changes what the agent acts on (a resumed conversation
+/// carries its earlier turns), so setting it needs `--allow-code`; with it, `loops_edit`
+/// sets `continue` and `clear: ["session"]` goes back to `fresh`.
+#[test]
+fn mcp_sets_the_session_only_with_allow_code() {
+    let mut w = World::new();
+    let _fakes = Fakes::install(&mut w);
+    create_agent(&w, "review", "claude", &["--prompt", "hi"]);
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations"]);
+    let refused = mcp.err(
+        "loops_edit",
+        serde_json::json!({"loop": "review", "session": "continue"}),
+    );
+    assert!(
+        refused.contains("defines what runs") && refused.contains("--allow-code"),
+        "{refused}"
+    );
+    assert!(mcp.close().success());
+    assert!(shown(&w, "review")["target"].get("session").is_none());
+
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations", "--allow-code"]);
+    let edited = mcp.ok(
+        "loops_edit",
+        serde_json::json!({"loop": "review", "session": "continue"}),
+    );
+    assert_eq!(edited["target"]["session"], "continue", "{edited:#}");
+    let edited = mcp.ok(
+        "loops_edit",
+        serde_json::json!({"loop": "review", "clear": ["session"]}),
+    );
+    assert!(edited["target"].get("session").is_none(), "{edited:#}");
+    let refused = mcp.err(
+        "loops_create_agent",
+        serde_json::json!({"name": "cur", "provider": "cursor", "prompt": "hi", "every": "1h", "session": "continue"}),
+    );
+    assert!(
+        refused.contains(
+            "--session continue is supported by providers claude, codex and opencode, not cursor"
+        ),
+        "{refused}"
+    );
+    assert!(mcp.close().success());
 }

@@ -898,28 +898,28 @@ fn capture_fixture(run: &Value, file: &str) {
     }
 }
 
-const REPLY: &str = "Hello from the mock model.";
+pub(crate) const REPLY: &str = "Hello from the mock model.";
 
 /// One real CLI of the table: how a loop points it at the mock model server, and what
 /// its success and its failure look like there. Each row runs the same two stories
 /// ([`real_success`], [`real_failure`]); the `real_*` tests name one row each.
-struct RealCli {
+pub(crate) struct RealCli {
     /// The executable `ci/install-agent-clis.sh` installs, and the loop's `--provider`.
-    cli: &'static str,
+    pub(crate) cli: &'static str,
     /// A marker in the success prompt: the mock's log shows the prompt got through.
     prompt: &'static str,
     /// `create agent` flags that point the CLI at `mock_url` (besides the common
     /// `--at`, `--prompt`, `--cwd` and `--timeout`).
-    flags: fn(mock_url: &str) -> Vec<String>,
+    pub(crate) flags: fn(mock_url: &str) -> Vec<String>,
     /// The request the CLI sends the model (a POST to this path).
-    path: fn(&str) -> bool,
+    pub(crate) path: fn(&str) -> bool,
     /// Fixture names for `LOOPS_CAPTURE_FIXTURES` (success, then the failed call).
     fixtures: [&'static str; 2],
     /// Whether the CLI prices its usage (`usage.costUsd`).
     reports_cost: bool,
 }
 
-const CLAUDE: RealCli = RealCli {
+pub(crate) const CLAUDE: RealCli = RealCli {
     cli: "claude",
     prompt: "Say hello (real-claude-prompt-7f3a)",
     flags: |url| {
@@ -935,7 +935,7 @@ const CLAUDE: RealCli = RealCli {
     reports_cost: true,
 };
 
-const CODEX: RealCli = RealCli {
+pub(crate) const CODEX: RealCli = RealCli {
     cli: "codex",
     prompt: "Say hello (real-codex-prompt-91c2)",
     // Codex ignores OPENAI_BASE_URL: a custom provider is configured through the

@@ -3,6 +3,10 @@
 //! (`POST /v1/chat/completions`) to complete one turn with a canned reply, or to fail
 //! every model request with an HTTP error.
 //!
+//! Session ids are the CLIs' own (claude's, codex's thread id); a resumed session's
+//! request carries the earlier turns (prompt and reply), which is how the session tests
+//! (`agent_ops::real_*_resumes_…`) see a resume — the mock needs no state of its own.
+//!
 //! Bound to 127.0.0.1 on a free port; a thread per connection; every response closes
 //! its connection (SSE bodies have no length, and clients simply reconnect). Every
 //! request is recorded so tests can check that the prompt (sent to the CLI on stdin)
