@@ -372,7 +372,11 @@ fn a_usage_limit_holds_the_accounts_loops_until_it_resets() {
         "cat >/dev/null; echo \"$LOOPS_EVENT\" >> {}",
         events.display()
     );
-    for (name, account, attempts) in [("a", "work", "1"), ("b", "work", "2"), ("c", "home", "1")] {
+    for (name, account, attempts) in [
+        ("work-a", "work", "1"),
+        ("work-b", "work", "2"),
+        ("home-c", "home", "1"),
+    ] {
         create_agent(
             &w,
             name,
@@ -414,9 +418,9 @@ fn a_usage_limit_holds_the_accounts_loops_until_it_resets() {
             .cloned()
             .unwrap()
     };
-    assert!(of("c")["heldUntil"].is_null(), "{listed:#}");
+    assert!(of("home-c")["heldUntil"].is_null(), "{listed:#}");
     assert!(
-        of("a")["heldReason"]
+        of("work-a")["heldReason"]
             .as_str()
             .unwrap()
             .starts_with("usage limit reached, resets at "),
@@ -427,7 +431,7 @@ fn a_usage_limit_holds_the_accounts_loops_until_it_resets() {
     assert_eq!(holds[0]["provider"], "claude");
     assert_eq!(holds[0]["account"], "work");
     assert!(w.ok(&["list"]).contains("held "));
-    assert!(w.ok(&["show", "a"]).contains("held until"));
+    assert!(w.ok(&["show", "work-a"]).contains("held until"));
     assert!(w.ok(&["holds"]).contains("work"));
     let health: serde_json::Value =
         serde_json::from_slice(&w.run(&["--json", "health"]).stdout).unwrap();
@@ -435,7 +439,7 @@ fn a_usage_limit_holds_the_accounts_loops_until_it_resets() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|l| l["loopName"] == "a")
+        .find(|l| l["loopName"] == "work-a")
         .cloned()
         .unwrap();
     assert_eq!(line["verdict"], "warn", "{health:#}");
@@ -446,23 +450,25 @@ fn a_usage_limit_holds_the_accounts_loops_until_it_resets() {
             .starts_with("held until"),
         "{health:#}"
     );
-    let first = w.runs("a");
+    let first = w.runs("work-a");
     assert_eq!(first[0]["failureClass"], "usage_limit", "{first:?}");
-    assert_eq!(shown(&w, "a")["failureStreak"], 0);
+    assert_eq!(shown(&w, "work-a")["failureStreak"], 0);
     wait_for("c on home ran", Duration::from_secs(30), || {
-        w.runs("c").into_iter().find(|r| r["status"] == "succeeded")
+        w.runs("home-c")
+            .into_iter()
+            .find(|r| r["status"] == "succeeded")
     });
 
     // The limit is lifted; the hold ends by itself and both loops run their slot.
     std::fs::remove_file(&limited).unwrap();
-    for name in ["a", "b"] {
+    for name in ["work-a", "work-b"] {
         wait_for(&format!("{name} resumed"), Duration::from_secs(30), || {
             w.runs(name)
                 .into_iter()
                 .find(|r| r["status"] == "succeeded")
         });
     }
-    let runs = w.runs("a");
+    let runs = w.runs("work-a");
     let ok = runs.iter().find(|r| r["status"] == "succeeded").unwrap();
     assert_eq!(ok["attempt"], 2, "the held attempt did not count: {runs:?}");
     assert_eq!(
