@@ -349,6 +349,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 60);
+        assert_eq!(count, 63);
     }
 }
