@@ -44,8 +44,9 @@ pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
                 run,
                 pid,
                 pid_start_time,
+                session_note,
                 at,
-            } => mark_pid_in(db, run, *pid, *pid_start_time, *at)
+            } => mark_pid_in(db, run, *pid, *pid_start_time, session_note.as_deref(), *at)
                 .await
                 .map(|()| RunWritten::Spawned),
             RunWrite::Finished { run, outcome } => {
@@ -122,7 +123,8 @@ async fn mark_pids_in<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     writes: &[RunWrite],
 ) -> Result<Option<HashMap<usize, Result<RunWritten>>>> {
-    let spawned: Vec<(usize, &RunId, u32, Option<u64>, Instant)> = writes
+    type Pid<'w> = (usize, &'w RunId, u32, Option<u64>, Option<&'w str>, Instant);
+    let spawned: Vec<Pid<'_>> = writes
         .iter()
         .enumerate()
         .filter_map(|(i, w)| match w {
@@ -130,8 +132,9 @@ async fn mark_pids_in<C: GenericClient + Sync>(
                 run,
                 pid,
                 pid_start_time,
+                session_note,
                 at,
-            } => Some((i, run, *pid, *pid_start_time, *at)),
+            } => Some((i, run, *pid, *pid_start_time, session_note.as_deref(), *at)),
             RunWrite::Finished { .. } => None,
         })
         .collect();
@@ -156,11 +159,16 @@ async fn mark_pids_in<C: GenericClient + Sync>(
     let ids: Vec<&str> = spawned.iter().map(|s| s.1.as_str()).collect();
     let pids: Vec<i64> = spawned.iter().map(|s| i64::from(s.2)).collect();
     let starts: Vec<Option<i64>> = spawned.iter().map(|s| s.3.map(sat_i64)).collect();
-    let ats: Vec<i64> = spawned.iter().map(|s| ms(&s.4)).collect();
+    let notes: Vec<Option<&str>> = spawned.iter().map(|s| s.4).collect();
+    let ats: Vec<i64> = spawned.iter().map(|s| ms(&s.5)).collect();
     let rows = db
         .query(
-            "UPDATE runs SET pid = u.pid, pid_start_time = u.pid_start_time,                updated_at = u.at              FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])                AS u(id, pid, pid_start_time, at)              WHERE runs.id = u.id AND runs.status = 'running' RETURNING runs.id",
-            &[&ids, &pids, &starts, &ats],
+            "UPDATE runs SET pid = u.pid, pid_start_time = u.pid_start_time, \
+               updated_at = u.at, session_note = u.session_note \
+             FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[]) \
+               AS u(id, pid, pid_start_time, at, session_note) \
+             WHERE runs.id = u.id AND runs.status = 'running' RETURNING runs.id",
+            &[&ids, &pids, &starts, &ats, &notes],
         )
         .await?;
     let written: HashSet<String> = rows
@@ -185,17 +193,19 @@ async fn mark_pid_in<C: GenericClient + Sync>(
     run: &RunId,
     pid: u32,
     pid_start_time: Option<u64>,
+    session_note: Option<&str>,
     now: Instant,
 ) -> Result<()> {
     let n = db
         .execute(
-            "UPDATE runs SET pid = $2, pid_start_time = $3, updated_at = $4 \
+            "UPDATE runs SET pid = $2, pid_start_time = $3, updated_at = $4, session_note = $5 \
              WHERE id = $1 AND status = 'running'",
             &[
                 &run.as_str(),
                 &i64::from(pid),
                 &pid_start_time.map(sat_i64),
                 &ms(&now),
+                &session_note,
             ],
         )
         .await?;

@@ -100,6 +100,7 @@ fn an_expired_runner_writes_nothing_and_its_runs_count_as_gone() {
         run: run2.id.clone(),
         pid: 9,
         pid_start_time: None,
+        session_note: None,
         at: chrono::Utc::now(),
     };
     let err = store

@@ -36,8 +36,10 @@ pub(crate) fn record_run_writes(
                     run,
                     pid,
                     pid_start_time,
+                    session_note,
                     at,
-                } => mark_pid_in(tx, run, *pid, *pid_start_time, *at).map(|()| RunWritten::Spawned),
+                } => mark_pid_in(tx, run, *pid, *pid_start_time, session_note.as_deref(), *at)
+                    .map(|()| RunWritten::Spawned),
                 RunWrite::Finished { run, outcome } => outcome_usage_json(outcome)
                     .and_then(|usage| finalize_in(tx, run, outcome, usage.as_deref()))
                     .and_then(|finished| {
@@ -97,18 +99,20 @@ fn mark_pid_in(
     run: &RunId,
     pid: u32,
     pid_start_time: Option<u64>,
+    session_note: Option<&str>,
     now: Instant,
 ) -> Result<()> {
     let n = conn
         .prepare_cached(
-            "UPDATE runs SET pid = ?2, pid_start_time = ?3, updated_at = ?4 \
+            "UPDATE runs SET pid = ?2, pid_start_time = ?3, updated_at = ?4, session_note = ?5 \
              WHERE id = ?1 AND status = 'running'",
         )?
         .execute(params![
             run.as_str(),
             pid,
             pid_start_time.map(sat_i64),
-            ms(&now)
+            ms(&now),
+            session_note
         ])?;
     if n == 0 {
         return Err(not_running(conn, run));

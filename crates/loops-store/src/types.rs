@@ -132,11 +132,15 @@ pub enum ClaimRefused {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunWrite {
-    /// The run's child was spawned: record its pid and process start time.
+    /// The run's child was spawned: record its pid and process start time, and what
+    /// became of the session it was to resume (`sessionNote`, our words): whoever
+    /// records the run's end — this runner, or one that re-attaches to it or reads its
+    /// supervisor's status file — finds the note on the row.
     Spawned {
         run: RunId,
         pid: u32,
         pid_start_time: Option<u64>,
+        session_note: Option<String>,
         at: Instant,
     },
     /// The run ended: finalize it, then move its loop as the domain's transition rules

@@ -6,7 +6,7 @@
 //! continuation ([`crate::workflow`]); a unit whose run was recorded elsewhere
 //! meanwhile is terminated and forgotten.
 
-use super::{Engine, EngineError};
+use super::{lock, Engine, EngineError};
 use crate::supervisor::protocol::UnitReport;
 use crate::supervisor::{run_unit, Reclaimed};
 use loops_core::{Run, RunId, RunStatus};
@@ -128,13 +128,22 @@ impl Engine {
                     }
                 }
             };
-            let reason = engine.release(&run.id);
-            let outcome = super::run::outcome_of(
+            let reason = lock(&engine.inflight)
+                .get(&run.id)
+                .and_then(|f| f.cancel.borrow().clone());
+            let mut outcome = super::run::outcome_of(
                 lp.as_ref(),
                 executed.result,
                 reason,
                 executed.terminated_by,
             );
+            // As the runner that started it would have: the stop conditions checked
+            // while the run is still held, and the session note its spawn recorded.
+            if let Some(lp) = &lp {
+                engine.check_stop(lp, &run, &mut outcome).await;
+            }
+            outcome.session_note = run.session_note.clone();
+            engine.release(&run.id);
             engine.finalize_and_advance(&run, &outcome).await;
             engine.cfg.exec.launcher.ack(&unit);
         });

@@ -50,8 +50,15 @@ impl Engine {
                 crate::supervisor::status::read(dir, &crate::supervisor::run_unit(&run.id))
             });
             if let (Some(ended), false) = (status, workflow) {
-                let outcome =
+                let mut outcome =
                     super::run::outcome_of(lp.as_ref(), ended.result, None, ended.terminated_by);
+                // What the runner that started it would have recorded: its session
+                // note (written with its pid) and the output stop check (the
+                // `--until-cmd` check is the next run's: this pass runs no process).
+                outcome.session_note = run.session_note.clone();
+                if let Some(lp) = &lp {
+                    super::stop::check_output_stop(lp, &run, &mut outcome);
+                }
                 // Recorded here, or by someone else first: the file has served.
                 self.record_recovered(&run, outcome, now, report)?;
                 if let Some(dir) = &self.cfg.exec.supervise_dir {

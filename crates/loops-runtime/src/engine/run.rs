@@ -89,7 +89,14 @@ impl Engine {
         let resume = self.session_to_resume(lp);
         let mut session_note = resume.as_deref().map(session::resumed_note);
         let mut launched = self
-            .launch(lp, &run, resume.as_deref(), &key, cancel_rx.clone())
+            .launch(
+                lp,
+                &run,
+                resume.as_deref(),
+                session_note.as_deref(),
+                &key,
+                cancel_rx.clone(),
+            )
             .await;
         if let (Some(id), Ok(done), loops_core::Target::Agent(agent)) =
             (&resume, &launched, &lp.target)
@@ -104,7 +111,9 @@ impl Engine {
                 tracing::warn!(run = %run.id, session = %id, "session could not be resumed; starting fresh");
                 self.cfg.exec.launcher.ack(&key.unit);
                 session_note = Some(session::not_resumed_note(id));
-                launched = self.launch(lp, &run, None, &key, cancel_rx).await;
+                launched = self
+                    .launch(lp, &run, None, session_note.as_deref(), &key, cancel_rx)
+                    .await;
             }
         }
         let mut outcome = match launched {
@@ -136,13 +145,15 @@ impl Engine {
 }
 
 impl Engine {
-    /// Builds and launches the process of `run` (resuming session `resume`), and waits
-    /// for its end; `cancel_rx` stops it.
+    /// Builds and launches the process of `run` (resuming session `resume`, which
+    /// `session_note` describes: recorded with the pid), and waits for its end;
+    /// `cancel_rx` stops it.
     async fn launch(
         &self,
         lp: &Loop,
         run: &Run,
         resume: Option<&str>,
+        session_note: Option<&str>,
         key: &UnitKey,
         mut cancel_rx: tokio::sync::watch::Receiver<Option<String>>,
     ) -> Result<Executed, SpecError> {
@@ -153,6 +164,7 @@ impl Engine {
                 run: run.id.clone(),
                 pid,
                 pid_start_time: start,
+                session_note: session_note.map(str::to_owned),
                 at: self.clock.now(),
             });
         };

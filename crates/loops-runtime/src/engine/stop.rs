@@ -6,10 +6,12 @@
 //! interruption terminating it, a timeout, bounded discarded output), not as a unit
 //! under a supervisor: a supervisor keeps a process whose end must be recorded even if
 //! its runner dies, and this one has nothing to record but its exit status, which only
-//! matters to the finalization of a runner that is still there. A runner that dies
-//! meanwhile leaves its run to be re-attached or recovered without the check; the
-//! loop's next run checks again. The run's lease is still held (renewed) while it
-//! runs, so a check as long as the loop's timeout cannot make the run look abandoned.
+//! matters to the finalization of a runner that is still there. A run re-attached by
+//! the next daemon is checked by it in full; one recorded from its supervisor's status
+//! file (recovery, in the synchronous pass) gets the output check only, and its
+//! `--until-cmd` is left to the loop's next run. The run's lease is still held
+//! (renewed) while the check runs, so a check as long as the loop's timeout cannot make
+//! the run look abandoned.
 
 use super::{lock, Engine};
 use crate::executor::{execute, ExecStatus};
@@ -23,11 +25,9 @@ impl Engine {
     /// `outcome.stop`: the output first (free), then the command. An `--until-cmd` that
     /// could not start is noted on the run (its `error`, the run still succeeded).
     pub(super) async fn check_stop(&self, lp: &Loop, run: &Run, outcome: &mut RunOutcome) {
-        if !stop::checks_after(lp, run, outcome.status == RunStatus::Succeeded) {
-            return;
-        }
-        if stop::output_met(lp, outcome.summary.as_deref(), &outcome.stdout) {
-            outcome.stop = Some(StopMet::UntilOutput);
+        if !stop::checks_after(lp, run, outcome.status == RunStatus::Succeeded)
+            || check_output_stop(lp, run, outcome)
+        {
             return;
         }
         let Some(cmd) = lp.ops.until_cmd.as_deref() else {
@@ -66,4 +66,15 @@ impl Engine {
             _ => {}
         }
     }
+}
+
+/// The free half of [`Engine::check_stop`]: whether `outcome` (of a successful slot
+/// run) met `--until-output`, recorded in `outcome.stop` when it did.
+pub(super) fn check_output_stop(lp: &Loop, run: &Run, outcome: &mut RunOutcome) -> bool {
+    let met = stop::checks_after(lp, run, outcome.status == RunStatus::Succeeded)
+        && stop::output_met(lp, outcome.summary.as_deref(), &outcome.stdout);
+    if met {
+        outcome.stop = Some(StopMet::UntilOutput);
+    }
+    met
 }

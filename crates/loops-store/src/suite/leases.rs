@@ -186,6 +186,7 @@ pub fn fenced_writes_after_losing_the_lease_write_nothing(db: &dyn TestDb) {
         run: running.id.clone(),
         pid: 99,
         pid_start_time: None,
+        session_note: None,
         at: now,
     };
     lost(

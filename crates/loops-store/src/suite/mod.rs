@@ -281,6 +281,7 @@ fn spawned(
         run: run.clone(),
         pid,
         pid_start_time,
+        session_note: None,
         at,
     };
     match one(store.record_run_writes(&[write], at, None).unwrap())? {

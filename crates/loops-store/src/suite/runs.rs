@@ -95,6 +95,7 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
             run: run.id.clone(),
             pid: 4321,
             pid_start_time: Some(99),
+            session_note: None,
             at: t(2),
         },
         RunWrite::Finished {
@@ -106,6 +107,7 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
             run: run.id.clone(),
             pid: 1,
             pid_start_time: None,
+            session_note: None,
             at: t(6),
         },
         RunWrite::Finished {
@@ -182,6 +184,8 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
         run: run.clone(),
         pid,
         pid_start_time: Some(u64::from(pid)),
+        // A note on every other pid, so a batch writes both kinds.
+        session_note: (pid % 2 == 1).then(|| format!("resumed session s-{pid}")),
         at: t(11),
     };
     let writes = vec![
@@ -221,6 +225,12 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
     assert_eq!(
         (stored_d.pid, stored_d.pid_start_time),
         (Some(15), Some(15))
+    );
+    // The session note a spawn records is on the row before the run ends (whoever
+    // records the end reads it from there).
+    assert_eq!(
+        stored_d.session_note.as_deref(),
+        Some("resumed session s-15")
     );
 }
 

@@ -462,3 +462,102 @@ fn unhonourable_lease_ttl_and_kill_grace_are_refused_naming_the_numbers() {
     assert_eq!(d.stop(), Some(0));
     kill_supervisors(&plain.data);
 }
+
+/// A run re-attached across `daemon restart` is recorded as the runner that started it
+/// would have recorded it: with the session note of its resume (written with its pid,
+/// so the new daemon finds it on the row) and its stop condition checked (issue #20
+/// items 8 and 9 over #18). Before, the new daemon recorded it without either: no
+/// `sessionNote`, and a loop whose `--until-output` the run met stayed active.
+#[test]
+fn a_reattached_run_keeps_its_session_note_and_its_stop_check() {
+    use crate::agents::{create_agent, fixture, run_now, Fakes};
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    let gate = w.root.path().join("gate");
+    let started = w.root.path().join("started");
+    let failing = w.root.path().join("failing.json");
+    let passing = w.root.path().join("passing.json");
+    let saying = |summary: &str| {
+        fixture("claude_success.json").replace(
+            "\"result\":\"Hello from the mock model.\"",
+            &format!("\"result\":{}", serde_json::Value::from(summary)),
+        )
+    };
+    std::fs::write(&failing, saying("2 tests failed")).unwrap();
+    std::fs::write(&passing, saying("all tests pass")).unwrap();
+    // A claude whose resumed run waits for the gate, then says the work is done.
+    crate::util::write_script(
+        &fakes.bin.join("claude"),
+        &format!(
+            r#"#!/bin/sh
+cat >/dev/null
+case " $* " in
+  *" --resume "*)
+    touch "{started}"
+    n=0; while [ ! -e "{gate}" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done
+    cat "{passing}" ;;
+  *) cat "{failing}" ;;
+esac
+"#,
+            started = started.display(),
+            gate = gate.display(),
+            passing = passing.display(),
+            failing = failing.display()
+        ),
+    );
+    create_agent(
+        &w,
+        "fixer",
+        "claude",
+        &[
+            "--prompt",
+            "fix the tests",
+            "--session",
+            "continue",
+            "--until-output",
+            "all tests pass",
+        ],
+    );
+    let (code, first) = run_now(&w, "fixer");
+    assert_eq!(code, 0, "{first:#}");
+    let id = first["sessionId"].as_str().unwrap().to_owned();
+    w.json(&["daemon", "start"]);
+    w.make_due("fixer");
+    wait_for("the resumed run to start", LONG, || {
+        started.exists().then_some(())
+    });
+    let restarted = w.json(&["daemon", "restart"]);
+    let new = restarted["pid"].as_u64().unwrap();
+    wait_for("the new daemon to hold the run", LONG, || {
+        let runs = w.runs("fixer");
+        runs.iter()
+            .any(|r| {
+                r["status"] == "running"
+                    && r["claimedBy"]
+                        .as_str()
+                        .is_some_and(|c| c.contains(&format!("/{new}/")))
+            })
+            .then_some(())
+    });
+    std::fs::write(&gate, b"open").unwrap();
+    let lp = wait_for("the loop to be done", LONG, || {
+        let lp = w.json(&["show", "fixer"]);
+        (lp["status"] == "done").then_some(lp)
+    });
+    w.ok(&["daemon", "stop"]);
+    let runs = w.runs("fixer");
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    let second = &runs[0];
+    assert_eq!(second["status"], "succeeded", "{second:#}");
+    assert_eq!(
+        second["sessionNote"],
+        format!("resumed session {id}"),
+        "{second:#}"
+    );
+    let reason = lp["statusReason"].as_str().unwrap_or_default();
+    assert!(reason.contains("matched /all tests pass/"), "{lp:#}");
+    assert!(
+        reason.contains(second["id"].as_str().unwrap()),
+        "the reason names the run that met it: {lp:#}"
+    );
+}
