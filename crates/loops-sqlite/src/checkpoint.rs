@@ -66,9 +66,19 @@ pub(crate) fn start_background_maintenance(store: &SqliteStore) -> StoreResult<(
     let pending = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&pending);
     let store_conn = Arc::downgrade(&store.conn);
+    // The thread's connection may outlive the store's by a round: it holds the file's
+    // claim of its own until it is closed (`loops_store::open_files`).
+    let claim = store
+        .claim
+        .as_ref()
+        .map(loops_store::open_files::Claim::again);
     std::thread::Builder::new()
         .name("loops-checkpoint".into())
-        .spawn(move || checkpoint_loop(&conn, &store_conn, &nudges, &flag))
+        .spawn(move || {
+            checkpoint_loop(&conn, &store_conn, &nudges, &flag);
+            drop(conn);
+            drop(claim);
+        })
         .map_err(|e| StoreError::DataDir {
             path: path.display().to_string(),
             source: e,

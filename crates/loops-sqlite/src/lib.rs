@@ -59,6 +59,9 @@ pub struct SqliteStore {
     path: Option<PathBuf>,
     /// The background checkpointer, once started; dropping it stops the thread.
     checkpointer: OnceLock<checkpoint::Checkpointer>,
+    /// The file's claim ([`loops_store::open_files`]), released after the connection closed (fields
+    /// drop in order): `None` for an in-memory store.
+    claim: Option<loops_store::open_files::Claim>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -70,11 +73,16 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
-    fn with_connection(conn: Connection, path: Option<&Path>) -> Self {
+    fn with_connection(
+        conn: Connection,
+        file: Option<(&Path, loops_store::open_files::Claim)>,
+    ) -> Self {
+        let (path, claim) = file.map_or((None, None), |(p, c)| (Some(p.to_path_buf()), Some(c)));
         Self {
             conn: Arc::new(Mutex::new(conn)),
-            path: path.map(Path::to_path_buf),
+            path,
             checkpointer: OnceLock::new(),
+            claim,
         }
     }
 

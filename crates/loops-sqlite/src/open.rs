@@ -6,16 +6,15 @@
 use crate::error::{corrupt_at, from_sqlite, is_corruption, is_readonly_error};
 use crate::error::{Error, Result, StoreResult};
 use crate::SqliteStore;
+use loops_store::open_files::{self, Claim, Header};
 use loops_store::StoreError;
 use rusqlite::{ffi, params, Connection, ErrorCode, OpenFlags, TransactionBehavior};
-use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// First 16 bytes of every SQLite 3 database file.
-const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// `PRAGMA application_id` of a loops database (ASCII "loop"); set by migration 1.
 pub(crate) const APPLICATION_ID: i64 = 0x6C6F_6F70;
 
@@ -126,7 +125,7 @@ impl SqliteStore {
     /// or directory that cannot be written yields [`StoreError::ReadOnly`].
     pub fn open(path: &Path) -> StoreResult<Self> {
         create_db_file(path)?;
-        let found = inspect(path)?;
+        let (found, claim) = inspect(path)?;
         let display = path.display().to_string();
         let readonly = |e: Error| match e {
             Error::Sqlite(se) if is_readonly_error(&se, true) => StoreError::ReadOnly {
@@ -149,7 +148,7 @@ impl SqliteStore {
         }
         let mut conn = conn;
         setup_connection(&mut conn, Some(&display), found).map_err(readonly)?;
-        Ok(Self::with_connection(conn, Some(path)))
+        Ok(Self::with_connection(conn, Some((path, claim))))
     }
 
     /// Opens an existing, current-schema database for reading only: nothing is
@@ -171,7 +170,8 @@ impl SqliteStore {
             )
             .into(),
         };
-        if !has_sqlite_header(path)? {
+        let (has_header, claim) = has_sqlite_header(path)?;
+        if !has_header {
             return Err(needs_setup(0));
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -202,7 +202,7 @@ impl SqliteStore {
         conn.pragma_update(None, "mmap_size", READ_ONLY_MMAP_BYTES)
             .map_err(from_sqlite)?;
         conn.set_prepared_statement_cache_capacity(64);
-        Ok(Self::with_connection(conn, Some(path)))
+        Ok(Self::with_connection(conn, Some((path, claim))))
     }
 
     /// A private in-memory store with the full schema (for tests and dry runs).
@@ -343,10 +343,12 @@ fn not_a_database(detail: &str) -> rusqlite::Error {
 }
 
 /// Checks, without writing anything, that `path` is empty or a loops database this
-/// build can use. Returns its schema version (0 when empty).
-fn inspect(path: &Path) -> StoreResult<i64> {
-    if !has_sqlite_header(path)? {
-        return Ok(0);
+/// build can use. Returns its schema version (0 when empty), and the file's claim
+/// (held while a connection of ours is open to it: [`loops_store::open_files`]).
+fn inspect(path: &Path) -> StoreResult<(i64, Claim)> {
+    let (has_header, claim) = has_sqlite_header(path)?;
+    if !has_header {
+        return Ok((0, claim));
     }
     let display = path.display().to_string();
     let conn = Connection::open_with_flags(
@@ -354,7 +356,7 @@ fn inspect(path: &Path) -> StoreResult<i64> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| classify_open_error(e, &display))?;
-    inspect_schema(&conn, &display)
+    Ok((inspect_schema(&conn, &display)?, claim))
 }
 
 /// SQLite's error on opening or inspecting `display` as a store error.
@@ -371,12 +373,15 @@ fn classify_open_error(e: rusqlite::Error, display: &str) -> StoreError {
 
 /// Reads only the first bytes of `path`: `false` when it is empty, `true` when it
 /// starts like a SQLite database, [`StoreError::Corrupt`] otherwise — so SQLite never
-/// even sees a foreign file.
-pub(crate) fn has_sqlite_header(path: &Path) -> StoreResult<bool> {
+/// even sees a foreign file. Returns the file's [`Claim`], to be kept while a
+/// connection to the file is open: the check never closes a descriptor of a file this
+/// process has open through SQLite, which would drop its locks
+/// ([`loops_store::open_files`]).
+pub(crate) fn has_sqlite_header(path: &Path) -> StoreResult<(bool, Claim)> {
     let display = path.display().to_string();
     // A regular file only, never blocking on a FIFO (`loops_store::user_file`).
-    let mut file = match loops_store::user_file::open_regular(path) {
-        Ok(file) => file,
+    let (header, claim) = match open_files::claim(path, loops_store::user_file::open_regular) {
+        Ok(found) => found,
         Err(source) if source.kind() == std::io::ErrorKind::InvalidInput => {
             return Err(StoreError::DataDir {
                 path: display,
@@ -385,15 +390,11 @@ pub(crate) fn has_sqlite_header(path: &Path) -> StoreResult<bool> {
         }
         Err(e) => return Err(io_error(path, e)),
     };
-    let meta = file.metadata().map_err(|e| io_error(path, e))?;
-    if meta.len() == 0 {
-        return Ok(false);
+    match header {
+        Header::Empty => Ok((false, claim)),
+        Header::Sqlite => Ok((true, claim)),
+        Header::Foreign => Err(corrupt_at(&display, not_a_database("no SQLite header"))),
     }
-    let mut head = [0u8; 16];
-    if file.read_exact(&mut head).is_err() || &head != SQLITE_MAGIC {
-        return Err(corrupt_at(&display, not_a_database("no SQLite header")));
-    }
-    Ok(true)
 }
 
 /// Checks on an open (read-only) connection that the database is empty or a loops
@@ -554,6 +555,61 @@ mod tests {
     use super::*;
     use loops_core::LoopId;
     use loops_store::Store;
+
+    /// Whether some lock on `probe`'s file would stop a write lock on SQLite's shared
+    /// range: a connection's shared lock. An open-file-description query sees the
+    /// POSIX locks of this very process too (fcntl(2)).
+    #[allow(clippy::unwrap_used)]
+    fn shared_lock_held(probe: &std::fs::File) -> bool {
+        use nix::fcntl::{fcntl, FcntlArg};
+        // SQLite's lock bytes (os_unix.c): PENDING_BYTE 0x40000000, then RESERVED,
+        // then the 510 bytes of the shared range.
+        const SHARED_FIRST: i64 = 0x4000_0000 + 2;
+        const SHARED_SIZE: i64 = 510;
+        let mut lock = nix::libc::flock {
+            l_type: nix::libc::F_WRLCK as i16,
+            l_whence: nix::libc::SEEK_SET as i16,
+            l_start: SHARED_FIRST,
+            l_len: SHARED_SIZE,
+            l_pid: 0,
+        };
+        fcntl(probe, FcntlArg::F_OFD_GETLK(&mut lock)).unwrap();
+        lock.l_type != nix::libc::F_UNLCK as i16
+    }
+
+    /// The bug this module exists for: opening a second store on a file the first has
+    /// open read its header with a plain open/close, which dropped the first's shared
+    /// lock — and the daemon that left next removed the WAL under it.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn opening_a_store_again_keeps_the_locks_of_the_one_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loops.db");
+        let first = SqliteStore::open(&path).unwrap();
+        first.current_daemon_lease().unwrap();
+        // Opened once and never closed while a store is open: closing it would drop
+        // the locks this test looks at.
+        let probe = std::fs::File::open(&path).unwrap();
+        assert!(
+            shared_lock_held(&probe),
+            "an idle WAL connection holds a shared lock"
+        );
+        let second = SqliteStore::open(&path).unwrap();
+        assert!(
+            shared_lock_held(&probe),
+            "opening the second store dropped it"
+        );
+        let reader = SqliteStore::open_read_only(&path).unwrap();
+        assert!(shared_lock_held(&probe), "opening a reader dropped it");
+        drop(reader);
+        drop(second);
+        assert!(
+            shared_lock_held(&probe),
+            "closing the others dropped the first's"
+        );
+        drop(first);
+        drop(probe);
+    }
 
     #[test]
     #[allow(clippy::unwrap_used)]

@@ -20,9 +20,10 @@ pub fn read_openloops(path: &Path, with_history: bool) -> Result<OpenLoopsTables
     let display = path.display().to_string();
     let refuse = |why: String| StoreError::InvalidArgument(format!("{display}: {why}"));
     let not_openloops = |why: &str| refuse(format!("not an OpenLoops database ({why})"));
-    match has_sqlite_header(path) {
-        Ok(true) => {}
-        Ok(false) => return Err(not_openloops("an empty file")),
+    // Held while the connection below is open (`loops_store::open_files`).
+    let _claim = match has_sqlite_header(path) {
+        Ok((true, claim)) => claim,
+        Ok((false, _)) => return Err(not_openloops("an empty file")),
         Err(StoreError::Corrupt { .. }) => return Err(not_openloops("not a SQLite database")),
         Err(StoreError::DataDir { .. }) if path.is_dir() => {
             return Err(refuse(format!(
@@ -37,7 +38,7 @@ pub fn read_openloops(path: &Path, with_history: bool) -> Result<OpenLoopsTables
             return Err(refuse(format!("cannot read it: {source}")))
         }
         Err(e) => return Err(e),
-    }
+    };
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let backend = |e: rusqlite::Error| refuse(format!("cannot read it: {e}"));
     let probe = |conn: &Connection| {

@@ -71,6 +71,7 @@
 //! [`Store::list_loops`] (every row decoded) are default methods on top of them.
 
 mod error;
+pub mod open_files;
 mod paths;
 #[cfg(feature = "suite")]
 pub mod suite;

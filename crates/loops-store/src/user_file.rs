@@ -78,8 +78,16 @@ pub fn open_regular(path: &Path) -> std::io::Result<File> {
 }
 
 /// Reads the regular file at `path` ([`open_regular`]): at most `limit` bytes, else
-/// [`UserFileError::TooLarge`] after reading `limit + 1`.
+/// [`UserFileError::TooLarge`] after reading `limit + 1`. A database file a store of
+/// this process has open is refused unopened: closing our descriptor of it would drop
+/// that store's locks ([`crate::open_files`]).
 pub fn read_bounded(path: &Path, limit: usize) -> Result<Vec<u8>, UserFileError> {
+    if std::fs::metadata(path).is_ok_and(|m| crate::open_files::is_claimed(&m)) {
+        return Err(UserFileError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the database of a store this command has open, not a file to read",
+        )));
+    }
     let file = open_regular(path)?;
     let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
     let mut bytes = Vec::new();
@@ -95,6 +103,18 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_database_this_process_has_open_is_refused_unopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loops.db");
+        std::fs::write(&path, b"SQLite format 3\0").unwrap();
+        let (_, claim) = crate::open_files::claim(&path, open_regular).unwrap();
+        let err = read_bounded(&path, 100).unwrap_err().to_string();
+        assert!(err.contains("a store this command has open"), "{err}");
+        drop(claim);
+        assert_eq!(read_bounded(&path, 100).unwrap(), b"SQLite format 3\0");
+    }
 
     #[test]
     fn regular_files_are_read_up_to_the_limit() {

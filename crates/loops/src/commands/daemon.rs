@@ -191,14 +191,8 @@ fn start(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
         // `daemon status` judges it, and has written its pid file and bound its wake
         // socket (both come after the lease): whoever reads either right after `start`
         // returned must find this daemon there.
-        // A fresh connection each time: the one above read the store before the daemon
-        // started, and a SQLite connection of this process was seen to keep reading
-        // that state (no lease row) for the whole wait after `restart` stopped the old
-        // daemon (e2e supervised::a_hundred_runs…, about one run in three).
-        let holds = ctx.reader().is_ok_and(|reader| {
-            reader.daemon_view().is_ok_and(|v| {
-                v.state == DaemonState::Running && v.holder.is_some_and(|h| h.pid == pid)
-            })
+        let holds = client.daemon_view().is_ok_and(|v| {
+            v.state == DaemonState::Running && v.holder.is_some_and(|h| h.pid == pid)
         });
         if holds
             && loops_runtime::daemon::read_pid_file(&dir) == Some(pid)
