@@ -2,7 +2,7 @@
 //! types (`utoipa`); served at `/v1/openapi.json` and checked in as
 //! `crates/loops-http/openapi.json` (a test fails when they differ).
 
-use crate::api::{loops, runs, status, workflows};
+use crate::api::{holds, loops, runs, status, workflows};
 use crate::error::{ErrorBody, ErrorDetail};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -25,6 +25,7 @@ use utoipa::{Modify, OpenApi};
         workflows::run, workflows::runs_of, workflows::runs, workflows::inspect,
         workflows::cancel,
         status::daemon, status::runners, status::health, status::usage,
+        holds::list, holds::clear,
         crate::events::stream,
         document,
     ),

@@ -1,6 +1,7 @@
 //! The routes under `/v1`, one module per resource; each handler is one client call
 //! on a blocking thread, its answer the CLI's `--json` document.
 
+pub(crate) mod holds;
 pub(crate) mod loops;
 pub(crate) mod runs;
 pub(crate) mod status;
@@ -8,7 +9,7 @@ pub(crate) mod workflows;
 
 use crate::error::ApiError;
 use crate::State;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use loops_runtime::Client;
 use std::sync::Mutex;
@@ -45,6 +46,8 @@ pub(crate) fn routes(_state: State) -> Router<State> {
         .route("/v1/runners", get(status::runners))
         .route("/v1/health", get(status::health))
         .route("/v1/usage", get(status::usage))
+        .route("/v1/holds", get(holds::list))
+        .route("/v1/holds/{provider}", delete(holds::clear))
         .route("/v1/events", get(crate::events::stream))
         .route("/v1/openapi.json", get(crate::openapi::document))
 }

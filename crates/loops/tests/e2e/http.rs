@@ -1100,3 +1100,39 @@ fn post_loops_fills_in_the_clis_defaults() {
     );
     assert_eq!(refused.status, 400, "{}", refused.text);
 }
+
+/// `GET /v1/holds` lists the accounts a usage limit holds, as `loops holds --json`
+/// does, and `DELETE /v1/holds/{provider}[?account=]` releases them as `loops holds
+/// clear` does; a name that is no provider is a 400 naming it (issue #20 item 2).
+#[test]
+fn http_lists_and_clears_usage_limit_holds() {
+    use crate::agents::{create_agent, fixture, run_now, Fakes};
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("claude", &fixture("claude_usage_limit.json"), 1);
+    create_agent(&w, "limited", "claude", &["--prompt", "hi"]);
+    let (_, run) = run_now(&w, "limited");
+    assert_eq!(run["failureClass"], "usage_limit", "{run:#}");
+    let api = w.serve(&[]);
+    let listed = api.get("/v1/holds");
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let holds: Value = serde_json::from_str(&listed.text).unwrap();
+    assert_eq!(holds, w.json(&["holds"]), "the CLI's document");
+    assert_eq!(holds.as_array().map(Vec::len), Some(1), "{holds:#}");
+    assert_eq!(holds[0]["provider"], "claude", "{holds:#}");
+    assert_eq!(holds[0]["account"], "default", "{holds:#}");
+
+    let other = api.send("DELETE", "/v1/holds/codex", None);
+    assert_eq!(other.status, 200, "{}", other.text);
+    assert_eq!(other.text.trim(), "[]", "nothing of codex was held");
+    let wrong = api.send("DELETE", "/v1/holds/chatgpt", None);
+    assert_eq!(wrong.status, 400, "{}", wrong.text);
+    assert!(wrong.text.contains("chatgpt"), "{}", wrong.text);
+
+    let cleared = api.send("DELETE", "/v1/holds/claude?account=default", None);
+    assert_eq!(cleared.status, 200, "{}", cleared.text);
+    let cleared: Value = serde_json::from_str(&cleared.text).unwrap();
+    assert_eq!(cleared[0]["provider"], "claude", "{cleared:#}");
+    assert_eq!(api.get("/v1/holds").text.trim(), "[]");
+    assert_eq!(w.json(&["holds"]), json!([]));
+}
