@@ -27,6 +27,7 @@
 //! `--loops-bin PATH` says otherwise. Results and the machine they were taken on are
 //! recorded in `BENCHMARKS.md` at the workspace root.
 
+mod classify;
 mod dashboard;
 mod http;
 mod operability;
@@ -267,6 +268,12 @@ enum Bench {
         #[arg(long, default_value_t = 30)]
         reps: usize,
     },
+    /// What reading an agent run's ending costs: `providers::interpret` (output parsed,
+    /// failure classified) over the real CLIs' captured outputs (issue #20).
+    Classify {
+        #[arg(long, default_value_t = 20_000)]
+        reps: usize,
+    },
     /// `daemon restart` with N runs in flight: the command's wall clock, and the time
     /// until the new daemon holds every run again (issue #18).
     Reattach {
@@ -404,6 +411,7 @@ fn main() -> Result<()> {
             reps,
         } => bench.dashboard(loops, runs, every_ms, reps),
         Bench::Reattach { runs, reps } => bench.reattach(runs, reps),
+        Bench::Classify { reps } => bench.classify(reps),
     };
     println!("\n1-min load average at end: {}", loadavg());
     result
