@@ -157,6 +157,29 @@ pub struct Failure {
     pub retry_at: Option<Instant>,
 }
 
+/// How much of a failed run's stderr the classifier reads: its start and its end (a
+/// CLI says why it failed first or last), not the megabyte of logs between them. Read
+/// whole, a 1 MiB stderr cost 3.8 ms per run to classify (BENCHMARKS.md, issue #20).
+pub const STDERR_HEAD_BYTES: usize = 8 * 1024;
+pub const STDERR_TAIL_BYTES: usize = 56 * 1024;
+
+/// The first [`STDERR_HEAD_BYTES`] and the last [`STDERR_TAIL_BYTES`] of `stderr`, cut
+/// at character boundaries; all of it (and an empty tail) when it is shorter.
+fn stderr_window(stderr: &str) -> (&str, &str) {
+    if stderr.len() <= STDERR_HEAD_BYTES + STDERR_TAIL_BYTES {
+        return (stderr, "");
+    }
+    let mut head_end = STDERR_HEAD_BYTES;
+    while !stderr.is_char_boundary(head_end) {
+        head_end -= 1;
+    }
+    let mut tail_start = stderr.len() - STDERR_TAIL_BYTES;
+    while !stderr.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    (&stderr[..head_end], &stderr[tail_start..])
+}
+
 /// A 429 whose `retry-after` is at least this long is a usage window, not a per-minute
 /// rate limit.
 const USAGE_WINDOW_SECS: u64 = 15 * 60;
@@ -170,7 +193,8 @@ pub fn classify(ending: ProcessEnding, s: &Signals<'_>, now: Instant, zone: Tz) 
     if ending == ProcessEnding::TimedOut {
         return plain(FailureClass::Timeout);
     }
-    let text = format!("{}\n{}", s.message.unwrap_or_default(), s.stderr);
+    let (head, tail) = stderr_window(s.stderr);
+    let text = format!("{}\n{head}\n{tail}", s.message.unwrap_or_default());
     let lower = text.to_lowercase();
     let kind = s
         .error_type
@@ -533,6 +557,38 @@ mod tests {
             classify(ProcessEnding::Exited(1), &s, now, Tz::UTC).class,
             C::ContextLength
         );
+    }
+
+    /// A megabyte of logs on stderr: the reason at either end still classifies the run
+    /// (and its reset instant is still read); a reason buried in the middle is not
+    /// looked for, which is the bound that keeps classification cheap.
+    #[test]
+    fn a_long_stderr_is_read_at_its_ends() {
+        let now = at("2026-12-02T04:00:00Z");
+        let logs = "debug: é streaming chunk 0123456789\n".repeat(30_000);
+        let limit = "Claude usage limit reached. Your limit will reset at 9am (America/Chicago).\n";
+        let ending = ProcessEnding::Exited(1);
+        let classify_stderr = |stderr: &str| {
+            let s = Signals {
+                stderr,
+                ..Signals::default()
+            };
+            classify(ending, &s, now, Tz::UTC)
+        };
+        let last = classify_stderr(&format!("{logs}{limit}"));
+        assert_eq!(last.class, FailureClass::UsageLimit);
+        assert_eq!(last.retry_at, Some(at("2026-12-02T15:00:00Z")));
+        let first = classify_stderr(&format!("{limit}{logs}"));
+        assert_eq!(first.class, FailureClass::UsageLimit);
+        let buried = classify_stderr(&format!("{logs}{limit}{logs}"));
+        assert_eq!(buried.class, FailureClass::Other);
+        // Cut at character boundaries whatever the lengths.
+        for extra in 0..4 {
+            let odd = format!("{}{logs}", "x".repeat(extra));
+            let (head, tail) = stderr_window(&odd);
+            assert!(head.len() <= STDERR_HEAD_BYTES && tail.len() <= STDERR_TAIL_BYTES);
+            assert!(odd.starts_with(head) && odd.ends_with(tail));
+        }
     }
 
     #[test]
