@@ -108,6 +108,10 @@ enum Bench {
         /// actually ran, giving the real spawn lag next to the recorded one.
         #[arg(long)]
         stamp: bool,
+        /// One more argument of `loops daemon run` (repeatable), e.g.
+        /// `--daemon-arg=--max-concurrent-per --daemon-arg=kind=command:256`.
+        #[arg(long = "daemon-arg", allow_hyphen_values = true)]
+        daemon_args: Vec<String>,
     },
     /// Dispatch lag on PostgreSQL: N loops every 1 s shared by R runners (daemons with
     /// data dirs of their own), on a throwaway cluster unless --store names one.
@@ -325,13 +329,14 @@ fn main() -> Result<()> {
             aligned,
             shell,
             stamp,
+            daemon_args,
         } => {
             let exec = if stamp {
                 Exec::Stamp
             } else {
                 Exec::pick(shell)
             };
-            bench.dispatch(loops, secs, max_concurrent, aligned, exec)
+            bench.dispatch(loops, secs, max_concurrent, aligned, exec, &daemon_args)
         }
         Bench::Throughput {
             loops,
@@ -1505,6 +1510,7 @@ impl Bencher {
         max_concurrent: usize,
         aligned: bool,
         exec: Exec,
+        daemon_args: &[String],
     ) -> Result<()> {
         ensure!(n > 0 && secs >= 6, "need at least one loop and --secs >= 6");
         let dir = self.fresh_dir()?;
@@ -1524,18 +1530,16 @@ impl Bencher {
             base + TimeDelta::seconds(1)
         );
         let mc = max_concurrent.to_string();
-        let mut daemon = self.start_daemon(
-            &dir,
-            "daemon.log",
-            &[
-                "--max-concurrent",
-                &mc,
-                "--keep-runs",
-                "0",
-                "--keep-for",
-                "0",
-            ],
-        )?;
+        let mut args = vec![
+            "--max-concurrent",
+            &mc,
+            "--keep-runs",
+            "0",
+            "--keep-for",
+            "0",
+        ];
+        args.extend(daemon_args.iter().map(String::as_str));
+        let mut daemon = self.start_daemon(&dir, "daemon.log", &args)?;
         let tck = clock_ticks_per_sec();
         let (cpu0, sup0) = (daemon.cpu()?, daemon.supervisor_cpu());
         sleep(Duration::from_secs(secs));
