@@ -572,6 +572,10 @@ pub struct BudgetStatus {
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub resets_at: Instant,
     pub spent_out: bool,
+    #[serde(skip)]
+    pub budget: Budget,
+    #[serde(skip)]
+    pub spend: Spend,
 }
 
 impl BudgetStatus {
@@ -601,11 +605,14 @@ impl BudgetStatus {
             window_start: start,
             resets_at: end,
             spent_out: budget.is_spent(spend),
+            budget: *budget,
+            spend: *spend,
         }
     }
 
     /// `1,200 of 1,000 tokens today (120 %)` for people.
-    pub fn line(&self, budget: &Budget, spend: &Spend) -> String {
+    pub fn line(&self) -> String {
+        let (budget, spend) = (&self.budget, &self.spend);
         let when = match self.window {
             BudgetWindow::Day => "today",
             BudgetWindow::Week => "this week",

@@ -28,6 +28,7 @@
 mod started;
 
 pub use started::{Interrupter, StartedRun, StartedWorkflowRun};
+mod budgets;
 mod copy;
 mod health;
 mod holds;
