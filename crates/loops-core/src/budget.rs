@@ -555,6 +555,9 @@ pub fn mark_held(loops: &mut [Loop], holds: &[BudgetHold], now: Instant) {
 pub struct BudgetStatus {
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub scope: BudgetScope,
+    /// The loop's name, for a loop's own budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loop_name: Option<String>,
     pub metric: BudgetMetric,
     pub window: BudgetWindow,
     /// The limit: tokens, or dollars as text (`5`, `0.25`).
@@ -592,6 +595,7 @@ impl BudgetStatus {
         };
         BudgetStatus {
             scope,
+            loop_name: None,
             metric: budget.metric,
             window: budget.window,
             limit: text(budget.amount),

@@ -131,7 +131,9 @@ impl Client {
             {
                 let (start, _) = budget::window_at(b.window, now);
                 let spend = self.store.budget_spend(&scope, start)?;
-                own.push(BudgetStatus::new(scope.clone(), &b, &spend, now));
+                let mut status = BudgetStatus::new(scope.clone(), &b, &spend, now);
+                status.loop_name = Some(lp.name.clone());
+                own.push(status);
             }
         }
         own.extend(self.budget_status(&[], true, now)?);

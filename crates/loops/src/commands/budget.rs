@@ -54,7 +54,10 @@ pub(crate) fn print_table(
     let mut table = Table::new(vec!["BUDGET", "LIMITS", "SPENT", "STATE", "RESETS"]);
     for s in status {
         table.row(vec![
-            s.scope.to_string().into(),
+            s.loop_name
+                .as_ref()
+                .map_or_else(|| s.scope.to_string(), |name| format!("loop {name}"))
+                .into(),
             format!("{} {}/{}", s.metric, s.limit, s.window).into(),
             s.line().into(),
             output::status_cell(if s.spent_out { "held" } else { "ok" }),

@@ -132,6 +132,23 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         };
         lines.push((by, reason.clone()));
     }
+    // Budgets: the loop's own and the store-wide ones covering it, with the spend.
+    for status in client.budget_status(std::slice::from_ref(&lp), false, now)? {
+        let whose = match &status.scope {
+            loops_core::budget::BudgetScope::Loop(_) => String::new(),
+            key => format!(" ({key})"),
+        };
+        lines.push((
+            "budget",
+            format!(
+                "{} {}/{}{whose}: {}",
+                status.metric,
+                status.limit,
+                status.window,
+                status.line()
+            ),
+        ));
+    }
     for (key, value) in stop_lines(&lp) {
         lines.push((key, value));
     }
