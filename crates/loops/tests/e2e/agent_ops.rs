@@ -1474,3 +1474,57 @@ fn a_store_wide_budget_holds_every_loop_of_its_provider() {
     w.ok(&["budget", "clear", "provider=claude"]);
     assert!(w.json(&["budget", "list"]).as_array().unwrap().is_empty());
 }
+
+/// Item 7: a loop's budgets travel in bundles; over MCP a budget is a limit, not what
+/// runs: `--allow-mutations` sets and clears it on an agent loop, and `loops_budgets`
+/// lists it against its spend.
+#[test]
+fn budgets_travel_in_bundles_and_mcp_sets_them_with_mutations() {
+    let mut w = World::new();
+    let _fakes = Fakes::install(&mut w);
+    create_agent(
+        &w,
+        "capped",
+        "claude",
+        &[
+            "--prompt",
+            "hi",
+            "--budget-tokens",
+            "200000/day",
+            "--budget-usd",
+            "$2.50/week",
+        ],
+    );
+    let lp = shown(&w, "capped");
+    assert_eq!(
+        (&lp["budgetTokens"], &lp["budgetUsd"]),
+        (&"200000/day".into(), &"2.5/week".into())
+    );
+    let out = w.run(&["export"]);
+    assert!(out.status.success());
+    let other = World::new();
+    let bundle = other.root.path().join("bundle.json");
+    std::fs::write(&bundle, &out.stdout).unwrap();
+    other.json(&["import", bundle.to_str().unwrap(), "--apply"]);
+    let there = shown(&other, "capped");
+    assert_eq!(there["budgetTokens"], "200000/day");
+    assert_eq!(there["budgetUsd"], "2.5/week");
+
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations"]);
+    let edited = mcp.ok(
+        "loops_edit",
+        serde_json::json!({"loop": "capped", "budgetTokens": "5000/week", "clear": ["budget-usd"]}),
+    );
+    assert_eq!(edited["budgetTokens"], "5000/week", "{edited:#}");
+    assert!(edited.get("budgetUsd").is_none(), "{edited:#}");
+    let listed = mcp.ok("loops_budgets", serde_json::json!({}));
+    assert_eq!(listed[0]["loopName"], "capped", "{listed:#}");
+    assert_eq!(listed[0]["limit"], "5000");
+    assert_eq!(listed[0]["window"], "week");
+    let refused = mcp.err(
+        "loops_edit",
+        serde_json::json!({"loop": "capped", "budgetTokens": "many"}),
+    );
+    assert!(refused.contains("invalid --budget-tokens"), "{refused}");
+    assert!(mcp.close().success());
+}
