@@ -25,6 +25,7 @@ use utoipa::{Modify, OpenApi};
         workflows::run, workflows::runs_of, workflows::runs, workflows::inspect,
         workflows::cancel,
         status::daemon, status::runners, status::health, status::usage,
+        status::budgets, status::set_budget, status::clear_budget,
         crate::events::stream,
         document,
     ),
