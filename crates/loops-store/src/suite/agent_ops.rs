@@ -538,7 +538,7 @@ pub fn budgets_hold_a_spent_loop_and_key_until_the_window_resets(db: &dyn TestDb
         updated_at: t(200_000),
     };
     one.set_budget(&claude).unwrap();
-    assert_eq!(other.budgets().unwrap(), [claude.clone()]);
+    assert_eq!(other.budgets().unwrap(), std::slice::from_ref(&claude));
     assert_eq!(other.budget_holds().unwrap().len(), 1, "1,200 < 1,500");
     let mut now_req = claim_req(&b, t(200_001), t(200_001));
     now_req.source = loops_core::RunSource::AdHoc;
