@@ -119,10 +119,8 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         let why = lp.held_reason.as_deref().unwrap_or("usage limit");
         lines.push((
             "held until",
-            format!(
-                "{} by its account's usage limit: {why}",
-                output::when(Some(until), now)
-            ),
+            // The reason says what holds it: a usage limit or a spent budget.
+            format!("{}: {why}", output::when(Some(until), now)),
         ));
     }
     if let Some(reason) = &lp.state.status_reason {
