@@ -14,6 +14,7 @@ pub mod limits;
 // `string_enum!` is defined there and used by the modules declared after it.
 #[macro_use]
 pub mod model;
+pub mod budget;
 pub mod event;
 pub mod failure;
 pub mod hold;

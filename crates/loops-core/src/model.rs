@@ -545,6 +545,23 @@ pub struct LoopOps {
     /// The loop ends once this many of its slots have ended (whatever their outcome).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runs: Option<u32>,
+    /// Budgets (agent loops; [`crate::budget`]): the tokens (`"200000/day"`) and the
+    /// dollars (`"5/week"`) the loop's runs may use per UTC day or week before it is
+    /// held until the window resets.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::budget::serde_tokens"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "200000/day"))]
+    pub budget_tokens: Option<crate::budget::Budget>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::budget::serde_usd"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "5/week"))]
+    pub budget_usd: Option<crate::budget::Budget>,
 }
 
 impl LoopOps {
@@ -565,6 +582,8 @@ impl Default for LoopOps {
             until_cmd: None,
             until_output: None,
             max_runs: None,
+            budget_tokens: None,
+            budget_usd: None,
         }
     }
 }

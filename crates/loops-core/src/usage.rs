@@ -115,6 +115,10 @@ pub struct UsageReport {
     /// Days in order; loops and providers by cost, then tokens, then name.
     pub groups: Vec<UsageGroup>,
     pub total: UsageTotals,
+    /// Every budget (the loops' own and the store-wide ones) against its spend in its
+    /// current window ([`crate::budget`]; filled in by the runtime's client).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<crate::budget::BudgetStatus>,
 }
 
 /// Adds `entries` up by `by`.
@@ -149,6 +153,7 @@ pub fn roll_up(entries: &[UsageEntry], by: GroupBy, since: Instant) -> UsageRepo
         since,
         groups,
         total,
+        budgets: Vec::new(),
     }
 }
 

@@ -261,6 +261,25 @@ pub fn ops(ops: &crate::LoopOps, retry_delay_ms: u64) -> Result<(), ValidationEr
     Ok(())
 }
 
+/// Budgets are for agent loops: only an agent's runs report usage.
+pub fn budgets(ops: &crate::LoopOps, target: &Target) -> Result<(), ValidationError> {
+    if matches!(target, Target::Agent(_)) {
+        return Ok(());
+    }
+    for (set, flag) in [
+        (ops.budget_tokens.is_some(), "--budget-tokens"),
+        (ops.budget_usd.is_some(), "--budget-usd"),
+    ] {
+        if set {
+            return invalid(format!(
+                "{flag} is for agent loops (a {} loop reports no usage)",
+                target.kind()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks a target of any kind. `label` prefixes messages (e.g. `step "build"`).
 pub fn target(target: &Target, label: &str) -> Result<(), ValidationError> {
     match target {

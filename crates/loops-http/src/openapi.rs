@@ -26,6 +26,7 @@ use utoipa::{Modify, OpenApi};
         workflows::cancel,
         status::daemon, status::runners, status::health, status::usage,
         holds::list, holds::clear,
+        status::budgets, status::set_budget, status::clear_budget,
         crate::events::stream,
         document,
     ),

@@ -289,6 +289,15 @@ macro_rules! definition_params {
             /// whatever their outcome; resuming it starts a fresh count.
             #[serde(default)]
             pub max_runs: Option<u32>,
+            /// (agent loops) Budget: tokens (input + output) the loop's runs may use per
+            /// UTC day or week ("200000/day"); once spent the loop is held until the
+            /// window resets. A limit, not what runs: --allow-mutations is enough.
+            #[serde(default)]
+            pub budget_tokens: Option<String>,
+            /// (agent loops) Budget: US dollars (the reported cost) per UTC day or week
+            /// ("5/week").
+            #[serde(default)]
+            pub budget_usd: Option<String>,
             /// Lease of a running row before it is presumed dead (default "30m").
             #[serde(default)]
             pub lease: Option<String>,
@@ -431,7 +440,8 @@ definition_params! {
         /// Settings to clear: description, cwd, timeout, env, account, args, model,
         /// agent, auth-profile, config-overrides, expires-at, jitter, labels, on (the
         /// runner labels), notify, notify-cmd, notify-url, max-failures, idle-timeout,
-        /// until-cmd, until-output, max-runs, session (back to fresh).
+        /// until-cmd, until-output, max-runs, session (back to fresh), budget-tokens,
+        /// budget-usd.
         #[serde(default)]
         pub clear: Vec<String>,
         /// (command loops) The command line or program.
@@ -540,6 +550,8 @@ macro_rules! impl_definition_fields {
                     until_cmd: self.until_cmd.clone(),
                     until_output: self.until_output.clone(),
                     max_runs: self.max_runs,
+                    budget_tokens: self.budget_tokens.clone(),
+                    budget_usd: self.budget_usd.clone(),
                 })
             }
         }

@@ -75,6 +75,28 @@ impl LoopsMcp {
     }
 
     #[tool(
+        name = "loops_budgets",
+        description = "Every budget against its spend in its current UTC day or week (like the budgets of `loops usage --json`): each loop's own (budgetTokens, budgetUsd) and the store-wide ones per provider and account. Returns [{scope, metric, window, limit, spent, percent, unpriced, windowStart, resetsAt, spentOut}]; a spent budget holds its loops (heldUntil, heldReason on the loop) until resetsAt.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn loops_budgets(&self) -> CallToolResult {
+        let client = match self.reader() {
+            Ok(client) => client,
+            Err(e) => return result(Err(e)),
+        };
+        result(
+            blocking(move || {
+                json(
+                    &client
+                        .all_budget_status(chrono::Utc::now())
+                        .map_err(|e| e.to_string())?,
+                )
+            })
+            .await,
+        )
+    }
+
+    #[tool(
         name = "loops_holds_clear",
         description = "Release the usage-limit hold of a provider (on one account, or all of its accounts), for when the user knows the limit was lifted: its loops are due again at once. Returns the holds released. Needs a server started with --allow-mutations.",
         annotations(

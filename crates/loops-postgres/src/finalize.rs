@@ -108,6 +108,8 @@ async fn finish_one<C: GenericClient + Sync>(
     }
     notifications
         .extend(crate::holds::after_finish(db, &lp, &finished, now, notify_default).await?);
+    notifications
+        .extend(crate::budgets::after_finish(db, &lp, &finished, now, notify_default).await?);
     Ok(RunWritten::Finished {
         run: Box::new(finished),
         loop_moved,

@@ -72,7 +72,10 @@ fn hold_from_row(row: &Row) -> Result<AccountHold> {
 /// Whether the store has any hold (the due-loop queries' fast path when it has none).
 pub(crate) async fn any<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<bool> {
     let row = db
-        .query_one("SELECT EXISTS (SELECT 1 FROM account_holds)", &[])
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM account_holds) OR EXISTS (SELECT 1 FROM budget_holds)",
+            &[],
+        )
         .await?;
     get(&row, 0, "exists")
 }
@@ -195,13 +198,27 @@ async fn queue_key_event<C: GenericClient + Sync>(
         rows.iter()
             .filter_map(|r| crate::codec::loop_from_row(r).ok()),
     );
+    queue_on_channels(db, &loops, run, event, now, default).await
+}
+
+/// Queues `event` once per channel of `loops` (each loop's settings or else the
+/// store-wide default, whatever their `on`), naming `run`: what a hold of several
+/// loops (an account's, a budget's) sends once rather than once per loop.
+pub(crate) async fn queue_on_channels<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    loops: &[Loop],
+    run: &Run,
+    event: NotifyEvent,
+    now: Instant,
+    default: &mut Option<Option<Notify>>,
+) -> Result<Vec<Delivery>> {
     if default.is_none() {
         *default = Some(crate::notify::notify_default(db).await?);
     }
     let store_default = default.clone().flatten();
     let mut seen = BTreeSet::new();
     let mut sent = Vec::new();
-    for each in &loops {
+    for each in loops {
         let Some(settings) = notify::effective(each.notify.as_ref(), store_default.as_ref()) else {
             continue;
         };

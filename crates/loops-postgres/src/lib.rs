@@ -28,6 +28,7 @@
 //! return the same values. Only plain connections (`NoTls`): use a local socket, a
 //! private network or a TLS tunnel.
 
+mod budgets;
 mod claim_set;
 mod claims;
 mod codec;
@@ -787,6 +788,41 @@ impl Store for PgStore {
             provider,
             account.as_deref()
         ))
+    }
+
+    fn budgets(&self) -> StoreResult<Vec<loops_core::budget::StoreBudget>> {
+        read!(self, |db| budgets::budgets(db))
+    }
+
+    fn set_budget(&self, budget: &loops_core::budget::StoreBudget) -> StoreResult<()> {
+        let budget = budget.clone();
+        write!(self, None, |db| budgets::set_budget(db, &budget))
+    }
+
+    fn clear_budget(
+        &self,
+        provider: loops_core::Provider,
+        account: Option<&str>,
+    ) -> StoreResult<Option<loops_core::budget::StoreBudget>> {
+        let account = account.map(str::to_owned);
+        write!(self, None, |db| budgets::clear_budget(
+            db,
+            provider,
+            account.as_deref()
+        ))
+    }
+
+    fn budget_holds(&self) -> StoreResult<Vec<loops_core::budget::BudgetHold>> {
+        read!(self, |db| budgets::budget_holds(db))
+    }
+
+    fn budget_spend(
+        &self,
+        scope: &loops_core::budget::BudgetScope,
+        since: Instant,
+    ) -> StoreResult<loops_core::budget::Spend> {
+        let scope = scope.clone();
+        read!(self, |db| budgets::spend(db, &scope, since))
     }
 
     fn runs_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Run>> {

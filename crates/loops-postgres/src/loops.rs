@@ -329,6 +329,8 @@ pub(crate) async fn due_loops<C: GenericClient + Sync>(
                 loop_cols!(),
                 " FROM loops WHERE status = 'active' AND due_at <= $1 AND ",
                 crate::holds::not_held_at_1!(),
+                " AND ",
+                crate::budgets::not_budget_held_at_1!(),
                 " ORDER BY due_at LIMIT $2"
             ),
             &[&ms(&now), &sat_i64(limit as u64)],
@@ -353,6 +355,8 @@ pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
                 " FROM loops WHERE status = 'active' AND due_at <= $1 \
                   AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($3::text)::jsonb) AND ",
                 crate::holds::not_held_at_1!(),
+                " AND ",
+                crate::budgets::not_budget_held_at_1!(),
                 " ORDER BY due_at LIMIT $2"
             ),
             &[&ms(&now), &sat_i64(limit as u64), &labels],
@@ -369,6 +373,8 @@ macro_rules! waits_until {
         concat!(
             "GREATEST(due_at, COALESCE((SELECT MAX(h.held_until) FROM account_holds h WHERE ",
             crate::holds::hold_of_loop!(),
+            "), 0), COALESCE((SELECT MAX(b.held_until) FROM budget_holds b WHERE ",
+            crate::budgets::budget_of_loop!(),
             "), 0))"
         )
     };
@@ -601,6 +607,7 @@ pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
     };
     let updated = loop_from_row(&updated)?;
     set_labels(db, id, &updated.labels).await?;
+    crate::budgets::after_edit(db, &updated, now).await?;
     db.execute(
         "UPDATE runs SET loop_name = $2 WHERE loop_id = $1 AND loop_name != $2",
         &[&id.as_str(), &updated.name],

@@ -251,6 +251,8 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_
     sql("DROP TABLE account_holds");
     sql("DROP INDEX runs_loop_session");
     sql("ALTER TABLE runs DROP COLUMN session_id, DROP COLUMN session_note");
+    sql("DROP TABLE budgets, budget_holds");
+    sql("DROP INDEX runs_loop_usage");
     sql("DELETE FROM schema_migrations WHERE version >= 6");
     // Notification settings stored when `always` meant failure + recovery.
     sql(&format!(

@@ -28,6 +28,7 @@
 mod started;
 
 pub use started::{Interrupter, StartedRun, StartedWorkflowRun};
+mod budgets;
 mod copy;
 mod health;
 mod holds;
@@ -498,6 +499,7 @@ impl Client {
         validate::description(def.description.as_deref(), &label)?;
         validate::target(&def.target, &label)?;
         validate_policy(&def.policy)?;
+        validate::budgets(&def.policy.ops, &def.target)?;
         validate::jitter(&def.schedule, def.policy.jitter_ms)?;
         let labels = validate::labels(&def.labels)?;
         def.policy.runs_on = validate::labels(&def.policy.runs_on)?;

@@ -10,6 +10,7 @@
 use crate::client::LoopDefinition;
 use crate::input::{absolute_path, read_text};
 use crate::timeparse::parse_instant;
+use loops_core::budget::{Budget, BudgetMetric};
 use loops_core::cron::CronSchedule;
 use loops_core::limits::MAX_PROMPT_BYTES;
 use loops_core::Duration;
@@ -69,6 +70,9 @@ pub struct DefinitionFlags {
     pub until_cmd: Option<String>,
     pub until_output: Option<String>,
     pub max_runs: Option<u32>,
+    /// Budgets (`loops_core::budget`): `N/day|week` tokens, `X/day|week` dollars.
+    pub budget_tokens: Option<String>,
+    pub budget_usd: Option<String>,
 }
 
 /// The agent target's own flags (`--model`, `--agent`, `--auth-profile`,
@@ -232,6 +236,16 @@ pub fn policy(mut p: Policy, c: &DefinitionFlags, now: Instant) -> Result<Policy
     }
     if let Some(n) = c.max_runs {
         p.ops.max_runs = Some(n);
+    }
+    if let Some(text) = &c.budget_tokens {
+        p.ops.budget_tokens = Some(Budget::parse(
+            BudgetMetric::Tokens,
+            text,
+            "--budget-tokens",
+        )?);
+    }
+    if let Some(text) = &c.budget_usd {
+        p.ops.budget_usd = Some(Budget::parse(BudgetMetric::Usd, text, "--budget-usd")?);
     }
     Ok(p)
 }
@@ -553,11 +567,13 @@ pub enum ClearField {
     UntilOutput,
     MaxRuns,
     Session,
+    BudgetTokens,
+    BudgetUsd,
 }
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 23] = [
+    pub const ALL: [ClearField; 25] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -581,6 +597,8 @@ impl ClearField {
         ClearField::UntilOutput,
         ClearField::MaxRuns,
         ClearField::Session,
+        ClearField::BudgetTokens,
+        ClearField::BudgetUsd,
     ];
 
     /// The flag value (`auth-profile`).
@@ -609,6 +627,8 @@ impl ClearField {
             ClearField::MaxRuns => "max-runs",
             ClearField::IdleTimeout => "idle-timeout",
             ClearField::Session => "session",
+            ClearField::BudgetTokens => "budget-tokens",
+            ClearField::BudgetUsd => "budget-usd",
         }
     }
 }
@@ -779,6 +799,8 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
         ClearField::UntilCmd => def.policy.ops.until_cmd = None,
         ClearField::UntilOutput => def.policy.ops.until_output = None,
         ClearField::MaxRuns => def.policy.ops.max_runs = None,
+        ClearField::BudgetTokens => def.policy.ops.budget_tokens = None,
+        ClearField::BudgetUsd => def.policy.ops.budget_usd = None,
         ClearField::Notify => def.notify = None,
         ClearField::NotifyCmd | ClearField::NotifyUrl => {
             if let Some(n) = def.notify.as_mut() {

@@ -63,6 +63,8 @@ pub(crate) fn record_run_writes(
                             )?);
                         }
                         notifications.extend(crate::holds::after_finish(tx, &lp, &finished, now)?);
+                        notifications
+                            .extend(crate::budgets::after_finish(tx, &lp, &finished, now)?);
                         Ok(RunWritten::Finished {
                             run: Box::new(finished),
                             loop_moved,

@@ -71,10 +71,13 @@ fn hold_from_row(row: &Row<'_>) -> Result<AccountHold> {
     })
 }
 
-/// Whether the store has any hold (the due-loop queries' fast path when it has none).
+/// Whether the store has any hold, an account's or a budget's (the due-loop queries'
+/// fast path when it has none).
 pub(crate) fn any(conn: &Connection) -> Result<bool> {
     Ok(conn
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM account_holds)")?
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM account_holds) OR EXISTS (SELECT 1 FROM budget_holds)",
+        )?
         .query_row([], |r| r.get(0))?)
 }
 
@@ -179,10 +182,23 @@ fn queue_key_event(
         }
     }
     drop(rows);
+    queue_on_channels(conn, &loops, run, event, now)
+}
+
+/// Queues `event` once per channel of `loops` (each loop's settings or else the
+/// store-wide default, whatever their `on`), naming `run`: what a hold of several
+/// loops (an account's, a budget's) sends once rather than once per loop.
+pub(crate) fn queue_on_channels(
+    conn: &Connection,
+    loops: &[Loop],
+    run: &Run,
+    event: NotifyEvent,
+    now: Instant,
+) -> Result<Vec<Delivery>> {
     let default = crate::notify::read_default(conn)?;
     let mut seen = BTreeSet::new();
     let mut sent = Vec::new();
-    for each in &loops {
+    for each in loops {
         let Some(settings) = notify::effective(each.notify.as_ref(), default.as_ref()) else {
             continue;
         };

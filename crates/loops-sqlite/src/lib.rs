@@ -18,6 +18,7 @@
 //! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance)
 //! and `workflows`. SQL lives only in this crate.
 
+mod budgets;
 mod checkpoint;
 mod claims;
 mod codec;
@@ -450,6 +451,34 @@ impl Store for SqliteStore {
         account: Option<&str>,
     ) -> StoreResult<Vec<loops_core::hold::AccountHold>> {
         holds::clear_account_holds(self, provider, account)
+    }
+
+    fn budgets(&self) -> StoreResult<Vec<loops_core::budget::StoreBudget>> {
+        budgets::budgets(self)
+    }
+
+    fn set_budget(&self, budget: &loops_core::budget::StoreBudget) -> StoreResult<()> {
+        budgets::set_budget(self, budget)
+    }
+
+    fn clear_budget(
+        &self,
+        provider: loops_core::Provider,
+        account: Option<&str>,
+    ) -> StoreResult<Option<loops_core::budget::StoreBudget>> {
+        budgets::clear_budget(self, provider, account)
+    }
+
+    fn budget_holds(&self) -> StoreResult<Vec<loops_core::budget::BudgetHold>> {
+        budgets::budget_holds(self)
+    }
+
+    fn budget_spend(
+        &self,
+        scope: &loops_core::budget::BudgetScope,
+        since: Instant,
+    ) -> StoreResult<loops_core::budget::Spend> {
+        budgets::budget_spend(self, scope, since)
     }
 
     fn start_background_maintenance(&self) -> StoreResult<()> {

@@ -312,6 +312,8 @@ pub(crate) fn due_loops(
             loop_cols!(),
             " FROM loops WHERE status = 'active' AND due_at <= ?1 AND ",
             crate::holds::not_held_at_1!(),
+            " AND ",
+            crate::budgets::not_budget_held_at_1!(),
             " ORDER BY due_at LIMIT ?2"
         ))?;
         let mut rows = stmt.query(params![ms(&now), sat_i64(limit as u64)])?;
@@ -333,6 +335,8 @@ pub(crate) fn next_due_at(store: &SqliteStore) -> StoreResult<Option<Instant>> {
                 "SELECT MIN(MAX(due_at, COALESCE((SELECT MAX(h.held_until) FROM account_holds h \
                  WHERE ",
                 crate::holds::hold_of_loop!(),
+                "), 0), COALESCE((SELECT MAX(b.held_until) FROM budget_holds b WHERE ",
+                crate::budgets::budget_of_loop!(),
                 "), 0))) FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
             )
         } else {
@@ -521,6 +525,7 @@ pub(crate) fn update_loop_definition(
             };
         };
         set_labels(tx, id, &updated.labels)?;
+        crate::budgets::after_edit(tx, &updated, now)?;
         events::append(tx, &EventBody::loop_changed(&updated), now)?;
         // The history belongs to the loop: its runs carry the name it has now.
         tx.prepare_cached("UPDATE runs SET loop_name = ?2 WHERE loop_id = ?1 AND loop_name != ?2")?

@@ -110,10 +110,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "sessions",
         sql: include_str!("../migrations/0016_sessions.sql"),
     },
+    Migration {
+        version: 17,
+        name: "budgets",
+        sql: include_str!("../migrations/0017_budgets.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

@@ -460,6 +460,33 @@ pub trait Store: WorkflowStore + Send + Sync {
         account: Option<&str>,
     ) -> Result<Vec<loops_core::hold::AccountHold>>;
 
+    /// The store-wide budgets (`loops budget set`), by provider and account.
+    fn budgets(&self) -> Result<Vec<loops_core::budget::StoreBudget>>;
+    /// Writes `budget` (replacing the one of its provider and account), then decides
+    /// its holds again at `budget.updated_at` (a raised limit releases the hold, a
+    /// lowered one may hold at once; no notification without a run).
+    fn set_budget(&self, budget: &loops_core::budget::StoreBudget) -> Result<()>;
+    /// Deletes the budget of `provider` and exactly `account` (`None`: the provider's
+    /// budget for every account) and its holds; returns it.
+    fn clear_budget(
+        &self,
+        provider: loops_core::Provider,
+        account: Option<&str>,
+    ) -> Result<Option<loops_core::budget::StoreBudget>>;
+    /// Every budget hold row (active ones and those past their window that no run
+    /// released yet). A finalization of an agent loop's run writes and releases them in
+    /// its transaction, as `loops_core::budget::decide` says for each budget covering
+    /// the loop; the due-loop queries leave the loops of an active one out, like
+    /// [`Store::account_holds`], and wake at its end.
+    fn budget_holds(&self) -> Result<Vec<loops_core::budget::BudgetHold>>;
+    /// What the runs of `scope` that finished at or after `since` reported, added up
+    /// (a key: the runs of the agent loops it covers).
+    fn budget_spend(
+        &self,
+        scope: &loops_core::budget::BudgetScope,
+        since: Instant,
+    ) -> Result<loops_core::budget::Spend>;
+
     // ---- maintenance ----
     /// Tunes the store for a long-lived, write-heavy owner (the daemon): housekeeping
     /// that would otherwise stall a commit now and then (SQLite's WAL checkpoints with

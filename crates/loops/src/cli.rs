@@ -242,6 +242,11 @@ pub enum Command {
     /// Accounts held by a usage limit (their agent loops wait until the hold ends);
     /// `holds clear PROVIDER [ACCOUNT]` releases one when the limit was lifted.
     Holds(HoldsArgs),
+    /// Store-wide budgets per provider (and account): `budget set provider=claude
+    /// --tokens 1000000/day`, `budget list`, `budget clear KEY`. A spent budget holds
+    /// its loops until its UTC day or week resets.
+    #[command(subcommand)]
+    Budget(BudgetCommand),
     /// Serve the HTTP API (REST under /v1, live events, OpenAPI) and the web dashboard
     /// (at /) on 127.0.0.1; every request needs the bearer token in the data dir's
     /// http.token (the dashboard's login form exchanges it for a session cookie).
@@ -275,6 +280,35 @@ pub struct HoldsClearArgs {
     pub provider: String,
     /// The account profile (`default` for agents without --account).
     pub account: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BudgetCommand {
+    /// Set the budget of KEY (`provider=NAME[,account=PROFILE]`; without an account,
+    /// every account of the provider): the limits given replace the key's.
+    Set(BudgetSetArgs),
+    /// The store-wide budgets, each against its spend in its current window.
+    List,
+    /// Remove the budget of exactly KEY (its loops are no longer held by it).
+    Clear(BudgetClearArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BudgetSetArgs {
+    /// `provider=claude` or `provider=claude,account=work`.
+    pub key: String,
+    /// Tokens (input + output) per UTC day or week: `N/day` or `N/week`.
+    #[arg(long, value_name = "N/WINDOW")]
+    pub tokens: Option<String>,
+    /// US dollars (the reported cost) per UTC day or week: `X/day` or `X/week`.
+    #[arg(long, value_name = "X/WINDOW")]
+    pub usd: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BudgetClearArgs {
+    /// `provider=claude` or `provider=claude,account=work`.
+    pub key: String,
 }
 
 #[derive(Debug, Args)]
@@ -665,6 +699,14 @@ pub struct DefinitionArgs {
     /// outcome (`resume` starts a fresh count).
     #[arg(long, value_name = "N")]
     pub max_runs: Option<u32>,
+    /// (agent loops) Budget: tokens (input + output) the loop's runs may use per UTC
+    /// day or week (`200000/day`); once spent the loop is held until the window resets.
+    #[arg(long, value_name = "N/WINDOW")]
+    pub budget_tokens: Option<String>,
+    /// (agent loops) Budget: US dollars (the reported cost) per UTC day or week
+    /// (`5/week`; runs without a cost count 0).
+    #[arg(long, value_name = "X/WINDOW")]
+    pub budget_usd: Option<String>,
     /// Lease of a running row before it is presumed dead (default 30m).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
     pub lease: Option<Duration>,
@@ -876,7 +918,8 @@ pub struct EditArgs {
     /// Clear a setting (repeatable): description, cwd, timeout, env, account, args,
     /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
     /// notify (all notification settings), notify-cmd, notify-url, max-failures,
-    /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh).
+    /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh),
+    /// budget-tokens, budget-usd.
     #[arg(long = "clear", value_name = "FIELD", value_enum)]
     pub clear: Vec<ClearField>,
 
@@ -936,6 +979,8 @@ pub enum ClearField {
     UntilOutput,
     MaxRuns,
     Session,
+    BudgetTokens,
+    BudgetUsd,
 }
 
 #[derive(Debug, Args)]
@@ -1280,6 +1325,8 @@ impl DefinitionArgs {
             until_cmd: self.until_cmd.clone(),
             until_output: self.until_output.clone(),
             max_runs: self.max_runs,
+            budget_tokens: self.budget_tokens.clone(),
+            budget_usd: self.budget_usd.clone(),
         }
     }
 }
@@ -1324,6 +1371,8 @@ impl From<ClearField> for definition::ClearField {
             ClearField::UntilOutput => F::UntilOutput,
             ClearField::MaxRuns => F::MaxRuns,
             ClearField::Session => F::Session,
+            ClearField::BudgetTokens => F::BudgetTokens,
+            ClearField::BudgetUsd => F::BudgetUsd,
         }
     }
 }

@@ -79,6 +79,23 @@ pub struct LoopDefinitionBody {
     /// Stop condition: the loop ends once this many of its slots have ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runs: Option<u32>,
+    /// Budget (agent loops): tokens per UTC day or week (`"200000/day"`); once spent the
+    /// loop is held until the window resets.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "loops_core::budget::serde_tokens"
+    )]
+    #[schema(value_type = Option<String>, example = "200000/day")]
+    pub budget_tokens: Option<loops_core::budget::Budget>,
+    /// Budget (agent loops): US dollars per UTC day or week (`"5/week"`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "loops_core::budget::serde_usd"
+    )]
+    #[schema(value_type = Option<String>, example = "5/week")]
+    pub budget_usd: Option<loops_core::budget::Budget>,
     #[serde(default)]
     pub labels: Vec<String>,
     /// Runner labels a runner must have, all of them, to run the loop (`create --on`;
@@ -269,6 +286,8 @@ impl LoopDefinitionBody {
             until_cmd: p.ops.until_cmd.clone(),
             until_output: p.ops.until_output.clone(),
             max_runs: p.ops.max_runs,
+            budget_tokens: p.ops.budget_tokens,
+            budget_usd: p.ops.budget_usd,
             labels: def.labels.clone(),
             runs_on: p.runs_on.clone(),
             notify: def.notify.clone(),
@@ -305,6 +324,8 @@ impl LoopDefinitionBody {
                 until_cmd: self.until_cmd,
                 until_output: self.until_output,
                 max_runs: self.max_runs,
+                budget_tokens: self.budget_tokens,
+                budget_usd: self.budget_usd,
             },
         };
         Ok((

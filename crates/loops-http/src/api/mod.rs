@@ -48,6 +48,11 @@ pub(crate) fn routes(_state: State) -> Router<State> {
         .route("/v1/usage", get(status::usage))
         .route("/v1/holds", get(holds::list))
         .route("/v1/holds/{provider}", delete(holds::clear))
+        .route("/v1/budgets", get(status::budgets))
+        .route(
+            "/v1/budgets/{key}",
+            axum::routing::put(status::set_budget).delete(status::clear_budget),
+        )
         .route("/v1/events", get(crate::events::stream))
         .route("/v1/openapi.json", get(crate::openapi::document))
 }

@@ -196,6 +196,8 @@ pub struct UsageDocument {
     pub since: String,
     pub groups: Vec<UsageGroupDocument>,
     pub total: UsageTotalsDocument,
+    /// Every budget against its spend in its current window (left out without any).
+    pub budgets: Option<Vec<loops_core::budget::BudgetStatus>>,
 }
 
 /// One group: its key (the loop, provider or UTC day) and totals.
@@ -248,4 +250,72 @@ pub(crate) async fn usage(
     let doc = serde_json::to_value(&report)
         .map_err(|e| ApiError::failed(format!("cannot encode the report: {e}")))?;
     Ok(Json(doc))
+}
+
+/// Every budget against its spend in its current UTC day or week (`loops budget list
+/// --json` with the loops' own budgets too, as `loops usage --json` lists them).
+#[utoipa::path(get, path = "/v1/budgets", tag = "status",
+    responses((status = 200, description = "Each budget and its spend.", body = Vec<loops_core::budget::BudgetStatus>)))]
+pub(crate) async fn budgets(
+    axum::extract::State(state): axum::extract::State<State>,
+) -> Result<Json<Vec<loops_core::budget::BudgetStatus>>, ApiError> {
+    let status = blocking(
+        &state,
+        move |c| Ok(c.all_budget_status(chrono::Utc::now())?),
+    )
+    .await?;
+    Ok(Json(status))
+}
+
+/// The limits of a store-wide budget (`loops budget set KEY --tokens … --usd …`).
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetBody {
+    /// Tokens per UTC day or week (`"1000000/day"`).
+    #[serde(default)]
+    pub tokens: Option<String>,
+    /// US dollars per UTC day or week (`"20/week"`).
+    #[serde(default)]
+    pub usd: Option<String>,
+}
+
+/// Sets the store-wide budget of a provider (and account): the limits given replace
+/// the key's (`loops budget set`).
+#[utoipa::path(put, path = "/v1/budgets/{key}", tag = "status",
+    params(("key" = String, Path, description = "`provider=claude` or `provider=claude,account=work`.")),
+    request_body = BudgetBody,
+    responses(
+        (status = 200, description = "The budget as stored.", body = loops_core::budget::StoreBudget),
+        (status = 400, description = "A bad key or limit.", body = ErrorBody),
+    ))]
+pub(crate) async fn set_budget(
+    axum::extract::State(state): axum::extract::State<State>,
+    axum::extract::Path(key): axum::extract::Path<String>,
+    Json(body): Json<BudgetBody>,
+) -> Result<Json<loops_core::budget::StoreBudget>, ApiError> {
+    let budget = blocking(&state, move |c| {
+        Ok(c.set_budget(
+            &key,
+            body.tokens.as_deref(),
+            body.usd.as_deref(),
+            chrono::Utc::now(),
+        )?)
+    })
+    .await?;
+    Ok(Json(budget))
+}
+
+/// Removes the store-wide budget of exactly a key (`loops budget clear`).
+#[utoipa::path(delete, path = "/v1/budgets/{key}", tag = "status",
+    params(("key" = String, Path, description = "`provider=claude` or `provider=claude,account=work`.")),
+    responses(
+        (status = 200, description = "The budget removed.", body = loops_core::budget::StoreBudget),
+        (status = 400, description = "A bad key, or no budget for it.", body = ErrorBody),
+    ))]
+pub(crate) async fn clear_budget(
+    axum::extract::State(state): axum::extract::State<State>,
+    axum::extract::Path(key): axum::extract::Path<String>,
+) -> Result<Json<loops_core::budget::StoreBudget>, ApiError> {
+    let cleared = blocking(&state, move |c| Ok(c.clear_budget(&key)?)).await?;
+    Ok(Json(cleared))
 }

@@ -59,6 +59,8 @@ pub(crate) struct Action {
 #[template(path = "loop.html")]
 pub(crate) struct LoopPage {
     pub base: Base,
+    /// The budgets covering the loop: (what, percent spent capped at 100, the spend).
+    pub budgets: Vec<(String, u64, String)>,
     pub id: String,
     pub name: String,
     pub description: String,
@@ -332,8 +334,9 @@ fn build(
             0,
             (
                 "held until",
+                // The reason says what holds it: a usage limit or a spent budget.
                 format!(
-                    "{} by its account's usage limit: {}",
+                    "{}: {}",
                     words::instant(&until),
                     lp.held_reason.as_deref().unwrap_or("usage limit")
                 ),
@@ -362,7 +365,24 @@ fn build(
         };
         policy.push(("runs on", runs_on));
     }
+    // A bar per budget: spend / limit in its current UTC window.
+    let budgets = c
+        .budget_status(std::slice::from_ref(&lp), false, now)?
+        .into_iter()
+        .map(|b| {
+            let whose = match &b.scope {
+                loops_core::budget::BudgetScope::Loop(_) => String::new(),
+                key => format!(" ({key})"),
+            };
+            (
+                format!("{} {}/{}{whose}", b.metric, b.limit, b.window),
+                b.percent.min(100),
+                b.line(),
+            )
+        })
+        .collect();
     Ok(LoopPage {
+        budgets,
         base: Base {
             title: lp.name.clone(),
             nav: "overview",

@@ -102,6 +102,8 @@ pub(crate) struct Row {
     pub id: String,
     pub name: String,
     pub status: &'static str,
+    /// Why a held loop is held (a usage limit or a spent budget), its badge's title.
+    pub held_reason: String,
     pub schedule: String,
     pub next_iso: String,
     pub next_text: String,
@@ -258,6 +260,7 @@ fn build(
                 } else {
                     lp.status.as_str()
                 },
+                held_reason: lp.held_reason.clone().unwrap_or_default(),
                 schedule: words::schedule(&lp.schedule),
                 next_iso: next.map(|t| words::iso(&t)).unwrap_or_default(),
                 next_text: next.map_or_else(|| "—".to_owned(), |t| words::relative(t, now)),

@@ -24,14 +24,17 @@ impl Client {
         Ok(self.store.clear_account_holds(provider, account)?)
     }
 
-    /// Fills in the held fields of `loops` from the store's holds active at `now`; reads
-    /// the holds only when one of them is an agent loop.
+    /// Fills in the held fields of `loops` from the store's holds active at `now` (an
+    /// account's or a budget's); reads the holds only when one of them is an agent loop.
     pub(super) fn mark_held(&self, loops: &mut [Loop], now: Instant) -> Result<()> {
         if !loops.iter().any(|l| matches!(l.target, Target::Agent(_))) {
             return Ok(());
         }
         let holds = self.store.account_holds()?;
         hold::mark_held(loops, &holds, now);
+        // A spent budget holds too (`loops_core::budget`); the later end is shown.
+        let budget_holds = self.store.budget_holds()?;
+        loops_core::budget::mark_held(loops, &budget_holds, now);
         Ok(())
     }
 }

@@ -378,6 +378,7 @@ impl Client {
         validate::description(def.description.as_deref(), &label)?;
         validate::target(&def.target, &label)?;
         validate_policy(&def.policy())?;
+        validate::budgets(&def.ops, &def.target)?;
         validate::jitter(&def.schedule, def.jitter_ms)?;
         def.labels = validate::labels(&def.labels)?;
         def.runs_on = validate::labels(&def.runs_on)?;

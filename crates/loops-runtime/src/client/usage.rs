@@ -13,7 +13,7 @@ impl Client {
     /// `since`, grouped `by` loop, provider or day, with totals. A step counts for the
     /// loop whose slot ran its workflow (`workflow NAME` when it ran inline), its
     /// provider from the spec version it ran. Reads through the store's index of rows
-    /// with usage.
+    /// with usage. Every budget is shown against its spend in its current window.
     pub fn usage(&self, since: Instant, by: GroupBy) -> Result<UsageReport> {
         let rows = self.store.usage_since(since)?;
         let mut loops: HashMap<LoopId, Option<(String, Option<String>)>> = HashMap::new();
@@ -60,7 +60,9 @@ impl Client {
                 usage: row.usage,
             });
         }
-        Ok(usage::roll_up(&entries, by, since))
+        let mut report = usage::roll_up(&entries, by, since);
+        report.budgets = self.all_budget_status(chrono::Utc::now())?;
+        Ok(report)
     }
 
     /// A loop's name and its agent provider, looked up once per loop; `None` once the

@@ -450,3 +450,156 @@ pub fn session_ids_round_trip_and_the_last_session_is_found(db: &dyn TestDb) {
         Some("sess-other".to_owned())
     );
 }
+
+/// Budgets (issue #20 item 7): a loop's own token budget and a store-wide budget of its
+/// provider, checked in the finalization: once a window's spend reaches the limit the
+/// loop (the key's loops) is held until the UTC day ends — the other store's due query
+/// leaves it out and its next due instant waits — with one `held` notification; a
+/// raised store-wide budget releases its hold at once, a cleared one is gone; the next
+/// day's first run releases the loop's hold with one `resumed`.
+pub fn budgets_hold_a_spent_loop_and_key_until_the_window_resets(db: &dyn TestDb) {
+    use loops_core::budget::{Budget, BudgetMetric, BudgetScope, StoreBudget};
+    let (one, other) = (db.open(), db.open());
+    let tokens = |text: &str| Budget::parse(BudgetMetric::Tokens, text, "tokens").unwrap();
+    // t(0) is 2023-11-14 22:13:20 UTC: the day ends at t(6_400_000).
+    let midnight = t(6_400_000);
+    let mut a = agent_loop("a", Some("work"), "hook-work");
+    a.policy.ops.budget_tokens = Some(tokens("1000/day"));
+    let a = one.create_loop(a, t(0)).unwrap();
+    assert_eq!(a.ops.budget_tokens, Some(tokens("1000/day")));
+    assert_eq!(one.get_loop(&a.id).unwrap().unwrap(), a);
+    let b = one
+        .create_loop(agent_loop("b", None, "hook-work"), t(0))
+        .unwrap();
+    let mut codex = agent_loop("c", None, "hook-work");
+    codex.target = serde_json::from_value(
+        serde_json::json!({"type": "agent", "provider": "codex", "prompt": "hi"}),
+    )
+    .unwrap();
+    one.create_loop(codex, t(0)).unwrap();
+    one.create_loop(new_loop("d", Some(t(0))), t(0)).unwrap();
+    let used = |at, input: u64, output: u64| RunOutcome {
+        usage: Some(loops_core::Usage {
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            cost_usd: None,
+        }),
+        ..outcome(RunStatus::Succeeded, at)
+    };
+
+    // 600 of 1000: not spent.
+    let first = claim(&*one, &claim_req(&a, t(0), t(1))).unwrap();
+    let (_, sent) = finish_noting(&*one, &first.id, used(t(2), 400, 200));
+    assert!(sent.is_empty(), "{sent:?}");
+    assert!(other.budget_holds().unwrap().is_empty());
+    // 1200 of 1000: held until midnight, one `held`.
+    let second = claim(&*one, &claim_req(&a, t(60_000), t(60_001))).unwrap();
+    let (_, sent) = finish_noting(&*one, &second.id, used(t(60_002), 400, 200));
+    assert_eq!(sent, [NotifyEvent::Held]);
+    let holds = other.budget_holds().unwrap();
+    assert_eq!(holds.len(), 1, "{holds:?}");
+    assert_eq!(holds[0].scope, BudgetScope::Loop(a.id.clone()));
+    assert_eq!(holds[0].held_until, midnight);
+    assert!(holds[0].notified);
+    assert_eq!(
+        holds[0].reason,
+        "budget spent: 1,200 of 1,000 tokens today (resets 2023-11-15 00:00 UTC)"
+    );
+    let spend = other
+        .budget_spend(&BudgetScope::Loop(a.id.clone()), t(0))
+        .unwrap();
+    assert_eq!((spend.runs, spend.tokens, spend.unpriced), (2, 1_200, 2));
+    assert_eq!(due_names(&*other, t(120_000)), ["b", "c", "d"]);
+    let move_others = |to| {
+        for name in ["b", "c", "d"] {
+            let lp = other.get_loop_by_name(name).unwrap().unwrap();
+            let later = LoopAdvance {
+                status: LoopStatus::Active,
+                next_run_at: Some(to),
+                retry_scheduled_for: None,
+            };
+            other
+                .update_loop_schedule(&lp.id, &later, t(3), None)
+                .unwrap();
+        }
+    };
+    // With nothing else due before, a runner wakes at midnight.
+    move_others(t(100_000_000));
+    assert_eq!(other.next_due_at().unwrap(), Some(midnight));
+    assert_eq!(other.next_due_at_on(&[]).unwrap(), Some(midnight));
+    move_others(t(5_000_000));
+
+    // A store-wide budget of claude (every account): 1,600 of 1,500 once b ran.
+    let claude = StoreBudget {
+        provider: loops_core::Provider::Claude,
+        account: None,
+        tokens: Some(tokens("1500/day")),
+        usd: None,
+        updated_at: t(200_000),
+    };
+    one.set_budget(&claude).unwrap();
+    assert_eq!(other.budgets().unwrap(), std::slice::from_ref(&claude));
+    assert_eq!(other.budget_holds().unwrap().len(), 1, "1,200 < 1,500");
+    let mut now_req = claim_req(&b, t(200_001), t(200_001));
+    now_req.source = loops_core::RunSource::AdHoc;
+    let run_b = claim(&*one, &now_req).unwrap();
+    let (_, sent) = finish_noting(&*one, &run_b.id, used(t(200_002), 300, 100));
+    assert_eq!(
+        sent,
+        [NotifyEvent::Held],
+        "one per channel of the key's loops"
+    );
+    let key = BudgetScope::parse_key("provider=claude").unwrap();
+    let key_hold = other
+        .budget_holds()
+        .unwrap()
+        .into_iter()
+        .find(|h| h.scope == key)
+        .unwrap();
+    assert_eq!(
+        key_hold.reason,
+        "claude budget spent: 1,600 of 1,500 tokens today (resets 2023-11-15 00:00 UTC)"
+    );
+    assert_eq!(
+        other.budget_spend(&key, t(0)).unwrap().tokens,
+        1_600,
+        "a's and b's runs"
+    );
+    assert_eq!(due_names(&*other, t(5_000_001)), ["c", "d"]);
+    // Raised: released at once (no run, no notification); cleared: gone.
+    one.set_budget(&StoreBudget {
+        tokens: Some(tokens("2000/day")),
+        updated_at: t(300_000),
+        ..claude.clone()
+    })
+    .unwrap();
+    assert!(other.budget_holds().unwrap().iter().all(|h| h.scope != key));
+    assert_eq!(
+        due_names(&*other, t(5_000_001)),
+        ["b", "c", "d"],
+        "a still held"
+    );
+    assert!(other
+        .clear_budget(loops_core::Provider::Claude, Some("work"))
+        .unwrap()
+        .is_none());
+    let cleared = other
+        .clear_budget(loops_core::Provider::Claude, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(cleared.tokens, Some(tokens("2000/day")));
+    assert!(one.budgets().unwrap().is_empty());
+
+    // The next day: due again; its first run releases the hold with one `resumed`.
+    assert!(
+        due_names(&*other, midnight + chrono::TimeDelta::milliseconds(1)).contains(&"a".to_owned())
+    );
+    let next = claim(&*other, &claim_req(&a, midnight, midnight)).unwrap();
+    let (_, sent) = finish_noting(
+        &*other,
+        &next.id,
+        used(midnight + chrono::TimeDelta::seconds(5), 10, 10),
+    );
+    assert_eq!(sent, [NotifyEvent::Resumed]);
+    assert!(one.budget_holds().unwrap().is_empty());
+}

@@ -119,10 +119,8 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         let why = lp.held_reason.as_deref().unwrap_or("usage limit");
         lines.push((
             "held until",
-            format!(
-                "{} by its account's usage limit: {why}",
-                output::when(Some(until), now)
-            ),
+            // The reason says what holds it: a usage limit or a spent budget.
+            format!("{}: {why}", output::when(Some(until), now)),
         ));
     }
     if let Some(reason) = &lp.state.status_reason {
@@ -131,6 +129,23 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
             _ => "paused by",
         };
         lines.push((by, reason.clone()));
+    }
+    // Budgets: the loop's own and the store-wide ones covering it, with the spend.
+    for status in client.budget_status(std::slice::from_ref(&lp), false, now)? {
+        let whose = match &status.scope {
+            loops_core::budget::BudgetScope::Loop(_) => String::new(),
+            key => format!(" ({key})"),
+        };
+        lines.push((
+            "budget",
+            format!(
+                "{} {}/{}{whose}: {}",
+                status.metric,
+                status.limit,
+                status.window,
+                status.line()
+            ),
+        ));
     }
     for (key, value) in stop_lines(&lp) {
         lines.push((key, value));

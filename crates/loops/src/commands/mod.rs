@@ -2,6 +2,7 @@
 //! layer over the library [`Client`]: typed flags in (see `cli`), one client call,
 //! output and an [`Exit`] code out; none reaches past the client to the store.
 
+mod budget;
 mod completions;
 mod create;
 mod daemon;
@@ -151,6 +152,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Logs(args) => logs::run(&ctx, args),
         Command::Runners => runners::run(&ctx),
         Command::Holds(args) => holds::run(&ctx, args),
+        Command::Budget(command) => budget::run(&ctx, command),
         Command::Serve(args) => serve::run(&ctx, args),
         Command::Store(cmd) => store::run(&ctx, cmd),
         Command::Supervise(args) => supervise::run(args),

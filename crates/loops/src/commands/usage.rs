@@ -22,6 +22,7 @@ pub fn run(ctx: &Context, args: UsageArgs) -> Result<Exit, Failure> {
             "no agent usage recorded since {}",
             output::instant_text(Some(since))
         )?;
+        print_budgets(&report.budgets, now)?;
         return Ok(Exit::Success);
     }
     let header = match by {
@@ -45,7 +46,20 @@ pub fn run(ctx: &Context, args: UsageArgs) -> Result<Exit, Failure> {
     }
     table.row(row("total", &report.total));
     table.print()?;
+    print_budgets(&report.budgets, now)?;
     Ok(Exit::Success)
+}
+
+/// The budgets against their spend in their current window, after the usage.
+fn print_budgets(
+    budgets: &[loops_core::budget::BudgetStatus],
+    now: loops_core::Instant,
+) -> Result<(), Failure> {
+    if budgets.is_empty() {
+        return Ok(());
+    }
+    outln!()?;
+    super::budget::print_table(budgets, now)
 }
 
 /// `$1.2345`, with the runs that reported no price; `-` when none did.

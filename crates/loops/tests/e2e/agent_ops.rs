@@ -1245,3 +1245,286 @@ fn mcp_sets_the_session_only_with_allow_code() {
     );
     assert!(mcp.close().success());
 }
+
+// ---- item 7: budgets ----
+
+/// The claude fixture's success reporting `input` + `output` tokens (and its cost).
+fn claude_using(input: u64, output: u64) -> String {
+    fixture("claude_success.json")
+        .replace("\"input_tokens\":11", &format!("\"input_tokens\":{input}"))
+        .replace(
+            "\"output_tokens\":7",
+            &format!("\"output_tokens\":{output}"),
+        )
+        .replace("\"inputTokens\":11", &format!("\"inputTokens\":{input}"))
+        .replace("\"outputTokens\":7", &format!("\"outputTokens\":{output}"))
+}
+
+/// `loops ARGS` with the wall clock started at `fake` (libfaketime's `@YYYY-MM-DD
+/// hh:mm:ss`, running on from there).
+fn at_time(w: &World, fake: &str, args: &[&str]) -> std::process::Output {
+    w.cmd(args)
+        .env("LD_PRELOAD", crate::trust_engine::FAKETIME_LIB)
+        .env("FAKETIME", format!("@{fake}"))
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .output()
+        .expect("loops under faketime")
+}
+
+/// `tick` at `fake`, asserting it succeeded.
+fn tick_at(w: &World, fake: &str) {
+    let out = at_time(w, fake, &["tick"]);
+    assert!(
+        out.status.success(),
+        "tick at {fake}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn succeeded(w: &World, name: &str) -> usize {
+    w.runs(name)
+        .iter()
+        .filter(|r| r["status"] == "succeeded")
+        .count()
+}
+
+/// Item 7: an hourly claude loop with `--budget-tokens 1000/day` whose runs report 600
+/// tokens each runs twice (600, then 1,200 of 1,000), is then held until the next UTC
+/// midnight — `heldUntil` and the reason in `show`/`list`, `health` warns held and
+/// counts no missed slot, `usage` shows the spend against the limit, its next slots do
+/// not run, `holds clear` does not release it — with one `held` notification; past
+/// midnight it runs again by itself (one `resumed`). A command loop refuses a budget;
+/// `edit --clear budget-tokens` removes it.
+#[test]
+fn a_loop_whose_token_budget_is_spent_is_held_until_the_next_day() {
+    if !crate::trust_engine::have_faketime() {
+        return;
+    }
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("claude", &claude_using(400, 200), 0);
+    let events = w.root.path().join("events");
+    create_agent(
+        &w,
+        "spender",
+        "claude",
+        &[
+            "--prompt",
+            "hi",
+            "--budget-tokens",
+            "1000/day",
+            "--notify-cmd",
+            &event_hook(&events),
+        ],
+    );
+    assert_eq!(shown(&w, "spender")["budgetTokens"], "1000/day");
+    // A Tuesday; the day ends at 2030-01-09 00:00 UTC.
+    tick_at(&w, "2030-01-08 10:00:00");
+    assert_eq!(succeeded(&w, "spender"), 1);
+    assert!(shown(&w, "spender")["heldUntil"].is_null());
+    tick_at(&w, "2030-01-08 11:01:00");
+    assert_eq!(succeeded(&w, "spender"), 2);
+    let lp = shown(&w, "spender");
+    assert_eq!(lp["heldUntil"], "2030-01-09T00:00:00.000Z", "{lp:#}");
+    assert_eq!(
+        lp["heldReason"],
+        "budget spent: 1,200 of 1,000 tokens today (resets 2030-01-09 00:00 UTC)"
+    );
+    // Its next slots are not run, and holds clear (account holds) does not release it.
+    w.ok(&["holds", "clear", "claude"]);
+    tick_at(&w, "2030-01-08 12:02:00");
+    tick_at(&w, "2030-01-08 13:03:00");
+    assert_eq!(succeeded(&w, "spender"), 2, "held slots do not run");
+    let health = at_time(&w, "2030-01-08 14:00:00", &["--json", "health"]);
+    let health: serde_json::Value = serde_json::from_slice(&health.stdout).unwrap();
+    let line = &health["loops"][0];
+    assert_eq!(line["verdict"], "warn", "{health:#}");
+    assert_eq!(line["missedSlots"], 0, "{health:#}");
+    assert!(
+        line["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("held until"),
+        "{health:#}"
+    );
+    assert!(w.ok(&["list"]).contains("held "));
+    let text = w.ok(&["show", "spender"]);
+    assert!(text.contains("held until"), "{text}");
+    assert!(text.contains("budget"), "{text}");
+    let usage = at_time(
+        &w,
+        "2030-01-08 14:00:00",
+        &["--json", "usage", "--since", "1d"],
+    );
+    let usage: serde_json::Value = serde_json::from_slice(&usage.stdout).unwrap();
+    let budget = &usage["budgets"][0];
+    assert_eq!(
+        (&budget["spent"], &budget["limit"], &budget["spentOut"]),
+        (
+            &serde_json::json!("1200"),
+            &serde_json::json!("1000"),
+            &serde_json::json!(true)
+        ),
+        "{usage:#}"
+    );
+    assert_eq!(budget["loopName"], "spender");
+    assert_eq!(budget["resetsAt"], "2030-01-09T00:00:00.000Z");
+
+    // Past midnight it runs again by itself: the new day's spend is 600.
+    tick_at(&w, "2030-01-09 00:05:00");
+    assert_eq!(succeeded(&w, "spender"), 3);
+    assert!(shown(&w, "spender")["heldUntil"].is_null());
+    let text = std::fs::read_to_string(&events).unwrap_or_default();
+    assert_eq!(
+        (
+            text.matches("held").count(),
+            text.matches("resumed").count()
+        ),
+        (1, 1),
+        "one of each: {text}"
+    );
+
+    // Editing: cleared, the budget is gone; a command loop refuses one.
+    w.ok(&["edit", "spender", "--clear", "budget-tokens"]);
+    assert!(shown(&w, "spender").get("budgetTokens").is_none());
+    let (code, err) = w.fail(&[
+        "create",
+        "command",
+        "plain",
+        "--every",
+        "1h",
+        "--cmd",
+        "true",
+        "--budget-usd",
+        "5/week",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--budget-usd is for agent loops"), "{err}");
+    let (code, err) = w.fail(&["edit", "spender", "--budget-tokens", "lots/day"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("invalid --budget-tokens"), "{err}");
+}
+
+/// Item 7: a store-wide budget `provider=claude --tokens 1000/day` holds both claude
+/// loops once their runs together pass it, not the codex loop; `usage` and `budget
+/// list` show the spend against it; raising it releases them at once.
+#[test]
+fn a_store_wide_budget_holds_every_loop_of_its_provider() {
+    if !crate::trust_engine::have_faketime() {
+        return;
+    }
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    fakes.canned("claude", &claude_using(400, 200), 0);
+    fakes.canned("codex", &fixture("codex_success.jsonl"), 0);
+    for (name, provider) in [
+        ("first", "claude"),
+        ("second", "claude"),
+        ("other", "codex"),
+    ] {
+        create_agent(&w, name, provider, &["--prompt", "hi"]);
+    }
+    w.ok(&["budget", "set", "provider=claude", "--tokens", "1000/day"]);
+    let (code, err) = w.fail(&["budget", "set", "provider=gpt", "--tokens", "1/day"]);
+    assert_eq!(code, 2, "{err}");
+    tick_at(&w, "2030-01-08 10:00:00");
+    let listed = w.json(&["list"]);
+    let of = |name: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    for name in ["first", "second"] {
+        assert_eq!(
+            of(name)["heldUntil"],
+            "2030-01-09T00:00:00.000Z",
+            "{listed:#}"
+        );
+        assert_eq!(
+            of(name)["heldReason"],
+            "claude budget spent: 1,200 of 1,000 tokens today (resets 2030-01-09 00:00 UTC)"
+        );
+    }
+    assert!(of("other")["heldUntil"].is_null(), "{listed:#}");
+    tick_at(&w, "2030-01-08 11:01:00");
+    assert_eq!(
+        (
+            succeeded(&w, "first"),
+            succeeded(&w, "second"),
+            succeeded(&w, "other")
+        ),
+        (1, 1, 2)
+    );
+    let budgets = at_time(&w, "2030-01-08 11:30:00", &["--json", "budget", "list"]);
+    let budgets: serde_json::Value = serde_json::from_slice(&budgets.stdout).unwrap();
+    assert_eq!(budgets[0]["scope"], "provider=claude", "{budgets:#}");
+    assert_eq!(budgets[0]["spent"], "1200", "{budgets:#}");
+    let text =
+        String::from_utf8(at_time(&w, "2030-01-08 11:30:00", &["usage", "--since", "1d"]).stdout)
+            .unwrap();
+    assert!(text.contains("1,200 of 1,000 tokens today"), "{text}");
+    // Raised: due again at once.
+    w.ok(&["budget", "set", "provider=claude", "--tokens", "5000/day"]);
+    tick_at(&w, "2030-01-08 12:02:00");
+    assert_eq!((succeeded(&w, "first"), succeeded(&w, "second")), (2, 2));
+    w.ok(&["budget", "clear", "provider=claude"]);
+    assert!(w.json(&["budget", "list"]).as_array().unwrap().is_empty());
+}
+
+/// Item 7: a loop's budgets travel in bundles; over MCP a budget is a limit, not what
+/// runs: `--allow-mutations` sets and clears it on an agent loop, and `loops_budgets`
+/// lists it against its spend.
+#[test]
+fn budgets_travel_in_bundles_and_mcp_sets_them_with_mutations() {
+    let mut w = World::new();
+    let _fakes = Fakes::install(&mut w);
+    create_agent(
+        &w,
+        "capped",
+        "claude",
+        &[
+            "--prompt",
+            "hi",
+            "--budget-tokens",
+            "200000/day",
+            "--budget-usd",
+            "$2.50/week",
+        ],
+    );
+    let lp = shown(&w, "capped");
+    assert_eq!(
+        (&lp["budgetTokens"], &lp["budgetUsd"]),
+        (&"200000/day".into(), &"2.5/week".into())
+    );
+    let out = w.run(&["export"]);
+    assert!(out.status.success());
+    let other = World::new();
+    let bundle = other.root.path().join("bundle.json");
+    std::fs::write(&bundle, &out.stdout).unwrap();
+    other.json(&["import", bundle.to_str().unwrap(), "--apply"]);
+    let there = shown(&other, "capped");
+    assert_eq!(there["budgetTokens"], "200000/day");
+    assert_eq!(there["budgetUsd"], "2.5/week");
+
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations"]);
+    let edited = mcp.ok(
+        "loops_edit",
+        serde_json::json!({"loop": "capped", "budgetTokens": "5000/week", "clear": ["budget-usd"]}),
+    );
+    assert_eq!(edited["budgetTokens"], "5000/week", "{edited:#}");
+    assert!(edited.get("budgetUsd").is_none(), "{edited:#}");
+    let listed = mcp.ok("loops_budgets", serde_json::json!({}));
+    assert_eq!(listed[0]["loopName"], "capped", "{listed:#}");
+    assert_eq!(listed[0]["limit"], "5000");
+    assert_eq!(listed[0]["window"], "week");
+    let refused = mcp.err(
+        "loops_edit",
+        serde_json::json!({"loop": "capped", "budgetTokens": "many"}),
+    );
+    assert!(refused.contains("invalid --budget-tokens"), "{refused}");
+    assert!(mcp.close().success());
+}

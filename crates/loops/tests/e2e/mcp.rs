@@ -20,7 +20,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 /// Every tool the server must list (and the tests call).
-const TOOLS: [&str; 24] = [
+const TOOLS: [&str; 25] = [
+    "loops_budgets",
     "loops_create_agent",
     "loops_create_command",
     "loops_create_workflow",
@@ -842,6 +843,7 @@ fn every_listed_tool_answers() {
         ("loops_health", json!({})),
         ("loops_usage", json!({"by": "provider", "since": "30d"})),
         ("loops_holds", json!({})),
+        ("loops_budgets", json!({})),
         (
             "loops_holds_clear",
             json!({"provider": "claude", "account": "work"}),

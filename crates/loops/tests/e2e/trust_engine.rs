@@ -375,7 +375,7 @@ fn a_daemon_fenced_out_by_another_says_who_took_the_lease() {
 
 // ---- item 16: a backwards clock jump ----
 
-const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+pub(crate) const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 #[test]
 fn loops_advanced_under_a_clock_that_ran_ahead_are_replanned_when_it_jumps_back() {
@@ -473,7 +473,7 @@ fn a_daemon_started_after_the_clock_went_back_replans_at_once() {
 // ---- issue #19 item 9: jitter and catch-up after downtime ----
 
 /// Whether libfaketime is here (a failure under CI, where it must be).
-fn have_faketime() -> bool {
+pub(crate) fn have_faketime() -> bool {
     if std::path::Path::new(FAKETIME_LIB).exists() {
         return true;
     }

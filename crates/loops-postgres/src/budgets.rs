@@ -1,0 +1,404 @@
+//! Budgets (issue #20 item 7, `loops_core::budget`): the store-wide `budgets` rows, the
+//! spend of a scope's window, and the `budget_holds` rows a finalization (or a changed
+//! budget) writes and releases in its transaction — under an advisory lock of the
+//! scope, so runners spending one budget at once queue one `held` notification — and
+//! the condition the due-loop queries use to leave a budget-held loop out, which makes
+//! every runner of the store honour a hold another one wrote.
+
+use crate::codec::{decode_all, get, get_enum, get_instant, loop_cols, ms, text};
+use crate::error::{Error, Result};
+use crate::holds::{key_account, key_provider};
+use crate::session::Db;
+use loops_core::budget::{
+    self, Budget, BudgetChange, BudgetHold, BudgetMetric, BudgetScope, Spend, StoreBudget,
+};
+use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run, Target, Usage};
+use tokio_postgres::{GenericClient, Row};
+
+/// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
+/// store-wide budget's of its provider (and account).
+macro_rules! budget_of_loop {
+    () => {
+        concat!(
+            "(b.loop_id = loops.id OR (b.provider = ",
+            $crate::holds::key_provider!(),
+            " AND (b.account IS NULL OR b.account = ",
+            $crate::holds::key_account!(),
+            ")))"
+        )
+    };
+}
+
+/// The condition that no budget holds the loop row `loops` at `$1`.
+macro_rules! not_budget_held_at_1 {
+    () => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM budget_holds b WHERE b.held_until > $1 AND ",
+            $crate::budgets::budget_of_loop!(),
+            ")"
+        )
+    };
+}
+pub(crate) use {budget_of_loop, not_budget_held_at_1};
+
+macro_rules! hold_cols {
+    () => {
+        "scope, metric, held_until, reason, notified, updated_at"
+    };
+}
+
+macro_rules! budget_cols {
+    () => {
+        "provider, account, tokens, usd, updated_at"
+    };
+}
+
+fn hold_from_row(row: &Row) -> Result<BudgetHold> {
+    let scope: String = get(row, 0, "scope")?;
+    Ok(BudgetHold {
+        scope: scope
+            .parse()
+            .map_err(|e| Error::decode(format!("column scope: {e}")))?,
+        metric: get_enum(row, 1, "metric")?,
+        held_until: get_instant(row, 2, "held_until")?,
+        reason: get(row, 3, "reason")?,
+        notified: get(row, 4, "notified")?,
+        updated_at: get_instant(row, 5, "updated_at")?,
+    })
+}
+
+fn budget_from_row(row: &Row) -> Result<StoreBudget> {
+    let limit = |idx: usize, col: &str, metric: BudgetMetric| -> Result<Option<Budget>> {
+        get::<Option<String>>(row, idx, col)?
+            .map(|t| {
+                Budget::parse(metric, &t, col)
+                    .map_err(|e| Error::decode(format!("column {col}: {e}")))
+            })
+            .transpose()
+    };
+    let account: String = get(row, 1, "account")?;
+    Ok(StoreBudget {
+        provider: get_enum(row, 0, "provider")?,
+        account: (!account.is_empty()).then_some(account),
+        tokens: limit(2, "tokens", BudgetMetric::Tokens)?,
+        usd: limit(3, "usd", BudgetMetric::Usd)?,
+        updated_at: get_instant(row, 4, "updated_at")?,
+    })
+}
+
+pub(crate) async fn budgets<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<Vec<StoreBudget>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                budget_cols!(),
+                " FROM budgets ORDER BY provider, account"
+            ),
+            &[],
+        )
+        .await?;
+    decode_all(&rows, budget_from_row)
+}
+
+async fn read_hold<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    scope: &BudgetScope,
+    metric: BudgetMetric,
+) -> Result<Option<BudgetHold>> {
+    let row = db
+        .query_opt(
+            concat!(
+                "SELECT ",
+                hold_cols!(),
+                " FROM budget_holds WHERE scope = $1 AND metric = $2"
+            ),
+            &[&text(&scope.to_string()).as_ref(), &metric.as_str()],
+        )
+        .await?;
+    row.as_ref().map(hold_from_row).transpose()
+}
+
+/// What the runs of `scope` finished at or after `since` reported.
+pub(crate) async fn spend<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    scope: &BudgetScope,
+    since: Instant,
+) -> Result<Spend> {
+    let rows = match scope {
+        BudgetScope::Loop(id) => {
+            db.query(
+                "SELECT usage_json FROM runs WHERE loop_id = $1 AND finished_at >= $2 \
+                 AND usage_json IS NOT NULL",
+                &[&id.as_str(), &ms(&since)],
+            )
+            .await?
+        }
+        BudgetScope::Key { provider, account } => {
+            let account = account.as_deref().map(|a| text(a).into_owned());
+            db.query(
+                concat!(
+                    "SELECT runs.usage_json FROM runs JOIN loops ON loops.id = runs.loop_id \
+                     WHERE runs.finished_at >= $1 AND runs.usage_json IS NOT NULL AND ",
+                    key_provider!(),
+                    " = $2 AND ($3::text IS NULL OR ",
+                    key_account!(),
+                    " = $3)"
+                ),
+                &[&ms(&since), &provider.as_str(), &account],
+            )
+            .await?
+        }
+    };
+    let mut total = Spend::default();
+    for row in &rows {
+        let json: String = get(row, 0, "usage_json")?;
+        let usage: Usage = serde_json::from_str(&json)
+            .map_err(|e| Error::decode(format!("column usage_json: {e}")))?;
+        total.add(&usage);
+    }
+    Ok(total)
+}
+
+/// Decides `budget` of `scope` at `now` and writes the result; with `noting` (the loop
+/// and the run just finalized) queues the budget's `held` / `resumed` notification.
+async fn decide_and_write<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    scope: &BudgetScope,
+    budget: &Budget,
+    noting: Option<(&Loop, &Run)>,
+    now: Instant,
+    default: &mut Option<Option<Notify>>,
+) -> Result<Vec<Delivery>> {
+    let scope_text = text(&scope.to_string()).into_owned();
+    // Two runners finishing runs of one budget: the second sees the first's hold.
+    db.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('budget_holds/' || $1 || '/' || $2))",
+        &[&scope_text, &budget.metric.as_str()],
+    )
+    .await?;
+    let (start, _) = budget::window_at(budget.window, now);
+    let spent = spend(db, scope, start).await?;
+    let current = read_hold(db, scope, budget.metric).await?;
+    match budget::decide(scope, budget, &spent, current.as_ref(), now) {
+        BudgetChange::Keep => Ok(Vec::new()),
+        BudgetChange::Hold {
+            mut hold,
+            notify_held,
+        } => {
+            let sent = match noting {
+                Some((lp, run)) if notify_held => {
+                    queue_scope_event(db, scope, lp, run, NotifyEvent::Held, now, default).await?
+                }
+                _ => Vec::new(),
+            };
+            hold.notified |= !sent.is_empty();
+            let (loop_id, provider, account) = match scope {
+                BudgetScope::Loop(id) => (Some(id.as_str().to_owned()), None, None),
+                BudgetScope::Key { provider, account } => (
+                    None,
+                    Some(provider.as_str().to_owned()),
+                    account.as_deref().map(|a| text(a).into_owned()),
+                ),
+            };
+            db.execute(
+                "INSERT INTO budget_holds (scope, metric, loop_id, provider, account, \
+                   held_until, reason, notified, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (scope, metric) DO UPDATE SET \
+                   held_until = excluded.held_until, reason = excluded.reason, \
+                   notified = excluded.notified, updated_at = excluded.updated_at",
+                &[
+                    &scope_text,
+                    &hold.metric.as_str(),
+                    &loop_id,
+                    &provider,
+                    &account,
+                    &ms(&hold.held_until),
+                    &text(&hold.reason).as_ref(),
+                    &hold.notified,
+                    &ms(&hold.updated_at),
+                ],
+            )
+            .await?;
+            Ok(sent)
+        }
+        BudgetChange::Release { notify_resumed } => {
+            delete_hold(db, scope, Some(budget.metric)).await?;
+            match noting {
+                Some((lp, run)) if notify_resumed => {
+                    queue_scope_event(db, scope, lp, run, NotifyEvent::Resumed, now, default).await
+                }
+                _ => Ok(Vec::new()),
+            }
+        }
+    }
+}
+
+async fn delete_hold<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    scope: &BudgetScope,
+    metric: Option<BudgetMetric>,
+) -> Result<()> {
+    db.execute(
+        "DELETE FROM budget_holds WHERE scope = $1 AND ($2::text IS NULL OR metric = $2)",
+        &[
+            &text(&scope.to_string()).as_ref(),
+            &metric.map(BudgetMetric::as_str),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Queues `event` about a budget of `scope` once per channel of the loops it covers
+/// (`lp`, and for a store-wide budget the key's other active loops).
+async fn queue_scope_event<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    scope: &BudgetScope,
+    lp: &Loop,
+    run: &Run,
+    event: NotifyEvent,
+    now: Instant,
+    default: &mut Option<Option<Notify>>,
+) -> Result<Vec<Delivery>> {
+    let mut loops = vec![lp.clone()];
+    if let BudgetScope::Key { provider, account } = scope {
+        let account = account.as_deref().map(|a| text(a).into_owned());
+        let rows = db
+            .query(
+                concat!(
+                    "SELECT ",
+                    loop_cols!(),
+                    " FROM loops WHERE status = 'active' AND id != $3 AND ",
+                    key_provider!(),
+                    " = $1 AND ($2::text IS NULL OR ",
+                    key_account!(),
+                    " = $2) ORDER BY name"
+                ),
+                &[&provider.as_str(), &account, &lp.id.as_str()],
+            )
+            .await?;
+        // A loop that does not decode has no settings to read; the others still count.
+        loops.extend(
+            rows.iter()
+                .filter_map(|r| crate::codec::loop_from_row(r).ok()),
+        );
+    }
+    crate::holds::queue_on_channels(db, &loops, run, event, now, default).await
+}
+
+/// After `run` of `lp` was finalized in this transaction: decides every budget that
+/// covers the loop at the run's finish (agent loops only).
+pub(crate) async fn after_finish<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lp: &Loop,
+    run: &Run,
+    now: Instant,
+    default: &mut Option<Option<Notify>>,
+) -> Result<Vec<Delivery>> {
+    if !matches!(lp.target, Target::Agent(_)) {
+        return Ok(Vec::new());
+    }
+    let at = run.finished_at.unwrap_or(now);
+    let mut sent = Vec::new();
+    for (scope, b) in budget::budgets_of(lp, &budgets(db).await?) {
+        sent.extend(decide_and_write(db, &scope, &b, Some((lp, run)), at, default).await?);
+    }
+    Ok(sent)
+}
+
+/// After loop `lp`'s definition changed: its own budgets decided again at `now` (a
+/// raised or removed budget releases its hold), without notification.
+pub(crate) async fn after_edit<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lp: &Loop,
+    now: Instant,
+) -> Result<()> {
+    let scope = BudgetScope::Loop(lp.id.clone());
+    let agent = matches!(lp.target, Target::Agent(_));
+    let mut default = None;
+    for (metric, b) in [
+        (BudgetMetric::Tokens, lp.ops.budget_tokens),
+        (BudgetMetric::Usd, lp.ops.budget_usd),
+    ] {
+        match b.filter(|_| agent) {
+            Some(b) => {
+                decide_and_write(db, &scope, &b, None, now, &mut default).await?;
+            }
+            None => delete_hold(db, &scope, Some(metric)).await?,
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn set_budget<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    b: &StoreBudget,
+) -> Result<()> {
+    let now = b.updated_at;
+    let account = text(b.account.as_deref().unwrap_or("")).into_owned();
+    db.execute(
+        "INSERT INTO budgets (provider, account, tokens, usd, updated_at) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (provider, account) DO UPDATE SET \
+           tokens = excluded.tokens, usd = excluded.usd, updated_at = excluded.updated_at",
+        &[
+            &b.provider.as_str(),
+            &account,
+            &b.tokens.map(|t| t.to_string()),
+            &b.usd.map(|u| u.to_string()),
+            &ms(&now),
+        ],
+    )
+    .await?;
+    let scope = b.scope();
+    let mut default = None;
+    for (metric, limit) in [(BudgetMetric::Tokens, b.tokens), (BudgetMetric::Usd, b.usd)] {
+        match limit {
+            Some(limit) => {
+                decide_and_write(db, &scope, &limit, None, now, &mut default).await?;
+            }
+            None => delete_hold(db, &scope, Some(metric)).await?,
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn clear_budget<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    provider: Provider,
+    account: Option<&str>,
+) -> Result<Option<StoreBudget>> {
+    let stored = text(account.unwrap_or("")).into_owned();
+    let row = db
+        .query_opt(
+            concat!(
+                "DELETE FROM budgets WHERE provider = $1 AND account = $2 RETURNING ",
+                budget_cols!()
+            ),
+            &[&provider.as_str(), &stored],
+        )
+        .await?;
+    let cleared = row.as_ref().map(budget_from_row).transpose()?;
+    let scope = BudgetScope::Key {
+        provider,
+        account: account.map(str::to_owned),
+    };
+    delete_hold(db, &scope, None).await?;
+    Ok(cleared)
+}
+
+pub(crate) async fn budget_holds<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+) -> Result<Vec<BudgetHold>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT ",
+                hold_cols!(),
+                " FROM budget_holds ORDER BY scope, metric"
+            ),
+            &[],
+        )
+        .await?;
+    decode_all(&rows, hold_from_row)
+}

@@ -1,0 +1,365 @@
+//! Budgets (issue #20 item 7, `loops_core::budget`): the store-wide `budgets` rows, the
+//! spend of a scope's window, and the `budget_holds` rows a finalization (or a changed
+//! budget) writes and releases in its transaction, with the one `held` / `resumed`
+//! notification of each budget; and the condition the due-loop queries use to leave a
+//! budget-held loop out.
+
+use crate::codec::{get, get_enum, get_instant, loop_cols, ms, query_all, query_first};
+use crate::error::{Error, Result, StoreResult};
+use crate::holds::{key_account, key_provider};
+use crate::SqliteStore;
+use loops_core::budget::{
+    self, Budget, BudgetChange, BudgetHold, BudgetMetric, BudgetScope, Spend, StoreBudget,
+};
+use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run, Target, Usage};
+use rusqlite::{params, Connection, Row};
+
+/// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
+/// store-wide budget's of its provider (and account).
+macro_rules! budget_of_loop {
+    () => {
+        concat!(
+            "(b.loop_id = loops.id OR (b.provider = ",
+            $crate::holds::key_provider!(),
+            " AND (b.account IS NULL OR b.account = ",
+            $crate::holds::key_account!(),
+            ")))"
+        )
+    };
+}
+
+/// The condition that no budget holds the loop row `loops` at `?1`.
+macro_rules! not_budget_held_at_1 {
+    () => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM budget_holds b WHERE b.held_until > ?1 AND ",
+            $crate::budgets::budget_of_loop!(),
+            ")"
+        )
+    };
+}
+pub(crate) use {budget_of_loop, not_budget_held_at_1};
+
+macro_rules! hold_cols {
+    () => {
+        "scope, metric, held_until, reason, notified, updated_at"
+    };
+}
+
+fn hold_from_row(row: &Row<'_>) -> Result<BudgetHold> {
+    let scope: String = get(row, 0, "scope")?;
+    Ok(BudgetHold {
+        scope: scope
+            .parse()
+            .map_err(|e| Error::decode(format!("column scope: {e}")))?,
+        metric: get_enum(row, 1, "metric")?,
+        held_until: get_instant(row, 2, "held_until")?,
+        reason: get(row, 3, "reason")?,
+        notified: get(row, 4, "notified")?,
+        updated_at: get_instant(row, 5, "updated_at")?,
+    })
+}
+
+fn budget_from_row(row: &Row<'_>) -> Result<StoreBudget> {
+    let limit = |idx: usize, col: &str, metric: BudgetMetric| -> Result<Option<Budget>> {
+        get::<Option<String>>(row, idx, col)?
+            .map(|text| {
+                Budget::parse(metric, &text, col)
+                    .map_err(|e| Error::decode(format!("column {col}: {e}")))
+            })
+            .transpose()
+    };
+    let account: String = get(row, 1, "account")?;
+    Ok(StoreBudget {
+        provider: get_enum(row, 0, "provider")?,
+        account: (!account.is_empty()).then_some(account),
+        tokens: limit(2, "tokens", BudgetMetric::Tokens)?,
+        usd: limit(3, "usd", BudgetMetric::Usd)?,
+        updated_at: get_instant(row, 4, "updated_at")?,
+    })
+}
+
+fn read_budgets(conn: &Connection) -> Result<Vec<StoreBudget>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT provider, account, tokens, usd, updated_at FROM budgets ORDER BY provider, account",
+    )?;
+    query_all(&mut stmt, [], budget_from_row)
+}
+
+fn read_hold(
+    conn: &Connection,
+    scope: &BudgetScope,
+    metric: BudgetMetric,
+) -> Result<Option<BudgetHold>> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        hold_cols!(),
+        " FROM budget_holds WHERE scope = ?1 AND metric = ?2"
+    ))?;
+    query_first(
+        &mut stmt,
+        params![scope.to_string(), metric.as_str()],
+        hold_from_row,
+    )
+}
+
+/// What the runs of `scope` finished at or after `since` reported.
+fn spend(conn: &Connection, scope: &BudgetScope, since: Instant) -> Result<Spend> {
+    let mut total = Spend::default();
+    let mut add = |text: String| -> Result<()> {
+        let usage: Usage = serde_json::from_str(&text)
+            .map_err(|e| Error::decode(format!("column usage_json: {e}")))?;
+        total.add(&usage);
+        Ok(())
+    };
+    match scope {
+        BudgetScope::Loop(id) => {
+            let mut stmt = conn.prepare_cached(
+                "SELECT usage_json FROM runs WHERE loop_id = ?1 AND finished_at >= ?2 \
+                 AND usage_json IS NOT NULL",
+            )?;
+            let mut rows = stmt.query(params![id.as_str(), ms(&since)])?;
+            while let Some(row) = rows.next()? {
+                add(get(row, 0, "usage_json")?)?;
+            }
+        }
+        BudgetScope::Key { provider, account } => {
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT runs.usage_json FROM runs JOIN loops ON loops.id = runs.loop_id \
+                 WHERE runs.finished_at >= ?1 AND runs.usage_json IS NOT NULL AND ",
+                key_provider!(),
+                " = ?2 AND (?3 IS NULL OR ",
+                key_account!(),
+                " = ?3)"
+            ))?;
+            let mut rows = stmt.query(params![ms(&since), provider.as_str(), account])?;
+            while let Some(row) = rows.next()? {
+                add(get(row, 0, "usage_json")?)?;
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// Decides `budget` of `scope` at `now` and writes the result; with `noting` (the loop
+/// and the run just finalized) queues the budget's `held` / `resumed` notification.
+fn decide_and_write(
+    conn: &Connection,
+    scope: &BudgetScope,
+    budget: &Budget,
+    noting: Option<(&Loop, &Run)>,
+    now: Instant,
+) -> Result<Vec<Delivery>> {
+    let (start, _) = budget::window_at(budget.window, now);
+    let spent = spend(conn, scope, start)?;
+    let current = read_hold(conn, scope, budget.metric)?;
+    match budget::decide(scope, budget, &spent, current.as_ref(), now) {
+        BudgetChange::Keep => Ok(Vec::new()),
+        BudgetChange::Hold {
+            mut hold,
+            notify_held,
+        } => {
+            let sent = match noting {
+                Some((lp, run)) if notify_held => {
+                    queue_scope_event(conn, scope, lp, run, NotifyEvent::Held, now)?
+                }
+                _ => Vec::new(),
+            };
+            hold.notified |= !sent.is_empty();
+            let (loop_id, provider, account) = match scope {
+                BudgetScope::Loop(id) => (Some(id.as_str()), None, None),
+                BudgetScope::Key { provider, account } => {
+                    (None, Some(provider.as_str()), account.as_deref())
+                }
+            };
+            conn.prepare_cached(
+                "INSERT INTO budget_holds (scope, metric, loop_id, provider, account, \
+                   held_until, reason, notified, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                 ON CONFLICT (scope, metric) DO UPDATE SET \
+                   held_until = excluded.held_until, reason = excluded.reason, \
+                   notified = excluded.notified, updated_at = excluded.updated_at",
+            )?
+            .execute(params![
+                scope.to_string(),
+                hold.metric.as_str(),
+                loop_id,
+                provider,
+                account,
+                ms(&hold.held_until),
+                hold.reason,
+                hold.notified,
+                ms(&hold.updated_at),
+            ])?;
+            Ok(sent)
+        }
+        BudgetChange::Release { notify_resumed } => {
+            delete_hold(conn, scope, Some(budget.metric))?;
+            match noting {
+                Some((lp, run)) if notify_resumed => {
+                    queue_scope_event(conn, scope, lp, run, NotifyEvent::Resumed, now)
+                }
+                _ => Ok(Vec::new()),
+            }
+        }
+    }
+}
+
+fn delete_hold(conn: &Connection, scope: &BudgetScope, metric: Option<BudgetMetric>) -> Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM budget_holds WHERE scope = ?1 AND (?2 IS NULL OR metric = ?2)",
+    )?
+    .execute(params![scope.to_string(), metric.map(BudgetMetric::as_str)])?;
+    Ok(())
+}
+
+/// Queues `event` about a budget of `scope` once per channel of the loops it covers
+/// (`lp`, and for a store-wide budget the key's other active loops).
+fn queue_scope_event(
+    conn: &Connection,
+    scope: &BudgetScope,
+    lp: &Loop,
+    run: &Run,
+    event: NotifyEvent,
+    now: Instant,
+) -> Result<Vec<Delivery>> {
+    let mut loops = vec![lp.clone()];
+    if let BudgetScope::Key { provider, account } = scope {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE status = 'active' AND id != ?3 AND ",
+            key_provider!(),
+            " = ?1 AND (?2 IS NULL OR ",
+            key_account!(),
+            " = ?2) ORDER BY name"
+        ))?;
+        let mut rows = stmt.query(params![provider.as_str(), account, lp.id.as_str()])?;
+        while let Some(row) = rows.next()? {
+            // A loop that does not decode has no settings to read; the others still count.
+            if let Ok(other) = crate::codec::loop_from_row(row) {
+                loops.push(other);
+            }
+        }
+    }
+    crate::holds::queue_on_channels(conn, &loops, run, event, now)
+}
+
+/// After `run` of `lp` was finalized in this transaction: decides every budget that
+/// covers the loop at the run's finish (agent loops only).
+pub(crate) fn after_finish(
+    conn: &Connection,
+    lp: &Loop,
+    run: &Run,
+    now: Instant,
+) -> Result<Vec<Delivery>> {
+    if !matches!(lp.target, Target::Agent(_)) {
+        return Ok(Vec::new());
+    }
+    let at = run.finished_at.unwrap_or(now);
+    let mut sent = Vec::new();
+    for (scope, budget) in budget::budgets_of(lp, &read_budgets(conn)?) {
+        sent.extend(decide_and_write(
+            conn,
+            &scope,
+            &budget,
+            Some((lp, run)),
+            at,
+        )?);
+    }
+    Ok(sent)
+}
+
+/// After loop `lp`'s definition changed: its own budgets decided again at `now` (a
+/// raised or removed budget releases its hold), without notification.
+pub(crate) fn after_edit(conn: &Connection, lp: &Loop, now: Instant) -> Result<()> {
+    let scope = BudgetScope::Loop(lp.id.clone());
+    let agent = matches!(lp.target, Target::Agent(_));
+    for (metric, budget) in [
+        (BudgetMetric::Tokens, lp.ops.budget_tokens),
+        (BudgetMetric::Usd, lp.ops.budget_usd),
+    ] {
+        match budget.filter(|_| agent) {
+            Some(budget) => {
+                decide_and_write(conn, &scope, &budget, None, now)?;
+            }
+            None => delete_hold(conn, &scope, Some(metric))?,
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn budgets(store: &SqliteStore) -> StoreResult<Vec<StoreBudget>> {
+    store.read(read_budgets)
+}
+
+pub(crate) fn set_budget(store: &SqliteStore, b: &StoreBudget) -> StoreResult<()> {
+    let now = b.updated_at;
+    store.write(None, |tx| {
+        tx.prepare_cached(
+            "INSERT INTO budgets (provider, account, tokens, usd, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (provider, account) DO UPDATE SET \
+               tokens = excluded.tokens, usd = excluded.usd, updated_at = excluded.updated_at",
+        )?
+        .execute(params![
+            b.provider.as_str(),
+            b.account.as_deref().unwrap_or(""),
+            b.tokens.map(|t| t.to_string()),
+            b.usd.map(|u| u.to_string()),
+            ms(&now),
+        ])?;
+        let scope = b.scope();
+        for (metric, budget) in [(BudgetMetric::Tokens, b.tokens), (BudgetMetric::Usd, b.usd)] {
+            match budget {
+                Some(budget) => {
+                    decide_and_write(tx, &scope, &budget, None, now)?;
+                }
+                None => delete_hold(tx, &scope, Some(metric))?,
+            }
+        }
+        Ok(())
+    })
+}
+
+pub(crate) fn clear_budget(
+    store: &SqliteStore,
+    provider: Provider,
+    account: Option<&str>,
+) -> StoreResult<Option<StoreBudget>> {
+    store.write(None, |tx| {
+        let mut stmt = tx.prepare_cached(
+            "DELETE FROM budgets WHERE provider = ?1 AND account = ?2 \
+             RETURNING provider, account, tokens, usd, updated_at",
+        )?;
+        let cleared = query_first(
+            &mut stmt,
+            params![provider.as_str(), account.unwrap_or("")],
+            budget_from_row,
+        )?;
+        let scope = BudgetScope::Key {
+            provider,
+            account: account.map(str::to_owned),
+        };
+        delete_hold(tx, &scope, None)?;
+        Ok(cleared)
+    })
+}
+
+pub(crate) fn budget_holds(store: &SqliteStore) -> StoreResult<Vec<BudgetHold>> {
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM budget_holds ORDER BY scope, metric"
+        ))?;
+        query_all(&mut stmt, [], hold_from_row)
+    })
+}
+
+pub(crate) fn budget_spend(
+    store: &SqliteStore,
+    scope: &BudgetScope,
+    since: Instant,
+) -> StoreResult<Spend> {
+    store.read(|conn| spend(conn, scope, since))
+}

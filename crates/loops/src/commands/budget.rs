@@ -1,0 +1,82 @@
+//! `budget set|list|clear`: the store-wide budgets per provider and account (issue #20
+//! item 7, `loops_core::budget`).
+
+use super::Context;
+use crate::cli::{BudgetClearArgs, BudgetCommand, BudgetSetArgs};
+use crate::exit::Exit;
+use crate::output::{self, outln, print_json, Table};
+use crate::Failure;
+use loops_core::budget::BudgetStatus;
+
+pub fn run(ctx: &Context, command: BudgetCommand) -> Result<Exit, Failure> {
+    match command {
+        BudgetCommand::Set(args) => set(ctx, args),
+        BudgetCommand::List => list(ctx),
+        BudgetCommand::Clear(args) => clear(ctx, args),
+    }
+}
+
+fn set(ctx: &Context, args: BudgetSetArgs) -> Result<Exit, Failure> {
+    let now = output::now();
+    let client = ctx.client()?;
+    let budget = client.set_budget(&args.key, args.tokens.as_deref(), args.usd.as_deref(), now)?;
+    if ctx.json {
+        print_json(&budget)?;
+        return Ok(Exit::Success);
+    }
+    let status = client.budget_status(&[], true, now)?;
+    for s in status.iter().filter(|s| s.scope == budget.scope()) {
+        outln!("{} {}: {}", s.scope, s.metric, s.line())?;
+    }
+    Ok(Exit::Success)
+}
+
+fn list(ctx: &Context) -> Result<Exit, Failure> {
+    let now = output::now();
+    let status = ctx.reader()?.budget_status(&[], true, now)?;
+    if ctx.json {
+        print_json(&status)?;
+        return Ok(Exit::Success);
+    }
+    if status.is_empty() {
+        outln!("no store-wide budget (loops budget set provider=NAME --tokens N/day)")?;
+        return Ok(Exit::Success);
+    }
+    print_table(&status, now)?;
+    Ok(Exit::Success)
+}
+
+/// One line per budget: its scope, what it limits, the spend against it, the reset.
+pub(crate) fn print_table(
+    status: &[BudgetStatus],
+    now: loops_core::Instant,
+) -> Result<(), Failure> {
+    let mut table = Table::new(vec!["BUDGET", "LIMITS", "SPENT", "STATE", "RESETS"]);
+    for s in status {
+        table.row(vec![
+            s.loop_name
+                .as_ref()
+                .map_or_else(|| s.scope.to_string(), |name| format!("loop {name}"))
+                .into(),
+            format!("{} {}/{}", s.metric, s.limit, s.window).into(),
+            s.line().into(),
+            output::status_cell(if s.spent_out { "held" } else { "ok" }),
+            output::when(Some(s.resets_at), now).into(),
+        ]);
+    }
+    table.print()?;
+    Ok(())
+}
+
+fn clear(ctx: &Context, args: BudgetClearArgs) -> Result<Exit, Failure> {
+    let cleared = ctx.client()?.clear_budget(&args.key)?;
+    if ctx.json {
+        print_json(&cleared)?;
+        return Ok(Exit::Success);
+    }
+    outln!(
+        "removed the budget of {}: its loops are no longer held by it",
+        cleared.scope()
+    )?;
+    Ok(Exit::Success)
+}
