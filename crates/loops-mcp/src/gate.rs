@@ -111,6 +111,7 @@ mod tests {
     #[test]
     fn an_agents_session_mode_changes_what_runs() {
         let fresh = loops_core::AgentTarget {
+            account_pool: Vec::new(),
             provider: loops_core::Provider::Claude,
             prompt: "review".into(),
             prompt_file: None,

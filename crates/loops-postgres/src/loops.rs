@@ -367,9 +367,9 @@ pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
 macro_rules! waits_until {
     () => {
         concat!(
-            "GREATEST(due_at, COALESCE((SELECT MAX(h.held_until) FROM account_holds h WHERE ",
-            crate::holds::hold_of_loop!(),
-            "), 0))"
+            "GREATEST(due_at, COALESCE(",
+            crate::holds::hold_end_of_loop!(),
+            ", 0))"
         )
     };
 }

@@ -366,6 +366,7 @@ pub fn agent_target(
     let mut t = match (base, provider, prompt.clone()) {
         (Some(t), _, _) => t,
         (None, Some(provider), Some((prompt, prompt_file))) => AgentTarget {
+            account_pool: Vec::new(),
             provider,
             prompt,
             prompt_file,

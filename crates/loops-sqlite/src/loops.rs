@@ -330,10 +330,9 @@ pub(crate) fn next_due_at(store: &SqliteStore) -> StoreResult<Option<Instant>> {
     store.read(|conn| {
         let sql = if crate::holds::any(conn)? {
             concat!(
-                "SELECT MIN(MAX(due_at, COALESCE((SELECT MAX(h.held_until) FROM account_holds h \
-                 WHERE ",
-                crate::holds::hold_of_loop!(),
-                "), 0))) FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
+                "SELECT MIN(MAX(due_at, COALESCE(",
+                crate::holds::hold_end_of_loop!(),
+                ", 0))) FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
             )
         } else {
             "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \

@@ -111,10 +111,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "sessions",
         sql: include_str!("../migrations/0016_sessions.sql"),
     },
+    Migration {
+        version: 17,
+        name: "concurrency caps",
+        sql: include_str!("../migrations/0018_caps.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

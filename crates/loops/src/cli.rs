@@ -8,6 +8,7 @@
 //! paths) happens in `commands`.
 
 use clap::{Args, Parser, Subcommand};
+use loops_core::caps::Caps;
 use loops_core::duration::DurationError;
 use loops_core::Duration;
 use loops_runtime::client::DEFAULT_RUNNER_WAIT;
@@ -517,6 +518,29 @@ pub struct DaemonRunArgs {
     /// e.g. `gpu` or `claude-auth`; shown by `loops runners`.
     #[arg(long = "runner-label", value_name = "LABEL")]
     pub runner_labels: Vec<String>,
+    /// Most runs at once per provider, account profile or kind of loop, within
+    /// --max-concurrent: KEY=VALUE:N items, comma-separated or repeated (a later one
+    /// replaces an earlier one on its key), e.g. `provider=claude:2,account=work:1,
+    /// kind=agent:4`; keys provider=<provider>, account=<profile>,
+    /// kind=agent|command|workflow. A loop over a cap waits, still due, for a run on its
+    /// key to end; on PostgreSQL the caps count every runner's runs.
+    #[arg(long = "max-concurrent-per", value_name = "KEY=VALUE:N", value_parser = parse_caps)]
+    pub max_concurrent_per: Vec<Caps>,
+}
+
+impl DaemonRunArgs {
+    /// The caps of every `--max-concurrent-per`, the later replacing the earlier.
+    pub fn caps(&self) -> Caps {
+        let mut caps = Caps::new();
+        for more in &self.max_concurrent_per {
+            caps.merge(more);
+        }
+        caps
+    }
+}
+
+fn parse_caps(text: &str) -> Result<Caps, String> {
+    Caps::parse(text)
 }
 
 #[derive(Debug, Args)]

@@ -231,6 +231,7 @@ fn pass_over(
     skip: Vec<Instant>,
 ) -> BatchClaim {
     BatchClaim {
+        caps: Default::default(),
         request,
         advance,
         on_refusal: OnRefusal::PassOver { skip_slots: skip },

@@ -42,6 +42,7 @@ fn config(dir: &Path, args: &DaemonRunArgs) -> DaemonConfig {
     cfg.max_sleep = args.interval_ms.map(StdDuration::from_millis);
     cfg.notify_timeout = args.notify_timeout.0;
     cfg.runner_labels = args.runner_labels.clone();
+    cfg.caps = args.caps();
     cfg.supervisor_program = loops_runtime::supervisor::program().map(Path::to_path_buf);
     cfg
 }
@@ -259,6 +260,10 @@ fn run_argv(args: &DaemonRunArgs) -> Vec<String> {
     }
     for label in &args.runner_labels {
         argv.extend(["--runner-label".to_owned(), label.clone()]);
+    }
+    let caps = args.caps();
+    if !caps.is_empty() {
+        argv.extend(["--max-concurrent-per".to_owned(), caps.to_flag()]);
     }
     argv
 }
