@@ -19,7 +19,7 @@
 //! transaction (under a lock on PostgreSQL), both with these functions.
 
 use crate::hold::{AccountHold, DEFAULT_ACCOUNT};
-use crate::{Instant, Provider, Target};
+use crate::{Instant, Loop, LoopStatus, Provider, Target};
 use std::fmt;
 
 /// The kinds of run a `kind=` cap may name (`Target::kind`).
@@ -398,6 +398,44 @@ pub fn choose_account<'a>(
         }
     }
     Err(first_cap.map_or(Wait::PoolHeld, Wait::Cap))
+}
+
+/// Whether `lp` is due at `now` (its slot or its retry), as a pass would fetch it.
+fn is_due(lp: &Loop, now: Instant) -> bool {
+    lp.status == LoopStatus::Active
+        && lp.held_until.is_none()
+        && lp
+            .retry_scheduled_for
+            .or(lp.next_run_at)
+            .is_some_and(|t| t <= now)
+}
+
+/// Fills in `waitingFor` of each due loop that no daemon may start now: under every
+/// daemon's caps (`caps`, one set per daemon) a run of it would exceed a cap, the
+/// first daemon's reason given. Loops held by a usage limit say so instead.
+pub fn mark_waiting(loops: &mut [Loop], caps: &[Caps], in_flight: &InFlight, now: Instant) {
+    if caps.iter().all(Caps::is_empty) {
+        return;
+    }
+    for lp in loops {
+        lp.waiting_for = None;
+        if !is_due(lp, now) {
+            continue;
+        }
+        let mut first = None;
+        let waits = caps
+            .iter()
+            .all(|caps| match admit(&lp.target, caps, in_flight, &[], now) {
+                Ok(_) => false,
+                Err(wait) => {
+                    first.get_or_insert(wait);
+                    true
+                }
+            });
+        if waits {
+            lp.waiting_for = first.map(|w| w.text());
+        }
+    }
 }
 
 #[cfg(test)]

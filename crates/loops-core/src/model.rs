@@ -782,6 +782,11 @@ pub struct Loop {
     /// Why (with `heldUntil`): the reset instant or the probe, and the run that met it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_reason: Option<String>,
+    /// Why a due loop has not started: "waiting for a free claude slot (cap 2)" (not
+    /// stored: the runtime's client judges it from the daemons' caps and the runs in
+    /// flight, [`crate::caps::mark_waiting`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,

@@ -186,6 +186,7 @@ pub(crate) fn loop_from_row(row: &Row) -> Result<Loop> {
         // Holds are per account, not per loop: the client fills these in.
         held_until: None,
         held_reason: None,
+        waiting_for: None,
         created_at: get_instant(row, 15, "created_at")?,
         updated_at: get_instant(row, 16, "updated_at")?,
     })

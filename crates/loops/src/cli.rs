@@ -810,6 +810,16 @@ pub struct AgentOptions {
     /// resumes the conversation the previous run reported; claude, codex, opencode).
     #[arg(long, value_name = "MODE")]
     pub session: Option<String>,
+    /// Account profiles to run under, comma-separated (instead of --account): each run
+    /// takes the least-loaded one no usage limit holds and no cap stops, in pool order
+    /// on a tie; a usage limit holds that account only.
+    #[arg(
+        long,
+        value_name = "PROFILES",
+        value_delimiter = ',',
+        conflicts_with = "account"
+    )]
+    pub account_pool: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -900,7 +910,8 @@ pub struct EditArgs {
     /// Clear a setting (repeatable): description, cwd, timeout, env, account, args,
     /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
     /// notify (all notification settings), notify-cmd, notify-url, max-failures,
-    /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh).
+    /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh),
+    /// account-pool.
     #[arg(long = "clear", value_name = "FIELD", value_enum)]
     pub clear: Vec<ClearField>,
 
@@ -960,6 +971,7 @@ pub enum ClearField {
     UntilOutput,
     MaxRuns,
     Session,
+    AccountPool,
 }
 
 #[derive(Debug, Args)]
@@ -1317,6 +1329,7 @@ impl AgentOptions {
             config_isolation: self.config_isolation.clone(),
             config_overrides: self.config_overrides.clone(),
             session: self.session.clone(),
+            account_pool: self.account_pool.clone(),
         }
     }
 }
@@ -1348,6 +1361,7 @@ impl From<ClearField> for definition::ClearField {
             ClearField::UntilOutput => F::UntilOutput,
             ClearField::MaxRuns => F::MaxRuns,
             ClearField::Session => F::Session,
+            ClearField::AccountPool => F::AccountPool,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! hold per provider and account; the loops of a held account are marked here.
 
 use super::{Client, Result};
+use loops_core::caps::{self, Caps};
 use loops_core::hold::{self, AccountHold};
 use loops_core::{Instant, Loop, Provider, Target};
 
@@ -26,12 +27,34 @@ impl Client {
 
     /// Fills in the held fields of `loops` from the store's holds active at `now`; reads
     /// the holds only when one of them is an agent loop.
+    /// Then `waitingFor` of the due loops the daemons' caps keep waiting.
     pub(super) fn mark_held(&self, loops: &mut [Loop], now: Instant) -> Result<()> {
-        if !loops.iter().any(|l| matches!(l.target, Target::Agent(_))) {
+        if loops.iter().any(|l| matches!(l.target, Target::Agent(_))) {
+            let holds = self.store.account_holds()?;
+            hold::mark_held(loops, &holds, now);
+        }
+        self.mark_waiting(loops, now)
+    }
+
+    /// Fills in `waitingFor` of the due loops the daemons' caps keep waiting (reads the
+    /// runs in flight only when a daemon recorded caps and a loop is due).
+    fn mark_waiting(&self, loops: &mut [Loop], now: Instant) -> Result<()> {
+        let recorded = self.store.recorded_caps()?;
+        let caps: Vec<Caps> = recorded
+            .iter()
+            .filter_map(|(_, text)| Caps::parse(text).ok())
+            .filter(|c| !c.is_empty())
+            .collect();
+        let due = |l: &Loop| {
+            l.retry_scheduled_for
+                .or(l.next_run_at)
+                .is_some_and(|t| t <= now)
+        };
+        if caps.is_empty() || !loops.iter().any(due) {
             return Ok(());
         }
-        let holds = self.store.account_holds()?;
-        hold::mark_held(loops, &holds, now);
+        let in_flight = self.store.running_keys()?;
+        caps::mark_waiting(loops, &caps, &in_flight, now);
         Ok(())
     }
 }

@@ -519,6 +519,15 @@ fn status(ctx: &Context) -> Result<Exit, Failure> {
         Some(l) => outln!("next due: {} {}", l.name, output::when(l.next_run_at, now))?,
         None => outln!("next due: none")?,
     }
+    match &status.caps[..] {
+        [] => {}
+        [(_, caps)] => outln!("caps: {caps}")?,
+        all => {
+            for (runner, caps) in all {
+                outln!("caps: {caps} (runner {runner})")?;
+            }
+        }
+    }
     Ok(code)
 }
 
