@@ -1248,7 +1248,7 @@ fn mcp_sets_the_session_only_with_allow_code() {
 
 /// A fake claude that appends `start NAME NANOS` and `end NAME NANOS` (its own clock,
 /// around a sleep of `secs`) to `spans`, then prints the success fixture.
-fn claude_recording_spans(fakes: &Fakes, spans: &std::path::Path, secs: &str) {
+pub(crate) fn claude_recording_spans(fakes: &Fakes, spans: &std::path::Path, secs: &str) {
     let ok = spans.with_extension("ok.json");
     std::fs::write(&ok, fixture("claude_success.json")).unwrap();
     crate::util::write_script(
@@ -1266,7 +1266,7 @@ fn claude_recording_spans(fakes: &Fakes, spans: &std::path::Path, secs: &str) {
 }
 
 /// The `[start, end]` of each run in a spans file, by start.
-fn spans_of(text: &str) -> Vec<(String, u128, u128)> {
+pub(crate) fn spans_of(text: &str) -> Vec<(String, u128, u128)> {
     let mut starts = std::collections::HashMap::new();
     let mut spans = Vec::new();
     for line in text.lines() {
