@@ -25,6 +25,12 @@ impl Client {
         Ok(self.store.clear_account_holds(provider, account)?)
     }
 
+    /// The concurrency caps each daemon (runner) recorded (`--max-concurrent-per`):
+    /// `(runner id, caps)`, live runners only on PostgreSQL.
+    pub fn concurrency_caps(&self) -> Result<Vec<(String, String)>> {
+        Ok(self.store.recorded_caps()?)
+    }
+
     /// Fills in the held fields of `loops` from the store's holds active at `now`; reads
     /// the holds only when one of them is an agent loop.
     /// Then `waitingFor` of the due loops the daemons' caps keep waiting.

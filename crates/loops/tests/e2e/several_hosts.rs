@@ -1087,7 +1087,9 @@ fn two_runners_with_a_cap_of_one_never_overlap_and_do_not_spin() {
     let flags = ["--max-concurrent-per", "provider=claude:1"];
     let mut daemons: Vec<_> = worlds.iter().map(|w| w.daemon_ready(&flags)).collect();
     wait_for("a first run", Duration::from_secs(20), || {
-        std::fs::read_to_string(&spans).ok().filter(|t| !t.is_empty())
+        std::fs::read_to_string(&spans)
+            .ok()
+            .filter(|t| !t.is_empty())
     });
     let rate = commits_per_second(cluster, &db, Duration::from_secs(3));
     eprintln!("two runners, loops waiting for a cap: {rate:.1} transactions/s");
