@@ -235,10 +235,7 @@ impl RunKeys {
     /// The keys as a store recorded them on a run (`run_kind`, `provider`, `account`
     /// columns): an agent run without an account is [`DEFAULT_ACCOUNT`]'s.
     pub fn recorded(kind: String, provider: Option<Provider>, account: Option<String>) -> Self {
-        let account = match provider {
-            Some(_) => Some(account.unwrap_or_else(|| DEFAULT_ACCOUNT.to_owned())),
-            None => None,
-        };
+        let account = provider.map(|_| account.unwrap_or_else(|| DEFAULT_ACCOUNT.to_owned()));
         Self {
             kind,
             provider,
