@@ -1463,6 +1463,39 @@ fn an_account_pool_moves_to_the_next_account_on_a_usage_limit() {
         serde_json::json!(["home", "work"])
     );
     assert!(edited["target"].get("account").is_none(), "{edited:#}");
+
+    // The pool travels in bundles (it is the target's).
+    let out = w.run(&["export"]);
+    assert!(out.status.success());
+    let other = World::new();
+    let bundle = other.root.path().join("bundle.json");
+    std::fs::write(&bundle, &out.stdout).unwrap();
+    other.json(&["import", bundle.to_str().unwrap(), "--apply"]);
+    assert_eq!(
+        shown(&other, "pooled")["target"]["accountPool"],
+        serde_json::json!(["home", "work"])
+    );
+
     let edited = w.json(&["edit", "pooled", "--clear", "account-pool"]);
     assert!(edited["target"].get("accountPool").is_none(), "{edited:#}");
+
+    // Over MCP a pool selects credentials: it needs --allow-code, as `account` does.
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations"]);
+    let refused = mcp.err(
+        "loops_edit",
+        serde_json::json!({"loop": "pooled", "accountPool": ["work", "home"]}),
+    );
+    assert!(refused.contains("--allow-code"), "{refused}");
+    assert!(mcp.close().success());
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations", "--allow-code"]);
+    let edited = mcp.ok(
+        "loops_edit",
+        serde_json::json!({"loop": "pooled", "accountPool": ["work", "home"]}),
+    );
+    assert_eq!(
+        edited["target"]["accountPool"],
+        serde_json::json!(["work", "home"]),
+        "{edited:#}"
+    );
+    assert!(mcp.close().success());
 }
