@@ -459,8 +459,11 @@ impl Store for SqliteStore {
 
     fn recorded_caps(&self) -> StoreResult<Vec<(String, String)>> {
         self.read(|conn| {
+            // Only the lease holder's: a daemon that died keeps its row until the next
+            // one with caps replaces it, but says nothing once it lost the lease.
             let mut stmt = conn.prepare_cached(
-                "SELECT runner_id, caps FROM concurrency_caps ORDER BY runner_id",
+                "SELECT c.runner_id, c.caps FROM concurrency_caps c \
+                 JOIN daemon_lease l ON l.runner_id = c.runner_id ORDER BY c.runner_id",
             )?;
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)

@@ -461,7 +461,7 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// Records the caps `runner_id` runs with (`Caps::to_flag`; empty removes its row).
     fn record_caps(&self, runner_id: &str, caps: &str, now: Instant) -> Result<()>;
     /// The caps recorded by the daemons that may be running: `(runner id, caps)`, by
-    /// runner id (on PostgreSQL only those of live runners).
+    /// runner id (on PostgreSQL those of live runners, on SQLite the lease holder's).
     fn recorded_caps(&self) -> Result<Vec<(String, String)>>;
     /// Deletes the holds of `provider` (on `account`, or on every account); returns
     /// them. No notification: a person did it.

@@ -474,7 +474,9 @@ pub async fn run_with_clock(
                     // took them back, so no other runner retries them meanwhile.
                     tracing::info!("daemon stopped; its runner lease is left to expire");
                 } else {
-                    record_caps(store.as_ref(), &runner_id, &Default::default(), clock.now());
+                    if !cfg.caps.is_empty() {
+                        forget_caps(store.as_ref(), &runner_id, clock.now());
+                    }
                     lease.release_checked(store.as_ref())?;
                     tracing::info!("daemon stopped");
                 }
@@ -492,8 +494,20 @@ pub async fn run_with_clock(
 /// Records this daemon's caps in the store (none: removes its record); failing only
 /// costs `show` and `daemon status` their word on them.
 fn record_caps(store: &dyn Store, runner_id: &str, caps: &loops_core::caps::Caps, now: Instant) {
+    // A daemon without caps writes nothing: a row of its runner id exists only while
+    // one with caps runs (a clean stop of that daemon removes it).
+    if caps.is_empty() {
+        return;
+    }
     if let Err(e) = store.record_caps(runner_id, &caps.to_flag(), now) {
         tracing::warn!(error = %e, "cannot record the daemon's concurrency caps");
+    }
+}
+
+/// Removes this daemon's caps record at a clean stop.
+fn forget_caps(store: &dyn Store, runner_id: &str, now: Instant) {
+    if let Err(e) = store.record_caps(runner_id, "", now) {
+        tracing::warn!(error = %e, "cannot remove the daemon's concurrency caps record");
     }
 }
 
