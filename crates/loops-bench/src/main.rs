@@ -1016,6 +1016,7 @@ fn add_spread_history(db: &Path, count: usize, failed_every: usize, days: u32) -
         };
         let claims: Vec<BatchClaim> = (i..i + n)
             .map(|k| BatchClaim {
+                caps: Default::default(),
                 request: ClaimRequest {
                     loop_id: targets[k % targets.len()].id.clone(),
                     scheduled_for: origin + millis(k),

@@ -198,6 +198,7 @@ fn history_run(slot: Instant, status: RunStatus) -> Run {
     let end = start + TimeDelta::milliseconds(900);
     let ran = status != RunStatus::Skipped;
     Run {
+        account: None,
         id: RunId::new(""),
         loop_id: LoopId::new(""),
         loop_name: String::new(),

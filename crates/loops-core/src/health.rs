@@ -217,6 +217,10 @@ pub struct Health {
     /// Why no live runner can take the loop ([`runner_wait`]); `None` when one can, when
     /// it requires no runner labels, or on a store with one daemon.
     pub waiting_for_runner: Option<String>,
+    /// The concurrency cap the loop's due slot waits for (`Loop::waiting_for`,
+    /// [`crate::caps`]): waiting its turn is no missed slot, nor overdue, nor a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for_cap: Option<String>,
 }
 
 /// Why a loop that requires the runner labels `runs_on` waits: no live runner (each
@@ -360,7 +364,8 @@ pub fn assess_with_runners<L: AsRef<[String]>>(
     }
 
     let mut missed = 0;
-    if lp.status == LoopStatus::Active && held.is_none() {
+    let waiting_for_cap = lp.waiting_for.clone().filter(|_| held.is_none());
+    if lp.status == LoopStatus::Active && held.is_none() && waiting_for_cap.is_none() {
         match period_rules(lp, facts, now, &mut fails, &mut warns) {
             Ok(m) => missed = m,
             Err(e) => fails.push(format!("schedule: {e}")),
@@ -405,6 +410,7 @@ pub fn assess_with_runners<L: AsRef<[String]>>(
         skipped_slots: facts.window_skipped,
         parked: parked.is_some(),
         waiting_for_runner,
+        waiting_for_cap,
     }
 }
 

@@ -60,6 +60,18 @@ impl HoldKey {
     }
 }
 
+impl HoldKey {
+    /// The key `run` of `target` held or releases: a pooled run's is the account its
+    /// pool chose (`Run::account`), so a usage limit holds that account only.
+    pub fn of_run(target: &Target, run: &Run) -> Option<Self> {
+        let mut key = Self::of(target)?;
+        if let Some(account) = &run.account {
+            key.account = account.clone();
+        }
+        Some(key)
+    }
+}
+
 impl std::fmt::Display for HoldKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.provider, self.account)
@@ -224,7 +236,7 @@ pub fn after_finish(
     current: Option<&AccountHold>,
     timing: &HoldTiming,
 ) -> HoldChange {
-    let Some(key) = HoldKey::of(&lp.target) else {
+    let Some(key) = HoldKey::of_run(&lp.target, run) else {
         return HoldChange::Keep;
     };
     if holds(lp, run) {
@@ -250,11 +262,21 @@ pub fn mark_held(loops: &mut [Loop], holds: &[AccountHold], now: Instant) {
         return;
     }
     for lp in loops {
-        let hold = HoldKey::of(&lp.target).and_then(|key| {
-            holds.iter().find(|h| {
-                h.is_active(now) && h.provider == key.provider && h.account == key.account
-            })
-        });
+        let active = |provider: Provider, account: &str| {
+            holds
+                .iter()
+                .find(|h| h.is_active(now) && h.provider == provider && h.account == account)
+        };
+        // A pooled loop is held only while every account of its pool is: until the
+        // first of them is free again.
+        let hold = match crate::caps::pool_of(&lp.target) {
+            Some((provider, pool)) => pool
+                .iter()
+                .map(|a| active(provider, a))
+                .collect::<Option<Vec<_>>>()
+                .and_then(|held| held.into_iter().min_by_key(|h| h.held_until)),
+            None => HoldKey::of(&lp.target).and_then(|key| active(key.provider, &key.account)),
+        };
         let hold = hold.filter(|_| lp.status == LoopStatus::Active);
         lp.held_until = hold.map(|h| h.held_until);
         lp.held_reason = hold.map(|h| h.reason.clone());
@@ -332,6 +354,7 @@ mod tests {
             retry_at,
             session_id: None,
             session_note: None,
+            account: None,
             created_at: end,
             updated_at: end,
         }

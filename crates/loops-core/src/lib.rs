@@ -6,6 +6,7 @@
 //! argument, so scheduling is testable with plain unit tests.
 
 pub mod bundle;
+pub mod caps;
 pub mod cron;
 pub mod duration;
 pub mod health;

@@ -369,6 +369,11 @@ pub struct AgentTarget {
     pub idle_timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<Account>,
+    /// Account profiles a run may take instead of one `account` (`--account-pool`): at
+    /// claim, the least loaded one no usage limit holds and no cap stops
+    /// ([`crate::caps::choose_account`]); the run records which (`Run::account`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub account_pool: Vec<String>,
     /// `continue`: each run resumes the conversation the loop's previous run reported
     /// (loop targets only; a workflow step always starts fresh). Left out when `fresh`.
     #[serde(default, skip_serializing_if = "SessionMode::is_default")]
@@ -796,6 +801,11 @@ pub struct Loop {
     /// Why (with `heldUntil`): the reset instant or the probe, and the run that met it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_reason: Option<String>,
+    /// Why a due loop has not started: "waiting for a free claude slot (cap 2)" (not
+    /// stored: the runtime's client judges it from the daemons' caps and the runs in
+    /// flight, [`crate::caps::mark_waiting`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
@@ -910,6 +920,10 @@ pub struct Run {
     /// session <id>`, or `session <id> could not be resumed; started fresh`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_note: Option<String>,
+    /// The account profile an agent run ran on: the one its loop's pool chose at
+    /// claim, or its target's `account`; `None` without either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,

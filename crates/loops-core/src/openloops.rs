@@ -377,6 +377,7 @@ fn history_run(row: &Row) -> Result<Option<Run>, String> {
         retry_at: None,
         session_id: None,
         session_note: None,
+        account: None,
         created_at,
         updated_at: instant(row, "updated_at")?.unwrap_or(created_at),
     }))

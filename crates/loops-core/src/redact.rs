@@ -180,6 +180,7 @@ mod tests {
             retry_at: None,
             session_id: None,
             session_note: None,
+            account: None,
             created_at: t,
             updated_at: t,
         }

@@ -741,6 +741,7 @@ mod tests {
             state: Default::default(),
             held_until: None,
             held_reason: None,
+            waiting_for: None,
             created_at: created,
             updated_at: created,
         }

@@ -134,6 +134,7 @@ mod tests {
             retry_at: None,
             session_id: id.map(str::to_owned),
             session_note: None,
+            account: None,
             created_at: at,
             updated_at: at,
         }

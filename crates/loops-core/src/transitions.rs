@@ -386,6 +386,7 @@ mod tests {
             retry_at: None,
             session_id: None,
             session_note: None,
+            account: None,
             created_at: slot,
             updated_at: end,
         }

@@ -381,7 +381,34 @@ pub fn agent(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
     if let Some(account) = &t.account {
         account_fields(account, label)?;
     }
+    account_pool(t, label)?;
     env(&t.env, label)
+}
+
+/// An account pool names two or more distinct profiles, each as `account` would, and
+/// replaces `account` (the run records which one it took).
+fn account_pool(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
+    if t.account_pool.is_empty() {
+        return Ok(());
+    }
+    if t.account.is_some() {
+        return invalid(format!(
+            "{label}: account and accountPool are mutually exclusive"
+        ));
+    }
+    for (i, profile) in t.account_pool.iter().enumerate() {
+        let account = Account {
+            profile: profile.clone(),
+            tool: None,
+        };
+        account_fields(&account, label)?;
+        if t.account_pool[..i].contains(profile) {
+            return invalid(format!(
+                "{label}: account {profile:?} is in the account pool twice"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `configOverrides` become `-c key=value` for codex-shaped CLIs only; keys are dotted
@@ -523,6 +550,7 @@ mod tests {
             timeout: None,
             idle_timeout: None,
             account: None,
+            account_pool: Vec::new(),
             session: crate::SessionMode::DEFAULT,
         }
     }

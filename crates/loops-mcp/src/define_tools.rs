@@ -119,6 +119,7 @@ impl LoopsMcp {
             config_isolation: p.config_isolation,
             config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
             session: p.session,
+            account_pool: p.account_pool,
         };
         let prompt_file = p.prompt_file.map(PathBuf::from);
         let agent = AgentFlags {
@@ -212,6 +213,7 @@ impl LoopsMcp {
                 config_isolation: p.config_isolation,
                 config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
                 session: p.session,
+                account_pool: p.account_pool,
             },
             workflow: p.workflow,
         };

@@ -4,7 +4,7 @@
 //! shell (or any other program), an agent's prompt (a coding agent acts on it; codex
 //! runs commands unasked), a target's env (`PATH` picks the binary, `LD_PRELOAD` and
 //! `BASH_ENV` inject code), its cwd (where relative programs and an agent's settings
-//! are found) or its account, a notification command, a stop condition's `untilCmd`
+//! are found) or its account (or account pool), a notification command, a stop condition's `untilCmd`
 //! (run after each successful run). A workflow loop names a stored
 //! workflow, whose steps its owner defined: creating one or pointing it at another
 //! stored workflow schedules what is already defined, like `run-now` on a timer.
@@ -111,6 +111,7 @@ mod tests {
     #[test]
     fn an_agents_session_mode_changes_what_runs() {
         let fresh = loops_core::AgentTarget {
+            account_pool: Vec::new(),
             provider: loops_core::Provider::Claude,
             prompt: "review".into(),
             prompt_file: None,
@@ -134,6 +135,16 @@ mod tests {
         assert!(changes_what_runs(&a, &b));
         assert!(changes_what_runs(&b, &a));
         assert!(!changes_what_runs(&b, &b.clone()));
+        // An account pool selects credentials, as `account` does.
+        let Target::Agent(fresh) = a.clone() else {
+            unreachable!()
+        };
+        let pooled = Target::Agent(loops_core::AgentTarget {
+            account_pool: vec!["work".into(), "home".into()],
+            ..fresh
+        });
+        assert!(changes_what_runs(&a, &pooled));
+        assert!(changes_what_runs(&pooled, &a));
     }
 
     #[test]

@@ -411,6 +411,10 @@ definition_params! {
         /// resumes the previous run's conversation; claude, codex and opencode).
         #[serde(default)]
         pub session: Option<String>,
+        /// Account profiles to run under instead of `account`: each run takes the
+        /// least-loaded one no usage limit holds (ties in pool order).
+        #[serde(default)]
+        pub account_pool: Vec<String>,
     }
 }
 
@@ -441,7 +445,7 @@ definition_params! {
         /// agent, auth-profile, config-overrides, expires-at, jitter, labels, on (the
         /// runner labels), notify, notify-cmd, notify-url, max-failures, idle-timeout,
         /// until-cmd, until-output, max-runs, session (back to fresh), budget-tokens,
-        /// budget-usd.
+        /// budget-usd, account-pool.
         #[serde(default)]
         pub clear: Vec<String>,
         /// (command loops) The command line or program.
@@ -483,6 +487,10 @@ definition_params! {
         /// (agent loops) fresh or continue (resume the previous run's conversation).
         #[serde(default)]
         pub session: Option<String>,
+        /// (agent loops) Account profiles to run under instead of `account` (each
+        /// run takes the least-loaded one no usage limit holds).
+        #[serde(default)]
+        pub account_pool: Vec<String>,
         /// (workflow loops) Name of the stored workflow to run.
         #[serde(default)]
         pub workflow: Option<String>,

@@ -80,8 +80,13 @@ pub(crate) async fn claim_set<C: GenericClient + Sync>(
             .max()
             .unwrap_or(i64::MIN);
         let pointer = lp.retry_for.or(lp.next_run_at);
-        // A stale plan, or a loop requiring runner labels: the one-by-one way.
-        if pointer.is_none_or(|p| p > last) || lp.runs_on != "[]" {
+        // A stale plan, a loop requiring runner labels, or a pooled agent (whose
+        // account is chosen at claim): the one-by-one way. (`accountPool` is written
+        // only when not empty; a prompt that quotes it only costs the fast path.)
+        if pointer.is_none_or(|p| p > last)
+            || lp.runs_on != "[]"
+            || lp.target_json.contains("\"accountPool\"")
+        {
             slow.push(i);
         } else {
             fresh.push(i);
@@ -187,10 +192,15 @@ pub(crate) async fn claim_set<C: GenericClient + Sync>(
                 concat!(
                     "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
                      source, started_at, claimed_by, lease_expires_at, created_at, updated_at, \
-                     due_at, runner_epoch) \
-                     SELECT i, l, n, s, a, 'running', $8, $9, $10, e, $9, $9, d, $11 \
+                     due_at, runner_epoch, run_kind, provider, account) \
+                     SELECT i, l, n, s, a, 'running', $8, $9, $10, e, $9, $9, d, $11, \
+                       loops.target_json::jsonb ->> 'type', ",
+                    crate::holds::key_provider!(),
+                    ", CASE WHEN (loops.target_json::jsonb ->> 'type') = 'agent' \
+                       THEN loops.target_json::jsonb #>> '{account,profile}' END \
                      FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], \
                                  $5::bigint[], $6::bigint[], $7::bigint[]) AS t(i, l, n, s, a, e, d) \
+                     JOIN loops ON loops.id = t.l \
                      ON CONFLICT DO NOTHING RETURNING ",
                     run_cols!()
                 ),
@@ -279,7 +289,8 @@ async fn lock_all<C: GenericClient + Sync>(
     let rows = db
         .query(
             "SELECT id, status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
-             retry_scheduled_for, due_at, runs_on_json FROM loops WHERE id = ANY($1::text[]) \
+             retry_scheduled_for, due_at, runs_on_json, target_json FROM loops \
+             WHERE id = ANY($1::text[]) \
              FOR UPDATE SKIP LOCKED",
             &[&ids],
         )
@@ -298,6 +309,7 @@ async fn lock_all<C: GenericClient + Sync>(
                 retry_for: get(row, 7, "retry_scheduled_for")?,
                 due_at: get(row, 8, "due_at")?,
                 runs_on: get(row, 9, "runs_on_json")?,
+                target_json: get(row, 10, "target_json")?,
             },
         );
     }

@@ -16,9 +16,10 @@ use crate::codec::{get, ms, new_id, run_cols, run_from_row, text, ID_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::loops::apply_advance_known;
 use crate::session::Db;
+use loops_core::caps::{self, Caps, InFlight, RunKeys};
 use loops_core::event::EventKind;
 use loops_core::schedule::jitter_delay;
-use loops_core::{Instant, LoopId, LoopStatus, Run, RunSource};
+use loops_core::{Instant, LoopId, LoopStatus, Provider, Run, RunSource, Target};
 use loops_store::{BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, LoopAdvance, OnRefusal};
 use tokio_postgres::GenericClient;
 
@@ -45,8 +46,8 @@ pub(crate) async fn claim_runs<C: GenericClient + Sync>(
 }
 
 /// Whether a batch can be claimed set-based ([`crate::claim_set`]): a scheduling pass's
-/// batch — every claim passing over on refusal, of a scheduled slot, at the same
-/// instant, each of another loop (so no claim depends on an earlier one's row).
+/// batch — every claim passing over on refusal, uncapped, of a scheduled slot, at the
+/// same instant, each of another loop (so no claim depends on an earlier one's row).
 fn set_based(claims: &[BatchClaim]) -> bool {
     let Some(first) = claims.first() else {
         return false;
@@ -55,6 +56,8 @@ fn set_based(claims: &[BatchClaim]) -> bool {
     claims.len() > 1
         && claims.iter().all(|c| {
             matches!(c.on_refusal, OnRefusal::PassOver { .. })
+                // A counted claim counts the rows the batch's earlier claims inserted.
+                && c.caps.is_empty()
                 && c.request.source != RunSource::AdHoc
                 && c.request.now == first.request.now
                 && c.request.runner_id == first.request.runner_id
@@ -101,6 +104,8 @@ pub(crate) struct LockedLoop {
     pub(crate) due_at: Option<i64>,
     /// The runner labels the loop requires (`runsOn`, JSON).
     pub(crate) runs_on: String,
+    /// The loop's target (JSON): what its run counts against, and its account pool.
+    pub(crate) target_json: String,
 }
 
 enum Lock {
@@ -117,11 +122,11 @@ async fn lock_loop<C: GenericClient + Sync>(
 ) -> Result<Lock> {
     let sql = if skip {
         "SELECT status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
-         retry_scheduled_for, due_at, runs_on_json FROM loops WHERE id = $1 \
+         retry_scheduled_for, due_at, runs_on_json, target_json FROM loops WHERE id = $1 \
          FOR UPDATE SKIP LOCKED"
     } else {
         "SELECT status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
-         retry_scheduled_for, due_at, runs_on_json FROM loops WHERE id = $1 FOR UPDATE"
+         retry_scheduled_for, due_at, runs_on_json, target_json FROM loops WHERE id = $1 FOR UPDATE"
     };
     let Some(row) = db.query_opt(sql, &[&id.as_str()]).await? else {
         if skip
@@ -144,6 +149,7 @@ async fn lock_loop<C: GenericClient + Sync>(
         retry_for: get(&row, 6, "retry_scheduled_for")?,
         due_at: get(&row, 7, "due_at")?,
         runs_on: get(&row, 8, "runs_on_json")?,
+        target_json: get(&row, 9, "target_json")?,
     }))
 }
 
@@ -157,6 +163,7 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
     req: &ClaimRequest,
     advance: Option<&LoopAdvance>,
     epoch: Option<i64>,
+    caps: &Caps,
 ) -> Result<std::result::Result<Run, ClaimRefused>> {
     let now = ms(&req.now);
     let slot = ms(&req.scheduled_for);
@@ -211,6 +218,14 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
     if last_attempt >= allowed {
         return Ok(Err(ClaimRefused::SlotDone));
     }
+    // Last: the caps count the running rows of every runner, the batch's own claims
+    // before this one included.
+    let keys = match admit_in(db, &lp.target_json, caps, ad_hoc, req.now).await? {
+        Ok(keys) => keys,
+        Err(wait) => return Ok(Err(ClaimRefused::AtCap(wait.text()))),
+    };
+    let provider = keys.provider.map(|p| p.as_str());
+    let account = keys.recorded_account();
     for _ in 0..ID_ATTEMPTS {
         let id = new_id();
         let row = db
@@ -218,8 +233,9 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
                 concat!(
                     "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
                      source, started_at, claimed_by, lease_expires_at, created_at, updated_at, \
-                     due_at, runner_epoch) \
-                     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $7, $7, $10, $11) \
+                     due_at, runner_epoch, run_kind, provider, account) \
+                     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $7, $7, $10, $11, \
+                       $12, $13, $14) \
                      ON CONFLICT DO NOTHING RETURNING ",
                     run_cols!()
                 ),
@@ -235,6 +251,9 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
                     &now.saturating_add(lp.lease_ms),
                     &due_at,
                     &epoch,
+                    &keys.kind,
+                    &provider,
+                    &account,
                 ],
             )
             .await?;
@@ -409,7 +428,7 @@ pub(crate) async fn claim_with_lock<C: GenericClient + Sync>(
             return Ok(ClaimOutcome::Moved);
         }
     }
-    let refused = match claim_locked(db, lp, req, advance, epoch).await? {
+    let refused = match claim_locked(db, lp, req, advance, epoch, &claim.caps).await? {
         Ok(run) => return Ok(ClaimOutcome::Claimed(Box::new(run))),
         Err(refused) => refused,
     };
@@ -435,5 +454,67 @@ pub(crate) async fn claim_with_lock<C: GenericClient + Sync>(
             Ok(ClaimOutcome::Moved)
         }
         ClaimRefused::LoopNotActive => Ok(ClaimOutcome::NotActive),
+        // The loop waits for a free slot, still due: nothing changes.
+        ClaimRefused::AtCap(_) => Ok(ClaimOutcome::Refused(refused)),
     }
+}
+
+/// The advisory lock every counted claim holds for its transaction ("caps"): two
+/// runners' claims never count the running rows at once, so together they never
+/// exceed a cap.
+const CAPS_LOCK: i64 = 0x6361_7073;
+
+/// What a run of the loop whose target is `target` counts against, with the account
+/// its pool chose — or why it must wait (`loops_core::caps::admit`, with the running
+/// rows and holds as this transaction sees them after taking [`CAPS_LOCK`]). A pool
+/// passes over held accounts for scheduled claims only: a run-now is a person asking.
+async fn admit_in<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    target: &str,
+    caps: &Caps,
+    ad_hoc: bool,
+    now: Instant,
+) -> Result<std::result::Result<RunKeys, caps::Wait>> {
+    let target: Target =
+        serde_json::from_str(target).map_err(|e| Error::invalid(format!("loop target: {e}")))?;
+    let pooled = caps::pool_of(&target).is_some();
+    if caps.is_empty() && !pooled {
+        return Ok(Ok(RunKeys::of(&target, None)));
+    }
+    if !caps.is_empty() {
+        db.execute("SELECT pg_advisory_xact_lock($1)", &[&CAPS_LOCK])
+            .await?;
+    }
+    let in_flight = running_keys(db).await?;
+    let holds = if ad_hoc || !pooled {
+        Vec::new()
+    } else {
+        crate::holds::account_holds(db).await?
+    };
+    Ok(caps::admit(&target, caps, &in_flight, &holds, now))
+}
+
+/// The running rows of every runner, grouped by what they count against.
+pub(crate) async fn running_keys<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<InFlight> {
+    let rows = db
+        .query(
+            "SELECT run_kind, provider, account, COUNT(*) FROM runs \
+             WHERE status = 'running' AND run_kind IS NOT NULL \
+             GROUP BY run_kind, provider, account",
+            &[],
+        )
+        .await?;
+    let mut in_flight = InFlight::new();
+    for row in &rows {
+        let provider = get::<Option<String>>(row, 1, "provider")?
+            .map(|p| p.parse::<Provider>())
+            .transpose()
+            .map_err(Error::invalid)?;
+        let keys = RunKeys::recorded(get(row, 0, "run_kind")?, provider, get(row, 2, "account")?);
+        in_flight.add(
+            &keys,
+            usize::try_from(get::<i64>(row, 3, "count")?).unwrap_or(0),
+        );
+    }
+    Ok(in_flight)
 }

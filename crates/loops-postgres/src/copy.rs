@@ -337,6 +337,7 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
             c.retry_at.push(opt_ms(run.retry_at.as_ref()));
             c.session_id.push(opt_text(run.session_id.as_deref()));
             c.session_note.push(opt_text(run.session_note.as_deref()));
+            c.account.push(opt_text(run.account.as_deref()));
         }
         db.execute(
             concat!(
@@ -347,7 +348,7 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
                  $11::bigint[], $12::text[], $13::text[], $14::text[], $15::bigint[], \
                  $16::bigint[], $17::text[], $18::bigint[], $19::text[], $20::text[], \
                  $21::bigint[], $22::bigint[], $23::bigint[], $24::text[], $25::text[], $26::bigint[], \
-                 $27::text[], $28::text[])"
+                 $27::text[], $28::text[], $29::text[])"
             ),
             &[
                 &c.id,
@@ -378,6 +379,7 @@ async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> R
                 &c.retry_at,
                 &c.session_id,
                 &c.session_note,
+                &c.account,
             ],
         )
         .await?;
@@ -416,4 +418,5 @@ struct RunColumns {
     retry_at: Vec<Option<i64>>,
     session_id: Vec<Option<String>>,
     session_note: Vec<Option<String>>,
+    account: Vec<Option<String>>,
 }

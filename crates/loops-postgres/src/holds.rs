@@ -38,17 +38,38 @@ macro_rules! hold_of_loop {
     };
 }
 
+/// Until when the loop row `loops` is held (NULL or an instant past: not held): its
+/// key's hold; for a pooled agent (`accountPool`) the earliest end among its accounts'
+/// holds when every account has one, else 0 (a pooled loop is held only while all its
+/// accounts are, `loops_core::hold::mark_held`).
+macro_rules! hold_end_of_loop {
+    () => {
+        concat!(
+            "(CASE WHEN jsonb_typeof(loops.target_json::jsonb -> 'accountPool') = 'array' \
+             THEN (SELECT MIN(COALESCE((SELECT MAX(h.held_until) FROM account_holds h \
+                     WHERE h.provider = ",
+            $crate::holds::key_provider!(),
+            " AND h.account = p.value), 0)) \
+                   FROM jsonb_array_elements_text(loops.target_json::jsonb -> 'accountPool') \
+                     AS p(value)) \
+             ELSE (SELECT MAX(h.held_until) FROM account_holds h WHERE ",
+            $crate::holds::hold_of_loop!(),
+            ") END)"
+        )
+    };
+}
+
 /// The condition that the loop row `loops` is not held at `$1` (the due-loop queries').
 macro_rules! not_held_at_1 {
     () => {
         concat!(
-            "NOT EXISTS (SELECT 1 FROM account_holds h WHERE h.held_until > $1 AND ",
-            $crate::holds::hold_of_loop!(),
-            ")"
+            "COALESCE(",
+            $crate::holds::hold_end_of_loop!(),
+            ", 0) <= $1"
         )
     };
 }
-pub(crate) use {hold_of_loop, key_account, key_provider, not_held_at_1};
+pub(crate) use {hold_end_of_loop, hold_of_loop, key_account, key_provider, not_held_at_1};
 
 macro_rules! hold_cols {
     () => {
@@ -90,7 +111,7 @@ pub(crate) async fn after_finish<C: GenericClient + Sync>(
     now: Instant,
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
-    let Some(key) = HoldKey::of(&lp.target) else {
+    let Some(key) = HoldKey::of_run(&lp.target, run) else {
         return Ok(Vec::new());
     };
     // Two runners finishing runs on one key: the second sees the first's hold.

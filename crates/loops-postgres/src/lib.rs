@@ -825,6 +825,21 @@ impl Store for PgStore {
         read!(self, |db| budgets::spend(db, &scope, since))
     }
 
+    fn running_keys(&self) -> StoreResult<loops_core::caps::InFlight> {
+        read!(self, |db| claims::running_keys(db))
+    }
+
+    fn record_caps(&self, runner_id: &str, caps: &str, now: Instant) -> StoreResult<()> {
+        let (runner_id, caps) = (runner_id.to_owned(), caps.to_owned());
+        write!(self, None, |db| runners::record_caps(
+            db, &runner_id, &caps, now
+        ))
+    }
+
+    fn recorded_caps(&self) -> StoreResult<Vec<(String, String)>> {
+        read!(self, |db| runners::recorded_caps(db))
+    }
+
     fn runs_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Run>> {
         let prefix = prefix.to_owned();
         read!(self, |db| runs::runs_with_id_prefix(db, &prefix, limit))

@@ -371,9 +371,9 @@ pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
 macro_rules! waits_until {
     () => {
         concat!(
-            "GREATEST(due_at, COALESCE((SELECT MAX(h.held_until) FROM account_holds h WHERE ",
-            crate::holds::hold_of_loop!(),
-            "), 0), COALESCE((SELECT MAX(b.held_until) FROM budget_holds b WHERE ",
+            "GREATEST(due_at, COALESCE(",
+            crate::holds::hold_end_of_loop!(),
+            ", 0), COALESCE((SELECT MAX(b.held_until) FROM budget_holds b WHERE ",
             crate::budgets::budget_of_loop!(),
             "), 0))"
         )

@@ -70,10 +70,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "budgets",
         sql: include_str!("../migrations/0011_budgets.sql"),
     },
+    Migration {
+        version: 12,
+        name: "caps",
+        sql: include_str!("../migrations/0012_caps.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

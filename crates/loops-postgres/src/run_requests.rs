@@ -126,6 +126,7 @@ pub(crate) async fn claim<C: GenericClient + Sync>(
         request: req.clone(),
         advance: advance.cloned(),
         on_refusal: OnRefusal::Keep,
+        caps: Default::default(),
     };
     let outcome = claims::claim_runs(db, std::slice::from_ref(&claim), epoch)
         .await?

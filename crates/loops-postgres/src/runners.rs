@@ -163,3 +163,50 @@ pub(crate) async fn runners<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<V
         })
         .collect()
 }
+
+/// Records (or, for empty `caps`, removes) the concurrency caps of `runner_id`.
+pub(crate) async fn record_caps<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    runner_id: &str,
+    caps: &str,
+    now: loops_core::Instant,
+) -> Result<()> {
+    if caps.is_empty() {
+        db.execute(
+            "DELETE FROM concurrency_caps WHERE runner_id = $1",
+            &[&runner_id],
+        )
+        .await?;
+    } else {
+        db.execute(
+            "INSERT INTO concurrency_caps (runner_id, caps, recorded_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (runner_id) DO UPDATE SET caps = EXCLUDED.caps, \
+             recorded_at = EXCLUDED.recorded_at",
+            &[&runner_id, &caps, &crate::codec::ms(&now)],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The caps of the live runners (a crashed runner's row stays until it starts again,
+/// but says nothing once its lease expired).
+pub(crate) async fn recorded_caps<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+) -> Result<Vec<(String, String)>> {
+    let rows = db
+        .query(
+            concat!(
+                "SELECT c.runner_id, c.caps FROM concurrency_caps c \
+                 WHERE EXISTS (SELECT 1 FROM runners r WHERE r.runner_id = c.runner_id \
+                   AND r.released_at IS NULL AND r.expires_at > ",
+                db_now_ms!(),
+                ") ORDER BY c.runner_id"
+            ),
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| Ok((get(row, 0, "runner_id")?, get(row, 1, "caps")?)))
+        .collect()
+}

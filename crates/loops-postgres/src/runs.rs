@@ -84,7 +84,7 @@ pub(crate) async fn running_runs<C: GenericClient + Sync>(
                CASE WHEN r.runner_epoch IS NULL THEN r.lease_expires_at \
                     ELSE LEAST(r.lease_expires_at, COALESCE(rn.expires_at, 0)) END, \
                r.summary, r.usage_json, r.created_at, r.updated_at, r.due_at, r.error_output, \
-               r.failure_class, r.retry_at, r.session_id, r.session_note \
+               r.failure_class, r.retry_at, r.session_id, r.session_note, r.account \
              FROM runs r LEFT JOIN runners rn ON rn.epoch = r.runner_epoch \
              WHERE r.status = 'running' AND ($1::text IS NULL OR r.loop_id = $1) \
              ORDER BY r.created_at, r.id",

@@ -46,6 +46,7 @@ fn new_loop(name: &str, at: loops_core::Instant, overlap: Overlap) -> NewLoop {
 /// A pass's claim of `lp`'s slot `slot` by `runner`, advancing it a minute.
 fn pass(lp: &Loop, slot: loops_core::Instant, runner: &str) -> BatchClaim {
     BatchClaim {
+        caps: Default::default(),
         request: ClaimRequest {
             loop_id: lp.id.clone(),
             scheduled_for: slot,

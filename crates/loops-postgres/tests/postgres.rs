@@ -253,6 +253,9 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_
     sql("ALTER TABLE runs DROP COLUMN session_id, DROP COLUMN session_note");
     sql("DROP TABLE budgets, budget_holds");
     sql("DROP INDEX runs_loop_usage");
+    sql("DROP INDEX runs_running_keys");
+    sql("ALTER TABLE runs DROP COLUMN run_kind, DROP COLUMN provider, DROP COLUMN account");
+    sql("DROP TABLE concurrency_caps");
     sql("DELETE FROM schema_migrations WHERE version >= 6");
     // Notification settings stored when `always` meant failure + recovery.
     sql(&format!(

@@ -89,6 +89,20 @@ impl Client {
     /// `labels` empty, `capacity` null: the lease does not record it), else the list
     /// is empty.
     pub fn runners_json(&self) -> Result<serde_json::Value> {
+        let mut list = self.runners_json_without_caps()?;
+        // Each runner's concurrency caps (`--max-concurrent-per`), null without.
+        let caps = self.store().recorded_caps()?;
+        if let serde_json::Value::Array(runners) = &mut list {
+            for runner in runners {
+                let id = runner["runnerId"].as_str().unwrap_or_default().to_owned();
+                let mine = caps.iter().find(|(r, _)| *r == id).map(|(_, c)| c.clone());
+                runner["caps"] = mine.map_or(serde_json::Value::Null, serde_json::Value::from);
+            }
+        }
+        Ok(list)
+    }
+
+    fn runners_json_without_caps(&self) -> Result<serde_json::Value> {
         if self.store_has_runners() {
             let runners = self.runners()?;
             return Ok(serde_json::Value::Array(
@@ -133,11 +147,13 @@ impl Client {
         let running = self.running_runs()?;
         // A row that no longer decodes does not stop the status report.
         let next_due = self.next_due_loop()?;
+        let caps = self.store().recorded_caps()?;
         Ok(DaemonStatus {
             view,
             running,
             next_due,
             backend: self.backend().clone(),
+            caps,
         })
     }
 }
@@ -151,6 +167,8 @@ pub struct DaemonStatus {
     pub next_due: Option<Loop>,
     /// Which database (`backend`, `store` in the JSON).
     pub backend: Backend,
+    /// The concurrency caps the daemons (runners) recorded: `(runner id, caps)`.
+    pub caps: Vec<(String, String)>,
 }
 
 impl DaemonStatus {
@@ -170,6 +188,7 @@ impl DaemonStatus {
             "stalePidFile": self.view.stale_pid_file.is_some(),
             "backend": self.backend.kind(),
             "store": self.backend.location(),
+            "caps": self.caps.iter().map(|(runner, caps)| serde_json::json!({"runnerId": runner, "caps": caps})).collect::<Vec<_>>(),
         })
     }
 }

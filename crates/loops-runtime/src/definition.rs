@@ -87,6 +87,8 @@ pub struct AgentOptions {
     pub config_overrides: Vec<String>,
     /// `fresh` or `continue` ([`loops_core::SessionMode`]).
     pub session: Option<String>,
+    /// `--account-pool`: account profiles a run may take (instead of `--account`).
+    pub account_pool: Vec<String>,
 }
 
 /// Lays the flags every target type has, but the schedule's ([`schedule`]), over
@@ -380,6 +382,7 @@ pub fn agent_target(
     let mut t = match (base, provider, prompt.clone()) {
         (Some(t), _, _) => t,
         (None, Some(provider), Some((prompt, prompt_file))) => AgentTarget {
+            account_pool: Vec::new(),
             provider,
             prompt,
             prompt_file,
@@ -433,8 +436,17 @@ pub fn agent_target(
         t.idle_timeout = c.idle_timeout;
     }
     t.env.extend(env_map(&c.env)?);
+    // One of `--account` and `--account-pool`: either replaces the other on `edit`.
+    if !o.account_pool.is_empty() {
+        if c.account.is_some() {
+            return Err("--account and --account-pool are mutually exclusive".to_owned());
+        }
+        t.account_pool = o.account_pool.clone();
+        t.account = None;
+    }
     if let Some(account) = account(c) {
         t.account = Some(account);
+        t.account_pool.clear();
     }
     Ok(t)
 }
@@ -569,11 +581,12 @@ pub enum ClearField {
     Session,
     BudgetTokens,
     BudgetUsd,
+    AccountPool,
 }
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 25] = [
+    pub const ALL: [ClearField; 26] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -599,6 +612,7 @@ impl ClearField {
         ClearField::Session,
         ClearField::BudgetTokens,
         ClearField::BudgetUsd,
+        ClearField::AccountPool,
     ];
 
     /// The flag value (`auth-profile`).
@@ -629,6 +643,7 @@ impl ClearField {
             ClearField::Session => "session",
             ClearField::BudgetTokens => "budget-tokens",
             ClearField::BudgetUsd => "budget-usd",
+            ClearField::AccountPool => "account-pool",
         }
     }
 }
@@ -757,6 +772,7 @@ fn check_kind(lp: &Loop, e: &EditFlags) -> Result<(), String> {
         ("--config-isolation", o.config_isolation.is_some()),
         ("--config-override", !o.config_overrides.is_empty()),
         ("--session", o.session.is_some()),
+        ("--account-pool", !o.account_pool.is_empty()),
     ];
     let workflow = [("--workflow", e.workflow.is_some())];
     let (others, kinds): (Vec<&[(&str, bool)]>, _) = match &lp.target {
@@ -844,7 +860,8 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
         | ClearField::Agent
         | ClearField::AuthProfile
         | ClearField::ConfigOverrides
-        | ClearField::Session => {
+        | ClearField::Session
+        | ClearField::AccountPool => {
             let Target::Agent(a) = &mut def.target else {
                 return Err(wrong());
             };
@@ -853,6 +870,7 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
                 ClearField::Agent => a.agent = None,
                 ClearField::AuthProfile => a.auth_profile = None,
                 ClearField::Session => a.session = loops_core::SessionMode::DEFAULT,
+                ClearField::AccountPool => a.account_pool.clear(),
                 _ => a.config_overrides.clear(),
             }
         }

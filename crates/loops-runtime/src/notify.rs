@@ -754,6 +754,7 @@ mod tests {
     fn run() -> Run {
         let t = chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap();
         Run {
+            account: None,
             id: RunId::new("aaaaaaaaaaaa"),
             loop_id: LoopId::new("bbbbbbbbbbbb"),
             loop_name: "nightly".into(),

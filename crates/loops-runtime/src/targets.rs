@@ -135,13 +135,23 @@ pub fn loop_invocation(
             metadata,
             cfg,
         ),
-        Target::Agent(a) => invocation(
-            ProcessTarget::Agent(a, resume),
-            a.account.as_ref(),
-            a.timeout,
-            metadata,
-            cfg,
-        ),
+        Target::Agent(a) => {
+            // A pooled run runs on the account its claim chose (`Run::account`).
+            let pooled = match (&run.account, a.account_pool.is_empty()) {
+                (Some(profile), false) => Some(Account {
+                    profile: profile.clone(),
+                    tool: None,
+                }),
+                _ => None,
+            };
+            invocation(
+                ProcessTarget::Agent(a, resume),
+                pooled.as_ref().or(a.account.as_ref()),
+                a.timeout,
+                metadata,
+                cfg,
+            )
+        }
         Target::Workflow(w) => Err(SpecError(format!(
             "workflow {:?} runs through the workflow runner, not as one process",
             w.workflow

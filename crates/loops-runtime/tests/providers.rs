@@ -22,6 +22,7 @@ fn fixture(name: &str) -> String {
 
 fn target(provider: Provider) -> AgentTarget {
     AgentTarget {
+        account_pool: Vec::new(),
         provider,
         prompt: "review the diff".into(),
         prompt_file: None,

@@ -6,9 +6,10 @@ use crate::codec::{ms, new_id, run_cols, run_from_row, ID_ATTEMPTS};
 use crate::error::{Error, Result, StoreResult};
 use crate::loops::apply_advance;
 use crate::SqliteStore;
+use loops_core::caps::{self, Caps, InFlight, RunKeys};
 use loops_core::event::EventKind;
 use loops_core::schedule::jitter_delay;
-use loops_core::{Instant, LoopId, LoopStatus, Run, RunSource};
+use loops_core::{Instant, LoopId, LoopStatus, Provider, Run, RunSource, Target};
 use loops_store::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, Fence, LoopAdvance, OnRefusal, StoreError,
 };
@@ -38,15 +39,25 @@ fn claim_in_tx(
     tx: &Transaction<'_>,
     req: &ClaimRequest,
     advance: Option<&LoopAdvance>,
+    caps: &Caps,
 ) -> Result<std::result::Result<Run, ClaimRefused>> {
     let now = ms(&req.now);
     let slot = ms(&req.scheduled_for);
     let ad_hoc = req.source == RunSource::AdHoc;
-    type LoopRow = (String, String, i64, i64, i64, Option<i64>, Option<i64>);
+    type LoopRow = (
+        String,
+        String,
+        i64,
+        i64,
+        i64,
+        Option<i64>,
+        Option<i64>,
+        String,
+    );
     let lp: Option<LoopRow> = tx
         .prepare_cached(
-            "SELECT status, name, max_attempts, lease_ms, jitter_ms, retry_scheduled_for, due_at \
-             FROM loops WHERE id = ?1",
+            "SELECT status, name, max_attempts, lease_ms, jitter_ms, retry_scheduled_for, due_at, \
+             target_json FROM loops WHERE id = ?1",
         )?
         .query_row([req.loop_id.as_str()], |r| {
             Ok((
@@ -57,10 +68,12 @@ fn claim_in_tx(
                 r.get(4)?,
                 r.get(5)?,
                 r.get(6)?,
+                r.get(7)?,
             ))
         })
         .optional()?;
-    let Some((status, name, max_attempts, lease_ms, jitter_ms, retry_for, loop_due)) = lp else {
+    let Some((status, name, max_attempts, lease_ms, jitter_ms, retry_for, loop_due, target)) = lp
+    else {
         return Ok(Err(ClaimRefused::LoopNotActive));
     };
     // When this attempt became due: a pending retry's time (with its slot's jitter, as
@@ -122,11 +135,19 @@ fn claim_in_tx(
     if last_attempt >= allowed {
         return Ok(Err(ClaimRefused::SlotDone));
     }
+    // Last: the caps count the running rows this transaction sees, the batch's own
+    // claims before this one included.
+    let keys = match admit_in(tx, &target, caps, ad_hoc, req.now)? {
+        Ok(keys) => keys,
+        Err(wait) => return Ok(Err(ClaimRefused::AtCap(wait.text()))),
+    };
 
     let mut stmt = tx.prepare_cached(concat!(
         "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
-             started_at, claimed_by, lease_expires_at, created_at, updated_at, due_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, ?7, ?7, ?10) RETURNING ",
+             started_at, claimed_by, lease_expires_at, created_at, updated_at, due_at, \
+             run_kind, provider, account) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, ?7, ?7, ?10, ?11, ?12, ?13) \
+             RETURNING ",
         run_cols!()
     ))?;
     for _ in 0..ID_ATTEMPTS {
@@ -141,6 +162,9 @@ fn claim_in_tx(
             req.runner_id,
             now.saturating_add(lease_ms),
             due_at,
+            keys.kind,
+            keys.provider.map(|p| p.as_str()),
+            keys.recorded_account(),
         ])?;
         match rows.next() {
             Ok(Some(row)) => {
@@ -164,6 +188,58 @@ fn claim_in_tx(
         }
     }
     Err(Error::ids_exhausted("run"))
+}
+
+/// What a run of the loop whose `target_json` is `target` counts against, with the
+/// account its pool chose — or why it must wait (`loops_core::caps::admit`, with the
+/// running rows and holds as this transaction sees them). A pool passes over held
+/// accounts for scheduled claims only: a run-now is a person asking.
+fn admit_in(
+    tx: &Transaction<'_>,
+    target: &str,
+    caps: &Caps,
+    ad_hoc: bool,
+    now: Instant,
+) -> Result<std::result::Result<RunKeys, caps::Wait>> {
+    let target: Target = serde_json::from_str(target)
+        .map_err(|e| StoreError::Decode(format!("loop target: {e}")))?;
+    if caps.is_empty() && caps::pool_of(&target).is_none() {
+        return Ok(Ok(RunKeys::of(&target, None)));
+    }
+    let in_flight = running_keys_in(tx)?;
+    let holds = if ad_hoc || caps::pool_of(&target).is_none() {
+        Vec::new()
+    } else {
+        crate::holds::all_in(tx)?
+    };
+    Ok(caps::admit(&target, caps, &in_flight, &holds, now))
+}
+
+/// The running rows, grouped by what they count against.
+pub(crate) fn running_keys_in(conn: &Connection) -> Result<InFlight> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT run_kind, provider, account, COUNT(*) FROM runs \
+         WHERE status = 'running' AND run_kind IS NOT NULL GROUP BY run_kind, provider, account",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, Option<String>>(1)?,
+            r.get::<_, Option<String>>(2)?,
+            r.get::<_, i64>(3)?,
+        ))
+    })?;
+    let mut in_flight = InFlight::new();
+    for row in rows {
+        let (kind, provider, account, n) = row?;
+        let provider = provider
+            .map(|p| p.parse::<Provider>())
+            .transpose()
+            .map_err(StoreError::Decode)?;
+        let keys = RunKeys::recorded(kind, provider, account);
+        in_flight.add(&keys, usize::try_from(n).unwrap_or(0));
+    }
+    Ok(in_flight)
 }
 
 /// Records a `skipped` row for `slot` of `lp` inside the caller's transaction.
@@ -211,7 +287,7 @@ fn skip_in(
 fn batch_claim_in(tx: &Transaction<'_>, claim: &BatchClaim) -> Result<ClaimOutcome> {
     let req = &claim.request;
     let advance = claim.advance.as_ref();
-    let refused = match claim_in_tx(tx, req, advance)? {
+    let refused = match claim_in_tx(tx, req, advance, &claim.caps)? {
         Ok(run) => return Ok(ClaimOutcome::Claimed(Box::new(run))),
         Err(refused) => refused,
     };
@@ -243,5 +319,7 @@ fn batch_claim_in(tx: &Transaction<'_>, claim: &BatchClaim) -> Result<ClaimOutco
             Ok(ClaimOutcome::Moved)
         }
         ClaimRefused::LoopNotActive => Ok(ClaimOutcome::NotActive),
+        // The loop waits for a free slot, still due: nothing changes.
+        ClaimRefused::AtCap(_) => Ok(ClaimOutcome::Refused(refused)),
     }
 }

@@ -29,7 +29,7 @@ macro_rules! run_cols {
         "id, loop_id, loop_name, scheduled_for, attempt, status, source, started_at, \
          finished_at, exit_code, duration_ms, stdout, stderr, error, pid, pid_start_time, \
          claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at, due_at, \
-         error_output, failure_class, retry_at, session_id, session_note"
+         error_output, failure_class, retry_at, session_id, session_note, account"
     };
 }
 pub(crate) use run_cols;
@@ -169,6 +169,7 @@ pub(crate) fn loop_from_row(row: &Row<'_>) -> Result<Loop> {
         // Holds are per account, not per loop: the client fills these in.
         held_until: None,
         held_reason: None,
+        waiting_for: None,
         created_at: get_instant(row, 15, "created_at")?,
         updated_at: get_instant(row, 16, "updated_at")?,
     })
@@ -254,6 +255,7 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> Result<Run> {
         retry_at: get_opt_instant(row, 25, "retry_at")?,
         session_id: get(row, 26, "session_id")?,
         session_note: get(row, 27, "session_note")?,
+        account: get(row, 28, "account")?,
     })
 }
 

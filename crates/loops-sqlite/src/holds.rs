@@ -40,17 +40,38 @@ macro_rules! hold_of_loop {
     };
 }
 
+/// Until when the loop row `loops` is held (NULL or an instant past: not held): its
+/// key's hold; for a pooled agent (`accountPool`) the earliest end among its accounts'
+/// holds when every account has one, else 0 (a pooled loop is held only while all its
+/// accounts are, `loops_core::hold::mark_held`).
+macro_rules! hold_end_of_loop {
+    () => {
+        concat!(
+            "(CASE WHEN json_valid(loops.target_json) \
+               AND json_type(loops.target_json, '$.accountPool') = 'array' \
+             THEN (SELECT MIN(COALESCE((SELECT MAX(h.held_until) FROM account_holds h \
+                     WHERE h.provider = ",
+            $crate::holds::key_provider!(),
+            " AND h.account = p.value), 0)) \
+                   FROM json_each(loops.target_json, '$.accountPool') p) \
+             ELSE (SELECT MAX(h.held_until) FROM account_holds h WHERE ",
+            $crate::holds::hold_of_loop!(),
+            ") END)"
+        )
+    };
+}
+
 /// The condition that the loop row `loops` is not held at `?1` (the due-loop queries').
 macro_rules! not_held_at_1 {
     () => {
         concat!(
-            "NOT EXISTS (SELECT 1 FROM account_holds h WHERE h.held_until > ?1 AND ",
-            $crate::holds::hold_of_loop!(),
-            ")"
+            "COALESCE(",
+            $crate::holds::hold_end_of_loop!(),
+            ", 0) <= ?1"
         )
     };
 }
-pub(crate) use {hold_of_loop, key_account, key_provider, not_held_at_1};
+pub(crate) use {hold_end_of_loop, hold_of_loop, key_account, key_provider, not_held_at_1};
 
 macro_rules! hold_cols {
     () => {
@@ -103,7 +124,7 @@ pub(crate) fn after_finish(
     run: &Run,
     now: Instant,
 ) -> Result<Vec<Delivery>> {
-    let Some(key) = HoldKey::of(&lp.target) else {
+    let Some(key) = HoldKey::of_run(&lp.target, run) else {
         return Ok(Vec::new());
     };
     let current = read(conn, &key)?;
@@ -214,14 +235,17 @@ pub(crate) fn queue_on_channels(
 }
 
 pub(crate) fn account_holds(store: &SqliteStore) -> StoreResult<Vec<AccountHold>> {
-    store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            hold_cols!(),
-            " FROM account_holds ORDER BY provider, account"
-        ))?;
-        query_all(&mut stmt, [], hold_from_row)
-    })
+    store.read(all_in)
+}
+
+/// Every hold, by provider and account, as `conn` (a claim's transaction) sees them.
+pub(crate) fn all_in(conn: &Connection) -> Result<Vec<AccountHold>> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        hold_cols!(),
+        " FROM account_holds ORDER BY provider, account"
+    ))?;
+    query_all(&mut stmt, [], hold_from_row)
 }
 
 pub(crate) fn clear_account_holds(

@@ -445,6 +445,40 @@ impl Store for SqliteStore {
         holds::account_holds(self)
     }
 
+    fn running_keys(&self) -> StoreResult<loops_core::caps::InFlight> {
+        self.read(claims::running_keys_in)
+    }
+
+    fn record_caps(&self, runner_id: &str, caps: &str, now: Instant) -> StoreResult<()> {
+        self.write(None, |tx| {
+            if caps.is_empty() {
+                tx.prepare_cached("DELETE FROM concurrency_caps WHERE runner_id = ?1")?
+                    .execute([runner_id])?;
+            } else {
+                tx.prepare_cached(
+                    "INSERT INTO concurrency_caps (runner_id, caps, recorded_at) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (runner_id) DO UPDATE SET caps = excluded.caps, \
+                     recorded_at = excluded.recorded_at",
+                )?
+                .execute(rusqlite::params![runner_id, caps, codec::ms(&now)])?;
+            }
+            Ok(())
+        })
+    }
+
+    fn recorded_caps(&self) -> StoreResult<Vec<(String, String)>> {
+        self.read(|conn| {
+            // Only the lease holder's: a daemon that died keeps its row until the next
+            // one with caps replaces it, but says nothing once it lost the lease.
+            let mut stmt = conn.prepare_cached(
+                "SELECT c.runner_id, c.caps FROM concurrency_caps c \
+                 JOIN daemon_lease l ON l.runner_id = c.runner_id ORDER BY c.runner_id",
+            )?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
     fn clear_account_holds(
         &self,
         provider: loops_core::Provider,

@@ -332,10 +332,9 @@ pub(crate) fn next_due_at(store: &SqliteStore) -> StoreResult<Option<Instant>> {
     store.read(|conn| {
         let sql = if crate::holds::any(conn)? {
             concat!(
-                "SELECT MIN(MAX(due_at, COALESCE((SELECT MAX(h.held_until) FROM account_holds h \
-                 WHERE ",
-                crate::holds::hold_of_loop!(),
-                "), 0), COALESCE((SELECT MAX(b.held_until) FROM budget_holds b WHERE ",
+                "SELECT MIN(MAX(due_at, COALESCE(",
+                crate::holds::hold_end_of_loop!(),
+                ", 0), COALESCE((SELECT MAX(b.held_until) FROM budget_holds b WHERE ",
                 crate::budgets::budget_of_loop!(),
                 "), 0))) FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
             )

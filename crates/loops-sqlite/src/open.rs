@@ -115,10 +115,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "budgets",
         sql: include_str!("../migrations/0017_budgets.sql"),
     },
+    Migration {
+        version: 18,
+        name: "concurrency caps",
+        sql: include_str!("../migrations/0018_caps.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

@@ -246,6 +246,7 @@ pub trait Store: WorkflowStore + Send + Sync {
             request: req.clone(),
             advance: advance.cloned(),
             on_refusal: OnRefusal::Keep,
+            caps: Default::default(),
         };
         match self.claim_runs(std::slice::from_ref(&claim), fence)?.pop() {
             Some(ClaimOutcome::Claimed(run)) => Ok(Ok(*run)),
@@ -452,6 +453,17 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// ([`Store::due_loops`], [`Store::next_due_at`] and their `_on` forms) leave the
     /// loops of an active hold's key out, and wake at its end instead.
     fn account_holds(&self) -> Result<Vec<loops_core::hold::AccountHold>>;
+
+    // ---- concurrency caps and account pools (issue #20 item 6, `loops_core::caps`) ----
+    /// The running rows of every runner, grouped by what they count against (their
+    /// kind, provider and account as recorded at claim; rows recorded before count
+    /// against nothing).
+    fn running_keys(&self) -> Result<loops_core::caps::InFlight>;
+    /// Records the caps `runner_id` runs with (`Caps::to_flag`; empty removes its row).
+    fn record_caps(&self, runner_id: &str, caps: &str, now: Instant) -> Result<()>;
+    /// The caps recorded by the daemons that may be running: `(runner id, caps)`, by
+    /// runner id (on PostgreSQL those of live runners, on SQLite the lease holder's).
+    fn recorded_caps(&self) -> Result<Vec<(String, String)>>;
     /// Deletes the holds of `provider` (on `account`, or on every account); returns
     /// them. No notification: a person did it.
     fn clear_account_holds(

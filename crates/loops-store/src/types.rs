@@ -2,6 +2,7 @@
 //! backend.
 
 use crate::StoreError;
+use loops_core::caps::Caps;
 use loops_core::workflow::{Workflow, WorkflowSpec};
 use loops_core::{
     Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunId, RunOutcome, RunSource, RunStatus,
@@ -73,6 +74,12 @@ pub struct BatchClaim {
     pub advance: Option<LoopAdvance>,
     /// What a refused claim does.
     pub on_refusal: OnRefusal,
+    /// The claiming daemon's concurrency caps (`--max-concurrent-per`; empty: none):
+    /// the claim is refused ([`ClaimRefused::AtCap`], nothing changed whatever
+    /// `on_refusal` says) when its run would exceed one, counting the store's running
+    /// rows of every runner in the claim's transaction, under a lock on PostgreSQL
+    /// (`loops_core::caps::admit`).
+    pub caps: Caps,
 }
 
 /// What a refused claim of a batch does, in the batch's transaction.
@@ -122,6 +129,9 @@ pub enum ClaimRefused {
     SlotDone,
     /// Overlap `skip` and another run of the loop is active.
     LoopBusy,
+    /// A run would exceed a concurrency cap, or every account of the loop's pool is
+    /// held: the loop waits, still due (`loops_core::caps::Wait::text`).
+    AtCap(String),
 }
 
 /// A write about a claimed run; many are applied in one transaction by

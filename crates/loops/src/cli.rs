@@ -8,6 +8,7 @@
 //! paths) happens in `commands`.
 
 use clap::{Args, Parser, Subcommand};
+use loops_core::caps::Caps;
 use loops_core::duration::DurationError;
 use loops_core::Duration;
 use loops_runtime::client::DEFAULT_RUNNER_WAIT;
@@ -551,6 +552,29 @@ pub struct DaemonRunArgs {
     /// e.g. `gpu` or `claude-auth`; shown by `loops runners`.
     #[arg(long = "runner-label", value_name = "LABEL")]
     pub runner_labels: Vec<String>,
+    /// Most runs at once per provider, account profile or kind of loop, within
+    /// --max-concurrent: KEY=VALUE:N items, comma-separated or repeated (a later one
+    /// replaces an earlier one on its key), e.g. `provider=claude:2,account=work:1,
+    /// kind=agent:4`; keys provider=<provider>, account=<profile>,
+    /// kind=agent|command|workflow. A loop over a cap waits, still due, for a run on its
+    /// key to end; on PostgreSQL the caps count every runner's runs.
+    #[arg(long = "max-concurrent-per", value_name = "KEY=VALUE:N", value_parser = parse_caps)]
+    pub max_concurrent_per: Vec<Caps>,
+}
+
+impl DaemonRunArgs {
+    /// The caps of every `--max-concurrent-per`, the later replacing the earlier.
+    pub fn caps(&self) -> Caps {
+        let mut caps = Caps::new();
+        for more in &self.max_concurrent_per {
+            caps.merge(more);
+        }
+        caps
+    }
+}
+
+fn parse_caps(text: &str) -> Result<Caps, String> {
+    Caps::parse(text)
 }
 
 #[derive(Debug, Args)]
@@ -828,6 +852,16 @@ pub struct AgentOptions {
     /// resumes the conversation the previous run reported; claude, codex, opencode).
     #[arg(long, value_name = "MODE")]
     pub session: Option<String>,
+    /// Account profiles to run under, comma-separated (instead of --account): each run
+    /// takes the least-loaded one no usage limit holds and no cap stops, in pool order
+    /// on a tie; a usage limit holds that account only.
+    #[arg(
+        long,
+        value_name = "PROFILES",
+        value_delimiter = ',',
+        conflicts_with = "account"
+    )]
+    pub account_pool: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -919,7 +953,7 @@ pub struct EditArgs {
     /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
     /// notify (all notification settings), notify-cmd, notify-url, max-failures,
     /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh),
-    /// budget-tokens, budget-usd.
+    /// budget-tokens, budget-usd, account-pool.
     #[arg(long = "clear", value_name = "FIELD", value_enum)]
     pub clear: Vec<ClearField>,
 
@@ -981,6 +1015,7 @@ pub enum ClearField {
     Session,
     BudgetTokens,
     BudgetUsd,
+    AccountPool,
 }
 
 #[derive(Debug, Args)]
@@ -1340,6 +1375,7 @@ impl AgentOptions {
             config_isolation: self.config_isolation.clone(),
             config_overrides: self.config_overrides.clone(),
             session: self.session.clone(),
+            account_pool: self.account_pool.clone(),
         }
     }
 }
@@ -1373,6 +1409,7 @@ impl From<ClearField> for definition::ClearField {
             ClearField::Session => F::Session,
             ClearField::BudgetTokens => F::BudgetTokens,
             ClearField::BudgetUsd => F::BudgetUsd,
+            ClearField::AccountPool => F::AccountPool,
         }
     }
 }

@@ -159,6 +159,9 @@ pub struct LoopHealthDocument {
     /// Why no live runner can take the loop (PostgreSQL: it requires runner labels none
     /// advertises); null when one can.
     pub waiting_for_runner: Option<String>,
+    /// The concurrency cap its due slot waits for ("waiting for a free claude slot
+    /// (cap 2)"); left out when none (a loop waiting its turn is no missed slot).
+    pub waiting_for_cap: Option<String>,
 }
 
 /// The health of every active (or parked) loop (`loops health [--label L]…`).

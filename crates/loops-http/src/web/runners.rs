@@ -36,6 +36,7 @@ pub(crate) struct RunnersPage {
 /// The runner rows of a PostgreSQL store, newest registration first as the store lists
 /// them; ages by the store's clock, as the lease rule judges them.
 fn postgres_runners(c: &Client) -> Result<Vec<Runner>, ApiError> {
+    let caps = c.concurrency_caps()?;
     Ok(c.runners()?
         .into_iter()
         .map(|r| {
@@ -51,7 +52,7 @@ fn postgres_runners(c: &Client) -> Result<Vec<Runner>, ApiError> {
                 host: format!("{} pid {}", r.host, r.pid),
                 state: state.to_owned(),
                 labels: r.labels.clone(),
-                capacity: r.capacity.to_string(),
+                capacity: with_caps(r.capacity.to_string(), &caps, &r.runner_id),
                 load: r.running,
                 heartbeat: format!(
                     "{}; lease expires {}",
@@ -68,6 +69,14 @@ fn postgres_runners(c: &Client) -> Result<Vec<Runner>, ApiError> {
         .collect())
 }
 
+/// `capacity` with the runner's concurrency caps (`--max-concurrent-per`), if any.
+fn with_caps(capacity: String, caps: &[(String, String)], runner_id: &str) -> String {
+    match caps.iter().find(|(id, _)| id == runner_id) {
+        Some((_, caps)) => format!("{capacity}; caps {caps}"),
+        None => capacity,
+    }
+}
+
 /// The runners of the store: PostgreSQL's runner rows, or the daemon holding the SQLite
 /// store's lease.
 pub(crate) fn runners(c: &Client, now: Instant) -> Result<Vec<Runner>, ApiError> {
@@ -76,6 +85,7 @@ pub(crate) fn runners(c: &Client, now: Instant) -> Result<Vec<Runner>, ApiError>
     }
     let status = c.daemon_status()?;
     let load = status.running.len();
+    let caps = status.caps.clone();
     let view = status.view;
     Ok(match view.holder {
         Some(h) => vec![Runner {
@@ -83,7 +93,10 @@ pub(crate) fn runners(c: &Client, now: Instant) -> Result<Vec<Runner>, ApiError>
             host: h.host.clone(),
             state: view.state.as_str().to_owned(),
             labels: Vec::new(),
-            capacity: "--max-concurrent of the daemon".to_owned(),
+            capacity: match caps.first() {
+                Some((_, caps)) => format!("--max-concurrent of the daemon; caps {caps}"),
+                None => "--max-concurrent of the daemon".to_owned(),
+            },
             load,
             heartbeat: format!("lease renewed; expires {}", words::relative(h.expires, now)),
             since: format!(

@@ -170,6 +170,9 @@ fn build(
         };
         facts.push(("failure", text));
     }
+    if let Some(account) = &run.account {
+        facts.push(("account", account.clone()));
+    }
     if let Some(id) = &run.session_id {
         facts.push(("session", id.clone()));
     }

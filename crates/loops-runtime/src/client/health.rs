@@ -179,5 +179,6 @@ fn unreadable(error: String) -> Health {
         skipped_slots: 0,
         parked: false,
         waiting_for_runner: None,
+        waiting_for_cap: None,
     }
 }

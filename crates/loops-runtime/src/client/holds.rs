@@ -3,6 +3,7 @@
 //! hold per provider and account; the loops of a held account are marked here.
 
 use super::{Client, Result};
+use loops_core::caps::{self, Caps};
 use loops_core::hold::{self, AccountHold};
 use loops_core::{Instant, Loop, Provider, Target};
 
@@ -24,17 +25,45 @@ impl Client {
         Ok(self.store.clear_account_holds(provider, account)?)
     }
 
+    /// The concurrency caps each daemon (runner) recorded (`--max-concurrent-per`):
+    /// `(runner id, caps)`, live runners only on PostgreSQL.
+    pub fn concurrency_caps(&self) -> Result<Vec<(String, String)>> {
+        Ok(self.store.recorded_caps()?)
+    }
+
     /// Fills in the held fields of `loops` from the store's holds active at `now` (an
-    /// account's or a budget's); reads the holds only when one of them is an agent loop.
+    /// account's or a budget's; read only when one of them is an agent loop), then
+    /// `waitingFor` of the due loops the daemons' caps keep waiting.
     pub(super) fn mark_held(&self, loops: &mut [Loop], now: Instant) -> Result<()> {
-        if !loops.iter().any(|l| matches!(l.target, Target::Agent(_))) {
+        if loops.iter().any(|l| matches!(l.target, Target::Agent(_))) {
+            let holds = self.store.account_holds()?;
+            hold::mark_held(loops, &holds, now);
+            // A spent budget holds too (`loops_core::budget`); the later end is shown.
+            let budget_holds = self.store.budget_holds()?;
+            loops_core::budget::mark_held(loops, &budget_holds, now);
+        }
+        self.mark_waiting(loops, now)
+    }
+
+    /// Fills in `waitingFor` of the due loops the daemons' caps keep waiting (reads the
+    /// runs in flight only when a daemon recorded caps and a loop is due).
+    fn mark_waiting(&self, loops: &mut [Loop], now: Instant) -> Result<()> {
+        let recorded = self.store.recorded_caps()?;
+        let caps: Vec<Caps> = recorded
+            .iter()
+            .filter_map(|(_, text)| Caps::parse(text).ok())
+            .filter(|c| !c.is_empty())
+            .collect();
+        let due = |l: &Loop| {
+            l.retry_scheduled_for
+                .or(l.next_run_at)
+                .is_some_and(|t| t <= now)
+        };
+        if caps.is_empty() || !loops.iter().any(due) {
             return Ok(());
         }
-        let holds = self.store.account_holds()?;
-        hold::mark_held(loops, &holds, now);
-        // A spent budget holds too (`loops_core::budget`); the later end is shown.
-        let budget_holds = self.store.budget_holds()?;
-        loops_core::budget::mark_held(loops, &budget_holds, now);
+        let in_flight = self.store.running_keys()?;
+        caps::mark_waiting(loops, &caps, &in_flight, now);
         Ok(())
     }
 }

@@ -83,6 +83,9 @@ pub struct DaemonConfig {
     pub watch_store_file: bool,
     /// Labels this daemon advertises as a runner (`--runner-label`; PostgreSQL).
     pub runner_labels: Vec<String>,
+    /// Concurrency caps by provider, account and kind (`--max-concurrent-per`;
+    /// `loops_core::caps`), counted in the store across runners.
+    pub caps: loops_core::caps::Caps,
     /// The `loops` binary that runs supervisors (`loops supervise DIR`); `None` runs
     /// every process inside the daemon (in-process tests, embedders).
     pub supervisor_program: Option<PathBuf>,
@@ -103,6 +106,7 @@ impl DaemonConfig {
             notify_timeout: crate::notify::DEFAULT_NOTIFY_TIMEOUT,
             watch_store_file: true,
             runner_labels: Vec::new(),
+            caps: loops_core::caps::Caps::new(),
             supervisor_program: None,
         }
     }
@@ -337,6 +341,8 @@ pub async fn run_with_clock(
     };
     let mut shutdown = std::pin::pin!(shutdown);
     let mut renewed_at = registered_at.1;
+    // For `show`, `health` and `daemon status`; only the claims themselves enforce them.
+    record_caps(store.as_ref(), &runner_id, &cfg.caps, clock.now());
     loop {
         let fence = lease.fence().clone();
         let engine = match Engine::new(
@@ -344,6 +350,7 @@ pub async fn run_with_clock(
             EngineConfig {
                 runner_id: runner_id.clone(),
                 max_concurrent: cfg.max_concurrent,
+                caps: cfg.caps.clone(),
                 exec: ExecSettings {
                     kill_grace: cfg.kill_grace,
                     launcher: launcher.clone(),
@@ -467,6 +474,9 @@ pub async fn run_with_clock(
                     // took them back, so no other runner retries them meanwhile.
                     tracing::info!("daemon stopped; its runner lease is left to expire");
                 } else {
+                    if !cfg.caps.is_empty() {
+                        forget_caps(store.as_ref(), &runner_id, clock.now());
+                    }
                     lease.release_checked(store.as_ref())?;
                     tracing::info!("daemon stopped");
                 }
@@ -480,6 +490,31 @@ pub async fn run_with_clock(
         }
     }
 }
+
+/// Records this daemon's caps in the store (none: removes its record); failing only
+/// costs `show` and `daemon status` their word on them.
+fn record_caps(store: &dyn Store, runner_id: &str, caps: &loops_core::caps::Caps, now: Instant) {
+    // A daemon without caps writes nothing: a row of its runner id exists only while
+    // one with caps runs (a clean stop of that daemon removes it).
+    if caps.is_empty() {
+        return;
+    }
+    if let Err(e) = store.record_caps(runner_id, &caps.to_flag(), now) {
+        tracing::warn!(error = %e, "cannot record the daemon's concurrency caps");
+    }
+}
+
+/// Removes this daemon's caps record at a clean stop.
+fn forget_caps(store: &dyn Store, runner_id: &str, now: Instant) {
+    if let Err(e) = store.record_caps(runner_id, "", now) {
+        tracing::warn!(error = %e, "cannot remove the daemon's concurrency caps record");
+    }
+}
+
+/// How often a daemon with loops waiting for a concurrency cap looks at what else is
+/// due (a run that ends wakes it at once): a loop that became due meanwhile starts at
+/// most this late.
+const CAP_RECHECK: Duration = Duration::from_secs(1);
 
 /// Back-off of failing scheduler passes (a full disk, a locked or read-only store).
 const PASS_RETRY_FIRST: Duration = Duration::from_millis(100);
@@ -746,7 +781,12 @@ fn next_deadline(
     if !report.saturated {
         // Only loops this runner may take: one it may not would be due "now" for ever.
         if let Ok(Some(due)) = store.next_due_at_on(runner_labels) {
-            let wait = (due - now).to_std().unwrap_or(Duration::ZERO);
+            let mut wait = (due - now).to_std().unwrap_or(Duration::ZERO);
+            // Loops waiting for a cap stay due "now"; a run that ends wakes the daemon
+            // for them, so the earliest due slot is looked at only every so often.
+            if !report.waiting.is_empty() {
+                wait = wait.max(CAP_RECHECK);
+            }
             deadline = deadline.min(base + wait);
         }
     }

@@ -78,6 +78,9 @@ pub struct EngineConfig {
     pub runner_id: String,
     /// Most runs executing at once (never zero: the type says so, nobody clamps).
     pub max_concurrent: NonZeroUsize,
+    /// Most runs at once per provider, account or kind (`--max-concurrent-per`), within
+    /// `max_concurrent`; counted over the store's running rows (`loops_core::caps`).
+    pub caps: loops_core::caps::Caps,
     /// Daemon lease fence; `None` for CLI engines.
     pub fence: Option<Fence>,
     /// Adopt live processes of runs whose runner died (daemon only).
@@ -95,6 +98,7 @@ impl EngineConfig {
         Self {
             runner_id: this_runner_id(),
             max_concurrent: DEFAULT_MAX_CONCURRENT,
+            caps: loops_core::caps::Caps::new(),
             fence: None,
             adopt_orphans: false,
             exec: ExecSettings::for_this_process(),
@@ -142,6 +146,9 @@ pub struct PassReport {
     pub foreign_running: bool,
     /// Loops taken out of scheduling because they can no longer be scheduled.
     pub parked: Vec<LoopId>,
+    /// Due loops left waiting for a concurrency cap (or for an account of their pool),
+    /// with why (`loops_core::caps::Wait::text`): still due, nothing recorded.
+    pub waiting: Vec<(LoopId, String)>,
 }
 
 /// The runs an engine executes or watches, counted by guards.
@@ -200,6 +207,9 @@ pub struct Engine {
     beat_every_ms: AtomicU64,
     /// The last pass left due work for want of a free slot.
     saturated: AtomicBool,
+    /// How many due loops the last pass left waiting for a cap: the next pass fetches
+    /// that many more, so the loops behind them are not starved.
+    cap_waiting: AtomicUsize,
     lease_lost: AtomicBool,
     host: String,
 }
@@ -269,6 +279,7 @@ impl Engine {
             run_started: Arc::new(Notify::new()),
             beat_every_ms: AtomicU64::new(duration_ms(lease_renewal::RENEWAL_MAX)),
             saturated: AtomicBool::new(false),
+            cap_waiting: AtomicUsize::new(0),
             lease_lost: AtomicBool::new(false),
             host: hostname(),
             cfg,

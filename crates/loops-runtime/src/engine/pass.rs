@@ -3,10 +3,14 @@
 //! parked; a backwards clock jump re-plans the loops it left far ahead.
 
 use super::{Engine, EngineError, PassReport, DUE_BATCH};
+use loops_core::caps::{self, InFlight};
+use loops_core::hold::AccountHold;
 use loops_core::schedule::due_slots;
 use loops_core::transitions::on_claim;
 use loops_core::{format_instant, Instant, Loop, LoopId, Overlap, RunSource};
-use loops_store::{BatchClaim, ClaimOutcome, ClaimRequest, OnRefusal, UnreadableLoop};
+use loops_store::{
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, OnRefusal, UnreadableLoop,
+};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
@@ -33,15 +37,25 @@ impl Engine {
         if free == 0 {
             report.saturated = true;
         } else {
+            // Loops the last pass left waiting for a cap come first again (they are
+            // due longest): fetch past them, so the loops behind them still start.
+            let fetch = free
+                .saturating_add(self.cap_waiting.load(Ordering::SeqCst))
+                .min(DUE_BATCH);
             let due = self
                 .store
-                .due_loops_on(now, free.min(DUE_BATCH), &self.cfg.runner_labels)?;
-            let full = due.len() >= free.min(DUE_BATCH);
+                .due_loops_on(now, fetch, &self.cfg.runner_labels)?;
+            let full = due.len() >= fetch;
             report.saturated |= !self.dispatch(due, now, &mut report)?;
             // More may be due than were fetched: come back once a run frees a slot.
             report.saturated |= full && self.permits.available_permits() == 0;
         }
-        if report.saturated {
+        self.cap_waiting
+            .store(report.waiting.len(), Ordering::SeqCst);
+        // A loop waiting for a cap is due, but only a run that ends (here or, on
+        // PostgreSQL, on another runner: the recovering passes look) can let it start:
+        // the next run to end wakes the daemon, as after a saturated pass.
+        if report.saturated || !report.waiting.is_empty() {
             self.saturated.store(true, Ordering::SeqCst);
         }
         Ok(report)
@@ -72,6 +86,7 @@ impl Engine {
         let mut all_fit = true;
         // The claims' own instant: `startedAt` must not be the pass's start.
         let claim_now = self.clock.now();
+        let mut admission = self.admission(&due)?;
         for lp in due {
             // One loop that cannot be scheduled must not stop the others (nor come
             // back due on every pass): it is parked, and the pass goes on.
@@ -102,6 +117,17 @@ impl Engine {
             let Some(&first) = slots.first() else {
                 continue;
             };
+            // Over a cap: the loop waits, still due, without a permit (the store's
+            // claim checks again, counting every runner's rows).
+            if let Some((in_flight, holds)) = admission.as_mut() {
+                match caps::admit(&lp.target, &self.cfg.caps, in_flight, holds, claim_now) {
+                    Ok(keys) => in_flight.add(&keys, 1),
+                    Err(wait) => {
+                        report.waiting.push((lp.id.clone(), wait.text()));
+                        continue;
+                    }
+                }
+            }
             let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
                 all_fit = false;
                 break;
@@ -119,6 +145,7 @@ impl Engine {
                 on_refusal: OnRefusal::PassOver {
                     skip_slots: slots.clone(),
                 },
+                caps: self.cfg.caps.clone(),
             });
             planned.push(Planned { lp, slots, permit });
         }
@@ -136,12 +163,39 @@ impl Engine {
                 ClaimOutcome::Skipped(runs) => {
                     report.skipped.extend(runs.into_iter().map(|r| r.id));
                 }
+                // Another runner's runs filled the cap since the counts were read.
+                ClaimOutcome::Refused(ClaimRefused::AtCap(why)) => {
+                    report.waiting.push((lp.id.clone(), why));
+                }
                 // Someone else (run-now, another runner) has the slot, or the loop went
                 // away: the store has done what that implies.
                 ClaimOutcome::Moved | ClaimOutcome::NotActive | ClaimOutcome::Refused(_) => {}
             }
         }
         Ok(all_fit)
+    }
+
+    /// What the pass's cap decisions start from: the store's running rows by key and
+    /// the account holds — read only with caps set or a pooled loop due.
+    #[allow(clippy::type_complexity)]
+    fn admission(
+        &self,
+        due: &[Result<Loop, UnreadableLoop>],
+    ) -> Result<Option<(InFlight, Vec<AccountHold>)>, EngineError> {
+        let pooled = due.iter().any(|lp| {
+            lp.as_ref()
+                .is_ok_and(|lp| caps::pool_of(&lp.target).is_some())
+        });
+        if self.cfg.caps.is_empty() && !pooled {
+            return Ok(None);
+        }
+        let in_flight = self.store.running_keys()?;
+        let holds = if pooled {
+            self.store.account_holds()?
+        } else {
+            Vec::new()
+        };
+        Ok(Some((in_flight, holds)))
     }
 
     /// Takes a loop that cannot be scheduled out of scheduling: paused, with a failed

@@ -233,7 +233,9 @@ impl Engine {
                 Some(Err(ClaimRefused::SlotRunning | ClaimRefused::SlotDone)) => {
                     slot += chrono::TimeDelta::milliseconds(1);
                 }
-                Some(Err(ClaimRefused::LoopNotActive)) => break,
+                // Caps bound scheduled claims only; a pool with every account held
+                // still runs a run-now (a person asked), so this does not happen.
+                Some(Err(ClaimRefused::LoopNotActive | ClaimRefused::AtCap(_))) => break,
             }
         }
         Err(EngineError::Store(StoreError::Decode(format!(

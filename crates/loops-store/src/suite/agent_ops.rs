@@ -2,11 +2,13 @@
 //! come back, as the runs and the health facts keep them.
 
 use super::{claim, claim_req, finish, new_loop, outcome, t, TestDb};
-use crate::{LoopAdvance, RunWrite, RunWritten};
+use crate::{ClaimOutcome, ClaimRefused, LoopAdvance, RunWrite, RunWritten};
+use loops_core::caps::{CapKey, Caps};
 use loops_core::failure::FailureClass;
 use loops_core::health::FactsQuery;
 use loops_core::stop::StopMet;
 use loops_core::{LoopStatus, Notify, NotifyEvent, NotifyOn, RetryBackoff, RunOutcome, RunStatus};
+use std::sync::Barrier;
 
 /// A finalized run keeps its failure class and its provider's retry instant, in the
 /// row and in the health facts of its loop; a success has neither.
@@ -602,4 +604,120 @@ pub fn budgets_hold_a_spent_loop_and_key_until_the_window_resets(db: &dyn TestDb
     );
     assert_eq!(sent, [NotifyEvent::Resumed]);
     assert!(one.budget_holds().unwrap().is_empty());
+}
+
+/// An agent loop on claude (`pool`: its account pool), due at `t(0)`.
+fn claude_loop(name: &str, pool: &[&str]) -> loops_core::NewLoop {
+    let mut n = new_loop(name, Some(t(0)));
+    n.target = serde_json::from_value(serde_json::json!({
+        "type": "agent", "provider": "claude", "prompt": "hi", "accountPool": pool,
+    }))
+    .unwrap();
+    n
+}
+
+/// A scheduling pass's claim of `lp`'s slot at `t(0)` under `caps`.
+fn capped(lp: &loops_core::Loop, runner: &str, caps: &Caps) -> crate::BatchClaim {
+    let mut request = claim_req(lp, t(0), t(1));
+    request.runner_id = runner.to_owned();
+    crate::BatchClaim {
+        request,
+        advance: None,
+        on_refusal: crate::OnRefusal::PassOver {
+            skip_slots: vec![t(0)],
+        },
+        caps: caps.clone(),
+    }
+}
+
+/// Concurrency caps (#20 item 6) count the store's running rows in the claim's
+/// transaction: within one batch (two of three claude loops under `provider=claude:2`;
+/// the third refused, its loop left due), and across stores claiming at once, as
+/// several runners do (never more running than the cap). A pooled claim records the
+/// least-loaded account of its pool on the run.
+pub fn counted_claims_never_exceed_a_cap_across_stores(db: &dyn TestDb) {
+    let store = db.open();
+    let loops: Vec<_> = (0..8)
+        .map(|i| {
+            store
+                .create_loop(claude_loop(&format!("capped-{i}"), &[]), t(0))
+                .unwrap()
+        })
+        .collect();
+    let two = Caps::parse("provider=claude:2").unwrap();
+    let batch: Vec<_> = loops[..3]
+        .iter()
+        .map(|lp| capped(lp, "runner-a", &two))
+        .collect();
+    let outcomes = store.claim_runs(&batch, None).unwrap();
+    let claimed: Vec<_> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            ClaimOutcome::Claimed(run) => Some(run.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(claimed.len(), 2, "{outcomes:?}");
+    assert_eq!(
+        outcomes[2],
+        ClaimOutcome::Refused(ClaimRefused::AtCap(
+            "waiting for a free claude slot (cap 2)".to_owned()
+        ))
+    );
+    let waiting = store.get_loop(&loops[2].id).unwrap().unwrap();
+    assert_eq!(waiting.next_run_at, Some(t(0)), "still due");
+    assert!(store.running_runs(Some(&loops[2].id)).unwrap().is_empty());
+    let claude = CapKey::Provider(loops_core::Provider::Claude);
+    assert_eq!(store.running_keys().unwrap().count(&claude), 2);
+    for run in &claimed {
+        finish(&*store, &run.id, outcome(RunStatus::Succeeded, t(2))).unwrap();
+    }
+    assert_eq!(store.running_keys().unwrap().count(&claude), 0);
+
+    // Stores of their own claiming at once, one loop each: exactly the cap wins.
+    let three = Caps::parse("provider=claude:3").unwrap();
+    let barrier = Barrier::new(loops.len() - 2);
+    let wins: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = loops[2..]
+            .iter()
+            .enumerate()
+            .map(|(i, lp)| {
+                let (barrier, three) = (&barrier, &three);
+                s.spawn(move || {
+                    let store = db.open();
+                    let claim = capped(lp, &format!("runner-{i}"), three);
+                    barrier.wait();
+                    let out = store.claim_runs(&[claim], None).unwrap();
+                    usize::from(matches!(out[0], ClaimOutcome::Claimed(_)))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(wins, 3, "never over the cap, and the cap filled");
+    assert_eq!(store.running_keys().unwrap().count(&claude), 3);
+
+    // A pool takes its least-loaded account (ties in pool order), recorded on the run.
+    let a = store
+        .create_loop(claude_loop("pool-a", &["work", "home"]), t(0))
+        .unwrap();
+    let b = store
+        .create_loop(claude_loop("pool-b", &["work", "home"]), t(0))
+        .unwrap();
+    let first = claim(&*store, &claim_req(&a, t(0), t(1))).unwrap();
+    let second = claim(&*store, &claim_req(&b, t(0), t(1))).unwrap();
+    assert_eq!(first.account.as_deref(), Some("work"));
+    assert_eq!(second.account.as_deref(), Some("home"));
+    assert_eq!(
+        store
+            .get_run(&second.id)
+            .unwrap()
+            .unwrap()
+            .account
+            .as_deref(),
+        Some("home")
+    );
+    let in_flight = store.running_keys().unwrap();
+    assert_eq!(in_flight.count(&CapKey::Account("work".into())), 1);
+    assert_eq!(in_flight.count(&claude), 5);
 }

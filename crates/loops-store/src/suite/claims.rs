@@ -390,6 +390,7 @@ pub fn kept_refusals_say_why_and_change_nothing(db: &dyn TestDb) {
         retry_scheduled_for: None,
     };
     let keep = |request| BatchClaim {
+        caps: Default::default(),
         request,
         advance: Some(moved.clone()),
         on_refusal: OnRefusal::Keep,
@@ -400,6 +401,7 @@ pub fn kept_refusals_say_why_and_change_nothing(db: &dyn TestDb) {
         keep(claim_req(&lp, t(-60_000), t(10))),
         keep(claim_req(&paused, t(0), t(10))),
         BatchClaim {
+            caps: Default::default(),
             request: claim_req(&lp, t(0), t(10)),
             advance: None,
             on_refusal: OnRefusal::Keep,

@@ -186,6 +186,7 @@ pub fn run_starts_and_ends_are_logged_with_their_loop(db: &dyn TestDb) {
     // A refused claim logs nothing.
     let before = store.event_bounds().unwrap().latest;
     let again = crate::BatchClaim {
+        caps: Default::default(),
         request: claim_req(&lp, t(0), t(90_000)),
         advance: None,
         on_refusal: OnRefusal::Keep,

@@ -155,6 +155,7 @@ macro_rules! store_suite {
             a_stop_condition_ends_the_loop_in_the_finalizations_transaction,
             session_ids_round_trip_and_the_last_session_is_found,
             budgets_hold_a_spent_loop_and_key_until_the_window_resets,
+            counted_claims_never_exceed_a_cap_across_stores,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -232,6 +233,7 @@ fn pass_over(
     skip: Vec<Instant>,
 ) -> BatchClaim {
     BatchClaim {
+        caps: Default::default(),
         request,
         advance,
         on_refusal: OnRefusal::PassOver { skip_slots: skip },
@@ -351,6 +353,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 64);
+        assert_eq!(count, 65);
     }
 }

@@ -14,6 +14,7 @@ use loops_core::{
 fn past_run(slot: i64, attempt: u32, status: RunStatus, usage: Option<Usage>) -> Run {
     let at = t(slot + i64::from(attempt));
     Run {
+        account: None,
         id: RunId::new(String::new()),
         loop_id: LoopId::new(String::new()),
         loop_name: String::new(),

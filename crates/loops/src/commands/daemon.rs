@@ -42,6 +42,7 @@ fn config(dir: &Path, args: &DaemonRunArgs) -> DaemonConfig {
     cfg.max_sleep = args.interval_ms.map(StdDuration::from_millis);
     cfg.notify_timeout = args.notify_timeout.0;
     cfg.runner_labels = args.runner_labels.clone();
+    cfg.caps = args.caps();
     cfg.supervisor_program = loops_runtime::supervisor::program().map(Path::to_path_buf);
     cfg
 }
@@ -253,6 +254,10 @@ fn run_argv(args: &DaemonRunArgs) -> Vec<String> {
     }
     for label in &args.runner_labels {
         argv.extend(["--runner-label".to_owned(), label.clone()]);
+    }
+    let caps = args.caps();
+    if !caps.is_empty() {
+        argv.extend(["--max-concurrent-per".to_owned(), caps.to_flag()]);
     }
     argv
 }
@@ -507,6 +512,15 @@ fn status(ctx: &Context) -> Result<Exit, Failure> {
     match &status.next_due {
         Some(l) => outln!("next due: {} {}", l.name, output::when(l.next_run_at, now))?,
         None => outln!("next due: none")?,
+    }
+    match &status.caps[..] {
+        [] => {}
+        [(_, caps)] => outln!("caps: {caps}")?,
+        all => {
+            for (runner, caps) in all {
+                outln!("caps: {caps} (runner {runner})")?;
+            }
+        }
     }
     Ok(code)
 }

@@ -123,6 +123,9 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
             format!("{}: {why}", output::when(Some(until), now)),
         ));
     }
+    if let Some(why) = &lp.waiting_for {
+        lines.push(("waiting", why.clone()));
+    }
     if let Some(reason) = &lp.state.status_reason {
         let by = match lp.status {
             LoopStatus::Done => "done because",
@@ -180,6 +183,9 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
             push_opt(&mut lines, "auth profile", a.auth_profile.clone());
             lines.push(("config isolation", a.config_isolation.to_string()));
             lines.push(("session", a.session.to_string()));
+            if !a.account_pool.is_empty() {
+                lines.push(("account pool", a.account_pool.join(", ")));
+            }
             push_opt(&mut lines, "cwd", a.cwd.clone());
             push_env(&mut lines, &a.env);
         }
@@ -220,9 +226,13 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
         lines.push((
             "last run",
             format!(
-                "{status} {} (attempt {}){}",
+                "{status} {} (attempt {}{}){}",
                 output::when(run.started_at.or(Some(run.created_at)), now),
                 run.attempt,
+                run.account
+                    .as_deref()
+                    .map(|a| format!(" on account {a}"))
+                    .unwrap_or_default(),
                 Some(error)
                     .filter(|e| !e.is_empty())
                     .map(|e| format!(": {e}"))

@@ -76,7 +76,9 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         )?;
         return Ok(Exit::Success);
     }
-    let mut table = Table::new(vec![
+    // The account a run ran on, when one of them names one (pooled loops choose it).
+    let accounts = runs.iter().any(|r| r.account.is_some());
+    let mut headers = vec![
         "RUN",
         "LOOP",
         "SCHEDULED",
@@ -85,10 +87,14 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
         "DURATION",
         "EXIT",
         "CLASS",
-        "ERROR",
-    ]);
+    ];
+    if accounts {
+        headers.push("ACCOUNT");
+    }
+    headers.push("ERROR");
+    let mut table = Table::new(headers);
     for (run, error) in runs.iter().zip(errors) {
-        table.row(vec![
+        let mut row = vec![
             run.id.as_str().into(),
             run.loop_name.as_str().into(),
             output::when(Some(run.scheduled_for), now).into(),
@@ -103,8 +109,12 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
             output::failure_text(run, now)
                 .unwrap_or_else(|| "-".into())
                 .into(),
-            error.into(),
-        ]);
+        ];
+        if accounts {
+            row.push(run.account.as_deref().unwrap_or("-").into());
+        }
+        row.push(error.into());
+        table.row(row);
     }
     table.print()?;
     if args.show_output {

@@ -1528,3 +1528,257 @@ fn budgets_travel_in_bundles_and_mcp_sets_them_with_mutations() {
     assert!(refused.contains("invalid --budget-tokens"), "{refused}");
     assert!(mcp.close().success());
 }
+
+/// A fake claude that appends `start NAME NANOS` and `end NAME NANOS` (its own clock,
+/// around a sleep of `secs`) to `spans`, then prints the success fixture.
+pub(crate) fn claude_recording_spans(fakes: &Fakes, spans: &std::path::Path, secs: &str) {
+    let ok = spans.with_extension("ok.json");
+    std::fs::write(&ok, fixture("claude_success.json")).unwrap();
+    crate::util::write_script(
+        &fakes.bin.join("claude"),
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\n\
+             echo \"start $LOOPS_LOOP_NAME $(date +%s%N)\" >> {spans}\n\
+             sleep {secs}\n\
+             echo \"end $LOOPS_LOOP_NAME $(date +%s%N)\" >> {spans}\n\
+             cat {ok}\n",
+            spans = spans.display(),
+            ok = ok.display()
+        ),
+    );
+}
+
+/// The `[start, end]` of each run in a spans file, by start.
+pub(crate) fn spans_of(text: &str) -> Vec<(String, u128, u128)> {
+    let mut starts = std::collections::HashMap::new();
+    let mut spans = Vec::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [what, name, at] = parts[..] else {
+            panic!("bad span line {line:?}")
+        };
+        let at: u128 = at.parse().unwrap();
+        match what {
+            "start" => {
+                starts.insert(name.to_owned(), at);
+            }
+            _ => spans.push((name.to_owned(), starts.remove(name).unwrap(), at)),
+        }
+    }
+    spans.sort_by_key(|s| s.1);
+    spans
+}
+
+/// Item 6: with `--max-concurrent-per provider=claude:1`, three due claude loops run
+/// one at a time — the children's own clocks say their runs never overlap — and all of
+/// them run, none recorded missed or skipped; meanwhile `show` of a waiting loop and
+/// `health` say what it waits for, and `daemon status` shows the cap.
+#[test]
+fn a_provider_cap_runs_its_loops_one_at_a_time_without_missing_a_slot() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    let spans = w.root.path().join("spans");
+    claude_recording_spans(&fakes, &spans, "1");
+    let names = ["cap-a", "cap-b", "cap-c"];
+    for name in names {
+        create_agent(&w, name, "claude", &["--prompt", "hi"]);
+        w.make_due(name);
+    }
+    let mut d = w.daemon_ready(&["--max-concurrent-per", "provider=claude:1"]);
+    let status = w.ok(&["daemon", "status"]);
+    assert!(status.contains("provider=claude:1"), "{status}");
+
+    // While one runs, the others wait, and say so.
+    let waiting = wait_for(
+        "a loop waiting for the cap",
+        Duration::from_secs(30),
+        || {
+            names.iter().find_map(|name| {
+                let shown = w.ok(&["show", name]);
+                shown
+                    .contains("waiting for a free claude slot (cap 1)")
+                    .then(|| name.to_string())
+            })
+        },
+    );
+    let health = w.json(&["health"]);
+    let line = health["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["loopName"] == waiting.as_str())
+        .cloned()
+        .unwrap();
+    if line["lastStatus"].is_null() {
+        assert_eq!(line["missedSlots"], 0, "{line:#}");
+    }
+
+    for name in names {
+        wait_for(&format!("{name} ran"), Duration::from_secs(60), || {
+            w.runs(name)
+                .into_iter()
+                .find(|r| r["status"] == "succeeded")
+        });
+    }
+    assert_eq!(d.stop(), Some(0), "{}", d.log_text());
+    let spans = spans_of(&std::fs::read_to_string(&spans).unwrap());
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    for pair in spans.windows(2) {
+        assert!(
+            pair[1].1 >= pair[0].2,
+            "{} started before {} ended: {spans:?}",
+            pair[1].0,
+            pair[0].0
+        );
+    }
+    for name in names {
+        let runs = w.runs(name);
+        assert_eq!(runs.len(), 1, "one run, nothing skipped: {runs:?}");
+        assert_eq!(runs[0]["status"], "succeeded", "{runs:?}");
+    }
+    let health = w.json(&["health"]);
+    for line in health["loops"].as_array().unwrap() {
+        assert_eq!(line["missedSlots"], 0, "{line:#}");
+        assert!(line.get("waitingForCap").is_none(), "{line:#}");
+    }
+}
+
+/// Item 6: a loop on an account pool `work,home`: its first run takes `work` (a tie,
+/// in pool order), meets the usage limit and holds `work` only; the slot's next
+/// attempt runs on `home` at once, the loop itself never held. `runs` and `show` name
+/// the account each run took.
+#[test]
+fn an_account_pool_moves_to_the_next_account_on_a_usage_limit() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    let root = w.root.path().to_owned();
+    for profile in ["work", "home"] {
+        std::fs::create_dir_all(root.join("profiles").join(profile)).unwrap();
+    }
+    crate::util::write_script(
+        &fakes.bin.join("accounts"),
+        &format!(
+            "#!/bin/sh\necho \"export CLAUDE_CONFIG_DIR={}/profiles/$2\"\n",
+            root.display()
+        ),
+    );
+    let (limit_out, ok_out) = (root.join("limit.json"), root.join("ok.json"));
+    std::fs::write(&limit_out, fixture("claude_usage_limit.json")).unwrap();
+    std::fs::write(&ok_out, fixture("claude_success.json")).unwrap();
+    let seen = root.join("seen");
+    crate::util::write_script(
+        &fakes.bin.join("claude"),
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\necho \"$LOOPS_ACCOUNT_PROFILE\" >> {seen}\n\
+             if [ \"$LOOPS_ACCOUNT_PROFILE\" = work ]; then cat {limit}; exit 1; fi\n\
+             cat {ok}\n",
+            seen = seen.display(),
+            limit = limit_out.display(),
+            ok = ok_out.display()
+        ),
+    );
+    let created = create_agent(
+        &w,
+        "pooled",
+        "claude",
+        &["--prompt", "hi", "--account-pool", "work,home"],
+    );
+    assert_eq!(
+        created["target"]["accountPool"],
+        serde_json::json!(["work", "home"]),
+        "{created:#}"
+    );
+    // One of --account and --account-pool.
+    let (code, err) = w.fail(&[
+        "create",
+        "agent",
+        "both",
+        "--provider",
+        "claude",
+        "--prompt",
+        "hi",
+        "--every",
+        "1h",
+        "--account",
+        "work",
+        "--account-pool",
+        "work,home",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    w.make_due("pooled");
+    let mut d = w.daemon_ready(&[]);
+    let ok = wait_for("the run on home", Duration::from_secs(30), || {
+        w.runs("pooled")
+            .into_iter()
+            .find(|r| r["status"] == "succeeded")
+    });
+    assert_eq!(ok["account"], "home", "{ok:#}");
+    let runs = w.runs("pooled");
+    let limited = runs
+        .iter()
+        .find(|r| r["failureClass"] == "usage_limit")
+        .unwrap_or_else(|| panic!("{runs:#?}"));
+    assert_eq!(limited["account"], "work", "{runs:#?}");
+    assert_eq!(ok["scheduledFor"], limited["scheduledFor"], "the same slot");
+    let holds = w.json(&["holds"]);
+    assert_eq!(holds.as_array().unwrap().len(), 1, "{holds:#}");
+    assert_eq!(holds[0]["account"], "work", "{holds:#}");
+    assert!(shown(&w, "pooled").get("heldUntil").is_none());
+    assert_eq!(
+        std::fs::read_to_string(&seen)
+            .unwrap()
+            .lines()
+            .collect::<Vec<_>>(),
+        ["work", "home"]
+    );
+    assert!(w.ok(&["runs", "pooled"]).contains("ACCOUNT"));
+    let text = w.ok(&["show", "pooled"]);
+    assert!(text.contains("on account home"), "{text}");
+    assert!(text.contains("work, home"), "{text}");
+    assert_eq!(d.stop(), Some(0), "{}", d.log_text());
+
+    // edit: --account replaces the pool; --clear account-pool removes it.
+    let edited = w.json(&["edit", "pooled", "--account", "home"]);
+    assert!(edited["target"].get("accountPool").is_none(), "{edited:#}");
+    let edited = w.json(&["edit", "pooled", "--account-pool", "home,work"]);
+    assert_eq!(
+        edited["target"]["accountPool"],
+        serde_json::json!(["home", "work"])
+    );
+    assert!(edited["target"].get("account").is_none(), "{edited:#}");
+
+    // The pool travels in bundles (it is the target's).
+    let out = w.run(&["export"]);
+    assert!(out.status.success());
+    let other = World::new();
+    let bundle = other.root.path().join("bundle.json");
+    std::fs::write(&bundle, &out.stdout).unwrap();
+    other.json(&["import", bundle.to_str().unwrap(), "--apply"]);
+    assert_eq!(
+        shown(&other, "pooled")["target"]["accountPool"],
+        serde_json::json!(["home", "work"])
+    );
+
+    let edited = w.json(&["edit", "pooled", "--clear", "account-pool"]);
+    assert!(edited["target"].get("accountPool").is_none(), "{edited:#}");
+
+    // Over MCP a pool selects credentials: it needs --allow-code, as `account` does.
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations"]);
+    let refused = mcp.err(
+        "loops_edit",
+        serde_json::json!({"loop": "pooled", "accountPool": ["work", "home"]}),
+    );
+    assert!(refused.contains("--allow-code"), "{refused}");
+    assert!(mcp.close().success());
+    let mcp = crate::mcp::Mcp::start(&w, &["--allow-mutations", "--allow-code"]);
+    let edited = mcp.ok(
+        "loops_edit",
+        serde_json::json!({"loop": "pooled", "accountPool": ["work", "home"]}),
+    );
+    assert_eq!(
+        edited["target"]["accountPool"],
+        serde_json::json!(["work", "home"]),
+        "{edited:#}"
+    );
+    assert!(mcp.close().success());
+}

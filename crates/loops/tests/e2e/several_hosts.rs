@@ -1051,3 +1051,80 @@ fn store_copy_dry_run_writes_nothing_not_even_the_schema() {
     );
     assert_eq!(after, before, "the dry run changed the target");
 }
+
+/// Issue #20 item 6 on PostgreSQL: two runners, both with `--max-concurrent-per
+/// provider=claude:1`, share three due claude loops. The cap counts the store's
+/// running rows, so their runs never overlap (by the children's own clocks) though
+/// either runner could take each; all three run; and while loops wait for the cap the
+/// runners do not spin (transactions/s as in the runner-label test).
+#[test]
+fn two_runners_with_a_cap_of_one_never_overlap_and_do_not_spin() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let spans = tempfile::tempdir().unwrap();
+    let spans = spans.path().join("spans");
+    let worlds: Vec<World> = (0..2)
+        .map(|_| {
+            let mut w = World::new();
+            w.extra_env.push(("LOOPS_STORE".to_owned(), url.clone()));
+            let fakes = crate::agents::Fakes::install(&mut w);
+            crate::agent_ops::claude_recording_spans(&fakes, &spans, "2");
+            w
+        })
+        .collect();
+    let names = ["pg-cap-a", "pg-cap-b", "pg-cap-c"];
+    for name in names {
+        crate::agents::create_agent(&worlds[0], name, "claude", &["--prompt", "hi"]);
+    }
+    cluster.psql(
+        &db,
+        "UPDATE loops SET next_run_at = (extract(epoch FROM now()) * 1000)::bigint - 1000, \
+         due_at = (extract(epoch FROM now()) * 1000)::bigint - 1000",
+    );
+    let flags = ["--max-concurrent-per", "provider=claude:1"];
+    let mut daemons: Vec<_> = worlds.iter().map(|w| w.daemon_ready(&flags)).collect();
+    wait_for("a first run", Duration::from_secs(20), || {
+        std::fs::read_to_string(&spans)
+            .ok()
+            .filter(|t| !t.is_empty())
+    });
+    let rate = commits_per_second(cluster, &db, Duration::from_secs(3));
+    eprintln!("two runners, loops waiting for a cap: {rate:.1} transactions/s");
+    assert!(rate < 50.0, "the runners spin: {rate:.0} transactions/s");
+    let runners = worlds[0].json(&["runners"]);
+    assert!(
+        runners
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["caps"] == "provider=claude:1"),
+        "{runners:#}"
+    );
+    for name in names {
+        wait_for(&format!("{name} ran"), Duration::from_secs(60), || {
+            worlds[0]
+                .runs(name)
+                .into_iter()
+                .find(|r| r["status"] == "succeeded")
+        });
+    }
+    for d in &mut daemons {
+        assert_eq!(d.stop(), Some(0), "{}", d.log_text());
+    }
+    let spans = crate::agent_ops::spans_of(&std::fs::read_to_string(&spans).unwrap());
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    for pair in spans.windows(2) {
+        assert!(
+            pair[1].1 >= pair[0].2,
+            "{} started before {} ended: {spans:?}",
+            pair[1].0,
+            pair[0].0
+        );
+    }
+    for name in names {
+        assert_eq!(worlds[0].runs(name).len(), 1, "nothing skipped");
+    }
+}
