@@ -373,6 +373,32 @@ pub struct AgentTarget {
     /// (loop targets only; a workflow step always starts fresh). Left out when `fresh`.
     #[serde(default, skip_serializing_if = "SessionMode::is_default")]
     pub session: SessionMode,
+    // Provider options (`crate::provider_options`: which provider has which, with
+    // which values). They change what the agent may do, so they are "what runs".
+    /// claude's `--permission-mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// codex's `--sandbox`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// claude's `--effort`, codex's `model_reasoning_effort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// opencode's `--variant`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// More directories the agent may use (`--add-dir`, absolute).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add_dirs: Vec<String>,
+    /// claude's `--max-turns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Tool rules the agent may use without asking (claude's `--allowed-tools`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_tools: Vec<String>,
+    /// Tool rules the agent is denied (claude's `--disallowed-tools`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_tools: Vec<String>,
 }
 
 fn default_isolation() -> ConfigIsolation {

@@ -359,6 +359,7 @@ pub fn agent(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
     }
     cwd(t.cwd.as_deref(), label)?;
     config_overrides(t, label)?;
+    crate::provider_options::validate(t, label)?;
     if let Some(account) = &t.account {
         account_fields(account, label)?;
     }
@@ -505,6 +506,14 @@ mod tests {
             idle_timeout: None,
             account: None,
             session: crate::SessionMode::DEFAULT,
+            permission_mode: None,
+            sandbox: None,
+            effort: None,
+            variant: None,
+            add_dirs: Vec::new(),
+            max_turns: None,
+            allow_tools: Vec::new(),
+            deny_tools: Vec::new(),
         }
     }
 

@@ -125,6 +125,14 @@ mod tests {
             idle_timeout: None,
             account: None,
             session: loops_core::SessionMode::Fresh,
+            permission_mode: None,
+            sandbox: None,
+            effort: None,
+            variant: None,
+            add_dirs: Vec::new(),
+            max_turns: None,
+            allow_tools: Vec::new(),
+            deny_tools: Vec::new(),
         };
         let continued = loops_core::AgentTarget {
             session: loops_core::SessionMode::Continue,
