@@ -90,6 +90,29 @@ impl ProviderOption {
         }
     }
 
+    /// How `show` and the dashboard name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::PermissionMode => "permission mode",
+            Self::Sandbox => "sandbox",
+            Self::Effort => "effort",
+            Self::Variant => "variant",
+            Self::AddDir => "add dirs",
+            Self::MaxTurns => "max turns",
+            Self::AllowTool => "allow tools",
+            Self::DenyTool => "deny tools",
+        }
+    }
+
+    /// The options `t` sets, each with its values (for `show` and the dashboard).
+    pub fn set_on(t: &AgentTarget) -> Vec<(ProviderOption, Vec<String>)> {
+        Self::ALL
+            .into_iter()
+            .map(|option| (option, option.values(t)))
+            .filter(|(_, values)| !values.is_empty())
+            .collect()
+    }
+
     /// The values `t` sets for this option (none when unset; several for the
     /// repeatable ones).
     pub fn values(self, t: &AgentTarget) -> Vec<String> {

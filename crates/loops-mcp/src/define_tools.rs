@@ -112,14 +112,16 @@ impl LoopsMcp {
             return Err("--prompt cannot be used with --prompt-file".to_owned());
         }
         let flags = p.flags()?;
-        let options = AgentOptions {
-            model: p.model,
-            agent: p.agent,
-            auth_profile: p.auth_profile,
-            config_isolation: p.config_isolation,
+        let mut options = AgentOptions {
+            model: p.model.clone(),
+            agent: p.agent.clone(),
+            auth_profile: p.auth_profile.clone(),
+            config_isolation: p.config_isolation.clone(),
             config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
-            session: p.session,
+            session: p.session.clone(),
+            ..AgentOptions::default()
         };
+        p.provider_options(&mut options);
         let prompt_file = p.prompt_file.map(PathBuf::from);
         let agent = AgentFlags {
             provider: Some(&p.provider),
@@ -193,6 +195,16 @@ impl LoopsMcp {
             .iter()
             .map(|f| f.parse::<ClearField>())
             .collect::<Result<Vec<_>, _>>()?;
+        let mut agent = AgentOptions {
+            model: p.model.clone(),
+            agent: p.agent.clone(),
+            auth_profile: p.auth_profile.clone(),
+            config_isolation: p.config_isolation.clone(),
+            config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
+            session: p.session.clone(),
+            ..AgentOptions::default()
+        };
+        p.provider_options(&mut agent);
         let flags = EditFlags {
             def: def_flags,
             unlabels: p.unlabel,
@@ -205,15 +217,8 @@ impl LoopsMcp {
             provider: p.provider,
             prompt: p.prompt,
             prompt_file: p.prompt_file.map(PathBuf::from),
-            agent: AgentOptions {
-                model: p.model,
-                agent: p.agent,
-                auth_profile: p.auth_profile,
-                config_isolation: p.config_isolation,
-                config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
-                session: p.session,
-            },
-            workflow: p.workflow,
+            agent,
+            workflow: p.workflow.clone(),
         };
         let client = self.writer()?;
         let server = self.clone();

@@ -12,6 +12,7 @@ use crate::input::{absolute_path, read_text};
 use crate::timeparse::parse_instant;
 use loops_core::cron::CronSchedule;
 use loops_core::limits::MAX_PROMPT_BYTES;
+use loops_core::provider_options::ProviderOption;
 use loops_core::Duration;
 use loops_core::Loop;
 use loops_core::Target;
@@ -83,6 +84,76 @@ pub struct AgentOptions {
     pub config_overrides: Vec<String>,
     /// `fresh` or `continue` ([`loops_core::SessionMode`]).
     pub session: Option<String>,
+    /// The provider options ([`loops_core::provider_options`]); the lists are added
+    /// to (`edit --clear add-dirs` empties one first).
+    pub permission_mode: Option<String>,
+    pub sandbox: Option<String>,
+    pub effort: Option<String>,
+    pub variant: Option<String>,
+    /// As typed: made absolute like `--cwd`.
+    pub add_dirs: Vec<String>,
+    pub max_turns: Option<u32>,
+    pub allow_tools: Vec<String>,
+    pub deny_tools: Vec<String>,
+}
+
+impl AgentOptions {
+    /// The first provider option flag given, if any (an edit of a loop of another
+    /// type names it).
+    fn provider_option_given(&self) -> Option<&'static str> {
+        use loops_core::provider_options::ProviderOption as P;
+        [
+            (P::PermissionMode, self.permission_mode.is_some()),
+            (P::Sandbox, self.sandbox.is_some()),
+            (P::Effort, self.effort.is_some()),
+            (P::Variant, self.variant.is_some()),
+            (P::AddDir, !self.add_dirs.is_empty()),
+            (P::MaxTurns, self.max_turns.is_some()),
+            (P::AllowTool, !self.allow_tools.is_empty()),
+            (P::DenyTool, !self.deny_tools.is_empty()),
+        ]
+        .into_iter()
+        .find(|(_, given)| *given)
+        .map(|(option, _)| option.flag())
+    }
+
+    /// Lays the provider options over `t` (validation then checks them against the
+    /// provider).
+    fn apply_provider_options(&self, t: &mut AgentTarget) -> Result<(), String> {
+        for (value, field) in [
+            (&self.permission_mode, &mut t.permission_mode),
+            (&self.sandbox, &mut t.sandbox),
+            (&self.effort, &mut t.effort),
+            (&self.variant, &mut t.variant),
+        ] {
+            if let Some(v) = value {
+                *field = Some(v.clone());
+            }
+        }
+        if self.max_turns.is_some() {
+            t.max_turns = self.max_turns;
+        }
+        let mut dirs = Vec::with_capacity(self.add_dirs.len());
+        for dir in &self.add_dirs {
+            dirs.push(if dir.trim().is_empty() {
+                dir.clone()
+            } else {
+                absolute_path(dir, None, "--add-dir")?
+            });
+        }
+        for (given, list) in [
+            (&dirs, &mut t.add_dirs),
+            (&self.allow_tools, &mut t.allow_tools),
+            (&self.deny_tools, &mut t.deny_tools),
+        ] {
+            for value in given {
+                if !list.contains(value) {
+                    list.push(value.clone());
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Lays the flags every target type has, but the schedule's ([`schedule`]), over
@@ -417,6 +488,7 @@ pub fn agent_target(
     }
     t.config_overrides
         .extend(key_values("--config-override", &o.config_overrides)?);
+    o.apply_provider_options(&mut t)?;
     if let Some(cwd) = cwd(c)? {
         t.cwd = Some(cwd);
     }
@@ -561,11 +633,13 @@ pub enum ClearField {
     UntilOutput,
     MaxRuns,
     Session,
+    /// A provider option (its [`ProviderOption::clear_name`]).
+    Provider(ProviderOption),
 }
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 23] = [
+    pub const ALL: [ClearField; 31] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -589,6 +663,14 @@ impl ClearField {
         ClearField::UntilOutput,
         ClearField::MaxRuns,
         ClearField::Session,
+        ClearField::Provider(ProviderOption::PermissionMode),
+        ClearField::Provider(ProviderOption::Sandbox),
+        ClearField::Provider(ProviderOption::Effort),
+        ClearField::Provider(ProviderOption::Variant),
+        ClearField::Provider(ProviderOption::AddDir),
+        ClearField::Provider(ProviderOption::MaxTurns),
+        ClearField::Provider(ProviderOption::AllowTool),
+        ClearField::Provider(ProviderOption::DenyTool),
     ];
 
     /// The flag value (`auth-profile`).
@@ -617,6 +699,7 @@ impl ClearField {
             ClearField::MaxRuns => "max-runs",
             ClearField::IdleTimeout => "idle-timeout",
             ClearField::Session => "session",
+            ClearField::Provider(option) => option.clear_name(),
         }
     }
 }
@@ -745,6 +828,10 @@ fn check_kind(lp: &Loop, e: &EditFlags) -> Result<(), String> {
         ("--config-isolation", o.config_isolation.is_some()),
         ("--config-override", !o.config_overrides.is_empty()),
         ("--session", o.session.is_some()),
+        (
+            o.provider_option_given().unwrap_or("a provider option"),
+            o.provider_option_given().is_some(),
+        ),
     ];
     let workflow = [("--workflow", e.workflow.is_some())];
     let (others, kinds): (Vec<&[(&str, bool)]>, _) = match &lp.target {
@@ -830,7 +917,8 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
         | ClearField::Agent
         | ClearField::AuthProfile
         | ClearField::ConfigOverrides
-        | ClearField::Session => {
+        | ClearField::Session
+        | ClearField::Provider(_) => {
             let Target::Agent(a) = &mut def.target else {
                 return Err(wrong());
             };
@@ -839,6 +927,7 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
                 ClearField::Agent => a.agent = None,
                 ClearField::AuthProfile => a.auth_profile = None,
                 ClearField::Session => a.session = loops_core::SessionMode::DEFAULT,
+                ClearField::Provider(option) => option.clear(a),
                 _ => a.config_overrides.clear(),
             }
         }

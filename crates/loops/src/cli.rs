@@ -786,6 +786,34 @@ pub struct AgentOptions {
     /// resumes the conversation the previous run reported; claude, codex, opencode).
     #[arg(long, value_name = "MODE")]
     pub session: Option<String>,
+    /// claude's permission mode: acceptEdits, auto, bypassPermissions, manual,
+    /// dontAsk or plan.
+    #[arg(long, value_name = "MODE")]
+    pub permission_mode: Option<String>,
+    /// codex's sandbox: read-only, workspace-write (the default) or
+    /// danger-full-access.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
+    /// Reasoning effort: claude low, medium, high, xhigh, max; codex low, medium,
+    /// high, xhigh, max, ultra (as -c model_reasoning_effort).
+    #[arg(long, value_name = "LEVEL")]
+    pub effort: Option<String>,
+    /// opencode's model variant (provider-specific reasoning effort, e.g. high).
+    #[arg(long, value_name = "NAME")]
+    pub variant: Option<String>,
+    /// Another directory the agent may use (repeatable; claude, codex).
+    #[arg(long = "add-dir", value_name = "DIR")]
+    pub add_dirs: Vec<String>,
+    /// claude: stop after this many turns.
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// claude: a tool rule the agent may use without asking (repeatable), e.g.
+    /// 'Bash(git:*)'.
+    #[arg(long = "allow-tool", value_name = "RULE")]
+    pub allow_tools: Vec<String>,
+    /// claude: a tool rule the agent is denied (repeatable), e.g. WebFetch.
+    #[arg(long = "deny-tool", value_name = "RULE")]
+    pub deny_tools: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -876,7 +904,9 @@ pub struct EditArgs {
     /// Clear a setting (repeatable): description, cwd, timeout, env, account, args,
     /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
     /// notify (all notification settings), notify-cmd, notify-url, max-failures,
-    /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh).
+    /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh),
+    /// permission-mode, sandbox, effort, variant, add-dirs, max-turns, allow-tools,
+    /// deny-tools.
     #[arg(long = "clear", value_name = "FIELD", value_enum)]
     pub clear: Vec<ClearField>,
 
@@ -936,6 +966,14 @@ pub enum ClearField {
     UntilOutput,
     MaxRuns,
     Session,
+    PermissionMode,
+    Sandbox,
+    Effort,
+    Variant,
+    AddDirs,
+    MaxTurns,
+    AllowTools,
+    DenyTools,
 }
 
 #[derive(Debug, Args)]
@@ -1293,6 +1331,14 @@ impl AgentOptions {
             config_isolation: self.config_isolation.clone(),
             config_overrides: self.config_overrides.clone(),
             session: self.session.clone(),
+            permission_mode: self.permission_mode.clone(),
+            sandbox: self.sandbox.clone(),
+            effort: self.effort.clone(),
+            variant: self.variant.clone(),
+            add_dirs: self.add_dirs.clone(),
+            max_turns: self.max_turns,
+            allow_tools: self.allow_tools.clone(),
+            deny_tools: self.deny_tools.clone(),
         }
     }
 }
@@ -1300,6 +1346,7 @@ impl AgentOptions {
 impl From<ClearField> for definition::ClearField {
     fn from(field: ClearField) -> Self {
         use definition::ClearField as F;
+        use loops_core::provider_options::ProviderOption as P;
         match field {
             ClearField::Description => F::Description,
             ClearField::Cwd => F::Cwd,
@@ -1324,6 +1371,14 @@ impl From<ClearField> for definition::ClearField {
             ClearField::UntilOutput => F::UntilOutput,
             ClearField::MaxRuns => F::MaxRuns,
             ClearField::Session => F::Session,
+            ClearField::PermissionMode => F::Provider(P::PermissionMode),
+            ClearField::Sandbox => F::Provider(P::Sandbox),
+            ClearField::Effort => F::Provider(P::Effort),
+            ClearField::Variant => F::Provider(P::Variant),
+            ClearField::AddDirs => F::Provider(P::AddDir),
+            ClearField::MaxTurns => F::Provider(P::MaxTurns),
+            ClearField::AllowTools => F::Provider(P::AllowTool),
+            ClearField::DenyTools => F::Provider(P::DenyTool),
         }
     }
 }

@@ -6,6 +6,7 @@ use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
+use loops_core::provider_options::ProviderOption;
 use loops_core::{LoopStatus, Target};
 use loops_store::LoopFilter;
 
@@ -165,6 +166,9 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
             push_opt(&mut lines, "auth profile", a.auth_profile.clone());
             lines.push(("config isolation", a.config_isolation.to_string()));
             lines.push(("session", a.session.to_string()));
+            for (option, values) in ProviderOption::set_on(a) {
+                lines.push((option.label(), values.join(", ")));
+            }
             push_opt(&mut lines, "cwd", a.cwd.clone());
             push_env(&mut lines, &a.env);
         }
