@@ -154,6 +154,7 @@ macro_rules! store_suite {
             a_usage_limit_holds_every_loop_of_its_account_across_stores,
             a_stop_condition_ends_the_loop_in_the_finalizations_transaction,
             session_ids_round_trip_and_the_last_session_is_found,
+            provider_options_round_trip_in_the_agent_target,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -349,6 +350,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 63);
+        assert_eq!(count, 64);
     }
 }
