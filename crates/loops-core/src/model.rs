@@ -469,6 +469,9 @@ pub struct WorkflowTarget {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+// An agent target is the largest (its provider options); targets live one per loop or
+// step, never in bulk, so boxing it would cost every match and constructor for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Target {
     Command(CommandTarget),
     Agent(AgentTarget),

@@ -369,7 +369,7 @@ pub fn validate(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
 fn value_ok(s: &Support, flag: &str, value: &str, label: &str) -> Result<(), ValidationError> {
     let fail = |message: String| Err(ValidationError(format!("{label}: {message}")));
     limits::check(flag, value.len(), MAX_VALUE_BYTES)
-        .or_else(|e| Err(ValidationError(format!("{label}: {e}"))))?;
+        .map_err(|e| ValidationError(format!("{label}: {e}")))?;
     no_controls(flag, value, Lines::One, label)?;
     if value.trim().is_empty() {
         return fail(format!("{flag} is empty"));

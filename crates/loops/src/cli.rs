@@ -571,6 +571,8 @@ pub struct DaemonInstallArgs {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process: the agent's flags being the most is not worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum CreateCommand {
     /// A loop that runs a shell command (or an executable with --no-shell).
     Command(CreateCommandArgs),
