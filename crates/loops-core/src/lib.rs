@@ -21,6 +21,7 @@ pub mod failure;
 pub mod hold;
 pub mod notify;
 pub mod openloops;
+pub mod provider_options;
 pub mod redact;
 pub mod schedule;
 pub mod session;

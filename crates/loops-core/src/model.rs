@@ -378,6 +378,32 @@ pub struct AgentTarget {
     /// (loop targets only; a workflow step always starts fresh). Left out when `fresh`.
     #[serde(default, skip_serializing_if = "SessionMode::is_default")]
     pub session: SessionMode,
+    // Provider options (`crate::provider_options`: which provider has which, with
+    // which values). They change what the agent may do, so they are "what runs".
+    /// claude's `--permission-mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// codex's `--sandbox`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// claude's `--effort`, codex's `model_reasoning_effort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// opencode's `--variant`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// More directories the agent may use (`--add-dir`, absolute).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add_dirs: Vec<String>,
+    /// claude's `--max-turns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Tool rules the agent may use without asking (claude's `--allowed-tools`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_tools: Vec<String>,
+    /// Tool rules the agent is denied (claude's `--disallowed-tools`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_tools: Vec<String>,
 }
 
 fn default_isolation() -> ConfigIsolation {
@@ -448,6 +474,9 @@ pub struct WorkflowTarget {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+// An agent target is the largest (its provider options); targets live one per loop or
+// step, never in bulk, so boxing it would cost every match and constructor for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Target {
     Command(CommandTarget),
     Agent(AgentTarget),

@@ -437,6 +437,32 @@ mod tests {
         assert_eq!(run.finished_at.unwrap().timestamp_subsec_nanos(), 0);
     }
 
+    /// Provider options in an agent target's JSON read as they are (the field names
+    /// are ours and OpenLoops' alike); no seed of OpenLoops shows other names for them.
+    #[test]
+    fn an_agent_targets_provider_options_are_carried_over() {
+        let tables = OpenLoopsTables {
+            loops: vec![loop_row(
+                "l1",
+                "review",
+                json!({"type": "interval", "everyMs": 60000}),
+                json!({"type": "agent", "provider": "claude", "prompt": "hi",
+                       "permissionMode": "plan", "effort": "high", "addDirs": ["/data"],
+                       "maxTurns": 5, "allowTools": ["Read"], "denyTools": ["WebFetch"]}),
+            )],
+            ..OpenLoopsTables::default()
+        };
+        let got = map(&tables, "UTC");
+        let Target::Agent(a) = &got.loops[0].definition.target else {
+            panic!("{:?}", got.loops[0].definition.target);
+        };
+        assert_eq!(a.permission_mode.as_deref(), Some("plan"));
+        assert_eq!(a.effort.as_deref(), Some("high"));
+        assert_eq!(a.add_dirs, ["/data"]);
+        assert_eq!(a.max_turns, Some(5));
+        assert_eq!((a.allow_tools.len(), a.deny_tools.len()), (1, 1));
+    }
+
     #[test]
     fn maps_rows_and_notes_what_it_cannot_carry_over() {
         let mut retrying = loop_row(

@@ -378,6 +378,7 @@ pub fn agent(t: &AgentTarget, label: &str) -> Result<(), ValidationError> {
     }
     cwd(t.cwd.as_deref(), label)?;
     config_overrides(t, label)?;
+    crate::provider_options::validate(t, label)?;
     if let Some(account) = &t.account {
         account_fields(account, label)?;
     }
@@ -552,6 +553,14 @@ mod tests {
             account: None,
             account_pool: Vec::new(),
             session: crate::SessionMode::DEFAULT,
+            permission_mode: None,
+            sandbox: None,
+            effort: None,
+            variant: None,
+            add_dirs: Vec::new(),
+            max_turns: None,
+            allow_tools: Vec::new(),
+            deny_tools: Vec::new(),
         }
     }
 

@@ -73,6 +73,8 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+// As `Target`: one per step, not worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum StepTarget {
     Command(CommandTarget),
     Agent(AgentTarget),

@@ -364,3 +364,46 @@ async fn pages_need_a_session_and_writes_by_session_need_its_csrf_token() {
     .await
     .unwrap();
 }
+
+/// An agent loop's page lists its provider options (issue #20 item 10), in the words
+/// `show` uses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_page_lists_an_agents_provider_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Client::open(dir.path()).unwrap();
+    let mut d = def("review", "true", every(3_600_000), &[]);
+    d.target = serde_json::from_value(serde_json::json!({
+        "type": "agent", "provider": "claude", "prompt": "hi",
+        "permissionMode": "plan", "addDirs": ["/srv/lib", "/data"], "denyTools": ["WebFetch"]
+    }))
+    .unwrap();
+    c.create(d, Utc::now()).unwrap();
+    let (addr, token, _stop) = serve(c).await;
+    let base = format!("http://{addr}");
+    tokio::task::spawn_blocking(move || {
+        let form = [("content-type", "application/x-www-form-urlencoded")];
+        let ok = request(
+            "POST",
+            &format!("{base}/login"),
+            &form,
+            Some(&format!("token={token}&next=/")),
+        );
+        let session = ok.cookie.split(';').next().unwrap().to_owned();
+        let page = request(
+            "GET",
+            &format!("{base}/loops/review"),
+            &[("cookie", session.as_str())],
+            None,
+        );
+        assert_eq!(page.status, 200, "{}", page.body);
+        for fact in [
+            "<dt>permission mode</dt><dd>plan</dd>",
+            "<dt>add dirs</dt><dd>/srv/lib, /data</dd>",
+            "<dt>deny tools</dt><dd>WebFetch</dd>",
+        ] {
+            assert!(page.body.contains(fact), "{fact} in {}", page.body);
+        }
+    })
+    .await
+    .unwrap();
+}

@@ -112,15 +112,17 @@ impl LoopsMcp {
             return Err("--prompt cannot be used with --prompt-file".to_owned());
         }
         let flags = p.flags()?;
-        let options = AgentOptions {
-            model: p.model,
-            agent: p.agent,
-            auth_profile: p.auth_profile,
-            config_isolation: p.config_isolation,
+        let mut options = AgentOptions {
+            model: p.model.clone(),
+            agent: p.agent.clone(),
+            auth_profile: p.auth_profile.clone(),
+            config_isolation: p.config_isolation.clone(),
             config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
-            session: p.session,
-            account_pool: p.account_pool,
+            session: p.session.clone(),
+            account_pool: p.account_pool.clone(),
+            ..AgentOptions::default()
         };
+        p.provider_options(&mut options);
         let prompt_file = p.prompt_file.map(PathBuf::from);
         let agent = AgentFlags {
             provider: Some(&p.provider),
@@ -194,6 +196,17 @@ impl LoopsMcp {
             .iter()
             .map(|f| f.parse::<ClearField>())
             .collect::<Result<Vec<_>, _>>()?;
+        let mut agent = AgentOptions {
+            model: p.model.clone(),
+            agent: p.agent.clone(),
+            auth_profile: p.auth_profile.clone(),
+            config_isolation: p.config_isolation.clone(),
+            config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
+            session: p.session.clone(),
+            account_pool: p.account_pool.clone(),
+            ..AgentOptions::default()
+        };
+        p.provider_options(&mut agent);
         let flags = EditFlags {
             def: def_flags,
             unlabels: p.unlabel,
@@ -206,16 +219,8 @@ impl LoopsMcp {
             provider: p.provider,
             prompt: p.prompt,
             prompt_file: p.prompt_file.map(PathBuf::from),
-            agent: AgentOptions {
-                model: p.model,
-                agent: p.agent,
-                auth_profile: p.auth_profile,
-                config_isolation: p.config_isolation,
-                config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
-                session: p.session,
-                account_pool: p.account_pool,
-            },
-            workflow: p.workflow,
+            agent,
+            workflow: p.workflow.clone(),
         };
         let client = self.writer()?;
         let server = self.clone();

@@ -14,8 +14,10 @@ use loops_core::{LoopOps, Notify, Target};
 
 /// Whether `after` runs something other than `before`: any field of a command or an
 /// agent target but its limits, `timeout` and `idleTimeout` (program, arguments, shell,
-/// prompt, provider, model, options, env, cwd, account, and an agent's `session`: a
-/// resumed conversation carries its earlier turns into what the agent acts on). Two workflow targets never do (both name stored
+/// prompt, provider, model, options, env, cwd, account, an agent's provider options —
+/// `permissionMode` `bypassPermissions`, `sandbox` `danger-full-access`, `allowTools`
+/// widen what it may do unasked — and its `session`: a resumed conversation carries
+/// its earlier turns into what the agent acts on). Two workflow targets never do (both name stored
 /// workflows); a target of another kind always does.
 pub fn changes_what_runs(before: &Target, after: &Target) -> bool {
     match (before, after) {
@@ -126,11 +128,40 @@ mod tests {
             idle_timeout: None,
             account: None,
             session: loops_core::SessionMode::Fresh,
+            permission_mode: None,
+            sandbox: None,
+            effort: None,
+            variant: None,
+            add_dirs: Vec::new(),
+            max_turns: None,
+            allow_tools: Vec::new(),
+            deny_tools: Vec::new(),
         };
         let continued = loops_core::AgentTarget {
             session: loops_core::SessionMode::Continue,
             ..fresh.clone()
         };
+        for widened in [
+            loops_core::AgentTarget {
+                permission_mode: Some("bypassPermissions".into()),
+                ..fresh.clone()
+            },
+            loops_core::AgentTarget {
+                add_dirs: vec!["/".into()],
+                ..fresh.clone()
+            },
+            loops_core::AgentTarget {
+                allow_tools: vec!["Bash".into()],
+                ..fresh.clone()
+            },
+            loops_core::AgentTarget {
+                max_turns: Some(1),
+                ..fresh.clone()
+            },
+        ] {
+            let (a, b) = (Target::Agent(fresh.clone()), Target::Agent(widened));
+            assert!(changes_what_runs(&a, &b), "{b:?}");
+        }
         let (a, b) = (Target::Agent(fresh), Target::Agent(continued));
         assert!(changes_what_runs(&a, &b));
         assert!(changes_what_runs(&b, &a));

@@ -415,6 +415,34 @@ definition_params! {
         /// least-loaded one no usage limit holds (ties in pool order).
         #[serde(default)]
         pub account_pool: Vec<String>,
+        /// claude's permission mode: acceptEdits, auto, bypassPermissions, manual,
+        /// dontAsk or plan.
+        #[serde(default)]
+        pub permission_mode: Option<String>,
+        /// codex's sandbox: read-only, workspace-write (the default) or
+        /// danger-full-access.
+        #[serde(default)]
+        pub sandbox: Option<String>,
+        /// Reasoning effort: claude low, medium, high, xhigh, max; codex low, medium,
+        /// high, xhigh, max, ultra.
+        #[serde(default)]
+        pub effort: Option<String>,
+        /// opencode's model variant (provider-specific reasoning effort, e.g. high).
+        #[serde(default)]
+        pub variant: Option<String>,
+        /// More directories the agent may use (claude, codex; absolute, or relative
+        /// to the server's directory).
+        #[serde(default)]
+        pub add_dirs: Vec<String>,
+        /// claude: stop after this many turns.
+        #[serde(default)]
+        pub max_turns: Option<u32>,
+        /// claude: tool rules the agent may use without asking ("Bash(git:*)").
+        #[serde(default)]
+        pub allow_tools: Vec<String>,
+        /// claude: tool rules the agent is denied ("WebFetch").
+        #[serde(default)]
+        pub deny_tools: Vec<String>,
     }
 }
 
@@ -445,7 +473,8 @@ definition_params! {
         /// agent, auth-profile, config-overrides, expires-at, jitter, labels, on (the
         /// runner labels), notify, notify-cmd, notify-url, max-failures, idle-timeout,
         /// until-cmd, until-output, max-runs, session (back to fresh), budget-tokens,
-        /// budget-usd, account-pool.
+        /// budget-usd, account-pool, permission-mode, sandbox, effort, variant, add-dirs,
+        /// max-turns, allow-tools, deny-tools.
         #[serde(default)]
         pub clear: Vec<String>,
         /// (command loops) The command line or program.
@@ -491,11 +520,60 @@ definition_params! {
         /// run takes the least-loaded one no usage limit holds).
         #[serde(default)]
         pub account_pool: Vec<String>,
+        /// (agent loops) claude's permission mode: acceptEdits, auto, bypassPermissions, manual,
+        /// dontAsk or plan.
+        #[serde(default)]
+        pub permission_mode: Option<String>,
+        /// (agent loops) codex's sandbox: read-only, workspace-write (the default) or
+        /// danger-full-access.
+        #[serde(default)]
+        pub sandbox: Option<String>,
+        /// (agent loops) Reasoning effort: claude low, medium, high, xhigh, max; codex low, medium,
+        /// high, xhigh, max, ultra.
+        #[serde(default)]
+        pub effort: Option<String>,
+        /// (agent loops) opencode's model variant (provider-specific reasoning effort, e.g. high).
+        #[serde(default)]
+        pub variant: Option<String>,
+        /// (agent loops) More directories (added) the agent may use (claude, codex; absolute, or relative
+        /// to the server's directory).
+        #[serde(default)]
+        pub add_dirs: Vec<String>,
+        /// (agent loops) claude: stop after this many turns.
+        #[serde(default)]
+        pub max_turns: Option<u32>,
+        /// (agent loops) claude: tool rules the agent may use without asking ("Bash(git:*)").
+        #[serde(default)]
+        pub allow_tools: Vec<String>,
+        /// (agent loops) claude: tool rules the agent is denied ("WebFetch").
+        #[serde(default)]
+        pub deny_tools: Vec<String>,
         /// (workflow loops) Name of the stored workflow to run.
         #[serde(default)]
         pub workflow: Option<String>,
     }
 }
+
+/// The provider option fields (`loops_core::provider_options`) of the agent tools'
+/// parameters, laid into the runtime's agent flags.
+macro_rules! impl_provider_options {
+    ($($name:ident),*) => {$(
+        impl $name {
+            pub fn provider_options(&self, o: &mut loops_runtime::definition::AgentOptions) {
+                o.permission_mode = self.permission_mode.clone();
+                o.sandbox = self.sandbox.clone();
+                o.effort = self.effort.clone();
+                o.variant = self.variant.clone();
+                o.add_dirs = self.add_dirs.clone();
+                o.max_turns = self.max_turns;
+                o.allow_tools = self.allow_tools.clone();
+                o.deny_tools = self.deny_tools.clone();
+            }
+        }
+    )*};
+}
+
+impl_provider_options!(CreateAgentParams, EditParams);
 
 /// The shared definition fields of a parameter struct as the runtime's flags.
 pub trait DefinitionFields {

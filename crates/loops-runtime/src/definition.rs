@@ -13,6 +13,7 @@ use crate::timeparse::parse_instant;
 use loops_core::budget::{Budget, BudgetMetric};
 use loops_core::cron::CronSchedule;
 use loops_core::limits::MAX_PROMPT_BYTES;
+use loops_core::provider_options::ProviderOption;
 use loops_core::Duration;
 use loops_core::Loop;
 use loops_core::Target;
@@ -89,6 +90,76 @@ pub struct AgentOptions {
     pub session: Option<String>,
     /// `--account-pool`: account profiles a run may take (instead of `--account`).
     pub account_pool: Vec<String>,
+    /// The provider options ([`loops_core::provider_options`]); the lists are added
+    /// to (`edit --clear add-dirs` empties one first).
+    pub permission_mode: Option<String>,
+    pub sandbox: Option<String>,
+    pub effort: Option<String>,
+    pub variant: Option<String>,
+    /// As typed: made absolute like `--cwd`.
+    pub add_dirs: Vec<String>,
+    pub max_turns: Option<u32>,
+    pub allow_tools: Vec<String>,
+    pub deny_tools: Vec<String>,
+}
+
+impl AgentOptions {
+    /// The first provider option flag given, if any (an edit of a loop of another
+    /// type names it).
+    fn provider_option_given(&self) -> Option<&'static str> {
+        use loops_core::provider_options::ProviderOption as P;
+        [
+            (P::PermissionMode, self.permission_mode.is_some()),
+            (P::Sandbox, self.sandbox.is_some()),
+            (P::Effort, self.effort.is_some()),
+            (P::Variant, self.variant.is_some()),
+            (P::AddDir, !self.add_dirs.is_empty()),
+            (P::MaxTurns, self.max_turns.is_some()),
+            (P::AllowTool, !self.allow_tools.is_empty()),
+            (P::DenyTool, !self.deny_tools.is_empty()),
+        ]
+        .into_iter()
+        .find(|(_, given)| *given)
+        .map(|(option, _)| option.flag())
+    }
+
+    /// Lays the provider options over `t` (validation then checks them against the
+    /// provider).
+    fn apply_provider_options(&self, t: &mut AgentTarget) -> Result<(), String> {
+        for (value, field) in [
+            (&self.permission_mode, &mut t.permission_mode),
+            (&self.sandbox, &mut t.sandbox),
+            (&self.effort, &mut t.effort),
+            (&self.variant, &mut t.variant),
+        ] {
+            if let Some(v) = value {
+                *field = Some(v.clone());
+            }
+        }
+        if self.max_turns.is_some() {
+            t.max_turns = self.max_turns;
+        }
+        let mut dirs = Vec::with_capacity(self.add_dirs.len());
+        for dir in &self.add_dirs {
+            dirs.push(if dir.trim().is_empty() {
+                dir.clone()
+            } else {
+                absolute_path(dir, None, "--add-dir")?
+            });
+        }
+        for (given, list) in [
+            (&dirs, &mut t.add_dirs),
+            (&self.allow_tools, &mut t.allow_tools),
+            (&self.deny_tools, &mut t.deny_tools),
+        ] {
+            for value in given {
+                if !list.contains(value) {
+                    list.push(value.clone());
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Lays the flags every target type has, but the schedule's ([`schedule`]), over
@@ -397,6 +468,14 @@ pub fn agent_target(
             idle_timeout: None,
             account: None,
             session: loops_core::SessionMode::DEFAULT,
+            permission_mode: None,
+            sandbox: None,
+            effort: None,
+            variant: None,
+            add_dirs: Vec::new(),
+            max_turns: None,
+            allow_tools: Vec::new(),
+            deny_tools: Vec::new(),
         },
         (None, None, _) => return Err("--provider is required".to_owned()),
         (None, _, None) => return Err("--prompt or --prompt-file is required".to_owned()),
@@ -426,6 +505,7 @@ pub fn agent_target(
     }
     t.config_overrides
         .extend(key_values("--config-override", &o.config_overrides)?);
+    o.apply_provider_options(&mut t)?;
     if let Some(cwd) = cwd(c)? {
         t.cwd = Some(cwd);
     }
@@ -582,11 +662,13 @@ pub enum ClearField {
     BudgetTokens,
     BudgetUsd,
     AccountPool,
+    /// A provider option (its [`ProviderOption::clear_name`]).
+    Provider(ProviderOption),
 }
 
 impl ClearField {
     /// Every field, in the order `--clear` lists them.
-    pub const ALL: [ClearField; 26] = [
+    pub const ALL: [ClearField; 34] = [
         ClearField::Description,
         ClearField::Cwd,
         ClearField::Timeout,
@@ -613,6 +695,14 @@ impl ClearField {
         ClearField::BudgetTokens,
         ClearField::BudgetUsd,
         ClearField::AccountPool,
+        ClearField::Provider(ProviderOption::PermissionMode),
+        ClearField::Provider(ProviderOption::Sandbox),
+        ClearField::Provider(ProviderOption::Effort),
+        ClearField::Provider(ProviderOption::Variant),
+        ClearField::Provider(ProviderOption::AddDir),
+        ClearField::Provider(ProviderOption::MaxTurns),
+        ClearField::Provider(ProviderOption::AllowTool),
+        ClearField::Provider(ProviderOption::DenyTool),
     ];
 
     /// The flag value (`auth-profile`).
@@ -644,6 +734,7 @@ impl ClearField {
             ClearField::BudgetTokens => "budget-tokens",
             ClearField::BudgetUsd => "budget-usd",
             ClearField::AccountPool => "account-pool",
+            ClearField::Provider(option) => option.clear_name(),
         }
     }
 }
@@ -773,6 +864,10 @@ fn check_kind(lp: &Loop, e: &EditFlags) -> Result<(), String> {
         ("--config-override", !o.config_overrides.is_empty()),
         ("--session", o.session.is_some()),
         ("--account-pool", !o.account_pool.is_empty()),
+        (
+            o.provider_option_given().unwrap_or("a provider option"),
+            o.provider_option_given().is_some(),
+        ),
     ];
     let workflow = [("--workflow", e.workflow.is_some())];
     let (others, kinds): (Vec<&[(&str, bool)]>, _) = match &lp.target {
@@ -861,7 +956,8 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
         | ClearField::AuthProfile
         | ClearField::ConfigOverrides
         | ClearField::Session
-        | ClearField::AccountPool => {
+        | ClearField::AccountPool
+        | ClearField::Provider(_) => {
             let Target::Agent(a) = &mut def.target else {
                 return Err(wrong());
             };
@@ -871,6 +967,7 @@ fn clear(def: &mut LoopDefinition, field: ClearField) -> Result<(), String> {
                 ClearField::AuthProfile => a.auth_profile = None,
                 ClearField::Session => a.session = loops_core::SessionMode::DEFAULT,
                 ClearField::AccountPool => a.account_pool.clear(),
+                ClearField::Provider(option) => option.clear(a),
                 _ => a.config_overrides.clear(),
             }
         }

@@ -37,6 +37,14 @@ fn target(provider: Provider) -> AgentTarget {
         idle_timeout: None,
         account: None,
         session: SessionMode::DEFAULT,
+        permission_mode: None,
+        sandbox: None,
+        effort: None,
+        variant: None,
+        add_dirs: Vec::new(),
+        max_turns: None,
+        allow_tools: Vec::new(),
+        deny_tools: Vec::new(),
     }
 }
 
@@ -138,6 +146,42 @@ fn argv_table() {
         let t = build(provider, opts);
         assert_eq!(agent_args(&t, None).join(" "), expected, "{provider}");
     }
+}
+
+/// Each adapter places the provider options where its CLI takes them: claude's before
+/// `--resume`, codex's after exec's own options (its `--sandbox` replacing the
+/// default, effort as `-c`) and before `resume ID -`, opencode's before `--session`.
+#[test]
+fn provider_options_take_their_place_in_each_adapters_argv() {
+    let mut c = target(Provider::Claude);
+    c.config_isolation = ConfigIsolation::None;
+    c.permission_mode = Some("plan".into());
+    c.effort = Some("max".into());
+    c.add_dirs = vec!["/srv/lib".into(), "/data".into()];
+    c.max_turns = Some(20);
+    c.allow_tools = vec!["Bash(git:*)".into()];
+    c.deny_tools = vec!["WebFetch".into()];
+    let id = "0b5e3c1a-1d2e-4f5a-8b9c-0d1e2f3a4b5c";
+    assert_eq!(
+        agent_args(&c, Some(id)).join(" "),
+        format!("-p --output-format json --permission-mode plan --effort max --add-dir /srv/lib --add-dir /data --max-turns 20 --allowed-tools Bash(git:*) --disallowed-tools WebFetch --resume {id}")
+    );
+    let mut x = target(Provider::Codex);
+    x.sandbox = Some("read-only".into());
+    x.effort = Some("high".into());
+    x.add_dirs = vec!["/data".into()];
+    x.model = Some("gpt-5".into());
+    assert_eq!(
+        agent_args(&x, Some(id)).join(" "),
+        format!("--ask-for-approval never exec --json --ephemeral --skip-git-repo-check --ignore-rules --model gpt-5 --sandbox read-only -c model_reasoning_effort=high --add-dir /data resume {id} -")
+    );
+    let mut o = target(Provider::Opencode);
+    o.model = Some("p/m".into());
+    o.variant = Some("high".into());
+    assert_eq!(
+        agent_args(&o, Some("ses_abc123")).join(" "),
+        "run --format json --pure --model p/m --variant high --session ses_abc123"
+    );
 }
 
 #[test]

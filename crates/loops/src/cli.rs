@@ -629,6 +629,8 @@ pub struct DaemonInstallArgs {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process: the agent's flags being the most is not worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum CreateCommand {
     /// A loop that runs a shell command (or an executable with --no-shell).
     Command(CreateCommandArgs),
@@ -862,6 +864,34 @@ pub struct AgentOptions {
         conflicts_with = "account"
     )]
     pub account_pool: Vec<String>,
+    /// claude's permission mode: acceptEdits, auto, bypassPermissions, manual,
+    /// dontAsk or plan.
+    #[arg(long, value_name = "MODE")]
+    pub permission_mode: Option<String>,
+    /// codex's sandbox: read-only, workspace-write (the default) or
+    /// danger-full-access.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
+    /// Reasoning effort: claude low, medium, high, xhigh, max; codex low, medium,
+    /// high, xhigh, max, ultra (as -c model_reasoning_effort).
+    #[arg(long, value_name = "LEVEL")]
+    pub effort: Option<String>,
+    /// opencode's model variant (provider-specific reasoning effort, e.g. high).
+    #[arg(long, value_name = "NAME")]
+    pub variant: Option<String>,
+    /// Another directory the agent may use (repeatable; claude, codex).
+    #[arg(long = "add-dir", value_name = "DIR")]
+    pub add_dirs: Vec<String>,
+    /// claude: stop after this many turns.
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// claude: a tool rule the agent may use without asking (repeatable), e.g.
+    /// 'Bash(git:*)'.
+    #[arg(long = "allow-tool", value_name = "RULE")]
+    pub allow_tools: Vec<String>,
+    /// claude: a tool rule the agent is denied (repeatable), e.g. WebFetch.
+    #[arg(long = "deny-tool", value_name = "RULE")]
+    pub deny_tools: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -953,7 +983,8 @@ pub struct EditArgs {
     /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
     /// notify (all notification settings), notify-cmd, notify-url, max-failures,
     /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh),
-    /// budget-tokens, budget-usd, account-pool.
+    /// budget-tokens, budget-usd, account-pool, permission-mode, sandbox, effort,
+    /// variant, add-dirs, max-turns, allow-tools, deny-tools.
     #[arg(long = "clear", value_name = "FIELD", value_enum)]
     pub clear: Vec<ClearField>,
 
@@ -1016,6 +1047,14 @@ pub enum ClearField {
     BudgetTokens,
     BudgetUsd,
     AccountPool,
+    PermissionMode,
+    Sandbox,
+    Effort,
+    Variant,
+    AddDirs,
+    MaxTurns,
+    AllowTools,
+    DenyTools,
 }
 
 #[derive(Debug, Args)]
@@ -1376,6 +1415,14 @@ impl AgentOptions {
             config_overrides: self.config_overrides.clone(),
             session: self.session.clone(),
             account_pool: self.account_pool.clone(),
+            permission_mode: self.permission_mode.clone(),
+            sandbox: self.sandbox.clone(),
+            effort: self.effort.clone(),
+            variant: self.variant.clone(),
+            add_dirs: self.add_dirs.clone(),
+            max_turns: self.max_turns,
+            allow_tools: self.allow_tools.clone(),
+            deny_tools: self.deny_tools.clone(),
         }
     }
 }
@@ -1383,6 +1430,7 @@ impl AgentOptions {
 impl From<ClearField> for definition::ClearField {
     fn from(field: ClearField) -> Self {
         use definition::ClearField as F;
+        use loops_core::provider_options::ProviderOption as P;
         match field {
             ClearField::Description => F::Description,
             ClearField::Cwd => F::Cwd,
@@ -1410,6 +1458,14 @@ impl From<ClearField> for definition::ClearField {
             ClearField::BudgetTokens => F::BudgetTokens,
             ClearField::BudgetUsd => F::BudgetUsd,
             ClearField::AccountPool => F::AccountPool,
+            ClearField::PermissionMode => F::Provider(P::PermissionMode),
+            ClearField::Sandbox => F::Provider(P::Sandbox),
+            ClearField::Effort => F::Provider(P::Effort),
+            ClearField::Variant => F::Provider(P::Variant),
+            ClearField::AddDirs => F::Provider(P::AddDir),
+            ClearField::MaxTurns => F::Provider(P::MaxTurns),
+            ClearField::AllowTools => F::Provider(P::AllowTool),
+            ClearField::DenyTools => F::Provider(P::DenyTool),
         }
     }
 }

@@ -186,6 +186,8 @@ impl ScheduleBody {
 /// fields are a loop's, with their defaults: `configIsolation` `safe`).
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
+// As `loops_core::Target`: one per request, not worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum TargetBody {
     Command(CommandBody),
     Agent(AgentTarget),

@@ -329,6 +329,13 @@ fn build(
                 .map_or_else(|| "none".to_owned(), |d| d.to_string()),
         ),
     ];
+    // What the agent may do: its provider options, after the target's line.
+    if let Target::Agent(a) = &lp.target {
+        let options = loops_core::provider_options::ProviderOption::set_on(a)
+            .into_iter()
+            .map(|(option, values)| (option.label(), values.join(", ")));
+        policy.splice(0..0, options);
+    }
     if let Some(until) = lp.held_until {
         policy.insert(
             0,

@@ -1,8 +1,10 @@
 //! Claude Code (`claude`).
 //!
 //! argv: `[--safe-mode --setting-sources local --no-session-persistence] -p
-//! --output-format json [--model M] [--agent A] [--resume ID]`, the first group under
-//! `configIsolation: safe`. The prompt is read from stdin by `-p`. With `session:
+//! --output-format json [--model M] [--agent A] [OPTIONS] [--resume ID]`, the first
+//! group under `configIsolation: safe`, OPTIONS the provider options
+//! ([`loops_core::provider_options`]: `--permission-mode`, `--effort`, `--add-dir`,
+//! `--max-turns`, `--allowed-tools`, `--disallowed-tools`). The prompt is read from stdin by `-p`. With `session:
 //! continue` the session is kept on disk (no `--no-session-persistence`: "they can't be
 //! resumed"), and a run that resumes one passes `--resume ID` (claude keeps the id; it
 //! only forks a new one with `--fork-session`). A session that does not exist (in this
@@ -20,7 +22,7 @@
 //! ("API Error: Request rejected (429) · Claude usage limit reached. Your limit will
 //! reset at 9am (America/Chicago)."); `session_id` names the conversation.
 
-use loops_core::{session, AgentTarget, ConfigIsolation};
+use loops_core::{provider_options, session, AgentTarget, ConfigIsolation};
 use serde_json::Value;
 
 use super::output::{add_usage, json_lines, str_at, strip_truncation_marker, sum_present, u64_at};
@@ -48,6 +50,9 @@ pub(super) fn args(t: &AgentTarget, resume: Option<&str>) -> Vec<String> {
     if let Some(agent) = &t.agent {
         args.extend(["--agent".to_owned(), agent.clone()]);
     }
+    // Before `--resume`: `--add-dir` and the tool lists take several values, so a
+    // positional word right after them would be read as one more.
+    args.extend(provider_options::argv(t));
     if let Some(id) = resume {
         args.extend(["--resume".to_owned(), id.to_owned()]);
     }

@@ -1,9 +1,11 @@
 //! OpenAI Codex CLI (`codex`), and the codex-shaped argv and JSONL shared with
 //! codewith.
 //!
-//! argv: `codex --ask-for-approval never exec --json --ephemeral --sandbox
-//! workspace-write --skip-git-repo-check [--ignore-rules] [-c KEY=VALUE]… [--cd DIR]
-//! [--model M] [resume ID -]`. `--ask-for-approval` is a top-level option: after `exec`
+//! argv: `codex --ask-for-approval never exec --json --ephemeral [--sandbox
+//! workspace-write] --skip-git-repo-check [--ignore-rules] [-c KEY=VALUE]… [--cd DIR]
+//! [--model M] [OPTIONS] [resume ID -]`, OPTIONS the provider options
+//! ([`loops_core::provider_options`]: `--sandbox MODE` instead of the default,
+//! `-c model_reasoning_effort=E`, `--add-dir DIR`…). `--ask-for-approval` is a top-level option: after `exec`
 //! codex rejects it. With `session: continue` the session is kept on disk (no
 //! `--ephemeral`), and a run that resumes one ends its argv with `resume ID -`: `exec
 //! resume [SESSION_ID] [PROMPT]`, the prompt read from stdin for `-`, exec's options
@@ -23,7 +25,7 @@
 //! "exceeded retry limit, last status: 429 Too Many Requests", "You’ve hit your usage
 //! limit. … try again at 6:18 AM.", in the CLI's local zone).
 
-use loops_core::{session, AgentTarget, ConfigIsolation};
+use loops_core::{provider_options, session, AgentTarget, ConfigIsolation};
 
 use super::output::{add_usage, json_lines, readable_error, str_at, u64_at};
 use super::Report;
@@ -31,6 +33,9 @@ use super::Report;
 /// What codex 0.171 prints on stderr for `exec resume` of an unknown id ("Error:
 /// thread/resume: thread/resume failed: no rollout found for thread id <id>").
 pub(super) const RESUME_REFUSED: &str = "no rollout found for thread id";
+
+/// The sandbox of a loop that names none (`--sandbox`, [`loops_core::provider_options`]).
+const DEFAULT_SANDBOX: &str = "workspace-write";
 
 pub(super) fn args(t: &AgentTarget, resume: Option<&str>) -> Vec<String> {
     let mut args = codex_shaped(t, &[]);
@@ -50,7 +55,11 @@ pub(super) fn codex_shaped(t: &AgentTarget, global: &[String]) -> Vec<String> {
         // No session files left behind by an unattended run.
         args.push("--ephemeral".to_owned());
     }
-    args.extend(["--sandbox", "workspace-write", "--skip-git-repo-check"].map(String::from));
+    if t.sandbox.is_none() {
+        // codex refuses `--sandbox` twice: a loop's own mode replaces this default.
+        args.extend(["--sandbox", DEFAULT_SANDBOX].map(String::from));
+    }
+    args.push("--skip-git-repo-check".to_owned());
     if t.config_isolation == ConfigIsolation::Safe {
         args.push("--ignore-rules".to_owned());
     }
@@ -64,6 +73,7 @@ pub(super) fn codex_shaped(t: &AgentTarget, global: &[String]) -> Vec<String> {
     if let Some(model) = &t.model {
         args.extend(["--model".to_owned(), model.clone()]);
     }
+    args.extend(provider_options::argv(t));
     args
 }
 

@@ -2,7 +2,8 @@
 //! aicopilot.
 //!
 //! argv: `opencode run --format json [--pure] [--dir DIR] [--model provider/model]
-//! [--agent A] [--session ID]`; `--pure` (no external plugins) under `configIsolation:
+//! [--agent A] [--variant V] [--session ID]` (`--variant`: the provider option,
+//! [`loops_core::provider_options`]); `--pure` (no external plugins) under `configIsolation:
 //! safe`. The prompt is read from stdin. opencode always keeps its sessions; `--session
 //! ID` continues one (under the same id). An unknown id ends opencode with status 1,
 //! nothing on stdout and [`RESUME_REFUSED`] on stderr ("Error: Session not found"). Without an explicit model opencode retries forever, so
@@ -16,7 +17,7 @@
 //! `retry-after`); every event names the session (`sessionID`). A retryable API error
 //! (429) is retried by opencode itself, without printing anything, until it is stopped.
 
-use loops_core::{AgentTarget, ConfigIsolation};
+use loops_core::{provider_options, AgentTarget, ConfigIsolation};
 use serde_json::Value;
 
 use super::output::{add_usage, at, json_lines, str_at, sum_present, u64_at};
@@ -39,6 +40,7 @@ pub(super) fn args(t: &AgentTarget, resume: Option<&str>) -> Vec<String> {
     if let Some(agent) = &t.agent {
         args.extend(["--agent".to_owned(), agent.clone()]);
     }
+    args.extend(provider_options::argv(t));
     if let Some(id) = resume {
         args.extend(["--session".to_owned(), id.to_owned()]);
     }

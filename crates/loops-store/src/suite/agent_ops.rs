@@ -721,3 +721,40 @@ pub fn counted_claims_never_exceed_a_cap_across_stores(db: &dyn TestDb) {
     assert_eq!(in_flight.count(&CapKey::Account("work".into())), 1);
     assert_eq!(in_flight.count(&claude), 5);
 }
+
+/// Item 10: an agent target's provider options live in its JSON, so they come back as
+/// written from every read (get, the list, an export) and from a definition update.
+pub fn provider_options_round_trip_in_the_agent_target(db: &dyn TestDb) {
+    let store = db.open();
+    let mut new = new_loop("review", Some(t(0)));
+    new.target = serde_json::from_value(serde_json::json!({
+        "type": "agent", "provider": "claude", "prompt": "hi",
+        "permissionMode": "plan", "effort": "high", "addDirs": ["/srv/lib", "/data"],
+        "maxTurns": 20, "allowTools": ["Bash(git:*)"], "denyTools": ["WebFetch"]
+    }))
+    .unwrap();
+    let target = new.target.clone();
+    let lp = store.create_loop(new, t(0)).unwrap();
+    assert_eq!(lp.target, target);
+    assert_eq!(store.get_loop(&lp.id).unwrap().unwrap().target, target);
+    let listed = store.list_loops(None).unwrap();
+    assert_eq!(listed[0].target, target);
+
+    let mut update = super::definitions::unchanged(&lp);
+    let loops_core::Target::Agent(a) = &mut update.definition.target else {
+        panic!("an agent target");
+    };
+    a.permission_mode = Some("acceptEdits".into());
+    a.add_dirs.clear();
+    a.max_turns = None;
+    let edited_target = update.definition.target.clone();
+    let edited = store
+        .update_loop_definition(&lp.id, &update, &crate::LoopVersion::of(&lp), t(1_000))
+        .unwrap()
+        .expect("the update applies");
+    assert_eq!(edited.target, edited_target);
+    assert_eq!(
+        store.get_loop(&lp.id).unwrap().unwrap().target,
+        edited_target
+    );
+}

@@ -16,7 +16,7 @@ fn labelled(labels: &[&str]) -> LoopFilter {
 }
 
 /// The update of `lp` that leaves it as it is (callers change what they test).
-fn unchanged(lp: &Loop) -> LoopUpdate {
+pub(super) fn unchanged(lp: &Loop) -> LoopUpdate {
     LoopUpdate {
         definition: NewLoop {
             name: lp.name.clone(),

@@ -6,6 +6,7 @@ use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
+use loops_core::provider_options::ProviderOption;
 use loops_core::{LoopStatus, Target};
 use loops_store::LoopFilter;
 
@@ -185,6 +186,9 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
             lines.push(("session", a.session.to_string()));
             if !a.account_pool.is_empty() {
                 lines.push(("account pool", a.account_pool.join(", ")));
+            }
+            for (option, values) in ProviderOption::set_on(a) {
+                lines.push((option.label(), values.join(", ")));
             }
             push_opt(&mut lines, "cwd", a.cwd.clone());
             push_env(&mut lines, &a.env);

@@ -958,14 +958,15 @@ pub(crate) const CODEX: RealCli = RealCli {
     reports_cost: false,
 };
 
-const OPENCODE: RealCli = RealCli {
+pub(crate) const OPENCODE: RealCli = RealCli {
     cli: "opencode",
     prompt: "Say hello (real-opencode-prompt-5d0e)",
     flags: |url| {
         let config = serde_json::json!({"provider": {"mock": {
             "npm": "@ai-sdk/openai-compatible",
             "options": {"baseURL": format!("{url}/v1"), "apiKey": "dummy"},
-            "models": {"mock-model": {}}
+            // A variant, for `--variant high` (provider_options::real_opencode_*).
+            "models": {"mock-model": {"variants": {"high": {"reasoningEffort": "high"}}}}
         }}})
         .to_string();
         let mut flags = vec!["--model".to_owned(), "mock/mock-model".to_owned()];

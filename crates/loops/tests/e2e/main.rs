@@ -21,6 +21,7 @@ mod operability_notify;
 mod operability_output;
 mod operability_report;
 mod portable;
+mod provider_options;
 mod several_hosts;
 mod several_hosts_netns;
 mod supervised;
