@@ -34,7 +34,7 @@ if [ -z "$st" ]; then
 fi
 
 cargo build --locked -q -p loops
-bin="$PWD/target/debug/loops"
+bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/loops"
 work="$(mktemp -d)"
 server=""
 cleanup() {

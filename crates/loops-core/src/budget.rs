@@ -426,6 +426,34 @@ pub fn budgets_of(lp: &Loop, store_wide: &[StoreBudget]) -> Vec<(BudgetScope, Bu
     out
 }
 
+/// The budgets a finished run of `lp` spent from: [`budgets_of`], and the store-wide
+/// budgets of the account its pool chose (`run_account`), which the loop's target
+/// does not name.
+pub fn budgets_of_run(
+    lp: &Loop,
+    run_account: Option<&str>,
+    store_wide: &[StoreBudget],
+) -> Vec<(BudgetScope, Budget)> {
+    let mut out = budgets_of(lp, store_wide);
+    let (Some(chosen), Target::Agent(agent)) = (run_account, &lp.target) else {
+        return out;
+    };
+    for sb in store_wide {
+        let scope = sb.scope();
+        let of_chosen = matches!(&scope, BudgetScope::Key { provider, account: Some(a) }
+            if *provider == agent.provider && a == chosen);
+        if of_chosen && !scope.covers(lp) {
+            out.extend(
+                [sb.tokens, sb.usd]
+                    .into_iter()
+                    .flatten()
+                    .map(|b| (scope.clone(), b)),
+            );
+        }
+    }
+    out
+}
+
 /// A spent budget holding its loops until its window ends: a row of the store's
 /// `budget_holds`, one per scope and metric.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -452,6 +480,33 @@ impl BudgetHold {
     pub fn is_active(&self, now: Instant) -> bool {
         self.held_until > now
     }
+}
+
+/// The accounts that spent budgets of one account (`provider=claude,account=work`)
+/// hold, as account holds: an account pool's choice ([`crate::caps::choose_account`])
+/// passes over them as it passes over a usage limit's, so a pooled loop moves to the
+/// next account instead of spending past the budget. A loop's own budget and a
+/// provider-wide one hold the loop itself (the due queries), not one account.
+pub fn pool_holds(holds: &[BudgetHold]) -> Vec<crate::hold::AccountHold> {
+    holds
+        .iter()
+        .filter_map(|h| match &h.scope {
+            BudgetScope::Key {
+                provider,
+                account: Some(account),
+            } => Some(crate::hold::AccountHold {
+                provider: *provider,
+                account: account.clone(),
+                held_until: h.held_until,
+                reason: h.reason.clone(),
+                since: h.updated_at,
+                probes: 0,
+                notified: h.notified,
+                updated_at: h.updated_at,
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// What a finalization (or a changed budget) does about one budget's hold row.

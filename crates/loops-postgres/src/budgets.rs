@@ -140,9 +140,9 @@ pub(crate) async fn spend<C: GenericClient + Sync>(
                     "SELECT runs.usage_json FROM runs JOIN loops ON loops.id = runs.loop_id \
                      WHERE runs.finished_at >= $1 AND runs.usage_json IS NOT NULL AND ",
                     key_provider!(),
-                    " = $2 AND ($3::text IS NULL OR ",
+                    " = $2 AND ($3::text IS NULL OR COALESCE(runs.account, ",
                     key_account!(),
-                    " = $3)"
+                    ") = $3)"
                 ),
                 &[&ms(&since), &provider.as_str(), &account],
             )
@@ -301,7 +301,8 @@ pub(crate) async fn after_finish<C: GenericClient + Sync>(
     }
     let at = run.finished_at.unwrap_or(now);
     let mut sent = Vec::new();
-    for (scope, b) in budget::budgets_of(lp, &budgets(db).await?) {
+    let store_wide = budgets(db).await?;
+    for (scope, b) in budget::budgets_of_run(lp, run.account.as_deref(), &store_wide) {
         sent.extend(decide_and_write(db, &scope, &b, Some((lp, run)), at, default).await?);
     }
     Ok(sent)

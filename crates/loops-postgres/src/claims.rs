@@ -489,7 +489,11 @@ async fn admit_in<C: GenericClient + Sync>(
     let holds = if ad_hoc || !pooled {
         Vec::new()
     } else {
-        crate::holds::account_holds(db).await?
+        let mut holds = crate::holds::account_holds(db).await?;
+        holds.extend(loops_core::budget::pool_holds(
+            &crate::budgets::budget_holds(db).await?,
+        ));
+        holds
     };
     Ok(caps::admit(&target, caps, &in_flight, &holds, now))
 }

@@ -128,9 +128,9 @@ fn spend(conn: &Connection, scope: &BudgetScope, since: Instant) -> Result<Spend
                 "SELECT runs.usage_json FROM runs JOIN loops ON loops.id = runs.loop_id \
                  WHERE runs.finished_at >= ?1 AND runs.usage_json IS NOT NULL AND ",
                 key_provider!(),
-                " = ?2 AND (?3 IS NULL OR ",
+                " = ?2 AND (?3 IS NULL OR COALESCE(runs.account, ",
                 key_account!(),
-                " = ?3)"
+                ") = ?3)"
             ))?;
             let mut rows = stmt.query(params![ms(&since), provider.as_str(), account])?;
             while let Some(row) = rows.next()? {
@@ -258,7 +258,8 @@ pub(crate) fn after_finish(
     }
     let at = run.finished_at.unwrap_or(now);
     let mut sent = Vec::new();
-    for (scope, budget) in budget::budgets_of(lp, &read_budgets(conn)?) {
+    let store_wide = read_budgets(conn)?;
+    for (scope, budget) in budget::budgets_of_run(lp, run.account.as_deref(), &store_wide) {
         sent.extend(decide_and_write(
             conn,
             &scope,
@@ -346,14 +347,17 @@ pub(crate) fn clear_budget(
 }
 
 pub(crate) fn budget_holds(store: &SqliteStore) -> StoreResult<Vec<BudgetHold>> {
-    store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            hold_cols!(),
-            " FROM budget_holds ORDER BY scope, metric"
-        ))?;
-        query_all(&mut stmt, [], hold_from_row)
-    })
+    store.read(budget_holds_in)
+}
+
+/// Every budget hold, as `conn` (maybe a claim's transaction) sees them.
+pub(crate) fn budget_holds_in(conn: &Connection) -> Result<Vec<BudgetHold>> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        hold_cols!(),
+        " FROM budget_holds ORDER BY scope, metric"
+    ))?;
+    query_all(&mut stmt, [], hold_from_row)
 }
 
 pub(crate) fn budget_spend(

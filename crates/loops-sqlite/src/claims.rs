@@ -210,7 +210,11 @@ fn admit_in(
     let holds = if ad_hoc || caps::pool_of(&target).is_none() {
         Vec::new()
     } else {
-        crate::holds::all_in(tx)?
+        let mut holds = crate::holds::all_in(tx)?;
+        holds.extend(loops_core::budget::pool_holds(
+            &crate::budgets::budget_holds_in(tx)?,
+        ));
+        holds
     };
     Ok(caps::admit(&target, caps, &in_flight, &holds, now))
 }

@@ -191,7 +191,10 @@ impl Engine {
         }
         let in_flight = self.store.running_keys()?;
         let holds = if pooled {
-            self.store.account_holds()?
+            // A spent budget of one account stops a pool's choice as a usage limit does.
+            let mut holds = self.store.account_holds()?;
+            holds.extend(loops_core::budget::pool_holds(&self.store.budget_holds()?));
+            holds
         } else {
             Vec::new()
         };

@@ -758,3 +758,48 @@ pub fn provider_options_round_trip_in_the_agent_target(db: &dyn TestDb) {
         edited_target
     );
 }
+
+/// Budgets and account pools together (#20 items 6 and 7): a store-wide budget of one
+/// account counts the runs a pool ran on that account (not the loop's target, which
+/// names none), and once it is spent the pool passes over the account as it passes
+/// over a usage limit's — the next run takes the other one.
+pub fn a_pooled_run_spends_its_accounts_budget_and_the_pool_moves_on(db: &dyn TestDb) {
+    use loops_core::budget::{Budget, BudgetMetric, BudgetScope, StoreBudget};
+    let store = db.open();
+    store
+        .set_budget(&StoreBudget {
+            provider: loops_core::Provider::Claude,
+            account: Some("work".to_owned()),
+            tokens: Some(Budget::parse(BudgetMetric::Tokens, "1000/day", "tokens").unwrap()),
+            usd: None,
+            updated_at: t(0),
+        })
+        .unwrap();
+    let lp = store
+        .create_loop(claude_loop("pooled", &["work", "home"]), t(0))
+        .unwrap();
+    let first = claim(&*store, &claim_req(&lp, t(0), t(1))).unwrap();
+    assert_eq!(first.account.as_deref(), Some("work"));
+    let spent = RunOutcome {
+        usage: Some(loops_core::Usage {
+            input_tokens: Some(900),
+            output_tokens: Some(300),
+            cost_usd: None,
+        }),
+        ..outcome(RunStatus::Succeeded, t(2))
+    };
+    finish_noting(&*store, &first.id, spent);
+    let holds = store.budget_holds().unwrap();
+    assert_eq!(holds.len(), 1, "work's budget is spent: {holds:?}");
+    assert_eq!(
+        holds[0].scope,
+        BudgetScope::Key {
+            provider: loops_core::Provider::Claude,
+            account: Some("work".to_owned()),
+        }
+    );
+    // Not the loop held: its pool has another account, which the next run takes.
+    let lp = store.get_loop(&lp.id).unwrap().unwrap();
+    let second = claim(&*store, &claim_req(&lp, t(10), t(11))).unwrap();
+    assert_eq!(second.account.as_deref(), Some("home"));
+}

@@ -156,6 +156,7 @@ macro_rules! store_suite {
             session_ids_round_trip_and_the_last_session_is_found,
             budgets_hold_a_spent_loop_and_key_until_the_window_resets,
             counted_claims_never_exceed_a_cap_across_stores,
+            a_pooled_run_spends_its_accounts_budget_and_the_pool_moves_on,
             provider_options_round_trip_in_the_agent_target,
         );
     };
@@ -354,6 +355,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 66);
+        assert_eq!(count, 67);
     }
 }
