@@ -84,6 +84,7 @@ impl Modify for CommonAnswers {
             for op in [
                 item.get.as_mut(),
                 item.post.as_mut(),
+                item.put.as_mut(),
                 item.patch.as_mut(),
                 item.delete.as_mut(),
             ]

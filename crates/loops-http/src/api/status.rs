@@ -2,7 +2,7 @@
 
 use super::blocking;
 use crate::error::{ApiError, ErrorBody};
-use crate::request::Params;
+use crate::request::{JsonBody, Params};
 use crate::State;
 use axum::extract::RawQuery;
 use axum::Json;
@@ -261,7 +261,9 @@ pub(crate) async fn usage(
     responses((status = 200, description = "Each budget and its spend.", body = Vec<loops_core::budget::BudgetStatus>)))]
 pub(crate) async fn budgets(
     axum::extract::State(state): axum::extract::State<State>,
+    RawQuery(q): RawQuery,
 ) -> Result<Json<Vec<loops_core::budget::BudgetStatus>>, ApiError> {
+    Params::parse(q.as_deref(), &[])?;
     let status = blocking(
         &state,
         move |c| Ok(c.all_budget_status(chrono::Utc::now())?),
@@ -294,8 +296,12 @@ pub struct BudgetBody {
 pub(crate) async fn set_budget(
     axum::extract::State(state): axum::extract::State<State>,
     axum::extract::Path(key): axum::extract::Path<String>,
-    Json(body): Json<BudgetBody>,
+    RawQuery(q): RawQuery,
+    // Our body reader, as every route's: one JSON error for a missing or wrong
+    // content type, a bad or oversized body (axum's `Json` answered in plain text).
+    JsonBody(body): JsonBody<BudgetBody>,
 ) -> Result<Json<loops_core::budget::StoreBudget>, ApiError> {
+    Params::parse(q.as_deref(), &[])?;
     let budget = blocking(&state, move |c| {
         Ok(c.set_budget(
             &key,
@@ -318,7 +324,9 @@ pub(crate) async fn set_budget(
 pub(crate) async fn clear_budget(
     axum::extract::State(state): axum::extract::State<State>,
     axum::extract::Path(key): axum::extract::Path<String>,
+    RawQuery(q): RawQuery,
 ) -> Result<Json<loops_core::budget::StoreBudget>, ApiError> {
+    Params::parse(q.as_deref(), &[])?;
     let cleared = blocking(&state, move |c| Ok(c.clear_budget(&key)?)).await?;
     Ok(Json(cleared))
 }

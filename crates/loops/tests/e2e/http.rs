@@ -170,6 +170,12 @@ impl Api {
                 .header("Authorization", auth)
                 .content_type("application/json")
                 .send(b),
+            ("PUT", Some(b)) => self
+                .agent
+                .put(url)
+                .header("Authorization", auth)
+                .content_type("application/json")
+                .send(b),
             ("DELETE", _) => self.agent.delete(url).header("Authorization", auth).call(),
             other => panic!("unsupported {other:?}"),
         };
@@ -1135,4 +1141,31 @@ fn http_lists_and_clears_usage_limit_holds() {
     assert_eq!(cleared[0]["provider"], "claude", "{cleared:#}");
     assert_eq!(api.get("/v1/holds").text.trim(), "[]");
     assert_eq!(w.json(&["holds"]), json!([]));
+}
+
+/// `/v1/budgets` answers as every route does: a body that is not the document is a
+/// JSON 400 naming why (it was axum's plain-text rejection, which schemathesis found),
+/// an unknown query parameter a 400, and a good body sets the budget.
+#[test]
+fn http_budgets_answer_bad_requests_as_json() {
+    let w = World::new();
+    let api = w.serve(&[]);
+    let bad = api.send("PUT", "/v1/budgets/provider=claude", Some("\u{0}"));
+    assert_eq!(bad.status, 400, "{}", bad.text);
+    assert!(
+        bad.content_type.starts_with("application/json"),
+        "{}",
+        bad.content_type
+    );
+    assert!(!bad.error().is_empty());
+    let unknown = api.get("/v1/budgets?nope=1");
+    assert_eq!(unknown.status, 400, "{}", unknown.text);
+    assert!(unknown.error().contains("nope"), "{}", unknown.text);
+    let set = api.send(
+        "PUT",
+        "/v1/budgets/provider=claude",
+        Some(r#"{"tokens": "1000/day"}"#),
+    );
+    assert_eq!(set.status, 200, "{}", set.text);
+    assert_eq!(set.json()["provider"], "claude", "{}", set.text);
 }
