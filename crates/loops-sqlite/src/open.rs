@@ -510,7 +510,20 @@ fn setup_connection(conn: &mut Connection, path: Option<&str>, found: i64) -> Re
         // Migrations prove the file writable; without them, probe the write lock so a
         // read-only directory (no -wal/-shm possible) fails here rather than at the
         // first write. SQLite would otherwise serve reads from heap memory.
-        conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;")?;
+        // Without waiting: a writer holding the lock (a daemon stopped mid-commit, a
+        // long checkpoint) proves the file writable, and is the caller's to meet —
+        // `daemon run` reads the lease and names its holder rather than time out here.
+        conn.busy_timeout(Duration::ZERO)?;
+        let probed = conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;");
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        match probed {
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                ) => {}
+            other => other?,
+        }
     }
     Ok(())
 }

@@ -264,6 +264,21 @@ pub async fn run_with_clock(
             lease.holder.host == host
                 && !is_same_process_alive(lease.holder.pid, lease.holder.pid_start_time)
         };
+        // Read first (a read needs no lock): a live holder stopped while it held the
+        // write lock would otherwise make the write below time out on a locked
+        // database instead of being named.
+        if let Some(lease) = store.current_daemon_lease()? {
+            if lease.expires_at > clock.now()
+                && lease.holder.runner_id != holder.runner_id
+                && !takeover(&lease)
+            {
+                return Err(DaemonError::AlreadyRunning {
+                    pid: lease.holder.pid,
+                    host: lease.holder.host,
+                    since: format_instant(&lease.acquired_at),
+                });
+            }
+        }
         match store.acquire_daemon_lease(&holder, ttl_ms, clock.now(), &takeover)? {
             LeaseAcquire::Acquired(lease) => Held::Daemon(Fence { token: lease.token }),
             LeaseAcquire::Held(lease) => {

@@ -317,6 +317,36 @@ fn kill_dash_nine_with_a_child_killed_meanwhile_records_its_real_end_and_retries
     );
 }
 
+/// A daemon stopped while it held the store's write lock (SIGSTOP mid-commit, or
+/// during a checkpoint's reset) leaves every writer waiting: a second `daemon run`
+/// still names the holder at once, from a read of the lease, instead of failing after
+/// the busy timeout with "database is locked" (seen in CI, one run in many). The write
+/// lock is held here by the test, deterministically.
+#[test]
+fn a_second_daemon_names_a_holder_that_keeps_the_write_lock() {
+    let w = World::new();
+    w.create_cmd("job", &["--every", "1h"], "true");
+    let mut first = w.daemon_ready(&["--lease-ttl", "30s"]);
+    first.signal("STOP");
+    let conn = rusqlite::Connection::open(w.db_path()).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = std::time::Instant::now();
+    let refused = w.run(&["daemon", "run"]);
+    let took = started.elapsed();
+    conn.execute_batch("ROLLBACK").unwrap();
+    first.signal("CONT");
+    let msg = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{msg}");
+    assert!(
+        msg.contains(&format!("pid {}", first.pid())),
+        "names the holder: {msg}"
+    );
+    assert!(
+        took < Duration::from_secs(4),
+        "answered without waiting out the lock: {took:?}"
+    );
+}
+
 #[test]
 fn stopped_daemon_loses_its_lease_and_exits() {
     let w = World::new();
