@@ -326,7 +326,7 @@ fn kill_dash_nine_with_a_child_killed_meanwhile_records_its_real_end_and_retries
 fn a_second_daemon_names_a_holder_that_keeps_the_write_lock() {
     let w = World::new();
     w.create_cmd("job", &["--every", "1h"], "true");
-    let mut first = w.daemon_ready(&["--lease-ttl", "30s"]);
+    let first = w.daemon_ready(&["--lease-ttl", "30s"]);
     first.signal("STOP");
     let conn = rusqlite::Connection::open(w.db_path()).unwrap();
     conn.execute_batch("BEGIN IMMEDIATE").unwrap();
