@@ -289,6 +289,18 @@ impl BudgetScope {
         }
     }
 
+    /// Whether this store-wide scope covers a run of `provider` under `account` (a
+    /// pool's choice, a workflow step's profile): a loop's own scope covers none.
+    pub fn covers_key(&self, provider: Provider, account: &str) -> bool {
+        match self {
+            BudgetScope::Loop(_) => false,
+            BudgetScope::Key {
+                provider: p,
+                account: a,
+            } => *p == provider && a.as_deref().is_none_or(|a| a == account),
+        }
+    }
+
     /// Parses a store-wide key: `provider=claude[,account=work]`.
     pub fn parse_key(text: &str) -> Result<BudgetScope, String> {
         let bad = |why: String| {
@@ -415,12 +427,7 @@ pub fn budgets_of(lp: &Loop, store_wide: &[StoreBudget]) -> Vec<(BudgetScope, Bu
     for sb in store_wide {
         let scope = sb.scope();
         if scope.covers(lp) {
-            out.extend(
-                [sb.tokens, sb.usd]
-                    .into_iter()
-                    .flatten()
-                    .map(|b| (scope.clone(), b)),
-            );
+            out.extend(limits_of(sb).map(|b| (scope.clone(), b)));
         }
     }
     out
@@ -440,18 +447,60 @@ pub fn budgets_of_run(
     };
     for sb in store_wide {
         let scope = sb.scope();
-        let of_chosen = matches!(&scope, BudgetScope::Key { provider, account: Some(a) }
-            if *provider == agent.provider && a == chosen);
+        let of_chosen = matches!(
+            &scope,
+            BudgetScope::Key {
+                account: Some(_),
+                ..
+            }
+        ) && scope.covers_key(agent.provider, chosen);
         if of_chosen && !scope.covers(lp) {
-            out.extend(
-                [sb.tokens, sb.usd]
-                    .into_iter()
-                    .flatten()
-                    .map(|b| (scope.clone(), b)),
-            );
+            out.extend(limits_of(sb).map(|b| (scope.clone(), b)));
         }
     }
     out
+}
+
+/// The store-wide budgets a finished workflow agent step of `provider` spent from,
+/// under its account profile (`default` when it names none). A step has no budget of
+/// its own: a loop's budgets are its agent runs'.
+pub fn budgets_of_step(
+    provider: Provider,
+    account: Option<&str>,
+    store_wide: &[StoreBudget],
+) -> Vec<(BudgetScope, Budget)> {
+    let account = account.unwrap_or(crate::hold::DEFAULT_ACCOUNT);
+    store_wide
+        .iter()
+        .filter(|sb| sb.scope().covers_key(provider, account))
+        .flat_map(|sb| limits_of(sb).map(move |b| (sb.scope(), b)))
+        .collect()
+}
+
+fn limits_of(sb: &StoreBudget) -> impl Iterator<Item = Budget> {
+    [sb.tokens, sb.usd].into_iter().flatten()
+}
+
+/// The holds of `holds` that a finished run of `lp` (under `run_account`, a pool's
+/// choice) ends at `now` besides what its budgets decide: those covering it whose
+/// window passed or whose budget was raised, removed or cleared (which ends a notified
+/// hold rather than deleting it, so that its one `resumed` notification names a run).
+pub fn ended_holds_of_run<'a>(
+    lp: &Loop,
+    run_account: Option<&str>,
+    holds: &'a [BudgetHold],
+    now: Instant,
+) -> Vec<&'a BudgetHold> {
+    let Target::Agent(agent) = &lp.target else {
+        return Vec::new();
+    };
+    holds
+        .iter()
+        .filter(|h| !h.is_active(now))
+        .filter(|h| {
+            h.scope.covers(lp) || run_account.is_some_and(|a| h.scope.covers_key(agent.provider, a))
+        })
+        .collect()
 }
 
 /// A spent budget holding its loops until its window ends: a row of the store's

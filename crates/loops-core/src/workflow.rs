@@ -89,6 +89,14 @@ impl Step {
         })
     }
 
+    /// The provider an agent step runs (`None` for a command step).
+    pub fn provider(&self) -> Option<crate::Provider> {
+        match &self.target {
+            StepTarget::Command(_) => None,
+            StepTarget::Agent(a) => Some(a.provider),
+        }
+    }
+
     /// The account a step runs under (its own, else its target's).
     pub fn account(&self) -> Option<&Account> {
         self.account.as_ref().or(match &self.target {
@@ -540,6 +548,10 @@ pub struct StepRun {
     pub error_output: Option<String>,
     pub account_profile: Option<String>,
     pub account_tool: Option<String>,
+    /// An agent step's provider, recorded when the run was created: its spend counts
+    /// against that provider's store-wide budgets (`loops_core::budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<crate::Provider>,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,

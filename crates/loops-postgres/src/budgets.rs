@@ -5,13 +5,14 @@
 //! the condition the due-loop queries use to leave a budget-held loop out, which makes
 //! every runner of the store honour a hold another one wrote.
 
-use crate::codec::{decode_all, get, get_enum, get_instant, loop_cols, ms, text};
+use crate::codec::{decode_all, get, get_enum, get_instant, get_opt_enum, loop_cols, ms, text};
 use crate::error::{Error, Result};
 use crate::holds::{key_account, key_provider};
 use crate::session::Db;
 use loops_core::budget::{
     self, Budget, BudgetChange, BudgetHold, BudgetMetric, BudgetScope, Spend, StoreBudget,
 };
+use loops_core::workflow::StepRun;
 use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run, Target, Usage};
 use tokio_postgres::{GenericClient, Row};
 
@@ -135,6 +136,7 @@ pub(crate) async fn spend<C: GenericClient + Sync>(
         }
         BudgetScope::Key { provider, account } => {
             let account = account.as_deref().map(|a| text(a).into_owned());
+            // A workflow's agent steps spend from their provider's budgets too.
             db.query(
                 concat!(
                     "SELECT runs.usage_json FROM runs JOIN loops ON loops.id = runs.loop_id \
@@ -142,7 +144,10 @@ pub(crate) async fn spend<C: GenericClient + Sync>(
                     key_provider!(),
                     " = $2 AND ($3::text IS NULL OR COALESCE(runs.account, ",
                     key_account!(),
-                    ") = $3)"
+                    ") = $3) \
+                     UNION ALL SELECT usage_json FROM workflow_step_runs \
+                     WHERE finished_at >= $1 AND usage_json IS NOT NULL AND provider = $2 \
+                       AND ($3::text IS NULL OR COALESCE(account_profile, 'default') = $3)"
                 ),
                 &[&ms(&since), &provider.as_str(), &account],
             )
@@ -222,16 +227,75 @@ async fn decide_and_write<C: GenericClient + Sync>(
             .await?;
             Ok(sent)
         }
-        BudgetChange::Release { notify_resumed } => {
-            delete_hold(db, scope, Some(budget.metric)).await?;
-            match noting {
-                Some((lp, run)) if notify_resumed => {
+        BudgetChange::Release { notify_resumed } => match noting {
+            Some((lp, run)) => {
+                delete_hold(db, scope, Some(budget.metric)).await?;
+                if notify_resumed {
                     queue_scope_event(db, scope, lp, run, NotifyEvent::Resumed, now, default).await
+                } else {
+                    Ok(Vec::new())
                 }
-                _ => Ok(Vec::new()),
             }
+            None => {
+                end_hold(db, scope, Some(budget.metric), now).await?;
+                Ok(Vec::new())
+            }
+        },
+    }
+}
+
+/// Releases the holds of `scope` (one metric's, or all) at `now` with no run to name: a
+/// hold whose `held` notification went out is ended rather than deleted, so that the
+/// next finished run it covers deletes it and sends its one `resumed` notification
+/// ([`sweep_ended`]); the others go at once.
+async fn end_hold<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    scope: &BudgetScope,
+    metric: Option<BudgetMetric>,
+    now: Instant,
+) -> Result<()> {
+    let scope = text(&scope.to_string()).into_owned();
+    let metric = metric.map(BudgetMetric::as_str);
+    db.execute(
+        "DELETE FROM budget_holds WHERE scope = $1 AND ($2::text IS NULL OR metric = $2) \
+         AND NOT notified",
+        &[&scope, &metric],
+    )
+    .await?;
+    db.execute(
+        "UPDATE budget_holds SET held_until = LEAST(held_until, $3), updated_at = $3 \
+         WHERE scope = $1 AND ($2::text IS NULL OR metric = $2)",
+        &[&scope, &metric, &ms(&now)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes the ended holds covering the run of `lp` just finalized (their window
+/// passed, or their budget was raised, removed or cleared) that its budgets' own
+/// decisions left, and queues the `resumed` notification of each one that was notified.
+async fn sweep_ended<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    lp: &Loop,
+    run: &Run,
+    at: Instant,
+    default: &mut Option<Option<Notify>>,
+) -> Result<Vec<Delivery>> {
+    let holds = budget_holds(db).await?;
+    let mut sent = Vec::new();
+    let mut resumed = Vec::new();
+    for h in budget::ended_holds_of_run(lp, run.account.as_deref(), &holds, at) {
+        delete_hold(db, &h.scope, Some(h.metric)).await?;
+        if h.notified && !resumed.contains(&h.scope) {
+            resumed.push(h.scope.clone());
         }
     }
+    for scope in &resumed {
+        sent.extend(
+            queue_scope_event(db, scope, lp, run, NotifyEvent::Resumed, at, default).await?,
+        );
+    }
+    Ok(sent)
 }
 
 async fn delete_hold<C: GenericClient + Sync>(
@@ -305,7 +369,42 @@ pub(crate) async fn after_finish<C: GenericClient + Sync>(
     for (scope, b) in budget::budgets_of_run(lp, run.account.as_deref(), &store_wide) {
         sent.extend(decide_and_write(db, &scope, &b, Some((lp, run)), at, default).await?);
     }
+    sent.extend(sweep_ended(db, lp, run, at, default).await?);
     Ok(sent)
+}
+
+/// After workflow step run `step` was saved in this transaction: when it is an agent
+/// step that finished with usage, decides its provider's store-wide budgets at its
+/// finish, so that the agent loops they cover are held once the steps spent them.
+/// No notification: a step has no run of a loop to name (the next run of a covered
+/// loop that finishes sends the budget's `held`).
+pub(crate) async fn after_step<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    step: &StepRun,
+    now: Instant,
+) -> Result<()> {
+    let (Some(at), Some(_)) = (step.finished_at, step.usage.as_ref()) else {
+        return Ok(());
+    };
+    let row = db
+        .query_opt(
+            "SELECT provider, account_profile FROM workflow_step_runs WHERE id = $1",
+            &[&step.id.as_str()],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(());
+    };
+    let Some(provider) = get_opt_enum::<Provider>(&row, 0, "provider")? else {
+        return Ok(());
+    };
+    let account: Option<String> = get(&row, 1, "account_profile")?;
+    let store_wide = budgets(db).await?;
+    let mut default = None;
+    for (scope, b) in budget::budgets_of_step(provider, account.as_deref(), &store_wide) {
+        decide_and_write(db, &scope, &b, None, at.min(now), &mut default).await?;
+    }
+    Ok(())
 }
 
 /// After loop `lp`'s definition changed: its own budgets decided again at `now` (a
@@ -326,7 +425,7 @@ pub(crate) async fn after_edit<C: GenericClient + Sync>(
             Some(b) => {
                 decide_and_write(db, &scope, &b, None, now, &mut default).await?;
             }
-            None => delete_hold(db, &scope, Some(metric)).await?,
+            None => end_hold(db, &scope, Some(metric), now).await?,
         }
     }
     Ok(())
@@ -358,7 +457,7 @@ pub(crate) async fn set_budget<C: GenericClient + Sync>(
             Some(limit) => {
                 decide_and_write(db, &scope, &limit, None, now, &mut default).await?;
             }
-            None => delete_hold(db, &scope, Some(metric)).await?,
+            None => end_hold(db, &scope, Some(metric), now).await?,
         }
     }
     Ok(())
@@ -368,6 +467,7 @@ pub(crate) async fn clear_budget<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     provider: Provider,
     account: Option<&str>,
+    now: Instant,
 ) -> Result<Option<StoreBudget>> {
     let stored = text(account.unwrap_or("")).into_owned();
     let row = db
@@ -384,7 +484,7 @@ pub(crate) async fn clear_budget<C: GenericClient + Sync>(
         provider,
         account: account.map(str::to_owned),
     };
-    delete_hold(db, &scope, None).await?;
+    end_hold(db, &scope, None, now).await?;
     Ok(cleared)
 }
 

@@ -141,9 +141,9 @@ pub(crate) async fn copy_in<C: GenericClient + Sync>(
             "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, \
              attempts, started_at, finished_at, exit_code, pid, pid_start_time, duration_ms, \
              stdout, stderr, error, account_profile, account_tool, created_at, updated_at, \
-             summary, usage_json, exit_status_unknown, error_output) \
+             summary, usage_json, exit_status_unknown, error_output, provider) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17, $18, $19, $20, $21, $22, $23)",
+             $17, $18, $19, $20, $21, $22, $23, $24)",
             &[
                 &s.id.as_str(),
                 &s.workflow_run_id.as_str(),
@@ -168,6 +168,7 @@ pub(crate) async fn copy_in<C: GenericClient + Sync>(
                 &usage,
                 &s.exit_status_unknown,
                 &opt_text(s.error_output.as_deref()),
+                &s.provider.map(|p| p.as_str()),
             ],
         )
         .await?;

@@ -803,12 +803,14 @@ impl Store for PgStore {
         &self,
         provider: loops_core::Provider,
         account: Option<&str>,
+        now: loops_core::Instant,
     ) -> StoreResult<Option<loops_core::budget::StoreBudget>> {
         let account = account.map(str::to_owned);
         write!(self, None, |db| budgets::clear_budget(
             db,
             provider,
-            account.as_deref()
+            account.as_deref(),
+            now
         ))
     }
 

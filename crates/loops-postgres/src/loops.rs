@@ -299,6 +299,9 @@ pub(crate) async fn remove_loop<C: GenericClient + Sync>(
         .await?;
     db.execute("DELETE FROM runs WHERE loop_id = $1", &[&id])
         .await?;
+    // Its own budget's hold holds nothing any more.
+    db.execute("DELETE FROM budget_holds WHERE loop_id = $1", &[&id])
+        .await?;
     let name = db
         .query_opt("DELETE FROM loops WHERE id = $1 RETURNING name", &[&id])
         .await?;

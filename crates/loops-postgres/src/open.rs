@@ -75,10 +75,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "caps",
         sql: include_str!("../migrations/0012_caps.sql"),
     },
+    Migration {
+        version: 13,
+        name: "step provider",
+        sql: include_str!("../migrations/0013_step_provider.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

@@ -1,9 +1,9 @@
 //! Workflow specs, runs, step runs and the event log.
 
 use crate::codec::{
-    decode_all, encode_usage, get, get_enum, get_instant, get_json, get_opt_i32, get_opt_instant,
-    get_opt_u32, get_opt_u64, get_u32, get_u64, get_usage, ms, new_id, opt_ms, opt_text,
-    prefix_upper, sat_i64,
+    decode_all, encode_usage, get, get_enum, get_instant, get_json, get_opt_enum, get_opt_i32,
+    get_opt_instant, get_opt_u32, get_opt_u64, get_u32, get_u64, get_usage, ms, new_id, opt_ms,
+    opt_text, prefix_upper, sat_i64,
 };
 use crate::error::{Error, Result};
 use crate::session::Db;
@@ -34,7 +34,7 @@ macro_rules! step_cols {
         "id, workflow_run_id, step_id, sequence, status, attempts, started_at, finished_at, \
          exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, \
          account_tool, created_at, updated_at, summary, usage_json, exit_status_unknown, \
-         error_output"
+         error_output, provider"
     };
 }
 
@@ -96,6 +96,7 @@ fn step_from_row(row: &Row) -> Result<StepRun> {
         summary: get(row, 19, "summary")?,
         usage: get_usage(row, 20)?,
         exit_status_unknown: get(row, 21, "exit_status_unknown")?,
+        provider: get_opt_enum(row, 23, "provider")?,
     })
 }
 
@@ -389,8 +390,8 @@ pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
         let account = step.account();
         db.execute(
             "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, \
-             attempts, account_profile, account_tool, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6, $7, $7)",
+             attempts, account_profile, account_tool, created_at, updated_at, provider) \
+             VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6, $7, $7, $8)",
             &[
                 &new_id(),
                 &run.id.as_str(),
@@ -399,6 +400,7 @@ pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
                 &account.map(|a| a.profile.clone()),
                 &account.and_then(|a| a.tool.clone()),
                 &ms(&now),
+                &step.provider().map(|p| p.as_str()),
             ],
         )
         .await?;
@@ -588,6 +590,7 @@ pub(crate) async fn save_step_run<C: GenericClient + Sync>(
     if changed == 0 {
         return Err(StoreError::WorkflowRunNotFound(step.workflow_run_id.to_string()).into());
     }
+    crate::budgets::after_step(db, step, now).await?;
     append_events(db, step.workflow_run_id.as_str(), events, now).await
 }
 

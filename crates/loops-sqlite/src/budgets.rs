@@ -4,13 +4,16 @@
 //! notification of each budget; and the condition the due-loop queries use to leave a
 //! budget-held loop out.
 
-use crate::codec::{get, get_enum, get_instant, loop_cols, ms, query_all, query_first};
+use crate::codec::{
+    get, get_enum, get_instant, get_opt_enum, loop_cols, ms, query_all, query_first,
+};
 use crate::error::{Error, Result, StoreResult};
 use crate::holds::{key_account, key_provider};
 use crate::SqliteStore;
 use loops_core::budget::{
     self, Budget, BudgetChange, BudgetHold, BudgetMetric, BudgetScope, Spend, StoreBudget,
 };
+use loops_core::workflow::StepRun;
 use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run, Target, Usage};
 use rusqlite::{params, Connection, Row};
 
@@ -124,13 +127,17 @@ fn spend(conn: &Connection, scope: &BudgetScope, since: Instant) -> Result<Spend
             }
         }
         BudgetScope::Key { provider, account } => {
+            // A workflow's agent steps spend from their provider's budgets too.
             let mut stmt = conn.prepare_cached(concat!(
                 "SELECT runs.usage_json FROM runs JOIN loops ON loops.id = runs.loop_id \
                  WHERE runs.finished_at >= ?1 AND runs.usage_json IS NOT NULL AND ",
                 key_provider!(),
                 " = ?2 AND (?3 IS NULL OR COALESCE(runs.account, ",
                 key_account!(),
-                ") = ?3)"
+                ") = ?3) \
+                 UNION ALL SELECT usage_json FROM workflow_step_runs \
+                 WHERE finished_at >= ?1 AND usage_json IS NOT NULL AND provider = ?2 \
+                   AND (?3 IS NULL OR COALESCE(account_profile, 'default') = ?3)"
             ))?;
             let mut rows = stmt.query(params![ms(&since), provider.as_str(), account])?;
             while let Some(row) = rows.next()? {
@@ -193,16 +200,71 @@ fn decide_and_write(
             ])?;
             Ok(sent)
         }
-        BudgetChange::Release { notify_resumed } => {
-            delete_hold(conn, scope, Some(budget.metric))?;
-            match noting {
-                Some((lp, run)) if notify_resumed => {
+        BudgetChange::Release { notify_resumed } => match noting {
+            Some((lp, run)) => {
+                delete_hold(conn, scope, Some(budget.metric))?;
+                if notify_resumed {
                     queue_scope_event(conn, scope, lp, run, NotifyEvent::Resumed, now)
+                } else {
+                    Ok(Vec::new())
                 }
-                _ => Ok(Vec::new()),
             }
+            None => {
+                end_hold(conn, scope, Some(budget.metric), now)?;
+                Ok(Vec::new())
+            }
+        },
+    }
+}
+
+/// Releases the holds of `scope` (one metric's, or all) at `now` with no run to name: a
+/// hold whose `held` notification went out is ended rather than deleted, so that the
+/// next finished run it covers deletes it and sends its one `resumed` notification
+/// ([`sweep_ended`]); the others go at once.
+fn end_hold(
+    conn: &Connection,
+    scope: &BudgetScope,
+    metric: Option<BudgetMetric>,
+    now: Instant,
+) -> Result<()> {
+    let (scope, metric) = (scope.to_string(), metric.map(BudgetMetric::as_str));
+    conn.prepare_cached(
+        "DELETE FROM budget_holds WHERE scope = ?1 AND (?2 IS NULL OR metric = ?2) \
+         AND NOT notified",
+    )?
+    .execute(params![scope, metric])?;
+    conn.prepare_cached(
+        "UPDATE budget_holds SET held_until = MIN(held_until, ?3), updated_at = ?3 \
+         WHERE scope = ?1 AND (?2 IS NULL OR metric = ?2)",
+    )?
+    .execute(params![scope, metric, ms(&now)])?;
+    Ok(())
+}
+
+/// Deletes the ended holds covering the run of `lp` just finalized (their window
+/// passed, or their budget was raised, removed or cleared) that its budgets' own
+/// decisions left, and queues the `resumed` notification of each one that was notified.
+fn sweep_ended(conn: &Connection, lp: &Loop, run: &Run, at: Instant) -> Result<Vec<Delivery>> {
+    let holds = budget_holds_in(conn)?;
+    let mut sent = Vec::new();
+    let mut resumed = Vec::new();
+    for h in budget::ended_holds_of_run(lp, run.account.as_deref(), &holds, at) {
+        delete_hold(conn, &h.scope, Some(h.metric))?;
+        if h.notified && !resumed.contains(&h.scope) {
+            resumed.push(h.scope.clone());
         }
     }
+    for scope in &resumed {
+        sent.extend(queue_scope_event(
+            conn,
+            scope,
+            lp,
+            run,
+            NotifyEvent::Resumed,
+            at,
+        )?);
+    }
+    Ok(sent)
 }
 
 fn delete_hold(conn: &Connection, scope: &BudgetScope, metric: Option<BudgetMetric>) -> Result<()> {
@@ -268,7 +330,35 @@ pub(crate) fn after_finish(
             at,
         )?);
     }
+    sent.extend(sweep_ended(conn, lp, run, at)?);
     Ok(sent)
+}
+
+/// After workflow step run `step` was saved in this transaction: when it is an agent
+/// step that finished with usage, decides its provider's store-wide budgets at its
+/// finish, so that the agent loops they cover are held once the steps spent them.
+/// No notification: a step has no run of a loop to name (the next run of a covered
+/// loop that finishes sends the budget's `held`).
+pub(crate) fn after_step(conn: &Connection, step: &StepRun, now: Instant) -> Result<()> {
+    let (Some(at), Some(_)) = (step.finished_at, step.usage.as_ref()) else {
+        return Ok(());
+    };
+    let mut stmt = conn
+        .prepare_cached("SELECT provider, account_profile FROM workflow_step_runs WHERE id = ?1")?;
+    let key = query_first(&mut stmt, [step.id.as_str()], |row| {
+        Ok((
+            get_opt_enum::<Provider>(row, 0, "provider")?,
+            get::<Option<String>>(row, 1, "account_profile")?,
+        ))
+    })?;
+    let Some((Some(provider), account)) = key else {
+        return Ok(());
+    };
+    let store_wide = read_budgets(conn)?;
+    for (scope, budget) in budget::budgets_of_step(provider, account.as_deref(), &store_wide) {
+        decide_and_write(conn, &scope, &budget, None, at.min(now))?;
+    }
+    Ok(())
 }
 
 /// After loop `lp`'s definition changed: its own budgets decided again at `now` (a
@@ -284,7 +374,7 @@ pub(crate) fn after_edit(conn: &Connection, lp: &Loop, now: Instant) -> Result<(
             Some(budget) => {
                 decide_and_write(conn, &scope, &budget, None, now)?;
             }
-            None => delete_hold(conn, &scope, Some(metric))?,
+            None => end_hold(conn, &scope, Some(metric), now)?,
         }
     }
     Ok(())
@@ -315,7 +405,7 @@ pub(crate) fn set_budget(store: &SqliteStore, b: &StoreBudget) -> StoreResult<()
                 Some(budget) => {
                     decide_and_write(tx, &scope, &budget, None, now)?;
                 }
-                None => delete_hold(tx, &scope, Some(metric))?,
+                None => end_hold(tx, &scope, Some(metric), now)?,
             }
         }
         Ok(())
@@ -326,6 +416,7 @@ pub(crate) fn clear_budget(
     store: &SqliteStore,
     provider: Provider,
     account: Option<&str>,
+    now: Instant,
 ) -> StoreResult<Option<StoreBudget>> {
     store.write(None, |tx| {
         let mut stmt = tx.prepare_cached(
@@ -341,7 +432,7 @@ pub(crate) fn clear_budget(
             provider,
             account: account.map(str::to_owned),
         };
-        delete_hold(tx, &scope, None)?;
+        end_hold(tx, &scope, None, now)?;
         Ok(cleared)
     })
 }

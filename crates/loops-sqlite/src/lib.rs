@@ -499,8 +499,9 @@ impl Store for SqliteStore {
         &self,
         provider: loops_core::Provider,
         account: Option<&str>,
+        now: loops_core::Instant,
     ) -> StoreResult<Option<loops_core::budget::StoreBudget>> {
-        budgets::clear_budget(self, provider, account)
+        budgets::clear_budget(self, provider, account, now)
     }
 
     fn budget_holds(&self) -> StoreResult<Vec<loops_core::budget::BudgetHold>> {

@@ -286,6 +286,9 @@ pub(crate) fn remove_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<bool>
             .execute([id.as_str()])?;
         tx.prepare_cached("DELETE FROM runs WHERE loop_id = ?1")?
             .execute([id.as_str()])?;
+        // Its own budget's hold holds nothing any more.
+        tx.prepare_cached("DELETE FROM budget_holds WHERE loop_id = ?1")?
+            .execute([id.as_str()])?;
         let name: Option<String> = tx
             .prepare_cached("DELETE FROM loops WHERE id = ?1 RETURNING name")?
             .query_row([id.as_str()], |r| r.get(0))

@@ -120,10 +120,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "concurrency caps",
         sql: include_str!("../migrations/0018_caps.sql"),
     },
+    Migration {
+        version: 19,
+        name: "step provider",
+        sql: include_str!("../migrations/0019_step_provider.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 19;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

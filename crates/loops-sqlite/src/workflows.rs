@@ -1,8 +1,8 @@
 //! [`WorkflowStore`] for SQLite: specs, runs, step runs and the event log.
 
 use crate::codec::{
-    encode_usage, get, get_enum, get_instant, get_json, get_opt_instant, get_opt_u64, get_u32,
-    get_u64, get_usage, ms, new_id, opt_ms, query_all, query_first, sat_i64,
+    encode_usage, get, get_enum, get_instant, get_json, get_opt_enum, get_opt_instant, get_opt_u64,
+    get_u32, get_u64, get_usage, ms, new_id, opt_ms, query_all, query_first, sat_i64,
 };
 use crate::error::{from_sqlite, Error, Result, StoreResult};
 use crate::SqliteStore;
@@ -21,7 +21,7 @@ const RUN_COLS: &str = "id, workflow_id, workflow_name, loop_id, loop_run_id, sc
      status, attempt, started_at, finished_at, duration_ms, error, cancel_requested, created_at, updated_at";
 const STEP_COLS: &str = "id, workflow_run_id, step_id, sequence, status, attempts, started_at, finished_at, \
      exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, account_tool, \
-     created_at, updated_at, summary, usage_json, exit_status_unknown, error_output";
+     created_at, updated_at, summary, usage_json, exit_status_unknown, error_output, provider";
 
 fn workflow_from_row(row: &Row<'_>) -> Result<Workflow> {
     Ok(Workflow {
@@ -81,6 +81,7 @@ fn step_from_row(row: &Row<'_>) -> Result<StepRun> {
         summary: get(row, 19, "summary")?,
         usage: get_usage(row, 20)?,
         exit_status_unknown: get(row, 21, "exit_status_unknown")?,
+        provider: get_opt_enum(row, 23, "provider")?,
     })
 }
 
@@ -330,8 +331,8 @@ impl WorkflowStore for SqliteStore {
             )?;
             let mut insert = tx.prepare_cached(
                 "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, attempts, \
-                 account_profile, account_tool, created_at, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5, ?6, ?7, ?7)",
+                 account_profile, account_tool, created_at, updated_at, provider) \
+                 VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5, ?6, ?7, ?7, ?8)",
             )?;
             for (sequence, step) in workflow.spec.steps.iter().enumerate() {
                 let account = step.account();
@@ -343,6 +344,7 @@ impl WorkflowStore for SqliteStore {
                     account.map(|a| a.profile.clone()),
                     account.and_then(|a| a.tool.clone()),
                     ms(&now),
+                    step.provider().map(|p| p.as_str()),
                 ])?;
             }
             append_events(
@@ -508,6 +510,7 @@ impl WorkflowStore for SqliteStore {
                     step.workflow_run_id.to_string(),
                 ).into());
             }
+            crate::budgets::after_step(tx, step, now)?;
             append_events(tx, step.workflow_run_id.as_str(), events, now)
         })
     }

@@ -740,3 +740,70 @@ fn migration_12_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames
         "{logs:?}"
     );
 }
+
+/// Migration 19 gives each agent step run its provider; step runs recorded before with
+/// usage, or not finished, take it from their workflow's stored spec, and a spec that is not JSON leaves
+/// its step runs without one rather than failing the migration.
+#[test]
+fn migration_19_backfills_the_provider_of_step_runs_with_usage() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    let run_id = {
+        let store = SqliteStore::open(&path).unwrap();
+        let spec = loops_core::workflow::parse_spec(
+            r#"{"name":"w","steps":[
+                {"id":"c","target":{"type":"command","command":"true"}},
+                {"id":"s","target":{"type":"agent","provider":"codex","prompt":"hi"}},
+                {"id":"q","target":{"type":"agent","provider":"claude","prompt":"hi"}}]}"#,
+        )
+        .unwrap();
+        let wf = store.create_workflow(&spec, false, t(0)).unwrap();
+        let (run, _) = store.create_workflow_run(&wf, None, t(1), None).unwrap();
+        for mut step in store.step_runs(run.id.as_str()).unwrap() {
+            if step.step_id.as_str() == "q" {
+                continue; // not finished: a run in flight across the upgrade
+            }
+            step.finished_at = Some(t(5));
+            step.usage = Some(loops_core::Usage {
+                input_tokens: Some(3),
+                output_tokens: Some(4),
+                cost_usd: None,
+            });
+            store.save_step_run(&step, &[], t(5), None).unwrap();
+        }
+        run.id
+    };
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        // The schema as it was before migration 19, and a hostile spec beside.
+        conn.execute_batch(
+            "DROP INDEX workflow_step_runs_provider_usage;
+             ALTER TABLE workflow_step_runs DROP COLUMN provider;
+             DELETE FROM schema_migrations WHERE version = 19;
+             INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at)
+               VALUES ('bad', 'bad', 1, 'archived', 'not json', 1, 1);
+             INSERT INTO workflow_runs (id, workflow_id, workflow_name, status, attempt,
+               created_at, updated_at) VALUES ('wr-bad', 'bad', 'bad', 'failed', 1, 1, 1);
+             INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status,
+               attempts, created_at, updated_at, usage_json)
+               VALUES ('s-bad', 'wr-bad', 'a', 0, 'failed', 1, 1, 1, '{}');",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let providers: Vec<_> = store
+        .step_runs(run_id.as_str())
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.step_id.as_str().to_owned(), s.provider))
+        .collect();
+    assert_eq!(
+        providers,
+        [
+            ("c".to_owned(), None),
+            ("s".to_owned(), Some(loops_core::Provider::Codex)),
+            ("q".to_owned(), Some(loops_core::Provider::Claude)),
+        ]
+    );
+    assert_eq!(store.step_runs("wr-bad").unwrap()[0].provider, None);
+}

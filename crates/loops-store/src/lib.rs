@@ -479,11 +479,13 @@ pub trait Store: WorkflowStore + Send + Sync {
     /// lowered one may hold at once; no notification without a run).
     fn set_budget(&self, budget: &loops_core::budget::StoreBudget) -> Result<()>;
     /// Deletes the budget of `provider` and exactly `account` (`None`: the provider's
-    /// budget for every account) and its holds; returns it.
+    /// budget for every account) and releases its holds at `now` (one whose `held`
+    /// went out ends, for the next run it covers to send `resumed`); returns it.
     fn clear_budget(
         &self,
         provider: loops_core::Provider,
         account: Option<&str>,
+        now: loops_core::Instant,
     ) -> Result<Option<loops_core::budget::StoreBudget>>;
     /// Every budget hold row (active ones and those past their window that no run
     /// released yet). A finalization of an agent loop's run writes and releases them in

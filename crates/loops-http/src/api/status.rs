@@ -327,6 +327,9 @@ pub(crate) async fn clear_budget(
     RawQuery(q): RawQuery,
 ) -> Result<Json<loops_core::budget::StoreBudget>, ApiError> {
     Params::parse(q.as_deref(), &[])?;
-    let cleared = blocking(&state, move |c| Ok(c.clear_budget(&key)?)).await?;
+    let cleared = blocking(&state, move |c| {
+        Ok(c.clear_budget(&key, chrono::Utc::now())?)
+    })
+    .await?;
     Ok(Json(cleared))
 }

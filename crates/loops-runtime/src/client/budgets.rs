@@ -62,15 +62,15 @@ impl Client {
         Ok(budget)
     }
 
-    /// Removes the store-wide budget of exactly `key` and its holds.
-    pub fn clear_budget(&self, key: &str) -> Result<StoreBudget> {
+    /// Removes the store-wide budget of exactly `key` and releases its holds at `now`.
+    pub fn clear_budget(&self, key: &str, now: Instant) -> Result<StoreBudget> {
         let BudgetScope::Key { provider, account } =
             BudgetScope::parse_key(key).map_err(ClientError::Invalid)?
         else {
             return Err(ClientError::Invalid(format!("invalid budget key {key:?}")));
         };
         self.store
-            .clear_budget(provider, account.as_deref())?
+            .clear_budget(provider, account.as_deref(), now)?
             .ok_or_else(|| ClientError::Invalid(format!("no budget for {key}")))
     }
 

@@ -3,6 +3,7 @@
 
 use super::{claim, claim_req, finish, new_loop, outcome, t, TestDb};
 use crate::{ClaimOutcome, ClaimRefused, LoopAdvance, RunWrite, RunWritten};
+use loops_core::budget;
 use loops_core::caps::{CapKey, Caps};
 use loops_core::failure::FailureClass;
 use loops_core::health::FactsQuery;
@@ -457,7 +458,8 @@ pub fn session_ids_round_trip_and_the_last_session_is_found(db: &dyn TestDb) {
 /// provider, checked in the finalization: once a window's spend reaches the limit the
 /// loop (the key's loops) is held until the UTC day ends — the other store's due query
 /// leaves it out and its next due instant waits — with one `held` notification; a
-/// raised store-wide budget releases its hold at once, a cleared one is gone; the next
+/// raised store-wide budget releases its hold at once and the next run it covers sends
+/// the one `resumed`; a lowered one holds at once, a cleared one is gone; the next
 /// day's first run releases the loop's hold with one `resumed`.
 pub fn budgets_hold_a_spent_loop_and_key_until_the_window_resets(db: &dyn TestDb) {
     use loops_core::budget::{Budget, BudgetMetric, BudgetScope, StoreBudget};
@@ -568,28 +570,53 @@ pub fn budgets_hold_a_spent_loop_and_key_until_the_window_resets(db: &dyn TestDb
         "a's and b's runs"
     );
     assert_eq!(due_names(&*other, t(5_000_001)), ["c", "d"]);
-    // Raised: released at once (no run, no notification); cleared: gone.
+    // Raised: released at once. With no run to name, the notified hold ends rather
+    // than goes: the next run it covers deletes it with the one `resumed`.
     one.set_budget(&StoreBudget {
         tokens: Some(tokens("2000/day")),
         updated_at: t(300_000),
         ..claude.clone()
     })
     .unwrap();
-    assert!(other.budget_holds().unwrap().iter().all(|h| h.scope != key));
+    let ended: Vec<_> = other
+        .budget_holds()
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.scope == key)
+        .collect();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert!(!ended[0].is_active(t(300_000)) && ended[0].notified);
     assert_eq!(
         due_names(&*other, t(5_000_001)),
         ["b", "c", "d"],
         "a still held"
     );
+    let mut again = claim_req(&b, t(5_000_001), t(5_000_001));
+    again.source = loops_core::RunSource::AdHoc;
+    let run_b = claim(&*other, &again).unwrap();
+    let (_, sent) = finish_noting(&*other, &run_b.id, used(t(5_000_002), 1, 1));
+    assert_eq!(sent, [NotifyEvent::Resumed], "the raise's one `resumed`");
+    assert!(other.budget_holds().unwrap().iter().all(|h| h.scope != key));
+    // Lowered below the spend: held at once, with no run to name for a `held`; cleared
+    // before any run: its unnotified hold goes with it, and nothing is sent.
+    one.set_budget(&StoreBudget {
+        tokens: Some(tokens("1000/day")),
+        updated_at: t(5_000_003),
+        ..claude.clone()
+    })
+    .unwrap();
+    assert_eq!(due_names(&*other, t(5_000_004)), ["c", "d"]);
     assert!(other
-        .clear_budget(loops_core::Provider::Claude, Some("work"))
+        .clear_budget(loops_core::Provider::Claude, Some("work"), t(5_000_004))
         .unwrap()
         .is_none());
     let cleared = other
-        .clear_budget(loops_core::Provider::Claude, None)
+        .clear_budget(loops_core::Provider::Claude, None, t(5_000_004))
         .unwrap()
         .unwrap();
-    assert_eq!(cleared.tokens, Some(tokens("2000/day")));
+    assert!(other.budget_holds().unwrap().iter().all(|h| h.scope != key));
+    assert_eq!(due_names(&*other, t(5_000_004)), ["b", "c", "d"]);
+    assert_eq!(cleared.tokens, Some(tokens("1000/day")));
     assert!(one.budgets().unwrap().is_empty());
 
     // The next day: due again; its first run releases the hold with one `resumed`.
@@ -802,4 +829,99 @@ pub fn a_pooled_run_spends_its_accounts_budget_and_the_pool_moves_on(db: &dyn Te
     let lp = store.get_loop(&lp.id).unwrap().unwrap();
     let second = claim(&*store, &claim_req(&lp, t(10), t(11))).unwrap();
     assert_eq!(second.account.as_deref(), Some("home"));
+}
+
+/// A workflow's agent steps spend from their provider's store-wide budgets (#20 item
+/// 7): a finished claude step with usage is counted in the key's spend beside the agent
+/// loops' runs and, once the window is spent, holds the key's loops on the other store
+/// too; a command step and another provider's step count for nothing. A removed loop
+/// takes its own budget's hold row with it.
+pub fn workflow_agent_steps_spend_their_providers_budget(db: &dyn TestDb) {
+    use loops_core::budget::{BudgetMetric, BudgetScope, BudgetWindow, StoreBudget};
+    use loops_core::workflow::parse_spec;
+    let one = db.open();
+    let other = db.open();
+    let a = one
+        .create_loop(agent_loop("a", None, "true"), t(0))
+        .unwrap();
+    one.set_budget(&StoreBudget {
+        provider: loops_core::Provider::Claude,
+        account: None,
+        tokens: Some(budget::Budget {
+            metric: BudgetMetric::Tokens,
+            amount: 1_000,
+            window: BudgetWindow::Day,
+        }),
+        usd: None,
+        updated_at: t(0),
+    })
+    .unwrap();
+    let spec = parse_spec(
+        r#"{"name":"w","steps":[
+            {"id":"c","target":{"type":"command","command":"true"}},
+            {"id":"x","target":{"type":"agent","provider":"codex","prompt":"hi"}},
+            {"id":"s","target":{"type":"agent","provider":"claude","prompt":"hi"}}]}"#,
+    )
+    .unwrap();
+    let wf = one.create_workflow(&spec, false, t(0)).unwrap();
+    let (run, _) = one.create_workflow_run(&wf, None, t(1), None).unwrap();
+    let steps = one.step_runs(run.id.as_str()).unwrap();
+    let providers: Vec<_> = steps.iter().map(|s| s.provider).collect();
+    assert_eq!(
+        providers,
+        [
+            None,
+            Some(loops_core::Provider::Codex),
+            Some(loops_core::Provider::Claude)
+        ]
+    );
+    let key = BudgetScope::parse_key("provider=claude").unwrap();
+    for (i, mut step) in steps.into_iter().enumerate() {
+        step.status = loops_core::StepStatus::Succeeded;
+        step.started_at = Some(t(2));
+        step.finished_at = Some(t(10 + i as i64));
+        step.usage = Some(loops_core::Usage {
+            input_tokens: Some(700),
+            output_tokens: Some(400),
+            cost_usd: None,
+        });
+        one.save_step_run(&step, &[], t(10 + i as i64), None)
+            .unwrap();
+    }
+    let spend = other.budget_spend(&key, t(0)).unwrap();
+    assert_eq!(
+        (spend.runs, spend.tokens),
+        (1, 1_100),
+        "the claude step only"
+    );
+    let holds = other.budget_holds().unwrap();
+    assert_eq!(holds.len(), 1, "{holds:?}");
+    assert_eq!(holds[0].scope, key);
+    assert!(holds[0].is_active(t(20)));
+    assert!(!holds[0].notified, "a step has no run to name");
+    assert!(due_names(&*other, t(20)).is_empty(), "a is held");
+
+    // The loop's own budget, spent by its run; removing the loop removes the hold row.
+    one.clear_budget(loops_core::Provider::Claude, None, t(30))
+        .unwrap();
+    let mut new_b = agent_loop("b", None, "true");
+    new_b.policy.ops.budget_tokens = Some(budget::Budget {
+        metric: BudgetMetric::Tokens,
+        amount: 10,
+        window: BudgetWindow::Day,
+    });
+    let b = one.create_loop(new_b, t(30)).unwrap();
+    let run_b = claim(&*one, &claim_req(&b, t(0), t(31))).unwrap();
+    let mut done = outcome(RunStatus::Succeeded, t(32));
+    done.usage = Some(loops_core::Usage {
+        input_tokens: Some(20),
+        output_tokens: Some(0),
+        cost_usd: None,
+    });
+    finish_noting(&*one, &run_b.id, done);
+    let own = BudgetScope::Loop(b.id.clone());
+    assert!(other.budget_holds().unwrap().iter().any(|h| h.scope == own));
+    assert!(one.remove_loop(&b.id).unwrap());
+    assert!(other.budget_holds().unwrap().iter().all(|h| h.scope != own));
+    let _ = a;
 }

@@ -157,6 +157,7 @@ macro_rules! store_suite {
             budgets_hold_a_spent_loop_and_key_until_the_window_resets,
             counted_claims_never_exceed_a_cap_across_stores,
             a_pooled_run_spends_its_accounts_budget_and_the_pool_moves_on,
+            workflow_agent_steps_spend_their_providers_budget,
             provider_options_round_trip_in_the_agent_target,
         );
     };
@@ -355,6 +356,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 67);
+        assert_eq!(count, 68);
     }
 }

@@ -69,7 +69,7 @@ pub(crate) fn print_table(
 }
 
 fn clear(ctx: &Context, args: BudgetClearArgs) -> Result<Exit, Failure> {
-    let cleared = ctx.client()?.clear_budget(&args.key)?;
+    let cleared = ctx.client()?.clear_budget(&args.key, output::now())?;
     if ctx.json {
         print_json(&cleared)?;
         return Ok(Exit::Success);
