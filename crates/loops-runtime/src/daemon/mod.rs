@@ -230,6 +230,15 @@ pub async fn run_with_clock(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = Stop>,
 ) -> Result<(), DaemonError> {
+    // The database file's identity as it is now, when the store was just opened: the
+    // main loop's first check could come after a `rm loops.db` that the caller made
+    // once it saw the lease taken, and a file recorded then would be the wrong one (or
+    // none, and never checked).
+    let store_file = if cfg.watch_store_file {
+        StoreFile::record(&cfg.data_dir)
+    } else {
+        StoreFile::none()
+    };
     let runner_id = this_runner_id();
     let pid = std::process::id();
     let host = hostname();
@@ -411,6 +420,7 @@ pub async fn run_with_clock(
             wake.socket(),
             &remote_wake,
             clock.as_ref(),
+            &store_file,
             &mut shutdown,
         )
         .await;
@@ -579,6 +589,7 @@ async fn main_loop<S: Future<Output = Stop>>(
     socket: &tokio::net::UnixDatagram,
     remote_wake: &tokio::sync::Notify,
     clock: &dyn Clock,
+    store_file: &StoreFile,
     shutdown: &mut std::pin::Pin<&mut S>,
 ) -> Result<Stop, DaemonError> {
     let ttl_ms = u64::try_from(cfg.lease_ttl.as_millis()).unwrap_or(u64::MAX);
@@ -608,11 +619,6 @@ async fn main_loop<S: Future<Output = Stop>>(
     // some are left for want of a free slot.
     let runner_mode = matches!(lease, Held::Runner(_));
     let mut serve_requests = runner_mode;
-    let store_file = if cfg.watch_store_file {
-        StoreFile::record(&cfg.data_dir)
-    } else {
-        StoreFile::none()
-    };
     loop {
         store_file.check()?;
         let (wall, mono) = (clock.now(), tokio::time::Instant::now());
