@@ -18,6 +18,7 @@
 //! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance)
 //! and `workflows`. SQL lives only in this crate.
 
+pub mod backup;
 mod budgets;
 mod checkpoint;
 mod claims;
@@ -36,6 +37,7 @@ mod reports;
 mod runs;
 mod workflows;
 
+pub use backup::{BackupError, BackupInfo, BackupKind, Restored, StoreCounts};
 pub use open::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreResult};
