@@ -23,6 +23,7 @@ mod budgets;
 mod checkpoint;
 mod claims;
 mod codec;
+mod copy;
 mod error;
 mod events;
 mod finalize;

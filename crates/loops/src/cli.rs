@@ -328,8 +328,9 @@ pub struct SuperviseArgs {
 pub enum StoreCommand {
     /// Copy everything (loops, workflow specs, runs, workflow runs, notification
     /// deliveries, events) from the data dir's SQLite store into a PostgreSQL
-    /// database, keeping ids and history; refuses a target that holds data unless
-    /// --force.
+    /// database — or, with --store postgres://… and --to sqlite:PATH, from PostgreSQL
+    /// into a SQLite file — keeping ids and history; refuses a target that holds data
+    /// unless --force.
     Copy(StoreCopyArgs),
 }
 
@@ -351,7 +352,8 @@ pub struct RestoreArgs {
 
 #[derive(Debug, Args)]
 pub struct StoreCopyArgs {
-    /// The target database: a postgres:// URL (LOOPS_STORE does not name it).
+    /// The target database: a postgres:// URL (LOOPS_STORE does not name it), or
+    /// sqlite:PATH for a SQLite file (from a PostgreSQL --store).
     #[arg(long, value_name = "URL")]
     pub to: StoreArg,
     /// Replace what the target holds (refused while a runner is live there).
