@@ -15,8 +15,9 @@
 //! `notify` (notification settings and deliveries), `runs` (leases of runs and queries),
 //! `reports` (health facts and usage), `import` (one import in one transaction),
 //! [`openloops`] (reading an OpenLoops 0.3 database for `import --from-openloops`),
-//! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance)
-//! and `workflows`. SQL lives only in this crate.
+//! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance),
+//! `workflows`, [`backup`] (online copies, restore, the copy before a migration) and
+//! `copy` (`store copy --to sqlite:PATH`'s bulk insert). SQL lives only in this crate.
 
 pub mod backup;
 mod budgets;
