@@ -228,7 +228,13 @@ fn temp_beside(target: &Path) -> Result<TempFile> {
         match options.open(&path) {
             Ok(_) => return Ok(TempFile { path, armed: true }),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io(format!("cannot create {}", path.display()))(e)),
+            Err(e) => {
+                return Err(io(format!(
+                    "cannot write {} (its temp file {})",
+                    target.display(),
+                    path.display()
+                ))(e))
+            }
         }
     }
     Err(BackupError::Io {

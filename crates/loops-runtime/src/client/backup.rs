@@ -8,7 +8,6 @@ use super::{Client, ClientError, Result};
 use crate::daemon_view::DaemonState;
 use loops_sqlite::backup::{self, BackupError, BackupKind};
 use loops_sqlite::{BackupInfo, Restored};
-use loops_store::StoreError;
 use std::path::{Path, PathBuf};
 
 impl From<BackupError> for ClientError {
@@ -18,10 +17,8 @@ impl From<BackupError> for ClientError {
             BackupError::BadFile { .. } => ClientError::Invalid(e.to_string()),
             BackupError::Exists(_) | BackupError::InUse(_) => ClientError::Refused(e.to_string()),
             BackupError::Store(e) => ClientError::Store(e),
-            BackupError::Io { context, source } => ClientError::Store(StoreError::DataDir {
-                path: context,
-                source,
-            }),
+            // A file of the user's choosing (FILE, its directory): one line, exit 1.
+            BackupError::Io { .. } => ClientError::Refused(e.to_string()),
             other => ClientError::Refused(other.to_string()),
         }
     }

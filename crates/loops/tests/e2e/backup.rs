@@ -148,6 +148,13 @@ fn backup_writes_to_the_backups_dir_and_keeps_an_existing_file_unless_forced() {
     assert_eq!(std::fs::read(&file).unwrap(), before);
     let doc = w.json(&["backup", file.to_str().unwrap(), "--force"]);
     assert_eq!(doc["counts"]["loops"], 2, "{doc}");
+
+    // A directory that is not there: one line naming the file, exit 1.
+    let missing = w.root.path().join("no-such-dir").join("x.db");
+    let (code, err) = w.fail(&["backup", missing.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(missing.to_str().unwrap()), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
 /// What `list` and `runs` show, for comparing stores.
