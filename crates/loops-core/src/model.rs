@@ -1116,6 +1116,9 @@ string_enum!(
         StepTimedOut = "step_timed_out",
         StepSkipped = "step_skipped",
         StepCancelled = "step_cancelled",
+        /// An agent step waits, pending, for its provider and account: held by a usage
+        /// limit (the step's own or another run's) or a spent store-wide budget.
+        StepHeld = "step_held",
         /// `workflows recover` reset a step whose process was gone to `pending`.
         Recovered = "recovered",
         /// The attempt ended and the run succeeded.
@@ -1166,6 +1169,7 @@ mod tests {
                 "step_timed_out",
                 "step_skipped",
                 "step_cancelled",
+                "step_held",
                 "recovered",
                 "succeeded",
                 "failed",

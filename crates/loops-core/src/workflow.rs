@@ -254,6 +254,11 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
                     "{label}: session continue is for agent loops; a workflow step always starts fresh"
                 )))
             }
+            // A pool's choice is made at a loop's claim and recorded on its run; a step
+            // has neither, so it would silently run under no account.
+            StepTarget::Agent(a) if !a.account_pool.is_empty() => Err(ValidationError(format!(
+                "{label}: accountPool is for agent loops; a workflow step names its account"
+            ))),
             StepTarget::Agent(a) => validate::agent(a, &label),
         };
         if let Err(e) = checked {
@@ -722,6 +727,13 @@ mod tests {
                         .to_owned(),
                 ]),
                 "step \"a\": prompt is empty",
+            ),
+            (
+                wf(&[
+                    r#"{"id":"a","target":{"type":"agent","provider":"claude","prompt":"p","accountPool":["a","b"]}}"#
+                        .to_owned(),
+                ]),
+                "step \"a\": accountPool is for agent loops; a workflow step names its account",
             ),
         ];
         for (json, needle) in cases {

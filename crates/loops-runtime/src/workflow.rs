@@ -18,6 +18,9 @@ use crate::process::is_same_process_alive;
 use crate::providers::{self, Verdict};
 use crate::supervisor::{step_unit, Executed, UnitKey};
 use crate::targets::{invocation, ExecSettings, ProcessTarget};
+use loops_core::budget::BudgetHold;
+use loops_core::failure::FailureClass;
+use loops_core::hold::{AccountHold, HoldKey, StepLimit};
 use loops_core::workflow::{
     Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, Workflow, WorkflowRun,
 };
@@ -34,6 +37,63 @@ use tokio::task::JoinSet;
 
 /// How often the runner looks for a cancellation requested by another process.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
+
+/// How long the holds read for admitting agent steps are trusted: while a step waits
+/// for its key, the store is asked again at most this often (so `loops holds clear`
+/// or a raised budget lets it start within about this long).
+const HOLDS_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// The account holds and budget holds as last read, for admitting agent steps: a step
+/// whose provider and account are held waits, pending, instead of meeting the limit
+/// (or spending past the budget) again.
+#[derive(Default)]
+struct Holds {
+    read_at: Option<tokio::time::Instant>,
+    accounts: Vec<AccountHold>,
+    budgets: Vec<BudgetHold>,
+}
+
+impl Holds {
+    /// The holds, read again when older than [`HOLDS_MAX_AGE`].
+    fn fresh(&mut self, store: &dyn Store) -> Result<&Self, StoreError> {
+        let now = tokio::time::Instant::now();
+        if self
+            .read_at
+            .is_none_or(|at| now.duration_since(at) >= HOLDS_MAX_AGE)
+        {
+            self.accounts = store.account_holds()?;
+            self.budgets = store.budget_holds()?;
+            self.read_at = Some(now);
+        }
+        Ok(self)
+    }
+
+    /// Forgets what was read: the next admission asks the store.
+    fn expire(&mut self) {
+        self.read_at = None;
+    }
+}
+
+/// The provider and account an agent step runs on (what holds and budgets key it by);
+/// `None` for a command step, which nothing holds.
+fn step_key(step: &Step) -> Option<HoldKey> {
+    let StepTarget::Agent(agent) = &step.target else {
+        return None;
+    };
+    Some(HoldKey {
+        provider: agent.provider,
+        account: step.account().map_or_else(
+            || loops_core::hold::DEFAULT_ACCOUNT.to_owned(),
+            |a| a.profile.clone(),
+        ),
+    })
+}
+
+/// What a pending step waiting for its key says, in our words (its `error` while it
+/// waits, and its `step_held` event's).
+fn held_note(until: Instant, reason: &str) -> String {
+    format!("held until {}: {reason}", format_instant(&until))
+}
 
 /// Everything a workflow run needs besides its spec.
 pub struct RunContext {
@@ -404,6 +464,10 @@ async fn drive(
             })
     });
     let mut last_poll = tokio::time::Instant::now();
+    let mut holds = Holds::default();
+    // Per spec index: the hold end a pending step was last recorded waiting for, in
+    // milliseconds (as the store keeps instants).
+    let mut held: Vec<Option<i64>> = vec![None; spec.steps.len()];
 
     loop {
         let states: Vec<StepStatus> = spec
@@ -433,6 +497,25 @@ async fn drive(
                             .save_step_run(step, &[ev], ctx.now(), ctx.fence())?;
                     }
                     Readiness::Ready if running.len() < max_parallel => {
+                        if let Some(key) = step_key(&spec.steps[i]) {
+                            let current = holds.fresh(ctx.store.as_ref())?;
+                            if let Some((until, reason)) = loops_core::budget::step_held(
+                                key.provider,
+                                Some(&key.account),
+                                &current.accounts,
+                                &current.budgets,
+                                ctx.now(),
+                            ) {
+                                if held[i] != Some(until.timestamp_millis()) {
+                                    held[i] = Some(until.timestamp_millis());
+                                    hold_step(ctx, &mut steps[slot], until, &reason, false)?;
+                                }
+                                continue;
+                            }
+                        }
+                        if held[i].take().is_some() {
+                            steps[slot].error = None;
+                        }
                         let (tx, rx) = watch::channel(false);
                         cancels[i] = Some(tx);
                         start_step(
@@ -455,14 +538,23 @@ async fn drive(
             if stop.is_some() || !pending {
                 break;
             }
-            // Pending steps whose dependencies are all terminal were handled above; if
-            // any remain, their dependencies were just skipped: go round again.
-            continue;
+            // A step waiting for its held key: wait for the hold's end (asking the
+            // store again at most once a second), a cancellation, the workflow's
+            // timeout or the owner's interrupt, below.
+            let waiting = held.iter().zip(&slot_of).any(|(h, slot)| {
+                h.is_some() && slot.is_some_and(|s| steps[s].status == StepStatus::Pending)
+            });
+            if !waiting {
+                // Pending steps whose dependencies are all terminal were handled
+                // above; if any remain, their dependencies were just skipped: go
+                // round again.
+                continue;
+            }
         }
         let sleep_until =
             deadline.map_or(last_poll + CANCEL_POLL, |d| d.min(last_poll + CANCEL_POLL));
         tokio::select! {
-            joined = running.join_next() => {
+            joined = running.join_next(), if !running.is_empty() => {
                 let Some(joined) = joined else { continue };
                 let (i, executed) = match joined {
                     Ok(v) => v,
@@ -479,8 +571,15 @@ async fn drive(
                     stop = Some(Stop::Interrupted(why.clone()));
                     cancel_all(&cancels);
                 }
-                let status = finish_step(ctx, &spec.steps[i], &mut steps[slot], executed.result, stop.as_ref())?;
+                let (status, held_until) = finish_step(ctx, &spec.steps[i], &mut steps[slot], executed.result, stop.as_ref())?;
                 ctx.exec.launcher.ack(&step_unit(steps[slot].id.as_str()));
+                if let Some(until) = held_until {
+                    // It met its key's usage limit: it waits, pending, and runs again.
+                    held[i] = Some(until.timestamp_millis());
+                    holds.expire();
+                } else if let Some(key) = step_key(&spec.steps[i]) {
+                    release_past_hold(ctx, &holds, &key)?;
+                }
                 if stop.is_none()
                     && matches!(status, StepStatus::Failed | StepStatus::TimedOut)
                     && dag.failure_stops_run(i)
@@ -614,13 +713,16 @@ fn start_step(
     Ok(())
 }
 
+/// Records how a step's process ended, and says how the step was left: its status, and
+/// the end of its key's hold when it met its account's usage limit (it is then left
+/// `pending`, waiting to run again, its attempt not counted as a failure).
 fn finish_step(
     ctx: &RunContext,
     step: &Step,
     record: &mut StepRun,
     result: ExecResult,
     stop: Option<&Stop>,
-) -> Result<StepStatus, StoreError> {
+) -> Result<(StepStatus, Option<Instant>), StoreError> {
     // The pid is kept: it tells `recover` and a continuing run which process ran.
     record.pid = result.pid.or(record.pid);
     record.pid_start_time = result.pid_start_time.or(record.pid_start_time);
@@ -628,6 +730,35 @@ fn finish_step(
         StepTarget::Agent(agent) => providers::judge(agent, &result),
         StepTarget::Command(_) => Verdict::of_process(&result),
     };
+    let limit = match (step_key(step), stop, verdict.failure) {
+        (Some(key), None, Some(failure)) if failure.class == FailureClass::UsageLimit => Some((
+            key,
+            StepLimit::new(
+                failure.retry_at,
+                step.id.as_str(),
+                record.workflow_run_id.as_str(),
+            ),
+        )),
+        _ => None,
+    };
+    if let Some((key, limit)) = limit {
+        let finished = result.finished_at;
+        let hold = ctx
+            .store
+            .hold_after_step(&key, Some(&limit), finished, ctx.fence())?;
+        let until = hold.map_or(finished, |h| h.held_until);
+        // What the CLI said stays with the step (output, redacted where output is);
+        // the rest of the attempt is gone, as it will run again.
+        let error_output = verdict.error_output;
+        reset_step(record);
+        record.error_output = error_output;
+        record.usage = verdict.usage;
+        hold_step(ctx, record, until, &limit.reason, true)?;
+        if let Some(spool) = &ctx.exec.spool {
+            spool.for_step(record.id.as_str()).remove();
+        }
+        return Ok((StepStatus::Pending, Some(until)));
+    }
     let status = verdict.step_status();
     record.summary = verdict.summary;
     record.usage = verdict.usage;
@@ -662,7 +793,42 @@ fn finish_step(
     if let Some(spool) = &ctx.exec.spool {
         spool.for_step(record.id.as_str()).remove();
     }
-    Ok(status)
+    Ok((status, None))
+}
+
+/// Leaves `record` pending while its key is held until `until`: its `error` says so
+/// while it waits, and a `step_held` event records the hold (`usageLimit`: the step
+/// itself met the limit).
+fn hold_step(
+    ctx: &RunContext,
+    record: &mut StepRun,
+    until: Instant,
+    reason: &str,
+    met_limit: bool,
+) -> Result<(), StoreError> {
+    record.status = StepStatus::Pending;
+    record.error = Some(held_note(until, reason));
+    let ev = NewEvent::new(
+        WorkflowEventType::StepHeld,
+        Some(&record.step_id),
+        json!({ "heldUntil": format_instant(&until), "reason": reason, "usageLimit": met_limit }),
+    );
+    ctx.store
+        .save_step_run(record, &[ev], ctx.now(), ctx.fence())
+}
+
+/// After an agent step on `key` ended without meeting a usage limit: the key's hold,
+/// when it is past its instant and told nobody, is released (the step was the probe);
+/// one a `held` went out for is left to the next run of a loop, which sends `resumed`.
+fn release_past_hold(ctx: &RunContext, holds: &Holds, key: &HoldKey) -> Result<(), StoreError> {
+    let now = ctx.now();
+    let stale = holds.accounts.iter().any(|h| {
+        h.provider == key.provider && h.account == key.account && !h.is_active(now) && !h.notified
+    });
+    if stale {
+        ctx.store.hold_after_step(key, None, now, ctx.fence())?;
+    }
+    Ok(())
 }
 
 /// The process for one step: direct exec unless `shell: true`, prompt on stdin for
