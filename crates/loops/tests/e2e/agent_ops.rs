@@ -808,13 +808,12 @@ fn stop_conditions_travel_in_bundles_and_untilcmd_over_mcp_needs_code() {
     assert!(mcp.close().success());
 }
 
-/// Item 8 with the real claude CLI against the mock model server: the model answers
-/// "2 tests failed", then "ALL TESTS PASS"; `--until-output 'ALL TESTS PASS'` ends
-/// the loop after that second run.
-#[test]
-fn real_claude_runs_until_its_summary_says_all_tests_pass() {
+/// Item 8 with a real CLI against the mock model server: the model answers "2 tests
+/// failed", then "ALL TESTS PASS"; `--until-output 'ALL TESTS PASS'` ends the loop
+/// after that second run.
+fn real_runs_until_its_summary_says_all_tests_pass(cli: &RealCli) {
     use crate::mock_model::{MockModel, Mode};
-    let Some(bin) = crate::agents::real_cli("claude") else {
+    let Some(bin) = crate::agents::real_cli(cli.cli) else {
         return;
     };
     let mock = MockModel::start(Mode::Reply("2 tests failed".into()));
@@ -831,22 +830,33 @@ fn real_claude_runs_until_its_summary_says_all_tests_pass() {
     ]
     .map(str::to_owned)
     .to_vec();
-    args.extend(crate::agents::claude_mock_flags(&mock.url()));
+    args.extend((cli.flags)(&mock.url()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    create_agent(&w, "real-fixer", "claude", &args);
-    tick_once(&w, "real-fixer");
-    let first = &w.runs("real-fixer")[0];
+    let name = format!("real-fixer-{}", cli.cli);
+    create_agent(&w, &name, cli.cli, &args);
+    tick_once(&w, &name);
+    let first = &w.runs(&name)[0];
     assert_eq!(first["status"], "succeeded", "{first:#}");
-    assert_eq!(shown(&w, "real-fixer")["status"], "active");
+    assert_eq!(shown(&w, &name)["status"], "active");
     mock.answer(Mode::Reply("ALL TESTS PASS".into()));
-    tick_once(&w, "real-fixer");
-    let lp = shown(&w, "real-fixer");
+    tick_once(&w, &name);
+    let lp = shown(&w, &name);
     assert_eq!(lp["status"], "done", "{lp:#}");
-    assert_eq!(w.runs("real-fixer").len(), 2);
+    assert_eq!(w.runs(&name).len(), 2);
     assert!(lp["statusReason"]
         .as_str()
         .unwrap()
         .starts_with("summary matched /ALL TESTS PASS/ in run 2 "));
+}
+
+#[test]
+fn real_claude_runs_until_its_summary_says_all_tests_pass() {
+    real_runs_until_its_summary_says_all_tests_pass(&crate::agents::CLAUDE);
+}
+
+#[test]
+fn real_codex_runs_until_its_summary_says_all_tests_pass() {
+    real_runs_until_its_summary_says_all_tests_pass(&crate::agents::CODEX);
 }
 
 /// Item 9: with `--session continue` each run resumes the conversation its previous
