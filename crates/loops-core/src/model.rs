@@ -468,6 +468,10 @@ pub struct WorkflowTarget {
     /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
     #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// Values for the workflow's params (`--param K=V`), checked against its spec when
+    /// a run starts; redacted in listings as env values are.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
 }
 
 /// What a loop runs.

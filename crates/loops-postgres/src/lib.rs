@@ -922,12 +922,13 @@ impl WorkflowStore for PgStore {
         &self,
         workflow: &Workflow,
         origin: Option<&RunOrigin>,
+        params: &loops_core::workflow_params::ParamValues,
         now: Instant,
         fence: Option<&Fence>,
     ) -> StoreResult<(WorkflowRun, bool)> {
-        let (workflow, origin) = (workflow.clone(), origin.cloned());
+        let (workflow, origin, params) = (workflow.clone(), origin.cloned(), params.clone());
         write!(self, fenced(fence, now), |db| {
-            workflows::create_workflow_run(db, &workflow, origin.as_ref(), now)
+            workflows::create_workflow_run(db, &workflow, origin.as_ref(), &params, now)
         })
     }
 

@@ -22,8 +22,10 @@ use loops_core::budget::BudgetHold;
 use loops_core::failure::FailureClass;
 use loops_core::hold::{AccountHold, HoldKey, StepLimit};
 use loops_core::workflow::{
-    Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, Workflow, WorkflowRun,
+    Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, Workflow, WorkflowError,
+    WorkflowRun,
 };
+use loops_core::workflow_params::{self, ParamValues};
 use loops_core::{
     format_instant, Instant, StepId, StepStatus, WorkflowEventType, WorkflowRunId,
     WorkflowRunStatus,
@@ -110,6 +112,10 @@ pub struct RunContext {
     pub loop_metadata: Vec<(&'static str, String)>,
     /// Whole-run timeout.
     pub timeout: Option<Duration>,
+    /// The values given for the spec's params (`--param`, a loop's target): checked
+    /// and completed with the defaults when the run is created; a continued run uses
+    /// the values it was created with instead.
+    pub params: ParamValues,
     /// Set by the owner to interrupt the run (daemon stop, lease loss).
     pub interrupt: watch::Receiver<Option<String>>,
 }
@@ -177,18 +183,35 @@ pub async fn run_observed(
     started: Option<tokio::sync::oneshot::Sender<WorkflowRun>>,
 ) -> Result<RunEnd, StoreError> {
     let now = ctx.now();
-    let (mut run, created) =
-        ctx.store
-            .create_workflow_run(workflow, ctx.origin.as_ref(), now, ctx.fence())?;
-    // A continued run executes the spec version it was created with.
-    let workflow = if created || run.workflow_id == workflow.id {
+    let given = workflow_params::resolve(&workflow.spec, &ctx.params);
+    let (mut run, created) = ctx.store.create_workflow_run(
+        workflow,
+        ctx.origin.as_ref(),
+        given.as_ref().unwrap_or(&ParamValues::new()),
+        now,
+        ctx.fence(),
+    )?;
+    // A continued run executes the spec version it was created with, with the params
+    // it was created with.
+    let stored = if created || run.workflow_id == workflow.id {
         workflow.clone()
     } else {
         ctx.store
             .get_workflow(run.workflow_id.as_str())?
             .ok_or_else(|| StoreError::WorkflowNotFound(run.workflow_id.to_string()))?
     };
+    let spec = if created {
+        given.and_then(|values| workflow_params::substitute(&stored.spec, &values))
+    } else {
+        workflow_params::substitute(&stored.spec, &run.params)
+    };
     let mut steps = ctx.store.step_runs(run.id.as_str())?;
+    let workflow = match spec {
+        Ok(spec) => Workflow { spec, ..stored },
+        // Its params do not fit its spec (a loop's values, after the spec changed):
+        // the run fails before any step starts, saying why.
+        Err(e) => return refuse(ctx, run, &mut steps, &e, started).map(RunEnd::Finished),
+    };
     // Still `running`: its runner died mid-run, and this continues the same attempt.
     let interrupted = !created && run.status == WorkflowRunStatus::Running;
     let mut reset = Vec::new();
@@ -303,6 +326,47 @@ pub async fn run_observed(
         Some(Stop::Interrupted(_)) => RunEnd::Interrupted(run),
         _ => RunEnd::Finished(run),
     })
+}
+
+/// Ends `run` failed before any step started: its params do not fit its spec. Every
+/// pending step is skipped with the reason.
+fn refuse(
+    ctx: &RunContext,
+    mut run: WorkflowRun,
+    steps: &mut [StepRun],
+    error: &WorkflowError,
+    started: Option<tokio::sync::oneshot::Sender<WorkflowRun>>,
+) -> Result<WorkflowRun, StoreError> {
+    let now = ctx.now();
+    let reason = format!("params: {error}");
+    for step in steps.iter_mut().filter(|s| s.status == StepStatus::Pending) {
+        step.status = StepStatus::Skipped;
+        step.error = Some(reason.clone());
+        let ev = NewEvent::new(
+            WorkflowEventType::StepSkipped,
+            Some(&step.step_id),
+            json!({ "reason": reason }),
+        );
+        ctx.store.save_step_run(step, &[ev], now, ctx.fence())?;
+    }
+    run.attempt += 1;
+    run.status = WorkflowRunStatus::Failed;
+    run.error = Some(reason.clone());
+    run.finished_at = Some(now);
+    run.duration_ms = run
+        .started_at
+        .map(|s| u64::try_from((now - s).num_milliseconds()).unwrap_or(0));
+    let event = NewEvent::new(
+        WorkflowEventType::Failed,
+        None,
+        json!({ "attempt": run.attempt, "error": reason }),
+    );
+    ctx.store
+        .save_workflow_run(&run, &[event], now, ctx.fence())?;
+    if let Some(started) = started {
+        let _ = started.send(run.clone());
+    }
+    Ok(run)
 }
 
 /// Steps left `running` by a runner that died may still have live processes: never

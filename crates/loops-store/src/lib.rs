@@ -656,13 +656,15 @@ pub trait WorkflowStore {
     /// Marks a spec archived.
     fn archive_workflow(&self, id: &str, now: Instant) -> Result<Workflow>;
 
-    /// Creates a run of `workflow` with every step `pending` and a `created` event —
-    /// or, when `origin`'s slot already has a run, returns that one (`false`): a slot
-    /// never has two workflow runs.
+    /// Creates a run of `workflow` with `params` (the values it uses), every step
+    /// `pending` and a `created` event — or, when `origin`'s slot already has a run,
+    /// returns that one (`false`), with the params it was created with: a slot never
+    /// has two workflow runs.
     fn create_workflow_run(
         &self,
         workflow: &Workflow,
         origin: Option<&RunOrigin>,
+        params: &loops_core::workflow_params::ParamValues,
         now: Instant,
         fence: Option<&Fence>,
     ) -> Result<(WorkflowRun, bool)>;

@@ -913,7 +913,9 @@ pub fn workflow_agent_steps_spend_their_providers_budget(db: &dyn TestDb) {
     )
     .unwrap();
     let wf = one.create_workflow(&spec, false, t(0)).unwrap();
-    let (run, _) = one.create_workflow_run(&wf, None, t(1), None).unwrap();
+    let (run, _) = one
+        .create_workflow_run(&wf, None, &Default::default(), t(1), None)
+        .unwrap();
     let steps = one.step_runs(run.id.as_str()).unwrap();
     let providers: Vec<_> = steps.iter().map(|s| s.provider).collect();
     assert_eq!(

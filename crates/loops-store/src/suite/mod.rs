@@ -357,6 +357,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 68);
+        assert_eq!(count, 69);
     }
 }
