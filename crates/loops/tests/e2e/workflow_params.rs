@@ -250,6 +250,29 @@ fn a_workflow_loop_gives_its_values_to_every_run_and_edit_changes_them() {
     ]);
     assert_eq!(run["workflowRun"]["params"]["branch"], "dev");
 
+    // The spec changes under the loop: a new version needs a param the loop lacks. The
+    // next run fails at once, saying so, and starts no step.
+    let v2 = json!({"name": "fixer", "params": [{"name": "branch", "required": true},
+        {"name": "ticket", "required": true}],
+        "steps": [{"id": "s", "target": {"type": "command", "command": "touch",
+            "args": [format!("{}/v2-ran", out.display())]}}]});
+    let path = w.root.path().join("fixer2.json");
+    std::fs::write(&path, v2.to_string()).unwrap();
+    w.ok(&["workflows", "create", path.to_str().unwrap(), "--replace"]);
+    w.make_due("nightly");
+    w.run(&["tick"]);
+    let runs = w.json(&["workflows", "runs"]);
+    assert_eq!(runs[0]["status"], "failed", "{runs:#}");
+    assert_eq!(
+        runs[0]["error"],
+        "params: workflow \"fixer\" needs param \"ticket\" (--param ticket=VALUE)"
+    );
+    let steps = w.json(&["workflows", "inspect", runs[0]["id"].as_str().unwrap()]);
+    assert_eq!(steps["steps"][0]["status"], "skipped", "{steps:#}");
+    assert!(!out.join("v2-ran").exists(), "no step started");
+    let loop_runs = w.runs("nightly");
+    assert_eq!(loop_runs[0]["status"], "failed", "{loop_runs:?}");
+
     // A bundle leaves the values out unless secrets are asked for, as it does env
     // values, and says so.
     let bundle = w.json(&["export"]);
