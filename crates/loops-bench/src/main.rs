@@ -258,6 +258,20 @@ enum Bench {
         #[arg(long, default_value_t = 10)]
         reps: usize,
     },
+    /// `loops backup FILE` (the online backup API, through the CLI) over N loops and M
+    /// finished runs: time and size of the copy, and `loops restore` of it.
+    Backup {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100_000)]
+        runs: usize,
+        /// Bytes of stdout stored with each run.
+        #[arg(long, default_value_t = 200)]
+        output_bytes: usize,
+        /// Timed backups (and restores).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
     /// `loops health` (JSON and table) over N loops and M finished runs, all inside
     /// the last day's window.
     Health {
@@ -384,6 +398,12 @@ fn main() -> Result<()> {
             output_bytes,
             reps,
         } => bench.quick_check(loops, runs, output_bytes, reps),
+        Bench::Backup {
+            loops,
+            runs,
+            output_bytes,
+            reps,
+        } => bench.backup(loops, runs, output_bytes, reps),
         Bench::CliEdit {
             loops,
             runs,
@@ -518,6 +538,56 @@ impl Bencher {
     fn start_daemon(&self, dir: &BenchDir, log_name: &str, flags: &[&str]) -> Result<Daemon> {
         Daemon::start(&self.bin, &dir.data(), &dir.log(log_name), flags, &[])
     }
+}
+
+/// `loops` loops (daily, `true`) and `runs` finished runs spread over them, each with
+/// `output_bytes` of stdout, written through the store (for `quick-check` and
+/// `backup`).
+fn seed_history(dir: &BenchDir, loops: usize, runs: usize, output_bytes: usize) -> Result<()> {
+    let client = Client::open(&dir.data())?;
+    let now = Utc::now();
+    let (_, setup) = populate(&client, loops, "qc", Exec::True, |_| {
+        (every(86_400_000), now)
+    })?;
+    drop(client);
+    eprintln!("{loops} loops created in {:.1} s", setup.as_secs_f64());
+    let store = SqliteStore::open(&dir.db())?;
+    let targets = store.list_loops(None)?;
+    ensure!(!targets.is_empty(), "no loops to attach runs to");
+    let origin = chrono::DateTime::from_timestamp_millis(1_577_836_800_000).unwrap_or_default();
+    let output = "x".repeat(output_bytes);
+    let start = Mono::now();
+    for i in 0..runs {
+        let lp = &targets[i % targets.len()];
+        let now = Utc::now();
+        let req = ClaimRequest {
+            loop_id: lp.id.clone(),
+            scheduled_for: origin + millis(i),
+            runner_id: "loops-bench".into(),
+            source: RunSource::AdHoc,
+            now,
+            require_no_running: false,
+        };
+        let run = match store.claim_run(&req, None, None)? {
+            Ok(run) => run,
+            Err(refused) => bail!("history claim refused: {refused:?}"),
+        };
+        let mut outcome =
+            RunOutcome::new(RunStatus::Succeeded, now).with_output(output.clone(), String::new());
+        outcome.exit_code = Some(0);
+        let finish = RunWrite::Finished {
+            run: run.id,
+            outcome,
+        };
+        store.record_run_writes(&[finish], now, None)?.remove(0)?;
+    }
+    drop(store);
+    eprintln!(
+        "{runs} finished runs added in {:.1} s, db {:.1} MB",
+        start.elapsed().as_secs_f64(),
+        file_len(&dir.db()) as f64 / 1e6
+    );
+    Ok(())
 }
 
 /// What the benchmark loops run.
@@ -1074,49 +1144,7 @@ impl Bencher {
         reps: usize,
     ) -> Result<()> {
         let dir = self.fresh_dir()?;
-        let client = Client::open(&dir.data())?;
-        let now = Utc::now();
-        let (_, setup) = populate(&client, loops, "qc", Exec::True, |_| {
-            (every(86_400_000), now)
-        })?;
-        drop(client);
-        eprintln!("{loops} loops created in {:.1} s", setup.as_secs_f64());
-        let store = SqliteStore::open(&dir.db())?;
-        let targets = store.list_loops(None)?;
-        ensure!(!targets.is_empty(), "no loops to attach runs to");
-        let origin = chrono::DateTime::from_timestamp_millis(1_577_836_800_000).unwrap_or_default();
-        let output = "x".repeat(output_bytes);
-        let start = Mono::now();
-        for i in 0..runs {
-            let lp = &targets[i % targets.len()];
-            let now = Utc::now();
-            let req = ClaimRequest {
-                loop_id: lp.id.clone(),
-                scheduled_for: origin + millis(i),
-                runner_id: "loops-bench".into(),
-                source: RunSource::AdHoc,
-                now,
-                require_no_running: false,
-            };
-            let run = match store.claim_run(&req, None, None)? {
-                Ok(run) => run,
-                Err(refused) => bail!("history claim refused: {refused:?}"),
-            };
-            let mut outcome = RunOutcome::new(RunStatus::Succeeded, now)
-                .with_output(output.clone(), String::new());
-            outcome.exit_code = Some(0);
-            let finish = RunWrite::Finished {
-                run: run.id,
-                outcome,
-            };
-            store.record_run_writes(&[finish], now, None)?.remove(0)?;
-        }
-        drop(store);
-        eprintln!(
-            "{runs} finished runs added in {:.1} s, db {:.1} MB",
-            start.elapsed().as_secs_f64(),
-            file_len(&dir.db()) as f64 / 1e6
-        );
+        seed_history(&dir, loops, runs, output_bytes)?;
         let mut quick = Vec::with_capacity(reps);
         let mut integrity = Vec::with_capacity(reps);
         for _ in 0..reps {
@@ -1145,6 +1173,43 @@ impl Bencher {
         );
         println!();
         println!("({reps} repetitions each, page cache warm: every repetition reads a database the previous one just read.)");
+        Ok(())
+    }
+
+    /// `loops backup FILE` and `loops restore FILE` over a seeded store: the median
+    /// wall clock of each and the copy's size.
+    fn backup(&self, loops: usize, runs: usize, output_bytes: usize, reps: usize) -> Result<()> {
+        let dir = self.fresh_dir()?;
+        seed_history(&dir, loops, runs, output_bytes)?;
+        let data = dir.data();
+        let copies = data.join("bench-copies");
+        std::fs::create_dir_all(&copies)?;
+        let mut backup = Vec::with_capacity(reps);
+        let mut restore = Vec::with_capacity(reps);
+        let mut size = 0;
+        for i in 0..reps {
+            let file = copies.join(format!("copy-{i}.db"));
+            let path = file.to_string_lossy().into_owned();
+            backup.push(ms(self.time_cli(&data, &["backup", &path])?));
+            size = file_len(&file);
+            restore.push(ms(self.time_cli(&data, &["restore", &path])?));
+        }
+        let (backup, restore) = (Stats::of(backup), Stats::of(restore));
+        println!("| loops | finished runs | stdout bytes/run | db MB | backup MB | `loops backup` median ms | p90 | max | `loops restore` median ms | p90 | max |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!(
+            "| {loops} | {runs} | {output_bytes} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            file_len(&dir.db()) as f64 / 1e6,
+            size as f64 / 1e6,
+            backup.p50,
+            backup.p90,
+            backup.max,
+            restore.p50,
+            restore.p90,
+            restore.max
+        );
+        println!();
+        println!("({reps} repetitions, wall clock of the CLI process; each restore also keeps the store it replaces as a before-restore backup, so it copies twice.)");
         Ok(())
     }
 

@@ -134,7 +134,7 @@ impl LoopsMcp {
                 }
                 _ => return Err("give exactly one of file (a spec file's path) or spec (the spec as a JSON object)".to_owned()),
             };
-            json(&serde_json::json!({ "valid": true, "name": spec.name, "steps": spec.steps.len() }))
+            json(&loops_runtime::workflow_file::validated_json(&spec))
         })
         .await
     }

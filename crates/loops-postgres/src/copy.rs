@@ -7,25 +7,10 @@
 use crate::codec::{encode_usage, ms, opt_ms, opt_text, sat_i64, text};
 use crate::error::{Error, Result};
 use crate::session::Db;
-use loops_core::event::Event;
-use loops_core::workflow::{StepRun, Workflow, WorkflowEvent, WorkflowRun};
-use loops_core::{Delivery, Loop, Notify, Run};
+use loops_core::{Loop, Run};
+pub use loops_store::CopySet;
 use loops_store::StoreError;
 use tokio_postgres::GenericClient;
-
-/// Everything to copy, read from the source store.
-#[derive(Debug, Clone, Default)]
-pub struct CopySet {
-    pub loops: Vec<Loop>,
-    pub runs: Vec<Run>,
-    pub workflows: Vec<Workflow>,
-    pub workflow_runs: Vec<WorkflowRun>,
-    pub step_runs: Vec<StepRun>,
-    pub workflow_events: Vec<WorkflowEvent>,
-    pub deliveries: Vec<Delivery>,
-    pub events: Vec<Event>,
-    pub notify_default: Option<Notify>,
-}
 
 /// Whether the database holds anything a copy would write over: loops, specs, runs,
 /// workflow runs or events.

@@ -28,6 +28,7 @@
 mod started;
 
 pub use started::{Interrupter, StartedRun, StartedWorkflowRun};
+mod backup;
 mod budgets;
 mod copy;
 mod health;
@@ -38,6 +39,7 @@ mod usage;
 
 pub use copy::{CopyCounts, CopyReport};
 pub use health::{HealthCounts, HealthJson, HealthReport, LoopHealth};
+pub use loops_sqlite::{BackupInfo, Restored, StoreCounts};
 pub use on_runner::DEFAULT_RUNNER_WAIT;
 pub use portable::{ImportOptions, ImportReport, ImportedLoop, RunnerLabels};
 

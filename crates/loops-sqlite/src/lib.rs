@@ -15,13 +15,16 @@
 //! `notify` (notification settings and deliveries), `runs` (leases of runs and queries),
 //! `reports` (health facts and usage), `import` (one import in one transaction),
 //! [`openloops`] (reading an OpenLoops 0.3 database for `import --from-openloops`),
-//! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance)
-//! and `workflows`. SQL lives only in this crate.
+//! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance),
+//! `workflows`, [`backup`] (online copies, restore, the copy before a migration) and
+//! `copy` (`store copy --to sqlite:PATH`'s bulk insert). SQL lives only in this crate.
 
+pub mod backup;
 mod budgets;
 mod checkpoint;
 mod claims;
 mod codec;
+mod copy;
 mod error;
 mod events;
 mod finalize;
@@ -36,6 +39,7 @@ mod reports;
 mod runs;
 mod workflows;
 
+pub use backup::{BackupError, BackupInfo, BackupKind, Restored, StoreCounts};
 pub use open::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreResult};

@@ -15,7 +15,7 @@ use loops_core::{
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 /// `meta` key of the store-wide default settings (JSON).
-const META_NOTIFY_DEFAULT: &str = "notify_default";
+pub(crate) const META_NOTIFY_DEFAULT: &str = "notify_default";
 
 /// The columns of `notification_deliveries`, in the order [`delivery_from_row`] reads them.
 macro_rules! delivery_cols {

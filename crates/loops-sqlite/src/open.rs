@@ -419,7 +419,7 @@ pub(crate) fn has_sqlite_header(path: &Path) -> StoreResult<(bool, Claim)> {
 
 /// Checks on an open (read-only) connection that the database is empty or a loops
 /// database this build can use; returns its schema version (0 when empty).
-fn inspect_schema(conn: &Connection, display: &str) -> StoreResult<i64> {
+pub(crate) fn inspect_schema(conn: &Connection, display: &str) -> StoreResult<i64> {
     let classify = |e: rusqlite::Error| classify_open_error(e, display);
     conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
     let app_id: i64 = conn
@@ -515,6 +515,11 @@ fn setup_connection(conn: &mut Connection, path: Option<&str>, found: i64) -> Re
     conn.pragma_update(None, "foreign_keys", true)?;
     conn.set_prepared_statement_cache_capacity(64);
     if found < SCHEMA_VERSION {
+        // An existing store with data is copied first (`backups/loops-<found>-<time>.db`).
+        if let Some(path) = path.filter(|_| found > 0) {
+            crate::backup::before_migration(conn, Path::new(path), found)
+                .map_err(|e| Error::Store(e.into()))?;
+        }
         migrate(conn, path.unwrap_or(":memory:"))?;
     } else if path.is_some() {
         // Migrations prove the file writable; without them, probe the write lock so a

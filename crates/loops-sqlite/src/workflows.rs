@@ -26,7 +26,9 @@ const STEP_COLS: &str = "id, workflow_run_id, step_id, sequence, status, attempt
      created_at, updated_at, summary, usage_json, exit_status_unknown, error_output, provider";
 
 /// A run's params as stored: NULL when it has none.
-fn encode_params(params: &loops_core::workflow_params::ParamValues) -> Result<Option<String>> {
+pub(crate) fn encode_params(
+    params: &loops_core::workflow_params::ParamValues,
+) -> Result<Option<String>> {
     if params.is_empty() {
         return Ok(None);
     }

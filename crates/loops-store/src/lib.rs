@@ -70,6 +70,7 @@
 //! lease. [`Store::claim_run`] (one claim) and
 //! [`Store::list_loops`] (every row decoded) are default methods on top of them.
 
+mod copy_set;
 mod error;
 pub mod open_files;
 mod paths;
@@ -78,6 +79,7 @@ pub mod suite;
 mod types;
 pub mod user_file;
 
+pub use copy_set::CopySet;
 pub use error::{BackendErrorKind, BoxError, CorruptKind, StoreError};
 pub use paths::{
     data_dir, inspect_data_dir, prepare_data_dir, secure_data_dir, PermissionReport, DATA_DIR_ENV,

@@ -256,6 +256,12 @@ pub enum Command {
     /// store into a PostgreSQL database.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Write a consistent copy of the SQLite store (safe while the daemon runs) to FILE,
+    /// or to <data dir>/backups/loops-manual-<UTC time>.db.
+    Backup(BackupArgs),
+    /// Replace the SQLite store with a backup FILE (refused while a daemon or `loops
+    /// serve` uses the store); the store as it was is kept in <data dir>/backups.
+    Restore(RestoreArgs),
     /// A run supervisor (started by the daemon, never by hand): holds the processes of
     /// the daemon's runs in the supervise dir DIR, on stdin its daemon's connection.
     #[command(hide = true)]
@@ -322,14 +328,32 @@ pub struct SuperviseArgs {
 pub enum StoreCommand {
     /// Copy everything (loops, workflow specs, runs, workflow runs, notification
     /// deliveries, events) from the data dir's SQLite store into a PostgreSQL
-    /// database, keeping ids and history; refuses a target that holds data unless
-    /// --force.
+    /// database — or, with --store postgres://… and --to sqlite:PATH, from PostgreSQL
+    /// into a SQLite file — keeping ids and history; refuses a target that holds data
+    /// unless --force.
     Copy(StoreCopyArgs),
 }
 
 #[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// Where to write the copy (default: <data dir>/backups/loops-manual-<UTC time>.db).
+    pub file: Option<std::path::PathBuf>,
+    /// Replace FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The backup to restore (a file `loops backup` wrote, or a kept one in
+    /// <data dir>/backups).
+    pub file: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct StoreCopyArgs {
-    /// The target database: a postgres:// URL (LOOPS_STORE does not name it).
+    /// The target database: a postgres:// URL (LOOPS_STORE does not name it), or
+    /// sqlite:PATH for a SQLite file (from a PostgreSQL --store).
     #[arg(long, value_name = "URL")]
     pub to: StoreArg,
     /// Replace what the target holds (refused while a runner is live there).
@@ -488,6 +512,10 @@ pub struct PruneArgs {
     /// Keep the newest N runs of every loop.
     #[arg(long, value_name = "N")]
     pub keep: Option<usize>,
+    /// Delete all but the newest N backups of each kind (manual, before-restore,
+    /// before-migration) in <data dir>/backups; alone, prunes only backups.
+    #[arg(long, value_name = "N")]
+    pub keep_backups: Option<usize>,
     /// Only count what would be deleted.
     #[arg(long)]
     pub dry_run: bool,

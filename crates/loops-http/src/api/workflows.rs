@@ -46,6 +46,9 @@ pub struct Validated {
     pub valid: bool,
     pub name: String,
     pub steps: usize,
+    /// The params the spec declares (left out when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<loops_core::workflow_params::Param>,
 }
 
 /// A workflow run with its steps (`loops workflows run --json`).
@@ -179,6 +182,7 @@ pub(crate) async fn validate(
         valid: true,
         name: spec.name.clone(),
         steps: spec.steps.len(),
+        params: spec.params.clone(),
     }))
 }
 

@@ -1,12 +1,15 @@
-//! Moving a store (`loops store copy --to postgres://…`): everything the data dir's
-//! SQLite store holds, read through the `Store` trait, written into a PostgreSQL
-//! database as it was, in one transaction there.
+//! Moving a store: `loops store copy --to postgres://…` takes everything the data
+//! dir's SQLite store holds, `--to sqlite:PATH` everything a PostgreSQL store holds
+//! back into a SQLite file — read through the `Store` trait, written into the target
+//! as it was (ids, instants, history, event numbers), in one transaction there.
 
 use super::{Client, ClientError, Result};
 use loops_core::RunStatus;
-use loops_postgres::{CopySet, PgStore};
-use loops_store::RunFilter;
+use loops_postgres::PgStore;
+use loops_sqlite::SqliteStore;
+use loops_store::{CopySet, RunFilter};
 use serde::Serialize;
+use std::path::Path;
 
 /// How many of each thing a copy wrote (or, on a dry run, would write).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -49,7 +52,14 @@ impl Client {
     /// first), and a source that is not SQLite. `dry_run` reads and counts only: the
     /// target is inspected on a read-only session, without even its migrations
     /// ([`PgStore::inspect`]).
+    ///
+    /// `url` may instead be `sqlite:PATH`: then this client's store must be PostgreSQL,
+    /// and the copy goes into the SQLite file PATH (created 0600 with the current
+    /// schema when missing) — see [`Client::copy_store_to_sqlite`].
     pub fn copy_store_to(&self, url: &str, force: bool, dry_run: bool) -> Result<CopyReport> {
+        if let Some(path) = url.strip_prefix("sqlite:") {
+            return self.copy_store_to_sqlite(Path::new(path), force, dry_run);
+        }
         if self.sqlite.is_none() {
             return Err(ClientError::Invalid(format!(
                 "store copy reads a SQLite store; this one is {}",
@@ -63,23 +73,8 @@ impl Client {
             )));
         }
         let set = self.copy_set()?;
-        if set.runs.iter().any(|r| r.status == RunStatus::Running) {
-            return Err(ClientError::Refused(
-                "runs are in flight in this store: stop the daemon (`loops daemon stop`) and \
-                 let them finish before copying"
-                    .to_owned(),
-            ));
-        }
-        let counts = CopyCounts {
-            loops: set.loops.len(),
-            workflows: set.workflows.len(),
-            runs: set.runs.len(),
-            workflow_runs: set.workflow_runs.len(),
-            step_runs: set.step_runs.len(),
-            workflow_events: set.workflow_events.len(),
-            deliveries: set.deliveries.len(),
-            events: set.events.len(),
-        };
+        refuse_runs_in_flight(&set)?;
+        let counts = counts_of(&set);
         let to = loops_postgres::redact_url(url);
         let refuse = |replaced: bool| {
             if replaced && !force {
@@ -100,6 +95,76 @@ impl Client {
             refuse(replaced)?;
             target.copy_in(set, force)?;
             (replaced, target.migrations_applied())
+        };
+        Ok(CopyReport {
+            from: self.backend.location(),
+            to,
+            dry_run,
+            replaced,
+            target_migrations,
+            counts,
+        })
+    }
+
+    /// Copies everything this client's PostgreSQL store holds into the SQLite file
+    /// `path` (created, 0600, with the current schema, when missing), keeping every id,
+    /// instant and event number, in one transaction there
+    /// ([`SqliteStore::copy_in`]). Refused as the copy to PostgreSQL is: runs in flight
+    /// in the source (stop its runners first), a target that holds data unless `force`
+    /// (itself refused with runs in flight there). `dry_run` reads and counts only; a
+    /// missing target is not created.
+    pub fn copy_store_to_sqlite(
+        &self,
+        path: &Path,
+        force: bool,
+        dry_run: bool,
+    ) -> Result<CopyReport> {
+        if self.postgres.is_none() {
+            return Err(ClientError::Invalid(format!(
+                "--to sqlite:{}: copying into SQLite reads a PostgreSQL store (--store \
+                 postgres://…); a SQLite store is copied with `loops backup`",
+                path.display()
+            )));
+        }
+        if path.as_os_str().is_empty() {
+            return Err(ClientError::Invalid(
+                "--to sqlite:PATH: give the file to copy into".to_owned(),
+            ));
+        }
+        let set = self.copy_set()?;
+        refuse_runs_in_flight(&set)?;
+        let counts = counts_of(&set);
+        let to = format!("sqlite:{}", path.display());
+        let refuse = |replaced: bool| {
+            if replaced && !force {
+                return Err(ClientError::Refused(format!(
+                    "{} is not empty (loops, specs, runs or events): copy into a new file, or \
+                     pass --force to replace what it holds",
+                    path.display()
+                )));
+            }
+            Ok(())
+        };
+        let exists = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
+        let (replaced, target_migrations) = if dry_run {
+            let replaced = if exists {
+                SqliteStore::open_read_only(path)?.holds_data()?
+            } else {
+                false
+            };
+            refuse(replaced)?;
+            (false, 0)
+        } else {
+            let target = SqliteStore::open(path)?;
+            let replaced = target.holds_data()?;
+            refuse(replaced)?;
+            target.copy_in(&set, force)?;
+            let migrations = if exists {
+                0
+            } else {
+                usize::try_from(loops_sqlite::SCHEMA_VERSION).unwrap_or(0)
+            };
+            (replaced, migrations)
         };
         Ok(CopyReport {
             from: self.backend.location(),
@@ -164,5 +229,30 @@ impl Client {
             events,
             notify_default: store.notify_default()?,
         })
+    }
+}
+
+/// Refuses a source with runs in flight: their outcome would be lost to the copy.
+fn refuse_runs_in_flight(set: &CopySet) -> Result<()> {
+    if set.runs.iter().any(|r| r.status == RunStatus::Running) {
+        return Err(ClientError::Refused(
+            "runs are in flight in this store: stop the daemon (`loops daemon stop`) and \
+             let them finish before copying"
+                .to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+fn counts_of(set: &CopySet) -> CopyCounts {
+    CopyCounts {
+        loops: set.loops.len(),
+        workflows: set.workflows.len(),
+        runs: set.runs.len(),
+        workflow_runs: set.workflow_runs.len(),
+        step_runs: set.step_runs.len(),
+        workflow_events: set.workflow_events.len(),
+        deliveries: set.deliveries.len(),
+        events: set.events.len(),
     }
 }

@@ -2,6 +2,7 @@
 //! layer over the library [`Client`]: typed flags in (see `cli`), one client call,
 //! output and an [`Exit`] code out; none reaches past the client to the store.
 
+mod backup;
 mod budget;
 mod completions;
 mod create;
@@ -155,6 +156,8 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Budget(command) => budget::run(&ctx, command),
         Command::Serve(args) => serve::run(&ctx, args),
         Command::Store(cmd) => store::run(&ctx, cmd),
+        Command::Backup(args) => backup::backup(&ctx, args),
+        Command::Restore(args) => backup::restore(&ctx, args),
         Command::Supervise(args) => supervise::run(args),
     }
 }

@@ -1,5 +1,6 @@
-//! `prune [--older-than D] [--keep N] [--dry-run]`. Without flags the daemon's default
-//! retention policy applies.
+//! `prune [--older-than D] [--keep N] [--keep-backups N] [--dry-run]`. Without flags the
+//! daemon's default retention policy applies; `--keep-backups` alone prunes only the
+//! backups in `<data dir>/backups`.
 
 use super::Context;
 use crate::cli::PruneArgs;
@@ -10,6 +11,24 @@ use crate::Failure;
 use loops_store::PrunePolicy;
 
 pub fn run(ctx: &Context, args: PruneArgs) -> Result<Exit, Failure> {
+    let client = ctx.client()?;
+    let backups = match args.keep_backups {
+        Some(keep) => Some(client.prune_backups(keep, args.dry_run)?),
+        None => None,
+    };
+    if let Some(removed) = &backups {
+        if args.older_than.is_none() && args.keep.is_none() {
+            if ctx.json {
+                print_json(&serde_json::json!({
+                    "backupsMatched": removed,
+                    "dryRun": args.dry_run,
+                }))?;
+            } else {
+                backups_text(removed, args.dry_run)?;
+            }
+            return Ok(Exit::Success);
+        }
+    }
     let now = output::now();
     let policy = if args.older_than.is_none() && args.keep.is_none() {
         loops_runtime::daemon::default_prune_policy(now)
@@ -20,19 +39,37 @@ pub fn run(ctx: &Context, args: PruneArgs) -> Result<Exit, Failure> {
             keep_events: Some(loops_runtime::daemon::DEFAULT_KEEP_EVENTS),
         }
     };
-    let pruned = ctx.client()?.prune(&policy, args.dry_run)?;
+    let pruned = client.prune(&policy, args.dry_run)?;
     let (count, workflow_runs) = (pruned.runs, pruned.workflow_runs);
     if ctx.json {
-        print_json(&serde_json::json!({
+        let mut doc = serde_json::json!({
             "pruned": if args.dry_run { 0 } else { count },
             "matched": count,
             "workflowRunsMatched": workflow_runs,
             "dryRun": args.dry_run,
-        }))?;
-    } else if args.dry_run {
+        });
+        if let Some(removed) = &backups {
+            doc["backupsMatched"] = serde_json::json!(removed);
+        }
+        print_json(&doc)?;
+        return Ok(Exit::Success);
+    }
+    if let Some(removed) = &backups {
+        backups_text(removed, args.dry_run)?;
+    }
+    if args.dry_run {
         outln!("would prune {count} run(s) and {workflow_runs} workflow run(s)")?;
     } else {
         outln!("pruned {count} run(s) and {workflow_runs} workflow run(s)")?;
     }
     Ok(Exit::Success)
+}
+
+fn backups_text(removed: &[std::path::PathBuf], dry_run: bool) -> Result<(), Failure> {
+    let verb = if dry_run { "would remove" } else { "removed" };
+    outln!("{verb} {} backup(s)", removed.len())?;
+    for path in removed {
+        outln!("  {}", path.display())?;
+    }
+    Ok(())
 }

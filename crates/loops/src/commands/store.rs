@@ -1,5 +1,7 @@
 //! `store copy --to postgres://… [--force] [--dry-run]`: moves the data dir's SQLite
-//! store to PostgreSQL (issue #12), keeping every id, instant and event number.
+//! store to PostgreSQL (issue #12), keeping every id, instant and event number; with
+//! `--store postgres://… store copy --to sqlite:PATH`, a PostgreSQL store back into a
+//! SQLite file (issue #23).
 
 use super::Context;
 use crate::cli::{StoreCommand, StoreCopyArgs};
@@ -14,7 +16,14 @@ pub fn run(ctx: &Context, cmd: StoreCommand) -> Result<Exit, Failure> {
 }
 
 fn copy(ctx: &Context, args: StoreCopyArgs) -> Result<Exit, Failure> {
-    if ctx.store_url().is_some() {
+    let to_sqlite = args.to.as_str().starts_with("sqlite:");
+    if to_sqlite && ctx.store_url().is_none() {
+        return Err(Failure::usage(
+            "store copy --to sqlite:PATH reads a PostgreSQL store: give it with --store \
+             postgres://… (a SQLite store is copied with `loops backup`)",
+        ));
+    }
+    if !to_sqlite && ctx.store_url().is_some() {
         return Err(Failure::usage(
             "store copy reads the data dir's SQLite store: run it without --store / LOOPS_STORE \
              (the target is --to)",

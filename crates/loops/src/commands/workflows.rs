@@ -44,12 +44,7 @@ fn record_json(record: &Workflow) -> serde_json::Value {
 fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<Exit, Failure> {
     let spec = load_spec(&args)?;
     if ctx.json {
-        print_json(&serde_json::json!({
-            "valid": true,
-            "name": spec.name,
-            "steps": spec.steps.len(),
-            "params": spec.params,
-        }))?;
+        print_json(&loops_runtime::workflow_file::validated_json(&spec))?;
     } else {
         outln!(
             "{}: valid workflow {:?} with {} step(s)",

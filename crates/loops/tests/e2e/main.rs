@@ -8,6 +8,7 @@ mod util;
 
 mod agent_ops;
 mod agents;
+mod backup;
 mod bad_input;
 mod daemon;
 mod dashboard;

@@ -163,6 +163,13 @@ fn values_that_do_not_fit_the_spec_are_refused_in_its_words_and_nothing_runs() {
         "nothing was recorded"
     );
 
+    // validate lists the declared params.
+    let spec_file = w.root.path().join("fixer.json");
+    let valid = w.json(&["workflows", "validate", spec_file.to_str().unwrap()]);
+    assert_eq!(valid["params"][0]["name"], "branch", "{valid:#}");
+    assert_eq!(valid["params"][0]["required"], true, "{valid:#}");
+    assert_eq!(valid["params"].as_array().unwrap().len(), 3, "{valid:#}");
+
     // A spec that uses a param it does not declare, or declares one badly, is refused.
     let bad = json!({"name": "bad", "params": [{"name": "a", "required": true, "default": "x"}],
         "steps": [{"id": "s", "target": {"type": "command", "command": "echo",
