@@ -1176,8 +1176,8 @@ impl Bencher {
         Ok(())
     }
 
-    /// Benchmark 1: `loops --json list` over 1k and 10k loops, with no daemon and with an idle
-    /// daemon holding the store open.
+    /// `loops backup FILE` and `loops restore FILE` over a seeded store: the median
+    /// wall clock of each and the copy's size.
     fn backup(&self, loops: usize, runs: usize, output_bytes: usize, reps: usize) -> Result<()> {
         let dir = self.fresh_dir()?;
         seed_history(&dir, loops, runs, output_bytes)?;
@@ -1213,6 +1213,8 @@ impl Bencher {
         Ok(())
     }
 
+    /// Benchmark 1: `loops --json list` over 1k and 10k loops, with no daemon and with an idle
+    /// daemon holding the store open.
     fn cli_list(&self, sizes: &[usize], runs: usize) -> Result<()> {
         let floor = {
             let dir = self.fresh_dir()?;

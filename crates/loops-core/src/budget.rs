@@ -558,6 +558,32 @@ pub fn pool_holds(holds: &[BudgetHold]) -> Vec<crate::hold::AccountHold> {
         .collect()
 }
 
+/// Until when, and why, a workflow agent step on `provider` under `account` (its
+/// profile, `default` without one) is held at `now`: by its key's usage-limit hold or a
+/// spent store-wide budget covering its key, whichever ends last. `None`: it may start.
+/// (A loop's own budget holds that loop's runs, never a workflow's steps.)
+pub fn step_held(
+    provider: Provider,
+    account: Option<&str>,
+    account_holds: &[crate::hold::AccountHold],
+    budget_holds: &[BudgetHold],
+    now: Instant,
+) -> Option<(Instant, String)> {
+    let account = account.unwrap_or(crate::hold::DEFAULT_ACCOUNT);
+    let usage = account_holds
+        .iter()
+        .filter(|h| h.is_active(now) && h.provider == provider && h.account == account)
+        .map(|h| (h.held_until, &h.reason));
+    let spent = budget_holds
+        .iter()
+        .filter(|h| h.is_active(now) && h.scope.covers_key(provider, account))
+        .map(|h| (h.held_until, &h.reason));
+    usage
+        .chain(spent)
+        .max_by_key(|(until, _)| *until)
+        .map(|(until, reason)| (until, reason.clone()))
+}
+
 /// What a finalization (or a changed budget) does about one budget's hold row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BudgetChange {
@@ -894,6 +920,63 @@ mod tests {
         assert_eq!(
             hold.reason,
             "claude/work budget spent: $0.01 of $0.01 this week, 1 runs without a cost (resets 2026-12-07 00:00 UTC)"
+        );
+    }
+
+    #[test]
+    fn a_step_is_held_by_its_keys_usage_limit_or_store_wide_budget_whichever_ends_last() {
+        let now = at("2026-12-02T10:00:00Z");
+        let usage = crate::hold::AccountHold {
+            provider: Provider::Claude,
+            account: "work".to_owned(),
+            held_until: at("2026-12-02T12:00:00Z"),
+            reason: "usage limit reached".to_owned(),
+            since: now,
+            probes: 0,
+            notified: false,
+            updated_at: now,
+        };
+        let budget = |scope: &str, until: &str| BudgetHold {
+            scope: match scope.strip_prefix("loop:") {
+                Some(id) => BudgetScope::Loop(LoopId::new(id)),
+                None => BudgetScope::parse_key(scope).unwrap(),
+            },
+            metric: BudgetMetric::Tokens,
+            held_until: at(until),
+            reason: format!("{scope} spent"),
+            notified: false,
+            updated_at: now,
+        };
+        let claude = budget("provider=claude", "2026-12-03T00:00:00Z");
+        let own = budget("loop:l1", "2026-12-09T00:00:00Z");
+        let other = budget("provider=claude,account=home", "2026-12-09T00:00:00Z");
+        let holds = [usage.clone()];
+        // The usage limit of its own account only.
+        assert_eq!(
+            step_held(Provider::Claude, Some("work"), &holds, &[], now),
+            Some((usage.held_until, usage.reason.clone()))
+        );
+        assert_eq!(step_held(Provider::Claude, None, &holds, &[], now), None);
+        assert_eq!(
+            step_held(Provider::Codex, Some("work"), &holds, &[], now),
+            None
+        );
+        // A provider-wide budget outlasts it; a loop's own budget and another
+        // account's never hold a step.
+        let budgets = [claude.clone(), own, other];
+        assert_eq!(
+            step_held(Provider::Claude, Some("work"), &holds, &budgets, now),
+            Some((claude.held_until, claude.reason.clone()))
+        );
+        assert_eq!(
+            step_held(Provider::Claude, None, &[], &budgets[1..], now),
+            None
+        );
+        // Nothing is held once its instant passed.
+        let later = at("2026-12-03T00:00:00Z");
+        assert_eq!(
+            step_held(Provider::Claude, Some("work"), &holds, &budgets[..1], later),
+            None
         );
     }
 

@@ -171,14 +171,17 @@ pub fn export(
 /// Nulls a loop entry's secrets; returns their fields.
 fn redact_loop(map: &mut Map<String, Value>) -> Vec<String> {
     let mut fields = Vec::new();
-    if let Some(env) = map
-        .get_mut("target")
-        .and_then(|t| t.get_mut("env"))
-        .and_then(Value::as_object_mut)
-    {
-        for (key, value) in env.iter_mut() {
-            *value = Value::Null;
-            fields.push(format!("target.env.{key}"));
+    // Env values, and a workflow loop's param values, which are redacted as they are.
+    for part in ["env", "params"] {
+        if let Some(values) = map
+            .get_mut("target")
+            .and_then(|t| t.get_mut(part))
+            .and_then(Value::as_object_mut)
+        {
+            for (key, value) in values.iter_mut() {
+                *value = Value::Null;
+                fields.push(format!("target.{part}.{key}"));
+            }
         }
     }
     if let Some(url) = map.get_mut("notify").and_then(|n| n.get_mut("url")) {
@@ -221,18 +224,20 @@ fn redact_spec(spec: &mut Value) -> Vec<String> {
 /// neither URL nor command go).
 fn strip_loop_nulls(map: &mut Map<String, Value>) -> Vec<String> {
     let mut fields = Vec::new();
-    if let Some(env) = map
-        .get_mut("target")
-        .and_then(|t| t.get_mut("env"))
-        .and_then(Value::as_object_mut)
-    {
-        env.retain(|key, value| {
-            let keep = !value.is_null();
-            if !keep {
-                fields.push(format!("target.env.{key}"));
-            }
-            keep
-        });
+    for part in ["env", "params"] {
+        if let Some(values) = map
+            .get_mut("target")
+            .and_then(|t| t.get_mut(part))
+            .and_then(Value::as_object_mut)
+        {
+            values.retain(|key, value| {
+                let keep = !value.is_null();
+                if !keep {
+                    fields.push(format!("target.{part}.{key}"));
+                }
+                keep
+            });
+        }
     }
     let notify_gone = match map.get_mut("notify").and_then(Value::as_object_mut) {
         Some(notify) => {

@@ -171,7 +171,28 @@ pub fn hold_after(
     timing: &HoldTiming,
 ) -> AccountHold {
     let finished = run.finished_at.unwrap_or(run.updated_at);
-    let (mut held_until, probes) = match run.retry_at {
+    hold_from(
+        previous,
+        key,
+        finished,
+        run.retry_at,
+        reason_of(run),
+        timing,
+    )
+}
+
+/// The hold after a usage limit met at `finished` on `key`, with the provider's reset
+/// instant `retry_at` when it named one ([`hold_after`] for a run, [`after_step`] for
+/// a workflow step).
+fn hold_from(
+    previous: Option<&AccountHold>,
+    key: &HoldKey,
+    finished: Instant,
+    retry_at: Option<Instant>,
+    reason: String,
+    timing: &HoldTiming,
+) -> AccountHold {
+    let (mut held_until, probes) = match retry_at {
         Some(reset) => (reset + millis(timing.margin_ms), 0),
         None => {
             let probes = previous.map_or(0, |p| p.probes).saturating_add(1);
@@ -190,7 +211,7 @@ pub fn hold_after(
         provider: key.provider,
         account: key.account.clone(),
         held_until,
-        reason: reason_of(run),
+        reason,
         since: previous.map_or(finished, |p| p.since),
         probes,
         notified: previous.is_some_and(|p| p.notified),
@@ -252,6 +273,66 @@ pub fn after_finish(
         (Some(hold), _) => HoldChange::Release {
             notify_resumed: hold.notified,
         },
+    }
+}
+
+/// A workflow agent step that met its account's usage limit: the reset instant its
+/// provider named, if any, and the hold's reason in our words (which step of which run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepLimit {
+    pub retry_at: Option<Instant>,
+    pub reason: String,
+}
+
+impl StepLimit {
+    /// The limit a step met, with its reason: `usage limit reached, resets at … (step
+    /// review of workflow run …)`.
+    pub fn new(retry_at: Option<Instant>, step: &str, workflow_run: &str) -> Self {
+        let when = match retry_at {
+            Some(at) => format!("resets at {}", crate::format_instant(&at)),
+            None => "no reset instant given (probing)".to_owned(),
+        };
+        Self {
+            retry_at,
+            reason: format!(
+                "usage limit reached, {when} (step {step} of workflow run {workflow_run})"
+            ),
+        }
+    }
+}
+
+/// The change a workflow agent step on `key` that ended at `finished` makes to the
+/// key's hold, `current` being that hold as stored. A step that met the limit holds
+/// the key as a loop's run does (same reset margin and probes), but sends no `held`:
+/// it has no loop run to name (a `held` already sent stays sent). A step that did not
+/// meet it releases a hold past its instant whose `held` was never sent; a notified
+/// one is left for the next run of a loop on the key, which sends its `resumed`. An
+/// active hold is never released by a step (it started before the hold was written).
+pub fn after_step(
+    current: Option<&AccountHold>,
+    key: &HoldKey,
+    finished: Instant,
+    limit: Option<&StepLimit>,
+    timing: &HoldTiming,
+) -> HoldChange {
+    if let Some(limit) = limit {
+        return HoldChange::Hold {
+            hold: hold_from(
+                current,
+                key,
+                finished,
+                limit.retry_at,
+                limit.reason.clone(),
+                timing,
+            ),
+            notify_held: false,
+        };
+    }
+    match current {
+        Some(hold) if !hold.is_active(finished) && !hold.notified => HoldChange::Release {
+            notify_resumed: false,
+        },
+        _ => HoldChange::Keep,
     }
 }
 
@@ -494,6 +575,69 @@ mod tests {
                 HoldChange::Keep
             );
         }
+    }
+
+    #[test]
+    fn a_step_holds_its_key_without_a_notification_and_releases_only_an_unnotified_past_hold() {
+        let t = HoldTiming::DEFAULT;
+        let key = HoldKey {
+            provider: Provider::Claude,
+            account: "work".to_owned(),
+        };
+        let finished = at("2026-12-02T10:00:00Z");
+        let told = StepLimit::new(Some(at("2026-12-02T17:00:00Z")), "fix", "wr1");
+        assert!(
+            told.reason.contains("step fix of workflow run wr1"),
+            "{}",
+            told.reason
+        );
+        let HoldChange::Hold { hold, notify_held } =
+            after_step(None, &key, finished, Some(&told), &t)
+        else {
+            panic!("a step at its usage limit did not hold its key");
+        };
+        assert!(
+            !notify_held,
+            "a step names no loop run: no held notification"
+        );
+        assert_eq!(hold.held_until, at("2026-12-02T17:01:00Z"));
+        assert_eq!((hold.probes, hold.notified), (0, false));
+        // Without an instant: probes double from the key's earlier hold, as a run's do.
+        let silent = StepLimit::new(None, "fix", "wr1");
+        let HoldChange::Hold { hold: probe, .. } =
+            after_step(Some(&hold), &key, finished, Some(&silent), &t)
+        else {
+            panic!("not held");
+        };
+        assert_eq!(probe.probes, 1);
+        assert_eq!(probe.held_until, finished + millis(PROBE_FIRST_MS));
+        // A notified hold stays notified when a step extends it.
+        let mut notified = hold.clone();
+        notified.notified = true;
+        let HoldChange::Hold { hold: extended, .. } =
+            after_step(Some(&notified), &key, finished, Some(&silent), &t)
+        else {
+            panic!("not held");
+        };
+        assert!(extended.notified);
+        // A step that did not meet the limit: an active hold is kept (it started
+        // before the hold), a past one is released only if no `held` went out.
+        assert_eq!(
+            after_step(Some(&hold), &key, finished, None, &t),
+            HoldChange::Keep
+        );
+        let later = at("2026-12-02T18:00:00Z");
+        assert_eq!(
+            after_step(Some(&hold), &key, later, None, &t),
+            HoldChange::Release {
+                notify_resumed: false
+            }
+        );
+        assert_eq!(
+            after_step(Some(&notified), &key, later, None, &t),
+            HoldChange::Keep
+        );
+        assert_eq!(after_step(None, &key, later, None, &t), HoldChange::Keep);
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub mod transitions;
 pub mod usage;
 pub mod validate;
 pub mod workflow;
+pub mod workflow_params;
 
 pub use duration::Duration;
 pub use ids::{LoopId, RunId, StepId, StepRunId, WorkflowId, WorkflowRunId};

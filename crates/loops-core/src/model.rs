@@ -468,6 +468,10 @@ pub struct WorkflowTarget {
     /// Kills the run after this long; `None` for no limit. JSON: `timeoutMs`.
     #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// Values for the workflow's params (`--param K=V`), checked against its spec when
+    /// a run starts; redacted in listings as env values are.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
 }
 
 /// What a loop runs.
@@ -1116,6 +1120,9 @@ string_enum!(
         StepTimedOut = "step_timed_out",
         StepSkipped = "step_skipped",
         StepCancelled = "step_cancelled",
+        /// An agent step waits, pending, for its provider and account: held by a usage
+        /// limit (the step's own or another run's) or a spent store-wide budget.
+        StepHeld = "step_held",
         /// `workflows recover` reset a step whose process was gone to `pending`.
         Recovered = "recovered",
         /// The attempt ended and the run succeeded.
@@ -1166,6 +1173,7 @@ mod tests {
                 "step_timed_out",
                 "step_skipped",
                 "step_cancelled",
+                "step_held",
                 "recovered",
                 "succeeded",
                 "failed",

@@ -27,7 +27,8 @@ pub fn redact_loop(lp: &mut Loop) {
             );
             redact_env(&mut a.env);
         }
-        Target::Workflow(_) => {}
+        // A workflow loop's param values are its runs' input, as env values are.
+        Target::Workflow(w) => redact_env(&mut w.params),
     }
     if let Some(url) = lp.notify.as_mut().and_then(|n| n.url.as_mut()) {
         *url = redact_url(url);
@@ -55,6 +56,12 @@ pub fn redact_env(env: &mut BTreeMap<String, String>) {
     for value in env.values_mut() {
         *value = "[redacted]".into();
     }
+}
+
+/// Replaces the values of a workflow run's params with `[redacted]`, as env values are
+/// (names stay).
+pub fn redact_workflow_run(run: &mut crate::workflow::WorkflowRun) {
+    redact_env(&mut run.params);
 }
 
 /// Replaces a run's output — captured streams, the agent's summary, what its error

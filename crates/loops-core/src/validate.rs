@@ -289,7 +289,12 @@ pub fn target(target: &Target, label: &str) -> Result<(), ValidationError> {
             if t.workflow.trim().is_empty() {
                 return invalid(format!("{label}: workflow name is empty"));
             }
-            field("workflow name", Some(&t.workflow), label)
+            field("workflow name", Some(&t.workflow), label)?;
+            for (name, value) in &t.params {
+                crate::workflow_params::check_given(name, value)
+                    .map_err(|e| ValidationError(format!("{label}: {e}")))?;
+            }
+            Ok(())
         }
     }
 }

@@ -26,6 +26,10 @@ pub struct WorkflowSpec {
     /// Most steps running at once (default [`DEFAULT_MAX_PARALLEL`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<u32>,
+    /// The params a run gives values for (`${params.NAME}` in the steps;
+    /// [`crate::workflow_params`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<crate::workflow_params::Param>,
     pub steps: Vec<Step>,
 }
 
@@ -254,12 +258,18 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
                     "{label}: session continue is for agent loops; a workflow step always starts fresh"
                 )))
             }
+            // A pool's choice is made at a loop's claim and recorded on its run; a step
+            // has neither, so it would silently run under no account.
+            StepTarget::Agent(a) if !a.account_pool.is_empty() => Err(ValidationError(format!(
+                "{label}: accountPool is for agent loops; a workflow step names its account"
+            ))),
             StepTarget::Agent(a) => validate::agent(a, &label),
         };
         if let Err(e) = checked {
             problems.push(e.0);
         }
     }
+    problems.extend(crate::workflow_params::problems(spec));
     if problems.is_empty() {
         if let Some(cycle) = find_cycle(spec) {
             problems.push(format!("dependency cycle: {}", cycle.join(" → ")));
@@ -273,7 +283,7 @@ pub fn validate(spec: &WorkflowSpec) -> Result<(), WorkflowError> {
 }
 
 /// At most the first 40 characters of a (possibly huge) user string, for messages.
-fn truncated(text: &str) -> String {
+pub(crate) fn truncated(text: &str) -> String {
     match text.char_indices().nth(40) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_owned(),
@@ -508,12 +518,48 @@ pub struct WorkflowRun {
     pub error: Option<String>,
     /// Set by `workflows cancel`; the runner stops within a second.
     pub cancel_requested: Option<String>,
+    /// The values of the spec's params this run uses (every declared param, defaults
+    /// filled in); a continued run keeps them. Redacted in listings as env values are.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: crate::workflow_params::ParamValues,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Instant,
     #[serde(with = "crate::timefmt")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Instant,
+}
+
+impl WorkflowRun {
+    /// A new run `id` of `workflow` created at `now` (for `origin`'s slot, when a loop
+    /// started it) with `params`: running, no attempt yet. What both stores insert.
+    pub fn created(
+        id: WorkflowRunId,
+        workflow: &Workflow,
+        origin: Option<&RunOrigin>,
+        params: &crate::workflow_params::ParamValues,
+        now: Instant,
+    ) -> Self {
+        Self {
+            id,
+            workflow_id: workflow.id.clone(),
+            workflow_name: workflow.name.clone(),
+            loop_id: origin.map(|o| o.loop_id.clone()),
+            loop_run_id: origin.map(|o| o.loop_run_id.clone()),
+            scheduled_for: origin.map(|o| o.scheduled_for),
+            idempotency_key: origin.map(RunOrigin::key),
+            status: WorkflowRunStatus::Running,
+            attempt: 0,
+            started_at: Some(now),
+            finished_at: None,
+            duration_ms: None,
+            error: None,
+            cancel_requested: None,
+            params: params.clone(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
 }
 
 /// One step of one workflow run.
@@ -722,6 +768,13 @@ mod tests {
                         .to_owned(),
                 ]),
                 "step \"a\": prompt is empty",
+            ),
+            (
+                wf(&[
+                    r#"{"id":"a","target":{"type":"agent","provider":"claude","prompt":"p","accountPool":["a","b"]}}"#
+                        .to_owned(),
+                ]),
+                "step \"a\": accountPool is for agent loops; a workflow step names its account",
             ),
         ];
         for (json, needle) in cases {

@@ -407,3 +407,54 @@ async fn the_loop_page_lists_an_agents_provider_options() {
     .await
     .unwrap();
 }
+
+/// A workflow run's page names the params it ran with, their values redacted as env
+/// values are (issue #23 item 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_runs_page_names_its_params_with_their_values_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Client::open(dir.path()).unwrap();
+    let spec = loops_core::workflow::parse_spec(
+        r#"{"name":"fixer","params":[{"name":"branch","required":true},{"name":"tests","default":"unit"}],
+            "steps":[{"id":"s","target":{"type":"command","command":"echo","args":["${params.branch}"]}}]}"#,
+    )
+    .unwrap();
+    let workflow = c.create_workflow(&spec, false, Utc::now()).unwrap();
+    let params = [("branch".to_owned(), "sekrit-branch".to_owned())].into();
+    let (_tx, rx) = tokio::sync::watch::channel(None::<String>);
+    let run = c
+        .run_workflow(&workflow, None, &params, rx)
+        .await
+        .unwrap()
+        .into_run();
+    assert_eq!(run.params["tests"], "unit");
+    let (addr, token, _stop) = serve(c).await;
+    let base = format!("http://{addr}");
+    let id = run.id.to_string();
+    tokio::task::spawn_blocking(move || {
+        let form = [("content-type", "application/x-www-form-urlencoded")];
+        let ok = request(
+            "POST",
+            &format!("{base}/login"),
+            &form,
+            Some(&format!("token={token}&next=/")),
+        );
+        let session = ok.cookie.split(';').next().unwrap().to_owned();
+        let page = request(
+            "GET",
+            &format!("{base}/workflow-runs/{id}"),
+            &[("cookie", session.as_str())],
+            None,
+        );
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert!(
+            page.body
+                .contains("<dt>params</dt><dd>branch=[redacted], tests=[redacted]</dd>"),
+            "{}",
+            page.body
+        );
+        assert!(!page.body.contains("sekrit-branch"), "{}", page.body);
+    })
+    .await
+    .unwrap();
+}

@@ -137,7 +137,14 @@ impl LoopsMcp {
     async fn create_workflow(&self, p: CreateWorkflowParams) -> Outcome {
         self.mutation("loops_create_workflow")?;
         let flags = p.flags()?;
-        let target = definition::workflow_target(None, Some(&p.workflow), &flags)?;
+        let given = crate::flags::pairs("--param", &p.params)?;
+        let w = definition::WorkflowFlags {
+            workflow: Some(&p.workflow),
+            params: &given,
+            unset_params: &[],
+        };
+        let target = definition::workflow_target(None, w, &flags)?;
+        self.params_gate(&target.workflow, p.params.keys()).await?;
         self.create(p.name, flags, Target::Workflow(target)).await
     }
 
@@ -221,7 +228,26 @@ impl LoopsMcp {
             prompt_file: p.prompt_file.map(PathBuf::from),
             agent,
             workflow: p.workflow.clone(),
+            params: crate::flags::pairs("--param", &p.params)?,
+            unset_params: p.unset_params.clone(),
         };
+        if p.workflow.is_some() || !p.params.is_empty() {
+            // The values the loop has after the edit, against the workflow it names
+            // after it: pointing a loop at another workflow gives its kept values to
+            // that workflow's params.
+            let before = self.reader()?.get(&p.key).map_err(|e| e.to_string())?;
+            if let Target::Workflow(w) = &before.target {
+                let workflow = p.workflow.clone().unwrap_or_else(|| w.workflow.clone());
+                let mut names: Vec<String> = w
+                    .params
+                    .keys()
+                    .filter(|k| !p.unset_params.contains(k))
+                    .cloned()
+                    .collect();
+                names.extend(p.params.keys().cloned());
+                self.params_gate(&workflow, names.iter()).await?;
+            }
+        }
         let client = self.writer()?;
         let server = self.clone();
         blocking(move || {

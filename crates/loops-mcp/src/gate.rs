@@ -7,7 +7,10 @@
 //! are found) or its account (or account pool), a notification command, a stop condition's `untilCmd`
 //! (run after each successful run). A workflow loop names a stored
 //! workflow, whose steps its owner defined: creating one or pointing it at another
-//! stored workflow schedules what is already defined, like `run-now` on a timer.
+//! stored workflow schedules what is already defined, like `run-now` on a timer —
+//! except for the values of params that pick a step's program or set an env value
+//! (`loops_core::workflow_params::defining_code`), which need `--allow-code` wherever
+//! they are given (`Server::params_gate`).
 //! A notification URL gets each notified run with its output: `--allow-secrets`.
 
 use loops_core::{LoopOps, Notify, Target};
@@ -104,6 +107,7 @@ mod tests {
             Target::Workflow(WorkflowTarget {
                 workflow: name.into(),
                 timeout: None,
+                params: Default::default(),
             })
         };
         assert!(!changes_what_runs(&wf("a"), &wf("b")));

@@ -183,6 +183,10 @@ pub struct WorkflowRunParams {
     /// Stop the whole run after this duration ("10m"; omit for no limit).
     #[serde(default)]
     pub timeout: Option<String>,
+    /// Values for the workflow's params, by name (checked against its spec). A param
+    /// that picks a step's program or sets an env value needs --allow-code.
+    #[serde(default)]
+    pub params: std::collections::BTreeMap<String, String>,
     /// Wait for the run to finish (at most `waitTimeout`). Without it the tool
     /// returns once the run has started.
     #[serde(default)]
@@ -454,6 +458,11 @@ definition_params! {
         /// Name of the stored workflow to run (an active workflow of that name must
         /// exist; see workflows_list).
         pub workflow: String,
+        /// Values for the workflow's params, by name, for every run (checked against
+        /// its spec; one that picks a step's program or sets an env value needs
+        /// --allow-code).
+        #[serde(default)]
+        pub params: std::collections::BTreeMap<String, String>,
     }
 }
 
@@ -469,6 +478,13 @@ definition_params! {
         /// Environment variables to remove.
         #[serde(default)]
         pub unset_env: Vec<String>,
+        /// (workflow loops) Values to set for the workflow's params, by name (one that
+        /// picks a step's program or sets an env value needs --allow-code).
+        #[serde(default)]
+        pub params: std::collections::BTreeMap<String, String>,
+        /// (workflow loops) Params whose value is removed (the spec's default applies).
+        #[serde(default)]
+        pub unset_params: Vec<String>,
         /// Settings to clear: description, cwd, timeout, env, account, args, model,
         /// agent, auth-profile, config-overrides, expires-at, jitter, labels, on (the
         /// runner labels), notify, notify-cmd, notify-url, max-failures, idle-timeout,

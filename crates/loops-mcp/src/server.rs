@@ -143,6 +143,38 @@ impl LoopsMcp {
         ))
     }
 
+    /// Refuses values for params of the active workflow `workflow` that define what
+    /// runs (`loops_core::workflow_params::defining_code`: a step's program, an env
+    /// value) unless the server allows code; other params are data.
+    pub(crate) async fn params_gate<'a>(
+        &self,
+        workflow: &str,
+        names: impl Iterator<Item = &'a String>,
+    ) -> Result<(), String> {
+        let names: Vec<String> = names.cloned().collect();
+        if self.options().allow_code || names.is_empty() {
+            return Ok(());
+        }
+        let client = self.reader().map_err(|e| e.to_string())?;
+        let key = workflow.to_owned();
+        let spec = tokio::task::spawn_blocking(move || client.runnable_workflow(&key))
+            .await
+            .map_err(|e| format!("the tool's task ended abnormally: {e}"))?
+            .ok()
+            .map(|w| w.spec);
+        let Some(spec) = spec else {
+            // No such workflow: the tool refuses it by name.
+            return Ok(());
+        };
+        let code = loops_core::workflow_params::defining_code(&spec);
+        match names.iter().find(|n| code.contains(n)) {
+            Some(name) => self.code(&format!(
+                "params.{name} (it sets a step's program or an env value)"
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Refuses what defines or changes what runs (`what`: the tool or the input that
     /// would) unless the server allows code.
     pub(crate) fn code(&self, what: &str) -> Result<(), String> {

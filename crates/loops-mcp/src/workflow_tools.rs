@@ -134,7 +134,7 @@ impl LoopsMcp {
                 }
                 _ => return Err("give exactly one of file (a spec file's path) or spec (the spec as a JSON object)".to_owned()),
             };
-            json(&serde_json::json!({ "valid": true, "name": spec.name, "steps": spec.steps.len() }))
+            json(&loops_runtime::workflow_file::validated_json(&spec))
         })
         .await
     }
@@ -158,8 +158,10 @@ impl LoopsMcp {
                 .map_err(|e| format!("the tool's task ended abnormally: {e}"))?
                 .map_err(|e| e.to_string())?
         };
+        self.params_gate(workflow.id.as_str(), p.params.keys())
+            .await?;
         let started = client
-            .start_workflow_run(&workflow, timeout)
+            .start_workflow_run(&workflow, timeout, &p.params)
             .await
             .map_err(|e| e.to_string())?;
         let mut run = started.run.clone();
@@ -186,7 +188,10 @@ impl LoopsMcp {
         blocking(move || {
             // The run's row as it is now (a run still going has moved on since its
             // start), and its steps.
-            let run = client.get_workflow_run(run.id.as_str()).unwrap_or(run);
+            let run = run_shown(
+                client.get_workflow_run(run.id.as_str()).unwrap_or(run),
+                reveal,
+            );
             let steps = steps_shown(
                 client.step_runs(&run.id).map_err(|e| e.to_string())?,
                 reveal,
@@ -200,7 +205,10 @@ impl LoopsMcp {
         let reveal = self.reveal(p.show_output)?;
         let client = self.reader()?;
         blocking(move || {
-            let run = client.get_workflow_run(&p.run).map_err(|e| e.to_string())?;
+            let run = run_shown(
+                client.get_workflow_run(&p.run).map_err(|e| e.to_string())?,
+                reveal,
+            );
             let steps = steps_shown(
                 client.step_runs(&run.id).map_err(|e| e.to_string())?,
                 reveal,
@@ -221,10 +229,22 @@ impl LoopsMcp {
             let run = client
                 .cancel_workflow_run(&p.run, &reason, chrono::Utc::now())
                 .map_err(|e| e.to_string())?;
-            json(&run)
+            json(&run_shown(run, false))
         })
         .await
     }
+}
+
+/// A workflow run as shown: its params' values redacted unless `reveal`, as env
+/// values are.
+fn run_shown(
+    mut run: loops_core::workflow::WorkflowRun,
+    reveal: bool,
+) -> loops_core::workflow::WorkflowRun {
+    if !reveal {
+        loops_core::redact::redact_workflow_run(&mut run);
+    }
+    run
 }
 
 /// Step runs as shown: output redacted to sizes unless `reveal`.

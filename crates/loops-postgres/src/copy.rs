@@ -97,8 +97,8 @@ pub(crate) async fn copy_in<C: GenericClient + Sync>(
         db.execute(
             "INSERT INTO workflow_runs (id, workflow_id, workflow_name, loop_id, loop_run_id, \
              scheduled_for, idempotency_key, status, attempt, started_at, finished_at, \
-             duration_ms, error, cancel_requested, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             duration_ms, error, cancel_requested, created_at, updated_at, params_json) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
             &[
                 &r.id.as_str(),
                 &r.workflow_id.as_str(),
@@ -116,6 +116,7 @@ pub(crate) async fn copy_in<C: GenericClient + Sync>(
                 &opt_text(r.cancel_requested.as_deref()),
                 &ms(&r.created_at),
                 &ms(&r.updated_at),
+                &crate::workflows::encode_params(&r.params)?,
             ],
         )
         .await?;

@@ -7,7 +7,7 @@
 use crate::codec::{decode_all, get, get_enum, get_instant, get_u32, loop_cols, ms, text};
 use crate::error::Result;
 use crate::session::Db;
-use loops_core::hold::{self, AccountHold, HoldChange, HoldKey};
+use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
 use loops_core::{notify, Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run};
 use std::collections::BTreeSet;
 use tokio_postgres::{GenericClient, Row};
@@ -114,7 +114,68 @@ pub(crate) async fn after_finish<C: GenericClient + Sync>(
     let Some(key) = HoldKey::of_run(&lp.target, run) else {
         return Ok(Vec::new());
     };
-    // Two runners finishing runs on one key: the second sees the first's hold.
+    let current = lock_and_read(db, &key).await?;
+    match hold::after_finish(lp, run, current.as_ref(), &loops_store::hold_timing()) {
+        HoldChange::Keep => Ok(Vec::new()),
+        HoldChange::Hold {
+            mut hold,
+            notify_held,
+        } => {
+            let sent = if notify_held {
+                queue_key_event(db, &key, lp, run, NotifyEvent::Held, now, default).await?
+            } else {
+                Vec::new()
+            };
+            hold.notified |= !sent.is_empty();
+            upsert(db, &hold).await?;
+            Ok(sent)
+        }
+        HoldChange::Release { notify_resumed } => {
+            delete(db, &key).await?;
+            if notify_resumed {
+                queue_key_event(db, &key, lp, run, NotifyEvent::Resumed, now, default).await
+            } else {
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+/// After a workflow agent step on `key` ended: writes or releases the key's hold as the
+/// domain decides (`loops_core::hold::after_step`); returns the hold as it is after.
+pub(crate) async fn after_step<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    key: &HoldKey,
+    limit: Option<&StepLimit>,
+    now: Instant,
+) -> Result<Option<AccountHold>> {
+    let current = lock_and_read(db, key).await?;
+    match hold::after_step(
+        current.as_ref(),
+        key,
+        now,
+        limit,
+        &loops_store::hold_timing(),
+    ) {
+        HoldChange::Keep => Ok(current),
+        HoldChange::Hold { hold, .. } => {
+            upsert(db, &hold).await?;
+            Ok(Some(hold))
+        }
+        HoldChange::Release { .. } => {
+            delete(db, key).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// The hold of `key`, read under the key's advisory lock for the rest of the
+/// transaction: two runners meeting the limit on one key at once, the second sees the
+/// first's hold.
+async fn lock_and_read<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    key: &HoldKey,
+) -> Result<Option<AccountHold>> {
     db.execute(
         "SELECT pg_advisory_xact_lock(hashtext('account_holds/' || $1 || '/' || $2))",
         &[&key.provider.as_str(), &text(&key.account).as_ref()],
@@ -130,56 +191,42 @@ pub(crate) async fn after_finish<C: GenericClient + Sync>(
             &[&key.provider.as_str(), &text(&key.account).as_ref()],
         )
         .await?;
-    let current = row.as_ref().map(hold_from_row).transpose()?;
-    match hold::after_finish(lp, run, current.as_ref(), &loops_store::hold_timing()) {
-        HoldChange::Keep => Ok(Vec::new()),
-        HoldChange::Hold {
-            mut hold,
-            notify_held,
-        } => {
-            let sent = if notify_held {
-                queue_key_event(db, &key, lp, run, NotifyEvent::Held, now, default).await?
-            } else {
-                Vec::new()
-            };
-            hold.notified |= !sent.is_empty();
-            db.execute(
-                concat!(
-                    "INSERT INTO account_holds (",
-                    hold_cols!(),
-                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-                     ON CONFLICT (provider, account) DO UPDATE SET \
-                       held_until = excluded.held_until, reason = excluded.reason, \
-                       since = excluded.since, probes = excluded.probes, \
-                       notified = excluded.notified, updated_at = excluded.updated_at"
-                ),
-                &[
-                    &hold.provider.as_str(),
-                    &text(&hold.account).as_ref(),
-                    &ms(&hold.held_until),
-                    &text(&hold.reason).as_ref(),
-                    &ms(&hold.since),
-                    &i64::from(hold.probes),
-                    &hold.notified,
-                    &ms(&hold.updated_at),
-                ],
-            )
-            .await?;
-            Ok(sent)
-        }
-        HoldChange::Release { notify_resumed } => {
-            db.execute(
-                "DELETE FROM account_holds WHERE provider = $1 AND account = $2",
-                &[&key.provider.as_str(), &text(&key.account).as_ref()],
-            )
-            .await?;
-            if notify_resumed {
-                queue_key_event(db, &key, lp, run, NotifyEvent::Resumed, now, default).await
-            } else {
-                Ok(Vec::new())
-            }
-        }
-    }
+    row.as_ref().map(hold_from_row).transpose()
+}
+
+async fn upsert<C: GenericClient + Sync>(db: &Db<'_, C>, hold: &AccountHold) -> Result<()> {
+    db.execute(
+        concat!(
+            "INSERT INTO account_holds (",
+            hold_cols!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             ON CONFLICT (provider, account) DO UPDATE SET \
+               held_until = excluded.held_until, reason = excluded.reason, \
+               since = excluded.since, probes = excluded.probes, \
+               notified = excluded.notified, updated_at = excluded.updated_at"
+        ),
+        &[
+            &hold.provider.as_str(),
+            &text(&hold.account).as_ref(),
+            &ms(&hold.held_until),
+            &text(&hold.reason).as_ref(),
+            &ms(&hold.since),
+            &i64::from(hold.probes),
+            &hold.notified,
+            &ms(&hold.updated_at),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn delete<C: GenericClient + Sync>(db: &Db<'_, C>, key: &HoldKey) -> Result<()> {
+    db.execute(
+        "DELETE FROM account_holds WHERE provider = $1 AND account = $2",
+        &[&key.provider.as_str(), &text(&key.account).as_ref()],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Queues `event` about `key` once per channel of the key's active loops (and `lp`,

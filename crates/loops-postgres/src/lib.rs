@@ -814,6 +814,22 @@ impl Store for PgStore {
         ))
     }
 
+    fn hold_after_step(
+        &self,
+        key: &loops_core::hold::HoldKey,
+        limit: Option<&loops_core::hold::StepLimit>,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Option<loops_core::hold::AccountHold>> {
+        let (key, limit) = (key.clone(), limit.cloned());
+        write!(self, fenced(fence, now), |db| holds::after_step(
+            db,
+            &key,
+            limit.as_ref(),
+            now
+        ))
+    }
+
     fn budget_holds(&self) -> StoreResult<Vec<loops_core::budget::BudgetHold>> {
         read!(self, |db| budgets::budget_holds(db))
     }
@@ -906,12 +922,13 @@ impl WorkflowStore for PgStore {
         &self,
         workflow: &Workflow,
         origin: Option<&RunOrigin>,
+        params: &loops_core::workflow_params::ParamValues,
         now: Instant,
         fence: Option<&Fence>,
     ) -> StoreResult<(WorkflowRun, bool)> {
-        let (workflow, origin) = (workflow.clone(), origin.cloned());
+        let (workflow, origin, params) = (workflow.clone(), origin.cloned(), params.clone());
         write!(self, fenced(fence, now), |db| {
-            workflows::create_workflow_run(db, &workflow, origin.as_ref(), now)
+            workflows::create_workflow_run(db, &workflow, origin.as_ref(), &params, now)
         })
     }
 

@@ -80,10 +80,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "step provider",
         sql: include_str!("../migrations/0013_step_provider.sql"),
     },
+    Migration {
+        version: 14,
+        name: "workflow run params",
+        sql: include_str!("../migrations/0014_workflow_run_params.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;

@@ -2,8 +2,8 @@
 
 use crate::codec::{
     decode_all, encode_usage, get, get_enum, get_instant, get_json, get_opt_enum, get_opt_i32,
-    get_opt_instant, get_opt_u32, get_opt_u64, get_u32, get_u64, get_usage, ms, new_id, opt_ms,
-    opt_text, prefix_upper, sat_i64,
+    get_opt_instant, get_opt_json, get_opt_u32, get_opt_u64, get_u32, get_u64, get_usage, ms,
+    new_id, opt_ms, opt_text, prefix_upper, sat_i64,
 };
 use crate::error::{Error, Result};
 use crate::session::Db;
@@ -26,7 +26,7 @@ macro_rules! wf_run_cols {
     () => {
         "id, workflow_id, workflow_name, loop_id, loop_run_id, scheduled_for, idempotency_key, \
          status, attempt, started_at, finished_at, duration_ms, error, cancel_requested, \
-         created_at, updated_at"
+         created_at, updated_at, params_json"
     };
 }
 macro_rules! step_cols {
@@ -68,7 +68,20 @@ fn run_from_row(row: &Row) -> Result<WorkflowRun> {
         cancel_requested: get(row, 13, "cancel_requested")?,
         created_at: get_instant(row, 14, "created_at")?,
         updated_at: get_instant(row, 15, "updated_at")?,
+        params: get_opt_json(row, 16, "params_json")?.unwrap_or_default(),
     })
+}
+
+/// A run's params as stored: NULL when it has none.
+pub(crate) fn encode_params(
+    params: &loops_core::workflow_params::ParamValues,
+) -> Result<Option<String>> {
+    if params.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(params)
+        .map(Some)
+        .map_err(|e| crate::error::Error::decode(format!("workflow run params: {e}")))
 }
 
 fn step_from_row(row: &Row) -> Result<StepRun> {
@@ -323,6 +336,7 @@ pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     workflow: &Workflow,
     origin: Option<&RunOrigin>,
+    params: &loops_core::workflow_params::ParamValues,
     now: Instant,
 ) -> Result<(WorkflowRun, bool)> {
     let key = origin.map(RunOrigin::key);
@@ -347,29 +361,12 @@ pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
             return Ok((run_from_row(&row)?, false));
         }
     }
-    let run = WorkflowRun {
-        id: WorkflowRunId::new(new_id()),
-        workflow_id: workflow.id.clone(),
-        workflow_name: workflow.name.clone(),
-        loop_id: origin.map(|o| o.loop_id.clone()),
-        loop_run_id: origin.map(|o| o.loop_run_id.clone()),
-        scheduled_for: origin.map(|o| o.scheduled_for),
-        idempotency_key: key.clone(),
-        status: WorkflowRunStatus::Running,
-        attempt: 0,
-        started_at: Some(now),
-        finished_at: None,
-        duration_ms: None,
-        error: None,
-        cancel_requested: None,
-        created_at: now,
-        updated_at: now,
-    };
+    let run = WorkflowRun::created(WorkflowRunId::new(new_id()), workflow, origin, params, now);
     db.execute(
         concat!(
             "INSERT INTO workflow_runs (",
             wf_run_cols!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL, NULL, NULL, $11, $11)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL, NULL, NULL, $11, $11, $12)"
         ),
         &[
             &run.id.as_str(),
@@ -383,6 +380,7 @@ pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
             &i64::from(run.attempt),
             &ms(&now),
             &ms(&now),
+            &encode_params(params)?,
         ],
     )
     .await?;

@@ -258,6 +258,7 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_
     sql("DROP TABLE concurrency_caps");
     sql("DROP INDEX workflow_step_runs_provider_usage");
     sql("ALTER TABLE workflow_step_runs DROP COLUMN provider");
+    sql("ALTER TABLE workflow_runs DROP COLUMN params_json");
     sql("DELETE FROM schema_migrations WHERE version >= 6");
     // Notification settings stored when `always` meant failure + recovery.
     sql(&format!(

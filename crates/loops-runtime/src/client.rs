@@ -536,11 +536,13 @@ impl Client {
             }
         }
         if let Target::Workflow(w) = &def.target {
-            let same = before.is_some_and(
-                |b| matches!(&b.target, Target::Workflow(old) if old.workflow == w.workflow),
-            );
+            let same = before.is_some_and(|b| {
+                matches!(&b.target, Target::Workflow(old)
+                    if old.workflow == w.workflow && old.params == w.params)
+            });
             if !same {
-                self.active_workflow(&w.workflow)?;
+                let workflow = self.active_workflow(&w.workflow)?;
+                started::check_params(&workflow, &w.params)?;
             }
         }
         if new_name {
@@ -1430,17 +1432,20 @@ impl Client {
         Ok(self.store.workflow_events(run.as_str(), limit)?)
     }
 
-    /// Runs `workflow` to its end in this process (`workflows run`): not for a loop's
-    /// slot, no daemon fence, timestamps from the system clock. `interrupt` stops it
-    /// (Ctrl-C): running steps are terminated and the run ends
+    /// Runs `workflow` with `params` to its end in this process (`workflows run`): not
+    /// for a loop's slot, no daemon fence, timestamps from the system clock. Params
+    /// that do not fit the spec are refused before anything is recorded. `interrupt`
+    /// stops it (Ctrl-C): running steps are terminated and the run ends
     /// [`RunEnd::Interrupted`].
     pub async fn run_workflow(
         &self,
         workflow: &Workflow,
         timeout: Option<std::time::Duration>,
+        params: &loops_core::workflow_params::ParamValues,
         interrupt: tokio::sync::watch::Receiver<Option<String>>,
     ) -> Result<RunEnd> {
-        let ctx = self.workflow_context(timeout, interrupt);
+        started::check_params(workflow, params)?;
+        let ctx = self.workflow_context(timeout, params, interrupt);
         Ok(crate::workflow::run(&ctx, workflow).await?)
     }
 

@@ -544,24 +544,40 @@ fn prompt_file(path: &Path) -> Result<(String, Option<String>), String> {
     Ok((text, Some(abs)))
 }
 
-/// A workflow target: `--workflow` and `--timeout` laid over `base` (`None` on
-/// `create`, where `--workflow` is given).
+/// A workflow target's own flags: `--workflow`, `--param NAME=VALUE` (set, each name
+/// once) and, on `edit`, `--unset-param NAME`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WorkflowFlags<'a> {
+    pub workflow: Option<&'a str>,
+    pub params: &'a [String],
+    pub unset_params: &'a [String],
+}
+
+/// A workflow target: `--workflow`, `--param`/`--unset-param` and `--timeout` laid over
+/// `base` (`None` on `create`, where `--workflow` is given). The params are checked
+/// against the workflow's spec by the client, which has it.
 pub fn workflow_target(
     base: Option<WorkflowTarget>,
-    workflow: Option<&str>,
+    w: WorkflowFlags<'_>,
     c: &DefinitionFlags,
 ) -> Result<WorkflowTarget, String> {
-    let mut t = match (base, workflow) {
+    let mut t = match (base, w.workflow) {
         (Some(t), _) => t,
-        (None, Some(w)) => WorkflowTarget {
-            workflow: w.to_owned(),
+        (None, Some(name)) => WorkflowTarget {
+            workflow: name.to_owned(),
             timeout: None,
+            params: BTreeMap::new(),
         },
         (None, None) => return Err("--workflow is required".to_owned()),
     };
-    if let Some(w) = workflow {
-        t.workflow = w.to_owned();
+    if let Some(name) = w.workflow {
+        t.workflow = name.to_owned();
     }
+    for name in w.unset_params {
+        t.params.remove(name);
+    }
+    t.params
+        .extend(loops_core::workflow_params::parse_assignments(w.params)?);
     if c.timeout.is_some() {
         t.timeout = c.timeout;
     }
@@ -781,6 +797,10 @@ pub struct EditFlags {
     pub agent: AgentOptions,
     /// (workflow loops) The stored workflow to run.
     pub workflow: Option<String>,
+    /// (workflow loops) `NAME=VALUE` values for the workflow's params (set).
+    pub params: Vec<String>,
+    /// (workflow loops) Params whose value is removed (the spec's default applies).
+    pub unset_params: Vec<String>,
 }
 
 /// The definition `e` makes of the loop `before`: cleared fields, removed labels and
@@ -839,7 +859,12 @@ fn edited_target(target: Target, e: &EditFlags) -> Result<Target, String> {
             Target::Agent(agent_target(Some(t), flags, &e.def)?)
         }
         Target::Workflow(t) => {
-            Target::Workflow(workflow_target(Some(t), e.workflow.as_deref(), &e.def)?)
+            let flags = WorkflowFlags {
+                workflow: e.workflow.as_deref(),
+                params: &e.params,
+                unset_params: &e.unset_params,
+            };
+            Target::Workflow(workflow_target(Some(t), flags, &e.def)?)
         }
     })
 }
@@ -869,7 +894,11 @@ fn check_kind(lp: &Loop, e: &EditFlags) -> Result<(), String> {
             o.provider_option_given().is_some(),
         ),
     ];
-    let workflow = [("--workflow", e.workflow.is_some())];
+    let workflow = [
+        ("--workflow", e.workflow.is_some()),
+        ("--param", !e.params.is_empty()),
+        ("--unset-param", !e.unset_params.is_empty()),
+    ];
     let (others, kinds): (Vec<&[(&str, bool)]>, _) = match &lp.target {
         Target::Command(_) => (vec![&agent, &workflow], ["agent", "workflow"]),
         Target::Agent(_) => (vec![&command, &workflow], ["command", "workflow"]),

@@ -18,9 +18,14 @@ use crate::process::is_same_process_alive;
 use crate::providers::{self, Verdict};
 use crate::supervisor::{step_unit, Executed, UnitKey};
 use crate::targets::{invocation, ExecSettings, ProcessTarget};
+use loops_core::budget::BudgetHold;
+use loops_core::failure::FailureClass;
+use loops_core::hold::{AccountHold, HoldKey, StepLimit};
 use loops_core::workflow::{
-    Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, Workflow, WorkflowRun,
+    Dag, NewEvent, Readiness, RunOrigin, Step, StepRun, StepTarget, Workflow, WorkflowError,
+    WorkflowRun,
 };
+use loops_core::workflow_params::{self, ParamValues};
 use loops_core::{
     format_instant, Instant, StepId, StepStatus, WorkflowEventType, WorkflowRunId,
     WorkflowRunStatus,
@@ -34,6 +39,63 @@ use tokio::task::JoinSet;
 
 /// How often the runner looks for a cancellation requested by another process.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
+
+/// How long the holds read for admitting agent steps are trusted: while a step waits
+/// for its key, the store is asked again at most this often (so `loops holds clear`
+/// or a raised budget lets it start within about this long).
+const HOLDS_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// The account holds and budget holds as last read, for admitting agent steps: a step
+/// whose provider and account are held waits, pending, instead of meeting the limit
+/// (or spending past the budget) again.
+#[derive(Default)]
+struct Holds {
+    read_at: Option<tokio::time::Instant>,
+    accounts: Vec<AccountHold>,
+    budgets: Vec<BudgetHold>,
+}
+
+impl Holds {
+    /// The holds, read again when older than [`HOLDS_MAX_AGE`].
+    fn fresh(&mut self, store: &dyn Store) -> Result<&Self, StoreError> {
+        let now = tokio::time::Instant::now();
+        if self
+            .read_at
+            .is_none_or(|at| now.duration_since(at) >= HOLDS_MAX_AGE)
+        {
+            self.accounts = store.account_holds()?;
+            self.budgets = store.budget_holds()?;
+            self.read_at = Some(now);
+        }
+        Ok(self)
+    }
+
+    /// Forgets what was read: the next admission asks the store.
+    fn expire(&mut self) {
+        self.read_at = None;
+    }
+}
+
+/// The provider and account an agent step runs on (what holds and budgets key it by);
+/// `None` for a command step, which nothing holds.
+fn step_key(step: &Step) -> Option<HoldKey> {
+    let StepTarget::Agent(agent) = &step.target else {
+        return None;
+    };
+    Some(HoldKey {
+        provider: agent.provider,
+        account: step.account().map_or_else(
+            || loops_core::hold::DEFAULT_ACCOUNT.to_owned(),
+            |a| a.profile.clone(),
+        ),
+    })
+}
+
+/// What a pending step waiting for its key says, in our words (its `error` while it
+/// waits, and its `step_held` event's).
+fn held_note(until: Instant, reason: &str) -> String {
+    format!("held until {}: {reason}", format_instant(&until))
+}
 
 /// Everything a workflow run needs besides its spec.
 pub struct RunContext {
@@ -50,6 +112,10 @@ pub struct RunContext {
     pub loop_metadata: Vec<(&'static str, String)>,
     /// Whole-run timeout.
     pub timeout: Option<Duration>,
+    /// The values given for the spec's params (`--param`, a loop's target): checked
+    /// and completed with the defaults when the run is created; a continued run uses
+    /// the values it was created with instead.
+    pub params: ParamValues,
     /// Set by the owner to interrupt the run (daemon stop, lease loss).
     pub interrupt: watch::Receiver<Option<String>>,
 }
@@ -117,18 +183,35 @@ pub async fn run_observed(
     started: Option<tokio::sync::oneshot::Sender<WorkflowRun>>,
 ) -> Result<RunEnd, StoreError> {
     let now = ctx.now();
-    let (mut run, created) =
-        ctx.store
-            .create_workflow_run(workflow, ctx.origin.as_ref(), now, ctx.fence())?;
-    // A continued run executes the spec version it was created with.
-    let workflow = if created || run.workflow_id == workflow.id {
+    let given = workflow_params::resolve(&workflow.spec, &ctx.params);
+    let (mut run, created) = ctx.store.create_workflow_run(
+        workflow,
+        ctx.origin.as_ref(),
+        given.as_ref().unwrap_or(&ParamValues::new()),
+        now,
+        ctx.fence(),
+    )?;
+    // A continued run executes the spec version it was created with, with the params
+    // it was created with.
+    let stored = if created || run.workflow_id == workflow.id {
         workflow.clone()
     } else {
         ctx.store
             .get_workflow(run.workflow_id.as_str())?
             .ok_or_else(|| StoreError::WorkflowNotFound(run.workflow_id.to_string()))?
     };
+    let spec = if created {
+        given.and_then(|values| workflow_params::substitute(&stored.spec, &values))
+    } else {
+        workflow_params::substitute(&stored.spec, &run.params)
+    };
     let mut steps = ctx.store.step_runs(run.id.as_str())?;
+    let workflow = match spec {
+        Ok(spec) => Workflow { spec, ..stored },
+        // Its params do not fit its spec (a loop's values, after the spec changed):
+        // the run fails before any step starts, saying why.
+        Err(e) => return refuse(ctx, run, &mut steps, &e, started).map(RunEnd::Finished),
+    };
     // Still `running`: its runner died mid-run, and this continues the same attempt.
     let interrupted = !created && run.status == WorkflowRunStatus::Running;
     let mut reset = Vec::new();
@@ -243,6 +326,47 @@ pub async fn run_observed(
         Some(Stop::Interrupted(_)) => RunEnd::Interrupted(run),
         _ => RunEnd::Finished(run),
     })
+}
+
+/// Ends `run` failed before any step started: its params do not fit its spec. Every
+/// pending step is skipped with the reason.
+fn refuse(
+    ctx: &RunContext,
+    mut run: WorkflowRun,
+    steps: &mut [StepRun],
+    error: &WorkflowError,
+    started: Option<tokio::sync::oneshot::Sender<WorkflowRun>>,
+) -> Result<WorkflowRun, StoreError> {
+    let now = ctx.now();
+    let reason = format!("params: {error}");
+    for step in steps.iter_mut().filter(|s| s.status == StepStatus::Pending) {
+        step.status = StepStatus::Skipped;
+        step.error = Some(reason.clone());
+        let ev = NewEvent::new(
+            WorkflowEventType::StepSkipped,
+            Some(&step.step_id),
+            json!({ "reason": reason }),
+        );
+        ctx.store.save_step_run(step, &[ev], now, ctx.fence())?;
+    }
+    run.attempt += 1;
+    run.status = WorkflowRunStatus::Failed;
+    run.error = Some(reason.clone());
+    run.finished_at = Some(now);
+    run.duration_ms = run
+        .started_at
+        .map(|s| u64::try_from((now - s).num_milliseconds()).unwrap_or(0));
+    let event = NewEvent::new(
+        WorkflowEventType::Failed,
+        None,
+        json!({ "attempt": run.attempt, "error": reason }),
+    );
+    ctx.store
+        .save_workflow_run(&run, &[event], now, ctx.fence())?;
+    if let Some(started) = started {
+        let _ = started.send(run.clone());
+    }
+    Ok(run)
 }
 
 /// Steps left `running` by a runner that died may still have live processes: never
@@ -404,6 +528,10 @@ async fn drive(
             })
     });
     let mut last_poll = tokio::time::Instant::now();
+    let mut holds = Holds::default();
+    // Per spec index: the hold end a pending step was last recorded waiting for, in
+    // milliseconds (as the store keeps instants).
+    let mut held: Vec<Option<i64>> = vec![None; spec.steps.len()];
 
     loop {
         let states: Vec<StepStatus> = spec
@@ -433,6 +561,25 @@ async fn drive(
                             .save_step_run(step, &[ev], ctx.now(), ctx.fence())?;
                     }
                     Readiness::Ready if running.len() < max_parallel => {
+                        if let Some(key) = step_key(&spec.steps[i]) {
+                            let current = holds.fresh(ctx.store.as_ref())?;
+                            if let Some((until, reason)) = loops_core::budget::step_held(
+                                key.provider,
+                                Some(&key.account),
+                                &current.accounts,
+                                &current.budgets,
+                                ctx.now(),
+                            ) {
+                                if held[i] != Some(until.timestamp_millis()) {
+                                    held[i] = Some(until.timestamp_millis());
+                                    hold_step(ctx, &mut steps[slot], until, &reason, false)?;
+                                }
+                                continue;
+                            }
+                        }
+                        if held[i].take().is_some() {
+                            steps[slot].error = None;
+                        }
                         let (tx, rx) = watch::channel(false);
                         cancels[i] = Some(tx);
                         start_step(
@@ -455,14 +602,23 @@ async fn drive(
             if stop.is_some() || !pending {
                 break;
             }
-            // Pending steps whose dependencies are all terminal were handled above; if
-            // any remain, their dependencies were just skipped: go round again.
-            continue;
+            // A step waiting for its held key: wait for the hold's end (asking the
+            // store again at most once a second), a cancellation, the workflow's
+            // timeout or the owner's interrupt, below.
+            let waiting = held.iter().zip(&slot_of).any(|(h, slot)| {
+                h.is_some() && slot.is_some_and(|s| steps[s].status == StepStatus::Pending)
+            });
+            if !waiting {
+                // Pending steps whose dependencies are all terminal were handled
+                // above; if any remain, their dependencies were just skipped: go
+                // round again.
+                continue;
+            }
         }
         let sleep_until =
             deadline.map_or(last_poll + CANCEL_POLL, |d| d.min(last_poll + CANCEL_POLL));
         tokio::select! {
-            joined = running.join_next() => {
+            joined = running.join_next(), if !running.is_empty() => {
                 let Some(joined) = joined else { continue };
                 let (i, executed) = match joined {
                     Ok(v) => v,
@@ -479,8 +635,15 @@ async fn drive(
                     stop = Some(Stop::Interrupted(why.clone()));
                     cancel_all(&cancels);
                 }
-                let status = finish_step(ctx, &spec.steps[i], &mut steps[slot], executed.result, stop.as_ref())?;
+                let (status, held_until) = finish_step(ctx, &spec.steps[i], &mut steps[slot], executed.result, stop.as_ref())?;
                 ctx.exec.launcher.ack(&step_unit(steps[slot].id.as_str()));
+                if let Some(until) = held_until {
+                    // It met its key's usage limit: it waits, pending, and runs again.
+                    held[i] = Some(until.timestamp_millis());
+                    holds.expire();
+                } else if let Some(key) = step_key(&spec.steps[i]) {
+                    release_past_hold(ctx, &holds, &key)?;
+                }
                 if stop.is_none()
                     && matches!(status, StepStatus::Failed | StepStatus::TimedOut)
                     && dag.failure_stops_run(i)
@@ -614,13 +777,16 @@ fn start_step(
     Ok(())
 }
 
+/// Records how a step's process ended, and says how the step was left: its status, and
+/// the end of its key's hold when it met its account's usage limit (it is then left
+/// `pending`, waiting to run again, its attempt not counted as a failure).
 fn finish_step(
     ctx: &RunContext,
     step: &Step,
     record: &mut StepRun,
     result: ExecResult,
     stop: Option<&Stop>,
-) -> Result<StepStatus, StoreError> {
+) -> Result<(StepStatus, Option<Instant>), StoreError> {
     // The pid is kept: it tells `recover` and a continuing run which process ran.
     record.pid = result.pid.or(record.pid);
     record.pid_start_time = result.pid_start_time.or(record.pid_start_time);
@@ -628,6 +794,35 @@ fn finish_step(
         StepTarget::Agent(agent) => providers::judge(agent, &result),
         StepTarget::Command(_) => Verdict::of_process(&result),
     };
+    let limit = match (step_key(step), stop, verdict.failure) {
+        (Some(key), None, Some(failure)) if failure.class == FailureClass::UsageLimit => Some((
+            key,
+            StepLimit::new(
+                failure.retry_at,
+                step.id.as_str(),
+                record.workflow_run_id.as_str(),
+            ),
+        )),
+        _ => None,
+    };
+    if let Some((key, limit)) = limit {
+        let finished = result.finished_at;
+        let hold = ctx
+            .store
+            .hold_after_step(&key, Some(&limit), finished, ctx.fence())?;
+        let until = hold.map_or(finished, |h| h.held_until);
+        // What the CLI said stays with the step (output, redacted where output is);
+        // the rest of the attempt is gone, as it will run again.
+        let error_output = verdict.error_output;
+        reset_step(record);
+        record.error_output = error_output;
+        record.usage = verdict.usage;
+        hold_step(ctx, record, until, &limit.reason, true)?;
+        if let Some(spool) = &ctx.exec.spool {
+            spool.for_step(record.id.as_str()).remove();
+        }
+        return Ok((StepStatus::Pending, Some(until)));
+    }
     let status = verdict.step_status();
     record.summary = verdict.summary;
     record.usage = verdict.usage;
@@ -662,7 +857,42 @@ fn finish_step(
     if let Some(spool) = &ctx.exec.spool {
         spool.for_step(record.id.as_str()).remove();
     }
-    Ok(status)
+    Ok((status, None))
+}
+
+/// Leaves `record` pending while its key is held until `until`: its `error` says so
+/// while it waits, and a `step_held` event records the hold (`usageLimit`: the step
+/// itself met the limit).
+fn hold_step(
+    ctx: &RunContext,
+    record: &mut StepRun,
+    until: Instant,
+    reason: &str,
+    met_limit: bool,
+) -> Result<(), StoreError> {
+    record.status = StepStatus::Pending;
+    record.error = Some(held_note(until, reason));
+    let ev = NewEvent::new(
+        WorkflowEventType::StepHeld,
+        Some(&record.step_id),
+        json!({ "heldUntil": format_instant(&until), "reason": reason, "usageLimit": met_limit }),
+    );
+    ctx.store
+        .save_step_run(record, &[ev], ctx.now(), ctx.fence())
+}
+
+/// After an agent step on `key` ended without meeting a usage limit: the key's hold,
+/// when it is past its instant and told nobody, is released (the step was the probe);
+/// one a `held` went out for is left to the next run of a loop, which sends `resumed`.
+fn release_past_hold(ctx: &RunContext, holds: &Holds, key: &HoldKey) -> Result<(), StoreError> {
+    let now = ctx.now();
+    let stale = holds.accounts.iter().any(|h| {
+        h.provider == key.provider && h.account == key.account && !h.is_active(now) && !h.notified
+    });
+    if stale {
+        ctx.store.hold_after_step(key, None, now, ctx.fence())?;
+    }
+    Ok(())
 }
 
 /// The process for one step: direct exec unless `shell: true`, prompt on stdin for

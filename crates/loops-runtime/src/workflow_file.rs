@@ -104,3 +104,14 @@ pub fn workflow_json(record: &Workflow) -> serde_json::Value {
     }
     value
 }
+
+/// What `workflows validate --json` (and MCP's `workflow_validate`) print for a valid
+/// spec: its name, its number of steps and the params it declares (left out when none).
+pub fn validated_json(spec: &WorkflowSpec) -> serde_json::Value {
+    let mut doc =
+        serde_json::json!({ "valid": true, "name": spec.name, "steps": spec.steps.len() });
+    if !spec.params.is_empty() {
+        doc["params"] = serde_json::json!(spec.params);
+    }
+    doc
+}

@@ -119,6 +119,7 @@ fn edit_refuses_what_create_refuses_with_the_same_message_and_writes_nothing() {
     agent.target = Target::Workflow(loops_core::WorkflowTarget {
         workflow: "w".into(),
         timeout: None,
+        params: Default::default(),
     });
     let err = client.edit("base", agent, now()).unwrap_err().to_string();
     assert!(err.contains("its type cannot be changed"), "{err}");

@@ -353,6 +353,7 @@ async fn a_stopped_workflow_run_ends_interrupted_not_failed() {
         origin: None,
         loop_metadata: Vec::new(),
         timeout: None,
+        params: Default::default(),
         interrupt,
     };
     let running = tokio::spawn(async move { run(&ctx, &workflow).await });
@@ -398,6 +399,7 @@ async fn a_stopped_workflow_run_ends_interrupted_not_failed() {
         origin: None,
         loop_metadata: Vec::new(),
         timeout: None,
+        params: Default::default(),
         interrupt,
     };
     let end = run(&ctx, &workflow).await.unwrap();

@@ -158,8 +158,8 @@ fn copy_rows(tx: &Connection, set: &CopySet) -> Result<()> {
     let mut workflow_run = tx.prepare_cached(
         "INSERT INTO workflow_runs (id, workflow_id, workflow_name, loop_id, loop_run_id, \
          scheduled_for, idempotency_key, status, attempt, started_at, finished_at, \
-         duration_ms, error, cancel_requested, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+         duration_ms, error, cancel_requested, created_at, updated_at, params_json) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )?;
     for r in &set.workflow_runs {
         workflow_run.execute(params![
@@ -179,6 +179,7 @@ fn copy_rows(tx: &Connection, set: &CopySet) -> Result<()> {
             r.cancel_requested,
             ms(&r.created_at),
             ms(&r.updated_at),
+            crate::workflows::encode_params(&r.params)?,
         ])?;
     }
     let mut step = tx.prepare_cached(

@@ -6,7 +6,7 @@
 use crate::codec::{get, get_enum, get_instant, get_u32, loop_cols, ms, query_all, query_first};
 use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
-use loops_core::hold::{self, AccountHold, HoldChange, HoldKey};
+use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
 use loops_core::{notify, Delivery, Instant, Loop, NotifyEvent, Provider, Run};
 use rusqlite::{params, Connection, Row};
 use std::collections::BTreeSet;
@@ -140,30 +140,11 @@ pub(crate) fn after_finish(
                 Vec::new()
             };
             hold.notified |= !sent.is_empty();
-            conn.prepare_cached(concat!(
-                "INSERT INTO account_holds (",
-                hold_cols!(),
-                ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-                 ON CONFLICT (provider, account) DO UPDATE SET \
-                   held_until = excluded.held_until, reason = excluded.reason, \
-                   since = excluded.since, probes = excluded.probes, \
-                   notified = excluded.notified, updated_at = excluded.updated_at"
-            ))?
-            .execute(params![
-                hold.provider.as_str(),
-                hold.account,
-                ms(&hold.held_until),
-                hold.reason,
-                ms(&hold.since),
-                hold.probes,
-                hold.notified,
-                ms(&hold.updated_at),
-            ])?;
+            upsert(conn, &hold)?;
             Ok(sent)
         }
         HoldChange::Release { notify_resumed } => {
-            conn.prepare_cached("DELETE FROM account_holds WHERE provider = ?1 AND account = ?2")?
-                .execute(params![key.provider.as_str(), key.account])?;
+            delete(conn, &key)?;
             if notify_resumed {
                 queue_key_event(conn, &key, lp, run, NotifyEvent::Resumed, now)
             } else {
@@ -171,6 +152,63 @@ pub(crate) fn after_finish(
             }
         }
     }
+}
+
+/// After a workflow agent step on `key` ended: writes or releases the key's hold as the
+/// domain decides (`loops_core::hold::after_step`); returns the hold as it is after.
+pub(crate) fn after_step(
+    conn: &Connection,
+    key: &HoldKey,
+    limit: Option<&StepLimit>,
+    now: Instant,
+) -> Result<Option<AccountHold>> {
+    let current = read(conn, key)?;
+    match hold::after_step(
+        current.as_ref(),
+        key,
+        now,
+        limit,
+        &loops_store::hold_timing(),
+    ) {
+        HoldChange::Keep => Ok(current),
+        HoldChange::Hold { hold, .. } => {
+            upsert(conn, &hold)?;
+            Ok(Some(hold))
+        }
+        HoldChange::Release { .. } => {
+            delete(conn, key)?;
+            Ok(None)
+        }
+    }
+}
+
+fn upsert(conn: &Connection, hold: &AccountHold) -> Result<()> {
+    conn.prepare_cached(concat!(
+        "INSERT INTO account_holds (",
+        hold_cols!(),
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+         ON CONFLICT (provider, account) DO UPDATE SET \
+           held_until = excluded.held_until, reason = excluded.reason, \
+           since = excluded.since, probes = excluded.probes, \
+           notified = excluded.notified, updated_at = excluded.updated_at"
+    ))?
+    .execute(params![
+        hold.provider.as_str(),
+        hold.account,
+        ms(&hold.held_until),
+        hold.reason,
+        ms(&hold.since),
+        hold.probes,
+        hold.notified,
+        ms(&hold.updated_at),
+    ])?;
+    Ok(())
+}
+
+fn delete(conn: &Connection, key: &HoldKey) -> Result<()> {
+    conn.prepare_cached("DELETE FROM account_holds WHERE provider = ?1 AND account = ?2")?
+        .execute(params![key.provider.as_str(), key.account])?;
+    Ok(())
 }
 
 /// Queues `event` about `key` once per channel of the key's active loops (and `lp`,

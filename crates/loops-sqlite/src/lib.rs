@@ -508,6 +508,18 @@ impl Store for SqliteStore {
         budgets::clear_budget(self, provider, account, now)
     }
 
+    fn hold_after_step(
+        &self,
+        key: &loops_core::hold::HoldKey,
+        limit: Option<&loops_core::hold::StepLimit>,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Option<loops_core::hold::AccountHold>> {
+        self.write(fence.map(|f| (f, now)), |tx| {
+            holds::after_step(tx, key, limit, now)
+        })
+    }
+
     fn budget_holds(&self) -> StoreResult<Vec<loops_core::budget::BudgetHold>> {
         budgets::budget_holds(self)
     }

@@ -125,10 +125,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "step provider",
         sql: include_str!("../migrations/0019_step_provider.sql"),
     },
+    Migration {
+        version: 20,
+        name: "workflow run params",
+        sql: include_str!("../migrations/0020_workflow_run_params.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 20;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

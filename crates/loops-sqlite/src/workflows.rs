@@ -1,8 +1,9 @@
 //! [`WorkflowStore`] for SQLite: specs, runs, step runs and the event log.
 
 use crate::codec::{
-    encode_usage, get, get_enum, get_instant, get_json, get_opt_enum, get_opt_instant, get_opt_u64,
-    get_u32, get_u64, get_usage, ms, new_id, opt_ms, query_all, query_first, sat_i64,
+    encode_usage, get, get_enum, get_instant, get_json, get_opt_enum, get_opt_instant,
+    get_opt_json, get_opt_u64, get_u32, get_u64, get_usage, ms, new_id, opt_ms, query_all,
+    query_first, sat_i64,
 };
 use crate::error::{from_sqlite, Error, Result, StoreResult};
 use crate::SqliteStore;
@@ -18,10 +19,23 @@ use rusqlite::{params, Row, Transaction};
 
 const WORKFLOW_COLS: &str = "id, name, version, status, spec_json, created_at, updated_at";
 const RUN_COLS: &str = "id, workflow_id, workflow_name, loop_id, loop_run_id, scheduled_for, idempotency_key, \
-     status, attempt, started_at, finished_at, duration_ms, error, cancel_requested, created_at, updated_at";
+     status, attempt, started_at, finished_at, duration_ms, error, cancel_requested, created_at, updated_at, \
+     params_json";
 const STEP_COLS: &str = "id, workflow_run_id, step_id, sequence, status, attempts, started_at, finished_at, \
      exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, account_tool, \
      created_at, updated_at, summary, usage_json, exit_status_unknown, error_output, provider";
+
+/// A run's params as stored: NULL when it has none.
+pub(crate) fn encode_params(
+    params: &loops_core::workflow_params::ParamValues,
+) -> Result<Option<String>> {
+    if params.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(params)
+        .map(Some)
+        .map_err(|e| Error::invalid(format!("workflow run params: {e}")))
+}
 
 fn workflow_from_row(row: &Row<'_>) -> Result<Workflow> {
     Ok(Workflow {
@@ -53,6 +67,7 @@ fn run_from_row(row: &Row<'_>) -> Result<WorkflowRun> {
         cancel_requested: get(row, 13, "cancel_requested")?,
         created_at: get_instant(row, 14, "created_at")?,
         updated_at: get_instant(row, 15, "updated_at")?,
+        params: get_opt_json(row, 16, "params_json")?.unwrap_or_default(),
     })
 }
 
@@ -278,10 +293,12 @@ impl WorkflowStore for SqliteStore {
         &self,
         workflow: &Workflow,
         origin: Option<&RunOrigin>,
+        params: &loops_core::workflow_params::ParamValues,
         now: Instant,
         fence: Option<&Fence>,
     ) -> StoreResult<(WorkflowRun, bool)> {
         let key = origin.map(RunOrigin::key);
+        let params_json = encode_params(params).map_err(StoreError::from)?;
         self.write(fence.map(|f| (f, now)), |tx| {
             if let Some(key) = &key {
                 let existing = query_first(
@@ -295,26 +312,10 @@ impl WorkflowStore for SqliteStore {
                     return Ok((run, false));
                 }
             }
-            let run = WorkflowRun {
-                id: WorkflowRunId::new(new_id()),
-                workflow_id: workflow.id.clone(),
-                workflow_name: workflow.name.clone(),
-                loop_id: origin.map(|o| o.loop_id.clone()),
-                loop_run_id: origin.map(|o| o.loop_run_id.clone()),
-                scheduled_for: origin.map(|o| o.scheduled_for),
-                idempotency_key: key.clone(),
-                status: WorkflowRunStatus::Running,
-                attempt: 0,
-                started_at: Some(now),
-                finished_at: None,
-                duration_ms: None,
-                error: None,
-                cancel_requested: None,
-                created_at: now,
-                updated_at: now,
-            };
+            let run =
+                WorkflowRun::created(WorkflowRunId::new(new_id()), workflow, origin, params, now);
             tx.execute(
-                &format!("INSERT INTO workflow_runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, NULL, NULL, NULL, ?11, ?11)"),
+                &format!("INSERT INTO workflow_runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, NULL, NULL, NULL, ?11, ?11, ?12)"),
                 params![
                     run.id.as_str(),
                     run.workflow_id.as_str(),
@@ -327,6 +328,7 @@ impl WorkflowStore for SqliteStore {
                     run.attempt,
                     ms(&now),
                     ms(&now),
+                    params_json,
                 ],
             )?;
             let mut insert = tx.prepare_cached(

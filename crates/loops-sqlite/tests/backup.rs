@@ -216,19 +216,17 @@ fn restore_refuses_a_damaged_foreign_or_newer_file_and_changes_nothing() {
     assert!(err.to_string().contains("the store itself"), "{err}");
 }
 
-/// Puts the store at `db` back to schema `SCHEMA_VERSION - 1` (as migration 19's own
-/// test does), so the next open migrates it.
+/// Puts the store at `db` back to schema `SCHEMA_VERSION - 1` (undoing migration 20), so the next open migrates it.
 fn make_older(db: &Path) {
     assert_eq!(
-        SCHEMA_VERSION, 19,
+        SCHEMA_VERSION, 20,
         "revert the newest migration here instead"
     );
     rusqlite::Connection::open(db)
         .unwrap()
         .execute_batch(
-            "DROP INDEX workflow_step_runs_provider_usage;
-             ALTER TABLE workflow_step_runs DROP COLUMN provider;
-             DELETE FROM schema_migrations WHERE version = 19;",
+            "ALTER TABLE workflow_runs DROP COLUMN params_json;
+             DELETE FROM schema_migrations WHERE version = 20;",
         )
         .unwrap();
 }

@@ -758,7 +758,9 @@ fn migration_19_backfills_the_provider_of_step_runs_with_usage() {
         )
         .unwrap();
         let wf = store.create_workflow(&spec, false, t(0)).unwrap();
-        let (run, _) = store.create_workflow_run(&wf, None, t(1), None).unwrap();
+        let (run, _) = store
+            .create_workflow_run(&wf, None, &Default::default(), t(1), None)
+            .unwrap();
         for mut step in store.step_runs(run.id.as_str()).unwrap() {
             if step.step_id.as_str() == "q" {
                 continue; // not finished: a run in flight across the upgrade

@@ -474,6 +474,19 @@ pub trait Store: WorkflowStore + Send + Sync {
         account: Option<&str>,
     ) -> Result<Vec<loops_core::hold::AccountHold>>;
 
+    /// After a workflow agent step on `key` ended at `now`: writes or releases the key's
+    /// hold as `loops_core::hold::after_step` decides from the hold as stored (`limit`:
+    /// the usage limit the step met, if it met one), in one transaction, fenced like
+    /// the step's own writes. No notification: a step names no loop run. Returns the
+    /// key's hold as it is afterwards.
+    fn hold_after_step(
+        &self,
+        key: &loops_core::hold::HoldKey,
+        limit: Option<&loops_core::hold::StepLimit>,
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<Option<loops_core::hold::AccountHold>>;
+
     /// The store-wide budgets (`loops budget set`), by provider and account.
     fn budgets(&self) -> Result<Vec<loops_core::budget::StoreBudget>>;
     /// Writes `budget` (replacing the one of its provider and account), then decides
@@ -645,13 +658,15 @@ pub trait WorkflowStore {
     /// Marks a spec archived.
     fn archive_workflow(&self, id: &str, now: Instant) -> Result<Workflow>;
 
-    /// Creates a run of `workflow` with every step `pending` and a `created` event —
-    /// or, when `origin`'s slot already has a run, returns that one (`false`): a slot
-    /// never has two workflow runs.
+    /// Creates a run of `workflow` with `params` (the values it uses), every step
+    /// `pending` and a `created` event — or, when `origin`'s slot already has a run,
+    /// returns that one (`false`), with the params it was created with: a slot never
+    /// has two workflow runs.
     fn create_workflow_run(
         &self,
         workflow: &Workflow,
         origin: Option<&RunOrigin>,
+        params: &loops_core::workflow_params::ParamValues,
         now: Instant,
         fence: Option<&Fence>,
     ) -> Result<(WorkflowRun, bool)>;

@@ -929,6 +929,10 @@ pub struct CreateWorkflowArgs {
     /// Name of the stored workflow to run (an active workflow of that name must exist).
     #[arg(long, value_name = "WORKFLOW")]
     pub workflow: String,
+    /// A value for one of the workflow's params, for every run of this loop
+    /// (repeatable; checked against the spec).
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -1044,6 +1048,12 @@ pub struct EditArgs {
     /// (workflow loops) Name of the stored workflow to run (an active workflow).
     #[arg(long, value_name = "WORKFLOW")]
     pub workflow: Option<String>,
+    /// (workflow loops) Set a value for one of the workflow's params (repeatable).
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// (workflow loops) Remove a param's value: the spec's default applies (repeatable).
+    #[arg(long = "unset-param", value_name = "NAME")]
+    pub unset_params: Vec<String>,
 }
 
 /// What `edit --clear` can clear (the runtime's [`definition::ClearField`]).
@@ -1203,6 +1213,10 @@ pub struct WorkflowRunArgs {
     /// Stop the whole run after DURATION (omit for no limit).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = timeout)]
     pub timeout: Option<Duration>,
+    /// A value for one of the workflow's params (repeatable; checked against the spec:
+    /// an unknown name or a missing required param is refused).
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -1514,6 +1528,8 @@ impl EditArgs {
             prompt_file: self.prompt_file.clone(),
             agent: self.agent.flags(),
             workflow: self.workflow.clone(),
+            params: self.params.clone(),
+            unset_params: self.unset_params.clone(),
         }
     }
 }

@@ -46,6 +46,9 @@ pub struct Validated {
     pub valid: bool,
     pub name: String,
     pub steps: usize,
+    /// The params the spec declares (left out when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<loops_core::workflow_params::Param>,
 }
 
 /// A workflow run with its steps (`loops workflows run --json`).
@@ -63,6 +66,16 @@ pub struct InspectDocument {
     pub workflow_run: WorkflowRun,
     pub steps: Vec<StepRun>,
     pub events: Vec<WorkflowEvent>,
+}
+
+/// What a run of a workflow is given.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunBody {
+    /// Values for the workflow's params, by name (checked against its spec: an unknown
+    /// name or a missing required param is a 400 in the spec's words).
+    #[serde(default)]
+    pub params: std::collections::BTreeMap<String, String>,
 }
 
 /// Why a cancel was asked for.
@@ -169,6 +182,7 @@ pub(crate) async fn validate(
         valid: true,
         name: spec.name.clone(),
         steps: spec.steps.len(),
+        params: spec.params.clone(),
     }))
 }
 
@@ -196,6 +210,15 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(document(&w))))
 }
 
+/// A workflow run as answered: its params' values redacted unless `reveal`, as env
+/// values are.
+fn run_shown(mut run: WorkflowRun, reveal: bool) -> WorkflowRun {
+    if !reveal {
+        loops_core::redact::redact_workflow_run(&mut run);
+    }
+    run
+}
+
 fn redacted_steps(steps: Vec<StepRun>, reveal: bool) -> Vec<StepRun> {
     steps
         .into_iter()
@@ -215,17 +238,18 @@ fn redacted_steps(steps: Vec<StepRun>, reveal: bool) -> Vec<StepRun> {
         ("key" = String, Path, description = "The workflow's id, active name or an unambiguous id prefix."),
         ("timeout" = Option<String>, Query, description = "Stop the run after this long (`30m`)."),
     ),
+    request_body(content = Option<RunBody>, description = "Optional: values for the workflow's params.", content_type = "application/json"),
     responses(
         (status = 202, description = "The run as started, with its steps.", body = WorkflowRunDocument),
-        (status = 400, description = "Archived, or a bad timeout.", body = ErrorBody),
+        (status = 400, description = "Archived, a bad timeout, or params that do not fit the spec.", body = ErrorBody),
         (status = 404, description = "No such workflow.", body = ErrorBody),
     ))]
 pub(crate) async fn run(
     axum::extract::State(state): axum::extract::State<State>,
     Path(key): Path<String>,
-    RawQuery(q): RawQuery,
+    req: Request,
 ) -> Result<Response, ApiError> {
-    let p = Params::parse(q.as_deref(), &["timeout"])?;
+    let p = Params::parse(req.uri().query(), &["timeout"])?;
     let timeout = p
         .get("timeout")
         .map(|t| {
@@ -234,8 +258,17 @@ pub(crate) async fn run(
         })
         .transpose()?
         .map(loops_core::Duration::to_std);
+    let bytes = read_body(req, &state).await?;
+    let params = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Default::default()
+    } else {
+        crate::request::parse_json::<RunBody>(&bytes)?.params
+    };
     let workflow = blocking(&state, move |c| Ok(c.runnable_workflow(&key)?)).await?;
-    let started = state.client.start_workflow_run(&workflow, timeout).await?;
+    let started = state
+        .client
+        .start_workflow_run(&workflow, timeout, &params)
+        .await?;
     let run = started.run.clone();
     let interrupter = started.interrupter();
     let task = tokio::spawn(async move {
@@ -249,7 +282,7 @@ pub(crate) async fn run(
     let id = run.id.clone();
     let steps = blocking(&state, move |c| Ok(c.step_runs(&id)?)).await?;
     let doc = WorkflowRunDocument {
-        workflow_run: run,
+        workflow_run: run_shown(run, false),
         steps: redacted_steps(steps, false),
     };
     Ok((StatusCode::ACCEPTED, Json(doc)).into_response())
@@ -284,7 +317,9 @@ pub(crate) async fn runs(
         Ok(c.workflow_runs(workflow.as_deref(), limit)?)
     })
     .await?;
-    Ok(Json(runs))
+    Ok(Json(
+        runs.into_iter().map(|r| run_shown(r, false)).collect(),
+    ))
 }
 
 /// The runs of one workflow (`loops workflows runs WORKFLOW`).
@@ -305,7 +340,9 @@ pub(crate) async fn runs_of(
     let p = Params::parse(q.as_deref(), &["limit"])?;
     let limit = runs_limit(&p)?;
     let runs = blocking(&state, move |c| Ok(c.workflow_runs(Some(&key), limit)?)).await?;
-    Ok(Json(runs))
+    Ok(Json(
+        runs.into_iter().map(|r| run_shown(r, false)).collect(),
+    ))
 }
 
 /// A workflow run with its steps and events (`loops workflows inspect`).
@@ -330,7 +367,7 @@ pub(crate) async fn inspect(
         let steps = c.step_runs(&run.id)?;
         let events = c.workflow_events(&run.id, None)?;
         Ok(InspectDocument {
-            workflow_run: run,
+            workflow_run: run_shown(run, reveal),
             steps: redacted_steps(steps, reveal),
             events,
         })
@@ -365,5 +402,5 @@ pub(crate) async fn cancel(
         Ok(c.cancel_workflow_run(&id, &reason, chrono::Utc::now())?)
     })
     .await?;
-    Ok(Json(run))
+    Ok(Json(run_shown(run, false)))
 }

@@ -319,6 +319,17 @@ fn run_page(
     if let Some(l) = &run.loop_id {
         facts.push(("loop", l.as_str().to_owned()));
     }
+    if !run.params.is_empty() {
+        // Names only: the values are redacted as env values are (`loops show`).
+        let mut shown = run.clone();
+        loops_core::redact::redact_workflow_run(&mut shown);
+        let params: Vec<String> = shown
+            .params
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        facts.push(("params", params.join(", ")));
+    }
     Ok(RunPage {
         base: base(format!("{} run", run.workflow_name), csrf),
         id,

@@ -140,16 +140,19 @@ impl Client {
         Ok(workflow)
     }
 
-    /// Starts `workflow` in a task of this process, as [`Client::run_workflow`] runs
-    /// it, and returns once its attempt is recorded.
+    /// Starts `workflow` with `params` in a task of this process, as
+    /// [`Client::run_workflow`] runs it, and returns once its attempt is recorded.
+    /// Params that do not fit the spec are refused before anything is recorded.
     pub async fn start_workflow_run(
         &self,
         workflow: &Workflow,
         timeout: Option<std::time::Duration>,
+        params: &loops_core::workflow_params::ParamValues,
     ) -> Result<StartedWorkflowRun> {
+        check_params(workflow, params)?;
         let (interrupt, rx) = watch::channel(None::<String>);
         let (started_tx, started_rx) = oneshot::channel();
-        let ctx = self.workflow_context(timeout, rx);
+        let ctx = self.workflow_context(timeout, params, rx);
         let workflow = workflow.clone();
         let task = tokio::spawn(async move {
             Ok(crate::workflow::run_observed(&ctx, &workflow, Some(started_tx)).await?)
@@ -176,9 +179,11 @@ impl Client {
     pub(super) fn workflow_context(
         &self,
         timeout: Option<std::time::Duration>,
+        params: &loops_core::workflow_params::ParamValues,
         interrupt: watch::Receiver<Option<String>>,
     ) -> RunContext {
         RunContext {
+            params: params.clone(),
             store: Arc::clone(&self.store),
             fence: None,
             exec: crate::targets::ExecSettings::for_data_dir(&self.data_dir),
@@ -189,4 +194,17 @@ impl Client {
             interrupt,
         }
     }
+}
+
+/// Refuses `params` that do not fit `workflow`'s spec, in the spec's own words: a name
+/// it does not declare, a required one left out, a value that makes a step invalid.
+pub(super) fn check_params(
+    workflow: &Workflow,
+    params: &loops_core::workflow_params::ParamValues,
+) -> Result<()> {
+    use loops_core::workflow_params::{resolve, substitute};
+    resolve(&workflow.spec, params)
+        .and_then(|values| substitute(&workflow.spec, &values))
+        .map(|_| ())
+        .map_err(|e| ClientError::Invalid(e.0))
 }

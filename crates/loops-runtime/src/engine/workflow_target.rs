@@ -48,6 +48,7 @@ impl Engine {
             origin: Some(origin),
             loop_metadata: crate::targets::run_metadata(lp, run),
             timeout: target.timeout.map(loops_core::Duration::to_std),
+            params: target.params.clone(),
             interrupt,
         };
         let end = match crate::workflow::run(&ctx, &workflow).await {

@@ -300,6 +300,55 @@ pub fn a_usage_limit_holds_every_loop_of_its_account_across_stores(db: &dyn Test
     assert!(due_names(&*other, t(700_002)).contains(&"b".to_owned()));
 }
 
+/// A workflow agent step that met its account's usage limit holds the key in the store
+/// (so every runner's agent loops on it wait) as a loop's run does, without a
+/// notification; the key's probes double; a step that did not meet the limit releases
+/// a past hold that sent no `held`, never an active one nor one a person was told of.
+pub fn a_workflow_step_at_its_usage_limit_holds_its_key_across_stores(db: &dyn TestDb) {
+    use loops_core::hold::{HoldKey, StepLimit};
+    let (one, other) = (db.open(), db.open());
+    one.create_loop(agent_loop("a", Some("work"), "hook-work"), t(0))
+        .unwrap();
+    one.create_loop(agent_loop("c", Some("home"), "hook-home"), t(0))
+        .unwrap();
+    let key = HoldKey {
+        provider: loops_core::Provider::Claude,
+        account: "work".to_owned(),
+    };
+    let limit = StepLimit::new(Some(t(600_000)), "fix", "wr1");
+    let hold = one
+        .hold_after_step(&key, Some(&limit), t(2), None)
+        .unwrap()
+        .expect("held");
+    assert_eq!(hold.held_until, t(660_000), "the reset plus a minute");
+    assert!(!hold.notified, "a step sends no held");
+    assert_eq!(other.account_holds().unwrap(), std::slice::from_ref(&hold));
+    assert_eq!(due_names(&*other, t(3)), ["c"]);
+    // An active hold outlives a step that started before it and succeeded.
+    assert_eq!(
+        other.hold_after_step(&key, None, t(4), None).unwrap(),
+        Some(hold.clone())
+    );
+    // Without an instant: the probe doubles on the key's count.
+    let silent = StepLimit::new(None, "fix", "wr1");
+    let first = one
+        .hold_after_step(&key, Some(&silent), t(5), None)
+        .unwrap()
+        .expect("held");
+    let second = other
+        .hold_after_step(&key, Some(&silent), t(6), None)
+        .unwrap()
+        .expect("held");
+    assert_eq!((first.probes, second.probes), (1, 2));
+    assert_eq!(second.held_until, t(6 + 10 * 60_000));
+    // Past its instant and never notified: the next step that did not meet it
+    // releases it, and the account's loops are due.
+    let past = t(6 + 10 * 60_000 + 1);
+    assert_eq!(one.hold_after_step(&key, None, past, None).unwrap(), None);
+    assert!(other.account_holds().unwrap().is_empty());
+    assert_eq!(due_names(&*other, past), ["a", "c"]);
+}
+
 /// Stop conditions (issue #20 item 8): their settings round-trip; a loop with one
 /// counts its ended slots in its row; the finalization of the run its runner found the
 /// condition met by ends the loop (`done`, the reason, one `done` notification) in its
@@ -864,7 +913,9 @@ pub fn workflow_agent_steps_spend_their_providers_budget(db: &dyn TestDb) {
     )
     .unwrap();
     let wf = one.create_workflow(&spec, false, t(0)).unwrap();
-    let (run, _) = one.create_workflow_run(&wf, None, t(1), None).unwrap();
+    let (run, _) = one
+        .create_workflow_run(&wf, None, &Default::default(), t(1), None)
+        .unwrap();
     let steps = one.step_runs(run.id.as_str()).unwrap();
     let providers: Vec<_> = steps.iter().map(|s| s.provider).collect();
     assert_eq!(

@@ -348,7 +348,9 @@ pub fn workflow_events_are_mirrored_and_pruned_with_their_run(db: &dyn TestDb) {
     )
     .unwrap();
     let wf = store.create_workflow(&spec, false, t(0)).unwrap();
-    let (mut run, _) = store.create_workflow_run(&wf, None, t(1), None).unwrap();
+    let (mut run, _) = store
+        .create_workflow_run(&wf, None, &Default::default(), t(1), None)
+        .unwrap();
     let step = store.step_runs(run.id.as_str()).unwrap().remove(0);
     let a = StepId::new("a");
     store

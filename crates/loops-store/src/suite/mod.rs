@@ -152,6 +152,7 @@ macro_rules! store_suite {
             failure_classes_round_trip_into_runs_and_health_facts,
             the_circuit_breaker_state_lives_in_the_loops_row,
             a_usage_limit_holds_every_loop_of_its_account_across_stores,
+            a_workflow_step_at_its_usage_limit_holds_its_key_across_stores,
             a_stop_condition_ends_the_loop_in_the_finalizations_transaction,
             session_ids_round_trip_and_the_last_session_is_found,
             budgets_hold_a_spent_loop_and_key_until_the_window_resets,
@@ -356,6 +357,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 68);
+        assert_eq!(count, 69);
     }
 }

@@ -391,7 +391,7 @@ pub fn usage_since_lists_runs_and_steps_with_usage(db: &dyn TestDb) {
         scheduled_for: t(100_000),
     };
     let (run, _) = store
-        .create_workflow_run(wf, Some(&origin), t(100_001), None)
+        .create_workflow_run(wf, Some(&origin), &Default::default(), t(100_001), None)
         .unwrap();
     let mut step = store.step_runs(run.id.as_str()).unwrap().remove(0);
     step.status = StepStatus::Succeeded;

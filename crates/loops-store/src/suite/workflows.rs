@@ -88,7 +88,9 @@ pub fn workflow_specs_are_versioned_replaced_and_archived(db: &dyn TestDb) {
 pub fn a_slot_has_one_workflow_run_with_its_steps_pending(db: &dyn TestDb) {
     let store = db.open();
     let wf = store.create_workflow(&spec("w"), false, t(0)).unwrap();
-    let (run, created) = store.create_workflow_run(&wf, None, t(1), None).unwrap();
+    let (run, created) = store
+        .create_workflow_run(&wf, None, &Default::default(), t(1), None)
+        .unwrap();
     assert!(created);
     assert_eq!(run.status, WorkflowRunStatus::Running);
     assert_eq!(run.workflow_name, "w");
@@ -113,20 +115,34 @@ pub fn a_slot_has_one_workflow_run_with_its_steps_pending(db: &dyn TestDb) {
         loop_run_id: loop_run.id.clone(),
         scheduled_for: t(0),
     };
+    // The params it was created with are the run's: a continued slot keeps them,
+    // whatever values come later.
+    let params: loops_core::workflow_params::ParamValues =
+        [("branch".to_owned(), "main 'x'".to_owned())].into();
     let (first, created) = store
-        .create_workflow_run(&wf, Some(&origin), t(3), None)
+        .create_workflow_run(&wf, Some(&origin), &params, t(3), None)
         .unwrap();
     assert!(created);
     assert_eq!(first.scheduled_for, Some(t(0)));
+    assert_eq!(first.params, params);
     assert_eq!(
         first.idempotency_key.as_deref(),
         Some(origin.key().as_str())
     );
     let (again, created) = store
-        .create_workflow_run(&wf, Some(&origin), t(4), None)
+        .create_workflow_run(&wf, Some(&origin), &Default::default(), t(4), None)
         .unwrap();
     assert!(!created, "a slot never has two workflow runs");
     assert_eq!(again, first);
+    assert_eq!(
+        store
+            .get_workflow_run(first.id.as_str())
+            .unwrap()
+            .unwrap()
+            .params,
+        params
+    );
+    assert!(run.params.is_empty(), "none given, none stored");
 
     let newest: Vec<_> = store
         .list_workflow_runs(Some("w"), None)
@@ -150,7 +166,9 @@ pub fn a_slot_has_one_workflow_run_with_its_steps_pending(db: &dyn TestDb) {
 pub fn workflow_saves_append_events_in_sequence(db: &dyn TestDb) {
     let store = db.open();
     let wf = store.create_workflow(&spec("w"), false, t(0)).unwrap();
-    let (mut run, _) = store.create_workflow_run(&wf, None, t(1), None).unwrap();
+    let (mut run, _) = store
+        .create_workflow_run(&wf, None, &Default::default(), t(1), None)
+        .unwrap();
     let mut step = store.step_runs(run.id.as_str()).unwrap().remove(0);
     step.status = StepStatus::Succeeded;
     step.attempts = 1;
@@ -205,7 +223,9 @@ pub fn workflow_cancel_requests_and_pruning(db: &dyn TestDb) {
     let store = db.open();
     let wf = store.create_workflow(&spec("w"), false, t(0)).unwrap();
     let other = store.create_workflow(&spec("v"), false, t(0)).unwrap();
-    let (running, _) = store.create_workflow_run(&wf, None, t(1), None).unwrap();
+    let (running, _) = store
+        .create_workflow_run(&wf, None, &Default::default(), t(1), None)
+        .unwrap();
     let asked = store
         .request_workflow_cancel(running.id.as_str(), "stop it", t(2))
         .unwrap();
@@ -213,7 +233,9 @@ pub fn workflow_cancel_requests_and_pruning(db: &dyn TestDb) {
     let mut finished = Vec::new();
     for (i, w) in [&wf, &wf, &wf, &other].into_iter().enumerate() {
         let at = t(10 + i as i64);
-        let (mut run, _) = store.create_workflow_run(w, None, at, None).unwrap();
+        let (mut run, _) = store
+            .create_workflow_run(w, None, &Default::default(), at, None)
+            .unwrap();
         run.status = WorkflowRunStatus::Failed;
         run.finished_at = Some(at);
         store.save_workflow_run(&run, &[], at, None).unwrap();
@@ -281,7 +303,7 @@ pub fn workflow_writes_are_fenced(db: &dyn TestDb) {
     );
     let old_fence = Fence { token: old.token };
     let (mut run, _) = store
-        .create_workflow_run(&wf, None, t(1), Some(&old_fence))
+        .create_workflow_run(&wf, None, &Default::default(), t(1), Some(&old_fence))
         .unwrap();
     acquired(
         store
@@ -293,7 +315,7 @@ pub fn workflow_writes_are_fenced(db: &dyn TestDb) {
     };
     lost(
         store
-            .create_workflow_run(&wf, None, t(3), Some(&old_fence))
+            .create_workflow_run(&wf, None, &Default::default(), t(3), Some(&old_fence))
             .map(|_| ()),
     );
     let mut step = store.step_runs(run.id.as_str()).unwrap().remove(0);

@@ -40,9 +40,13 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<Exit, Failure> {
             (args.common, Target::Agent(target))
         }
         CreateCommand::Workflow(args) => {
-            let target =
-                definition::workflow_target(None, Some(&args.workflow), &args.common.def.flags())
-                    .map_err(Failure::usage)?;
+            let flags = definition::WorkflowFlags {
+                workflow: Some(&args.workflow),
+                params: &args.params,
+                unset_params: &[],
+            };
+            let target = definition::workflow_target(None, flags, &args.common.def.flags())
+                .map_err(Failure::usage)?;
             (args.common, Target::Workflow(target))
         }
     };

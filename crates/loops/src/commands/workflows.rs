@@ -9,7 +9,7 @@ use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
-use loops_core::workflow::{Dag, StepRun, StepTarget, Workflow, WorkflowSpec};
+use loops_core::workflow::{Dag, StepRun, StepTarget, Workflow, WorkflowRun, WorkflowSpec};
 use loops_core::{StepStatus, WorkflowRunStatus, WorkflowStatus};
 use loops_runtime::workflow_file::{load_spec_file, workflow_json};
 use loops_runtime::Client;
@@ -44,9 +44,7 @@ fn record_json(record: &Workflow) -> serde_json::Value {
 fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<Exit, Failure> {
     let spec = load_spec(&args)?;
     if ctx.json {
-        print_json(
-            &serde_json::json!({ "valid": true, "name": spec.name, "steps": spec.steps.len() }),
-        )?;
+        print_json(&loops_runtime::workflow_file::validated_json(&spec))?;
     } else {
         outln!(
             "{}: valid workflow {:?} with {} step(s)",
@@ -54,8 +52,27 @@ fn validate_cmd(ctx: &Context, args: WorkflowFileArgs) -> Result<Exit, Failure> 
             spec.name,
             spec.steps.len()
         )?;
+        print_declared(&spec)?;
     }
     Ok(Exit::Success)
+}
+
+/// The params a spec declares, one line each: `param branch (required): the branch`.
+fn print_declared(spec: &WorkflowSpec) -> Result<(), Failure> {
+    for p in &spec.params {
+        let how = match (&p.default, p.required) {
+            (_, true) => " (required)".to_owned(),
+            (Some(d), false) => format!(" (default {:?})", d),
+            (None, false) => " (default empty)".to_owned(),
+        };
+        let what = p
+            .description
+            .as_deref()
+            .map(|d| format!(": {}", output::one_line(d)))
+            .unwrap_or_default();
+        outln!("param {}{how}{what}", p.name)?;
+    }
+    Ok(())
 }
 
 fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<Exit, Failure> {
@@ -128,6 +145,7 @@ fn show(ctx: &Context, args: WorkflowArg) -> Result<Exit, Failure> {
         outln!("{d}")?;
     }
     outln!("max parallel: {}", record.spec.max_parallel())?;
+    print_declared(&record.spec)?;
     let dag = Dag::new(&record.spec);
     let levels = dag.levels();
     for (i, step) in record.spec.steps.iter().enumerate() {
@@ -160,6 +178,8 @@ fn show(ctx: &Context, args: WorkflowArg) -> Result<Exit, Failure> {
 fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let workflow = client.runnable_workflow(&args.workflow)?;
+    let params =
+        loops_core::workflow_params::parse_assignments(&args.params).map_err(Failure::usage)?;
     let timeout = args.timeout.map(loops_core::Duration::to_std);
     let live = !ctx.json && std::io::stdout().is_terminal();
     let rt = runtime()?;
@@ -171,7 +191,9 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
             }
         });
         let progress = live.then(|| spawn_progress(client.clone(), workflow.name.clone()));
-        let result = client.run_workflow(&workflow, timeout, interrupt_rx).await;
+        let result = client
+            .run_workflow(&workflow, timeout, &params, interrupt_rx)
+            .await;
         signals.abort();
         if let Some(p) = progress {
             p.abort();
@@ -179,7 +201,7 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
         }
         result
     });
-    let run = result?.into_run();
+    let run = redact_run(result?.into_run(), args.show_output);
     let steps: Vec<StepRun> = client
         .step_runs(&run.id)?
         .into_iter()
@@ -203,6 +225,7 @@ fn run_now(ctx: &Context, args: WorkflowRunArgs) -> Result<Exit, Failure> {
         if let Some(e) = &run.error {
             outln!("error: {e}")?;
         }
+        print_params(&run)?;
         if !live {
             step_table(&steps)?;
         }
@@ -338,15 +361,40 @@ fn redact_step(mut s: StepRun, reveal: bool) -> StepRun {
     s
 }
 
+/// A workflow run with its params' values redacted unless `reveal` (as env values are).
+fn redact_run(mut run: WorkflowRun, reveal: bool) -> WorkflowRun {
+    if !reveal {
+        loops_core::redact::redact_workflow_run(&mut run);
+    }
+    run
+}
+
+/// `params: branch=main, tests=[redacted]`, when the run has any.
+fn print_params(run: &WorkflowRun) -> Result<(), Failure> {
+    if run.params.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = run
+        .params
+        .iter()
+        .map(|(name, value)| format!("{name}={}", output::one_line(value)))
+        .collect();
+    outln!("params: {}", shown.join(", "))?;
+    Ok(())
+}
+
 fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<Exit, Failure> {
     let limit = match args.limit {
         Some(0) => None,
         Some(n) => Some(n),
         None => Some(20),
     };
-    let runs = ctx
+    let runs: Vec<WorkflowRun> = ctx
         .reader()?
-        .workflow_runs(args.workflow.as_deref(), limit)?;
+        .workflow_runs(args.workflow.as_deref(), limit)?
+        .into_iter()
+        .map(|r| redact_run(r, false))
+        .collect();
     if ctx.json {
         print_json(&runs)?;
         return Ok(Exit::Success);
@@ -379,7 +427,7 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<Exit, Failure> {
 
 fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
-    let run = client.get_workflow_run(&args.run)?;
+    let run = redact_run(client.get_workflow_run(&args.run)?, args.show_output);
     let steps: Vec<StepRun> = client
         .step_runs(&run.id)?
         .into_iter()
@@ -406,6 +454,7 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<Exit, Failure> {
     if let Some(k) = &run.idempotency_key {
         outln!("slot: {k}")?;
     }
+    print_params(&run)?;
     let workflow = client.workflow_by_id(&run.workflow_id)?;
     let levels = workflow.as_ref().map(|w| Dag::new(&w.spec).levels());
     let mut rows: Vec<(usize, &StepRun)> = steps

@@ -808,13 +808,12 @@ fn stop_conditions_travel_in_bundles_and_untilcmd_over_mcp_needs_code() {
     assert!(mcp.close().success());
 }
 
-/// Item 8 with the real claude CLI against the mock model server: the model answers
-/// "2 tests failed", then "ALL TESTS PASS"; `--until-output 'ALL TESTS PASS'` ends
-/// the loop after that second run.
-#[test]
-fn real_claude_runs_until_its_summary_says_all_tests_pass() {
+/// Item 8 with a real CLI against the mock model server: the model answers "2 tests
+/// failed", then "ALL TESTS PASS"; `--until-output 'ALL TESTS PASS'` ends the loop
+/// after that second run.
+fn real_runs_until_its_summary_says_all_tests_pass(cli: &RealCli) {
     use crate::mock_model::{MockModel, Mode};
-    let Some(bin) = crate::agents::real_cli("claude") else {
+    let Some(bin) = crate::agents::real_cli(cli.cli) else {
         return;
     };
     let mock = MockModel::start(Mode::Reply("2 tests failed".into()));
@@ -831,22 +830,33 @@ fn real_claude_runs_until_its_summary_says_all_tests_pass() {
     ]
     .map(str::to_owned)
     .to_vec();
-    args.extend(crate::agents::claude_mock_flags(&mock.url()));
+    args.extend((cli.flags)(&mock.url()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    create_agent(&w, "real-fixer", "claude", &args);
-    tick_once(&w, "real-fixer");
-    let first = &w.runs("real-fixer")[0];
+    let name = format!("real-fixer-{}", cli.cli);
+    create_agent(&w, &name, cli.cli, &args);
+    tick_once(&w, &name);
+    let first = &w.runs(&name)[0];
     assert_eq!(first["status"], "succeeded", "{first:#}");
-    assert_eq!(shown(&w, "real-fixer")["status"], "active");
+    assert_eq!(shown(&w, &name)["status"], "active");
     mock.answer(Mode::Reply("ALL TESTS PASS".into()));
-    tick_once(&w, "real-fixer");
-    let lp = shown(&w, "real-fixer");
+    tick_once(&w, &name);
+    let lp = shown(&w, &name);
     assert_eq!(lp["status"], "done", "{lp:#}");
-    assert_eq!(w.runs("real-fixer").len(), 2);
+    assert_eq!(w.runs(&name).len(), 2);
     assert!(lp["statusReason"]
         .as_str()
         .unwrap()
         .starts_with("summary matched /ALL TESTS PASS/ in run 2 "));
+}
+
+#[test]
+fn real_claude_runs_until_its_summary_says_all_tests_pass() {
+    real_runs_until_its_summary_says_all_tests_pass(&crate::agents::CLAUDE);
+}
+
+#[test]
+fn real_codex_runs_until_its_summary_says_all_tests_pass() {
+    real_runs_until_its_summary_says_all_tests_pass(&crate::agents::CODEX);
 }
 
 /// Item 9: with `--session continue` each run resumes the conversation its previous
@@ -1781,4 +1791,205 @@ fn an_account_pool_moves_to_the_next_account_on_a_usage_limit() {
         "{edited:#}"
     );
     assert!(mcp.close().success());
+}
+
+/// Items 2 and 7 for workflows: an agent step runs on its provider and account like an
+/// agent loop, so what holds that key holds the step. A step that meets the usage limit
+/// holds its key (an agent loop on it shows `heldUntil`), waits `pending` with the
+/// reason, and runs again once the hold ends — the workflow run succeeds, the limited
+/// attempt not a failure. A step whose key an agent loop's limit already holds never
+/// starts until the hold is cleared; nor does one whose store-wide budget is spent
+/// until the budget is raised. Every wait is in the run's events (`step_held`).
+#[test]
+fn held_keys_hold_workflow_agent_steps_until_they_end() {
+    let mut w = World::new();
+    let fakes = Fakes::install(&mut w);
+    let root = w.root.path().to_owned();
+    std::fs::create_dir_all(root.join("profiles").join("work")).unwrap();
+    crate::util::write_script(
+        &fakes.bin.join("accounts"),
+        &format!(
+            "#!/bin/sh\necho \"export CLAUDE_CONFIG_DIR={}/profiles/$2\"\n",
+            root.display()
+        ),
+    );
+    // claude meets the limit while `limited` exists; each start is logged with its
+    // caller (LOOPS_WORKFLOW_STEP_ID is set for steps only).
+    let limited = root.join("limited");
+    let starts = root.join("starts");
+    let (limit_out, ok_out) = (root.join("limit.json"), root.join("ok.json"));
+    std::fs::write(&limit_out, fixture("claude_usage_limit.json")).unwrap();
+    std::fs::write(&ok_out, claude_using(600, 400)).unwrap();
+    crate::util::write_script(
+        &fakes.bin.join("claude"),
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\necho \"${{LOOPS_WORKFLOW_STEP_ID:-loop}}\" >> {starts}\n\
+             if [ -f {limited} ]; then cat {limit}; exit 1; fi\ncat {ok}\n",
+            starts = starts.display(),
+            limited = limited.display(),
+            limit = limit_out.display(),
+            ok = ok_out.display()
+        ),
+    );
+    let spec = serde_json::json!({"name": "fixer", "steps": [
+        {"id": "prep", "target": {"type": "command", "command": "true"}},
+        {"id": "fix", "dependsOn": ["prep"], "account": {"profile": "work"},
+         "target": {"type": "agent", "provider": "claude", "prompt": "Fix it."}},
+        {"id": "after", "dependsOn": ["fix"], "target": {"type": "command", "command": "true"}}
+    ]});
+    let path = root.join("wf.json");
+    std::fs::write(&path, spec.to_string()).unwrap();
+    w.ok(&["workflows", "create", path.to_str().unwrap()]);
+    create_agent(
+        &w,
+        "work-a",
+        "claude",
+        &["--prompt", "hi", "--account", "work", "--every", "1h"],
+    );
+    w.extra_env
+        .push(("LOOPS_TEST_HOLD_CAP_MS".into(), "3000".into()));
+    let starts_of = || std::fs::read_to_string(&starts).unwrap_or_default();
+    let run_in_background = |w: &World| {
+        w.cmd(&["--json", "workflows", "run", "fixer"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let newest_run = |w: &World| w.json(&["workflows", "runs"])[0].clone();
+    let step_of = |w: &World, run: &str, id: &str| {
+        let inspected = w.json(&["workflows", "inspect", run]);
+        inspected["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stepId"] == id)
+            .cloned()
+            .unwrap()
+    };
+    let held_events = |w: &World, run: &str| -> Vec<serde_json::Value> {
+        let inspected = w.json(&["workflows", "inspect", run]);
+        inspected["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["eventType"] == "step_held")
+            .cloned()
+            .collect()
+    };
+    let finish = |child: std::process::Child| {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+
+    // 1. The step meets the limit: it holds claude/work for the agent loop too, and
+    //    waits pending with the reason; lifted, the hold ends and the step runs again.
+    std::fs::write(&limited, "").unwrap();
+    let child = run_in_background(&w);
+    let holds = wait_for("the step's hold", Duration::from_secs(30), || {
+        let holds = w.json(&["holds"]);
+        (holds.as_array().unwrap().len() == 1).then_some(holds)
+    });
+    assert_eq!(
+        (&holds[0]["provider"], &holds[0]["account"]),
+        (&"claude".into(), &"work".into())
+    );
+    let reason = holds[0]["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("(step fix of workflow run "), "{reason}");
+    let run = newest_run(&w)["id"].as_str().unwrap().to_owned();
+    let fix = wait_for("fix waits", Duration::from_secs(30), || {
+        let fix = step_of(&w, &run, "fix");
+        (fix["status"] == "pending").then_some(fix)
+    });
+    assert!(
+        fix["error"].as_str().unwrap().starts_with("held until "),
+        "{fix:#}"
+    );
+    assert!(
+        w.json(&["show", "work-a"])["heldUntil"].is_string(),
+        "the agent loop on the key is held too"
+    );
+    let held = held_events(&w, &run);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["payload"]["usageLimit"], true, "{held:?}");
+    std::fs::remove_file(&limited).unwrap();
+    let doc = finish(child);
+    assert_eq!(doc["workflowRun"]["status"], "succeeded", "{doc:#}");
+    let fix = step_of(&w, &run, "fix");
+    assert_eq!(fix["status"], "succeeded", "{fix:#}");
+    assert_eq!(fix["attempts"], 2, "{fix:#}");
+    assert_eq!(fix["error"], serde_json::Value::Null, "{fix:#}");
+    assert_eq!(step_of(&w, &run, "after")["status"], "succeeded");
+    assert_eq!(starts_of(), "fix\nfix\n");
+    assert!(
+        w.json(&["holds"]).as_array().unwrap().is_empty(),
+        "the step that ran past the hold released it (no held was sent)"
+    );
+
+    // 2. The agent loop meets the limit: the step never starts while its key is held,
+    //    and starts once the hold is cleared by hand.
+    std::fs::write(&limited, "").unwrap();
+    w.run(&["run-now", "work-a"]);
+    std::fs::remove_file(&limited).unwrap();
+    assert_eq!(w.json(&["holds"]).as_array().unwrap().len(), 1);
+    w.extra_env.retain(|(k, _)| k != "LOOPS_TEST_HOLD_CAP_MS");
+    let child = run_in_background(&w);
+    let run = wait_for("the second run", Duration::from_secs(30), || {
+        let newest = newest_run(&w);
+        let id = newest["id"].as_str().unwrap().to_owned();
+        (id != run).then_some(id)
+    });
+    wait_for("fix held before it starts", Duration::from_secs(30), || {
+        let held = held_events(&w, &run);
+        (held.len() == 1 && held[0]["payload"]["usageLimit"] == false).then_some(())
+    });
+    assert_eq!(step_of(&w, &run, "fix")["status"], "pending");
+    assert_eq!(
+        starts_of(),
+        "fix\nfix\nloop\n",
+        "the held step did not start"
+    );
+    w.ok(&["holds", "clear", "claude", "work"]);
+    let doc = finish(child);
+    assert_eq!(doc["workflowRun"]["status"], "succeeded", "{doc:#}");
+    assert_eq!(starts_of(), "fix\nfix\nloop\nfix\n");
+
+    // 3. A spent store-wide budget of the key: held with the budget's reason until the
+    //    budget is raised (two successful steps spent 2,000 tokens today).
+    w.ok(&[
+        "budget",
+        "set",
+        "provider=claude,account=work",
+        "--tokens",
+        "1000/day",
+    ]);
+    let child = run_in_background(&w);
+    let prior = run.clone();
+    let run = wait_for("the third run", Duration::from_secs(30), || {
+        let id = newest_run(&w)["id"].as_str().unwrap().to_owned();
+        (id != prior).then_some(id)
+    });
+    let held = wait_for("fix held by the budget", Duration::from_secs(30), || {
+        let held = held_events(&w, &run);
+        (held.len() == 1).then_some(held)
+    });
+    let reason = held[0]["payload"]["reason"].as_str().unwrap();
+    assert!(reason.contains("budget spent"), "{reason}");
+    assert_eq!(starts_of(), "fix\nfix\nloop\nfix\n", "not started");
+    w.ok(&[
+        "budget",
+        "set",
+        "provider=claude,account=work",
+        "--tokens",
+        "1000000/day",
+    ]);
+    let doc = finish(child);
+    assert_eq!(doc["workflowRun"]["status"], "succeeded", "{doc:#}");
+    assert_eq!(starts_of(), "fix\nfix\nloop\nfix\nfix\n");
 }

@@ -985,11 +985,6 @@ pub(crate) const OPENCODE: RealCli = RealCli {
     reports_cost: false,
 };
 
-/// The `create agent` flags that point the real claude CLI at `mock_url`.
-pub(crate) fn claude_mock_flags(mock_url: &str) -> Vec<String> {
-    (CLAUDE.flags)(mock_url)
-}
-
 /// `--env K=V` flags.
 fn env(pairs: &[(&str, &str)]) -> Vec<String> {
     pairs
@@ -1126,6 +1121,104 @@ fn real_claude_usage_limit_holds_its_account() {
     let lp = w.json(&["show", &name]);
     assert_eq!(lp["heldUntil"], holds[0]["heldUntil"], "{lp:#}");
     assert_eq!(lp["retryScheduledFor"], run["scheduledFor"], "{lp:#}");
+}
+
+/// Issue #20 item 2 with the real codex: the mock answers 429 `usage_limit_reached`
+/// with its `resets_at` (as OpenAI does for a plan's limit); codex says "try again at
+/// H:MM AM" in its local time, the run is classed `usage_limit` with that instant, and
+/// codex's default account is held until a minute past it.
+#[test]
+fn real_codex_usage_limit_holds_its_account() {
+    let Some(bin) = real_cli(CODEX.cli) else {
+        return;
+    };
+    let resets = chrono::Utc::now() + chrono::TimeDelta::hours(2);
+    let mock = MockModel::start(Mode::FailWith {
+        status: 429,
+        body: serde_json::json!({"error": {
+            "type": "usage_limit_reached",
+            "message": "The usage limit has been reached",
+            "plan_type": "plus",
+            "resets_at": resets.timestamp(),
+        }}),
+    });
+    let (w, work) = real_world(&bin);
+    create_real_loop(&w, &work, &CODEX, &mock, "Say hello");
+    let name = real_name(&CODEX);
+    let run = first_run_through_daemon(&w, &name);
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert_eq!(run["failureClass"], "usage_limit", "{run:#}");
+    // Codex names the minute, in its local time: the instant is that minute.
+    let reset = crate::util::instant(&run["retryAt"]);
+    let off = (reset - resets).num_seconds();
+    assert!(
+        (-60..=60).contains(&off),
+        "retryAt {reset} for {resets}: {run:#}"
+    );
+    let holds = w.json(&["holds"]);
+    assert_eq!(holds.as_array().map(Vec::len), Some(1), "{holds:#}");
+    assert_eq!(
+        (&holds[0]["provider"], &holds[0]["account"]),
+        (&"codex".into(), &"default".into())
+    );
+    assert_eq!(
+        crate::util::instant(&holds[0]["heldUntil"]) - reset,
+        chrono::TimeDelta::minutes(1),
+        "{holds:#}"
+    );
+    let lp = w.json(&["show", &name]);
+    assert_eq!(lp["heldUntil"], holds[0]["heldUntil"], "{lp:#}");
+    assert_eq!(lp["retryScheduledFor"], run["scheduledFor"], "{lp:#}");
+}
+
+/// Issue #20 item 1 with the real CLIs: the API refuses the key (401 with each API's
+/// error document); the run is classed `auth`, and `health` fails the loop at once
+/// (another attempt cannot fix a key).
+fn real_auth_failure(cli: &RealCli, body: serde_json::Value) {
+    let Some(bin) = real_cli(cli.cli) else {
+        return;
+    };
+    let mock = MockModel::start(Mode::FailWith { status: 401, body });
+    let (w, work) = real_world(&bin);
+    create_real_loop(&w, &work, cli, &mock, "Say hello");
+    let name = real_name(cli);
+    // Recurring, so that `health` (of active loops) judges it after the run.
+    w.ok(&["edit", &name, "--every", "1h"]);
+    w.make_due(&name);
+    let run = first_run_through_daemon(&w, &name);
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert_eq!(run["failureClass"], "auth", "{run:#}");
+    assert!(w.json(&["holds"]).as_array().unwrap().is_empty());
+    let out = w.run(&["--json", "health"]);
+    assert_eq!(out.status.code(), Some(1), "a failing loop: health exits 1");
+    let health: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let line = health["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["loopName"] == name.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} not in {health:#}"));
+    assert_eq!(line["verdict"], "fail", "{health:#}");
+    assert_eq!(line["lastFailureClass"], "auth", "{health:#}");
+}
+
+#[test]
+fn real_claude_auth_failure_is_classed_auth() {
+    real_auth_failure(
+        &CLAUDE,
+        serde_json::json!({"type": "error", "error": {
+            "type": "authentication_error", "message": "invalid x-api-key"}}),
+    );
+}
+
+#[test]
+fn real_codex_auth_failure_is_classed_auth() {
+    real_auth_failure(
+        &CODEX,
+        serde_json::json!({"error": {"type": "invalid_request_error",
+            "code": "invalid_api_key", "message": "Incorrect API key provided"}}),
+    );
 }
 
 #[test]

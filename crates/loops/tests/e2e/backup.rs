@@ -128,7 +128,7 @@ fn a_backup_under_a_busy_daemon_holds_every_run_recorded_before_it() {
 #[test]
 fn backup_writes_to_the_backups_dir_and_keeps_an_existing_file_unless_forced() {
     let w = World::new();
-    w.create_cmd("first", &["--every", "1h"], "true");
+    w.create_cmd("one", &["--every", "1h"], "true");
     let out = w.ok(&["backup"]);
     let made = backups(&w);
     assert_eq!(made.len(), 1, "{made:?}");
@@ -140,7 +140,7 @@ fn backup_writes_to_the_backups_dir_and_keeps_an_existing_file_unless_forced() {
     let file = w.root.path().join("mine.db");
     w.ok(&["backup", file.to_str().unwrap()]);
     let before = std::fs::read(&file).unwrap();
-    w.create_cmd("second", &["--every", "1h"], "true");
+    w.create_cmd("two", &["--every", "1h"], "true");
     let (code, err) = w.fail(&["backup", file.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("exists") && err.contains("--force"), "{err}");
@@ -168,17 +168,17 @@ fn state(w: &World) -> (serde_json::Value, serde_json::Value) {
 #[test]
 fn restore_brings_back_the_backup_and_keeps_the_store_it_replaced() {
     let w = World::new();
-    w.create_cmd("first", &["--every", "1h"], "true");
-    w.create_cmd("second", &["--every", "1h"], "echo second");
-    w.ok(&["run-now", "first"]);
-    w.ok(&["run-now", "second"]);
+    w.create_cmd("one", &["--every", "1h"], "true");
+    w.create_cmd("two", &["--every", "1h"], "echo b");
+    w.ok(&["run-now", "one"]);
+    w.ok(&["run-now", "two"]);
     let backed_up = state(&w);
     let file = w.root.path().join("snapshot.db");
     w.ok(&["backup", file.to_str().unwrap()]);
 
-    w.ok(&["remove", "first"]);
-    w.create_cmd("third", &["--every", "1h"], "true");
-    w.ok(&["run-now", "third"]);
+    w.ok(&["remove", "one"]);
+    w.create_cmd("three", &["--every", "1h"], "true");
+    w.ok(&["run-now", "three"]);
     let later = state(&w);
     assert_ne!(later, backed_up);
 
@@ -202,10 +202,10 @@ fn restore_brings_back_the_backup_and_keeps_the_store_it_replaced() {
 #[test]
 fn restore_is_refused_while_a_daemon_or_the_server_uses_the_store() {
     let w = World::new();
-    w.create_cmd("first", &["--every", "1h"], "true");
+    w.create_cmd("one", &["--every", "1h"], "true");
     let file = w.root.path().join("snapshot.db");
     w.ok(&["backup", file.to_str().unwrap()]);
-    w.create_cmd("second", &["--every", "1h"], "true");
+    w.create_cmd("two", &["--every", "1h"], "true");
     let before = state(&w);
 
     let mut daemon = w.daemon_ready(&[]);
@@ -234,7 +234,7 @@ fn restore_is_refused_while_a_daemon_or_the_server_uses_the_store() {
 #[test]
 fn restore_refuses_a_corrupt_foreign_or_newer_file_with_exit_2() {
     let w = World::new();
-    w.create_cmd("first", &["--every", "1h"], "true");
+    w.create_cmd("one", &["--every", "1h"], "true");
     let before = state(&w);
     let refused = |file: &Path, needle: &str| {
         let (code, err) = w.fail(&["restore", file.to_str().unwrap()]);
@@ -297,20 +297,18 @@ fn backup_and_restore_name_pg_dump_on_a_postgres_store() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
-/// Puts the store back to the schema before migration 19 (as migration 19's own test
-/// in loops-sqlite does), so the next command migrates it.
+/// Puts the store back to the schema before migration 20 (undoing migration 20), so the next command migrates it.
 fn make_older(db: &Path) {
     assert_eq!(
         loops::sqlite::SCHEMA_VERSION,
-        19,
+        20,
         "revert the newest migration here instead"
     );
     rusqlite::Connection::open(db)
         .unwrap()
         .execute_batch(
-            "DROP INDEX workflow_step_runs_provider_usage;
-             ALTER TABLE workflow_step_runs DROP COLUMN provider;
-             DELETE FROM schema_migrations WHERE version = 19;",
+            "ALTER TABLE workflow_runs DROP COLUMN params_json;
+             DELETE FROM schema_migrations WHERE version = 20;",
         )
         .unwrap();
 }
@@ -318,12 +316,12 @@ fn make_older(db: &Path) {
 #[test]
 fn a_migration_backs_the_store_up_first_keeping_the_newest_three() {
     let w = World::new();
-    w.create_cmd("first", &["--every", "1h"], "true");
+    w.create_cmd("one", &["--every", "1h"], "true");
     make_older(&w.db_path());
     assert_eq!(w.json(&["list"]).as_array().unwrap().len(), 1);
     let made = backups(&w);
     assert_eq!(made.len(), 1, "{made:?}");
-    assert!(made[0].starts_with("loops-18-"), "{made:?}");
+    assert!(made[0].starts_with("loops-19-"), "{made:?}");
     let first = w.data.join("backups").join(&made[0]);
     assert_eq!(quick_check(&first), "ok");
     let version: i64 = rusqlite::Connection::open(&first)
@@ -332,7 +330,7 @@ fn a_migration_backs_the_store_up_first_keeping_the_newest_three() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(version, 18);
+    assert_eq!(version, 19);
 
     w.ok(&["backup"]);
     for _ in 0..4 {
@@ -340,7 +338,7 @@ fn a_migration_backs_the_store_up_first_keeping_the_newest_three() {
         w.ok(&["list"]);
     }
     let all = backups(&w);
-    let migrations: Vec<_> = all.iter().filter(|n| n.starts_with("loops-18-")).collect();
+    let migrations: Vec<_> = all.iter().filter(|n| n.starts_with("loops-19-")).collect();
     assert_eq!(migrations.len(), 3, "{all:?}");
     assert!(!all.contains(&made[0]), "the oldest went first: {all:?}");
     assert_eq!(all.len(), 4, "the manual backup stays: {all:?}");

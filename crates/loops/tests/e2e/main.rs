@@ -33,4 +33,5 @@ mod trust_input;
 mod trust_mcp;
 mod trust_secrets;
 mod trust_terminal;
+mod workflow_params;
 mod workflows;

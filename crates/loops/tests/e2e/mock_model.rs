@@ -28,6 +28,10 @@ pub enum Mode {
     Reply(String),
     /// Answer every model request with this HTTP status and error message.
     Fail { status: u16, message: String },
+    /// Answer every model request with this HTTP status and JSON body: an API's own
+    /// error document (claude's `authentication_error`, OpenAI's
+    /// `usage_limit_reached` with its `resets_at`).
+    FailWith { status: u16, body: Value },
     /// An agent turn with tools (Anthropic's API): a request that offers the tool
     /// `calls[0]` names is answered with the `tool_use` of the first call whose result
     /// the conversation does not hold yet (counting its `tool_result` blocks), then,
@@ -221,6 +225,7 @@ fn respond(
             let error = json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
             return send_json(out, *status, &error);
         }
+        Mode::FailWith { status, body } => return send_json(out, *status, body),
         Mode::Reply(reply) => reply.as_str(),
         Mode::Tools { calls, reply } => match next_tool_call(&request, calls) {
             Some((n, (name, input))) if route == "/v1/messages" => {

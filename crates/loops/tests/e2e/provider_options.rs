@@ -405,11 +405,33 @@ fn workflow_agent_steps_take_the_same_options() {
 
 /// Creates `name` for the real `cli` against `mock` with `options`, runs it now and
 /// returns the run (it must have succeeded: the CLI accepted its argv), with the
-/// model requests the mock saw; `None` when the CLI is not installed.
-fn real_run_with(cli: &RealCli, name: &str, options: &[&str]) -> Option<(Value, MockModel)> {
+/// model requests the mock saw and the argv the CLI was started with (a wrapper first
+/// on PATH records it, then execs the real CLI); `None` when the CLI is not installed.
+fn real_run_with(
+    cli: &RealCli,
+    name: &str,
+    options: &[&str],
+) -> Option<(Value, MockModel, Vec<String>)> {
     let bin = real_cli(cli.cli)?;
     let mock = MockModel::start(Mode::Reply(REPLY.into()));
-    let (w, work) = real_world(&bin);
+    let (mut w, work) = real_world(&bin);
+    let wrapper = w.root.path().join("wrapper");
+    std::fs::create_dir_all(&wrapper).unwrap();
+    let argv_file = w.root.path().join("argv");
+    crate::util::write_script(
+        &wrapper.join(cli.cli),
+        &format!(
+            "#!/bin/sh
+printf '%s\\n' \"$@\" > {}\nexec {} \"$@\"\n",
+            argv_file.display(),
+            bin.join(cli.cli).display()
+        ),
+    );
+    for (key, value) in w.extra_env.iter_mut() {
+        if key == "PATH" {
+            *value = format!("{}:{value}", wrapper.display());
+        }
+    }
     let mut args: Vec<String> = [
         "--prompt",
         "Say hello",
@@ -428,7 +450,8 @@ fn real_run_with(cli: &RealCli, name: &str, options: &[&str]) -> Option<(Value, 
     assert_eq!(code, 0, "{} refused {options:?}: {run:#}", cli.cli);
     assert_eq!(run["status"], "succeeded", "{run:#}");
     assert_eq!(run["summary"], REPLY, "{run:#}");
-    Some((run, mock))
+    let argv = std::fs::read_to_string(&argv_file).unwrap();
+    Some((run, mock, argv.lines().map(str::to_owned).collect()))
 }
 
 /// The bodies of the model requests `cli` sent.
@@ -458,7 +481,7 @@ fn real_claude_accepts_every_option_it_has() {
         "--deny-tool",
         "Write",
     ];
-    let Some((_, mock)) = real_run_with(&crate::agents::CLAUDE, "real-claude-options", &options)
+    let Some((_, mock, _)) = real_run_with(&crate::agents::CLAUDE, "real-claude-options", &options)
     else {
         return;
     };
@@ -489,15 +512,15 @@ fn real_claude_accepts_each_permission_mode() {
     // Not bypassPermissions: claude refuses it as root ("--dangerously-skip-permissions
     // cannot be used with root/sudo privileges"), and CI runs as root.
     for mode in ["plan", "acceptEdits", "auto", "manual"] {
-        if real_run_with(
+        let Some((_, _, argv)) = real_run_with(
             &crate::agents::CLAUDE,
             &format!("real-claude-{}", mode.to_lowercase()),
             &["--permission-mode", mode],
-        )
-        .is_none()
-        {
+        ) else {
             return;
-        }
+        };
+        // Accepted (the run succeeded) with the mode in its argv.
+        assert_eq!(after(&argv, "--permission-mode"), [mode], "{argv:?}");
     }
 }
 
@@ -513,7 +536,7 @@ fn real_codex_accepts_every_option_it_has() {
         "--add-dir",
         dir,
     ];
-    let Some((_, mock)) = real_run_with(&crate::agents::CODEX, "real-codex-options", &options)
+    let Some((_, mock, _)) = real_run_with(&crate::agents::CODEX, "real-codex-options", &options)
     else {
         return;
     };
@@ -537,20 +560,39 @@ fn real_codex_accepts_every_option_it_has() {
 
 #[test]
 fn real_opencode_accepts_its_variant() {
-    let Some((_, mock)) = real_run_with(
+    const HIGH: &str = r#""reasoning_effort":"high""#;
+    // The conversation's requests: opencode also asks the model for a title, with an
+    // effort of its own choosing whatever the options.
+    let turns = |mock: &MockModel| -> Vec<String> {
+        model_bodies(&crate::agents::OPENCODE, mock)
+            .into_iter()
+            .filter(|b| !b.contains("You are a title generator"))
+            .collect()
+    };
+    // Without the option the conversation asks for no effort: the variant is what does.
+    let Some((_, plain, _)) = real_run_with(&crate::agents::OPENCODE, "real-opencode-plain", &[])
+    else {
+        return;
+    };
+    let bodies = turns(&plain);
+    assert!(!bodies.is_empty(), "opencode never called the model");
+    assert!(
+        bodies.iter().all(|b| !b.contains(HIGH)),
+        "high effort without --variant: {bodies:?}"
+    );
+    let Some((_, mock, _)) = real_run_with(
         &crate::agents::OPENCODE,
         "real-opencode-variant",
         &["--variant", "high"],
     ) else {
         return;
     };
-    // The model's variant "high" (its config, agents::OPENCODE) sets the request's
-    // reasoning effort.
-    let bodies = model_bodies(&crate::agents::OPENCODE, &mock);
+    // The model's variant "high" (its config, agents::OPENCODE) sets the reasoning
+    // effort of the conversation's requests.
+    let bodies = turns(&mock);
+    assert!(!bodies.is_empty(), "opencode never called the model");
     assert!(
-        bodies
-            .iter()
-            .any(|b| b.contains(r#""reasoning_effort":"high""#)),
-        "no request with reasoning_effort high: {bodies:?}"
+        bodies.iter().all(|b| b.contains(HIGH)),
+        "a request without reasoning_effort high: {bodies:?}"
     );
 }

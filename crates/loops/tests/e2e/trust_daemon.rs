@@ -311,10 +311,13 @@ fn delete_store(w: &World) {
 
 #[test]
 fn store_deleted_under_a_running_daemon() {
-    for db_only in [false, true] {
+    // A daemon with caps records them in the store at startup: that write must not
+    // keep it from noticing (issue #20 item 6).
+    let caps: &[&str] = &["--max-concurrent-per", "provider=claude:1,kind=command:2"];
+    for (db_only, extra) in [(false, &[][..]), (true, &[][..]), (false, caps)] {
         let w = World::new();
         w.create_cmd("old", &["--every", "1h"], "true");
-        let mut d = w.daemon_ready(&[]);
+        let mut d = w.daemon_ready(extra);
         if db_only {
             // Only loops.db: its -wal/-shm stay behind, still open in the daemon.
             std::fs::remove_file(w.db_path()).expect("rm");
