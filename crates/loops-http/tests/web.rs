@@ -381,14 +381,7 @@ async fn the_loop_page_lists_an_agents_provider_options() {
     let (addr, token, _stop) = serve(c).await;
     let base = format!("http://{addr}");
     tokio::task::spawn_blocking(move || {
-        let form = [("content-type", "application/x-www-form-urlencoded")];
-        let ok = request(
-            "POST",
-            &format!("{base}/login"),
-            &form,
-            Some(&format!("token={token}&next=/")),
-        );
-        let session = ok.cookie.split(';').next().unwrap().to_owned();
+        let session = login(&base, &token);
         let page = request(
             "GET",
             &format!("{base}/loops/review"),
@@ -432,14 +425,7 @@ async fn a_workflow_runs_page_names_its_params_with_their_values_redacted() {
     let base = format!("http://{addr}");
     let id = run.id.to_string();
     tokio::task::spawn_blocking(move || {
-        let form = [("content-type", "application/x-www-form-urlencoded")];
-        let ok = request(
-            "POST",
-            &format!("{base}/login"),
-            &form,
-            Some(&format!("token={token}&next=/")),
-        );
-        let session = ok.cookie.split(';').next().unwrap().to_owned();
+        let session = login(&base, &token);
         let page = request(
             "GET",
             &format!("{base}/workflow-runs/{id}"),
@@ -457,4 +443,16 @@ async fn a_workflow_runs_page_names_its_params_with_their_values_redacted() {
     })
     .await
     .unwrap();
+}
+
+/// Logs in with the owner's `token`; returns the session cookie (`name=value`).
+fn login(base: &str, token: &str) -> String {
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let ok = request(
+        "POST",
+        &format!("{base}/login"),
+        &form,
+        Some(&format!("token={token}&next=/")),
+    );
+    ok.cookie.split(';').next().unwrap().to_owned()
 }

@@ -8,7 +8,7 @@
 //! a bundle (`loops export`) is only definitions, and is not a backup.
 
 use crate::error::{corrupt_at, from_sqlite};
-use crate::open::{has_sqlite_header, inspect_schema, uri_path};
+use crate::open::{has_sqlite_header, inspect_schema};
 use crate::SqliteStore;
 use loops_store::{CorruptKind, StoreError};
 use rusqlite::backup::{Backup, StepResult};
@@ -436,23 +436,7 @@ pub fn check_file(path: &Path) -> Result<(Connection, loops_store::open_files::C
     if !has_header {
         return Err(bad("empty, not a loops store".to_owned()));
     }
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let opened = Connection::open_with_flags(path, flags).and_then(|conn| {
-        conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
-            r.get::<_, i64>(0)
-        })?;
-        Ok(conn)
-    });
-    let conn = match opened {
-        Ok(conn) => conn,
-        // A WAL file in a directory where no -shm index can be created.
-        Err(e) if e.sqlite_error_code() == Some(ErrorCode::CannotOpen) => {
-            let uri = format!("file:{}?immutable=1", uri_path(path));
-            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
-                .map_err(|e| bad(e.to_string()))?
-        }
-        Err(e) => return Err(bad(short_reason(&from_sqlite(e)))),
-    };
+    let conn = crate::open::open_read_only(path).map_err(|e| bad(short_reason(&from_sqlite(e))))?;
     let problems = quick_check(&conn).map_err(|e| bad(e.to_string()))?;
     if problems != ["ok"] {
         return Err(bad(format!(

@@ -194,21 +194,8 @@ impl SqliteStore {
         if !has_header {
             return Err(needs_setup(0));
         }
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let opened = Connection::open_with_flags(path, flags).and_then(|conn| {
-            conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
-                r.get::<_, i64>(0)
-            })?;
-            Ok(conn)
-        });
-        let conn = match opened {
+        let conn = match open_read_only(path) {
             Ok(conn) => conn,
-            // No -shm index and none can be created (read-only directory).
-            Err(e) if e.sqlite_error_code() == Some(ErrorCode::CannotOpen) => {
-                let uri = format!("file:{}?immutable=1", uri_path(path));
-                Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
-                    .map_err(|e| classify_open_error(e, &display))?
-            }
             Err(e) => return Err(classify_open_error(e, &display)),
         };
         let found = inspect_schema(&conn, &display)?;
@@ -586,6 +573,26 @@ fn migrate(conn: &mut Connection, path: &str) -> Result<()> {
         tx.commit()?;
     }
     Ok(())
+}
+
+/// Opens the database at `path` read-only and reads its schema once (which fails on a
+/// file that is not a database). A WAL database in a directory where no `-shm` index
+/// can be created (a read-only directory) is opened `immutable` instead.
+pub(crate) fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let opened = Connection::open_with_flags(path, flags).and_then(|conn| {
+        conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+            r.get::<_, i64>(0)
+        })?;
+        Ok(conn)
+    });
+    match opened {
+        Err(e) if e.sqlite_error_code() == Some(ErrorCode::CannotOpen) => {
+            let uri = format!("file:{}?immutable=1", uri_path(path));
+            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+        }
+        other => other,
+    }
 }
 
 #[cfg(test)]
