@@ -200,6 +200,11 @@ impl App {
             let ascii = self.glyphs == Glyphs::Ascii;
             term.draw(|f| draw::draw(f, &snap, &self.ui, ascii))
                 .map_err(|e| Failure::failed(format!("cannot draw on the terminal: {e}")))?;
+            // The e2e tests' way to prove a panic restores the terminal (debug builds).
+            #[cfg(debug_assertions)]
+            if std::env::var_os("LOOPS_TEST_TOP_PANIC").is_some() {
+                panic!("LOOPS_TEST_TOP_PANIC");
+            }
             let wait = if self.follow.is_some() {
                 OUTPUT_POLL
             } else {

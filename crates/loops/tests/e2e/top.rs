@@ -20,6 +20,10 @@ struct Top {
 
 impl Top {
     fn start(w: &World, args: &[&str], colour: bool) -> Self {
+        Self::start_with(w, args, colour, &[])
+    }
+
+    fn start_with(w: &World, args: &[&str], colour: bool, env: &[(&str, &str)]) -> Self {
         let mut all = vec!["top"];
         all.extend_from_slice(args);
         let mut cmd = w.cmd(&all);
@@ -29,6 +33,9 @@ impl Top {
             .env("LANG", "C.UTF-8");
         if colour {
             cmd.env_remove("NO_COLOR");
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
         }
         let mut session = OsSession::spawn(cmd).expect("spawn loops top in a pty");
         session
@@ -275,4 +282,57 @@ fn top_needs_a_terminal_and_once_needs_none() {
         .starts_with("in "));
     let text = w.ok(&["top", "--once"]);
     assert!(text.contains("hello"), "{text}");
+}
+
+#[test]
+fn top_runs_a_loop_now_shows_it_in_flight_and_follows_its_output() {
+    let w = World::new();
+    w.create_cmd(
+        "talker",
+        &["--every", "1h"],
+        "echo hello-from-talker; sleep 30",
+    );
+    let _daemon = w.daemon_ready(&[]);
+    let mut top = Top::start(&w, &[], false);
+    top.wait_screen("the loop", |s| {
+        s.contains("talker") && s.contains("nothing in flight")
+    });
+    top.keys("n");
+    let screen = top.wait_screen("the run in flight", |s| {
+        s.contains("1 running") && s.lines().any(|l| l.contains("talker") && l.ends_with("s"))
+    });
+    assert!(screen.contains("running"), "{screen}");
+    // o on the loop follows its run in flight, as `loops logs --follow` does.
+    top.keys("o");
+    top.wait_screen("the run's output", |s| {
+        s.contains("OUTPUT of run") && s.contains("hello-from-talker")
+    });
+    top.keys("\x1b");
+    top.wait_screen("back to the panes", |s| s.contains("RUNNING"));
+    top.keys("q");
+    assert_eq!(top.wait_exit(), 0);
+    assert!(top.raw.ends_with(LEAVE_ALT_SCREEN));
+}
+
+#[test]
+fn a_panic_leaves_the_terminal_restored() {
+    let w = World::new();
+    w.create_cmd("hello", &["--every", "5m"], "true");
+    let mut top = Top::start_with(&w, &[], false, &[("LOOPS_TEST_TOP_PANIC", "1")]);
+    let code = top.wait_exit();
+    assert_eq!(code, 101, "{}", String::from_utf8_lossy(&top.raw));
+    let raw = String::from_utf8_lossy(&top.raw);
+    let left = raw
+        .find("\x1b[?1049l")
+        .expect("the alternate screen was left");
+    let message = raw
+        .find("LOOPS_TEST_TOP_PANIC")
+        .expect("the panic's message");
+    assert!(
+        left < message,
+        "the message was printed on the alternate screen: {raw:?}"
+    );
+    // Raw mode is off too: the message's newline came out as CR LF (the pty's output
+    // processing, which raw mode turns off).
+    assert!(raw[message..].contains("\r\n"), "{raw:?}");
 }
