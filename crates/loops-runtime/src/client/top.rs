@@ -387,4 +387,46 @@ mod tests {
         feed.poll(now).unwrap();
         assert!(feed.data().loops.is_empty());
     }
+
+    #[test]
+    fn run_events_bring_failures_and_the_strip() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = Client::open(dir.path()).unwrap();
+        let now = chrono::Utc::now();
+        let mut bad = def("bad");
+        if let Target::Command(c) = &mut bad.target {
+            c.command = "echo quoted-output >&2; exit 3".into();
+        }
+        client.create(bad, now).unwrap();
+        let mut feed = client.top(now).unwrap();
+        assert!(feed.data().failures.is_empty());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = rt.block_on(client.run_now("bad", false)).unwrap();
+        let applied = feed.poll(chrono::Utc::now()).unwrap();
+        assert!(applied.events >= 2, "{applied:?}");
+        let data = feed.data();
+        assert!(data.running.is_empty());
+        assert_eq!(data.failures.len(), 1);
+        let failed = &data.failures[0];
+        assert_eq!(failed.id, outcome.run.id);
+        // Output kept only as far as an error line quotes it.
+        assert_eq!(failed.stdout, None);
+        assert_eq!(failed.stderr.as_deref(), Some("quoted-output"));
+        let top = data.loops.values().next().unwrap();
+        assert_eq!(top.facts.recent.len(), 1);
+        assert_eq!(top.facts.recent[0].status, RunStatus::Failed);
+        assert_eq!(
+            top.health.as_ref().map(|h| h.verdict),
+            Some(health::Verdict::Warn)
+        );
+        // Applying the same events again changes nothing.
+        let again = feed.data().clone();
+        let events = client.store().events_after(0, 100).unwrap();
+        feed.apply(&events, chrono::Utc::now()).unwrap();
+        assert_eq!(feed.data().failures.len(), again.failures.len());
+        assert_eq!(feed.data().loops.len(), again.loops.len());
+    }
 }

@@ -452,4 +452,142 @@ pub(crate) mod tests {
         assert!(!Filter("status:active".into()).matches(&row, &labels));
         assert!(Filter(String::new()).matches(&row, &labels));
     }
+
+    /// A store with an ok loop and a failing one (labelled `db`), each run once.
+    fn data() -> (tempfile::TempDir, TopData) {
+        let dir = tempfile::tempdir().unwrap();
+        let client = loops_runtime::client::Client::open(dir.path()).unwrap();
+        let now = chrono::Utc::now();
+        let rt = crate::commands::runtime().unwrap();
+        for (name, cmd, label) in [
+            ("good", "true", None),
+            ("bad", "echo SECRET-LINE >&2; exit 3", Some("db")),
+        ] {
+            let def = loops_runtime::client::LoopDefinition {
+                name: name.into(),
+                description: None,
+                schedule: loops_core::Schedule::Interval {
+                    every_ms: 300_000,
+                    anchor: loops_core::Anchor::FixedRate,
+                },
+                target: loops_core::Target::Command(loops_core::CommandTarget {
+                    command: cmd.into(),
+                    args: vec![],
+                    cwd: None,
+                    shell: true,
+                    env: Default::default(),
+                    timeout: None,
+                    idle_timeout: None,
+                    account: None,
+                }),
+                policy: loops_core::Policy::default(),
+                labels: label.into_iter().map(str::to_owned).collect(),
+                notify: None,
+            };
+            client.create(def, now).unwrap();
+            rt.block_on(client.run_now(name, false)).unwrap();
+        }
+        let feed = client.top(chrono::Utc::now()).unwrap();
+        (dir, feed.data().clone())
+    }
+
+    #[test]
+    fn rows_say_status_countdown_strip_health_and_redacted_errors() {
+        let (_dir, data) = data();
+        let now = chrono::Utc::now();
+        let snap = snapshot(
+            &data,
+            &Filter::default(),
+            Sort::Name,
+            Glyphs::Ascii,
+            false,
+            now,
+        );
+        let names: Vec<&str> = snap.loops.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["bad", "good"]);
+        let bad = &snap.loops[0];
+        assert_eq!(bad.status, "active");
+        assert_eq!(bad.schedule, "every 5m");
+        assert!(bad.next.starts_with("in 4m"), "{}", bad.next);
+        assert_eq!(bad.strip, "x");
+        assert_eq!(bad.health, "warn");
+        assert!(
+            bad.reason.contains("exited with status 3"),
+            "{}",
+            bad.reason
+        );
+        assert_eq!(snap.loops[1].strip, "+");
+        assert_eq!(snap.loops[1].health, "ok");
+        assert_eq!(snap.failures.len(), 1);
+        assert_eq!(snap.failures[0].error, "exited with status 3");
+        let json = serde_json::to_string(&snap).unwrap();
+        assert!(!json.contains("SECRET-LINE"), "{json}");
+
+        let shown = snapshot(
+            &data,
+            &Filter::default(),
+            Sort::Name,
+            Glyphs::Unicode,
+            true,
+            now,
+        );
+        assert_eq!(shown.failures[0].error, "exited with status 3: SECRET-LINE");
+        assert_eq!(shown.loops[0].strip, "✗");
+    }
+
+    #[test]
+    fn filters_hide_and_sorts_order() {
+        let (_dir, data) = data();
+        let now = chrono::Utc::now();
+        let only_db = snapshot(
+            &data,
+            &Filter("label:db".into()),
+            Sort::Name,
+            Glyphs::Ascii,
+            false,
+            now,
+        );
+        assert_eq!(only_db.loops.len(), 1);
+        assert_eq!(only_db.hidden, 1);
+        assert_eq!(only_db.failures.len(), 1);
+        let good = snapshot(
+            &data,
+            &Filter("goo".into()),
+            Sort::Name,
+            Glyphs::Ascii,
+            false,
+            now,
+        );
+        assert_eq!(good.loops[0].name, "good");
+        // A failing loop's failures go with it.
+        assert!(good.failures.is_empty());
+        let by_health = snapshot(
+            &data,
+            &Filter::default(),
+            Sort::Health,
+            Glyphs::Ascii,
+            false,
+            now,
+        );
+        assert_eq!(by_health.loops[0].name, "bad");
+        let mut sort = Sort::Name;
+        for _ in 0..4 {
+            sort = sort.next();
+        }
+        assert_eq!(sort, Sort::Name);
+    }
+
+    #[test]
+    fn selection_stays_inside_the_rows() {
+        let mut ui = Ui::new(false);
+        assert_eq!(ui.selection(Pane::Loops, 0), None);
+        ui.move_by(5, 3);
+        assert_eq!(ui.selection(Pane::Loops, 3), Some(2));
+        ui.move_by(-10, 3);
+        assert_eq!(ui.selection(Pane::Loops, 3), Some(0));
+        ui.pane = ui.pane.next();
+        ui.move_by(1, 2);
+        assert_eq!(ui.selection(Pane::Running, 2), Some(1));
+        assert_eq!(ui.selection(Pane::Running, 1), Some(0));
+    }
 }
