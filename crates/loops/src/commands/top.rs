@@ -79,6 +79,7 @@ pub fn run(ctx: &Context, args: TopArgs) -> Result<Exit, Failure> {
         follow: None,
         partial: String::new(),
         done: mpsc::channel(),
+        failing: false,
     };
     let _restore = Restore::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))
@@ -174,6 +175,8 @@ struct App {
     partial: String,
     /// Messages of `run now`s ending in the background.
     done: (mpsc::Sender<String>, mpsc::Receiver<String>),
+    /// The last poll of the event log failed.
+    failing: bool,
 }
 
 impl App {
@@ -226,7 +229,24 @@ impl App {
             }
             let now = chrono::Utc::now();
             if last_events.elapsed() >= EVENTS_POLL {
-                self.feed.poll(now)?;
+                // A store that cannot be read for a moment (busy, being replaced) is
+                // said on the message line and read again at the next poll.
+                match self.feed.poll(now) {
+                    Ok(_) if self.failing => {
+                        self.failing = false;
+                        self.ui.message = Some("reading the store works again".to_owned());
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        self.failing = true;
+                        self.ui.message = Some(
+                            crate::output::one_line(&format!(
+                                "cannot read the store: {e}; retrying"
+                            ))
+                            .into_owned(),
+                        );
+                    }
+                }
                 last_events = Clock::now();
             }
             if last_reassess.elapsed() >= REASSESS {

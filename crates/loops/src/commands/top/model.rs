@@ -296,7 +296,7 @@ fn loop_row(t: &TopLoop, data: &TopData, glyphs: Glyphs, now: Instant) -> LoopRo
         id: lp.id.to_string(),
         name: one_line(&lp.name),
         status,
-        schedule: loops_http::web::words::schedule(&lp.schedule),
+        schedule: one_line(&loops_http::web::words::schedule(&lp.schedule)),
         next,
         next_run_at: lp.next_run_at,
         strip: strip.into_iter().collect(),
