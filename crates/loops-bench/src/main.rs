@@ -21,6 +21,7 @@
 //! cargo run --release -p loops-bench -- mcp-list               # MCP `tools/call loops_list` round trip
 //! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
 //! cargo run --release -p loops-bench -- dashboard              # the web overview, 1k loops, 100k runs
+//! cargo run --release -p loops-bench -- top                    # `loops top`'s refresh, 1k loops, 100k runs
 //! ```
 //!
 //! The `loops` binary is `target/release/loops` of this workspace unless
@@ -32,6 +33,7 @@ mod dashboard;
 mod http;
 mod operability;
 mod supervised;
+mod top;
 
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
@@ -286,6 +288,20 @@ enum Bench {
         #[arg(long, default_value_t = 30)]
         reps: usize,
     },
+    /// `loops top`'s refresh cost: its data read from scratch, `top --once --json`, and
+    /// each poll of the event log (idle, k `loop.changed` events, a run's events).
+    Top {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 100_000)]
+        runs: usize,
+        /// Each loop's interval, in milliseconds (default 15 minutes: 100 runs ≈ 25 h).
+        #[arg(long, default_value_t = 900_000)]
+        every_ms: u64,
+        /// Timed repetitions of each measurement.
+        #[arg(long, default_value_t = 30)]
+        reps: usize,
+    },
     /// What reading an agent run's ending costs: `providers::interpret` (output parsed,
     /// failure classified) over the real CLIs' captured outputs (issue #20).
     Classify {
@@ -435,6 +451,12 @@ fn main() -> Result<()> {
             every_ms,
             reps,
         } => bench.dashboard(loops, runs, every_ms, reps),
+        Bench::Top {
+            loops,
+            runs,
+            every_ms,
+            reps,
+        } => bench.top(loops, runs, every_ms, reps),
         Bench::Reattach { runs, reps } => bench.reattach(runs, reps),
         Bench::Classify { reps } => bench.classify(reps),
     };

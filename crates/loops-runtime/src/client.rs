@@ -35,6 +35,7 @@ mod health;
 mod holds;
 mod on_runner;
 mod portable;
+mod top;
 mod usage;
 
 pub use copy::{CopyCounts, CopyReport};
@@ -42,6 +43,7 @@ pub use health::{HealthCounts, HealthJson, HealthReport, LoopHealth};
 pub use loops_sqlite::{BackupInfo, Restored, StoreCounts};
 pub use on_runner::DEFAULT_RUNNER_WAIT;
 pub use portable::{ImportOptions, ImportReport, ImportedLoop, RunnerLabels};
+pub use top::{Applied, TopData, TopFeed, TopLoop, RECENT_FAILURES};
 
 use crate::clock::SystemClock;
 use crate::engine::{Engine, EngineConfig};

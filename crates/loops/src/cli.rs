@@ -204,6 +204,9 @@ pub enum Command {
     /// One line per active loop: last run, last success, failures, missed and skipped
     /// slots, and a verdict (ok, warn, fail); exits 1 when any loop fails.
     Health(HealthArgs),
+    /// A live full-screen view: loops with status, next run, last runs and health,
+    /// runs in flight, recent failures; keys to pause, resume, run now, archive, follow.
+    Top(TopArgs),
     /// Tokens and cost reported by agent runs and agent workflow steps, with totals.
     Usage(UsageArgs),
     /// Print a bundle of loops and the workflow specs they use (JSON, to stdout).
@@ -447,6 +450,24 @@ pub struct HealthArgs {
     /// Only loops with this label (repeatable: loops with all of them).
     #[arg(long = "label", value_name = "NAME")]
     pub labels: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Start with this filter: words that must all match (part of the name,
+    /// label:NAME, status:WORD).
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+    /// Order of the loops: name, next, health or status.
+    #[arg(long, value_name = "KEY")]
+    pub sort: Option<String>,
+    /// Show what failed runs quoted from their output in their error lines.
+    #[arg(long)]
+    pub show_output: bool,
+    /// Print one snapshot and exit (with --json, the view's model as JSON); needs no
+    /// terminal.
+    #[arg(long)]
+    pub once: bool,
 }
 
 #[derive(Debug, Args)]

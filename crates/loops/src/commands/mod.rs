@@ -27,6 +27,7 @@ mod serve;
 mod store;
 mod supervise;
 mod tick;
+mod top;
 mod usage;
 mod workflows;
 
@@ -137,6 +138,7 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Tick(args) => tick::run(&ctx, args),
         Command::Doctor => doctor::run(&ctx),
         Command::Health(args) => health::run(&ctx, args),
+        Command::Top(args) => top::run(&ctx, args),
         Command::Usage(args) => usage::run(&ctx, args),
         Command::Export(args) => export::run(&ctx, args),
         Command::Import(args) => import::run(&ctx, args),
@@ -171,8 +173,19 @@ mod tests {
     fn commands_go_through_the_client() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands");
         let mut found = Vec::new();
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
+        let mut files = Vec::new();
+        let mut dirs = vec![dir];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    files.push(path);
+                }
+            }
+        }
+        for path in files {
             let text = std::fs::read_to_string(&path).unwrap();
             for (i, line) in text.lines().enumerate() {
                 let code = line.split("//").next().unwrap_or("");

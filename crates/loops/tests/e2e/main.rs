@@ -26,6 +26,7 @@ mod provider_options;
 mod several_hosts;
 mod several_hosts_netns;
 mod supervised;
+mod top;
 mod trust_daemon;
 mod trust_engine;
 mod trust_http;

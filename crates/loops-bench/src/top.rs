@@ -1,0 +1,114 @@
+//! `loops top`'s refresh cost (issue #23 item 2) over 1,000 loops and 100,000 runs: the
+//! feed read from scratch (what `top` does once at start, and again only when the event
+//! log was pruned past it), `loops top --once --json` through the real binary (process,
+//! read, model, JSON), and each poll of the event log — idle (every 250 ms), and with a
+//! batch of k `loop.changed` events, or a run's `run.started` + `run.finished`, to apply.
+
+use super::operability::history_batch;
+use super::{ms, Bencher, Mono, Stats};
+use anyhow::{ensure, Result};
+use chrono::Utc;
+use loops_runtime::client::Client;
+use loops_sqlite::SqliteStore;
+use loops_store::Store;
+
+impl Bencher {
+    pub(super) fn top(&self, loops: usize, runs: usize, every_ms: u64, reps: usize) -> Result<()> {
+        let dir = self.fresh_dir()?;
+        let data = dir.data();
+        let now = super::whole_ms(Utc::now());
+        let batch = history_batch(loops, runs, every_ms, now)?;
+        drop(Client::open(&data)?);
+        let store = SqliteStore::open(&dir.db())?;
+        let imported = store.import(&batch, now)?;
+        drop(store);
+        eprintln!(
+            "{} loops and {} runs written, db {:.1} MB",
+            imported.loops.len(),
+            imported.runs,
+            super::file_len(&dir.db()) as f64 / 1e6
+        );
+
+        // From scratch, in-process.
+        let client = Client::open(&data)?;
+        let mut scratch = Vec::new();
+        for i in 0..reps + 3 {
+            let t = Mono::now();
+            let feed = client.top(Utc::now())?;
+            let took = ms(t.elapsed());
+            ensure!(feed.data().loops.len() == loops, "the feed lost loops");
+            if i >= 3 {
+                scratch.push(took);
+            }
+        }
+        let scratch = Stats::of(scratch);
+        let once = self.time_cli_n(&data, &["--json", "top", "--once"], reps)?;
+
+        // Polls: idle, then with k loop.changed events (k loops paused, then resumed).
+        let mut feed = client.top(Utc::now())?;
+        let mut idle = Vec::new();
+        for _ in 0..reps {
+            let t = Mono::now();
+            let applied = feed.poll(Utc::now())?;
+            idle.push(ms(t.elapsed()));
+            ensure!(applied.events == 0, "events while idle");
+        }
+        let idle = Stats::of(idle);
+        let names: Vec<String> = client.list(None)?.into_iter().map(|l| l.name).collect();
+        let mut batches = Vec::new();
+        for k in [1usize, 10, 100] {
+            let k = k.min(names.len());
+            let mut samples = Vec::new();
+            for rep in 0..reps {
+                for name in names.iter().take(k) {
+                    if rep % 2 == 0 {
+                        client.pause(name, Utc::now())?;
+                    } else {
+                        client.resume(name, Utc::now())?;
+                    }
+                }
+                let t = Mono::now();
+                let applied = feed.poll(Utc::now())?;
+                samples.push(ms(t.elapsed()));
+                ensure!(applied.events == k, "{} events for {k}", applied.events);
+            }
+            batches.push((k, Stats::of(samples)));
+        }
+        // A run: its two events (the run and its loop read again).
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let mut run = Vec::new();
+        for _ in 0..reps {
+            rt.block_on(client.run_now(&names[0], true))?;
+            let t = Mono::now();
+            let applied = feed.poll(Utc::now())?;
+            run.push(ms(t.elapsed()));
+            ensure!(applied.events == 2, "{} events for a run", applied.events);
+        }
+        let run = Stats::of(run);
+
+        println!("| loops | runs | db MB | from scratch (in-process) median ms | p90 | `top --once --json` median ms | p90 | idle poll median ms | 1 `loop.changed` ms | 10 | 100 | a run's 2 events ms |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let b = |k: usize| {
+            batches
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map_or(0.0, |(_, s)| s.p50)
+        };
+        println!(
+            "| {loops} | {runs} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            super::file_len(&dir.db()) as f64 / 1e6,
+            scratch.p50,
+            scratch.p90,
+            once.p50,
+            once.p90,
+            idle.p50,
+            b(1),
+            b(10),
+            b(100),
+            run.p50,
+        );
+        Ok(())
+    }
+}
