@@ -5,8 +5,9 @@
 //! shown, `draw` draws it (ratatui); this module owns the terminal and the keys.
 //!
 //! The terminal is restored on every way out: a guard leaves the alternate screen and
-//! raw mode when the loop ends (q, Ctrl-C, an error), and a panic hook does the same
-//! before the panic's message is printed.
+//! raw mode when the loop ends (q, Ctrl-C, an error), a panic hook does the same
+//! before the panic's message is printed, and SIGTERM, SIGHUP (the SSH session closed)
+//! and SIGQUIT end the loop, restore the terminal, then end the process by that signal.
 
 mod draw;
 mod model;
@@ -24,7 +25,8 @@ use model::{Filter, Glyphs, Mode, Pane, Snapshot, Sort, Ui};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 use std::io::IsTerminal as _;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant as Clock};
 
 /// How often the event log is read (one primary-key probe when nothing happened).
@@ -67,6 +69,16 @@ pub fn run(ctx: &Context, args: TopArgs) -> Result<Exit, Failure> {
         );
         return once(ctx, &snap, glyphs);
     }
+    // Noted here, acted on by the loop: a signal handler may not touch the terminal.
+    let signalled = Arc::new(AtomicUsize::new(0));
+    for signal in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGQUIT,
+    ] {
+        signal_hook::flag::register_usize(signal, Arc::clone(&signalled), signal as usize)
+            .map_err(|e| Failure::failed(format!("cannot handle signal {signal}: {e}")))?;
+    }
     let colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let mut app = App {
         client,
@@ -80,11 +92,23 @@ pub fn run(ctx: &Context, args: TopArgs) -> Result<Exit, Failure> {
         partial: String::new(),
         done: mpsc::channel(),
         failing: false,
+        signalled: Arc::clone(&signalled),
     };
-    let _restore = Restore::enter()?;
+    let restore = Restore::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))
         .map_err(|e| Failure::failed(format!("cannot draw on the terminal: {e}")))?;
     app.run(&mut term)?;
+    drop(term);
+    drop(restore);
+    let signal = signalled.load(Ordering::SeqCst);
+    if signal != 0 {
+        // The terminal is back; now end as the signal would have, so a parent (a shell,
+        // sshd, a supervisor) sees what ended us.
+        if let Ok(signal) = i32::try_from(signal) {
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+        }
+        return Ok(Exit::Failed);
+    }
     Ok(Exit::Success)
 }
 
@@ -177,6 +201,8 @@ struct App {
     done: (mpsc::Sender<String>, mpsc::Receiver<String>),
     /// The last poll of the event log failed.
     failing: bool,
+    /// The number of a terminating signal received (0: none).
+    signalled: Arc<AtomicUsize>,
 }
 
 impl App {
@@ -223,6 +249,9 @@ impl App {
                         return Ok(());
                     }
                 }
+            }
+            if self.signalled.load(Ordering::SeqCst) != 0 {
+                return Ok(());
             }
             while let Ok(message) = self.done.1.try_recv() {
                 self.ui.message = Some(message);

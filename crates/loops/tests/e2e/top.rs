@@ -336,3 +336,42 @@ fn a_panic_leaves_the_terminal_restored() {
     // processing, which raw mode turns off).
     assert!(raw[message..].contains("\r\n"), "{raw:?}");
 }
+
+/// SIGTERM (a `kill`) and SIGHUP (the SSH session closed) end `top` the same way: the
+/// terminal is restored first, then the process ends by that signal.
+#[test]
+fn a_terminating_signal_restores_the_terminal_then_ends_top_by_it() {
+    use nix::sys::signal::{kill, Signal};
+    let w = World::new();
+    w.create_cmd("signalled", &["--every", "5m"], "true");
+    for signal in [Signal::SIGTERM, Signal::SIGHUP] {
+        let mut top = Top::start(&w, &[], false);
+        top.wait_screen("the first frame", |s| s.contains("signalled"));
+        let drawn = top.raw.len();
+        kill(
+            nix::unistd::Pid::from_raw(top.session.get_process().pid().as_raw()),
+            signal,
+        )
+        .expect("signal loops top");
+        let code = top.wait_exit();
+        assert_eq!(
+            code,
+            128 + signal as i32,
+            "{signal}: {}",
+            String::from_utf8_lossy(&top.raw)
+        );
+        let after = &top.raw[drawn..];
+        let left = after
+            .windows(LEAVE_ALT_SCREEN.len())
+            .position(|w| w == LEAVE_ALT_SCREEN);
+        assert!(
+            left.is_some(),
+            "{signal}: the alternate screen was not left: {:?}",
+            String::from_utf8_lossy(after)
+        );
+        assert!(
+            String::from_utf8_lossy(after).contains("\x1b[?25h"),
+            "{signal}: the cursor was not shown again"
+        );
+    }
+}
