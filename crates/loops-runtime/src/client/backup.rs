@@ -99,8 +99,12 @@ impl Client {
     /// Refused — nothing changed — on a PostgreSQL store (`store` names one:
     /// `pg_restore` restores that), while the store's daemon runs or is stalled (its
     /// lease, as `daemon status` judges it), and while any other process has the store
-    /// open (`loops serve`, another command). A `file` that is not a loops store this
-    /// build can use (damaged, foreign, newer schema) is [`ClientError::Invalid`].
+    /// open (`loops serve`, another command). Refused too while runs are in flight:
+    /// a supervisor left by `daemon stop` still holds runs (the restored store would
+    /// not know them, and the next daemon would end them unrecorded), or the store has
+    /// runs whose end is not recorded yet (a killed daemon's: the next daemon records
+    /// them). A `file` that is not a loops store this build can use (damaged, foreign,
+    /// newer schema) is [`ClientError::Invalid`].
     pub fn restore(data_dir: &Path, store: Option<&str>, file: &Path) -> Result<Restored> {
         refuse_server(store, "restore", "pg_restore")?;
         if !file.is_file() {
@@ -119,6 +123,38 @@ impl Client {
                     "the daemon (pid {} on {}) uses this store: stop it first (`loops daemon \
                      stop`), then restore",
                     h.pid, h.host
+                )));
+            }
+            let supervisors =
+                crate::supervisor::live_pids(&crate::supervisor::dir_in(&client.data_dir));
+            if !supervisors.is_empty() {
+                let pids: Vec<String> = supervisors.iter().map(u32::to_string).collect();
+                return Err(ClientError::Refused(format!(
+                    "runs are still in flight under {} left by `loops daemon stop` (pid {}): \
+                     start the daemon (`loops daemon start`, it takes them over), then \
+                     `loops daemon stop --terminate-runs` to end and record them (or wait \
+                     until `loops runs --status running` is empty and stop it), then restore",
+                    if pids.len() == 1 {
+                        "a supervisor"
+                    } else {
+                        "supervisors"
+                    },
+                    pids.join(", ")
+                )));
+            }
+            let running = client.running_runs()?;
+            if !running.is_empty() {
+                return Err(ClientError::Refused(format!(
+                    "{} {} in flight in this store, {} end not recorded yet: start the daemon \
+                     (`loops daemon start`) to record {}, stop it, then restore",
+                    running.len(),
+                    if running.len() == 1 {
+                        "run is"
+                    } else {
+                        "runs are"
+                    },
+                    if running.len() == 1 { "its" } else { "their" },
+                    if running.len() == 1 { "it" } else { "them" },
                 )));
             }
             client.data_dir.join(loops_store::DB_FILE)

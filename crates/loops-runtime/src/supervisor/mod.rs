@@ -82,6 +82,26 @@ pub fn dir_in(data_dir: &Path) -> PathBuf {
     data_dir.join(SUPERVISE_DIR)
 }
 
+/// The pids of the supervisors in the supervise dir `dir` that are alive: each holds
+/// runs still in flight or ended and not yet recorded (one with nothing left exits).
+/// A socket whose process is gone (a killed supervisor) is not counted.
+pub fn live_pids(dir: &Path) -> Vec<u32> {
+    link::sockets(dir, None)
+        .into_iter()
+        .filter(|(pid, _)| {
+            let Ok(raw) = i32::try_from(*pid) else {
+                return false;
+            };
+            // Signal 0 checks the process exists; EPERM says it does, as another user's.
+            match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
+                Ok(()) => true,
+                Err(e) => e == nix::errno::Errno::EPERM,
+            }
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
 /// The unit name of a loop run.
 pub fn run_unit(run: &RunId) -> String {
     format!("run-{}", file_safe(run.as_str()))

@@ -231,6 +231,80 @@ fn restore_is_refused_while_a_daemon_or_the_server_uses_the_store() {
     assert_eq!(w.json(&["list"]).as_array().unwrap().len(), 1);
 }
 
+/// A run left to its supervisor by `daemon stop` is still in flight: restoring would
+/// put in a store that does not know it, and the next daemon would end it unrecorded.
+/// Restore is refused while its supervisor lives, then while its end is not recorded,
+/// and goes through once `tick` recorded it.
+#[test]
+fn restore_is_refused_while_runs_are_in_flight_or_unrecorded() {
+    let w = World::new();
+    w.create_cmd("kept-job", &["--every", "1h"], "true");
+    let file = w.root.path().join("snapshot.db");
+    w.ok(&["backup", file.to_str().unwrap()]);
+    let gate = w.root.path().join("gate");
+    let cmd = format!(
+        "echo started; while [ ! -e {} ]; do sleep 0.05; done; echo ended",
+        gate.display()
+    );
+    w.create_cmd("gated-job", &["--dynamic", "1h"], &cmd);
+    w.make_due("gated-job");
+    let mut daemon = w.daemon_ready(&[]);
+    let run = wait_for("the gated run in flight", Duration::from_secs(20), || {
+        w.runs("gated-job")
+            .into_iter()
+            .find(|r| r["status"] == "running" && r["pid"].is_u64())
+    });
+    assert_eq!(daemon.stop(), Some(0));
+    let supervisors = crate::util::supervisor_pids(&w.data);
+    assert!(!supervisors.is_empty(), "the run's supervisor lives on");
+    let before = state(&w);
+
+    let (code, err) = w.fail(&["restore", file.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("in flight") && err.contains(&supervisors[0].to_string()),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(state(&w), before);
+    assert!(backups(&w).is_empty(), "{:?}", backups(&w));
+
+    // The run ends with no daemon: its supervisor writes its status file and exits,
+    // but the store still says running.
+    std::fs::write(&gate, b"open").unwrap();
+    wait_for("the supervisor to exit", Duration::from_secs(20), || {
+        crate::util::supervisor_pids(&w.data)
+            .is_empty()
+            .then_some(())
+    });
+    let (code, err) = w.fail(&["restore", file.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not recorded yet"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(state(&w), before);
+    assert!(backups(&w).is_empty(), "{:?}", backups(&w));
+
+    // Recorded, the store may be replaced (and the record is in the kept copy).
+    w.ok(&["tick"]);
+    let recorded = w
+        .runs("gated-job")
+        .into_iter()
+        .find(|r| r["id"] == run["id"])
+        .expect("the run");
+    assert_eq!(recorded["status"], "succeeded", "{recorded}");
+    let out = w.ok(&["restore", file.to_str().unwrap()]);
+    assert!(out.contains("restored"), "{out}");
+    let names: Vec<String> = w
+        .json(&["list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["kept-job"]);
+    assert_eq!(backups(&w).len(), 1, "{:?}", backups(&w));
+}
+
 #[test]
 fn restore_refuses_a_corrupt_foreign_or_newer_file_with_exit_2() {
     let w = World::new();
