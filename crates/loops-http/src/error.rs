@@ -4,7 +4,6 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use loops_runtime::client::ClientError;
-use loops_runtime::engine::EngineError;
 use loops_store::StoreError;
 
 /// An error response.
@@ -73,6 +72,14 @@ impl IntoResponse for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
+        Self::of_store(&e)
+    }
+}
+
+impl ApiError {
+    /// A store error: corrupt or unreachable is 503, a missing record 404, a
+    /// duplicate or a run no longer running 409, a bad argument 400.
+    fn of_store(e: &StoreError) -> Self {
         use StoreError as E;
         let message = e.to_string();
         if e.is_corrupt() {
@@ -95,18 +102,18 @@ impl From<StoreError> for ApiError {
 
 impl From<ClientError> for ApiError {
     fn from(e: ClientError) -> Self {
+        if let Some(store) = e.store_error() {
+            return Self::of_store(store);
+        }
         let message = e.to_string();
         match e {
-            ClientError::Store(s) => s.into(),
-            ClientError::Engine(EngineError::Store(s)) => s.into(),
-            ClientError::Engine(EngineError::Busy { .. }) => Self::conflict(message),
-            ClientError::Engine(_) => Self::failed(message),
             ClientError::NotFound(_)
             | ClientError::WorkflowNotFound(_)
             | ClientError::WorkflowRunNotFound(_)
             | ClientError::RunNotFound(_) => Self::not_found(message),
-            ClientError::Ambiguous { .. } | ClientError::Refused(_) => Self::conflict(message),
-            ClientError::Recover(loops_runtime::workflow::RecoverError::Store(s)) => s.into(),
+            ClientError::Ambiguous { .. } => Self::conflict(message),
+            _ if e.is_refused() => Self::conflict(message),
+            _ if e.is_failure() => Self::failed(message),
             _ => Self::invalid(message),
         }
     }
@@ -118,4 +125,56 @@ pub(crate) async fn not_found(method: axum::http::Method, uri: axum::http::Uri) 
         "no route {method} {} (the API's routes are listed at /v1/openapi.json)",
         uri.path()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loops_runtime::engine::EngineError;
+    use loops_runtime::workflow::RecoverError;
+
+    /// Every route to a client error lands on the status its kind documents, however
+    /// deep its store error sits (the engine's, a recovery's).
+    #[test]
+    fn client_errors_map_to_their_status() {
+        let corrupt = || StoreError::Corrupt {
+            path: String::new(),
+            kind: loops_store::CorruptKind::Damaged,
+            source: "database disk image is malformed".into(),
+        };
+        let busy = EngineError::Busy {
+            name: "n".into(),
+            run: loops_core::RunId::new("r".to_owned()),
+            since: "now".into(),
+        };
+        let cases: Vec<(ClientError, u16)> = vec![
+            (ClientError::Store(corrupt()), 503),
+            (ClientError::Engine(EngineError::Store(corrupt())), 503),
+            (ClientError::Recover(RecoverError::Store(corrupt())), 503),
+            (
+                ClientError::Recover(RecoverError::Store(StoreError::WorkflowRunNotFound(
+                    "w".into(),
+                ))),
+                404,
+            ),
+            (ClientError::Engine(busy), 409),
+            (ClientError::Engine(EngineError::LeaseLost), 500),
+            (ClientError::Refused("no".into()), 409),
+            (
+                ClientError::Ambiguous {
+                    kind: loops_runtime::client::RecordKind::Loop,
+                    key: "a".into(),
+                    matches: vec![],
+                },
+                409,
+            ),
+            (ClientError::NotFound("x".into()), 404),
+            (ClientError::Recover(RecoverError::Alive("a".into())), 400),
+            (ClientError::Invalid("bad".into()), 400),
+        ];
+        for (error, status) in cases {
+            let shown = format!("{error:?}");
+            assert_eq!(ApiError::from(error).status.as_u16(), status, "{shown}");
+        }
+    }
 }

@@ -151,6 +151,37 @@ pub enum ClientError {
     Engine(#[from] crate::engine::EngineError),
 }
 
+impl ClientError {
+    /// The store's error under this one, however it was reached: directly, through the
+    /// engine (`tick`, `run-now`) or through a workflow run's recovery. Front ends map
+    /// it as a store error (a corrupt store is the same failure on every route).
+    pub fn store_error(&self) -> Option<&StoreError> {
+        use crate::engine::EngineError;
+        use crate::workflow::RecoverError;
+        match self {
+            ClientError::Store(e)
+            | ClientError::Engine(EngineError::Store(e))
+            | ClientError::Recover(RecoverError::Store(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Refused in the store's current state, nothing changed: a refusal, or a loop
+    /// busy with a run in flight (`run-now` without `--allow-overlap`).
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Refused(_) | ClientError::Engine(crate::engine::EngineError::Busy { .. })
+        )
+    }
+
+    /// Started and did not succeed: the engine stopped for a reason other than its
+    /// store or a busy loop (a lost lease, a task that failed).
+    pub fn is_failure(&self) -> bool {
+        matches!(self, ClientError::Engine(_)) && !self.is_refused() && self.store_error().is_none()
+    }
+}
+
 /// Result alias for client calls.
 pub type Result<T> = std::result::Result<T, ClientError>;
 
@@ -417,7 +448,7 @@ impl Client {
     /// Problems that would stop `target` from starting here and now (see
     /// [`crate::preflight::check_loop_target`]); empty when it can start.
     pub fn check_target(&self, target: &Target) -> Vec<String> {
-        crate::preflight::check_loop_target(self.store.as_ref(), target)
+        crate::preflight::check_loop_target(target, |name| self.store.get_active_workflow(name))
     }
 
     /// SQLite's full `PRAGMA integrity_check` of the database (`doctor`): `["ok"]`, or

@@ -12,22 +12,25 @@
 use crate::accounts;
 use crate::env::{build_env, resolve_executable_in};
 use crate::providers::account_tool;
-use loops_core::workflow::StepTarget;
+use loops_core::workflow::{StepTarget, Workflow};
 use loops_core::Target;
-use loops_store::Store;
+use loops_store::StoreError;
 use std::path::Path;
 
 /// Problems that would stop a stored loop's target from starting: [`check_target`],
-/// and for a workflow target, that `store` has an active workflow of that name and
+/// and for a workflow target, that `active_workflow` finds the workflow it names and
 /// that every step's target passes [`check_target`] (each problem prefixed with its
 /// step, `step "build": Executable not found in PATH: cargo`). Used by `doctor` and
 /// `create --preflight`.
-pub fn check_loop_target(store: &dyn Store, target: &Target) -> Vec<String> {
+pub fn check_loop_target(
+    target: &Target,
+    active_workflow: impl FnOnce(&str) -> Result<Option<Workflow>, StoreError>,
+) -> Vec<String> {
     let mut problems = check_target(target);
     let Target::Workflow(w) = target else {
         return problems;
     };
-    let workflow = match store.get_active_workflow(&w.workflow) {
+    let workflow = match active_workflow(&w.workflow) {
         Ok(Some(workflow)) => workflow,
         Ok(None) => {
             problems.push(format!("no active workflow named {:?}", w.workflow));

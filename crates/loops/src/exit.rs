@@ -60,13 +60,13 @@ impl Exit {
     /// A client call: its store's errors as [`Exit::of_store`], a refusal in the
     /// store's state as [`Exit::Failed`], everything else is the caller's input.
     pub fn of_client(err: &ClientError) -> Self {
-        match err {
-            ClientError::Store(e) => Exit::of_store(e),
-            ClientError::Recover(e) => Exit::of_recover(e),
-            ClientError::Engine(e) => Exit::of_engine(e),
-            ClientError::Refused(_) => Exit::Failed,
-            _ => Exit::Usage,
+        if let Some(e) = err.store_error() {
+            return Exit::of_store(e);
         }
+        if err.is_refused() || err.is_failure() {
+            return Exit::Failed;
+        }
+        Exit::Usage
     }
 
     /// The engine (`run-now`, `tick`): a store it reached as [`Exit::of_store`] — a
