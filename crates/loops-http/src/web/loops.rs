@@ -4,14 +4,14 @@
 //! archive (our script calls the API with the session's CSRF header), and its
 //! notification settings with their last deliveries.
 
-use super::{error_page, render, svg, viewer, words, Base};
+use super::{svg, words, Base};
 use crate::error::ApiError;
 use crate::request::Params;
 use crate::State;
 use askama::Template;
 use axum::extract::{Path, RawQuery};
 use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use loops_core::redact::{redact_delivery, redact_loop};
 use loops_core::{Instant, Loop, LoopStatus, Target};
 use loops_runtime::client::RunQuery;
@@ -440,42 +440,39 @@ pub(crate) async fn page(
     headers: HeaderMap,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let viewer = match viewer(&state, &headers, &super::here(&uri)) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
-    };
-    let csrf = viewer.csrf.clone();
-    let built = async {
-        let p = Params::parse(q.as_deref(), &["before", "skip"])?;
-        let skip = p
-            .get("skip")
-            .map(|n| {
-                n.parse::<usize>()
-                    .map_err(|_| ApiError::invalid(format!("invalid skip {n:?}: expected a count")))
-            })
-            .transpose()?
-            .unwrap_or(0);
-        let before = p
-            .get("before")
-            .map(|t| {
-                chrono::DateTime::parse_from_rfc3339(t)
-                    .map(|t| HistoryCursor {
-                        before: t.with_timezone(&chrono::Utc),
-                        skip,
-                    })
-                    .map_err(|e| ApiError::invalid(format!("invalid before {t:?}: {e}")))
-            })
-            .transpose()?;
-        crate::api::blocking(&state, move |c| {
-            build(c, &key, before, chrono::Utc::now(), csrf)
+    super::show_page(
+        &state,
+        &headers,
+        &uri,
+        q.as_deref(),
+        history_cursor,
+        move |c, before, csrf| build(c, &key, before, chrono::Utc::now(), csrf),
+    )
+    .await
+}
+
+/// The history page asked for: `before` (an RFC 3339 instant) and `skip` (how many
+/// runs at that instant the pages before showed).
+fn history_cursor(query: Option<&str>) -> Result<Option<HistoryCursor>, ApiError> {
+    let p = Params::parse(query, &["before", "skip"])?;
+    let skip = p
+        .get("skip")
+        .map(|n| {
+            n.parse::<usize>()
+                .map_err(|_| ApiError::invalid(format!("invalid skip {n:?}: expected a count")))
         })
-        .await
-    }
-    .await;
-    match built {
-        Ok(page) => render(&page),
-        Err(e) => error_page(e, viewer.csrf),
-    }
+        .transpose()?
+        .unwrap_or(0);
+    p.get("before")
+        .map(|t| {
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map(|t| HistoryCursor {
+                    before: t.with_timezone(&chrono::Utc),
+                    skip,
+                })
+                .map_err(|e| ApiError::invalid(format!("invalid before {t:?}: {e}")))
+        })
+        .transpose()
 }
 
 #[cfg(test)]

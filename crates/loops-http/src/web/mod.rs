@@ -354,6 +354,44 @@ async fn logout(
 }
 
 /// The path and query of a request (where the login form sends the browser back).
+/// A dashboard page, the one way every page is served: the viewer (else the redirect
+/// to the login form), the query string checked by `parse` (an unknown or bad
+/// parameter is a 400 page), the page built by `build` on a blocking thread (the
+/// store is read there) with the viewer's CSRF token, and rendered; an error is the
+/// error page with its status.
+pub(crate) async fn show_page<Q, T>(
+    state: &State,
+    headers: &HeaderMap,
+    uri: &axum::http::Uri,
+    query: Option<&str>,
+    parse: impl FnOnce(Option<&str>) -> Result<Q, ApiError>,
+    build: impl FnOnce(&loops_runtime::Client, Q, String) -> Result<T, ApiError> + Send + 'static,
+) -> Response
+where
+    Q: Send + 'static,
+    T: Template + Send + 'static,
+{
+    let viewer = match viewer(state, headers, &here(uri)) {
+        Ok(v) => v,
+        Err(r) => return r.into_response(),
+    };
+    let csrf = viewer.csrf.clone();
+    let built = async {
+        let query = parse(query)?;
+        crate::api::blocking(state, move |c| build(c, query, csrf)).await
+    }
+    .await;
+    match built {
+        Ok(page) => render(&page),
+        Err(e) => error_page(e, viewer.csrf),
+    }
+}
+
+/// The `parse` of a page that takes no query parameters.
+pub(crate) fn no_query(query: Option<&str>) -> Result<(), ApiError> {
+    crate::request::Params::parse(query, &[]).map(drop)
+}
+
 pub(crate) fn here(uri: &axum::http::Uri) -> String {
     uri.path_and_query()
         .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned())

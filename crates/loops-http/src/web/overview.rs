@@ -7,14 +7,14 @@
 //! `run_facts`, bounded per loop), one set-based read of every loop's newest 20 runs
 //! ([`loops_store::Store::recent_runs`]), one count by status, the running rows.
 
-use super::{ansi::escape, render, viewer, words, Base};
+use super::{ansi::escape, words, Base};
 use crate::error::ApiError;
 use crate::request::Params;
 use crate::State;
 use askama::Template;
 use axum::extract::RawQuery;
 use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use loops_core::cron::CronSchedule;
 use loops_core::health::Verdict;
 use loops_core::{Anchor, Instant, Loop, LoopStatus, RunStatus, Schedule};
@@ -399,18 +399,13 @@ pub(crate) async fn page(
     headers: HeaderMap,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let viewer = match viewer(&state, &headers, &super::here(&uri)) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
-    };
-    let csrf = viewer.csrf.clone();
-    let built = async {
-        let query = OverviewQuery::parse(q.as_deref())?;
-        crate::api::blocking(&state, move |c| build(c, &query, chrono::Utc::now(), &csrf)).await
-    }
-    .await;
-    match built {
-        Ok(page) => render(&page),
-        Err(e) => super::error_page(e, viewer.csrf),
-    }
+    super::show_page(
+        &state,
+        &headers,
+        &uri,
+        q.as_deref(),
+        OverviewQuery::parse,
+        |c, query, csrf| build(c, &query, chrono::Utc::now(), &csrf),
+    )
+    .await
 }

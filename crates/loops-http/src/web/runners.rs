@@ -2,14 +2,13 @@
 //! its host, labels, capacity, load and heartbeat age (`Client::runners`, what `loops
 //! runners` prints); on SQLite the one local daemon (its `daemon status`).
 
-use super::{error_page, render, viewer, words, Base};
+use super::{words, Base};
 use crate::error::ApiError;
-use crate::request::Params;
 use crate::State;
 use askama::Template;
 use axum::extract::RawQuery;
 use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use loops_core::Instant;
 use loops_runtime::Client;
 
@@ -124,14 +123,7 @@ pub(crate) async fn page(
     headers: HeaderMap,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let viewer = match viewer(&state, &headers, &super::here(&uri)) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
-    };
-    let csrf = viewer.csrf.clone();
-    let built = async {
-        Params::parse(q.as_deref(), &[])?;
-        crate::api::blocking(&state, move |c| {
+    super::show_page(&state, &headers, &uri, q.as_deref(), super::no_query, |c, (), csrf| {
             Ok(RunnersPage {
                 base: Base {
                     title: "Runners".to_owned(),
@@ -145,12 +137,6 @@ pub(crate) async fn page(
                     "This store is SQLite: one daemon runs its loops. With the PostgreSQL backend, every runner sharing the store appears here with its host, labels, capacity, load and heartbeat age."
                 },
             })
-        })
-        .await
-    }
-    .await;
-    match built {
-        Ok(page) => render(&page),
-        Err(e) => error_page(e, viewer.csrf),
-    }
+    })
+    .await
 }

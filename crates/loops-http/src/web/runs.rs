@@ -4,14 +4,14 @@
 //! first); a running run's output followed live by our script from
 //! `/v1/runs/{id}/output?follow=true` (colours rendered in the browser).
 
-use super::{ansi, error_page, render, viewer, words, Base};
+use super::{ansi, words, Base};
 use crate::error::ApiError;
 use crate::request::Params;
 use crate::State;
 use askama::Template;
 use axum::extract::{Path, RawQuery};
 use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use loops_core::{Instant, Run, RunStatus};
 use loops_runtime::Client;
 
@@ -274,27 +274,24 @@ pub(crate) async fn page(
     headers: HeaderMap,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let viewer = match viewer(&state, &headers, &super::here(&uri)) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
-    };
-    let csrf = viewer.csrf.clone();
-    let built = async {
-        let p = Params::parse(q.as_deref(), &["stdout", "stderr"])?;
-        let pages = (
-            p.count("stdout")?.unwrap_or(0),
-            p.count("stderr")?.unwrap_or(0),
-        );
-        crate::api::blocking(&state, move |c| {
-            build(c, &id, pages, chrono::Utc::now(), csrf)
-        })
-        .await
-    }
-    .await;
-    match built {
-        Ok(page) => render(&page),
-        Err(e) => error_page(e, viewer.csrf),
-    }
+    super::show_page(
+        &state,
+        &headers,
+        &uri,
+        q.as_deref(),
+        output_pages,
+        move |c, pages, csrf| build(c, &id, pages, chrono::Utc::now(), csrf),
+    )
+    .await
+}
+
+/// The pages of stdout and stderr asked for (`stdout=N`, `stderr=N`; 0, the last).
+fn output_pages(query: Option<&str>) -> Result<(usize, usize), ApiError> {
+    let p = Params::parse(query, &["stdout", "stderr"])?;
+    Ok((
+        p.count("stdout")?.unwrap_or(0),
+        p.count("stderr")?.unwrap_or(0),
+    ))
 }
 
 #[cfg(test)]

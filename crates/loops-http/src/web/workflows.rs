@@ -4,14 +4,14 @@
 //! status (kept live by our script from `/v1/events`), and the output of the step
 //! clicked (`?step=ID`).
 
-use super::{ansi, error_page, render, svg, viewer, words, Base};
+use super::{ansi, svg, words, Base};
 use crate::error::ApiError;
 use crate::request::Params;
 use crate::State;
 use askama::Template;
 use axum::extract::{Path, RawQuery};
 use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use loops_core::redact::redact_spec;
 use loops_core::workflow::WorkflowRun;
 use loops_core::{StepStatus, WorkflowRunStatus};
@@ -140,44 +140,40 @@ pub(crate) async fn list(
     headers: HeaderMap,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let viewer = match viewer(&state, &headers, &super::here(&uri)) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
-    };
-    let csrf = viewer.csrf.clone();
-    let built = async {
-        Params::parse(q.as_deref(), &[])?;
-        crate::api::blocking(&state, move |c| {
-            let specs = c
-                .list_workflows(None)?
-                .into_iter()
-                .map(|w| SpecRow {
-                    id: w.id.as_str().to_owned(),
-                    steps: w.spec.steps.len(),
-                    description: w.spec.description.clone().unwrap_or_default(),
-                    name: w.name,
-                    version: w.version,
-                    status: w.status.to_string(),
-                })
-                .collect();
-            let runs = c
-                .workflow_runs(None, Some(RUNS))?
-                .iter()
-                .map(|r| (r.workflow_name.clone(), run_row(r)))
-                .collect();
-            Ok(ListPage {
-                base: base("Workflows".to_owned(), csrf),
-                specs,
-                runs,
-            })
+    super::show_page(
+        &state,
+        &headers,
+        &uri,
+        q.as_deref(),
+        super::no_query,
+        list_page,
+    )
+    .await
+}
+
+fn list_page(c: &Client, (): (), csrf: String) -> Result<ListPage, ApiError> {
+    let specs = c
+        .list_workflows(None)?
+        .into_iter()
+        .map(|w| SpecRow {
+            id: w.id.as_str().to_owned(),
+            steps: w.spec.steps.len(),
+            description: w.spec.description.clone().unwrap_or_default(),
+            name: w.name,
+            version: w.version,
+            status: w.status.to_string(),
         })
-        .await
-    }
-    .await;
-    match built {
-        Ok(page) => render(&page),
-        Err(e) => error_page(e, viewer.csrf),
-    }
+        .collect();
+    let runs = c
+        .workflow_runs(None, Some(RUNS))?
+        .iter()
+        .map(|r| (r.workflow_name.clone(), run_row(r)))
+        .collect();
+    Ok(ListPage {
+        base: base("Workflows".to_owned(), csrf),
+        specs,
+        runs,
+    })
 }
 
 fn spec_page(c: &Client, key: &str, csrf: String) -> Result<SpecPage, ApiError> {
@@ -219,20 +215,15 @@ pub(crate) async fn spec(
     headers: HeaderMap,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let viewer = match viewer(&state, &headers, &super::here(&uri)) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
-    };
-    let csrf = viewer.csrf.clone();
-    let built = async {
-        Params::parse(q.as_deref(), &[])?;
-        crate::api::blocking(&state, move |c| spec_page(c, &key, csrf)).await
-    }
-    .await;
-    match built {
-        Ok(page) => render(&page),
-        Err(e) => error_page(e, viewer.csrf),
-    }
+    super::show_page(
+        &state,
+        &headers,
+        &uri,
+        q.as_deref(),
+        super::no_query,
+        move |c, (), csrf| spec_page(c, &key, csrf),
+    )
+    .await
 }
 
 fn run_page(
@@ -354,19 +345,16 @@ pub(crate) async fn run(
     headers: HeaderMap,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let viewer = match viewer(&state, &headers, &super::here(&uri)) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
+    let step = |query: Option<&str>| {
+        Params::parse(query, &["step"]).map(|p| p.get("step").map(str::to_owned))
     };
-    let csrf = viewer.csrf.clone();
-    let built = async {
-        let p = Params::parse(q.as_deref(), &["step"])?;
-        let step = p.get("step").map(str::to_owned);
-        crate::api::blocking(&state, move |c| run_page(c, &key, step, csrf)).await
-    }
-    .await;
-    match built {
-        Ok(page) => render(&page),
-        Err(e) => error_page(e, viewer.csrf),
-    }
+    super::show_page(
+        &state,
+        &headers,
+        &uri,
+        q.as_deref(),
+        step,
+        move |c, step, csrf| run_page(c, &key, step, csrf),
+    )
+    .await
 }
