@@ -2,11 +2,27 @@
 //! SQLite store, and swapping one in while nothing uses the store.
 
 use super::Context;
-use crate::cli::{BackupArgs, RestoreArgs};
 use crate::exit::Exit;
 use crate::output::{outln, print_json};
 use crate::Failure;
+use clap::Args;
 use loops_runtime::client::{Client, StoreCounts};
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// Where to write the copy (default: <data dir>/backups/loops-manual-<UTC time>.db).
+    pub file: Option<std::path::PathBuf>,
+    /// Replace FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The backup to restore (a file `loops backup` wrote, or a kept one in
+    /// <data dir>/backups).
+    pub file: std::path::PathBuf,
+}
 
 pub fn backup(ctx: &Context, args: BackupArgs) -> Result<Exit, Failure> {
     let info = Client::backup_store(

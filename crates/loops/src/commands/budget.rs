@@ -2,11 +2,40 @@
 //! item 7, `loops_core::budget`).
 
 use super::Context;
-use crate::cli::{BudgetClearArgs, BudgetCommand, BudgetSetArgs};
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json, Table};
 use crate::Failure;
+use clap::{Args, Subcommand};
 use loops_core::budget::BudgetStatus;
+
+#[derive(Debug, Subcommand)]
+pub enum BudgetCommand {
+    /// Set the budget of KEY (`provider=NAME[,account=PROFILE]`; without an account,
+    /// every account of the provider): the limits given replace the key's.
+    Set(BudgetSetArgs),
+    /// The store-wide budgets, each against its spend in its current window.
+    List,
+    /// Remove the budget of exactly KEY (its loops are no longer held by it).
+    Clear(BudgetClearArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BudgetSetArgs {
+    /// `provider=claude` or `provider=claude,account=work`.
+    pub key: String,
+    /// Tokens (input + output) per UTC day or week: `N/day` or `N/week`.
+    #[arg(long, value_name = "N/WINDOW")]
+    pub tokens: Option<String>,
+    /// US dollars (the reported cost) per UTC day or week: `X/day` or `X/week`.
+    #[arg(long, value_name = "X/WINDOW")]
+    pub usd: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BudgetClearArgs {
+    /// `provider=claude` or `provider=claude,account=work`.
+    pub key: String,
+}
 
 pub fn run(ctx: &Context, command: BudgetCommand) -> Result<Exit, Failure> {
     match command {

@@ -1,9 +1,16 @@
 //! `loops completions bash|zsh|fish`.
 
-use crate::cli::{Cli, CompletionsArgs};
+use crate::cli::Cli;
 use crate::exit::Exit;
 use crate::Failure;
+use clap::Args;
 use clap::CommandFactory;
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// bash, zsh or fish.
+    pub shell: clap_complete::Shell,
+}
 
 pub fn run(args: CompletionsArgs) -> Result<Exit, Failure> {
     let mut cmd = Cli::command();

@@ -3,13 +3,199 @@
 //! same functions (`definition`), so it accepts and refuses what `create` does.
 
 use super::Context;
-use crate::cli::{ArchiveArgs, EditArgs, LoopArg, RenameArgs};
+use crate::cli::flags::LoopArg;
+use crate::cli::flags::SCHEDULE_FLAGS;
+use crate::cli::flags::{AgentOptions, DefinitionArgs};
 use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
+use clap::Args;
 use loops_core::Loop;
 use loops_runtime::definition;
+use std::path::PathBuf;
+
+/// `loops edit`: the loop, then any flag of `create` (a flag not given leaves its
+/// part as it is), and the flags that take things away. Removals and clears apply
+/// first, then the flags that set values.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("schedule").args(SCHEDULE_FLAGS).multiple(false)))]
+pub struct EditArgs {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    pub r#loop: String,
+    #[command(flatten)]
+    pub def: DefinitionArgs,
+    /// Remove a label (repeatable; a label the loop does not have is ignored).
+    #[arg(long = "unlabel", value_name = "NAME")]
+    pub unlabels: Vec<String>,
+    /// Remove an environment variable (repeatable).
+    #[arg(long = "unset-env", value_name = "KEY")]
+    pub unset_env: Vec<String>,
+    /// Clear a setting (repeatable): description, cwd, timeout, env, account, args,
+    /// model, agent, auth-profile, config-overrides, expires-at, jitter, labels,
+    /// notify (all notification settings), notify-cmd, notify-url, max-failures,
+    /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh),
+    /// budget-tokens, budget-usd, account-pool, permission-mode, sandbox, effort,
+    /// variant, add-dirs, max-turns, allow-tools, deny-tools.
+    #[arg(long = "clear", value_name = "FIELD", value_enum)]
+    pub clear: Vec<ClearField>,
+
+    /// (command loops) The command line.
+    #[arg(long, value_name = "COMMAND")]
+    pub cmd: Option<String>,
+    /// (command loops) Execute the command directly; arguments go after `--`.
+    #[arg(long, conflicts_with = "shell")]
+    pub no_shell: bool,
+    /// (command loops) Run the command by /bin/sh again.
+    #[arg(long)]
+    pub shell: bool,
+    /// (command loops) Arguments for --no-shell commands (replacing the stored ones).
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+
+    /// (agent loops) claude, cursor, codewith, aicopilot, opencode or codex.
+    #[arg(long, value_name = "PROVIDER")]
+    pub provider: Option<String>,
+    /// (agent loops) The prompt, written to the agent's stdin (at most 1 MiB).
+    #[arg(long, value_name = "TEXT", conflicts_with = "prompt_file")]
+    pub prompt: Option<String>,
+    /// (agent loops) Read the prompt from a file (at most 1 MiB).
+    #[arg(long, value_name = "FILE")]
+    pub prompt_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent: AgentOptions,
+
+    /// (workflow loops) Name of the stored workflow to run (an active workflow).
+    #[arg(long, value_name = "WORKFLOW")]
+    pub workflow: Option<String>,
+    /// (workflow loops) Set a value for one of the workflow's params (repeatable).
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// (workflow loops) Remove a param's value: the spec's default applies (repeatable).
+    #[arg(long = "unset-param", value_name = "NAME")]
+    pub unset_params: Vec<String>,
+}
+
+/// What `edit --clear` can clear (the runtime's [`definition::ClearField`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClearField {
+    Description,
+    Cwd,
+    Timeout,
+    Env,
+    Account,
+    Args,
+    Model,
+    Agent,
+    AuthProfile,
+    ConfigOverrides,
+    ExpiresAt,
+    Jitter,
+    Labels,
+    On,
+    Notify,
+    NotifyCmd,
+    NotifyUrl,
+    MaxFailures,
+    IdleTimeout,
+    UntilCmd,
+    UntilOutput,
+    MaxRuns,
+    Session,
+    BudgetTokens,
+    BudgetUsd,
+    AccountPool,
+    PermissionMode,
+    Sandbox,
+    Effort,
+    Variant,
+    AddDirs,
+    MaxTurns,
+    AllowTools,
+    DenyTools,
+}
+
+#[derive(Debug, Args)]
+pub struct RenameArgs {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    pub r#loop: String,
+    /// The new name (the rules of `create`: unique, not shaped like an id).
+    pub new_name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    pub r#loop: String,
+    /// Also free the name for a new loop: the archived loop is renamed NAME~ID.
+    #[arg(long)]
+    pub free_name: bool,
+}
+
+impl From<ClearField> for definition::ClearField {
+    fn from(field: ClearField) -> Self {
+        use definition::ClearField as F;
+        use loops_core::provider_options::ProviderOption as P;
+        match field {
+            ClearField::Description => F::Description,
+            ClearField::Cwd => F::Cwd,
+            ClearField::Timeout => F::Timeout,
+            ClearField::Env => F::Env,
+            ClearField::Account => F::Account,
+            ClearField::Args => F::Args,
+            ClearField::Model => F::Model,
+            ClearField::Agent => F::Agent,
+            ClearField::AuthProfile => F::AuthProfile,
+            ClearField::ConfigOverrides => F::ConfigOverrides,
+            ClearField::ExpiresAt => F::ExpiresAt,
+            ClearField::Jitter => F::Jitter,
+            ClearField::Labels => F::Labels,
+            ClearField::On => F::On,
+            ClearField::Notify => F::Notify,
+            ClearField::NotifyCmd => F::NotifyCmd,
+            ClearField::NotifyUrl => F::NotifyUrl,
+            ClearField::MaxFailures => F::MaxFailures,
+            ClearField::IdleTimeout => F::IdleTimeout,
+            ClearField::UntilCmd => F::UntilCmd,
+            ClearField::UntilOutput => F::UntilOutput,
+            ClearField::MaxRuns => F::MaxRuns,
+            ClearField::Session => F::Session,
+            ClearField::BudgetTokens => F::BudgetTokens,
+            ClearField::BudgetUsd => F::BudgetUsd,
+            ClearField::AccountPool => F::AccountPool,
+            ClearField::PermissionMode => F::Provider(P::PermissionMode),
+            ClearField::Sandbox => F::Provider(P::Sandbox),
+            ClearField::Effort => F::Provider(P::Effort),
+            ClearField::Variant => F::Provider(P::Variant),
+            ClearField::AddDirs => F::Provider(P::AddDir),
+            ClearField::MaxTurns => F::Provider(P::MaxTurns),
+            ClearField::AllowTools => F::Provider(P::AllowTool),
+            ClearField::DenyTools => F::Provider(P::DenyTool),
+        }
+    }
+}
+
+impl EditArgs {
+    pub fn flags(&self) -> definition::EditFlags {
+        definition::EditFlags {
+            def: self.def.flags(),
+            unlabels: self.unlabels.clone(),
+            unset_env: self.unset_env.clone(),
+            clear: self.clear.iter().map(|f| (*f).into()).collect(),
+            cmd: self.cmd.clone(),
+            no_shell: self.no_shell,
+            shell: self.shell,
+            args: self.args.clone(),
+            provider: self.provider.clone(),
+            prompt: self.prompt.clone(),
+            prompt_file: self.prompt_file.clone(),
+            agent: self.agent.flags(),
+            workflow: self.workflow.clone(),
+            params: self.params.clone(),
+            unset_params: self.unset_params.clone(),
+        }
+    }
+}
 
 pub fn edit(ctx: &Context, args: EditArgs) -> Result<Exit, Failure> {
     let now = output::now();

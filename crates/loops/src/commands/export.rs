@@ -3,11 +3,23 @@
 //! are named on stderr, so a redirected bundle is never silently incomplete.
 
 use super::Context;
-use crate::cli::ExportArgs;
 use crate::exit::Exit;
 use crate::output::{self, print_json};
 use crate::Failure;
+use clap::Args;
 use std::io::Write as _;
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Only loops with this label (repeatable: loops with all of them); the workflow
+    /// specs exported are then the ones those loops run.
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+    /// Include env values and notification URLs; without it they are left out (null)
+    /// and named in the bundle's "redacted" list.
+    #[arg(long)]
+    pub include_secrets: bool,
+}
 
 pub fn run(ctx: &Context, args: ExportArgs) -> Result<Exit, Failure> {
     let bundle = ctx

@@ -3,11 +3,18 @@
 //! `loops_core::health`'s (README, "Health").
 
 use super::Context;
-use crate::cli::HealthArgs;
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json, Cell, Table};
 use crate::Failure;
+use clap::Args;
 use loops_core::health::{age_text, Verdict};
+
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// Only loops with this label (repeatable: loops with all of them).
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+}
 
 pub fn run(ctx: &Context, args: HealthArgs) -> Result<Exit, Failure> {
     let now = output::now();

@@ -2,11 +2,32 @@
 //! `loops_core::hold`), and releasing one by hand.
 
 use super::Context;
-use crate::cli::{HoldsArgs, HoldsClearArgs, HoldsCommand};
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json, Table};
 use crate::Failure;
+use clap::{Args, Subcommand};
 use loops_core::Provider;
+
+#[derive(Debug, Args)]
+pub struct HoldsArgs {
+    #[command(subcommand)]
+    pub command: Option<HoldsCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HoldsCommand {
+    /// Release the holds of PROVIDER (on ACCOUNT, else on every account of it): its
+    /// loops are due again at once. For when you know the limit was lifted.
+    Clear(HoldsClearArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HoldsClearArgs {
+    /// The agent CLI (claude, codex, …).
+    pub provider: String,
+    /// The account profile (`default` for agents without --account).
+    pub account: Option<String>,
+}
 
 pub fn run(ctx: &Context, args: HoldsArgs) -> Result<Exit, Failure> {
     match args.command {

@@ -5,15 +5,49 @@
 //! preview that `--apply` would refuse exits 1.
 
 use super::Context;
-use crate::cli::ImportArgs;
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json, Table};
 use crate::Failure;
+use clap::Args;
 use loops_core::bundle::{Action, OnConflict, MAX_BUNDLE_BYTES};
 use loops_runtime::client::{ImportOptions, ImportReport};
 use loops_store::user_file::{read_bounded, UserFileError};
 use std::io::Read as _;
 use std::path::Path;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).multiple(false)))]
+pub struct ImportArgs {
+    /// A bundle written by `loops export` (`-` reads stdin).
+    #[arg(group = "source", value_name = "BUNDLE")]
+    pub bundle: Option<PathBuf>,
+    /// An OpenLoops 0.3 database (its loops.db), opened read-only.
+    #[arg(long, group = "source", value_name = "PATH")]
+    pub from_openloops: Option<PathBuf>,
+    /// Write the import, all of it in one transaction or nothing; without it only
+    /// the preview is printed.
+    #[arg(long)]
+    pub apply: bool,
+    /// Also bring over the finished runs of the imported loops (OpenLoops only).
+    #[arg(long, requires = "from_openloops")]
+    pub with_history: bool,
+    /// A loop or workflow named like one here: fail (default: refuse the import),
+    /// skip (keep the one here), rename (import it as NAME-2, NAME-3, ...).
+    #[arg(long, value_name = "POLICY", default_value = "fail")]
+    pub on_conflict: String,
+    /// Import loops and steps whose secrets the bundle left out without those
+    /// variables (otherwise such an import is refused until they are filled in).
+    #[arg(long)]
+    pub drop_redacted: bool,
+    /// Import loops that require runner labels (`--on`, JSON `runsOn`) without them:
+    /// a SQLite store has no runners, so such an import is refused there otherwise.
+    #[arg(long)]
+    pub drop_runner_labels: bool,
+    /// Import every loop paused (e.g. while the old machine still runs them).
+    #[arg(long)]
+    pub paused: bool,
+}
 
 pub fn run(ctx: &Context, args: ImportArgs) -> Result<Exit, Failure> {
     let on_conflict: OnConflict = args.on_conflict.parse().map_err(Failure::usage)?;

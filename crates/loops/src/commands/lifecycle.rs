@@ -1,12 +1,23 @@
 //! `pause`, `resume`, `stop`, `remove`.
 
 use super::Context;
-use crate::cli::{LoopArg, RemoveArgs};
+use crate::cli::flags::LoopArg;
 use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
+use clap::Args;
 use loops_core::Loop;
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    pub r#loop: String,
+    /// Stop the loop's runs in flight first (SIGTERM to their process groups, SIGKILL
+    /// after the kill grace), then remove it.
+    #[arg(long)]
+    pub force: bool,
+}
 
 pub fn pause(ctx: &Context, args: LoopArg) -> Result<Exit, Failure> {
     let lp = ctx.client()?.pause(&args.r#loop, output::now())?;

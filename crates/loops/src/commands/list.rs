@@ -1,14 +1,39 @@
 //! `list` and `show`.
 
 use super::Context;
-use crate::cli::{ListArgs, ShowArgs};
 use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
+use clap::Args;
 use loops_core::provider_options::ProviderOption;
 use loops_core::{LoopStatus, Target};
 use loops_store::LoopFilter;
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only loops with this status (active, paused, stopped, expired, done, archived).
+    #[arg(long, conflicts_with = "all")]
+    pub status: Option<String>,
+    /// Include archived loops.
+    #[arg(long)]
+    pub all: bool,
+    /// Only loops with this label (repeatable: loops with all of them).
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+    /// Reveal prompts and env values in the output.
+    #[arg(long)]
+    pub show_output: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    pub r#loop: String,
+    /// Reveal the prompt and env values.
+    #[arg(long)]
+    pub show_output: bool,
+}
 
 pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
     let status = args

@@ -3,11 +3,27 @@
 //! only its colours unless `--raw`, to a pipe byte for byte ([`RunOutput`]).
 
 use super::Context;
-use crate::cli::LogsArgs;
 use crate::exit::Exit;
 use crate::output::{print_json, write_stdout_bytes, RunOutput};
 use crate::Failure;
+use clap::Args;
 use loops_runtime::live::{OutputPiece, Stream, OUTPUT_POLL};
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The run: its exact id, else an unambiguous id prefix.
+    pub run: String,
+    /// Keep printing output as it is written until the run ends.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Print stderr instead of stdout.
+    #[arg(long)]
+    pub stderr: bool,
+    /// Every byte as captured: to a terminal, the output otherwise passes only its
+    /// colours (other control characters shown escaped); to a pipe it is exact anyway.
+    #[arg(long)]
+    pub raw: bool,
+}
 
 pub fn run(ctx: &Context, args: LogsArgs) -> Result<Exit, Failure> {
     let client = ctx.reader()?;

@@ -2,9 +2,30 @@
 //! carries the protocol; logs go to stderr (`LOOPS_LOG`, default `warn`).
 
 use super::Context;
-use crate::cli::McpArgs;
 use crate::exit::Exit;
 use crate::Failure;
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Allow the tools that run, pause, resume, stop, remove or reschedule what is
+    /// defined, and run or cancel workflows (without it they are listed but refuse).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_MUTATIONS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_mutations: bool,
+    /// Also allow defining or changing what runs: commands (argv or shell), agents,
+    /// a target's env, cwd or account, notification commands. This is code execution
+    /// as you. Includes --allow-mutations.
+    #[arg(long, env = "LOOPS_MCP_ALLOW_CODE", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_code: bool,
+    /// Removed: refused with what to use instead (--allow-code).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_SHELL", value_parser = clap::builder::FalseyValueParser::new(), hide = true)]
+    pub allow_shell: bool,
+    /// Allow showOutput to reveal prompts, env values and run output, and notifyUrl
+    /// to send runs to a webhook (without it they stay redacted, as in the CLI
+    /// without --show-output).
+    #[arg(long, env = "LOOPS_MCP_ALLOW_SECRETS", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_secrets: bool,
+}
 
 pub fn run(ctx: &Context, args: McpArgs) -> Result<Exit, Failure> {
     if args.allow_shell {

@@ -1,35 +1,36 @@
-//! One module per verb; [`run`] dispatches in one line per command. Each verb is a thin
-//! layer over the library [`Client`]: typed flags in (see `cli`), one client call,
-//! output and an [`Exit`] code out; none reaches past the client to the store.
+//! One module per verb, holding its flags (`…Args`, clap derive) and its code; [`run`]
+//! dispatches in one line per command. Each verb is a thin layer over the library
+//! [`Client`]: typed flags in, one client call, output and an [`Exit`] code out; none
+//! reaches past the client to the store.
 
-mod backup;
-mod budget;
-mod completions;
-mod create;
-mod daemon;
-mod doctor;
-mod edit;
-mod export;
-mod health;
-mod holds;
-mod import;
-mod lifecycle;
-mod list;
-mod logs;
-mod mcp;
-mod notify;
-mod prune;
-mod run_now;
-mod runners;
-mod runs;
-mod runs_follow;
-mod serve;
-mod store;
-mod supervise;
-mod tick;
-mod top;
-mod usage;
-mod workflows;
+pub(crate) mod backup;
+pub(crate) mod budget;
+pub(crate) mod completions;
+pub(crate) mod create;
+pub(crate) mod daemon;
+pub(crate) mod doctor;
+pub(crate) mod edit;
+pub(crate) mod export;
+pub(crate) mod health;
+pub(crate) mod holds;
+pub(crate) mod import;
+pub(crate) mod lifecycle;
+pub(crate) mod list;
+pub(crate) mod logs;
+pub(crate) mod mcp;
+pub(crate) mod notify;
+pub(crate) mod prune;
+pub(crate) mod run_now;
+pub(crate) mod runners;
+pub(crate) mod runs;
+pub(crate) mod runs_follow;
+pub(crate) mod serve;
+pub(crate) mod store;
+pub(crate) mod supervise;
+pub(crate) mod tick;
+pub(crate) mod top;
+pub(crate) mod usage;
+pub(crate) mod workflows;
 
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;

@@ -2,12 +2,55 @@
 //! without `--notify-*` settings of their own (README, "Notifications").
 
 use super::{runtime, Context};
-use crate::cli::{NotifyCommand, NotifySetArgs, NotifyShowArgs, NotifyTestArgs};
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json};
 use crate::Failure;
+use clap::{Args, Subcommand};
 use loops_core::{Notify, NotifyChannel, NotifyOn};
 use loops_runtime::definition::parse_enum;
+
+#[derive(Debug, Subcommand)]
+pub enum NotifyCommand {
+    /// Set the default (replacing any earlier one as a whole).
+    Set(NotifySetArgs),
+    /// Show the default.
+    Show(NotifyShowArgs),
+    /// Remove the default.
+    Clear,
+    /// Send a test notification now, through every channel of the default — or, with
+    /// --loop, of the settings that apply to that loop; exit 1 when one fails.
+    Test(NotifyTestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NotifySetArgs {
+    /// Run this command (by /bin/sh) with the run as JSON on stdin.
+    #[arg(long, value_name = "CMD")]
+    pub notify_cmd: Option<String>,
+    /// POST the run as JSON to this http(s) URL.
+    #[arg(long, value_name = "URL")]
+    pub notify_url: Option<String>,
+    /// When notifications fire: failure (default: a slot failed on its last attempt),
+    /// recovery (the first success after one), changes (both) or always (every
+    /// finished slot).
+    #[arg(long, value_name = "WHEN")]
+    pub notify_on: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyShowArgs {
+    /// Show a webhook URL in full (its path is redacted otherwise).
+    #[arg(long)]
+    pub show_output: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyTestArgs {
+    /// Test the settings that apply to this loop (its own, else the default), with its
+    /// newest run in the payload.
+    #[arg(long = "loop", value_name = "LOOP")]
+    pub r#loop: Option<String>,
+}
 
 pub fn run(ctx: &Context, cmd: NotifyCommand) -> Result<Exit, Failure> {
     match cmd {

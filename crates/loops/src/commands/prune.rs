@@ -3,12 +3,31 @@
 //! backups in `<data dir>/backups`.
 
 use super::Context;
-use crate::cli::PruneArgs;
+use crate::cli::duration;
 use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
+use clap::Args;
+use loops_core::Duration;
 use loops_store::PrunePolicy;
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Delete finished runs older than DURATION.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
+    pub older_than: Option<Duration>,
+    /// Keep the newest N runs of every loop.
+    #[arg(long, value_name = "N")]
+    pub keep: Option<usize>,
+    /// Delete all but the newest N backups of each kind (manual, before-restore,
+    /// before-migration) in <data dir>/backups; alone, prunes only backups.
+    #[arg(long, value_name = "N")]
+    pub keep_backups: Option<usize>,
+    /// Only count what would be deleted.
+    #[arg(long)]
+    pub dry_run: bool,
+}
 
 pub fn run(ctx: &Context, args: PruneArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;

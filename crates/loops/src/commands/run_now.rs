@@ -3,13 +3,40 @@
 //! store; exits non-zero when the run does not succeed.
 
 use super::{runtime, Context};
-use crate::cli::RunNowArgs;
+use crate::cli::Span;
 use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json};
 use crate::Failure;
+use clap::Args;
 use loops_core::RunStatus;
 use loops_runtime::client::RunNowJson;
+use loops_runtime::client::DEFAULT_RUNNER_WAIT;
+
+#[derive(Debug, Args)]
+pub struct RunNowArgs {
+    /// The loop: its exact id, else its exact name, else an unambiguous id prefix.
+    pub r#loop: String,
+    /// Print the run's stdout and stderr.
+    #[arg(long)]
+    pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
+    /// Start the run even while another run of the loop is in flight (by default a
+    /// loop with overlap `skip` refuses a second concurrent run).
+    #[arg(long)]
+    pub allow_overlap: bool,
+    /// Ask a live runner of the store (PostgreSQL) to run it, instead of running it in
+    /// this process; waits for the run to end, as without.
+    #[arg(long)]
+    pub on_runner: bool,
+    /// With --on-runner: how long a runner may take to start it before the request is
+    /// withdrawn.
+    #[arg(long, value_name = "DURATION", default_value_t = Span(DEFAULT_RUNNER_WAIT), requires = "on_runner")]
+    pub runner_wait: Span,
+}
 
 pub fn run(ctx: &Context, args: RunNowArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;

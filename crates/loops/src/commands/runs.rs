@@ -2,14 +2,49 @@
 //! D|TIME] [--label L]…` (`--follow`: `runs_follow`).
 
 use super::Context;
-use crate::cli::RunsArgs;
 use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::timeparse::parse_past;
 use crate::Failure;
+use clap::Args;
 use loops_core::{Instant, RunStatus};
 use loops_runtime::client::RunQuery;
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Only runs of this loop.
+    pub r#loop: Option<String>,
+    /// At most N runs (default 20; 0 = all).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Include stdout and stderr.
+    #[arg(long)]
+    pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
+    /// Only runs with this status (repeatable: any of them): running, succeeded,
+    /// failed, timed_out, abandoned, skipped.
+    #[arg(long = "status", value_name = "STATUS")]
+    pub statuses: Vec<String>,
+    /// Only runs started at or after this: a duration ago (1d, 2h) or an instant
+    /// (RFC 3339, local "YYYY-MM-DD HH:MM").
+    #[arg(long, value_name = "DURATION|TIME", allow_hyphen_values = true)]
+    pub since: Option<String>,
+    /// Only runs started before this: a duration ago or an instant, as --since.
+    #[arg(long, value_name = "DURATION|TIME", allow_hyphen_values = true)]
+    pub until: Option<String>,
+    /// Only runs of loops with this label (repeatable: loops with all of them).
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+    /// Keep printing runs as they start and end, until interrupted (polls the store
+    /// four times a second; with --json, one JSON object per line). Takes a loop but
+    /// not the other filters.
+    #[arg(long, conflicts_with_all = ["statuses", "since", "until", "labels", "limit"])]
+    pub follow: bool,
+}
 
 /// Default number of runs shown when `--limit` is not given.
 const DEFAULT_LIMIT: usize = 20;

@@ -3,8 +3,8 @@
 //! queries, so a line appears within about that long of the event (README, "Watching
 //! runs").
 
+use super::runs::RunsArgs;
 use super::Context;
-use crate::cli::RunsArgs;
 use crate::exit::Exit;
 use crate::output::{self, write_stdout_bytes};
 use crate::Failure;

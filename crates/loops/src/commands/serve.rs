@@ -4,13 +4,38 @@
 //! needs no link to the daemon and the daemon's scheduling never waits on a client.
 
 use super::Context;
-use crate::cli::ServeArgs;
 use crate::exit::Exit;
 use crate::output::{outln, print_json};
 use crate::Failure;
+use clap::Args;
 use loops_http::{ServeConfig, Server};
 use std::io::Write as _;
 use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (IP:PORT; port 0 picks a free one).
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:7077")]
+    pub addr: std::net::SocketAddr,
+    /// Allow listening on an address other hosts can reach (anyone with the token can
+    /// then read every output and start any command as you).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Allow browser pages of this origin to call the API (CORS); repeatable. None by
+    /// default: no CORS headers at all.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
+    /// Print the API token (creating it when there is none) and exit.
+    #[arg(long)]
+    pub print_token: bool,
+    /// How often the event log is polled for new events, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000), hide = true)]
+    pub events_poll_ms: u64,
+    /// Most connections open at once (kept below the open-files limit); beyond it a
+    /// new connection closes the oldest one that has not shown the token.
+    #[arg(long, value_name = "N", default_value_t = loops_http::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub max_connections: usize,
+}
 
 pub fn run(ctx: &Context, args: ServeArgs) -> Result<Exit, Failure> {
     let dir = ctx.data_dir()?;

@@ -4,10 +4,35 @@
 //! SQLite file (issue #23).
 
 use super::Context;
-use crate::cli::{StoreCommand, StoreCopyArgs};
+use crate::cli::StoreArg;
 use crate::exit::Exit;
 use crate::output::{outln, print_json};
 use crate::Failure;
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Copy everything (loops, workflow specs, runs, workflow runs, notification
+    /// deliveries, events) from the data dir's SQLite store into a PostgreSQL
+    /// database — or, with --store postgres://… and --to sqlite:PATH, from PostgreSQL
+    /// into a SQLite file — keeping ids and history; refuses a target that holds data
+    /// unless --force.
+    Copy(StoreCopyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StoreCopyArgs {
+    /// The target database: a postgres:// URL (LOOPS_STORE does not name it), or
+    /// sqlite:PATH for a SQLite file (from a PostgreSQL --store).
+    #[arg(long, value_name = "URL")]
+    pub to: StoreArg,
+    /// Replace what the target holds (refused while a runner is live there).
+    #[arg(long)]
+    pub force: bool,
+    /// Only read the source and print the counts; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
 
 pub fn run(ctx: &Context, cmd: StoreCommand) -> Result<Exit, Failure> {
     match cmd {

@@ -2,10 +2,16 @@
 //! connection on stdin ([`loops_runtime::supervisor`]). It leaves the daemon's session
 //! first, so neither a terminal's Ctrl-C nor the daemon's own end reaches it.
 
-use crate::cli::SuperviseArgs;
 use crate::exit::Exit;
 use crate::Failure;
+use clap::Args;
 use std::os::fd::AsFd;
+
+#[derive(Debug, Args)]
+pub struct SuperviseArgs {
+    /// The supervise dir (`<data dir>/supervise`).
+    pub dir: std::path::PathBuf,
+}
 
 pub fn run(args: SuperviseArgs) -> Result<Exit, Failure> {
     // Its own session and process group: signals meant for the daemon's group or its

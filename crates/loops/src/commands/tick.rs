@@ -2,11 +2,20 @@
 //! for the runs it started.
 
 use super::{runtime, Context};
-use crate::cli::TickArgs;
 use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::print_json;
 use crate::Failure;
+use clap::Args;
+use loops_runtime::engine::DEFAULT_MAX_CONCURRENT;
+use std::num::NonZeroUsize;
+
+#[derive(Debug, Args)]
+pub struct TickArgs {
+    /// Most runs executing at once (at least 1).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT)]
+    pub max_concurrent: NonZeroUsize,
+}
 
 pub fn run(ctx: &Context, args: TickArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;

@@ -13,10 +13,10 @@ mod draw;
 mod model;
 
 use super::{runtime, Context};
-use crate::cli::TopArgs;
 use crate::exit::Exit;
 use crate::output::write_stdout_bytes;
 use crate::Failure;
+use clap::Args;
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
 use loops_runtime::client::{Client, TopFeed};
@@ -28,6 +28,24 @@ use std::io::IsTerminal as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant as Clock};
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Start with this filter: words that must all match (part of the name,
+    /// label:NAME, status:WORD).
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+    /// Order of the loops: name, next, health or status.
+    #[arg(long, value_name = "KEY")]
+    pub sort: Option<String>,
+    /// Show what failed runs quoted from their output in their error lines.
+    #[arg(long)]
+    pub show_output: bool,
+    /// Print one snapshot and exit (with --json, the view's model as JSON); needs no
+    /// terminal.
+    #[arg(long)]
+    pub once: bool,
+}
 
 /// How often the event log is read (one primary-key probe when nothing happened).
 const EVENTS_POLL: Duration = Duration::from_millis(250);

@@ -2,11 +2,23 @@
 //! agent workflow steps, with totals.
 
 use super::Context;
-use crate::cli::UsageArgs;
+use crate::cli::duration;
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json, Table};
 use crate::Failure;
+use clap::Args;
 use loops_core::usage::{GroupBy, UsageTotals};
+use loops_core::Duration;
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Runs that finished in the last DURATION.
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = duration)]
+    pub since: Duration,
+    /// Group by loop, provider or day (UTC).
+    #[arg(long, value_name = "GROUP", default_value = "loop")]
+    pub by: String,
+}
 
 pub fn run(ctx: &Context, args: UsageArgs) -> Result<Exit, Failure> {
     let by: GroupBy = args.by.parse().map_err(Failure::usage)?;

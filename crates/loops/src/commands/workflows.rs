@@ -1,19 +1,144 @@
 //! `workflows validate|create|list|show|run|runs|inspect|events|cancel|recover|archive`.
 
 use super::{runtime, Context};
-use crate::cli::{
-    WorkflowArg, WorkflowCreateArgs, WorkflowEventsArgs, WorkflowFileArgs, WorkflowListArgs,
-    WorkflowReasonArgs, WorkflowRunArg, WorkflowRunArgs, WorkflowRunsArgs, WorkflowsCommand,
-};
+use crate::cli::timeout;
 use crate::exit::Exit;
 use crate::output::outln;
 use crate::output::{self, print_json, Table};
 use crate::Failure;
+use clap::{Args, Subcommand};
 use loops_core::workflow::{Dag, StepRun, StepTarget, Workflow, WorkflowRun, WorkflowSpec};
+use loops_core::Duration;
 use loops_core::{StepStatus, WorkflowRunStatus, WorkflowStatus};
 use loops_runtime::workflow_file::{load_spec_file, workflow_json};
 use loops_runtime::Client;
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+#[derive(Debug, Subcommand)]
+pub enum WorkflowsCommand {
+    /// Check a workflow spec file (at most 1 MiB) without storing it.
+    Validate(WorkflowFileArgs),
+    /// Store a workflow spec from a JSON file (at most 1 MiB).
+    Create(WorkflowCreateArgs),
+    /// List active workflows (--all or --status archived for archived versions).
+    List(WorkflowListArgs),
+    /// Show one workflow spec.
+    Show(WorkflowArg),
+    /// Run a workflow now, in this process; exits non-zero unless it succeeds.
+    Run(WorkflowRunArgs),
+    /// List workflow runs, newest first.
+    Runs(WorkflowRunsArgs),
+    /// Show a workflow run: its DAG with each step's state, and its events.
+    Inspect(WorkflowRunArg),
+    /// Print a workflow run's event log.
+    Events(WorkflowEventsArgs),
+    /// Stop a running workflow run (from any process).
+    Cancel(WorkflowReasonArgs),
+    /// Reset steps whose processes are gone to pending, for the next attempt.
+    Recover(WorkflowReasonArgs),
+    /// Archive a workflow (loops naming it stop finding it).
+    Archive(WorkflowArg),
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowFileArgs {
+    /// Path of the JSON spec.
+    pub file: PathBuf,
+    /// Override the spec's name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Also check that every step's target can start here.
+    #[arg(long)]
+    pub preflight: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowCreateArgs {
+    #[command(flatten)]
+    pub file: WorkflowFileArgs,
+    /// Archive the active spec of the same name and store this one as a new version.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowListArgs {
+    /// Only workflows with this status (active, archived; default active).
+    #[arg(long, conflicts_with = "all")]
+    pub status: Option<String>,
+    /// Include archived versions.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowArg {
+    /// The workflow: its exact id, else an active workflow's exact name, else an
+    /// unambiguous id prefix.
+    pub workflow: String,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowRunArgs {
+    /// The workflow: its exact id, else an active workflow's exact name, else an
+    /// unambiguous id prefix.
+    pub workflow: String,
+    /// Print every step's stdout and stderr.
+    #[arg(long)]
+    pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
+    /// Stop the whole run after DURATION (omit for no limit).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = timeout)]
+    pub timeout: Option<Duration>,
+    /// A value for one of the workflow's params (repeatable; checked against the spec:
+    /// an unknown name or a missing required param is refused).
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowRunsArgs {
+    /// Only runs of this workflow.
+    pub workflow: Option<String>,
+    /// At most N runs (default 20; 0 = all).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowRunArg {
+    /// The workflow run: its exact id, else an unambiguous id prefix.
+    pub run: String,
+    /// Include step output.
+    #[arg(long)]
+    pub show_output: bool,
+    /// With the output, every byte as captured: to a terminal, a run's output
+    /// otherwise passes only its colours (other control characters shown escaped).
+    #[arg(long, requires = "show_output")]
+    pub raw: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowEventsArgs {
+    /// The workflow run: its exact id, else an unambiguous id prefix.
+    pub run: String,
+    /// Only the last N events.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowReasonArgs {
+    /// The workflow run: its exact id, else an unambiguous id prefix.
+    pub run: String,
+    /// Recorded with the event.
+    #[arg(long)]
+    pub reason: Option<String>,
+}
 
 pub fn run(ctx: &Context, cmd: WorkflowsCommand) -> Result<Exit, Failure> {
     match cmd {

@@ -1,13 +1,16 @@
 //! `daemon run|start|stop|status|logs|install`.
 
+pub(crate) mod args;
+mod install;
+
 use super::Context;
-use crate::cli::{
-    DaemonCommand, DaemonInstallArgs, DaemonLogsArgs, DaemonRestartArgs, DaemonRunArgs,
-    DaemonStopArgs,
-};
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json};
 use crate::Failure;
+use args::{
+    DaemonCommand, DaemonInstallArgs, DaemonLogsArgs, DaemonRestartArgs, DaemonRunArgs,
+    DaemonStopArgs,
+};
 use loops_runtime::daemon::{DaemonConfig, LOG_FILE};
 use loops_runtime::daemon_view::{stalled_text, DaemonState, StalePidFile};
 use loops_runtime::process::is_same_process_alive;
@@ -25,7 +28,7 @@ pub fn run(ctx: &Context, cmd: DaemonCommand) -> Result<Exit, Failure> {
         DaemonCommand::Restart(args) => restart(ctx, args),
         DaemonCommand::Status => status(ctx),
         DaemonCommand::Logs(args) => logs(ctx, args),
-        DaemonCommand::Install(args) => install(ctx, args),
+        DaemonCommand::Install(args) => install::install(ctx, args),
     }
 }
 
@@ -313,7 +316,7 @@ fn restart(ctx: &Context, args: DaemonRestartArgs) -> Result<Exit, Failure> {
         argv = drop_flag(argv, "--runner-label");
     }
     argv.extend(args.flags.iter().cloned());
-    let flags = crate::cli::DaemonRunFlags::try_parse_from(&argv).map_err(|e| {
+    let flags = args::DaemonRunFlags::try_parse_from(&argv).map_err(|e| {
         Failure::usage(
             e.render()
                 .to_string()
@@ -640,169 +643,6 @@ fn copy_range(
     Ok(last == Some(b'\n'))
 }
 
-fn install(ctx: &Context, args: DaemonInstallArgs) -> Result<Exit, Failure> {
-    if ctx.store_url().is_some() {
-        // The service would otherwise run on the data dir's SQLite file, silently.
-        return Err(Failure::usage(
-            "daemon install does not carry --store / LOOPS_STORE into the service yet (its \
-             URL may hold a password): install without it, then add \
-             `EnvironmentFile=` with LOOPS_STORE=… (mode 0600) to the unit by hand",
-        ));
-    }
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure::failed(format!("cannot find own executable: {e}")))?;
-    // Both go into a service file: absolute (the service's cwd is not ours) and
-    // printable (a newline would end the directive and start another).
-    let exe = service_path("executable", &exe)?;
-    let dir = service_path("data dir", &ctx.data_dir()?)?;
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .ok_or_else(|| Failure::failed("HOME is not set"))?;
-    let (path, contents, commands) = if cfg!(target_os = "macos") {
-        let path = home.join("Library/LaunchAgents/dev.loops.daemon.plist");
-        let commands = vec![format!("launchctl load -w {}", path.display())];
-        (path, launch_agent(&exe, &dir), commands)
-    } else {
-        let path = home.join(".config/systemd/user/loops.service");
-        let commands = vec![
-            "systemctl --user daemon-reload".to_owned(),
-            "systemctl --user enable --now loops.service".to_owned(),
-        ];
-        (path, systemd_unit(&exe, &dir), commands)
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Failure::failed(format!("cannot create {}: {e}", parent.display())))?;
-    }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, &contents)
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))?;
-    if args.enable {
-        for command in &commands {
-            let status = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(command)
-                .status();
-            if !status.is_ok_and(|s| s.success()) {
-                return Err(Failure::failed(format!("`{command}` failed")));
-            }
-        }
-    }
-    if ctx.json {
-        print_json(
-            &serde_json::json!({ "path": path, "commands": commands, "enabled": args.enable }),
-        )?;
-    } else {
-        outln!("wrote {}", path.display())?;
-        if args.enable {
-            outln!("enabled and started")?;
-        } else {
-            outln!("to enable and start it, run:")?;
-            for command in &commands {
-                outln!("  {command}")?;
-            }
-        }
-    }
-    Ok(Exit::Success)
-}
-
-/// `path` made absolute, as text fit for a service file: UTF-8 (units and plists are
-/// UTF-8 text) without control characters (a newline would end the directive and
-/// start another, such as `ExecStartPre=`).
-fn service_path(what: &str, path: &Path) -> Result<String, Failure> {
-    let abs = std::path::absolute(path).map_err(|e| {
-        Failure::usage(format!(
-            "{what} {}: cannot make it absolute: {e}",
-            path.display()
-        ))
-    })?;
-    let Some(text) = abs.to_str() else {
-        return Err(Failure::usage(format!(
-            "{what} {abs:?} is not valid UTF-8; a service file cannot name it"
-        )));
-    };
-    if let Some(c) = text.chars().find(|c| c.is_control()) {
-        return Err(Failure::usage(format!(
-            "{what} {text:?} contains a control character ({c:?}); a service file cannot \
-             name it safely"
-        )));
-    }
-    Ok(text.to_owned())
-}
-
-/// One double-quoted word of a systemd unit (systemd.syntax(7)): `\` and `"` are
-/// backslash-escaped and `%` is doubled (else it starts a specifier such as `%h`). In
-/// `ExecStart=` a `$` is doubled too (else it expands a variable); `Environment=`
-/// takes `$` literally.
-fn systemd_quote(text: &str, exec: bool) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '%' => out.push_str("%%"),
-            '$' if exec => out.push_str("$$"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// The user unit. `exe` and `dir` come from [`service_path`] (absolute, no control
-/// characters); everything else is fixed text.
-fn systemd_unit(exe: &str, dir: &str) -> String {
-    format!(
-        "[Unit]\nDescription=loops scheduler daemon\nDocumentation=man:loops(1)\n\n[Service]\nType=simple\nExecStart={} daemon run\nEnvironment={}\nRestart=on-failure\nRestartSec=5\nKillMode=process\nKillSignal=SIGTERM\nTimeoutStopSec=30\n\n[Install]\nWantedBy=default.target\n",
-        systemd_quote(exe, true),
-        systemd_quote(&format!("{DATA_DIR_ENV}={dir}"), false),
-    )
-}
-
-/// Text for a plist `<string>`: the five XML special characters escaped.
-fn xml_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// The LaunchAgent plist; `exe` and `dir` come from [`service_path`].
-fn launch_agent(exe: &str, dir: &str) -> String {
-    let log = xml_escape(&Path::new(dir).join(LOG_FILE).display().to_string());
-    format!(
-        r#"<?xml version="1.0" encoding="UTF-8"?>
-<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
-<plist version="1.0">
-<dict>
-  <key>Label</key><string>dev.loops.daemon</string>
-  <key>ProgramArguments</key>
-  <array><string>{}</string><string>daemon</string><string>run</string></array>
-  <key>EnvironmentVariables</key>
-  <dict><key>{DATA_DIR_ENV}</key><string>{}</string></dict>
-  <key>RunAtLoad</key><true/>
-  <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>
-  <key>AbandonProcessGroup</key><true/>
-  <key>StandardOutPath</key><string>{log}</string>
-  <key>StandardErrorPath</key><string>{log}</string>
-</dict>
-</plist>
-"#,
-        xml_escape(exe),
-        xml_escape(dir),
-    )
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -840,64 +680,5 @@ mod tests {
         let mut edge = vec![b'y'; LOG_CHUNK - 1];
         edge.extend_from_slice(b"\nz\n");
         assert_eq!(tail(&edge, 1), b"z\n");
-    }
-
-    #[test]
-    fn systemd_unit_quotes_and_escapes() {
-        let unit = systemd_unit("/opt/my $bin/loops", "/home/a b/100%\\\"x\"");
-        assert!(
-            unit.contains("ExecStart=\"/opt/my $$bin/loops\" daemon run\n"),
-            "{unit}"
-        );
-        assert!(
-            unit.contains("Environment=\"LOOPS_DATA_DIR=/home/a b/100%%\\\\\\\"x\\\"\"\n"),
-            "{unit}"
-        );
-        assert_eq!(
-            unit.lines()
-                .filter(|l| l.starts_with("Environment="))
-                .count(),
-            1
-        );
-    }
-
-    #[test]
-    fn systemd_environment_keeps_dollar_literal() {
-        let unit = systemd_unit("/bin/loops", "/data/$HOME");
-        assert!(
-            unit.contains("Environment=\"LOOPS_DATA_DIR=/data/$HOME\"\n"),
-            "{unit}"
-        );
-    }
-
-    #[test]
-    fn plist_escapes_xml() {
-        let plist = launch_agent("/opt/a&b/loops", "/d/<x> \"q\" 'y'");
-        assert!(
-            plist.contains("<string>/opt/a&amp;b/loops</string>"),
-            "{plist}"
-        );
-        assert!(
-            plist.contains("<string>/d/&lt;x&gt; &quot;q&quot; &apos;y&apos;</string>"),
-            "{plist}"
-        );
-        assert!(plist.contains(
-            "<key>StandardOutPath</key><string>/d/&lt;x&gt; &quot;q&quot; &apos;y&apos;/daemon.log</string>"
-        ));
-    }
-
-    #[test]
-    fn service_paths_are_absolute_and_printable() {
-        let rel = service_path("data dir", Path::new("rel/dir")).unwrap();
-        assert!(rel.starts_with('/') && rel.ends_with("/rel/dir"), "{rel}");
-        for bad in ["/a\nExecStartPre=/bin/true", "/a\rb", "/a\tb", "/a\u{7f}b"] {
-            let Err(Failure::Error { code, message }) = service_path("data dir", Path::new(bad))
-            else {
-                panic!("{bad:?} accepted");
-            };
-            assert_eq!(code.code(), 2);
-            assert!(message.contains("control character"), "{message}");
-            assert!(!message.contains('\n'), "{message}");
-        }
     }
 }
