@@ -37,65 +37,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+mod holds;
+mod recover;
+
+use holds::*;
+use recover::*;
+pub use recover::{recover, RecoverError};
+
 /// How often the runner looks for a cancellation requested by another process.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
-
-/// How long the holds read for admitting agent steps are trusted: while a step waits
-/// for its key, the store is asked again at most this often (so `loops holds clear`
-/// or a raised budget lets it start within about this long).
-const HOLDS_MAX_AGE: Duration = Duration::from_secs(1);
-
-/// The account holds and budget holds as last read, for admitting agent steps: a step
-/// whose provider and account are held waits, pending, instead of meeting the limit
-/// (or spending past the budget) again.
-#[derive(Default)]
-struct Holds {
-    read_at: Option<tokio::time::Instant>,
-    accounts: Vec<AccountHold>,
-    budgets: Vec<BudgetHold>,
-}
-
-impl Holds {
-    /// The holds, read again when older than [`HOLDS_MAX_AGE`].
-    fn fresh(&mut self, store: &dyn Store) -> Result<&Self, StoreError> {
-        let now = tokio::time::Instant::now();
-        if self
-            .read_at
-            .is_none_or(|at| now.duration_since(at) >= HOLDS_MAX_AGE)
-        {
-            self.accounts = store.account_holds()?;
-            self.budgets = store.budget_holds()?;
-            self.read_at = Some(now);
-        }
-        Ok(self)
-    }
-
-    /// Forgets what was read: the next admission asks the store.
-    fn expire(&mut self) {
-        self.read_at = None;
-    }
-}
-
-/// The provider and account an agent step runs on (what holds and budgets key it by);
-/// `None` for a command step, which nothing holds.
-fn step_key(step: &Step) -> Option<HoldKey> {
-    let StepTarget::Agent(agent) = &step.target else {
-        return None;
-    };
-    Some(HoldKey {
-        provider: agent.provider,
-        account: step.account().map_or_else(
-            || loops_core::hold::DEFAULT_ACCOUNT.to_owned(),
-            |a| a.profile.clone(),
-        ),
-    })
-}
-
-/// What a pending step waiting for its key says, in our words (its `error` while it
-/// waits, and its `step_held` event's).
-fn held_note(until: Instant, reason: &str) -> String {
-    format!("held until {}: {reason}", format_instant(&until))
-}
 
 /// Everything a workflow run needs besides its spec.
 pub struct RunContext {
@@ -367,126 +317,6 @@ fn refuse(
         let _ = started.send(run.clone());
     }
     Ok(run)
-}
-
-/// Steps left `running` by a runner that died may still have live processes: never
-/// start a second copy while the first runs. False when interrupted while waiting.
-async fn wait_for_orphans(steps: &[StepRun], interrupt: &watch::Receiver<Option<String>>) -> bool {
-    let mut interrupt = interrupt.clone();
-    loop {
-        let alive = steps.iter().any(|s| {
-            s.status == StepStatus::Running
-                && s.pid
-                    .is_some_and(|pid| is_same_process_alive(pid, s.pid_start_time))
-        });
-        if !alive {
-            return true;
-        }
-        if interrupt.borrow().is_some() {
-            return false;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(CANCEL_POLL) => {}
-            changed = interrupt.changed() => if changed.is_err() {
-                // The owner is gone: nothing will interrupt us any more.
-                tokio::time::sleep(CANCEL_POLL).await;
-            }
-        }
-    }
-}
-
-/// A step left `running` by a runner that died, whose process a supervisor held: its
-/// real end (waited for while it runs, or read from its status file), recorded as if
-/// its runner had never left. Untouched when no supervisor knows it.
-async fn reclaim_step(
-    ctx: &RunContext,
-    workflow: &Workflow,
-    step: &mut StepRun,
-) -> Result<(), StoreError> {
-    let unit = step_unit(step.id.as_str());
-    let executed = if let Some(reclaimed) = ctx.exec.launcher.reclaim(&unit) {
-        tracing::info!(step = %step.step_id, "re-attached to a step that outlived its runner");
-        reclaimed.exited().await
-    } else if let Some(report) = ctx
-        .exec
-        .supervise_dir
-        .as_ref()
-        .and_then(|dir| crate::supervisor::status::read(dir, &unit))
-    {
-        Executed {
-            result: report.result,
-            terminated_by: report.terminated_by,
-        }
-    } else {
-        return Ok(());
-    };
-    let Some(spec) = workflow.spec.steps.iter().find(|s| s.id == step.step_id) else {
-        return Ok(());
-    };
-    let stop = executed.terminated_by.clone().map(Stop::Interrupted);
-    finish_step(ctx, spec, step, executed.result, stop.as_ref())?;
-    ctx.exec.launcher.ack(&unit);
-    if let Some(dir) = &ctx.exec.supervise_dir {
-        crate::supervisor::status::remove(dir, &unit);
-    }
-    Ok(())
-}
-
-/// A step whose process outlived the runner that started it, and has now exited: not
-/// our child, so its exit status is unknown. Recorded `failed` (what follows is
-/// decided by `continueOnFailure`) with the output spooled before the runner died.
-fn record_orphan_outcome(
-    ctx: &RunContext,
-    step: &mut StepRun,
-    now: Instant,
-) -> Result<(), StoreError> {
-    let pid = step.pid.unwrap_or(0);
-    let spooled = ctx
-        .exec
-        .spool
-        .as_ref()
-        .map(|s| s.for_step(step.id.as_str()));
-    if let Some(files) = &spooled {
-        let (stdout, stderr) = files.read(ctx.exec.max_output_bytes);
-        step.stdout = Some(stdout);
-        step.stderr = Some(stderr);
-    }
-    let error = format!(
-        "exit status unknown: process {pid} outlived the runner that started it; not started again"
-    );
-    step.status = StepStatus::Failed;
-    step.exit_status_unknown = true;
-    step.exit_code = None;
-    step.finished_at = Some(now);
-    step.duration_ms = step
-        .started_at
-        .map(|s| u64::try_from((now - s).num_milliseconds()).unwrap_or(0));
-    step.error = Some(error.clone());
-    let ev = NewEvent::new(
-        WorkflowEventType::StepFailed,
-        Some(&step.step_id),
-        json!({ "exitCode": null, "exitStatusUnknown": true, "pid": pid, "error": error }),
-    );
-    ctx.store.save_step_run(step, &[ev], now, ctx.fence())?;
-    if let Some(files) = spooled {
-        files.remove();
-    }
-    Ok(())
-}
-
-fn reset_step(step: &mut StepRun) {
-    step.status = StepStatus::Pending;
-    step.exit_status_unknown = false;
-    step.started_at = None;
-    step.finished_at = None;
-    step.exit_code = None;
-    step.pid = None;
-    step.pid_start_time = None;
-    step.duration_ms = None;
-    step.stdout = None;
-    step.stderr = None;
-    step.error = None;
-    step.error_output = None;
 }
 
 /// The scheduling loop. Returns why it stopped early, or `None` when every step ended
@@ -860,41 +690,6 @@ fn finish_step(
     Ok((status, None))
 }
 
-/// Leaves `record` pending while its key is held until `until`: its `error` says so
-/// while it waits, and a `step_held` event records the hold (`usageLimit`: the step
-/// itself met the limit).
-fn hold_step(
-    ctx: &RunContext,
-    record: &mut StepRun,
-    until: Instant,
-    reason: &str,
-    met_limit: bool,
-) -> Result<(), StoreError> {
-    record.status = StepStatus::Pending;
-    record.error = Some(held_note(until, reason));
-    let ev = NewEvent::new(
-        WorkflowEventType::StepHeld,
-        Some(&record.step_id),
-        json!({ "heldUntil": format_instant(&until), "reason": reason, "usageLimit": met_limit }),
-    );
-    ctx.store
-        .save_step_run(record, &[ev], ctx.now(), ctx.fence())
-}
-
-/// After an agent step on `key` ended without meeting a usage limit: the key's hold,
-/// when it is past its instant and told nobody, is released (the step was the probe);
-/// one a `held` went out for is left to the next run of a loop, which sends `resumed`.
-fn release_past_hold(ctx: &RunContext, holds: &Holds, key: &HoldKey) -> Result<(), StoreError> {
-    let now = ctx.now();
-    let stale = holds.accounts.iter().any(|h| {
-        h.provider == key.provider && h.account == key.account && !h.is_active(now) && !h.notified
-    });
-    if stale {
-        ctx.store.hold_after_step(key, None, now, ctx.fence())?;
-    }
-    Ok(())
-}
-
 /// The process for one step: direct exec unless `shell: true`, prompt on stdin for
 /// agents, the step's account, the `LOOPS_WORKFLOW_*` metadata on top of the loop's.
 fn step_invocation(
@@ -923,54 +718,4 @@ fn step_invocation(
         &ctx.exec,
     )
     .map_err(|e| e.0)
-}
-
-/// `workflows recover`: resets `running` steps whose process is gone to `pending` so a
-/// later attempt reruns them; refuses while any of those processes is alive.
-pub fn recover(
-    store: &dyn Store,
-    run_id: &WorkflowRunId,
-    reason: &str,
-    now: Instant,
-) -> Result<Vec<StepRun>, RecoverError> {
-    let steps = store.step_runs(run_id.as_str())?;
-    let running: Vec<&StepRun> = steps
-        .iter()
-        .filter(|s| s.status == StepStatus::Running)
-        .collect();
-    let live: Vec<String> = running
-        .iter()
-        .filter(|s| {
-            s.pid
-                .is_some_and(|pid| is_same_process_alive(pid, s.pid_start_time))
-        })
-        .map(|s| format!("{} (pid {})", s.step_id, s.pid.unwrap_or(0)))
-        .collect();
-    if !live.is_empty() {
-        return Err(RecoverError::Alive(live.join(", ")));
-    }
-    let mut recovered = Vec::new();
-    for step in running {
-        let mut step = step.clone();
-        reset_step(&mut step);
-        step.error = Some(reason.to_owned());
-        let ev = NewEvent::new(
-            WorkflowEventType::Recovered,
-            Some(&step.step_id),
-            json!({ "reason": reason, "at": format_instant(&now) }),
-        );
-        store.save_step_run(&step, &[ev], now, None)?;
-        recovered.push(step);
-    }
-    Ok(recovered)
-}
-
-/// Why `recover` refused.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RecoverError {
-    #[error("cannot recover while step processes are still alive: {0}")]
-    Alive(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }
