@@ -12,9 +12,17 @@
 //! The entry point [`run`] takes its shutdown signal as a future so tests and
 //! embedders can run a daemon in-process.
 
+mod caps;
+mod error;
+mod files;
 mod lease;
 mod notifier;
 mod watchdog;
+
+use caps::*;
+pub use error::DaemonError;
+pub use files::read_pid_file;
+use files::*;
 
 use crate::backoff::Backoff;
 use crate::clock::{Clock, SystemClock};
@@ -129,54 +137,6 @@ impl DaemonConfig {
 /// [`DEFAULT_KEEP_FOR`].
 pub fn default_prune_policy(now: Instant) -> PrunePolicy {
     DaemonConfig::new(Path::new("")).prune_policy(now)
-}
-
-/// Why the daemon stopped abnormally.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DaemonError {
-    #[error("a daemon is already running for this store: pid {pid} on host {host}, lease held since {since} (stop it with `loops daemon stop`)")]
-    AlreadyRunning {
-        pid: u32,
-        host: String,
-        since: String,
-    },
-    /// Another daemon acquired the store's lease (this one was stalled or cut off past
-    /// its TTL): every write of ours is refused from now on.
-    #[error("daemon lease lost: {0}; stopped all runs and exiting")]
-    LeaseLost(String),
-    /// The database file the daemon opened is no longer at its path: deleted, or
-    /// another file put in its place. Its writes would go nowhere anyone reads.
-    #[error("database file {path} was removed or replaced; exiting ({detail})")]
-    StoreGone { path: String, detail: &'static str },
-    /// Settings that cannot be honoured (a lease TTL the kill grace does not fit).
-    #[error("{0}")]
-    Config(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl From<EngineError> for DaemonError {
-    fn from(e: EngineError) -> Self {
-        match e {
-            EngineError::LeaseLost => DaemonError::LeaseLost("another daemon holds it".to_owned()),
-            e @ EngineError::Busy { .. } => {
-                DaemonError::Store(StoreError::InvalidArgument(e.to_string()))
-            }
-            EngineError::Store(s) => DaemonError::Store(s),
-            EngineError::Schedule(s) => DaemonError::Store(StoreError::Decode(s.to_string())),
-            EngineError::Thread(source) => DaemonError::Io {
-                context: "cannot start the run recorder thread".to_owned(),
-                source,
-            },
-        }
-    }
 }
 
 /// How a daemon is asked to stop (what its shutdown future resolves to).
@@ -516,31 +476,6 @@ pub async fn run_with_clock(
     }
 }
 
-/// Records this daemon's caps in the store (none: removes its record); failing only
-/// costs `show` and `daemon status` their word on them.
-fn record_caps(store: &dyn Store, runner_id: &str, caps: &loops_core::caps::Caps, now: Instant) {
-    // A daemon without caps writes nothing: a row of its runner id exists only while
-    // one with caps runs (a clean stop of that daemon removes it).
-    if caps.is_empty() {
-        return;
-    }
-    if let Err(e) = store.record_caps(runner_id, &caps.to_flag(), now) {
-        tracing::warn!(error = %e, "cannot record the daemon's concurrency caps");
-    }
-}
-
-/// Removes this daemon's caps record at a clean stop.
-fn forget_caps(store: &dyn Store, runner_id: &str, now: Instant) {
-    if let Err(e) = store.record_caps(runner_id, "", now) {
-        tracing::warn!(error = %e, "cannot remove the daemon's concurrency caps record");
-    }
-}
-
-/// How often a daemon with loops waiting for a concurrency cap looks at what else is
-/// due (a run that ends wakes it at once): a loop that became due meanwhile starts at
-/// most this late.
-const CAP_RECHECK: Duration = Duration::from_secs(1);
-
 /// Back-off of failing scheduler passes (a full disk, a locked or read-only store).
 const PASS_RETRY_FIRST: Duration = Duration::from_millis(100);
 const PASS_RETRY_CAP: Duration = Duration::from_secs(30);
@@ -815,92 +750,6 @@ fn next_deadline(
         deadline = deadline.min(base + Duration::from_secs(2));
     }
     deadline
-}
-
-/// The database file the daemon serves, by identity: `rm loops.db` (or putting
-/// another file in its place) leaves SQLite working on the unlinked inode, where new
-/// loops never appear. One `stat` per pass notices.
-struct StoreFile {
-    path: PathBuf,
-    identity: Option<(u64, u64)>,
-}
-
-impl StoreFile {
-    /// Records the identity of `data_dir`'s database now (`None`, and no checks, for
-    /// a store that is not a file there).
-    fn record(data_dir: &Path) -> Self {
-        let path = data_dir.join(loops_store::DB_FILE);
-        Self {
-            identity: wake::file_identity(&path),
-            path,
-        }
-    }
-
-    /// No file to watch (a store that is not a file in the data dir).
-    fn none() -> Self {
-        Self {
-            path: PathBuf::new(),
-            identity: None,
-        }
-    }
-
-    /// Fails with [`DaemonError::StoreGone`] when the path no longer names the file
-    /// recorded.
-    fn check(&self) -> Result<(), DaemonError> {
-        let Some(recorded) = self.identity else {
-            return Ok(());
-        };
-        let detail = match std::fs::metadata(&self.path) {
-            Ok(meta) => {
-                use std::os::unix::fs::MetadataExt;
-                if (meta.dev(), meta.ino()) == recorded {
-                    return Ok(());
-                }
-                "another file is in its place"
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "it no longer exists",
-            // Unreadable for a moment (permissions being fixed, say): not proof.
-            Err(_) => return Ok(()),
-        };
-        Err(DaemonError::StoreGone {
-            path: self.path.display().to_string(),
-            detail,
-        })
-    }
-}
-
-fn write_pid_file(dir: &Path, pid: u32) -> Result<(), DaemonError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = dir.join(PID_FILE);
-    let tmp = dir.join(format!(".{PID_FILE}.{pid}"));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(format!("{pid}\n").as_bytes()))
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|source| DaemonError::Io {
-            context: format!("cannot write pid file {}", path.display()),
-            source,
-        })
-}
-
-fn remove_pid_file(dir: &Path, pid: u32) {
-    let path = dir.join(PID_FILE);
-    if read_pid_file(dir) == Some(pid) {
-        let _ = std::fs::remove_file(path);
-    }
-}
-
-/// The pid recorded in the data dir's pid file, if any.
-pub fn read_pid_file(dir: &Path) -> Option<u32> {
-    crate::daemon_view::pid_file_text(&dir.join(PID_FILE))?
-        .trim()
-        .parse()
-        .ok()
 }
 
 #[cfg(test)]
