@@ -4,13 +4,12 @@
 //! archive (our script calls the API with the session's CSRF header), and its
 //! notification settings with their last deliveries.
 
+use super::PageRequest;
 use super::{svg, words, Base};
 use crate::error::ApiError;
 use crate::request::Params;
-use crate::State;
 use askama::Template;
-use axum::extract::{Path, RawQuery};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::Path;
 use axum::response::Response;
 use loops_core::redact::{redact_delivery, redact_loop};
 use loops_core::{Instant, Loop, LoopStatus, Target};
@@ -433,22 +432,12 @@ fn build(
     })
 }
 
-pub(crate) async fn page(
-    axum::extract::State(state): axum::extract::State<State>,
-    Path(key): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(q): RawQuery,
-) -> Response {
-    super::show_page(
-        &state,
-        &headers,
-        &uri,
-        q.as_deref(),
-        history_cursor,
-        move |c, before, csrf| build(c, &key, before, chrono::Utc::now(), csrf),
-    )
-    .await
+pub(crate) async fn page(Path(key): Path<String>, request: PageRequest) -> Response {
+    request
+        .show(history_cursor, move |c, before, csrf| {
+            build(c, &key, before, chrono::Utc::now(), csrf)
+        })
+        .await
 }
 
 /// The history page asked for: `before` (an RFC 3339 instant) and `skip` (how many

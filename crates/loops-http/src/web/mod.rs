@@ -354,36 +354,60 @@ async fn logout(
 }
 
 /// The path and query of a request (where the login form sends the browser back).
-/// A dashboard page, the one way every page is served: the viewer (else the redirect
-/// to the login form), the query string checked by `parse` (an unknown or bad
-/// parameter is a 400 page), the page built by `build` on a blocking thread (the
-/// store is read there) with the viewer's CSRF token, and rendered; an error is the
-/// error page with its status.
-pub(crate) async fn show_page<Q, T>(
-    state: &State,
-    headers: &HeaderMap,
-    uri: &axum::http::Uri,
-    query: Option<&str>,
-    parse: impl FnOnce(Option<&str>) -> Result<Q, ApiError>,
-    build: impl FnOnce(&loops_runtime::Client, Q, String) -> Result<T, ApiError> + Send + 'static,
-) -> Response
-where
-    Q: Send + 'static,
-    T: Template + Send + 'static,
-{
-    let viewer = match viewer(state, headers, &here(uri)) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
-    };
-    let csrf = viewer.csrf.clone();
-    let built = async {
-        let query = parse(query)?;
-        crate::api::blocking(state, move |c| build(c, query, csrf)).await
+/// What serving a dashboard page needs from its request: the viewer's headers, where
+/// the page is (for the login redirect back to it) and its query string.
+pub(crate) struct PageRequest {
+    state: State,
+    headers: HeaderMap,
+    here: String,
+    query: Option<String>,
+}
+
+impl axum::extract::FromRequestParts<State> for PageRequest {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &State,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            state: state.clone(),
+            headers: parts.headers.clone(),
+            here: here(&parts.uri),
+            query: parts.uri.query().map(str::to_owned),
+        })
     }
-    .await;
-    match built {
-        Ok(page) => render(&page),
-        Err(e) => error_page(e, viewer.csrf),
+}
+
+impl PageRequest {
+    /// A dashboard page, the one way every page is served: the viewer (else the
+    /// redirect to the login form), the query string checked by `parse` (an unknown or
+    /// bad parameter is a 400 page), the page built by `build` on a blocking thread
+    /// (the store is read there) with the viewer's CSRF token, and rendered; an error
+    /// is the error page with its status.
+    pub(crate) async fn show<Q, T>(
+        self,
+        parse: impl FnOnce(Option<&str>) -> Result<Q, ApiError>,
+        build: impl FnOnce(&loops_runtime::Client, Q, String) -> Result<T, ApiError> + Send + 'static,
+    ) -> Response
+    where
+        Q: Send + 'static,
+        T: Template + Send + 'static,
+    {
+        let viewer = match viewer(&self.state, &self.headers, &self.here) {
+            Ok(v) => v,
+            Err(r) => return r.into_response(),
+        };
+        let csrf = viewer.csrf.clone();
+        let built = async {
+            let query = parse(self.query.as_deref())?;
+            crate::api::blocking(&self.state, move |c| build(c, query, csrf)).await
+        }
+        .await;
+        match built {
+            Ok(page) => render(&page),
+            Err(e) => error_page(e, viewer.csrf),
+        }
     }
 }
 

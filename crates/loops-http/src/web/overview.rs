@@ -7,13 +7,11 @@
 //! `run_facts`, bounded per loop), one set-based read of every loop's newest 20 runs
 //! ([`loops_store::Store::recent_runs`]), one count by status, the running rows.
 
+use super::PageRequest;
 use super::{ansi::escape, words, Base};
 use crate::error::ApiError;
 use crate::request::Params;
-use crate::State;
 use askama::Template;
-use axum::extract::RawQuery;
-use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use loops_core::cron::CronSchedule;
 use loops_core::health::Verdict;
@@ -393,19 +391,10 @@ pub(crate) fn upcoming(loops: &[Loop], now: Instant) -> Vec<Slot> {
         .collect()
 }
 
-pub(crate) async fn page(
-    axum::extract::State(state): axum::extract::State<State>,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(q): RawQuery,
-) -> Response {
-    super::show_page(
-        &state,
-        &headers,
-        &uri,
-        q.as_deref(),
-        OverviewQuery::parse,
-        |c, query, csrf| build(c, &query, chrono::Utc::now(), &csrf),
-    )
-    .await
+pub(crate) async fn page(request: PageRequest) -> Response {
+    request
+        .show(OverviewQuery::parse, |c, query, csrf| {
+            build(c, &query, chrono::Utc::now(), &csrf)
+        })
+        .await
 }

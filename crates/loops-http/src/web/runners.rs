@@ -2,12 +2,10 @@
 //! its host, labels, capacity, load and heartbeat age (`Client::runners`, what `loops
 //! runners` prints); on SQLite the one local daemon (its `daemon status`).
 
+use super::PageRequest;
 use super::{words, Base};
 use crate::error::ApiError;
-use crate::State;
 use askama::Template;
-use axum::extract::RawQuery;
-use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use loops_core::Instant;
 use loops_runtime::Client;
@@ -117,13 +115,8 @@ pub(crate) fn runners(c: &Client, now: Instant) -> Result<Vec<Runner>, ApiError>
     })
 }
 
-pub(crate) async fn page(
-    axum::extract::State(state): axum::extract::State<State>,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(q): RawQuery,
-) -> Response {
-    super::show_page(&state, &headers, &uri, q.as_deref(), super::no_query, |c, (), csrf| {
+pub(crate) async fn page(request: PageRequest) -> Response {
+    request.show(super::no_query, |c, (), csrf| {
             Ok(RunnersPage {
                 base: Base {
                     title: "Runners".to_owned(),

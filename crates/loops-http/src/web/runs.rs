@@ -4,13 +4,12 @@
 //! first); a running run's output followed live by our script from
 //! `/v1/runs/{id}/output?follow=true` (colours rendered in the browser).
 
+use super::PageRequest;
 use super::{ansi, words, Base};
 use crate::error::ApiError;
 use crate::request::Params;
-use crate::State;
 use askama::Template;
-use axum::extract::{Path, RawQuery};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::Path;
 use axum::response::Response;
 use loops_core::{Instant, Run, RunStatus};
 use loops_runtime::Client;
@@ -267,22 +266,12 @@ fn build(
     })
 }
 
-pub(crate) async fn page(
-    axum::extract::State(state): axum::extract::State<State>,
-    Path(id): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(q): RawQuery,
-) -> Response {
-    super::show_page(
-        &state,
-        &headers,
-        &uri,
-        q.as_deref(),
-        output_pages,
-        move |c, pages, csrf| build(c, &id, pages, chrono::Utc::now(), csrf),
-    )
-    .await
+pub(crate) async fn page(Path(id): Path<String>, request: PageRequest) -> Response {
+    request
+        .show(output_pages, move |c, pages, csrf| {
+            build(c, &id, pages, chrono::Utc::now(), csrf)
+        })
+        .await
 }
 
 /// The pages of stdout and stderr asked for (`stdout=N`, `stderr=N`; 0, the last).

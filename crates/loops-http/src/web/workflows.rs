@@ -4,13 +4,12 @@
 //! status (kept live by our script from `/v1/events`), and the output of the step
 //! clicked (`?step=ID`).
 
+use super::PageRequest;
 use super::{ansi, svg, words, Base};
 use crate::error::ApiError;
 use crate::request::Params;
-use crate::State;
 use askama::Template;
-use axum::extract::{Path, RawQuery};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::Path;
 use axum::response::Response;
 use loops_core::redact::redact_spec;
 use loops_core::workflow::WorkflowRun;
@@ -134,21 +133,8 @@ fn base(title: String, csrf: String) -> Base {
     }
 }
 
-pub(crate) async fn list(
-    axum::extract::State(state): axum::extract::State<State>,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(q): RawQuery,
-) -> Response {
-    super::show_page(
-        &state,
-        &headers,
-        &uri,
-        q.as_deref(),
-        super::no_query,
-        list_page,
-    )
-    .await
+pub(crate) async fn list(request: PageRequest) -> Response {
+    request.show(super::no_query, list_page).await
 }
 
 fn list_page(c: &Client, (): (), csrf: String) -> Result<ListPage, ApiError> {
@@ -208,22 +194,10 @@ fn spec_page(c: &Client, key: &str, csrf: String) -> Result<SpecPage, ApiError> 
     })
 }
 
-pub(crate) async fn spec(
-    axum::extract::State(state): axum::extract::State<State>,
-    Path(key): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(q): RawQuery,
-) -> Response {
-    super::show_page(
-        &state,
-        &headers,
-        &uri,
-        q.as_deref(),
-        super::no_query,
-        move |c, (), csrf| spec_page(c, &key, csrf),
-    )
-    .await
+pub(crate) async fn spec(Path(key): Path<String>, request: PageRequest) -> Response {
+    request
+        .show(super::no_query, move |c, (), csrf| spec_page(c, &key, csrf))
+        .await
 }
 
 fn run_page(
@@ -338,23 +312,11 @@ fn run_page(
     })
 }
 
-pub(crate) async fn run(
-    axum::extract::State(state): axum::extract::State<State>,
-    Path(key): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(q): RawQuery,
-) -> Response {
+pub(crate) async fn run(Path(key): Path<String>, request: PageRequest) -> Response {
     let step = |query: Option<&str>| {
         Params::parse(query, &["step"]).map(|p| p.get("step").map(str::to_owned))
     };
-    super::show_page(
-        &state,
-        &headers,
-        &uri,
-        q.as_deref(),
-        step,
-        move |c, step, csrf| run_page(c, &key, step, csrf),
-    )
-    .await
+    request
+        .show(step, move |c, step, csrf| run_page(c, &key, step, csrf))
+        .await
 }
