@@ -35,14 +35,7 @@ pub fn run(ctx: &Context, args: McpArgs) -> Result<Exit, Failure> {
             "--allow-shell (LOOPS_MCP_ALLOW_SHELL) is gone: argv commands, agents, env and notification commands run code as surely as a shell; use --allow-code to allow defining what runs (code execution as you), or --allow-mutations alone to only run, pause and reschedule what is defined",
         ));
     }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    super::log_to_stderr("warn");
     let options = loops_mcp::Options {
         data_dir: ctx.data_dir()?,
         store: ctx.store_url().map(str::to_owned),

@@ -80,6 +80,20 @@ impl Context {
     }
 }
 
+/// Structured logs of a long-running command (`daemon run`, `serve`, `supervise`) on
+/// stderr, at the level `$LOOPS_LOG` sets (else `default`: `info`, `warn` for `mcp`
+/// whose stderr a client shows), without colours (they end up in log files).
+pub fn log_to_stderr(default: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
+                .unwrap_or_else(|_| default.into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
 /// A current-thread runtime for commands that execute runs in-process.
 pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_current_thread()

@@ -46,14 +46,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> Result<Exit, Failure> {
         outln!("{}", token.reveal())?;
         return Ok(Exit::Success);
     }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    super::log_to_stderr("info");
     // Each connection is a descriptor: a default soft limit of 1,024 is what a flood
     // of strangers' connections would exhaust first.
     if let Err(e) = loops_http::raise_open_files_limit() {

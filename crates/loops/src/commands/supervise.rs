@@ -19,14 +19,7 @@ pub fn run(args: SuperviseArgs) -> Result<Exit, Failure> {
     if let Err(e) = nix::unistd::setsid() {
         tracing::debug!(error = %e, "setsid failed");
     }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    super::log_to_stderr("info");
     let first = std::io::stdin()
         .as_fd()
         .try_clone_to_owned()

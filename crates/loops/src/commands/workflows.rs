@@ -428,19 +428,25 @@ fn step_line(s: &StepRun) -> String {
 fn step_table(steps: &[StepRun]) -> anyhow::Result<()> {
     let mut table = Table::new(vec!["STEP", "STATUS", "DURATION", "EXIT", "ERROR"]);
     for s in steps {
-        table.row(vec![
-            s.step_id.as_str().into(),
-            output::status_cell(s.status.as_str()),
-            s.duration_ms
-                .map_or_else(|| "-".into(), output::elapsed_text)
-                .into(),
-            s.exit_code
-                .map_or_else(|| "-".into(), |c| c.to_string())
-                .into(),
-            s.error.clone().unwrap_or_default().into(),
-        ]);
+        let mut row = vec![s.step_id.as_str().into()];
+        row.extend(step_cells(s));
+        table.row(row);
     }
     Ok(table.print()?)
+}
+
+/// A step run's status, duration, exit code and error, as table cells.
+fn step_cells(s: &StepRun) -> [output::Cell; 4] {
+    [
+        output::status_cell(s.status.as_str()),
+        s.duration_ms
+            .map_or_else(|| "-".into(), output::elapsed_text)
+            .into(),
+        s.exit_code
+            .map_or_else(|| "-".into(), |c| c.to_string())
+            .into(),
+        s.error.clone().unwrap_or_default().into(),
+    ]
 }
 
 /// Agent steps' final text and usage, one block per step: the text is output, so
@@ -596,18 +602,12 @@ fn inspect(ctx: &Context, args: WorkflowRunArg) -> Result<Exit, Failure> {
     rows.sort_by_key(|(level, s)| (*level, s.sequence));
     let mut table = Table::new(vec!["LEVEL", "STEP", "STATUS", "DURATION", "EXIT", "ERROR"]);
     for (level, s) in rows {
-        table.row(vec![
+        let mut row = vec![
             level.to_string().into(),
             format!("{}{}", "  ".repeat(level), s.step_id).into(),
-            output::status_cell(s.status.as_str()),
-            s.duration_ms
-                .map_or_else(|| "-".into(), output::elapsed_text)
-                .into(),
-            s.exit_code
-                .map_or_else(|| "-".into(), |c| c.to_string())
-                .into(),
-            s.error.clone().unwrap_or_default().into(),
-        ]);
+        ];
+        row.extend(step_cells(s));
+        table.row(row);
     }
     table.print()?;
     print_step_results(&steps)?;

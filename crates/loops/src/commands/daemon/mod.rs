@@ -56,14 +56,7 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     refuse_corrupt(&client, &dir.join(DB_FILE))?;
     let cfg = config(&dir, &args);
     client.check_daemon_config(&cfg)?;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOOPS_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    crate::commands::log_to_stderr("info");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
