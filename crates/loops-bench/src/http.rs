@@ -1,7 +1,7 @@
 //! Benchmarks of `loops serve` (issue #13): request rates with `oha`, and event
 //! delivery to many SSE clients while the daemon runs 1,000 loops a second.
 
-use super::{
+use crate::harness::{
     all_runs, clock_ticks_per_sec, delta_ms, every, loadavg, millis, populate, sleep, verdict,
     whole_ms, BenchDir, Bencher, CpuTicks, Exec, Stats,
 };

@@ -1,6 +1,6 @@
 //! Benchmarks of issue #11's read paths: `loops health` over a store with a run history.
 
-use super::{ms, verdict, Bencher, Mono, Stats};
+use crate::harness::{file_len, ms, verdict, whole_ms, Bencher, Stats};
 use anyhow::{bail, Context as _, Result};
 use chrono::{TimeDelta, Utc};
 use loops_core::{
@@ -12,6 +12,7 @@ use loops_sqlite::SqliteStore;
 use loops_store::{ImportBatch, ImportLoop, LoopAdvance, Store};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Instant as Mono;
 
 impl Bencher {
     /// `loops health` (JSON and table) over `loops` fixed-rate loops every `every_ms`
@@ -27,7 +28,7 @@ impl Bencher {
     ) -> Result<()> {
         let dir = self.fresh_dir()?;
         let data = dir.data();
-        let now = super::whole_ms(Utc::now());
+        let now = whole_ms(Utc::now());
         let t = Mono::now();
         let batch = history_batch(loops, runs, every_ms, now)?;
         let client = Client::open(&data)?;
@@ -40,7 +41,7 @@ impl Bencher {
             imported.loops.len(),
             imported.runs,
             t.elapsed().as_secs_f64(),
-            super::file_len(&dir.db()) as f64 / 1e6
+            file_len(&dir.db()) as f64 / 1e6
         );
         let floor = self.time_health(&data, &["--version"], reps)?;
         let json = self.time_health(&data, &["--json", "health"], reps)?;
@@ -80,7 +81,7 @@ impl Bencher {
         println!(
             "| {loops} | {runs} | {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} / {} / {} | {} |",
             loops_core::health::age_text(TimeDelta::milliseconds(every_ms as i64)),
-            super::file_len(&dir.db()) as f64 / 1e6,
+            file_len(&dir.db()) as f64 / 1e6,
             json.p50,
             json.p90,
             json.max,
