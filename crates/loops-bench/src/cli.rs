@@ -2,7 +2,7 @@
 //! `loops create`, `loops edit` and `loops runs --status failed --since 1d`.
 
 use crate::harness::{
-    command_def, every, file_len, flush, millis, ms, populate, verdict, Bencher, Exec, Stats,
+    command_def, every, file_len, flush, millis, ms, populate_every, verdict, Bencher, Exec, Stats,
 };
 use anyhow::{bail, ensure, Result};
 use chrono::{TimeDelta, Utc};
@@ -94,12 +94,7 @@ impl Bencher {
         for &n in sizes {
             let dir = self.fresh_dir()?;
             let data = dir.data();
-            let client = Client::open(&data)?;
-            let now = Utc::now();
-            let (_, setup) = populate(&client, n, "bench", Exec::ShTrue, |_| {
-                (every(3_600_000), now)
-            })?;
-            drop(client);
+            let (_, setup) = populate_every(&data, n, "bench", Exec::ShTrue, 3_600_000)?;
             eprintln!("populated {n} loops in {:.1} s", setup.as_secs_f64());
             let bytes = Command::new(&self.bin)
                 .args(["--json", "list"])
@@ -182,12 +177,7 @@ impl Bencher {
         for with_daemon in [false, true] {
             let dir = self.fresh_dir()?;
             let data = dir.data();
-            let client = Client::open(&data)?;
-            let now = Utc::now();
-            populate(&client, existing, "existing", Exec::ShTrue, |_| {
-                (every(3_600_000), now)
-            })?;
-            drop(client);
+            populate_every(&data, existing, "existing", Exec::ShTrue, 3_600_000)?;
             let mut daemon = if with_daemon {
                 Some(self.start_daemon(&dir, "daemon.log", &[])?)
             } else {
@@ -248,12 +238,7 @@ impl Bencher {
     ) -> Result<()> {
         let dir = self.fresh_dir()?;
         let data = dir.data();
-        let client = Client::open(&data)?;
-        let now = Utc::now();
-        let (_, setup) = populate(&client, loops, "edit", Exec::True, |_| {
-            (every(3_600_000), now)
-        })?;
-        drop(client);
+        let (_, setup) = populate_every(&data, loops, "edit", Exec::True, 3_600_000)?;
         eprintln!("{loops} loops created in {:.1} s", setup.as_secs_f64());
         let took = add_spread_history(&dir.db(), runs, failed_every.max(1), days)?;
         eprintln!(

@@ -4,15 +4,12 @@
 //! contentful paint in headless Chromium (tests/browser/fcp.mjs, when node and
 //! chromium are there).
 
-use crate::harness::{ms, verdict, whole_ms, Bencher, Stats};
+use crate::harness::{import_history, ms, verdict, Bencher, Stats};
 use crate::http::Serve;
-use crate::operability::history_batch;
 use anyhow::{ensure, Context as _, Result};
 use chrono::Utc;
 use loops_http::web::{overview_html, OverviewQuery};
 use loops_runtime::client::Client;
-use loops_sqlite::SqliteStore;
-use loops_store::Store;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -50,12 +47,7 @@ impl Bencher {
     ) -> Result<()> {
         let dir = self.fresh_dir()?;
         let data = dir.data();
-        let now = whole_ms(Utc::now());
-        let batch = history_batch(loops, runs, every_ms, now)?;
-        drop(Client::open(&data)?);
-        let store = SqliteStore::open(&dir.db())?;
-        let imported = store.import(&batch, now)?;
-        drop(store);
+        let imported = import_history(&dir, loops, runs, every_ms)?;
         eprintln!(
             "{} loops and {} runs written",
             imported.loops.len(),

@@ -2,8 +2,8 @@
 //! lag, missed slots, the daemon's CPU and memory.
 
 use crate::harness::{
-    all_runs, clock_ticks_per_sec, delta_ms, every, millis, ms, populate, sleep, verdict, whole_ms,
-    Bencher, Exec, Stats,
+    all_runs, clock_ticks_per_sec, delta_ms, every, keep_every_run, millis, ms, populate, sleep,
+    verdict, whole_ms, Bencher, Exec, Stats, Window,
 };
 use anyhow::{ensure, Result};
 use chrono::{TimeDelta, Utc};
@@ -41,14 +41,7 @@ impl Bencher {
             base + TimeDelta::seconds(1)
         );
         let mc = max_concurrent.to_string();
-        let mut args = vec![
-            "--max-concurrent",
-            &mc,
-            "--keep-runs",
-            "0",
-            "--keep-for",
-            "0",
-        ];
+        let mut args = keep_every_run(&mc).to_vec();
         args.extend(daemon_args.iter().map(String::as_str));
         let mut daemon = self.start_daemon(&dir, "daemon.log", &args)?;
         let tck = clock_ticks_per_sec();
@@ -64,9 +57,8 @@ impl Bencher {
 
         let runs = all_runs(&dir.db())?;
         // Measure only slots well inside the daemon's lifetime.
-        let ws = daemon.ready_at.max(base + TimeDelta::seconds(1)) + TimeDelta::seconds(2);
-        let we = stopped_at - TimeDelta::seconds(2);
-        let window_s = delta_ms(we - ws) / 1_000.0;
+        let window = Window::new(daemon.ready_at, base, stopped_at);
+        let (ws, we, window_s) = (window.start, window.end, window.secs());
         let in_window = |r: &&Run| r.scheduled_for >= ws && r.scheduled_for <= we;
         let mut claim_lag = vec![];
         let mut finish_lag = vec![];
@@ -113,11 +105,7 @@ impl Bencher {
         let mut missed = 0i64;
         for (id, first) in &first_slots {
             let Some(first) = first else { continue };
-            let k0 = ((ws - *first).num_milliseconds() + 999)
-                .div_euclid(1_000)
-                .max(0);
-            let k1 = (we - *first).num_milliseconds().div_euclid(1_000);
-            let want = (k1 - k0 + 1).max(0);
+            let want = window.slots_from(*first);
             expected += want;
             let have = slots.get(id.as_str()).map_or(0, |s| {
                 s.iter()

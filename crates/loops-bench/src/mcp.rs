@@ -1,9 +1,7 @@
 //! The MCP server: `tools/call loops_list` round trips over one `loops mcp` session.
 
-use crate::harness::{every, flush, ms, populate, Bencher, Exec, Stats};
+use crate::harness::{flush, ms, populate_every, Bencher, Exec, Stats};
 use anyhow::{ensure, Context as _, Result};
-use chrono::Utc;
-use loops_runtime::client::Client;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Instant as Mono;
@@ -22,10 +20,7 @@ impl Bencher {
         for &n in sizes {
             let dir = self.fresh_dir()?;
             let data = dir.data();
-            let client = Client::open(&data)?;
-            let now = Utc::now();
-            populate(&client, n, "mcp", Exec::True, |_| (every(3_600_000), now))?;
-            drop(client);
+            populate_every(&data, n, "mcp", Exec::True, 3_600_000)?;
             let mut child = Command::new(&self.bin)
                 .arg("mcp")
                 .env("LOOPS_DATA_DIR", &data)

@@ -2,8 +2,8 @@
 //! wake-up latency of an idle runner across hosts.
 
 use crate::harness::{
-    clock_ticks_per_sec, command_def, delta_ms, every, millis, populate, sleep, verdict, whole_ms,
-    Bencher, Daemon, Exec, Stats,
+    clock_ticks_per_sec, command_def, delta_ms, every, keep_every_run, millis, populate, sleep,
+    verdict, whole_ms, Bencher, Daemon, Exec, Stats, Window,
 };
 use anyhow::{ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
@@ -14,6 +14,21 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant as Mono};
 
+/// The PostgreSQL URL of `--store`, or else of a throwaway cluster started here and
+/// returned with it (it lives as long as that value).
+fn pg_store(store: Option<String>) -> Result<(String, Option<loops_testkit::PgCluster>)> {
+    match store {
+        Some(url) => Ok((url, None)),
+        None => {
+            let bin = loops_testkit::find_bin()
+                .context("PostgreSQL not installed (apt-get install postgresql)")?;
+            let cluster = loops_testkit::PgCluster::start(&bin)
+                .map_err(|e| anyhow::anyhow!("cannot start a PostgreSQL cluster: {}", e.0))?;
+            Ok((cluster.database(), Some(cluster)))
+        }
+    }
+}
+
 impl Bencher {
     /// Benchmark 11b: wake-up latency across runners.
     pub(super) fn pg_wake(&self, samples: usize, via: &str, store: Option<String>) -> Result<()> {
@@ -22,19 +37,7 @@ impl Bencher {
             "on-runner" => true,
             other => anyhow::bail!("--via {other:?}: expected resume or on-runner"),
         };
-        let _cluster;
-        let url = match store {
-            Some(url) => url,
-            None => {
-                let bin = loops_testkit::find_bin()
-                    .context("PostgreSQL not installed (apt-get install postgresql)")?;
-                let cluster = loops_testkit::PgCluster::start(&bin)
-                    .map_err(|e| anyhow::anyhow!("cannot start a PostgreSQL cluster: {}", e.0))?;
-                let url = cluster.database();
-                _cluster = cluster;
-                url
-            }
-        };
+        let (url, _cluster) = pg_store(store)?;
         let (here, there) = (self.fresh_dir()?, self.fresh_dir()?);
         let client = Client::open_store(&here.data(), Some(&url))?;
         let mut runner = Daemon::start(
@@ -140,19 +143,7 @@ impl Bencher {
             n > 0 && secs >= 6 && runners > 0,
             "need loops, runners and --secs >= 6"
         );
-        let _cluster;
-        let url = match store {
-            Some(url) => url,
-            None => {
-                let bin = loops_testkit::find_bin()
-                    .context("PostgreSQL not installed (apt-get install postgresql)")?;
-                let cluster = loops_testkit::PgCluster::start(&bin)
-                    .map_err(|e| anyhow::anyhow!("cannot start a PostgreSQL cluster: {}", e.0))?;
-                let url = cluster.database();
-                _cluster = cluster;
-                url
-            }
-        };
+        let (url, _cluster) = pg_store(store)?;
         let dirs = (0..runners)
             .map(|_| self.fresh_dir())
             .collect::<Result<Vec<_>>>()?;
@@ -164,14 +155,7 @@ impl Bencher {
         })?;
         eprintln!("created {n} loops in {:.2} s", setup.as_secs_f64());
         let mc = max_concurrent.to_string();
-        let flags = [
-            "--max-concurrent",
-            &mc,
-            "--keep-runs",
-            "0",
-            "--keep-for",
-            "0",
-        ];
+        let flags = keep_every_run(&mc);
         let mut daemons = dirs
             .iter()
             .map(|d| {
@@ -214,9 +198,8 @@ impl Bencher {
             .store()
             .list_runs(&loops_store::RunFilter::default())?;
         let ready = daemons.iter().map(|d| d.ready_at).max().unwrap_or(base);
-        let ws = ready.max(base + TimeDelta::seconds(1)) + TimeDelta::seconds(2);
-        let we = measured_to - TimeDelta::seconds(2);
-        let window_s = delta_ms(we - ws) / 1_000.0;
+        let window = Window::new(ready, base, measured_to);
+        let (ws, we, window_s) = (window.start, window.end, window.secs());
         let mut lag = vec![];
         let mut slots: HashMap<&str, BTreeSet<Instant>> = HashMap::new();
         let mut by_runner: HashMap<String, usize> = HashMap::new();
@@ -254,11 +237,7 @@ impl Bencher {
         let (mut expected, mut missed) = (0i64, 0i64);
         for (id, first) in &first_slots {
             let Some(first) = first else { continue };
-            let k0 = ((ws - *first).num_milliseconds() + 999)
-                .div_euclid(1_000)
-                .max(0);
-            let k1 = (we - *first).num_milliseconds().div_euclid(1_000);
-            let want = (k1 - k0 + 1).max(0);
+            let want = window.slots_from(*first);
             expected += want;
             let have = slots.get(id.as_str()).map_or(0, BTreeSet::len);
             missed += want - i64::try_from(have).unwrap_or(0);

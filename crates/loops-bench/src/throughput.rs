@@ -1,7 +1,8 @@
 //! End-to-end runs/s: N loops due at once, from daemon start to the last finalized run.
 
 use crate::harness::{
-    all_runs, clock_ticks_per_sec, delta_ms, ms, populate, sleep, verdict, Bencher, Exec, Stats,
+    all_runs, clock_ticks_per_sec, delta_ms, keep_every_run, ms, populate, sleep, verdict, Bencher,
+    Exec, Stats,
 };
 use anyhow::{bail, Result};
 use chrono::{TimeDelta, Utc};
@@ -46,18 +47,7 @@ impl Bencher {
         let due_query = Stats::of(due_query);
         let mc = max_concurrent.to_string();
         let tck = clock_ticks_per_sec();
-        let mut daemon = self.start_daemon(
-            &dir,
-            "daemon.log",
-            &[
-                "--max-concurrent",
-                &mc,
-                "--keep-runs",
-                "0",
-                "--keep-for",
-                "0",
-            ],
-        )?;
+        let mut daemon = self.start_daemon(&dir, "daemon.log", &keep_every_run(&mc))?;
         let (cpu0, sup0) = (daemon.cpu()?, daemon.supervisor_cpu());
         // Done when nothing is due (checked first) and then nothing runs.
         loop {

@@ -2,15 +2,15 @@
 //! with a few due loops among many stored loops and many finished runs.
 
 use crate::harness::{
-    every, file_len, millis, ms, populate, sleep, verdict, BenchDir, Bencher, Exec, Stats,
+    every, file_len, finish_runs, ms, populate, sleep, verdict, BenchDir, Bencher, Exec, Stats,
 };
-use anyhow::{bail, ensure, Result};
+use anyhow::{ensure, Result};
 use chrono::Utc;
-use loops_core::{RunOutcome, RunSource, RunStatus, Schedule};
+use loops_core::{LoopId, Schedule};
 use loops_runtime::client::Client;
 use loops_runtime::engine::{Engine, EngineConfig, SystemClock};
 use loops_sqlite::SqliteStore;
-use loops_store::{ClaimRequest, RunWrite, Store};
+use loops_store::Store;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant as Mono};
@@ -29,37 +29,14 @@ struct PassCost {
 /// loops, through the store's own claim and finalize calls. Returns the time taken.
 fn add_history(db: &Path, loops: usize, count: usize) -> Result<Duration> {
     let store = SqliteStore::open(db)?;
-    let targets: Vec<_> = store
+    let targets: Vec<LoopId> = store
         .due_loops(Utc::now(), loops)?
         .into_iter()
         .filter_map(Result::ok)
+        .map(|l| l.id)
         .collect();
-    ensure!(!targets.is_empty(), "no loops to attach runs to");
-    let origin = chrono::DateTime::from_timestamp_millis(1_577_836_800_000).unwrap_or_default();
     let start = Mono::now();
-    for i in 0..count {
-        let lp = &targets[i % targets.len()];
-        let now = Utc::now();
-        let req = ClaimRequest {
-            loop_id: lp.id.clone(),
-            scheduled_for: origin + millis(i),
-            runner_id: "loops-bench".into(),
-            source: RunSource::AdHoc,
-            now,
-            require_no_running: false,
-        };
-        let run = match store.claim_run(&req, None, None)? {
-            Ok(run) => run,
-            Err(refused) => bail!("history claim refused: {refused:?}"),
-        };
-        let mut outcome = RunOutcome::new(RunStatus::Succeeded, now);
-        outcome.exit_code = Some(0);
-        let finish = RunWrite::Finished {
-            run: run.id,
-            outcome,
-        };
-        store.record_run_writes(&[finish], now, None)?.remove(0)?;
-    }
+    finish_runs(&store, &targets, count, None)?;
     Ok(start.elapsed())
 }
 

@@ -4,25 +4,17 @@
 //! read, model, JSON), and each poll of the event log — idle (every 250 ms), and with a
 //! batch of k `loop.changed` events, or a run's `run.started` + `run.finished`, to apply.
 
-use crate::harness::{file_len, ms, whole_ms, Bencher, Stats};
-use crate::operability::history_batch;
+use crate::harness::{file_len, import_history, ms, Bencher, Stats};
 use anyhow::{ensure, Result};
 use chrono::Utc;
 use loops_runtime::client::Client;
-use loops_sqlite::SqliteStore;
-use loops_store::Store;
 use std::time::Instant as Mono;
 
 impl Bencher {
     pub(super) fn top(&self, loops: usize, runs: usize, every_ms: u64, reps: usize) -> Result<()> {
         let dir = self.fresh_dir()?;
         let data = dir.data();
-        let now = whole_ms(Utc::now());
-        let batch = history_batch(loops, runs, every_ms, now)?;
-        drop(Client::open(&data)?);
-        let store = SqliteStore::open(&dir.db())?;
-        let imported = store.import(&batch, now)?;
-        drop(store);
+        let imported = import_history(&dir, loops, runs, every_ms)?;
         eprintln!(
             "{} loops and {} runs written, db {:.1} MB",
             imported.loops.len(),

@@ -9,6 +9,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as Mono};
 
+/// The `loops daemon run` flags of the dispatch benchmarks: `--max-concurrent N` and
+/// retention off (`--keep-runs 0 --keep-for 0`), so every run stays to be counted.
+pub(crate) fn keep_every_run(max_concurrent: &str) -> [&str; 6] {
+    [
+        "--max-concurrent",
+        max_concurrent,
+        "--keep-runs",
+        "0",
+        "--keep-for",
+        "0",
+    ]
+}
+
 /// A `loops daemon run` child. Dropped without `stop`, it is killed.
 pub(crate) struct Daemon {
     child: Child,

@@ -4,8 +4,10 @@
 mod daemon;
 mod seed;
 
-pub(crate) use daemon::{CpuTicks, Daemon};
-pub(crate) use seed::{command_def, every, populate, seed_history, Exec};
+pub(crate) use daemon::{keep_every_run, CpuTicks, Daemon};
+pub(crate) use seed::{
+    command_def, every, finish_runs, import_history, populate, populate_every, seed_history, Exec,
+};
 
 use anyhow::{bail, Context as _, Result};
 use chrono::TimeDelta;
@@ -107,6 +109,36 @@ impl Bencher {
         flags: &[&str],
     ) -> Result<Daemon> {
         Daemon::start(&self.bin, &dir.data(), &dir.log(log_name), flags, &[])
+    }
+}
+
+/// The slots the dispatch benchmarks judge: from 2 s after the later of the daemon's
+/// readiness and the first slot (`base` + 1 s) to 2 s before the daemon was stopped,
+/// so that neither its start nor its stop is in the figures.
+pub(crate) struct Window {
+    pub(crate) start: Instant,
+    pub(crate) end: Instant,
+}
+
+impl Window {
+    pub(crate) fn new(ready: Instant, base: Instant, stopped: Instant) -> Self {
+        Self {
+            start: ready.max(base + TimeDelta::seconds(1)) + TimeDelta::seconds(2),
+            end: stopped - TimeDelta::seconds(2),
+        }
+    }
+
+    pub(crate) fn secs(&self) -> f64 {
+        delta_ms(self.end - self.start) / 1_000.0
+    }
+
+    /// How many slots of a loop every second, first due at `first`, fall inside.
+    pub(crate) fn slots_from(&self, first: Instant) -> i64 {
+        let k0 = ((self.start - first).num_milliseconds() + 999)
+            .div_euclid(1_000)
+            .max(0);
+        let k1 = (self.end - first).num_milliseconds().div_euclid(1_000);
+        (k1 - k0 + 1).max(0)
     }
 }
 
