@@ -10,11 +10,14 @@
 //! cargo run --release -p loops-bench -- cli-create             # `loops create` into 1k loops
 //! cargo run --release -p loops-bench -- dispatch --secs 60     # 1k loops every 1 s: dispatch lag
 //! cargo run --release -p loops-bench -- dispatch --stamp       # same, with the real spawn instants
+//! cargo run --release -p loops-bench -- pg-dispatch            # dispatch lag on PostgreSQL (throwaway cluster)
+//! cargo run --release -p loops-bench -- pg-wake                # an idle runner woken across hosts
 //! cargo run --release -p loops-bench -- throughput             # 5k due runs end to end
 //! cargo run --release -p loops-bench -- rss                    # daemon RSS and idle CPU
 //! cargo run --release -p loops-bench -- tick-cost              # scheduling cost with 100k loops
 //! cargo run --release -p loops-bench -- soak --secs 120        # bounded store under retention
 //! cargo run --release -p loops-bench -- quick-check            # daemon start-up check, 100k runs
+//! cargo run --release -p loops-bench -- backup                 # `loops backup` / `restore`, 100k runs
 //! cargo run --release -p loops-bench -- cli-edit               # `loops edit`, `runs --status failed --since 1d`
 //! cargo run --release -p loops-bench -- http-get               # `loops serve` request rates (needs `oha`)
 //! cargo run --release -p loops-bench -- http-events            # SSE delivery to 100 clients, 1k loops/s
@@ -22,11 +25,17 @@
 //! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
 //! cargo run --release -p loops-bench -- dashboard              # the web overview, 1k loops, 100k runs
 //! cargo run --release -p loops-bench -- top                    # `loops top`'s refresh, 1k loops, 100k runs
+//! cargo run --release -p loops-bench -- classify               # reading an agent run's ending
+//! cargo run --release -p loops-bench -- reattach               # `daemon restart` with 100 runs in flight
 //! ```
 //!
 //! The `loops` binary is `target/release/loops` of this workspace unless
 //! `--loops-bin PATH` says otherwise. Results and the machine they were taken on are
 //! recorded in `BENCHMARKS.md` at the workspace root.
+//!
+//! Each benchmark is a method of `Bencher` in a module of its own (`cli`,
+//! `dispatch`, `pg`, …); what they share — data dirs, timed CLI calls, the daemon
+//! child, statistics, seeding — is in `harness`.
 
 mod classify;
 mod cli;

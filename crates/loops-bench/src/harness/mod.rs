@@ -1,5 +1,5 @@
-//! The shared harness of every benchmark: the `Bencher` (the binary under test, fresh
-//! data dirs, timed CLI calls), order statistics, timing and /proc helpers.
+//! What every benchmark shares: the `Bencher` (binary under test, fresh data dirs, timed
+//! CLI calls), statistics and timing helpers; the daemon in `daemon`, seeding in `seed`.
 
 mod daemon;
 mod seed;
