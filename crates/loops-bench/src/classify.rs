@@ -6,9 +6,10 @@
 //! whose stderr is 1 MiB (the most a run keeps by default), the worst case of the
 //! text scan.
 
-use super::{Bencher, Mono, Stats};
+use crate::harness::{Bencher, Stats};
 use anyhow::{Context as _, Result};
 use loops_core::{AgentTarget, RunOutcome, RunStatus};
+use std::time::Instant as Mono;
 
 macro_rules! fixture {
     ($name:literal) => {

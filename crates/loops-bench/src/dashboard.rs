@@ -4,18 +4,16 @@
 //! contentful paint in headless Chromium (tests/browser/fcp.mjs, when node and
 //! chromium are there).
 
-use super::http::Serve;
-use super::operability::history_batch;
-use super::{ms, verdict, Bencher, Mono, Stats};
+use crate::harness::{import_history, ms, verdict, Bencher, Stats};
+use crate::http::Serve;
 use anyhow::{ensure, Context as _, Result};
 use chrono::Utc;
 use loops_http::web::{overview_html, OverviewQuery};
 use loops_runtime::client::Client;
-use loops_sqlite::SqliteStore;
-use loops_store::Store;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Instant as Mono;
 
 /// One `GET path` with the bearer token over a fresh connection: the time to the
 /// whole body, the status and the body's length.
@@ -49,12 +47,7 @@ impl Bencher {
     ) -> Result<()> {
         let dir = self.fresh_dir()?;
         let data = dir.data();
-        let now = super::whole_ms(Utc::now());
-        let batch = history_batch(loops, runs, every_ms, now)?;
-        drop(Client::open(&data)?);
-        let store = SqliteStore::open(&dir.db())?;
-        let imported = store.import(&batch, now)?;
-        drop(store);
+        let imported = import_history(&dir, loops, runs, every_ms)?;
         eprintln!(
             "{} loops and {} runs written",
             imported.loops.len(),

@@ -1,9 +1,9 @@
 //! Benchmarks of `loops serve` (issue #13): request rates with `oha`, and event
 //! delivery to many SSE clients while the daemon runs 1,000 loops a second.
 
-use super::{
-    all_runs, clock_ticks_per_sec, delta_ms, every, loadavg, millis, populate, sleep, verdict,
-    whole_ms, BenchDir, Bencher, CpuTicks, Exec, Stats,
+use crate::harness::{
+    all_runs, clock_ticks_per_sec, delta_ms, every, keep_every_run, loadavg, millis, populate,
+    populate_every, sleep, verdict, whole_ms, BenchDir, Bencher, CpuTicks, Exec, Stats, Window,
 };
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
@@ -222,10 +222,7 @@ impl Bencher {
     pub(super) fn http_get(&self, n: usize, secs: u64, conns: usize) -> Result<()> {
         let oha = oha()?;
         let dir = self.fresh_dir()?;
-        let client = Client::open(&dir.data())?;
-        let now = Utc::now();
-        let (ids, setup) = populate(&client, n, "get", Exec::True, |_| (every(3_600_000), now))?;
-        drop(client);
+        let (ids, setup) = populate_every(&dir.data(), n, "get", Exec::True, 3_600_000)?;
         eprintln!("created {n} loops in {:.2} s", setup.as_secs_f64());
         let mut serve = Serve::start(&self.bin, &dir.data(), &dir.log("serve.log"))?;
         let mut ids: Vec<&String> = ids.keys().collect();
@@ -348,18 +345,7 @@ impl Bencher {
             })
             .collect();
         let mc = max_concurrent.to_string();
-        let mut daemon = self.start_daemon(
-            &dir,
-            "daemon.log",
-            &[
-                "--max-concurrent",
-                &mc,
-                "--keep-runs",
-                "0",
-                "--keep-for",
-                "0",
-            ],
-        )?;
+        let mut daemon = self.start_daemon(&dir, "daemon.log", &keep_every_run(&mc))?;
         let tck = clock_ticks_per_sec();
         let (d0, s0) = (daemon.cpu()?, CpuTicks::of(serve.pid)?);
         sleep(Duration::from_secs(secs));
@@ -367,8 +353,8 @@ impl Bencher {
         let stopped_at = Utc::now();
         daemon.stop()?;
         stop.store(true, Ordering::Relaxed);
-        let ws = daemon.ready_at.max(base + TimeDelta::seconds(1)) + TimeDelta::seconds(2);
-        let we = stopped_at - TimeDelta::seconds(2);
+        let window = Window::new(daemon.ready_at, base, stopped_at);
+        let (ws, we) = (window.start, window.end);
         let mut delivery = Vec::new();
         let mut events = 0;
         for t in threads {
@@ -390,11 +376,7 @@ impl Bencher {
         let window_runs = runs.iter().filter(in_window).count();
         let mut expected = 0i64;
         for first in first_slots.values().flatten() {
-            let k0 = ((ws - *first).num_milliseconds() + 999)
-                .div_euclid(1_000)
-                .max(0);
-            let k1 = (we - *first).num_milliseconds().div_euclid(1_000);
-            expected += (k1 - k0 + 1).max(0);
+            expected += window.slots_from(*first);
         }
         let (own, _) = d1.since_ms(&d0, tck);
         let (serve_own, _) = s1.since_ms(&s0, tck);

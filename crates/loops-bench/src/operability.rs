@@ -1,17 +1,14 @@
 //! Benchmarks of issue #11's read paths: `loops health` over a store with a run history.
 
-use super::{ms, verdict, Bencher, Mono, Stats};
+use crate::harness::{file_len, import_history, ms, verdict, Bencher, Stats};
 use anyhow::{bail, Context as _, Result};
 use chrono::{TimeDelta, Utc};
-use loops_core::{
-    Anchor, CommandTarget, Instant, LoopId, LoopStatus, NewLoop, Policy, Run, RunId, RunSource,
-    RunStatus, Schedule, Target,
-};
 use loops_runtime::client::Client;
 use loops_sqlite::SqliteStore;
-use loops_store::{ImportBatch, ImportLoop, LoopAdvance, Store};
+use loops_store::Store;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Instant as Mono;
 
 impl Bencher {
     /// `loops health` (JSON and table) over `loops` fixed-rate loops every `every_ms`
@@ -27,20 +24,14 @@ impl Bencher {
     ) -> Result<()> {
         let dir = self.fresh_dir()?;
         let data = dir.data();
-        let now = super::whole_ms(Utc::now());
         let t = Mono::now();
-        let batch = history_batch(loops, runs, every_ms, now)?;
-        let client = Client::open(&data)?;
-        drop(client);
-        let store = SqliteStore::open(&dir.db())?;
-        let imported = store.import(&batch, now)?;
-        drop(store);
+        let imported = import_history(&dir, loops, runs, every_ms)?;
         eprintln!(
             "{} loops and {} runs written in {:.1} s, db {:.1} MB",
             imported.loops.len(),
             imported.runs,
             t.elapsed().as_secs_f64(),
-            super::file_len(&dir.db()) as f64 / 1e6
+            file_len(&dir.db()) as f64 / 1e6
         );
         let floor = self.time_health(&data, &["--version"], reps)?;
         let json = self.time_health(&data, &["--json", "health"], reps)?;
@@ -80,7 +71,7 @@ impl Bencher {
         println!(
             "| {loops} | {runs} | {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} / {} / {} | {} |",
             loops_core::health::age_text(TimeDelta::milliseconds(every_ms as i64)),
-            super::file_len(&dir.db()) as f64 / 1e6,
+            file_len(&dir.db()) as f64 / 1e6,
             json.p50,
             json.p90,
             json.max,
@@ -125,111 +116,5 @@ impl Bencher {
             }
         }
         Ok(Stats::of(samples))
-    }
-}
-
-/// `loops` hourly-ish loops, phases spread over the period, each with its share of
-/// `runs` on its last slots before `now`.
-pub(super) fn history_batch(
-    loops: usize,
-    runs: usize,
-    every_ms: u64,
-    now: Instant,
-) -> Result<ImportBatch> {
-    let per_loop = runs / loops.max(1);
-    let every = TimeDelta::milliseconds(i64::try_from(every_ms)?);
-    let mut batch = ImportBatch::default();
-    for i in 0..loops {
-        let phase = TimeDelta::milliseconds(i64::try_from(every_ms * i as u64 / loops as u64)?);
-        // The loop's newest slot at or before now, on its phase.
-        let epoch = chrono::DateTime::<Utc>::UNIX_EPOCH + phase;
-        let k = (now - epoch).num_milliseconds() / every.num_milliseconds();
-        let newest = epoch + every * i32::try_from(k)?;
-        let mut history = Vec::with_capacity(per_loop);
-        for back in (0..per_loop).rev() {
-            if i % 10 == 0 && back == 5 {
-                continue; // a missed slot
-            }
-            let slot = newest - every * i32::try_from(back)?;
-            let roll = (i * 31 + back * 17) % 100;
-            let status = match roll {
-                0 | 1 => RunStatus::Failed,
-                2 => RunStatus::Skipped,
-                _ => RunStatus::Succeeded,
-            };
-            history.push(history_run(slot, status));
-        }
-        batch.loops.push(ImportLoop {
-            new: NewLoop {
-                name: format!("health-{i}"),
-                description: None,
-                schedule: Schedule::Interval {
-                    every_ms,
-                    anchor: Anchor::FixedRate,
-                },
-                target: Target::Command(CommandTarget {
-                    command: "true".into(),
-                    args: vec![],
-                    cwd: None,
-                    shell: false,
-                    env: Default::default(),
-                    timeout: None,
-                    idle_timeout: None,
-                    account: None,
-                }),
-                policy: Policy::default(),
-                labels: vec![],
-                notify: None,
-                next_run_at: Some(newest + every),
-            },
-            state: LoopAdvance {
-                status: LoopStatus::Active,
-                next_run_at: Some(newest + every),
-                retry_scheduled_for: None,
-            },
-            history,
-        });
-    }
-    Ok(batch)
-}
-
-fn history_run(slot: Instant, status: RunStatus) -> Run {
-    let start = slot + TimeDelta::milliseconds(3);
-    let end = start + TimeDelta::milliseconds(900);
-    let ran = status != RunStatus::Skipped;
-    Run {
-        account: None,
-        id: RunId::new(""),
-        loop_id: LoopId::new(""),
-        loop_name: String::new(),
-        scheduled_for: slot,
-        due_at: None,
-        attempt: 1,
-        status,
-        source: RunSource::Scheduled,
-        started_at: ran.then_some(start),
-        finished_at: Some(if ran { end } else { start }),
-        exit_code: ran.then_some(if status == RunStatus::Failed { 1 } else { 0 }),
-        duration_ms: ran.then_some(900),
-        stdout: ran.then(|| "ok\n".to_owned()),
-        stderr: ran.then(String::new),
-        error: match status {
-            RunStatus::Failed => Some("exited with status 1".into()),
-            RunStatus::Skipped => Some("previous run still active".into()),
-            _ => None,
-        },
-        error_output: None,
-        pid: None,
-        pid_start_time: None,
-        claimed_by: None,
-        lease_expires_at: None,
-        summary: None,
-        usage: None,
-        failure_class: None,
-        retry_at: None,
-        session_id: None,
-        session_note: None,
-        created_at: start,
-        updated_at: end,
     }
 }

@@ -2,7 +2,7 @@
 //! to the runs an earlier one left to their supervisors (`daemon restart` with N runs
 //! in flight).
 
-use super::{ms, verdict, Bencher, Mono, Stats};
+use crate::harness::{command_def, ms, verdict, Bencher, Exec, Stats};
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::Utc;
 use loops_runtime::client::Client;
@@ -10,6 +10,7 @@ use loops_sqlite::SqliteStore;
 use loops_store::Store;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use std::time::Instant as Mono;
 
 impl Bencher {
     /// `daemon restart` with `n` runs in flight (`sleep`s), `reps` times: the restart
@@ -23,10 +24,10 @@ impl Bencher {
         let client = Client::open(&data)?;
         let now = Utc::now();
         for i in 0..n {
-            let def = super::command_def(
+            let def = command_def(
                 format!("held-{i}"),
                 loops_core::Schedule::Once { at: now },
-                super::Exec::True,
+                Exec::True,
             );
             let mut def = def;
             if let loops_core::Target::Command(c) = &mut def.target {

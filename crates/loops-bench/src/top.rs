@@ -4,29 +4,22 @@
 //! read, model, JSON), and each poll of the event log — idle (every 250 ms), and with a
 //! batch of k `loop.changed` events, or a run's `run.started` + `run.finished`, to apply.
 
-use super::operability::history_batch;
-use super::{ms, Bencher, Mono, Stats};
+use crate::harness::{file_len, import_history, ms, Bencher, Stats};
 use anyhow::{ensure, Result};
 use chrono::Utc;
 use loops_runtime::client::Client;
-use loops_sqlite::SqliteStore;
-use loops_store::Store;
+use std::time::Instant as Mono;
 
 impl Bencher {
     pub(super) fn top(&self, loops: usize, runs: usize, every_ms: u64, reps: usize) -> Result<()> {
         let dir = self.fresh_dir()?;
         let data = dir.data();
-        let now = super::whole_ms(Utc::now());
-        let batch = history_batch(loops, runs, every_ms, now)?;
-        drop(Client::open(&data)?);
-        let store = SqliteStore::open(&dir.db())?;
-        let imported = store.import(&batch, now)?;
-        drop(store);
+        let imported = import_history(&dir, loops, runs, every_ms)?;
         eprintln!(
             "{} loops and {} runs written, db {:.1} MB",
             imported.loops.len(),
             imported.runs,
-            super::file_len(&dir.db()) as f64 / 1e6
+            file_len(&dir.db()) as f64 / 1e6
         );
 
         // From scratch, in-process.
@@ -98,7 +91,7 @@ impl Bencher {
         };
         println!(
             "| {loops} | {runs} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |",
-            super::file_len(&dir.db()) as f64 / 1e6,
+            file_len(&dir.db()) as f64 / 1e6,
             scratch.p50,
             scratch.p90,
             once.p50,

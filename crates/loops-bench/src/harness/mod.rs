@@ -1,0 +1,242 @@
+//! What every benchmark shares: the `Bencher` (binary under test, fresh data dirs, timed
+//! CLI calls), statistics and timing helpers; the daemon in `daemon`, seeding in `seed`.
+
+mod daemon;
+mod seed;
+
+pub(crate) use daemon::{keep_every_run, CpuTicks, Daemon};
+pub(crate) use seed::{
+    command_def, every, finish_runs, import_history, populate, populate_every, seed_history, Exec,
+};
+
+use anyhow::{bail, Context as _, Result};
+use chrono::TimeDelta;
+use loops_core::{Instant, Run};
+use loops_sqlite::SqliteStore;
+use loops_store::{RunFilter, Store};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant as Mono};
+
+/// What every benchmark runs against: the `loops` binary under test.
+pub(crate) struct Bencher {
+    pub(crate) bin: PathBuf,
+    /// Keep the temporary data dirs instead of deleting them.
+    pub(crate) keep_dirs: bool,
+}
+
+/// A fresh temporary directory; the store lives in its `data` subdir.
+pub(crate) struct BenchDir {
+    tmp: Option<tempfile::TempDir>,
+    root: PathBuf,
+}
+
+impl BenchDir {
+    pub(crate) fn data(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    pub(crate) fn db(&self) -> PathBuf {
+        self.data().join(loops_store::DB_FILE)
+    }
+
+    pub(crate) fn log(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+}
+
+impl Drop for BenchDir {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = tmp.close();
+        }
+    }
+}
+
+impl Bencher {
+    pub(crate) fn fresh_dir(&self) -> Result<BenchDir> {
+        let tmp = tempfile::Builder::new()
+            .prefix("loops-bench-")
+            .tempdir()
+            .context("cannot create a temporary directory")?;
+        let root = tmp.path().to_path_buf();
+        let tmp = if self.keep_dirs {
+            eprintln!("data dir kept: {}", root.display());
+            let _ = tmp.keep();
+            None
+        } else {
+            Some(tmp)
+        };
+        Ok(BenchDir { tmp, root })
+    }
+
+    /// Runs `loops ARGS` against `data`, stdout discarded; the wall clock of spawn → exit.
+    pub(crate) fn time_cli(&self, data: &Path, args: &[&str]) -> Result<Duration> {
+        let start = Mono::now();
+        let out = Command::new(&self.bin)
+            .args(args)
+            .env("LOOPS_DATA_DIR", data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .with_context(|| format!("cannot run {}", self.bin.display()))?;
+        let elapsed = start.elapsed();
+        if !out.status.success() {
+            bail!(
+                "`loops {}` failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(elapsed)
+    }
+
+    pub(crate) fn time_cli_n(&self, data: &Path, args: &[&str], runs: usize) -> Result<Stats> {
+        let mut samples = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            samples.push(ms(self.time_cli(data, args)?));
+        }
+        Ok(Stats::of(samples))
+    }
+
+    pub(crate) fn start_daemon(
+        &self,
+        dir: &BenchDir,
+        log_name: &str,
+        flags: &[&str],
+    ) -> Result<Daemon> {
+        Daemon::start(&self.bin, &dir.data(), &dir.log(log_name), flags, &[])
+    }
+}
+
+/// The slots the dispatch benchmarks judge: from 2 s after the later of the daemon's
+/// readiness and the first slot (`base` + 1 s) to 2 s before the daemon was stopped,
+/// so that neither its start nor its stop is in the figures.
+pub(crate) struct Window {
+    pub(crate) start: Instant,
+    pub(crate) end: Instant,
+}
+
+impl Window {
+    pub(crate) fn new(ready: Instant, base: Instant, stopped: Instant) -> Self {
+        Self {
+            start: ready.max(base + TimeDelta::seconds(1)) + TimeDelta::seconds(2),
+            end: stopped - TimeDelta::seconds(2),
+        }
+    }
+
+    pub(crate) fn secs(&self) -> f64 {
+        delta_ms(self.end - self.start) / 1_000.0
+    }
+
+    /// How many slots of a loop every second, first due at `first`, fall inside.
+    pub(crate) fn slots_from(&self, first: Instant) -> i64 {
+        let k0 = ((self.start - first).num_milliseconds() + 999)
+            .div_euclid(1_000)
+            .max(0);
+        let k1 = (self.end - first).num_milliseconds().div_euclid(1_000);
+        (k1 - k0 + 1).max(0)
+    }
+}
+
+pub(crate) fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1_000.0
+}
+
+pub(crate) fn delta_ms(d: TimeDelta) -> f64 {
+    match d.num_microseconds() {
+        Some(us) => us as f64 / 1_000.0,
+        None => d.num_milliseconds() as f64,
+    }
+}
+
+/// `t` truncated to whole milliseconds, the store's precision (so slots computed here
+/// compare equal to the stored ones).
+pub(crate) fn whole_ms(t: Instant) -> Instant {
+    chrono::DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
+}
+
+pub(crate) fn millis(n: usize) -> TimeDelta {
+    TimeDelta::milliseconds(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+/// Order statistics of a sample (nearest-rank percentiles).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Stats {
+    pub(crate) n: usize,
+    pub(crate) p50: f64,
+    pub(crate) p90: f64,
+    pub(crate) p99: f64,
+    pub(crate) max: f64,
+}
+
+impl Stats {
+    pub(crate) fn of(mut v: Vec<f64>) -> Self {
+        if v.is_empty() {
+            return Self::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+            v[rank - 1]
+        };
+        Self {
+            n: v.len(),
+            p50: pct(0.50),
+            p90: pct(0.90),
+            p99: pct(0.99),
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+pub(crate) fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+pub(crate) fn sleep(d: Duration) {
+    std::thread::sleep(d);
+}
+
+pub(crate) fn clock_ticks_per_sec() -> u64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|t| *t > 0)
+        .unwrap_or(100)
+}
+
+pub(crate) fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+pub(crate) fn all_runs(db: &Path) -> Result<Vec<Run>> {
+    let store = SqliteStore::open(db)?;
+    Ok(store.list_runs(&RunFilter {
+        loop_id: None,
+        limit: None,
+        ..RunFilter::default()
+    })?)
+}
+
+/// The 1-minute load average (other work on the machine skews every figure).
+pub(crate) fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+pub(crate) fn flush() {
+    let _ = std::io::stdout().flush();
+}

@@ -1,0 +1,94 @@
+//! The whole store file: the daemon's start-up `quick_check` (and `loops doctor`'s
+//! `integrity_check`), and `loops backup` / `loops restore`, over a seeded store.
+
+use crate::harness::{file_len, ms, seed_history, Bencher, Stats};
+use anyhow::{ensure, Result};
+use loops_sqlite::SqliteStore;
+use std::time::Instant as Mono;
+
+impl Bencher {
+    /// Benchmark 9: the daemon's start-up `quick_check` (and doctor's `integrity_check`)
+    /// over a store of `loops` loops and `runs` finished runs; page cache warm.
+    pub(super) fn quick_check(
+        &self,
+        loops: usize,
+        runs: usize,
+        output_bytes: usize,
+        reps: usize,
+    ) -> Result<()> {
+        let dir = self.fresh_dir()?;
+        seed_history(&dir, loops, runs, output_bytes)?;
+        let mut quick = Vec::with_capacity(reps);
+        let mut integrity = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let store = SqliteStore::open(&dir.db())?;
+            let t = Mono::now();
+            let problems = store.quick_check()?;
+            quick.push(ms(t.elapsed()));
+            ensure!(problems == ["ok"], "quick_check: {problems:?}");
+            let t = Mono::now();
+            let problems = store.integrity_check()?;
+            integrity.push(ms(t.elapsed()));
+            ensure!(problems == ["ok"], "integrity_check: {problems:?}");
+        }
+        let (quick, integrity) = (Stats::of(quick), Stats::of(integrity));
+        println!("| loops | finished runs | stdout bytes/run | db MB | `quick_check` median ms | p90 | max | `integrity_check` median ms | p90 | max |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!(
+            "| {loops} | {runs} | {output_bytes} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            file_len(&dir.db()) as f64 / 1e6,
+            quick.p50,
+            quick.p90,
+            quick.max,
+            integrity.p50,
+            integrity.p90,
+            integrity.max
+        );
+        println!();
+        println!("({reps} repetitions each, page cache warm: every repetition reads a database the previous one just read.)");
+        Ok(())
+    }
+
+    /// `loops backup FILE` and `loops restore FILE` over a seeded store: the median
+    /// wall clock of each and the copy's size.
+    pub(super) fn backup(
+        &self,
+        loops: usize,
+        runs: usize,
+        output_bytes: usize,
+        reps: usize,
+    ) -> Result<()> {
+        let dir = self.fresh_dir()?;
+        seed_history(&dir, loops, runs, output_bytes)?;
+        let data = dir.data();
+        let copies = data.join("bench-copies");
+        std::fs::create_dir_all(&copies)?;
+        let mut backup = Vec::with_capacity(reps);
+        let mut restore = Vec::with_capacity(reps);
+        let mut size = 0;
+        for i in 0..reps {
+            let file = copies.join(format!("copy-{i}.db"));
+            let path = file.to_string_lossy().into_owned();
+            backup.push(ms(self.time_cli(&data, &["backup", &path])?));
+            size = file_len(&file);
+            restore.push(ms(self.time_cli(&data, &["restore", &path])?));
+        }
+        let (backup, restore) = (Stats::of(backup), Stats::of(restore));
+        println!("| loops | finished runs | stdout bytes/run | db MB | backup MB | `loops backup` median ms | p90 | max | `loops restore` median ms | p90 | max |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!(
+            "| {loops} | {runs} | {output_bytes} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            file_len(&dir.db()) as f64 / 1e6,
+            size as f64 / 1e6,
+            backup.p50,
+            backup.p90,
+            backup.max,
+            restore.p50,
+            restore.p90,
+            restore.max
+        );
+        println!();
+        println!("({reps} repetitions, wall clock of the CLI process; each restore also keeps the store it replaces as a before-restore backup, so it copies twice.)");
+        Ok(())
+    }
+}
