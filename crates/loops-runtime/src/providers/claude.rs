@@ -44,12 +44,7 @@ pub(super) fn args(t: &AgentTarget, resume: Option<&str>) -> Vec<String> {
         }
     }
     args.extend(["-p", "--output-format", "json"].map(String::from));
-    if let Some(model) = &t.model {
-        args.extend(["--model".to_owned(), model.clone()]);
-    }
-    if let Some(agent) = &t.agent {
-        args.extend(["--agent".to_owned(), agent.clone()]);
-    }
+    args.extend(super::model_and_agent(t));
     // Before `--resume`: `--add-dir` and the tool lists take several values, so a
     // positional word right after them would be read as one more.
     args.extend(provider_options::argv(t));

@@ -13,12 +13,7 @@ use super::{claude, Report};
 
 pub(super) fn args(t: &AgentTarget) -> Vec<String> {
     let mut args = vec!["-p".to_owned()];
-    if let Some(model) = &t.model {
-        args.extend(["--model".to_owned(), model.clone()]);
-    }
-    if let Some(agent) = &t.agent {
-        args.extend(["--agent".to_owned(), agent.clone()]);
-    }
+    args.extend(super::model_and_agent(t));
     args
 }
 

@@ -83,6 +83,19 @@ impl Report {
     }
 }
 
+/// `--model M` and `--agent A`, as the CLIs that take both spell them (claude, cursor,
+/// opencode).
+fn model_and_agent(t: &AgentTarget) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(model) = &t.model {
+        args.extend(["--model".to_owned(), model.clone()]);
+    }
+    if let Some(agent) = &t.agent {
+        args.extend(["--agent".to_owned(), agent.clone()]);
+    }
+    args
+}
+
 /// The argv (after the executable) for `target`; with `resume`, the provider's option
 /// that resumes that conversation (an id [`session::is_valid_id`] accepted; an id that
 /// is not is left out, and the run starts fresh). Providers without a resume option

@@ -34,12 +34,7 @@ pub(super) fn args(t: &AgentTarget, resume: Option<&str>) -> Vec<String> {
     if let Some(dir) = &t.cwd {
         args.extend(["--dir".to_owned(), dir.clone()]);
     }
-    if let Some(model) = &t.model {
-        args.extend(["--model".to_owned(), model.clone()]);
-    }
-    if let Some(agent) = &t.agent {
-        args.extend(["--agent".to_owned(), agent.clone()]);
-    }
+    args.extend(super::model_and_agent(t));
     args.extend(provider_options::argv(t));
     if let Some(id) = resume {
         args.extend(["--session".to_owned(), id.to_owned()]);
