@@ -37,8 +37,8 @@ pub struct EditArgs {
     /// idle-timeout, until-cmd, until-output, max-runs, session (back to fresh),
     /// budget-tokens, budget-usd, account-pool, permission-mode, sandbox, effort,
     /// variant, add-dirs, max-turns, allow-tools, deny-tools.
-    #[arg(long = "clear", value_name = "FIELD", value_enum)]
-    pub clear: Vec<ClearField>,
+    #[arg(long = "clear", value_name = "FIELD", value_parser = clear_field())]
+    pub clear: Vec<definition::ClearField>,
 
     /// (command loops) The command line.
     #[arg(long, value_name = "COMMAND")]
@@ -76,43 +76,13 @@ pub struct EditArgs {
     pub unset_params: Vec<String>,
 }
 
-/// What `edit --clear` can clear (the runtime's [`definition::ClearField`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ClearField {
-    Description,
-    Cwd,
-    Timeout,
-    Env,
-    Account,
-    Args,
-    Model,
-    Agent,
-    AuthProfile,
-    ConfigOverrides,
-    ExpiresAt,
-    Jitter,
-    Labels,
-    On,
-    Notify,
-    NotifyCmd,
-    NotifyUrl,
-    MaxFailures,
-    IdleTimeout,
-    UntilCmd,
-    UntilOutput,
-    MaxRuns,
-    Session,
-    BudgetTokens,
-    BudgetUsd,
-    AccountPool,
-    PermissionMode,
-    Sandbox,
-    Effort,
-    Variant,
-    AddDirs,
-    MaxTurns,
-    AllowTools,
-    DenyTools,
+/// `--clear FIELD`: the runtime's fields, by the names it gives them, listed in `--help`.
+fn clear_field() -> impl clap::builder::TypedValueParser<Value = definition::ClearField> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(
+        definition::ClearField::ALL.map(definition::ClearField::as_str),
+    )
+    .try_map(|name| name.parse::<definition::ClearField>())
 }
 
 #[derive(Debug, Args)]
@@ -132,56 +102,13 @@ pub struct ArchiveArgs {
     pub free_name: bool,
 }
 
-impl From<ClearField> for definition::ClearField {
-    fn from(field: ClearField) -> Self {
-        use definition::ClearField as F;
-        use loops_core::provider_options::ProviderOption as P;
-        match field {
-            ClearField::Description => F::Description,
-            ClearField::Cwd => F::Cwd,
-            ClearField::Timeout => F::Timeout,
-            ClearField::Env => F::Env,
-            ClearField::Account => F::Account,
-            ClearField::Args => F::Args,
-            ClearField::Model => F::Model,
-            ClearField::Agent => F::Agent,
-            ClearField::AuthProfile => F::AuthProfile,
-            ClearField::ConfigOverrides => F::ConfigOverrides,
-            ClearField::ExpiresAt => F::ExpiresAt,
-            ClearField::Jitter => F::Jitter,
-            ClearField::Labels => F::Labels,
-            ClearField::On => F::On,
-            ClearField::Notify => F::Notify,
-            ClearField::NotifyCmd => F::NotifyCmd,
-            ClearField::NotifyUrl => F::NotifyUrl,
-            ClearField::MaxFailures => F::MaxFailures,
-            ClearField::IdleTimeout => F::IdleTimeout,
-            ClearField::UntilCmd => F::UntilCmd,
-            ClearField::UntilOutput => F::UntilOutput,
-            ClearField::MaxRuns => F::MaxRuns,
-            ClearField::Session => F::Session,
-            ClearField::BudgetTokens => F::BudgetTokens,
-            ClearField::BudgetUsd => F::BudgetUsd,
-            ClearField::AccountPool => F::AccountPool,
-            ClearField::PermissionMode => F::Provider(P::PermissionMode),
-            ClearField::Sandbox => F::Provider(P::Sandbox),
-            ClearField::Effort => F::Provider(P::Effort),
-            ClearField::Variant => F::Provider(P::Variant),
-            ClearField::AddDirs => F::Provider(P::AddDir),
-            ClearField::MaxTurns => F::Provider(P::MaxTurns),
-            ClearField::AllowTools => F::Provider(P::AllowTool),
-            ClearField::DenyTools => F::Provider(P::DenyTool),
-        }
-    }
-}
-
 impl EditArgs {
     pub fn flags(&self) -> definition::EditFlags {
         definition::EditFlags {
             def: self.def.flags(),
             unlabels: self.unlabels.clone(),
             unset_env: self.unset_env.clone(),
-            clear: self.clear.iter().map(|f| (*f).into()).collect(),
+            clear: self.clear.clone(),
             cmd: self.cmd.clone(),
             no_shell: self.no_shell,
             shell: self.shell,
