@@ -99,8 +99,9 @@ enum Bench {
     Dispatch {
         #[arg(long, default_value_t = 1_000)]
         loops: usize,
-        /// How long the daemon runs.
-        #[arg(long, default_value_t = 60)]
+        /// How long the daemon runs (at least 10 s: the first seconds and the last 2 s
+        /// are not measured, and a shorter run leaves no slot to judge).
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(10..))]
         secs: u64,
         #[arg(long, default_value_t = 256)]
         max_concurrent: usize,
@@ -125,7 +126,8 @@ enum Bench {
     PgDispatch {
         #[arg(long, default_value_t = 1_000)]
         loops: usize,
-        #[arg(long, default_value_t = 60)]
+        /// How long the runners run (at least 10 s, as `dispatch`).
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(10..))]
         secs: u64,
         #[arg(long, default_value_t = 1)]
         runners: usize,
@@ -236,8 +238,9 @@ enum Bench {
         loops: usize,
         #[arg(long, default_value_t = 100)]
         clients: usize,
-        /// How long each round (without, then with clients) runs.
-        #[arg(long, default_value_t = 30)]
+        /// How long each round (without, then with clients) runs (at least 10 s, as
+        /// `dispatch`).
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(10..))]
         secs: u64,
         #[arg(long, default_value_t = 256)]
         max_concurrent: usize,
