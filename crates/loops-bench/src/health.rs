@@ -1,4 +1,4 @@
-//! Benchmarks of issue #11's read paths: `loops health` over a store with a run history.
+//! `loops health` (JSON and table) over a store with a run history (issue #11).
 
 use crate::harness::{file_len, import_history, ms, verdict, Bencher, Stats};
 use anyhow::{bail, Context as _, Result};
