@@ -4,9 +4,7 @@
 //! notification of each budget; and the condition the due-loop queries use to leave a
 //! budget-held loop out.
 
-use crate::codec::{
-    get, get_enum, get_instant, get_opt_enum, loop_cols, ms, query_all, query_first,
-};
+use crate::codec::{get, loop_cols, ms, query_all, query_first, Cols};
 use crate::error::{Error, Result, StoreResult};
 use crate::holds::{key_account, key_provider};
 use crate::SqliteStore;
@@ -15,6 +13,7 @@ use loops_core::budget::{
 };
 use loops_core::workflow::StepRun;
 use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run, Target, Usage};
+use loops_store::codec::StoredRow;
 use rusqlite::{params, Connection, Row};
 
 /// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
@@ -55,11 +54,11 @@ fn hold_from_row(row: &Row<'_>) -> Result<BudgetHold> {
         scope: scope
             .parse()
             .map_err(|e| Error::decode(format!("column scope: {e}")))?,
-        metric: get_enum(row, 1, "metric")?,
-        held_until: get_instant(row, 2, "held_until")?,
+        metric: Cols(row).parsed(1, "metric")?,
+        held_until: Cols(row).instant(2, "held_until")?,
         reason: get(row, 3, "reason")?,
         notified: get(row, 4, "notified")?,
-        updated_at: get_instant(row, 5, "updated_at")?,
+        updated_at: Cols(row).instant(5, "updated_at")?,
     })
 }
 
@@ -74,11 +73,11 @@ fn budget_from_row(row: &Row<'_>) -> Result<StoreBudget> {
     };
     let account: String = get(row, 1, "account")?;
     Ok(StoreBudget {
-        provider: get_enum(row, 0, "provider")?,
+        provider: Cols(row).parsed(0, "provider")?,
         account: (!account.is_empty()).then_some(account),
         tokens: limit(2, "tokens", BudgetMetric::Tokens)?,
         usd: limit(3, "usd", BudgetMetric::Usd)?,
-        updated_at: get_instant(row, 4, "updated_at")?,
+        updated_at: Cols(row).instant(4, "updated_at")?,
     })
 }
 
@@ -347,7 +346,7 @@ pub(crate) fn after_step(conn: &Connection, step: &StepRun, now: Instant) -> Res
         .prepare_cached("SELECT provider, account_profile FROM workflow_step_runs WHERE id = ?1")?;
     let key = query_first(&mut stmt, [step.id.as_str()], |row| {
         Ok((
-            get_opt_enum::<Provider>(row, 0, "provider")?,
+            Cols(row).opt_parsed::<Provider>(0, "provider")?,
             get::<Option<String>>(row, 1, "account_profile")?,
         ))
     })?;

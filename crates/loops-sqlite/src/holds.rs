@@ -3,11 +3,12 @@
 //! `resumed` notification of their key, and the condition the due-loop queries use to
 //! leave a held key's loops out.
 
-use crate::codec::{get, get_enum, get_instant, get_u32, loop_cols, ms, query_all, query_first};
+use crate::codec::{get, loop_cols, ms, query_all, query_first, Cols};
 use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
 use loops_core::{notify, Delivery, Instant, Loop, NotifyEvent, Provider, Run};
+use loops_store::codec::StoredRow;
 use rusqlite::{params, Connection, Row};
 use std::collections::BTreeSet;
 
@@ -81,14 +82,14 @@ macro_rules! hold_cols {
 
 fn hold_from_row(row: &Row<'_>) -> Result<AccountHold> {
     Ok(AccountHold {
-        provider: get_enum(row, 0, "provider")?,
+        provider: Cols(row).parsed(0, "provider")?,
         account: get(row, 1, "account")?,
-        held_until: get_instant(row, 2, "held_until")?,
+        held_until: Cols(row).instant(2, "held_until")?,
         reason: get(row, 3, "reason")?,
-        since: get_instant(row, 4, "since")?,
-        probes: get_u32(row, 5, "probes")?,
+        since: Cols(row).instant(4, "since")?,
+        probes: Cols(row).u32(5, "probes")?,
         notified: get(row, 6, "notified")?,
-        updated_at: get_instant(row, 7, "updated_at")?,
+        updated_at: Cols(row).instant(7, "updated_at")?,
     })
 }
 
