@@ -11,6 +11,7 @@ use loops_core::workflow::{
 use loops_core::{
     Instant, LoopId, RunId, StepId, WorkflowEventType, WorkflowId, WorkflowRunId, WorkflowStatus,
 };
+use loops_store::prune::{self, RunCutoffs};
 use loops_store::rows;
 use loops_store::{PrunePolicy, StoreError};
 use tokio_postgres::{GenericClient, Row};
@@ -539,11 +540,13 @@ pub(crate) async fn prune_workflow_runs<C: GenericClient + Sync>(
     policy: &PrunePolicy,
     dry_run: bool,
 ) -> Result<usize> {
-    if policy.older_than.is_none() && policy.keep_per_loop.is_none() {
+    let Some(RunCutoffs {
+        finished_before: older,
+        keep,
+    }) = RunCutoffs::of(policy)
+    else {
         return Ok(0);
-    }
-    let older = policy.older_than.as_ref().map(ms);
-    let keep = policy.keep_per_loop.map(|k| sat_i64(k as u64));
+    };
     let select = "SELECT id FROM (SELECT id, finished_at, ROW_NUMBER() OVER \
          (PARTITION BY workflow_name ORDER BY created_at DESC, seq DESC) AS rn \
          FROM workflow_runs WHERE status != 'running') ranked \
@@ -555,8 +558,7 @@ pub(crate) async fn prune_workflow_runs<C: GenericClient + Sync>(
                 &[&older, &keep],
             )
             .await?;
-        let n: i64 = get(&row, 0, "count")?;
-        return Ok(usize::try_from(n).unwrap_or(0));
+        return Ok(prune::count(get(&row, 0, "count")?));
     }
     let gone = db
         .query(

@@ -9,6 +9,7 @@ use loops_core::workflow::{
 use loops_core::{
     Instant, LoopId, RunId, StepId, WorkflowEventType, WorkflowId, WorkflowRunId, WorkflowStatus,
 };
+use loops_store::prune::{self, RunCutoffs};
 use loops_store::rows;
 use loops_store::{Fence, PrunePolicy, StoreError, WorkflowStore};
 use rusqlite::{params, Row, Transaction};
@@ -461,11 +462,13 @@ impl WorkflowStore for SqliteStore {
     }
 
     fn prune_workflow_runs(&self, policy: &PrunePolicy, dry_run: bool) -> StoreResult<usize> {
-        if policy.older_than.is_none() && policy.keep_per_loop.is_none() {
+        let Some(RunCutoffs {
+            finished_before: older,
+            keep,
+        }) = RunCutoffs::of(policy)
+        else {
             return Ok(0);
-        }
-        let older = policy.older_than.as_ref().map(ms);
-        let keep = policy.keep_per_loop.map(|k| sat_i64(k as u64));
+        };
         let select = "SELECT id FROM (SELECT id, finished_at, ROW_NUMBER() OVER \
              (PARTITION BY workflow_name ORDER BY created_at DESC, rowid DESC) AS rn \
              FROM workflow_runs WHERE status != 'running') \
@@ -476,7 +479,7 @@ impl WorkflowStore for SqliteStore {
                 .prepare_cached(&format!("SELECT COUNT(*) FROM ({select})"))
                 .and_then(|mut stmt| stmt.query_row(params![older, keep], |r| r.get(0)))
                 .map_err(from_sqlite)?;
-            return Ok(usize::try_from(n).unwrap_or(0));
+            return Ok(prune::count(n));
         }
         self.write(None, |tx| {
             crate::events::prune_with(

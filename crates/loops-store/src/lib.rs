@@ -75,6 +75,7 @@ mod copy_set;
 mod error;
 pub mod open_files;
 mod paths;
+pub mod prune;
 pub mod rows;
 #[cfg(feature = "suite")]
 pub mod suite;
