@@ -15,6 +15,7 @@ use loops_core::budget::{
 use loops_core::workflow::StepRun;
 use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run, Target, Usage};
 use loops_store::codec::StoredRow;
+use loops_store::rows;
 use tokio_postgres::{GenericClient, Row};
 
 /// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
@@ -56,36 +57,11 @@ macro_rules! budget_cols {
 }
 
 fn hold_from_row(row: &Row) -> Result<BudgetHold> {
-    let scope: String = get(row, 0, "scope")?;
-    Ok(BudgetHold {
-        scope: scope
-            .parse()
-            .map_err(|e| Error::decode(format!("column scope: {e}")))?,
-        metric: Cols(row).parsed(1, "metric")?,
-        held_until: Cols(row).instant(2, "held_until")?,
-        reason: get(row, 3, "reason")?,
-        notified: get(row, 4, "notified")?,
-        updated_at: Cols(row).instant(5, "updated_at")?,
-    })
+    Ok(rows::budget_hold_row(&Cols(row))?)
 }
 
 fn budget_from_row(row: &Row) -> Result<StoreBudget> {
-    let limit = |idx: usize, col: &str, metric: BudgetMetric| -> Result<Option<Budget>> {
-        get::<Option<String>>(row, idx, col)?
-            .map(|t| {
-                Budget::parse(metric, &t, col)
-                    .map_err(|e| Error::decode(format!("column {col}: {e}")))
-            })
-            .transpose()
-    };
-    let account: String = get(row, 1, "account")?;
-    Ok(StoreBudget {
-        provider: Cols(row).parsed(0, "provider")?,
-        account: (!account.is_empty()).then_some(account),
-        tokens: limit(2, "tokens", BudgetMetric::Tokens)?,
-        usd: limit(3, "usd", BudgetMetric::Usd)?,
-        updated_at: Cols(row).instant(4, "updated_at")?,
-    })
+    Ok(rows::store_budget_row(&Cols(row))?)
 }
 
 pub(crate) async fn budgets<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<Vec<StoreBudget>> {

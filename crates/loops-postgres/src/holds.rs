@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::session::Db;
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
 use loops_core::{notify, Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run};
-use loops_store::codec::StoredRow;
+use loops_store::rows;
 use std::collections::BTreeSet;
 use tokio_postgres::{GenericClient, Row};
 
@@ -79,16 +79,7 @@ macro_rules! hold_cols {
 }
 
 fn hold_from_row(row: &Row) -> Result<AccountHold> {
-    Ok(AccountHold {
-        provider: Cols(row).parsed(0, "provider")?,
-        account: get(row, 1, "account")?,
-        held_until: Cols(row).instant(2, "held_until")?,
-        reason: get(row, 3, "reason")?,
-        since: Cols(row).instant(4, "since")?,
-        probes: Cols(row).u32(5, "probes")?,
-        notified: get(row, 6, "notified")?,
-        updated_at: Cols(row).instant(7, "updated_at")?,
-    })
+    Ok(rows::account_hold_row(&Cols(row))?)
 }
 
 /// Whether the store has any hold (the due-loop queries' fast path when it has none).

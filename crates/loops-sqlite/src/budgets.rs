@@ -14,6 +14,7 @@ use loops_core::budget::{
 use loops_core::workflow::StepRun;
 use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run, Target, Usage};
 use loops_store::codec::StoredRow;
+use loops_store::rows;
 use rusqlite::{params, Connection, Row};
 
 /// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
@@ -49,36 +50,11 @@ macro_rules! hold_cols {
 }
 
 fn hold_from_row(row: &Row<'_>) -> Result<BudgetHold> {
-    let scope: String = get(row, 0, "scope")?;
-    Ok(BudgetHold {
-        scope: scope
-            .parse()
-            .map_err(|e| Error::decode(format!("column scope: {e}")))?,
-        metric: Cols(row).parsed(1, "metric")?,
-        held_until: Cols(row).instant(2, "held_until")?,
-        reason: get(row, 3, "reason")?,
-        notified: get(row, 4, "notified")?,
-        updated_at: Cols(row).instant(5, "updated_at")?,
-    })
+    Ok(rows::budget_hold_row(&Cols(row))?)
 }
 
 fn budget_from_row(row: &Row<'_>) -> Result<StoreBudget> {
-    let limit = |idx: usize, col: &str, metric: BudgetMetric| -> Result<Option<Budget>> {
-        get::<Option<String>>(row, idx, col)?
-            .map(|text| {
-                Budget::parse(metric, &text, col)
-                    .map_err(|e| Error::decode(format!("column {col}: {e}")))
-            })
-            .transpose()
-    };
-    let account: String = get(row, 1, "account")?;
-    Ok(StoreBudget {
-        provider: Cols(row).parsed(0, "provider")?,
-        account: (!account.is_empty()).then_some(account),
-        tokens: limit(2, "tokens", BudgetMetric::Tokens)?,
-        usd: limit(3, "usd", BudgetMetric::Usd)?,
-        updated_at: Cols(row).instant(4, "updated_at")?,
-    })
+    Ok(rows::store_budget_row(&Cols(row))?)
 }
 
 fn read_budgets(conn: &Connection) -> Result<Vec<StoreBudget>> {

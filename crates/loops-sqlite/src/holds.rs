@@ -3,12 +3,12 @@
 //! `resumed` notification of their key, and the condition the due-loop queries use to
 //! leave a held key's loops out.
 
-use crate::codec::{get, loop_cols, ms, query_all, query_first, Cols};
+use crate::codec::{loop_cols, ms, query_all, query_first, Cols};
 use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
 use loops_core::{notify, Delivery, Instant, Loop, NotifyEvent, Provider, Run};
-use loops_store::codec::StoredRow;
+use loops_store::rows;
 use rusqlite::{params, Connection, Row};
 use std::collections::BTreeSet;
 
@@ -81,16 +81,7 @@ macro_rules! hold_cols {
 }
 
 fn hold_from_row(row: &Row<'_>) -> Result<AccountHold> {
-    Ok(AccountHold {
-        provider: Cols(row).parsed(0, "provider")?,
-        account: get(row, 1, "account")?,
-        held_until: Cols(row).instant(2, "held_until")?,
-        reason: get(row, 3, "reason")?,
-        since: Cols(row).instant(4, "since")?,
-        probes: Cols(row).u32(5, "probes")?,
-        notified: get(row, 6, "notified")?,
-        updated_at: Cols(row).instant(7, "updated_at")?,
-    })
+    Ok(rows::account_hold_row(&Cols(row))?)
 }
 
 /// Whether the store has any hold, an account's or a budget's (the due-loop queries'

@@ -1,8 +1,10 @@
 //! The rows every backend stores, decoded once over [`StoredRow`]: each backend keeps its SQL, selects these columns in this order, and hands its row type in.
 
-use crate::codec::{Result, StoredRow};
+use crate::codec::{corrupt, Result, StoredRow};
 use crate::{DaemonLease, LeaseHolder, UnreadableLoop};
+use loops_core::budget::{Budget, BudgetHold, BudgetMetric, StoreBudget};
 use loops_core::event::{Event, EventBody, EventKind};
+use loops_core::hold::AccountHold;
 use loops_core::workflow::{StepRun, Workflow, WorkflowEvent, WorkflowRun};
 use loops_core::{
     Loop, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
@@ -225,5 +227,51 @@ pub fn workflow_event_row<R: StoredRow>(row: &R) -> Result<WorkflowEvent> {
         step_id: row.opt_text(4, "step_id")?.map(StepId::new),
         payload: row.json(5, "payload_json")?,
         created_at: row.instant(6, "created_at")?,
+    })
+}
+
+/// Decodes an `account_holds` row selected as `provider, account, held_until, reason,
+/// since, probes, notified, updated_at`.
+pub fn account_hold_row<R: StoredRow>(row: &R) -> Result<AccountHold> {
+    Ok(AccountHold {
+        provider: row.parsed(0, "provider")?,
+        account: row.text(1, "account")?,
+        held_until: row.instant(2, "held_until")?,
+        reason: row.text(3, "reason")?,
+        since: row.instant(4, "since")?,
+        probes: row.u32(5, "probes")?,
+        notified: row.flag(6, "notified")?,
+        updated_at: row.instant(7, "updated_at")?,
+    })
+}
+
+/// Decodes a `budget_holds` row selected as `scope, metric, held_until, reason,
+/// notified, updated_at`.
+pub fn budget_hold_row<R: StoredRow>(row: &R) -> Result<BudgetHold> {
+    Ok(BudgetHold {
+        scope: row.parsed(0, "scope")?,
+        metric: row.parsed(1, "metric")?,
+        held_until: row.instant(2, "held_until")?,
+        reason: row.text(3, "reason")?,
+        notified: row.flag(4, "notified")?,
+        updated_at: row.instant(5, "updated_at")?,
+    })
+}
+
+/// Decodes a `budgets` row selected as `provider, account, tokens, usd, updated_at`
+/// (`account` empty: every account of the provider).
+pub fn store_budget_row<R: StoredRow>(row: &R) -> Result<StoreBudget> {
+    let limit = |idx: usize, col: &str, metric: BudgetMetric| -> Result<Option<Budget>> {
+        row.opt_text(idx, col)?
+            .map(|text| Budget::parse(metric, &text, col).map_err(|e| corrupt(col, e)))
+            .transpose()
+    };
+    let account = row.text(1, "account")?;
+    Ok(StoreBudget {
+        provider: row.parsed(0, "provider")?,
+        account: (!account.is_empty()).then_some(account),
+        tokens: limit(2, "tokens", BudgetMetric::Tokens)?,
+        usd: limit(3, "usd", BudgetMetric::Usd)?,
+        updated_at: row.instant(4, "updated_at")?,
     })
 }
