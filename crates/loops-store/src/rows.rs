@@ -7,7 +7,7 @@ use loops_core::event::{Event, EventBody, EventKind};
 use loops_core::hold::AccountHold;
 use loops_core::workflow::{StepRun, Workflow, WorkflowEvent, WorkflowRun};
 use loops_core::{
-    Loop, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
+    Delivery, Loop, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
     WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
 };
 
@@ -273,5 +273,25 @@ pub fn store_budget_row<R: StoredRow>(row: &R) -> Result<StoreBudget> {
         tokens: limit(2, "tokens", BudgetMetric::Tokens)?,
         usd: limit(3, "usd", BudgetMetric::Usd)?,
         updated_at: row.instant(4, "updated_at")?,
+    })
+}
+
+/// Decodes a `deliveries` row selected as `id, run_id, loop_id, event, channel, target,
+/// status, attempts, last_error, created_at, updated_at, claimed_by, claim_expires_at`.
+pub fn delivery_row<R: StoredRow>(row: &R) -> Result<Delivery> {
+    Ok(Delivery {
+        id: row.text(0, "id")?,
+        run_id: RunId::new(row.text(1, "run_id")?),
+        loop_id: LoopId::new(row.text(2, "loop_id")?),
+        event: row.parsed(3, "event")?,
+        channel: row.parsed(4, "channel")?,
+        target: row.text(5, "target")?,
+        status: row.parsed(6, "status")?,
+        attempts: row.u32(7, "attempts")?,
+        last_error: row.opt_text(8, "last_error")?,
+        created_at: row.instant(9, "created_at")?,
+        updated_at: row.instant(10, "updated_at")?,
+        claimed_by: row.opt_text(11, "claimed_by")?,
+        claim_expires_at: row.opt_instant(12, "claim_expires_at")?,
     })
 }
