@@ -5,7 +5,7 @@
 //! the condition the due-loop queries use to leave a budget-held loop out, which makes
 //! every runner of the store honour a hold another one wrote.
 
-use crate::codec::{decode_all, get, get_enum, get_instant, get_opt_enum, loop_cols, ms, text};
+use crate::codec::{decode_all, get, loop_cols, ms, text, Cols};
 use crate::error::{Error, Result};
 use crate::holds::{key_account, key_provider};
 use crate::session::Db;
@@ -14,6 +14,8 @@ use loops_core::budget::{
 };
 use loops_core::workflow::StepRun;
 use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run, Target, Usage};
+use loops_store::codec::StoredRow;
+use loops_store::rows;
 use tokio_postgres::{GenericClient, Row};
 
 /// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
@@ -55,36 +57,11 @@ macro_rules! budget_cols {
 }
 
 fn hold_from_row(row: &Row) -> Result<BudgetHold> {
-    let scope: String = get(row, 0, "scope")?;
-    Ok(BudgetHold {
-        scope: scope
-            .parse()
-            .map_err(|e| Error::decode(format!("column scope: {e}")))?,
-        metric: get_enum(row, 1, "metric")?,
-        held_until: get_instant(row, 2, "held_until")?,
-        reason: get(row, 3, "reason")?,
-        notified: get(row, 4, "notified")?,
-        updated_at: get_instant(row, 5, "updated_at")?,
-    })
+    Ok(rows::budget_hold_row(&Cols(row))?)
 }
 
 fn budget_from_row(row: &Row) -> Result<StoreBudget> {
-    let limit = |idx: usize, col: &str, metric: BudgetMetric| -> Result<Option<Budget>> {
-        get::<Option<String>>(row, idx, col)?
-            .map(|t| {
-                Budget::parse(metric, &t, col)
-                    .map_err(|e| Error::decode(format!("column {col}: {e}")))
-            })
-            .transpose()
-    };
-    let account: String = get(row, 1, "account")?;
-    Ok(StoreBudget {
-        provider: get_enum(row, 0, "provider")?,
-        account: (!account.is_empty()).then_some(account),
-        tokens: limit(2, "tokens", BudgetMetric::Tokens)?,
-        usd: limit(3, "usd", BudgetMetric::Usd)?,
-        updated_at: get_instant(row, 4, "updated_at")?,
-    })
+    Ok(rows::store_budget_row(&Cols(row))?)
 }
 
 pub(crate) async fn budgets<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<Vec<StoreBudget>> {
@@ -395,7 +372,7 @@ pub(crate) async fn after_step<C: GenericClient + Sync>(
     let Some(row) = row else {
         return Ok(());
     };
-    let Some(provider) = get_opt_enum::<Provider>(&row, 0, "provider")? else {
+    let Some(provider) = Cols(&row).opt_parsed::<Provider>(0, "provider")? else {
         return Ok(());
     };
     let account: Option<String> = get(&row, 1, "account_profile")?;

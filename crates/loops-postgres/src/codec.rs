@@ -1,16 +1,18 @@
-//! Encoding and decoding: the column lists, instants as BIGINT milliseconds, typed
-//! column reads that name the column they failed on, row decoders, ids, and text the
-//! server cannot store.
+//! Encoding and decoding: the column lists, PostgreSQL's rows read through
+//! [`loops_store::codec::StoredRow`] (instants as BIGINT milliseconds; the decoders are
+//! [`loops_store::rows`]'), and text the server cannot store.
 
-use crate::error::{Error, Result};
-use loops_core::{Instant, Loop, LoopId, Run, RunId, Usage};
-use loops_store::{DaemonLease, LeaseHolder, UnreadableLoop};
-use std::str::FromStr;
+use crate::error::Result;
+use loops_core::{Loop, Run};
+use loops_store::codec::{corrupt, Result as StoreResult, StoredRow};
+use loops_store::{rows, DaemonLease, UnreadableLoop};
 use tokio_postgres::types::FromSql;
 use tokio_postgres::Row;
 
-/// New ids are retried on the (astronomically unlikely) collision of 48 random bits.
-pub(crate) const ID_ATTEMPTS: usize = 8;
+pub(crate) use loops_store::codec::{
+    encode_ops, encode_state, encode_usage, instant_from_ms, ms, new_id, opt_ms, sat_i64,
+    ID_ATTEMPTS,
+};
 
 /// The columns of `loops`, in the order [`loop_from_row`] reads them.
 macro_rules! loop_cols {
@@ -43,19 +45,6 @@ macro_rules! db_now_ms {
 }
 pub(crate) use db_now_ms;
 
-pub(crate) fn ms(t: &Instant) -> i64 {
-    t.timestamp_millis()
-}
-
-pub(crate) fn opt_ms(t: Option<&Instant>) -> Option<i64> {
-    t.map(ms)
-}
-
-/// `u64` quantities (durations, tokens, start times) saturate at `i64::MAX` in storage.
-pub(crate) fn sat_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
 /// Text for a TEXT column: PostgreSQL cannot store NUL characters (SQLite can), so a
 /// run's output containing them keeps every other byte, each NUL shown as U+FFFD.
 pub(crate) fn text(s: &str) -> std::borrow::Cow<'_, str> {
@@ -71,158 +60,35 @@ pub(crate) fn opt_text(s: Option<&str>) -> Option<String> {
     s.map(|s| text(s).into_owned())
 }
 
-pub(crate) fn instant_from_ms(v: i64, col: &str) -> Result<Instant> {
-    chrono::DateTime::from_timestamp_millis(v)
-        .ok_or_else(|| Error::decode(format!("column {col}: instant {v} out of range")))
-}
-
+/// A column of any PostgreSQL type, its error naming the column.
 pub(crate) fn get<'a, T: FromSql<'a>>(row: &'a Row, idx: usize, col: &str) -> Result<T> {
-    row.try_get(idx)
-        .map_err(|e| Error::decode(format!("column {col}: {e}")))
+    Ok(row.try_get(idx).map_err(|e| corrupt(col, e))?)
 }
 
-pub(crate) fn get_instant(row: &Row, idx: usize, col: &str) -> Result<Instant> {
-    instant_from_ms(get(row, idx, col)?, col)
-}
+/// A PostgreSQL row as the shared decoders ([`loops_store::rows`]) and typed reads see it.
+pub(crate) struct Cols<'a>(pub(crate) &'a Row);
 
-pub(crate) fn get_opt_instant(row: &Row, idx: usize, col: &str) -> Result<Option<Instant>> {
-    get::<Option<i64>>(row, idx, col)?
-        .map(|v| instant_from_ms(v, col))
-        .transpose()
-}
-
-pub(crate) fn get_enum<T: FromStr<Err = String>>(row: &Row, idx: usize, col: &str) -> Result<T> {
-    let text: String = get(row, idx, col)?;
-    text.parse()
-        .map_err(|e| Error::decode(format!("column {col}: {e}")))
-}
-
-pub(crate) fn get_opt_enum<T: FromStr<Err = String>>(
-    row: &Row,
-    idx: usize,
-    col: &str,
-) -> Result<Option<T>> {
-    get::<Option<String>>(row, idx, col)?
-        .map(|text| {
-            text.parse()
-                .map_err(|e| Error::decode(format!("column {col}: {e}")))
-        })
-        .transpose()
-}
-
-pub(crate) fn get_json<T: serde::de::DeserializeOwned>(
-    row: &Row,
-    idx: usize,
-    col: &str,
-) -> Result<T> {
-    let text: String = get(row, idx, col)?;
-    serde_json::from_str(&text).map_err(|e| Error::decode(format!("column {col}: {e}")))
-}
-
-pub(crate) fn get_u32(row: &Row, idx: usize, col: &str) -> Result<u32> {
-    let v: i64 = get(row, idx, col)?;
-    u32::try_from(v).map_err(|_| Error::decode(format!("column {col}: {v} out of range")))
-}
-
-pub(crate) fn get_opt_u32(row: &Row, idx: usize, col: &str) -> Result<Option<u32>> {
-    get::<Option<i64>>(row, idx, col)?
-        .map(|v| {
-            u32::try_from(v).map_err(|_| Error::decode(format!("column {col}: {v} out of range")))
-        })
-        .transpose()
-}
-
-pub(crate) fn get_opt_i32(row: &Row, idx: usize, col: &str) -> Result<Option<i32>> {
-    get::<Option<i64>>(row, idx, col)?
-        .map(|v| {
-            i32::try_from(v).map_err(|_| Error::decode(format!("column {col}: {v} out of range")))
-        })
-        .transpose()
-}
-
-pub(crate) fn get_u64(row: &Row, idx: usize, col: &str) -> Result<u64> {
-    let v: i64 = get(row, idx, col)?;
-    u64::try_from(v).map_err(|_| Error::decode(format!("column {col}: {v} is negative")))
-}
-
-pub(crate) fn get_opt_u64(row: &Row, idx: usize, col: &str) -> Result<Option<u64>> {
-    get::<Option<i64>>(row, idx, col)?
-        .map(|v| {
-            u64::try_from(v).map_err(|_| Error::decode(format!("column {col}: {v} is negative")))
-        })
-        .transpose()
+impl StoredRow for Cols<'_> {
+    fn text(&self, idx: usize, col: &str) -> StoreResult<String> {
+        self.0.try_get(idx).map_err(|e| corrupt(col, e))
+    }
+    fn opt_text(&self, idx: usize, col: &str) -> StoreResult<Option<String>> {
+        self.0.try_get(idx).map_err(|e| corrupt(col, e))
+    }
+    fn int(&self, idx: usize, col: &str) -> StoreResult<i64> {
+        self.0.try_get(idx).map_err(|e| corrupt(col, e))
+    }
+    fn opt_int(&self, idx: usize, col: &str) -> StoreResult<Option<i64>> {
+        self.0.try_get(idx).map_err(|e| corrupt(col, e))
+    }
+    fn flag(&self, idx: usize, col: &str) -> StoreResult<bool> {
+        self.0.try_get(idx).map_err(|e| corrupt(col, e))
+    }
 }
 
 /// Decodes a row selected with `loop_cols!()`.
 pub(crate) fn loop_from_row(row: &Row) -> Result<Loop> {
-    Ok(Loop {
-        id: LoopId::new(get::<String>(row, 0, "id")?),
-        name: get(row, 1, "name")?,
-        description: get(row, 2, "description")?,
-        status: get_enum(row, 3, "status")?,
-        schedule: get_json(row, 4, "schedule_json")?,
-        target: get_json(row, 5, "target_json")?,
-        next_run_at: get_opt_instant(row, 6, "next_run_at")?,
-        retry_scheduled_for: get_opt_instant(row, 7, "retry_scheduled_for")?,
-        catch_up: get_enum(row, 8, "catch_up")?,
-        catch_up_limit: get_u32(row, 9, "catch_up_limit")?,
-        overlap: get_enum(row, 10, "overlap")?,
-        max_attempts: get_u32(row, 11, "max_attempts")?,
-        retry_delay_ms: get_u64(row, 12, "retry_delay_ms")?,
-        lease_ms: get_u64(row, 13, "lease_ms")?,
-        expires_at: get_opt_instant(row, 14, "expires_at")?,
-        jitter_ms: get_u64(row, 17, "jitter_ms")?,
-        due_at: get_opt_instant(row, 18, "due_at")?,
-        labels: get_json(row, 19, "labels_json")?,
-        runs_on: get_json(row, 21, "runs_on_json")?,
-        notify: get::<Option<String>>(row, 20, "notify_json")?
-            .map(|text| {
-                serde_json::from_str(&text)
-                    .map_err(|e| Error::decode(format!("column notify_json: {e}")))
-            })
-            .transpose()?,
-        ops: get_opt_json(row, 22, "ops_json")?.unwrap_or_default(),
-        state: get_opt_json(row, 23, "ops_state_json")?.unwrap_or_default(),
-        // Holds are per account, not per loop: the client fills these in.
-        held_until: None,
-        held_reason: None,
-        waiting_for: None,
-        created_at: get_instant(row, 15, "created_at")?,
-        updated_at: get_instant(row, 16, "updated_at")?,
-    })
-}
-
-/// A JSON column that may be NULL.
-pub(crate) fn get_opt_json<T: serde::de::DeserializeOwned>(
-    row: &Row,
-    idx: usize,
-    col: &str,
-) -> Result<Option<T>> {
-    get::<Option<String>>(row, idx, col)?
-        .map(|text| {
-            serde_json::from_str(&text).map_err(|e| Error::decode(format!("column {col}: {e}")))
-        })
-        .transpose()
-}
-
-/// A loop's `ops_json`: NULL for the default settings.
-pub(crate) fn encode_ops(ops: &loops_core::LoopOps) -> Result<Option<String>> {
-    if *ops == loops_core::LoopOps::default() {
-        return Ok(None);
-    }
-    serde_json::to_string(ops)
-        .map(Some)
-        .map_err(|e| Error::invalid(format!("settings: {e}")))
-}
-
-/// A loop's `ops_state_json`: NULL for a fresh state.
-pub(crate) fn encode_state(state: &loops_core::LoopState) -> Result<Option<String>> {
-    if state.is_fresh() {
-        return Ok(None);
-    }
-    serde_json::to_string(state)
-        .map(Some)
-        .map_err(|e| Error::invalid(format!("state: {e}")))
+    Ok(rows::loop_row(&Cols(row), true)?)
 }
 
 /// Failure classes that are not retried, as a SQL list; must match
@@ -234,95 +100,24 @@ macro_rules! not_retried_classes {
 }
 pub(crate) use not_retried_classes;
 
-/// A loop row of a listing: decoded, or — when it does not decode — reported in its
-/// place, so one bad loop never hides or stops the others.
+/// A loop row of a listing: decoded, or reported in its place ([`rows::listed_loop_row`]).
 pub(crate) fn decode_loop_row(row: &Row) -> std::result::Result<Loop, UnreadableLoop> {
-    loop_from_row(row).map_err(|e| UnreadableLoop {
-        id: LoopId::new(row.try_get::<_, String>(0).unwrap_or_default()),
-        name: row.try_get::<_, String>(1).unwrap_or_default(),
-        error: loops_store::StoreError::from(e).to_string(),
-    })
+    rows::listed_loop_row(&Cols(row), true)
 }
 
 /// Decodes a row selected with `run_cols!()`.
 pub(crate) fn run_from_row(row: &Row) -> Result<Run> {
-    Ok(Run {
-        id: RunId::new(get::<String>(row, 0, "id")?),
-        loop_id: LoopId::new(get::<String>(row, 1, "loop_id")?),
-        loop_name: get(row, 2, "loop_name")?,
-        scheduled_for: get_instant(row, 3, "scheduled_for")?,
-        attempt: get_u32(row, 4, "attempt")?,
-        status: get_enum(row, 5, "status")?,
-        source: get_enum(row, 6, "source")?,
-        started_at: get_opt_instant(row, 7, "started_at")?,
-        finished_at: get_opt_instant(row, 8, "finished_at")?,
-        exit_code: get_opt_i32(row, 9, "exit_code")?,
-        duration_ms: get_opt_u64(row, 10, "duration_ms")?,
-        stdout: get(row, 11, "stdout")?,
-        stderr: get(row, 12, "stderr")?,
-        error: get(row, 13, "error")?,
-        error_output: get(row, 23, "error_output")?,
-        pid: get_opt_u32(row, 14, "pid")?,
-        pid_start_time: get_opt_u64(row, 15, "pid_start_time")?,
-        claimed_by: get(row, 16, "claimed_by")?,
-        lease_expires_at: get_opt_instant(row, 17, "lease_expires_at")?,
-        summary: get(row, 18, "summary")?,
-        usage: get_usage(row, 19)?,
-        created_at: get_instant(row, 20, "created_at")?,
-        updated_at: get_instant(row, 21, "updated_at")?,
-        due_at: get_opt_instant(row, 22, "due_at")?,
-        failure_class: get_opt_enum(row, 24, "failure_class")?,
-        retry_at: get_opt_instant(row, 25, "retry_at")?,
-        session_id: get(row, 26, "session_id")?,
-        session_note: get(row, 27, "session_note")?,
-        account: get(row, 28, "account")?,
-    })
+    Ok(rows::run_row(&Cols(row))?)
 }
 
 /// Decodes a `daemon_lease` row selected in table order without `id`.
 pub(crate) fn lease_from_row(row: &Row) -> Result<DaemonLease> {
-    let pid: i64 = get(row, 1, "pid")?;
-    Ok(DaemonLease {
-        holder: LeaseHolder {
-            runner_id: get(row, 0, "runner_id")?,
-            pid: u32::try_from(pid)
-                .map_err(|_| Error::decode(format!("column pid: {pid} out of range")))?,
-            pid_start_time: get_opt_u64(row, 2, "pid_start_time")?,
-            host: get(row, 3, "host")?,
-        },
-        token: get_u64(row, 4, "token")?,
-        acquired_at: get_instant(row, 5, "acquired_at")?,
-        heartbeat_at: get_instant(row, 6, "heartbeat_at")?,
-        expires_at: get_instant(row, 7, "expires_at")?,
-    })
-}
-
-/// The `usage_json` column of a run or step run.
-pub(crate) fn encode_usage(usage: Option<&Usage>) -> Result<Option<String>> {
-    usage
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| Error::invalid(format!("usage: {e}")))
-}
-
-/// Reads a `usage_json` column back.
-pub(crate) fn get_usage(row: &Row, idx: usize) -> Result<Option<Usage>> {
-    get::<Option<String>>(row, idx, "usage_json")?
-        .map(|text| {
-            serde_json::from_str(&text)
-                .map_err(|e| Error::decode(format!("column usage_json: {e}")))
-        })
-        .transpose()
+    Ok(rows::lease_row(&Cols(row))?)
 }
 
 /// Decodes every row.
 pub(crate) fn decode_all<T>(rows: &[Row], decode: fn(&Row) -> Result<T>) -> Result<Vec<T>> {
     rows.iter().map(decode).collect()
-}
-
-/// 12 lowercase hex characters (48 random bits): short enough to type.
-pub(crate) fn new_id() -> String {
-    format!("{:012x}", rand::random::<u64>() >> 16)
 }
 
 /// The exclusive upper bound of the ids starting with `prefix` (under the "C"
@@ -347,12 +142,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_are_12_lowercase_hex_and_nul_is_replaced() {
-        for _ in 0..100 {
-            let id = new_id();
-            assert_eq!(id.len(), 12);
-            assert!(id.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')));
-        }
+    fn nul_is_replaced() {
         assert_eq!(text("a\0b"), "a\u{FFFD}b");
         assert!(matches!(text("ab"), std::borrow::Cow::Borrowed(_)));
     }

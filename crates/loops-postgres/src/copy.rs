@@ -116,7 +116,7 @@ pub(crate) async fn copy_in<C: GenericClient + Sync>(
                 &opt_text(r.cancel_requested.as_deref()),
                 &ms(&r.created_at),
                 &ms(&r.updated_at),
-                &crate::workflows::encode_params(&r.params)?,
+                &loops_store::codec::encode_params(&r.params)?,
             ],
         )
         .await?;

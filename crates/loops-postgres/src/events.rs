@@ -9,11 +9,13 @@
 //! events last, in one statement, so the lock is held for one round trip and the
 //! commit.
 
-use crate::codec::{get, get_enum, get_instant, get_u64, instant_from_ms, ms, sat_i64};
+use crate::codec::{get, ms, sat_i64, Cols};
 use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::event::{Event, EventBody, EventKind, LoopBrief};
 use loops_core::{Instant, LoopId, LoopStatus, Run, RunId, WorkflowRunId};
+use loops_store::codec::StoredRow;
+use loops_store::rows;
 use loops_store::EventBounds;
 use std::collections::HashMap;
 use tokio_postgres::GenericClient;
@@ -82,18 +84,14 @@ pub(crate) async fn loop_briefs<C: GenericClient + Sync>(
         .await?;
     let mut out = HashMap::with_capacity(rows.len());
     for row in &rows {
-        let at = |idx: usize, col: &str| -> Result<Option<Instant>> {
-            get::<Option<i64>>(row, idx, col)?
-                .map(|v| instant_from_ms(v, col))
-                .transpose()
-        };
+        let at = |idx: usize, col: &str| Cols(row).opt_instant(idx, col);
         let id = LoopId::new(get::<String>(row, 0, "id")?);
         out.insert(
             id.clone(),
             LoopBrief {
                 id,
                 name: get(row, 1, "name")?,
-                status: get_enum::<LoopStatus>(row, 2, "status")?,
+                status: Cols(row).parsed::<LoopStatus>(2, "status")?,
                 next_run_at: at(3, "next_run_at")?,
                 due_at: at(4, "due_at")?,
             },
@@ -125,20 +123,7 @@ pub(crate) async fn run_bodies<C: GenericClient + Sync>(
 }
 
 fn event_from_row(row: &tokio_postgres::Row) -> Result<Event> {
-    let data: String = get(row, 5, "data_json")?;
-    Ok(Event {
-        seq: get_u64(row, 0, "seq")?,
-        at: get_instant(row, 6, "created_at")?,
-        body: EventBody {
-            kind: get_enum::<EventKind>(row, 1, "kind")?,
-            loop_id: get::<Option<String>>(row, 2, "loop_id")?.map(LoopId::new),
-            run_id: get::<Option<String>>(row, 3, "run_id")?.map(RunId::new),
-            workflow_run_id: get::<Option<String>>(row, 4, "workflow_run_id")?
-                .map(WorkflowRunId::new),
-            data: serde_json::from_str(&data)
-                .map_err(|e| Error::decode(format!("column data_json: {e}")))?,
-        },
-    })
+    Ok(rows::event_row(&Cols(row))?)
 }
 
 pub(crate) async fn events_after<C: GenericClient + Sync>(

@@ -5,8 +5,8 @@
 //! too (`crate::notify`).
 
 use crate::codec::{
-    encode_usage, get, instant_from_ms, loop_cols, loop_from_row, ms, opt_text, run_cols,
-    run_from_row, sat_i64,
+    encode_usage, get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, sat_i64,
+    Cols,
 };
 use crate::error::{Error, Result};
 use crate::loops::apply_advance;
@@ -15,6 +15,7 @@ use crate::session::Db;
 use loops_core::event::EventKind;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
+use loops_store::codec::StoredRow;
 use loops_store::{RunWrite, RunWritten, StoreError};
 use std::collections::{HashMap, HashSet};
 use tokio_postgres::GenericClient;
@@ -345,6 +346,7 @@ async fn retryable_slot<C: GenericClient + Sync>(
             &[&loop_id.as_str(), &i64::from(max_attempts), &ms(&except)],
         )
         .await?;
-    row.map(|r| instant_from_ms(get(&r, 0, "scheduled_for")?, "scheduled_for"))
-        .transpose()
+    Ok(row
+        .map(|r| Cols(&r).instant(0, "scheduled_for"))
+        .transpose()?)
 }

@@ -4,11 +4,12 @@
 //! the condition the due-loop queries use to leave a held key's loops out, which makes
 //! every runner of the store honour a hold another one wrote.
 
-use crate::codec::{decode_all, get, get_enum, get_instant, get_u32, loop_cols, ms, text};
+use crate::codec::{decode_all, get, loop_cols, ms, text, Cols};
 use crate::error::Result;
 use crate::session::Db;
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
 use loops_core::{notify, Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run};
+use loops_store::rows;
 use std::collections::BTreeSet;
 use tokio_postgres::{GenericClient, Row};
 
@@ -78,16 +79,7 @@ macro_rules! hold_cols {
 }
 
 fn hold_from_row(row: &Row) -> Result<AccountHold> {
-    Ok(AccountHold {
-        provider: get_enum(row, 0, "provider")?,
-        account: get(row, 1, "account")?,
-        held_until: get_instant(row, 2, "held_until")?,
-        reason: get(row, 3, "reason")?,
-        since: get_instant(row, 4, "since")?,
-        probes: get_u32(row, 5, "probes")?,
-        notified: get(row, 6, "notified")?,
-        updated_at: get_instant(row, 7, "updated_at")?,
-    })
+    Ok(rows::account_hold_row(&Cols(row))?)
 }
 
 /// Whether the store has any hold (the due-loop queries' fast path when it has none).

@@ -2,13 +2,14 @@
 //! parking and expiry.
 
 use crate::codec::{
-    decode_all, decode_loop_row, instant_from_ms, loop_cols, loop_from_row, ms, new_id, opt_ms,
-    prefix_upper, run_cols, run_from_row, sat_i64, text, ID_ATTEMPTS,
+    decode_all, decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, prefix_upper,
+    run_cols, run_from_row, sat_i64, text, Cols, ID_ATTEMPTS,
 };
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
 use crate::session::Db;
 use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
+use loops_store::codec::StoredRow;
 use loops_store::{LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::GenericClient;
@@ -407,8 +408,7 @@ fn first_instant(row: Option<tokio_postgres::Row>) -> Result<Option<Instant>> {
     let Some(row) = row else {
         return Ok(None);
     };
-    let due: Option<i64> = crate::codec::get(&row, 0, "due_at")?;
-    due.map(|v| instant_from_ms(v, "due_at")).transpose()
+    Ok(Cols(&row).opt_instant(0, "due_at")?)
 }
 
 /// [`next_due_at`] among the loops a runner advertising `labels` can take (the filter of

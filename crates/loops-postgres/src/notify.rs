@@ -2,16 +2,14 @@
 //! queues in its own transaction (the decision is the domain's,
 //! `loops_core::notify::decide`), their claims and their results.
 
-use crate::codec::{
-    decode_all, get, get_enum, get_instant, get_opt_instant, get_u32, ms, new_id, opt_text,
-    sat_i64, text, ID_ATTEMPTS,
-};
+use crate::codec::{decode_all, get, ms, new_id, opt_text, sat_i64, text, Cols, ID_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::notify;
 use loops_core::{
-    Delivery, DeliveryStatus, Instant, Loop, LoopId, Notify, NotifyChannel, NotifyEvent, Run, RunId,
+    Delivery, DeliveryStatus, Instant, Loop, Notify, NotifyChannel, NotifyEvent, Run, RunId,
 };
+use loops_store::rows;
 use tokio_postgres::{GenericClient, Row};
 
 /// `meta` key of the store-wide default settings (JSON).
@@ -26,21 +24,7 @@ macro_rules! delivery_cols {
 }
 
 fn delivery_from_row(row: &Row) -> Result<Delivery> {
-    Ok(Delivery {
-        id: get(row, 0, "id")?,
-        run_id: RunId::new(get::<String>(row, 1, "run_id")?),
-        loop_id: LoopId::new(get::<String>(row, 2, "loop_id")?),
-        event: get_enum(row, 3, "event")?,
-        channel: get_enum(row, 4, "channel")?,
-        target: get(row, 5, "target")?,
-        status: get_enum(row, 6, "status")?,
-        attempts: get_u32(row, 7, "attempts")?,
-        last_error: get(row, 8, "last_error")?,
-        created_at: get_instant(row, 9, "created_at")?,
-        updated_at: get_instant(row, 10, "updated_at")?,
-        claimed_by: get(row, 11, "claimed_by")?,
-        claim_expires_at: get_opt_instant(row, 12, "claim_expires_at")?,
-    })
+    Ok(rows::delivery_row(&Cols(row))?)
 }
 
 pub(crate) async fn notify_default<C: GenericClient + Sync>(

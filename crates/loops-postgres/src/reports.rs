@@ -4,11 +4,12 @@
 //! index of the `runs_slot_attempt` key, and the partial index of skipped rows); usage
 //! through the partial indexes of rows that carry usage.
 
-use crate::codec::{get, get_instant, get_usage, instant_from_ms, ms, sat_i64};
+use crate::codec::{get, instant_from_ms, ms, sat_i64, Cols};
 use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::health::{FactsQuery, RecentRun, RunBrief, RunFacts, SlotRows};
 use loops_core::{Instant, LoopId, RunStatus, StepId, WorkflowId};
+use loops_store::codec::StoredRow;
 use loops_store::{UsageRow, UsageSource};
 use tokio_postgres::{GenericClient, Row};
 
@@ -42,16 +43,12 @@ fn status(row: &Row) -> Result<RunStatus> {
 
 /// A brief with its error (kept for a failed attempt only).
 fn brief_from_row(row: &Row) -> Result<RunBrief> {
-    let opt = |idx: usize, col: &str| -> Result<Option<Instant>> {
-        get::<Option<i64>>(row, idx, col)?
-            .map(|v| instant_from_ms(v, col))
-            .transpose()
-    };
+    let opt = |idx: usize, col: &str| Cols(row).opt_instant(idx, col);
     let attempt: i64 = get(row, 2, "attempt")?;
     let status = status(row)?;
     Ok(RunBrief {
-        created_at: get_instant(row, 0, "created_at")?,
-        scheduled_for: get_instant(row, 1, "scheduled_for")?,
+        created_at: Cols(row).instant(0, "created_at")?,
+        scheduled_for: Cols(row).instant(1, "scheduled_for")?,
         attempt: u32::try_from(attempt)
             .map_err(|_| Error::decode(format!("column attempt: {attempt} out of range")))?,
         status,
@@ -63,7 +60,7 @@ fn brief_from_row(row: &Row) -> Result<RunBrief> {
             None
         },
         failure_class: if status.is_failure() {
-            crate::codec::get_opt_enum(row, 7, "failure_class")?
+            crate::codec::Cols(row).opt_parsed(7, "failure_class")?
         } else {
             None
         },
@@ -190,8 +187,8 @@ async fn loop_facts<C: GenericClient + Sync>(
             let rows = db.query(LISTED_SQL, &[&id, &slots_from, &slots_to]).await?;
             SlotRows::Listed(
                 rows.iter()
-                    .map(|r| get_instant(r, 0, "scheduled_for"))
-                    .collect::<Result<Vec<_>>>()?,
+                    .map(|r| Cols(r).instant(0, "scheduled_for"))
+                    .collect::<loops_store::codec::Result<Vec<_>>>()?,
             )
         }
     };
@@ -211,13 +208,13 @@ pub(crate) async fn usage_since<C: GenericClient + Sync>(
         )
         .await?;
     for row in &rows {
-        if let Some(usage) = get_usage(row, 3)? {
+        if let Some(usage) = Cols(row).usage(3)? {
             out.push(UsageRow {
                 source: UsageSource::Run {
                     loop_id: LoopId::new(get::<String>(row, 0, "loop_id")?),
                     loop_name: get(row, 1, "loop_name")?,
                 },
-                finished_at: get_instant(row, 2, "finished_at")?,
+                finished_at: Cols(row).instant(2, "finished_at")?,
                 usage,
             });
         }
@@ -232,7 +229,7 @@ pub(crate) async fn usage_since<C: GenericClient + Sync>(
         )
         .await?;
     for row in &rows {
-        if let Some(usage) = get_usage(row, 5)? {
+        if let Some(usage) = Cols(row).usage(5)? {
             out.push(UsageRow {
                 source: UsageSource::Step {
                     workflow_id: WorkflowId::new(get::<String>(row, 0, "workflow_id")?),
@@ -240,7 +237,7 @@ pub(crate) async fn usage_since<C: GenericClient + Sync>(
                     step_id: StepId::new(get::<String>(row, 2, "step_id")?),
                     loop_id: get::<Option<String>>(row, 3, "loop_id")?.map(LoopId::new),
                 },
-                finished_at: get_instant(row, 4, "finished_at")?,
+                finished_at: Cols(row).instant(4, "finished_at")?,
                 usage,
             });
         }

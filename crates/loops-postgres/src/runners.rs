@@ -4,10 +4,11 @@
 //! when that runner's does (`runs::running_runs`), so any live runner recovers the
 //! runs of one that stalled, crashed or was cut off.
 
-use crate::codec::{db_now_ms, get, get_instant, get_opt_u64, get_u64, instant_from_ms, sat_i64};
+use crate::codec::{db_now_ms, get, instant_from_ms, sat_i64, Cols};
 use crate::error::{Error, Result};
 use crate::lease::META_LEASE_TOKEN;
 use crate::session::Db;
+use loops_store::codec::StoredRow;
 use loops_store::{Fence, RunnerInfo, RunnerLease, RunnerRegistration};
 use tokio_postgres::{GenericClient, Row};
 
@@ -18,10 +19,10 @@ const KEEP_ENDED_MS: i64 = 3_600_000;
 fn lease_from_row(row: &Row) -> Result<RunnerLease> {
     Ok(RunnerLease {
         fence: Fence {
-            token: get_u64(row, 0, "epoch")?,
+            token: Cols(row).u64(0, "epoch")?,
         },
-        expires_at: get_instant(row, 1, "expires_at")?,
-        now: get_instant(row, 2, "now")?,
+        expires_at: Cols(row).instant(1, "expires_at")?,
+        now: Cols(row).instant(2, "now")?,
     })
 }
 
@@ -143,18 +144,18 @@ pub(crate) async fn runners<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<V
             let pid: i64 = get(row, 3, "pid")?;
             let labels: String = get(row, 5, "labels_json")?;
             Ok(RunnerInfo {
-                epoch: get_u64(row, 0, "epoch")?,
+                epoch: Cols(row).u64(0, "epoch")?,
                 runner_id: get(row, 1, "runner_id")?,
                 host: get(row, 2, "host")?,
                 pid: u32::try_from(pid)
                     .map_err(|_| Error::decode(format!("column pid: {pid} out of range")))?,
-                pid_start_time: get_opt_u64(row, 4, "pid_start_time")?,
+                pid_start_time: Cols(row).opt_u64(4, "pid_start_time")?,
                 labels: serde_json::from_str(&labels)
                     .map_err(|e| Error::decode(format!("column labels_json: {e}")))?,
-                capacity: usize::try_from(get_u64(row, 6, "capacity")?).unwrap_or(usize::MAX),
-                started_at: get_instant(row, 7, "started_at")?,
-                heartbeat_at: get_instant(row, 8, "heartbeat_at")?,
-                expires_at: get_instant(row, 9, "expires_at")?,
+                capacity: usize::try_from(Cols(row).u64(6, "capacity")?).unwrap_or(usize::MAX),
+                started_at: Cols(row).instant(7, "started_at")?,
+                heartbeat_at: Cols(row).instant(8, "heartbeat_at")?,
+                expires_at: Cols(row).instant(9, "expires_at")?,
                 live: get(row, 10, "live")?,
                 released: get(row, 11, "released")?,
                 running: usize::try_from(get::<i64>(row, 12, "running")?).unwrap_or(0),

@@ -5,6 +5,7 @@ use crate::codec::{decode_all, ms, prefix_upper, run_cols, run_from_row, sat_i64
 use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::{Instant, LoopId, Run, RunId};
+use loops_store::prune::{self, RunCutoffs};
 use loops_store::{PrunePolicy, RunFilter, StoreError};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::GenericClient;
@@ -203,15 +204,17 @@ pub(crate) async fn prune_runs<C: GenericClient + Sync>(
     policy: &PrunePolicy,
     dry_run: bool,
 ) -> Result<usize> {
-    let older = policy.older_than.as_ref().map(ms);
-    let keep = policy.keep_per_loop.map(|n| sat_i64(n as u64));
     // The log's size first (a range of its numbers, the primary key).
-    if let (Some(n), false) = (policy.keep_events, dry_run) {
+    if let Some(n) = prune::events_to_keep(policy, dry_run) {
         crate::events::trim(db, n).await?;
     }
-    if older.is_none() && keep.is_none() {
+    let Some(RunCutoffs {
+        finished_before: older,
+        keep,
+    }) = RunCutoffs::of(policy)
+    else {
         return Ok(0);
-    }
+    };
     let candidates = "SELECT id FROM ( \
            SELECT id, finished_at, \
                   ROW_NUMBER() OVER (PARTITION BY loop_id ORDER BY created_at DESC, seq DESC) AS rn \
@@ -224,8 +227,7 @@ pub(crate) async fn prune_runs<C: GenericClient + Sync>(
                 &[&older, &keep],
             )
             .await?;
-        let n: i64 = crate::codec::get(&row, 0, "count")?;
-        return Ok(usize::try_from(n).unwrap_or(0));
+        return Ok(prune::count(crate::codec::get(&row, 0, "count")?));
     }
     let gone = db
         .query(

@@ -1,9 +1,7 @@
 //! Workflow specs, runs, step runs and the event log.
 
 use crate::codec::{
-    decode_all, encode_usage, get, get_enum, get_instant, get_json, get_opt_enum, get_opt_i32,
-    get_opt_instant, get_opt_json, get_opt_u32, get_opt_u64, get_u32, get_u64, get_usage, ms,
-    new_id, opt_ms, opt_text, prefix_upper, sat_i64,
+    decode_all, encode_usage, get, ms, new_id, opt_ms, opt_text, prefix_upper, sat_i64, Cols,
 };
 use crate::error::{Error, Result};
 use crate::session::Db;
@@ -11,9 +9,10 @@ use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
 use loops_core::{
-    Instant, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
-    WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
+    Instant, LoopId, RunId, StepId, WorkflowEventType, WorkflowId, WorkflowRunId, WorkflowStatus,
 };
+use loops_store::prune::{self, RunCutoffs};
+use loops_store::rows;
 use loops_store::{PrunePolicy, StoreError};
 use tokio_postgres::{GenericClient, Row};
 
@@ -39,92 +38,19 @@ macro_rules! step_cols {
 }
 
 fn workflow_from_row(row: &Row) -> Result<Workflow> {
-    Ok(Workflow {
-        id: WorkflowId::new(get::<String>(row, 0, "id")?),
-        name: get(row, 1, "name")?,
-        version: get_u32(row, 2, "version")?,
-        status: get_enum::<WorkflowStatus>(row, 3, "status")?,
-        spec: get_json(row, 4, "spec_json")?,
-        created_at: get_instant(row, 5, "created_at")?,
-        updated_at: get_instant(row, 6, "updated_at")?,
-    })
+    Ok(rows::workflow_row(&Cols(row))?)
 }
 
 fn run_from_row(row: &Row) -> Result<WorkflowRun> {
-    Ok(WorkflowRun {
-        id: WorkflowRunId::new(get::<String>(row, 0, "id")?),
-        workflow_id: WorkflowId::new(get::<String>(row, 1, "workflow_id")?),
-        workflow_name: get(row, 2, "workflow_name")?,
-        loop_id: get::<Option<String>>(row, 3, "loop_id")?.map(LoopId::new),
-        loop_run_id: get::<Option<String>>(row, 4, "loop_run_id")?.map(RunId::new),
-        scheduled_for: get_opt_instant(row, 5, "scheduled_for")?,
-        idempotency_key: get(row, 6, "idempotency_key")?,
-        status: get_enum::<WorkflowRunStatus>(row, 7, "status")?,
-        attempt: get_u32(row, 8, "attempt")?,
-        started_at: get_opt_instant(row, 9, "started_at")?,
-        finished_at: get_opt_instant(row, 10, "finished_at")?,
-        duration_ms: get_opt_u64(row, 11, "duration_ms")?,
-        error: get(row, 12, "error")?,
-        cancel_requested: get(row, 13, "cancel_requested")?,
-        created_at: get_instant(row, 14, "created_at")?,
-        updated_at: get_instant(row, 15, "updated_at")?,
-        params: get_opt_json(row, 16, "params_json")?.unwrap_or_default(),
-    })
-}
-
-/// A run's params as stored: NULL when it has none.
-pub(crate) fn encode_params(
-    params: &loops_core::workflow_params::ParamValues,
-) -> Result<Option<String>> {
-    if params.is_empty() {
-        return Ok(None);
-    }
-    serde_json::to_string(params)
-        .map(Some)
-        .map_err(|e| crate::error::Error::decode(format!("workflow run params: {e}")))
+    Ok(rows::workflow_run_row(&Cols(row))?)
 }
 
 fn step_from_row(row: &Row) -> Result<StepRun> {
-    Ok(StepRun {
-        id: StepRunId::new(get::<String>(row, 0, "id")?),
-        workflow_run_id: WorkflowRunId::new(get::<String>(row, 1, "workflow_run_id")?),
-        step_id: StepId::new(get::<String>(row, 2, "step_id")?),
-        sequence: get_u32(row, 3, "sequence")?,
-        status: get_enum::<StepStatus>(row, 4, "status")?,
-        attempts: get_u32(row, 5, "attempts")?,
-        started_at: get_opt_instant(row, 6, "started_at")?,
-        finished_at: get_opt_instant(row, 7, "finished_at")?,
-        exit_code: get_opt_i32(row, 8, "exit_code")?,
-        pid: get_opt_u32(row, 9, "pid")?,
-        pid_start_time: get_opt_u64(row, 10, "pid_start_time")?,
-        duration_ms: get_opt_u64(row, 11, "duration_ms")?,
-        stdout: get(row, 12, "stdout")?,
-        stderr: get(row, 13, "stderr")?,
-        error: get(row, 14, "error")?,
-        error_output: get(row, 22, "error_output")?,
-        account_profile: get(row, 15, "account_profile")?,
-        account_tool: get(row, 16, "account_tool")?,
-        created_at: get_instant(row, 17, "created_at")?,
-        updated_at: get_instant(row, 18, "updated_at")?,
-        summary: get(row, 19, "summary")?,
-        usage: get_usage(row, 20)?,
-        exit_status_unknown: get(row, 21, "exit_status_unknown")?,
-        provider: get_opt_enum(row, 23, "provider")?,
-    })
+    Ok(rows::step_run_row(&Cols(row))?)
 }
 
 fn event_from_row(row: &Row) -> Result<WorkflowEvent> {
-    let payload: String = get(row, 5, "payload_json")?;
-    Ok(WorkflowEvent {
-        id: get(row, 0, "id")?,
-        workflow_run_id: WorkflowRunId::new(get::<String>(row, 1, "workflow_run_id")?),
-        sequence: get_u64(row, 2, "sequence")?,
-        event_type: get_enum::<WorkflowEventType>(row, 3, "event_type")?,
-        step_id: get::<Option<String>>(row, 4, "step_id")?.map(StepId::new),
-        payload: serde_json::from_str(&payload)
-            .map_err(|e| Error::decode(format!("column payload_json: {e}")))?,
-        created_at: get_instant(row, 6, "created_at")?,
-    })
+    Ok(rows::workflow_event_row(&Cols(row))?)
 }
 
 /// Appends events with the next sequence numbers of the run (its row locked by the
@@ -380,7 +306,7 @@ pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
             &i64::from(run.attempt),
             &ms(&now),
             &ms(&now),
-            &encode_params(params)?,
+            &loops_store::codec::encode_params(params)?,
         ],
     )
     .await?;
@@ -614,11 +540,13 @@ pub(crate) async fn prune_workflow_runs<C: GenericClient + Sync>(
     policy: &PrunePolicy,
     dry_run: bool,
 ) -> Result<usize> {
-    if policy.older_than.is_none() && policy.keep_per_loop.is_none() {
+    let Some(RunCutoffs {
+        finished_before: older,
+        keep,
+    }) = RunCutoffs::of(policy)
+    else {
         return Ok(0);
-    }
-    let older = policy.older_than.as_ref().map(ms);
-    let keep = policy.keep_per_loop.map(|k| sat_i64(k as u64));
+    };
     let select = "SELECT id FROM (SELECT id, finished_at, ROW_NUMBER() OVER \
          (PARTITION BY workflow_name ORDER BY created_at DESC, seq DESC) AS rn \
          FROM workflow_runs WHERE status != 'running') ranked \
@@ -630,8 +558,7 @@ pub(crate) async fn prune_workflow_runs<C: GenericClient + Sync>(
                 &[&older, &keep],
             )
             .await?;
-        let n: i64 = get(&row, 0, "count")?;
-        return Ok(usize::try_from(n).unwrap_or(0));
+        return Ok(prune::count(get(&row, 0, "count")?));
     }
     let gone = db
         .query(

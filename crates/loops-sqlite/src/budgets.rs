@@ -4,9 +4,7 @@
 //! notification of each budget; and the condition the due-loop queries use to leave a
 //! budget-held loop out.
 
-use crate::codec::{
-    get, get_enum, get_instant, get_opt_enum, loop_cols, ms, query_all, query_first,
-};
+use crate::codec::{get, loop_cols, ms, query_all, query_first, Cols};
 use crate::error::{Error, Result, StoreResult};
 use crate::holds::{key_account, key_provider};
 use crate::SqliteStore;
@@ -15,6 +13,8 @@ use loops_core::budget::{
 };
 use loops_core::workflow::StepRun;
 use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run, Target, Usage};
+use loops_store::codec::StoredRow;
+use loops_store::rows;
 use rusqlite::{params, Connection, Row};
 
 /// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
@@ -50,36 +50,11 @@ macro_rules! hold_cols {
 }
 
 fn hold_from_row(row: &Row<'_>) -> Result<BudgetHold> {
-    let scope: String = get(row, 0, "scope")?;
-    Ok(BudgetHold {
-        scope: scope
-            .parse()
-            .map_err(|e| Error::decode(format!("column scope: {e}")))?,
-        metric: get_enum(row, 1, "metric")?,
-        held_until: get_instant(row, 2, "held_until")?,
-        reason: get(row, 3, "reason")?,
-        notified: get(row, 4, "notified")?,
-        updated_at: get_instant(row, 5, "updated_at")?,
-    })
+    Ok(rows::budget_hold_row(&Cols(row))?)
 }
 
 fn budget_from_row(row: &Row<'_>) -> Result<StoreBudget> {
-    let limit = |idx: usize, col: &str, metric: BudgetMetric| -> Result<Option<Budget>> {
-        get::<Option<String>>(row, idx, col)?
-            .map(|text| {
-                Budget::parse(metric, &text, col)
-                    .map_err(|e| Error::decode(format!("column {col}: {e}")))
-            })
-            .transpose()
-    };
-    let account: String = get(row, 1, "account")?;
-    Ok(StoreBudget {
-        provider: get_enum(row, 0, "provider")?,
-        account: (!account.is_empty()).then_some(account),
-        tokens: limit(2, "tokens", BudgetMetric::Tokens)?,
-        usd: limit(3, "usd", BudgetMetric::Usd)?,
-        updated_at: get_instant(row, 4, "updated_at")?,
-    })
+    Ok(rows::store_budget_row(&Cols(row))?)
 }
 
 fn read_budgets(conn: &Connection) -> Result<Vec<StoreBudget>> {
@@ -347,7 +322,7 @@ pub(crate) fn after_step(conn: &Connection, step: &StepRun, now: Instant) -> Res
         .prepare_cached("SELECT provider, account_profile FROM workflow_step_runs WHERE id = ?1")?;
     let key = query_first(&mut stmt, [step.id.as_str()], |row| {
         Ok((
-            get_opt_enum::<Provider>(row, 0, "provider")?,
+            Cols(row).opt_parsed::<Provider>(0, "provider")?,
             get::<Option<String>>(row, 1, "account_profile")?,
         ))
     })?;

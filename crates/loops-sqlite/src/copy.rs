@@ -179,7 +179,7 @@ fn copy_rows(tx: &Connection, set: &CopySet) -> Result<()> {
             r.cancel_requested,
             ms(&r.created_at),
             ms(&r.updated_at),
-            crate::workflows::encode_params(&r.params)?,
+            loops_store::codec::encode_params(&r.params)?,
         ])?;
     }
     let mut step = tx.prepare_cached(

@@ -1,11 +1,12 @@
 //! The event log (`events`, migration 10): appended inside the transaction of the
 //! change it records, read by number, pruned with what it is about.
 
-use crate::codec::{get, get_enum, get_instant, get_u64, ms, opt_ms, query_all, sat_i64};
+use crate::codec::{ms, opt_ms, query_all, sat_i64, Cols};
 use crate::error::{Error, Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::event::{Event, EventBody, EventKind, LoopBrief};
 use loops_core::{Instant, LoopId, LoopStatus, RunId, WorkflowRunId};
+use loops_store::rows;
 use loops_store::EventBounds;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
@@ -68,20 +69,7 @@ pub(crate) fn append_run(
 }
 
 fn event_from_row(row: &Row<'_>) -> Result<Event> {
-    let data: String = get(row, 5, "data_json")?;
-    Ok(Event {
-        seq: get_u64(row, 0, "seq")?,
-        at: get_instant(row, 6, "created_at")?,
-        body: EventBody {
-            kind: get_enum::<EventKind>(row, 1, "kind")?,
-            loop_id: get::<Option<String>>(row, 2, "loop_id")?.map(LoopId::new),
-            run_id: get::<Option<String>>(row, 3, "run_id")?.map(RunId::new),
-            workflow_run_id: get::<Option<String>>(row, 4, "workflow_run_id")?
-                .map(WorkflowRunId::new),
-            data: serde_json::from_str(&data)
-                .map_err(|e| Error::decode(format!("column data_json: {e}")))?,
-        },
-    })
+    Ok(rows::event_row(&Cols(row))?)
 }
 
 pub(crate) fn events_after(

@@ -92,7 +92,7 @@ fn outcome_usage_json(outcome: &RunOutcome) -> Result<Option<String>> {
     if outcome.status == RunStatus::Running {
         return Err(Error::invalid("a run cannot be finalized as running"));
     }
-    encode_usage(outcome.usage.as_ref())
+    Ok(encode_usage(outcome.usage.as_ref())?)
 }
 
 /// Records the child's pid on a running row, inside the caller's transaction.
@@ -238,8 +238,9 @@ fn retryable_slot(
             r.get(0)
         })
         .optional()?;
-    slot.map(|v| instant_from_ms(v, "scheduled_for"))
-        .transpose()
+    Ok(slot
+        .map(|v| instant_from_ms(v, "scheduled_for"))
+        .transpose()?)
 }
 
 #[cfg(test)]

@@ -3,11 +3,12 @@
 //! `resumed` notification of their key, and the condition the due-loop queries use to
 //! leave a held key's loops out.
 
-use crate::codec::{get, get_enum, get_instant, get_u32, loop_cols, ms, query_all, query_first};
+use crate::codec::{loop_cols, ms, query_all, query_first, Cols};
 use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
 use loops_core::{notify, Delivery, Instant, Loop, NotifyEvent, Provider, Run};
+use loops_store::rows;
 use rusqlite::{params, Connection, Row};
 use std::collections::BTreeSet;
 
@@ -80,16 +81,7 @@ macro_rules! hold_cols {
 }
 
 fn hold_from_row(row: &Row<'_>) -> Result<AccountHold> {
-    Ok(AccountHold {
-        provider: get_enum(row, 0, "provider")?,
-        account: get(row, 1, "account")?,
-        held_until: get_instant(row, 2, "held_until")?,
-        reason: get(row, 3, "reason")?,
-        since: get_instant(row, 4, "since")?,
-        probes: get_u32(row, 5, "probes")?,
-        notified: get(row, 6, "notified")?,
-        updated_at: get_instant(row, 7, "updated_at")?,
-    })
+    Ok(rows::account_hold_row(&Cols(row))?)
 }
 
 /// Whether the store has any hold, an account's or a budget's (the due-loop queries'

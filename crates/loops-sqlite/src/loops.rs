@@ -350,7 +350,7 @@ pub(crate) fn next_due_at(store: &SqliteStore) -> StoreResult<Option<Instant>> {
             .query_row([], |r| r.get::<_, Option<i64>>(0))
             .optional()?
             .flatten();
-        next.map(|v| instant_from_ms(v, "due_at")).transpose()
+        Ok(next.map(|v| instant_from_ms(v, "due_at")).transpose()?)
     })
 }
 

@@ -4,12 +4,13 @@
 //! the `UNIQUE (loop_id, scheduled_for, attempt)` constraint, read without touching
 //! the table); usage through the partial indexes of rows that carry usage.
 
-use crate::codec::{failure_statuses, get, get_instant, get_usage, instant_from_ms, ms, sat_i64};
+use crate::codec::{failure_statuses, get, instant_from_ms, ms, sat_i64, Cols};
 use crate::error::{Error, Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::failure::FailureClass;
 use loops_core::health::{FactsQuery, RecentRun, RunBrief, RunFacts, SlotRows};
 use loops_core::{Instant, LoopId, RunStatus, StepId, WorkflowId};
+use loops_store::codec::StoredRow;
 use loops_store::{UsageRow, UsageSource};
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row, Statement};
@@ -426,13 +427,13 @@ pub(crate) fn usage_since(store: &SqliteStore, since: Instant) -> StoreResult<Ve
         let mut stmt = conn.prepare_cached(USAGE_RUNS_SQL)?;
         let mut rows = stmt.query([ms(&since)])?;
         while let Some(row) = rows.next()? {
-            if let Some(usage) = get_usage(row, 3)? {
+            if let Some(usage) = Cols(row).usage(3)? {
                 out.push(UsageRow {
                     source: UsageSource::Run {
                         loop_id: LoopId::new(get::<String>(row, 0, "loop_id")?),
                         loop_name: get(row, 1, "loop_name")?,
                     },
-                    finished_at: get_instant(row, 2, "finished_at")?,
+                    finished_at: Cols(row).instant(2, "finished_at")?,
                     usage,
                 });
             }
@@ -440,7 +441,7 @@ pub(crate) fn usage_since(store: &SqliteStore, since: Instant) -> StoreResult<Ve
         let mut stmt = conn.prepare_cached(USAGE_STEPS_SQL)?;
         let mut rows = stmt.query([ms(&since)])?;
         while let Some(row) = rows.next()? {
-            if let Some(usage) = get_usage(row, 5)? {
+            if let Some(usage) = Cols(row).usage(5)? {
                 out.push(UsageRow {
                     source: UsageSource::Step {
                         workflow_id: WorkflowId::new(get::<String>(row, 0, "workflow_id")?),
@@ -448,7 +449,7 @@ pub(crate) fn usage_since(store: &SqliteStore, since: Instant) -> StoreResult<Ve
                         step_id: StepId::new(get::<String>(row, 2, "step_id")?),
                         loop_id: get::<Option<String>>(row, 3, "loop_id")?.map(LoopId::new),
                     },
-                    finished_at: get_instant(row, 4, "finished_at")?,
+                    finished_at: Cols(row).instant(4, "finished_at")?,
                     usage,
                 });
             }

@@ -6,6 +6,7 @@ use crate::error::{Error, StoreResult};
 use crate::loops::placeholders;
 use crate::SqliteStore;
 use loops_core::{Instant, LoopId, Run, RunId};
+use loops_store::prune::{self, RunCutoffs};
 use loops_store::{Fence, PrunePolicy, RunFilter, StoreError};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -196,14 +197,16 @@ pub(crate) fn prune_runs(
     policy: &PrunePolicy,
     dry_run: bool,
 ) -> StoreResult<usize> {
-    let older = policy.older_than.as_ref().map(ms);
-    let keep = policy.keep_per_loop.map(|n| sat_i64(n as u64));
-    if older.is_none() && keep.is_none() {
-        if let (Some(n), false) = (policy.keep_events, dry_run) {
+    let Some(RunCutoffs {
+        finished_before: older,
+        keep,
+    }) = RunCutoffs::of(policy)
+    else {
+        if let Some(n) = prune::events_to_keep(policy, dry_run) {
             store.write(None, |tx| crate::events::trim(tx, n))?;
         }
         return Ok(0);
-    }
+    };
     // The window function is only needed for the per-loop rule.
     let candidates = if keep.is_some() {
         "WITH ranked AS ( \
@@ -220,7 +223,7 @@ pub(crate) fn prune_runs(
             let n: i64 = conn
                 .prepare_cached(&format!("SELECT COUNT(*) FROM ({candidates})"))?
                 .query_row(params![older, keep], |r| r.get(0))?;
-            Ok(usize::try_from(n).unwrap_or(0))
+            Ok(prune::count(n))
         });
     }
     store.write(None, |tx| {

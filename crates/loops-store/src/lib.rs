@@ -70,10 +70,13 @@
 //! lease. [`Store::claim_run`] (one claim) and
 //! [`Store::list_loops`] (every row decoded) are default methods on top of them.
 
+pub mod codec;
 mod copy_set;
 mod error;
 pub mod open_files;
 mod paths;
+pub mod prune;
+pub mod rows;
 #[cfg(feature = "suite")]
 pub mod suite;
 mod types;
