@@ -1,0 +1,146 @@
+//! [`PgStore`]'s own methods: opening (migrations) and inspecting a database, what
+//! `doctor` and `store copy` ask of it, and the call every trait method goes through.
+
+use super::*;
+
+impl PgStore {
+    /// Connects to the database `url` names (`postgres://user:password@host:port/db`,
+    /// or any libpq-style URL tokio-postgres accepts) and applies pending migrations.
+    ///
+    /// A database holding tables of ours without loops' `schema_migrations` yields
+    /// [`StoreError::Corrupt`] (not a loops store) and is left untouched; one migrated
+    /// by a newer build yields [`StoreError::TooNew`]. A server that cannot be reached
+    /// yields a transient I/O error.
+    pub fn open(url: &str) -> StoreResult<Self> {
+        let mut store = Self::connect(url, false)?;
+        let display = store.display.clone();
+        let shown = display.clone();
+        store.applied =
+            write!(store, None, |db| open::migrate(db, &shown)).map_err(|e| match e {
+                StoreError::Backend {
+                    kind,
+                    message,
+                    source,
+                } => StoreError::Backend {
+                    kind,
+                    message: format!("cannot open PostgreSQL store {display}: {message}"),
+                    source,
+                },
+                other => other,
+            })?;
+        Ok(store)
+    }
+
+    /// What the database `url` names holds, read without writing anything — no
+    /// migration, no table — on a session the server keeps read-only
+    /// (`default_transaction_read_only`), for `loops store copy --dry-run`. The same
+    /// refusals as [`PgStore::open`]: tables of ours without `schema_migrations`
+    /// ([`StoreError::Corrupt`]), a schema of a newer build ([`StoreError::TooNew`]).
+    pub fn inspect(url: &str) -> StoreResult<Inspection> {
+        let store = Self::connect(url, true)?;
+        let shown = store.display.clone();
+        read!(store, |db| open::inspect(db, &shown))
+    }
+
+    /// A store on `url` with no migration applied (yet): the session settings every
+    /// connection of ours gets, and, when `read_only`, a server-side guarantee that
+    /// nothing is written through it.
+    pub(crate) fn connect(url: &str, read_only: bool) -> StoreResult<Self> {
+        let display = redact_url(url);
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
+            StoreError::InvalidArgument(format!("invalid PostgreSQL URL {display}: {e}"))
+        })?;
+        if config.get_application_name().is_none() {
+            config.application_name("loops");
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        // A client stopped or cut off mid-transaction must not hold row locks for long:
+        // the server ends a transaction left idle this long. Ours send their statements
+        // back to back, so seconds of idleness mean the client is stalled; meanwhile the
+        // other runners' recovery of its rows waits on those locks.
+        let mut options = config.get_options().map_or_else(
+            || "-c idle_in_transaction_session_timeout=3000".to_owned(),
+            str::to_owned,
+        );
+        if read_only {
+            options.push_str(" -c default_transaction_read_only=on");
+        }
+        config.options(&options);
+        // A cut-off network fails a call within seconds rather than minutes.
+        config.keepalives_idle(std::time::Duration::from_secs(5));
+        config.tcp_user_timeout(std::time::Duration::from_secs(10));
+        let jobs = session::spawn(config.clone(), "loops-postgres".to_owned())?;
+        Ok(Self {
+            jobs,
+            config,
+            display,
+            applied: 0,
+        })
+    }
+
+    /// The store's URL without its password.
+    pub fn display_url(&self) -> &str {
+        &self.display
+    }
+
+    /// How many migrations opening this store applied (0 when another opener, or an
+    /// earlier one, had applied them).
+    pub fn migrations_applied(&self) -> usize {
+        self.applied
+    }
+
+    /// The schema version recorded in `schema_migrations`.
+    pub fn schema_version(&self) -> StoreResult<i64> {
+        read!(self, |db| open::current_version(db))
+    }
+
+    /// The server's version string (`SHOW server_version`), for `doctor`.
+    pub fn server_version(&self) -> StoreResult<String> {
+        read!(self, |db| async move {
+            let row = db.query_one("SHOW server_version", &[]).await?;
+            codec::get::<String>(&row, 0, "server_version")
+        })
+    }
+
+    /// Whether the database holds loops, specs, runs, workflow runs or events (what
+    /// `loops store copy` refuses to write over without `--force`).
+    pub fn holds_data(&self) -> StoreResult<bool> {
+        read!(self, |db| copy::holds_data(db))
+    }
+
+    /// Writes `set` (another store's whole contents) as it was, in one transaction;
+    /// `force` replaces what the database held (see `loops store copy`).
+    pub fn copy_in(&self, set: CopySet, force: bool) -> StoreResult<()> {
+        write!(self, None, |db| async move {
+            copy::copy_in(db, &set, force).await
+        })
+    }
+
+    /// Transactions committed and rolled back in this database so far, by the server's
+    /// statistics (for benchmarks: round trips per run).
+    pub fn transactions(&self) -> StoreResult<i64> {
+        read!(self, |db| async move {
+            let row = db
+                .query_one(
+                    "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database \
+                     WHERE datname = current_database()",
+                    &[],
+                )
+                .await?;
+            codec::get::<i64>(&row, 0, "xacts")
+        })
+    }
+
+    pub(crate) fn call<T: Send + 'static>(
+        &self,
+        job: impl for<'s> FnOnce(
+                &'s mut session::Session,
+            ) -> session::LocalBoxFuture<'s, error::Result<T>>
+            + Send
+            + 'static,
+    ) -> StoreResult<T> {
+        session::call(&self.jobs, job)
+    }
+}
