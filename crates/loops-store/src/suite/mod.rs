@@ -22,6 +22,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod agent_ops;
+mod budgets;
 mod claims;
 mod definitions;
 mod events;
@@ -33,6 +34,7 @@ mod runs;
 mod workflows;
 
 pub use agent_ops::*;
+pub use budgets::*;
 pub use claims::*;
 pub use definitions::*;
 pub use events::*;
@@ -340,6 +342,7 @@ mod tests {
             include_str!("events.rs"),
             include_str!("reports.rs"),
             include_str!("agent_ops.rs"),
+            include_str!("budgets.rs"),
         ];
         let this = include_str!("mod.rs");
         let listed = &this[this.find("macro_rules! store_suite").unwrap()..];
