@@ -7,14 +7,15 @@
 
 use crate::gate;
 use crate::params::{
-    CreateAgentParams, CreateCommandParams, CreateWorkflowParams, DefinitionFields, EditParams,
+    AgentFields, CreateAgentParams, CreateCommandParams, CreateWorkflowParams, DefinitionFields,
+    EditParams,
 };
 use crate::server::{blocking, json, result, LoopsMcp, Outcome};
 use loops_core::redact::redact_loop;
 use loops_core::{Loop, Policy, Target};
 use loops_runtime::client::LoopDefinition;
 use loops_runtime::definition::{
-    self, AgentFlags, AgentOptions, ClearField, CommandFlags, DefinitionFlags, EditFlags,
+    self, AgentFlags, ClearField, CommandFlags, DefinitionFlags, EditFlags,
 };
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -108,21 +109,9 @@ impl LoopsMcp {
     async fn create_agent(&self, p: CreateAgentParams) -> Outcome {
         self.mutation("loops_create_agent")?;
         self.code("loops_create_agent")?;
-        if p.prompt.is_some() && p.prompt_file.is_some() {
-            return Err("--prompt cannot be used with --prompt-file".to_owned());
-        }
+        one_prompt(p.prompt.as_ref(), p.prompt_file.as_ref())?;
         let flags = p.flags()?;
-        let mut options = AgentOptions {
-            model: p.model.clone(),
-            agent: p.agent.clone(),
-            auth_profile: p.auth_profile.clone(),
-            config_isolation: p.config_isolation.clone(),
-            config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
-            session: p.session.clone(),
-            account_pool: p.account_pool.clone(),
-            ..AgentOptions::default()
-        };
-        p.provider_options(&mut options);
+        let options = p.agent_options()?;
         let prompt_file = p.prompt_file.map(PathBuf::from);
         let agent = AgentFlags {
             provider: Some(&p.provider),
@@ -195,25 +184,13 @@ impl LoopsMcp {
         if p.shell && p.no_shell {
             return Err("--shell cannot be used with --no-shell".to_owned());
         }
-        if p.prompt.is_some() && p.prompt_file.is_some() {
-            return Err("--prompt cannot be used with --prompt-file".to_owned());
-        }
+        one_prompt(p.prompt.as_ref(), p.prompt_file.as_ref())?;
         let clear = p
             .clear
             .iter()
             .map(|f| f.parse::<ClearField>())
             .collect::<Result<Vec<_>, _>>()?;
-        let mut agent = AgentOptions {
-            model: p.model.clone(),
-            agent: p.agent.clone(),
-            auth_profile: p.auth_profile.clone(),
-            config_isolation: p.config_isolation.clone(),
-            config_overrides: crate::flags::pairs("--config-override", &p.config_overrides)?,
-            session: p.session.clone(),
-            account_pool: p.account_pool.clone(),
-            ..AgentOptions::default()
-        };
-        p.provider_options(&mut agent);
+        let agent = p.agent_options()?;
         let flags = EditFlags {
             def: def_flags,
             unlabels: p.unlabel,
@@ -308,6 +285,14 @@ fn one_schedule(f: &DefinitionFlags, required: bool) -> Result<(), String> {
         )),
         _ => Ok(()),
     }
+}
+
+/// A prompt is given one way (the CLI's `conflicts_with`).
+fn one_prompt(prompt: Option<&String>, prompt_file: Option<&String>) -> Result<(), String> {
+    if prompt.is_some() && prompt_file.is_some() {
+        return Err("--prompt cannot be used with --prompt-file".to_owned());
+    }
+    Ok(())
 }
 
 /// The other rules the CLI's parser enforces.

@@ -378,3 +378,6 @@ mod tests {
         assert_eq!(value_error(&parse(&["list", "--bogus"]).unwrap_err()), None);
     }
 }
+
+#[cfg(test)]
+mod surface;
