@@ -149,22 +149,22 @@ const NOT_ON: &[(&str, &str, &str)] = &[
     (
         "cwd",
         "api workflow",
-        "a workflow target has no cwd (its steps have theirs); `create workflow` ignores it",
+        "refused for workflow loops (a workflow's steps take cwd in the spec)",
     ),
     (
         "env",
         "api workflow",
-        "a workflow target has no env (its steps have theirs); `create workflow` ignores it",
+        "refused for workflow loops (a workflow's steps take env in the spec)",
     ),
     (
         "account",
         "api workflow",
-        "a workflow target has no account (its steps have theirs); `create workflow` ignores it",
+        "refused for workflow loops (a workflow's steps take account in the spec)",
     ),
     (
         "account-tool",
         "api workflow",
-        "a workflow target has no account (its steps have theirs); `create workflow` ignores it",
+        "refused for workflow loops (a workflow's steps take account in the spec)",
     ),
 ];
 
