@@ -24,7 +24,7 @@ const EVENT_PAGE: usize = 2_000;
 pub struct TopLoop {
     /// The loop, with its hold and what it waits for filled in.
     pub lp: Loop,
-    /// What the store knows of its runs ([`Store::run_facts`]): its newest statuses
+    /// What the store knows of its runs ([`loops_store::Store::run_facts`]): its newest statuses
     /// (`recent`, newest first) are the strip.
     pub facts: RunFacts,
     /// Its verdict, for the loops `loops health` judges (active and parked ones).
