@@ -80,7 +80,7 @@ pub(crate) fn events_after(
     store.read(|conn| {
         let mut stmt = conn.prepare_cached(
             "SELECT seq, kind, loop_id, run_id, workflow_run_id, data_json, created_at \
-             FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+             FROM events WHERE seq > ?1 ORDER BY seq LIMIT +?2",
         )?;
         query_all(
             &mut stmt,

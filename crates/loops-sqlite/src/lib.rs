@@ -18,6 +18,13 @@
 //! `lease` (the daemon lease and the fence), `checkpoint` (background WAL maintenance),
 //! `workflows`, [`backup`] (online copies, restore, the copy before a migration) and
 //! `copy` (`store copy --to sqlite:PATH`'s bulk insert). SQL lives only in this crate.
+//!
+//! A bound `LIMIT` is written `LIMIT +?N`, never `LIMIT ?N`: SQLite lets the query
+//! planner look at a bare `LIMIT` parameter, which marks the statement to be compiled
+//! again whenever that parameter is bound — so a cached statement such as the due
+//! loops' query was re-prepared on every scheduling pass (8.8 % of the daemon's CPU at
+//! 1,000 runs/s; BENCHMARKS.md §23). The unary plus makes it an expression the
+//! planner does not read. `tests/limit_params.rs` holds every statement to this.
 
 pub mod backup;
 mod budgets;

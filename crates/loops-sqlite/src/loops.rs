@@ -142,7 +142,7 @@ pub(crate) fn loops_with_id_prefix(
         let mut stmt = conn.prepare_cached(concat!(
             "SELECT ",
             loop_cols!(),
-            " FROM loops WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+            " FROM loops WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3"
         ))?;
         query_all(
             &mut stmt,
@@ -317,7 +317,7 @@ pub(crate) fn due_loops(
             crate::holds::not_held_at_1!(),
             " AND ",
             crate::budgets::not_budget_held_at_1!(),
-            " ORDER BY due_at LIMIT ?2"
+            " ORDER BY due_at LIMIT +?2"
         ))?;
         let mut rows = stmt.query(params![ms(&now), sat_i64(limit as u64)])?;
         let mut out = Vec::new();

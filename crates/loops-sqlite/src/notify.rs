@@ -217,7 +217,7 @@ pub(crate) fn pending_deliveries(store: &SqliteStore, limit: usize) -> StoreResu
             "SELECT ",
             delivery_cols!(),
             " FROM notification_deliveries INDEXED BY notification_deliveries_pending \
-             WHERE status = 'pending' ORDER BY created_at, rowid LIMIT ?1"
+             WHERE status = 'pending' ORDER BY created_at, rowid LIMIT +?1"
         ))?;
         query_all(&mut stmt, [sat_i64(limit as u64)], delivery_from_row)
     })

@@ -170,7 +170,7 @@ pub(crate) fn runs_query(filter: &RunFilter) -> (String, Vec<Value>) {
         sql.push_str(&terms.join(" AND "));
     }
     // LIMIT -1 is SQLite's "no limit".
-    sql.push_str(" ORDER BY created_at DESC, runs.rowid DESC LIMIT ?");
+    sql.push_str(" ORDER BY created_at DESC, runs.rowid DESC LIMIT +?");
     params.push(Value::Integer(
         filter.limit.map_or(-1, |n| sat_i64(n as u64)),
     ));
@@ -259,7 +259,7 @@ pub(crate) fn runs_with_id_prefix(
         let mut stmt = conn.prepare_cached(concat!(
             "SELECT ",
             run_cols!(),
-            " FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+            " FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3"
         ))?;
         query_all(
             &mut stmt,
@@ -288,7 +288,7 @@ pub(crate) fn runs_created_since(
                 "SELECT ",
                 run_cols!(),
                 " FROM runs INDEXED BY runs_loop_created WHERE loop_id = ?1 AND created_at >= ?2 \
-                 ORDER BY created_at, rowid LIMIT ?3"
+                 ORDER BY created_at, rowid LIMIT +?3"
             ))?;
             query_all(
                 &mut stmt,
@@ -301,7 +301,7 @@ pub(crate) fn runs_created_since(
                 "SELECT ",
                 run_cols!(),
                 " FROM runs INDEXED BY runs_created WHERE created_at >= ?1 \
-                 ORDER BY created_at, rowid LIMIT ?2"
+                 ORDER BY created_at, rowid LIMIT +?2"
             ))?;
             query_all(&mut stmt, params![ms(&since), limit], run_from_row)
         }

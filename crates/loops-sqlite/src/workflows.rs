@@ -175,7 +175,7 @@ impl WorkflowStore for SqliteStore {
     fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Workflow>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {WORKFLOW_COLS} FROM workflows WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2"
+            "SELECT {WORKFLOW_COLS} FROM workflows WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT +?2"
         )).map_err(from_sqlite)?;
         Ok(query_all(
             &mut stmt,
@@ -312,7 +312,7 @@ impl WorkflowStore for SqliteStore {
     ) -> StoreResult<Vec<WorkflowRun>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {RUN_COLS} FROM workflow_runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2"
+            "SELECT {RUN_COLS} FROM workflow_runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT +?2"
         )).map_err(from_sqlite)?;
         Ok(query_all(
             &mut stmt,
@@ -330,7 +330,7 @@ impl WorkflowStore for SqliteStore {
         let mut stmt = conn
             .prepare_cached(&format!(
                 "SELECT {RUN_COLS} FROM workflow_runs WHERE ?1 IS NULL OR workflow_name = ?1 \
-             ORDER BY created_at DESC, rowid DESC LIMIT ?2"
+             ORDER BY created_at DESC, rowid DESC LIMIT +?2"
             ))
             .map_err(from_sqlite)?;
         let limit = limit.map_or(-1, |l| sat_i64(l as u64));
@@ -357,7 +357,7 @@ impl WorkflowStore for SqliteStore {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT * FROM (SELECT id, workflow_run_id, sequence, event_type, step_id, payload_json, created_at \
-             FROM workflow_events WHERE workflow_run_id = ?1 ORDER BY sequence DESC LIMIT ?2) ORDER BY sequence",
+             FROM workflow_events WHERE workflow_run_id = ?1 ORDER BY sequence DESC LIMIT +?2) ORDER BY sequence",
         ).map_err(from_sqlite)?;
         let limit = limit.map_or(-1, |l| sat_i64(l as u64));
         Ok(query_all(
