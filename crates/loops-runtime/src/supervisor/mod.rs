@@ -88,17 +88,8 @@ pub fn dir_in(data_dir: &Path) -> PathBuf {
 pub fn live_pids(dir: &Path) -> Vec<u32> {
     link::sockets(dir, None)
         .into_iter()
-        .filter(|(pid, _)| {
-            let Ok(raw) = i32::try_from(*pid) else {
-                return false;
-            };
-            // Signal 0 checks the process exists; EPERM says it does, as another user's.
-            match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
-                Ok(()) => true,
-                Err(e) => e == nix::errno::Errno::EPERM,
-            }
-        })
         .map(|(pid, _)| pid)
+        .filter(|pid| crate::process::process_state(*pid) == crate::process::ProcessState::Alive)
         .collect()
 }
 
