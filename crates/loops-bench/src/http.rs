@@ -240,7 +240,12 @@ impl Bencher {
             (
                 "`GET /v1/loops?limit=100`",
                 "/v1/loops?limit=100".to_owned(),
-                None,
+                Some((3_000.0, 15.0)),
+            ),
+            (
+                "`GET /v1/loops?limit=100&offset=900`",
+                "/v1/loops?limit=100&offset=900".to_owned(),
+                Some((3_000.0, 15.0)),
             ),
         ] {
             let load0 = loadavg();

@@ -142,13 +142,13 @@ impl LoopsMcp {
             status,
             include_archived: p.all,
             labels: p.labels,
+            offset: 0,
+            // 0 or none: every loop.
+            limit: p.limit.filter(|n| *n > 0),
         };
         let client = self.reader()?;
         blocking(move || {
             let mut loops = client.list_matching(&filter).map_err(|e| e.to_string())?;
-            if let Some(limit) = p.limit.filter(|n| *n > 0) {
-                loops.truncate(limit);
-            }
             if !reveal {
                 loops.iter_mut().for_each(redact_loop);
             }

@@ -656,6 +656,14 @@ pub(crate) fn loops_query(filter: &LoopFilter) -> (String, Vec<Box<dyn ToSql + S
         None => {}
     }
     sql.push_str(" ORDER BY name");
+    if let Some(limit) = filter.limit {
+        params.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" LIMIT ${}", params.len()));
+    }
+    if filter.offset > 0 {
+        params.push(Box::new(i64::try_from(filter.offset).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" OFFSET ${}", params.len()));
+    }
     (sql, params)
 }
 

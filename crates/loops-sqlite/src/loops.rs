@@ -569,7 +569,19 @@ pub(crate) fn loops_query(filter: &LoopFilter) -> (String, Vec<Value>) {
         None => {}
     }
     sql.push_str(" ORDER BY name");
+    if filter.limit.is_some() || filter.offset > 0 {
+        // `+?`: a bare bound LIMIT makes SQLite re-prepare the statement (BENCHMARKS §23);
+        // -1 is SQLite's "no limit".
+        sql.push_str(" LIMIT +? OFFSET +?");
+        params.push(Value::Integer(filter.limit.map_or(-1, sql_count)));
+        params.push(Value::Integer(sql_count(filter.offset)));
+    }
     (sql, params)
+}
+
+/// A count as SQLite's integer (saturating: no store holds `i64::MAX` rows).
+fn sql_count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 pub(crate) fn loop_rows_matching(

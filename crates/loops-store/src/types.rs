@@ -221,6 +221,11 @@ pub struct LoopFilter {
     /// Only loops carrying every one of these labels (found through the label index,
     /// not by reading every loop).
     pub labels: Vec<String>,
+    /// Skip this many of the matching loops (in name order) first. Paging is done by
+    /// the store, so a page of a large store reads and decodes that page only.
+    pub offset: usize,
+    /// At most this many (after `offset`); `None`: all.
+    pub limit: Option<usize>,
 }
 
 /// A loop's new definition and schedule state, written by

@@ -415,21 +415,18 @@ pub(crate) async fn list(
                 .map_err(|e| ApiError::invalid(e.replace("LoopStatus", "status")))
         })
         .transpose()?;
+    // Filtered, ordered and paged by the store: a page reads only its own rows.
     let filter = LoopFilter {
         status,
         include_archived: p.flag("all", false)?,
         labels: p.all("label"),
+        offset: p.count("offset")?.unwrap_or(0),
+        limit: p.count("limit")?,
     };
     let reveal = p.flag("showOutput", false)?;
-    let (offset, limit) = (p.count("offset")?.unwrap_or(0), p.count("limit")?);
     let loops = blocking(&state, move |c| Ok(c.list_matching(&filter)?)).await?;
     Ok(Json(
-        loops
-            .into_iter()
-            .skip(offset)
-            .take(limit.unwrap_or(usize::MAX))
-            .map(|lp| shown(lp, reveal))
-            .collect(),
+        loops.into_iter().map(|lp| shown(lp, reveal)).collect(),
     ))
 }
 

@@ -207,6 +207,7 @@ fn build(
         status: query.status,
         include_archived: false,
         labels: query.labels.clone(),
+        ..LoopFilter::default()
     };
     let needle = query.name.to_lowercase();
     let loops: Vec<Loop> = c

@@ -212,6 +212,22 @@ pub fn loop_rows_matching_filters_by_labels_and_hides_archived(db: &dyn TestDb) 
     );
     assert!(rows(labelled(&["nope"])).is_empty());
     assert!(rows(labelled(&["ci", "nope"])).is_empty());
+    // Paging is applied after the filter, in name order.
+    let page = |offset: usize, limit: Option<usize>, base: &LoopFilter| {
+        rows(LoopFilter {
+            offset,
+            limit,
+            ..base.clone()
+        })
+    };
+    assert_eq!(page(1, Some(2), &all), ["x", "y"]);
+    assert_eq!(page(3, Some(2), &all), ["z"]);
+    assert_eq!(page(2, None, &all), ["y", "z"]);
+    assert_eq!(page(0, Some(1), &LoopFilter::default()), ["w"]);
+    assert!(page(0, Some(0), &all).is_empty());
+    assert!(page(9, Some(2), &all).is_empty());
+    assert_eq!(page(1, Some(5), &labelled(&["ci"])), ["y"]);
+    assert_eq!(page(usize::MAX, None, &all), Vec::<String>::new());
     // The due index never sees an archived loop.
     let due: Vec<String> = store
         .due_loops(t(10), 10)

@@ -48,6 +48,7 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
         status,
         include_archived: args.all,
         labels: args.labels.clone(),
+        ..LoopFilter::default()
     };
     let mut loops = ctx.reader()?.list_matching(&filter)?;
     if !args.show_output {

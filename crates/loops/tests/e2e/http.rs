@@ -356,6 +356,24 @@ fn http_serves_the_cli_documents_on_every_route() {
     );
     assert_eq!(again.status, 409, "{}", again.text);
     assert!(again.error().contains("api-made"), "{}", again.text);
+    // Paging (done by the store): `offset` first, then at most `limit`, by name.
+    let names = |path: &str| -> Vec<String> {
+        let page = api.get(path);
+        assert_eq!(page.status, 200, "{path}: {}", page.text);
+        let list = page.json();
+        let list = list.as_array().unwrap();
+        list.iter()
+            .map(|l| l["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names("/v1/loops"), ["api-made", "cli-made"]);
+    assert_eq!(names("/v1/loops?limit=1"), ["api-made"]);
+    assert_eq!(names("/v1/loops?limit=1&offset=1"), ["cli-made"]);
+    assert_eq!(names("/v1/loops?offset=1"), ["cli-made"]);
+    assert!(names("/v1/loops?offset=2").is_empty());
+    assert!(names("/v1/loops?limit=0").is_empty());
+    assert_eq!(names("/v1/loops?label=team-b&limit=5"), ["api-made"]);
+    assert_eq!(api.get("/v1/loops?limit=-1").status, 400);
     // The CLI's messages, word for word.
     let zero = api.post(
         "/v1/loops",
