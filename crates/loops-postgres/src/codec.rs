@@ -1,13 +1,14 @@
 //! Encoding and decoding: the column lists, PostgreSQL's rows read through
 //! [`loops_store::codec::StoredRow`] (instants as BIGINT milliseconds; the decoders are
-//! [`loops_store::rows`]'), and text the server cannot store.
+//! [`loops_store::rows`]'), text the server cannot store, and the id-prefix range scan.
 
 use crate::error::Result;
+use crate::session::Db;
 use loops_core::{Loop, Run};
 use loops_store::codec::{corrupt, Result as StoreResult, StoredRow};
 use loops_store::{rows, DaemonLease, UnreadableLoop};
 use tokio_postgres::types::FromSql;
-use tokio_postgres::Row;
+use tokio_postgres::{GenericClient, Row};
 
 pub(crate) use loops_store::codec::{
     encode_ops, encode_state, encode_usage, instant_from_ms, ms, new_id, opt_ms, sat_i64,
@@ -120,10 +121,27 @@ pub(crate) fn decode_all<T>(rows: &[Row], decode: fn(&Row) -> Result<T>) -> Resu
     rows.iter().map(decode).collect()
 }
 
-/// The exclusive upper bound of the ids starting with `prefix` (under the "C"
-/// collation): the prefix with U+10FFFF appended.
-pub(crate) fn prefix_upper(prefix: &str) -> String {
-    format!("{prefix}\u{10FFFF}")
+/// The rows of `select` (`… WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3`) whose
+/// `id` starts with `prefix`, decoded: the range bounds the scan, the filter drops ids
+/// that sort inside it without starting with the prefix.
+pub(crate) async fn with_id_prefix<C: GenericClient + Sync, T>(
+    db: &Db<'_, C>,
+    select: &str,
+    prefix: &str,
+    limit: usize,
+    decode: fn(&Row) -> Result<T>,
+    id: fn(&T) -> &str,
+) -> Result<Vec<T>> {
+    // The exclusive upper bound of the ids starting with `prefix` (under the "C"
+    // collation): the prefix with U+10FFFF appended.
+    let upper = format!("{prefix}\u{10FFFF}");
+    let rows = db
+        .query(select, &[&prefix, &upper, &sat_i64(limit as u64)])
+        .await?;
+    Ok(decode_all(&rows, decode)?
+        .into_iter()
+        .filter(|t| id(t).starts_with(prefix))
+        .collect())
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! parking and expiry.
 
 use crate::codec::{
-    decode_all, decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, prefix_upper,
-    run_cols, run_from_row, sat_i64, text, Cols, ID_ATTEMPTS,
+    decode_all, decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, run_cols,
+    run_from_row, sat_i64, text, with_id_prefix, Cols, ID_ATTEMPTS,
 };
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
 use crate::session::Db;
@@ -138,20 +138,19 @@ pub(crate) async fn loops_with_id_prefix<C: GenericClient + Sync>(
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<Loop>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                loop_cols!(),
-                " FROM loops WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
-            ),
-            &[&prefix, &prefix_upper(prefix), &sat_i64(limit as u64)],
-        )
-        .await?;
-    Ok(decode_all(&rows, loop_from_row)?
-        .into_iter()
-        .filter(|l| l.id.as_str().starts_with(prefix))
-        .collect())
+    with_id_prefix(
+        db,
+        concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
+        ),
+        prefix,
+        limit,
+        loop_from_row,
+        |l| l.id.as_str(),
+    )
+    .await
 }
 
 pub(crate) async fn loop_rows<C: GenericClient + Sync>(

@@ -1,7 +1,7 @@
 //! Runs after their claim: the leases of running rows (renewal, take-over), the
 //! queries over runs, and pruning.
 
-use crate::codec::{decode_all, ms, prefix_upper, run_cols, run_from_row, sat_i64};
+use crate::codec::{decode_all, ms, run_cols, run_from_row, sat_i64, with_id_prefix};
 use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::{Instant, LoopId, Run, RunId};
@@ -208,39 +208,15 @@ pub(crate) async fn prune_runs<C: GenericClient + Sync>(
     if let Some(n) = prune::events_to_keep(policy, dry_run) {
         crate::events::trim(db, n).await?;
     }
-    let Some(RunCutoffs {
-        finished_before: older,
-        keep,
-    }) = RunCutoffs::of(policy)
-    else {
+    let Some(cuts) = RunCutoffs::of(policy) else {
         return Ok(0);
     };
-    let candidates = "SELECT id FROM ( \
-           SELECT id, finished_at, \
-                  ROW_NUMBER() OVER (PARTITION BY loop_id ORDER BY created_at DESC, seq DESC) AS rn \
-           FROM runs WHERE status != 'running') ranked \
-         WHERE ($1::bigint IS NOT NULL AND finished_at < $1) OR ($2::bigint IS NOT NULL AND rn > $2)";
-    if dry_run {
-        let row = db
-            .query_one(
-                &format!("SELECT COUNT(*) FROM ({candidates}) c"),
-                &[&older, &keep],
-            )
-            .await?;
-        return Ok(prune::count(crate::codec::get(&row, 0, "count")?));
-    }
-    let gone = db
-        .query(
-            &format!("DELETE FROM runs WHERE id IN ({candidates}) RETURNING id"),
-            &[&older, &keep],
-        )
-        .await?;
+    let ids = match prune_finished(db, "runs", "loop_id", cuts, dry_run).await? {
+        Pruned::Counted(n) => return Ok(n),
+        Pruned::Deleted(ids) => ids,
+    };
     // The events about the pruned runs go with them; then events older than the age
     // rule.
-    let ids = gone
-        .iter()
-        .map(|r| crate::codec::get::<String>(r, 0, "id"))
-        .collect::<Result<Vec<_>>>()?;
     if !ids.is_empty() {
         crate::events::delete_where(db, "run_id = ANY($1::text[])", &ids).await?;
     }
@@ -248,25 +224,75 @@ pub(crate) async fn prune_runs<C: GenericClient + Sync>(
     Ok(ids.len())
 }
 
+/// What [`prune_finished`] did: counted the rows (a dry run) or deleted them.
+pub(crate) enum Pruned {
+    Counted(usize),
+    /// The ids of the deleted rows.
+    Deleted(Vec<String>),
+}
+
+/// Counts (`dry_run`) or deletes the finished rows of `table` (runs or workflow runs,
+/// never `running` ones) that either rule of `cuts` selects, ranking the rows newest
+/// first within each `partition` column value.
+pub(crate) async fn prune_finished<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    table: &str,
+    partition: &str,
+    cuts: RunCutoffs,
+    dry_run: bool,
+) -> Result<Pruned> {
+    let RunCutoffs {
+        finished_before: older,
+        keep,
+    } = cuts;
+    let candidates = format!(
+        "SELECT id FROM ( \
+           SELECT id, finished_at, \
+                  ROW_NUMBER() OVER (PARTITION BY {partition} ORDER BY created_at DESC, seq DESC) AS rn \
+           FROM {table} WHERE status != 'running') ranked \
+         WHERE ($1::bigint IS NOT NULL AND finished_at < $1) OR ($2::bigint IS NOT NULL AND rn > $2)"
+    );
+    if dry_run {
+        let row = db
+            .query_one(
+                &format!("SELECT COUNT(*) FROM ({candidates}) c"),
+                &[&older, &keep],
+            )
+            .await?;
+        return Ok(Pruned::Counted(prune::count(crate::codec::get(
+            &row, 0, "count",
+        )?)));
+    }
+    let gone = db
+        .query(
+            &format!("DELETE FROM {table} WHERE id IN ({candidates}) RETURNING id"),
+            &[&older, &keep],
+        )
+        .await?;
+    gone.iter()
+        .map(|r| crate::codec::get::<String>(r, 0, "id"))
+        .collect::<Result<Vec<_>>>()
+        .map(Pruned::Deleted)
+}
+
 pub(crate) async fn runs_with_id_prefix<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<Run>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                run_cols!(),
-                " FROM runs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
-            ),
-            &[&prefix, &prefix_upper(prefix), &sat_i64(limit as u64)],
-        )
-        .await?;
-    Ok(decode_all(&rows, run_from_row)?
-        .into_iter()
-        .filter(|r| r.id.as_str().starts_with(prefix))
-        .collect())
+    with_id_prefix(
+        db,
+        concat!(
+            "SELECT ",
+            run_cols!(),
+            " FROM runs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
+        ),
+        prefix,
+        limit,
+        run_from_row,
+        |r| r.id.as_str(),
+    )
+    .await
 }
 
 pub(crate) async fn runs_created_since<C: GenericClient + Sync>(

@@ -1,9 +1,10 @@
 //! Workflow specs, runs, step runs and the event log.
 
 use crate::codec::{
-    decode_all, encode_usage, get, ms, new_id, opt_ms, opt_text, prefix_upper, sat_i64, Cols,
+    decode_all, encode_usage, get, ms, new_id, opt_ms, opt_text, sat_i64, with_id_prefix, Cols,
 };
 use crate::error::{Error, Result};
+use crate::runs::{prune_finished, Pruned};
 use crate::session::Db;
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
@@ -11,7 +12,7 @@ use loops_core::workflow::{
 use loops_core::{
     Instant, LoopId, RunId, StepId, WorkflowEventType, WorkflowId, WorkflowRunId, WorkflowStatus,
 };
-use loops_store::prune::{self, RunCutoffs};
+use loops_store::prune::RunCutoffs;
 use loops_store::rows;
 use loops_store::{PrunePolicy, StoreError};
 use tokio_postgres::{GenericClient, Row};
@@ -207,20 +208,19 @@ pub(crate) async fn workflows_with_id_prefix<C: GenericClient + Sync>(
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<Workflow>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                workflow_cols!(),
-                " FROM workflows WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
-            ),
-            &[&prefix, &prefix_upper(prefix), &sat_i64(limit as u64)],
-        )
-        .await?;
-    Ok(decode_all(&rows, workflow_from_row)?
-        .into_iter()
-        .filter(|w| w.id.as_str().starts_with(prefix))
-        .collect())
+    with_id_prefix(
+        db,
+        concat!(
+            "SELECT ",
+            workflow_cols!(),
+            " FROM workflows WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
+        ),
+        prefix,
+        limit,
+        workflow_from_row,
+        |w| w.id.as_str(),
+    )
+    .await
 }
 
 pub(crate) async fn list_workflows<C: GenericClient + Sync>(
@@ -373,20 +373,19 @@ pub(crate) async fn workflow_runs_with_id_prefix<C: GenericClient + Sync>(
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<WorkflowRun>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                wf_run_cols!(),
-                " FROM workflow_runs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
-            ),
-            &[&prefix, &prefix_upper(prefix), &sat_i64(limit as u64)],
-        )
-        .await?;
-    Ok(decode_all(&rows, run_from_row)?
-        .into_iter()
-        .filter(|r| r.id.as_str().starts_with(prefix))
-        .collect())
+    with_id_prefix(
+        db,
+        concat!(
+            "SELECT ",
+            wf_run_cols!(),
+            " FROM workflow_runs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3"
+        ),
+        prefix,
+        limit,
+        run_from_row,
+        |r| r.id.as_str(),
+    )
+    .await
 }
 
 pub(crate) async fn list_workflow_runs<C: GenericClient + Sync>(
@@ -540,37 +539,14 @@ pub(crate) async fn prune_workflow_runs<C: GenericClient + Sync>(
     policy: &PrunePolicy,
     dry_run: bool,
 ) -> Result<usize> {
-    let Some(RunCutoffs {
-        finished_before: older,
-        keep,
-    }) = RunCutoffs::of(policy)
-    else {
+    let Some(cuts) = RunCutoffs::of(policy) else {
         return Ok(0);
     };
-    let select = "SELECT id FROM (SELECT id, finished_at, ROW_NUMBER() OVER \
-         (PARTITION BY workflow_name ORDER BY created_at DESC, seq DESC) AS rn \
-         FROM workflow_runs WHERE status != 'running') ranked \
-         WHERE ($1::bigint IS NOT NULL AND finished_at < $1) OR ($2::bigint IS NOT NULL AND rn > $2)";
-    if dry_run {
-        let row = db
-            .query_one(
-                &format!("SELECT COUNT(*) FROM ({select}) c"),
-                &[&older, &keep],
-            )
-            .await?;
-        return Ok(prune::count(get(&row, 0, "count")?));
-    }
-    let gone = db
-        .query(
-            &format!("DELETE FROM workflow_runs WHERE id IN ({select}) RETURNING id"),
-            &[&older, &keep],
-        )
-        .await?;
+    let ids = match prune_finished(db, "workflow_runs", "workflow_name", cuts, dry_run).await? {
+        Pruned::Counted(n) => return Ok(n),
+        Pruned::Deleted(ids) => ids,
+    };
     // The events about the pruned runs go with them.
-    let ids = gone
-        .iter()
-        .map(|r| get::<String>(r, 0, "id"))
-        .collect::<Result<Vec<_>>>()?;
     if !ids.is_empty() {
         crate::events::delete_where(db, "workflow_run_id = ANY($1::text[])", &ids).await?;
     }
