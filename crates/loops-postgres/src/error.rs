@@ -11,51 +11,13 @@
 use loops_store::{BackendErrorKind, CorruptKind, StoreError};
 use tokio_postgres::error::SqlState;
 
-/// An error inside the backend: a store error already decided, or PostgreSQL's own.
-#[derive(Debug)]
-pub(crate) enum Error {
-    Store(StoreError),
+loops_store::backend_error!(
+    /// An error inside the backend: a store error already decided, or PostgreSQL's own.
     Pg(tokio_postgres::Error),
-}
-
-/// Result of the backend's internal functions.
-pub(crate) type Result<T> = std::result::Result<T, Error>;
-
-/// Result of what the backend hands back through the trait.
-pub(crate) type StoreResult<T> = loops_store::Result<T>;
-
-impl From<tokio_postgres::Error> for Error {
-    fn from(e: tokio_postgres::Error) -> Self {
-        Error::Pg(e)
-    }
-}
-
-impl From<StoreError> for Error {
-    fn from(e: StoreError) -> Self {
-        Error::Store(e)
-    }
-}
-
-impl From<Error> for StoreError {
-    fn from(e: Error) -> Self {
-        match e {
-            Error::Store(e) => e,
-            Error::Pg(e) => from_pg(e),
-        }
-    }
-}
+    from_pg
+);
 
 impl Error {
-    /// [`StoreError::Decode`].
-    pub(crate) fn decode(message: impl Into<String>) -> Self {
-        Error::Store(StoreError::Decode(message.into()))
-    }
-
-    /// [`StoreError::InvalidArgument`].
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Error::Store(StoreError::InvalidArgument(message.into()))
-    }
-
     /// No free id after `ID_ATTEMPTS` random draws.
     pub(crate) fn ids_exhausted(what: &str) -> Self {
         Error::Store(StoreError::backend(

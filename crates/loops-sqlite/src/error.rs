@@ -9,51 +9,13 @@
 use loops_store::{BackendErrorKind, CorruptKind, StoreError};
 use rusqlite::{ffi, ErrorCode};
 
-/// An error inside the backend: a store error already decided, or SQLite's own.
-#[derive(Debug)]
-pub(crate) enum Error {
-    Store(StoreError),
+loops_store::backend_error!(
+    /// An error inside the backend: a store error already decided, or SQLite's own.
     Sqlite(rusqlite::Error),
-}
-
-/// Result of the backend's internal functions.
-pub(crate) type Result<T> = std::result::Result<T, Error>;
-
-/// Result of what the backend hands back through the trait.
-pub(crate) type StoreResult<T> = loops_store::Result<T>;
-
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        Error::Sqlite(e)
-    }
-}
-
-impl From<StoreError> for Error {
-    fn from(e: StoreError) -> Self {
-        Error::Store(e)
-    }
-}
-
-impl From<Error> for StoreError {
-    fn from(e: Error) -> Self {
-        match e {
-            Error::Store(e) => e,
-            Error::Sqlite(e) => from_sqlite(e),
-        }
-    }
-}
+    from_sqlite
+);
 
 impl Error {
-    /// [`StoreError::Decode`].
-    pub(crate) fn decode(message: impl Into<String>) -> Self {
-        Error::Store(StoreError::Decode(message.into()))
-    }
-
-    /// [`StoreError::InvalidArgument`].
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Error::Store(StoreError::InvalidArgument(message.into()))
-    }
-
     /// SQLite's failure to find a free id after `ID_ATTEMPTS` random draws.
     pub(crate) fn ids_exhausted(what: &str) -> Self {
         Error::Sqlite(rusqlite::Error::SqliteFailure(

@@ -1,7 +1,8 @@
 //! Store errors, the same for every backend: what a caller can tell apart (a missing
 //! row, a lost lease, a damaged or read-only store, a transient failure) without
 //! knowing which database is behind the trait. A backend maps its own library's
-//! errors onto these, and keeps the original as the `source`.
+//! errors onto these, and keeps the original as the `source`; [`backend_error!`]
+//! declares each backend's internal error type around its library's error.
 
 /// A backend library's own error, kept as the source of a [`StoreError`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -181,6 +182,62 @@ impl StoreError {
             other => other,
         }
     }
+}
+
+/// A backend's internal error type, the same shape on every backend: the enum `Error`
+/// (a [`StoreError`] already decided, or the database library's own error as the
+/// variant `$native`), its `Result` and `StoreResult` aliases, the conversions in, and
+/// the way out through `$classify` (the backend's mapping of its library's errors).
+/// A macro because each backend's enum holds a different library's error type.
+#[macro_export]
+macro_rules! backend_error {
+    ($(#[$doc:meta])* $native:ident($lib:ty), $classify:path) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub(crate) enum Error {
+            Store($crate::StoreError),
+            $native($lib),
+        }
+
+        /// Result of the backend's internal functions.
+        pub(crate) type Result<T> = std::result::Result<T, Error>;
+
+        /// Result of what the backend hands back through the trait.
+        pub(crate) type StoreResult<T> = $crate::Result<T>;
+
+        impl From<$lib> for Error {
+            fn from(e: $lib) -> Self {
+                Error::$native(e)
+            }
+        }
+
+        impl From<$crate::StoreError> for Error {
+            fn from(e: $crate::StoreError) -> Self {
+                Error::Store(e)
+            }
+        }
+
+        impl From<Error> for $crate::StoreError {
+            fn from(e: Error) -> Self {
+                match e {
+                    Error::Store(e) => e,
+                    Error::$native(e) => $classify(e),
+                }
+            }
+        }
+
+        impl Error {
+            /// `StoreError::Decode`.
+            pub(crate) fn decode(message: impl Into<String>) -> Self {
+                Error::Store($crate::StoreError::Decode(message.into()))
+            }
+
+            /// `StoreError::InvalidArgument`.
+            pub(crate) fn invalid(message: impl Into<String>) -> Self {
+                Error::Store($crate::StoreError::InvalidArgument(message.into()))
+            }
+        }
+    };
 }
 
 #[cfg(test)]
