@@ -44,11 +44,7 @@ macro_rules! not_budget_held_at_1 {
 }
 pub(crate) use {budget_of_loop, not_budget_held_at_1};
 
-macro_rules! hold_cols {
-    () => {
-        "scope, metric, held_until, reason, notified, updated_at"
-    };
-}
+use loops_store::budget_hold_cols as hold_cols;
 
 macro_rules! budget_cols {
     () => {

@@ -26,16 +26,8 @@ macro_rules! loop_cols {
 }
 pub(crate) use loop_cols;
 
-/// The columns of `runs`, in the order [`run_from_row`] reads them.
-macro_rules! run_cols {
-    () => {
-        "id, loop_id, loop_name, scheduled_for, attempt, status, source, started_at, \
-         finished_at, exit_code, duration_ms, stdout, stderr, error, pid, pid_start_time, \
-         claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at, due_at, \
-         error_output, failure_class, retry_at, session_id, session_note, account"
-    };
-}
-pub(crate) use run_cols;
+/// The columns of `runs`, in the order [`run_from_row`] reads them (the same on both backends).
+pub(crate) use loops_store::run_cols;
 
 /// The database's clock in milliseconds since the epoch: runners on several hosts judge
 /// expiry by this one clock, not by their own.

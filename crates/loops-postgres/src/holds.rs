@@ -72,11 +72,7 @@ macro_rules! not_held_at_1 {
 }
 pub(crate) use {hold_end_of_loop, hold_of_loop, key_account, key_provider, not_held_at_1};
 
-macro_rules! hold_cols {
-    () => {
-        "provider, account, held_until, reason, since, probes, notified, updated_at"
-    };
-}
+use loops_store::account_hold_cols as hold_cols;
 
 fn hold_from_row(row: &Row) -> Result<AccountHold> {
     Ok(rows::account_hold_row(&Cols(row))?)

@@ -15,13 +15,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 /// `meta` key of the store-wide default settings (JSON).
 pub(crate) const META_NOTIFY_DEFAULT: &str = "notify_default";
 
-/// The columns of `notification_deliveries`, in the order [`delivery_from_row`] reads them.
-macro_rules! delivery_cols {
-    () => {
-        "id, run_id, loop_id, event, channel, target, status, attempts, last_error, \
-         created_at, updated_at, claimed_by, claim_expires_at"
-    };
-}
+use loops_store::delivery_cols;
 
 fn delivery_from_row(row: &Row<'_>) -> Result<Delivery> {
     Ok(rows::delivery_row(&Cols(row))?)

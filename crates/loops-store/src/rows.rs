@@ -1,4 +1,4 @@
-//! The rows every backend stores, decoded once over [`StoredRow`]: each backend keeps its SQL, selects these columns in this order, and hands its row type in.
+//! The rows every backend stores, decoded once over [`StoredRow`]: each backend keeps its SQL, selects these columns in this order (the shared column lists are the `*_cols!` macros), and hands its row type in.
 
 use crate::codec::{corrupt, Result, StoredRow};
 use crate::{DaemonLease, LeaseHolder, UnreadableLoop};
@@ -10,6 +10,45 @@ use loops_core::{
     Delivery, Loop, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
     WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
 };
+
+// The column lists both backends select for the decoders below, identical on each: a
+// macro each so the backends can `concat!` them into their statements.
+
+/// The columns of `runs`, in the order [`run_row`] reads them.
+#[macro_export]
+macro_rules! run_cols {
+    () => {
+        "id, loop_id, loop_name, scheduled_for, attempt, status, source, started_at, \
+         finished_at, exit_code, duration_ms, stdout, stderr, error, pid, pid_start_time, \
+         claimed_by, lease_expires_at, summary, usage_json, created_at, updated_at, due_at, \
+         error_output, failure_class, retry_at, session_id, session_note, account"
+    };
+}
+
+/// The columns of `account_holds`, in the order [`account_hold_row`] reads them.
+#[macro_export]
+macro_rules! account_hold_cols {
+    () => {
+        "provider, account, held_until, reason, since, probes, notified, updated_at"
+    };
+}
+
+/// The columns of `budget_holds`, in the order [`budget_hold_row`] reads them.
+#[macro_export]
+macro_rules! budget_hold_cols {
+    () => {
+        "scope, metric, held_until, reason, notified, updated_at"
+    };
+}
+
+/// The columns of `notification_deliveries`, in the order [`delivery_row`] reads them.
+#[macro_export]
+macro_rules! delivery_cols {
+    () => {
+        "id, run_id, loop_id, event, channel, target, status, attempts, last_error, \
+         created_at, updated_at, claimed_by, claim_expires_at"
+    };
+}
 
 /// Decodes a `loops` row selected as `id, name, description, status, schedule_json,
 /// target_json, next_run_at, retry_scheduled_for, catch_up, catch_up_limit, overlap,
