@@ -9,9 +9,7 @@ use crate::session::Db;
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{
-    Instant, LoopId, RunId, StepId, WorkflowEventType, WorkflowId, WorkflowRunId, WorkflowStatus,
-};
+use loops_core::{Instant, LoopId, RunId, StepId, WorkflowId, WorkflowRunId, WorkflowStatus};
 use loops_store::prune::RunCutoffs;
 use loops_store::rows;
 use loops_store::{PrunePolicy, StoreError};
@@ -332,19 +330,7 @@ pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
     append_events(
         db,
         run.id.as_str(),
-        &[NewEvent::new(
-            WorkflowEventType::Created,
-            None,
-            serde_json::json!({
-                "workflowId": workflow.id,
-                "workflowName": workflow.name,
-                "version": workflow.version,
-                "stepCount": workflow.spec.steps.len(),
-                "loopId": run.loop_id,
-                "loopRunId": run.loop_run_id,
-                "idempotencyKey": run.idempotency_key,
-            }),
-        )],
+        &[rows::workflow_run_created(workflow, &run)],
         now,
     )
     .await?;

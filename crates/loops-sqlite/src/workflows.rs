@@ -6,9 +6,7 @@ use crate::SqliteStore;
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{
-    Instant, LoopId, RunId, StepId, WorkflowEventType, WorkflowId, WorkflowRunId, WorkflowStatus,
-};
+use loops_core::{Instant, LoopId, RunId, StepId, WorkflowId, WorkflowRunId, WorkflowStatus};
 use loops_store::prune::{self, RunCutoffs};
 use loops_store::rows;
 use loops_store::{Fence, PrunePolicy, StoreError, WorkflowStore};
@@ -276,19 +274,7 @@ impl WorkflowStore for SqliteStore {
             append_events(
                 tx,
                 run.id.as_str(),
-                &[NewEvent::new(
-                    WorkflowEventType::Created,
-                    None,
-                    serde_json::json!({
-                        "workflowId": workflow.id,
-                        "workflowName": workflow.name,
-                        "version": workflow.version,
-                        "stepCount": workflow.spec.steps.len(),
-                        "loopId": run.loop_id,
-                        "loopRunId": run.loop_run_id,
-                        "idempotencyKey": run.idempotency_key,
-                    }),
-                )],
+                &[rows::workflow_run_created(workflow, &run)],
                 now,
             )?;
             Ok((run, true))

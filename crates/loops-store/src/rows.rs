@@ -1,11 +1,11 @@
-//! The rows every backend stores, decoded once over [`StoredRow`]: each backend keeps its SQL, selects these columns in this order (the shared column lists are the `*_cols!` macros), and hands its row type in.
+//! The rows every backend stores, decoded once over [`StoredRow`]: each backend keeps its SQL, selects these columns in this order (the shared column lists are the `*_cols!` macros), and hands its row type in; and the rows a new workflow run's write adds beside its own.
 
 use crate::codec::{corrupt, Result, StoredRow};
 use crate::{DaemonLease, LeaseHolder, UnreadableLoop};
 use loops_core::budget::{Budget, BudgetHold, BudgetMetric, StoreBudget};
 use loops_core::event::{Event, EventBody, EventKind};
 use loops_core::hold::AccountHold;
-use loops_core::workflow::{StepRun, Workflow, WorkflowEvent, WorkflowRun};
+use loops_core::workflow::{NewEvent, StepRun, Workflow, WorkflowEvent, WorkflowRun};
 use loops_core::{
     Delivery, Loop, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
     WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
@@ -333,4 +333,20 @@ pub fn delivery_row<R: StoredRow>(row: &R) -> Result<Delivery> {
         claimed_by: row.opt_text(11, "claimed_by")?,
         claim_expires_at: row.opt_instant(12, "claim_expires_at")?,
     })
+}
+/// The `created` event a new workflow run's write appends, the same on every backend.
+pub fn workflow_run_created(workflow: &Workflow, run: &WorkflowRun) -> NewEvent {
+    NewEvent::new(
+        WorkflowEventType::Created,
+        None,
+        serde_json::json!({
+            "workflowId": workflow.id,
+            "workflowName": workflow.name,
+            "version": workflow.version,
+            "stepCount": workflow.spec.steps.len(),
+            "loopId": run.loop_id,
+            "loopRunId": run.loop_run_id,
+            "idempotencyKey": run.idempotency_key,
+        }),
+    )
 }
