@@ -29,18 +29,7 @@ pub(crate) fn import(
                 insert_history_run(tx, &created, run)?;
                 runs += 1;
             }
-            let stored = Loop {
-                status: item.state.status,
-                next_run_at: item.state.next_run_at,
-                retry_scheduled_for: item.state.retry_scheduled_for,
-                due_at: loops_core::schedule::due_at(
-                    &created.id,
-                    item.state.next_run_at,
-                    item.state.retry_scheduled_for,
-                    created.jitter_ms,
-                ),
-                ..created
-            };
+            let stored = item.stored(created);
             // An imported loop appears in the event log as created (its history does
             // not: it happened elsewhere).
             crate::events::append(

@@ -445,6 +445,25 @@ pub struct ImportLoop {
     pub history: Vec<Run>,
 }
 
+impl ImportLoop {
+    /// The loop as the import leaves it: `created` (its definition as just created) with
+    /// this item's schedule state, and the due instant that state gives it.
+    pub fn stored(&self, created: Loop) -> Loop {
+        Loop {
+            status: self.state.status,
+            next_run_at: self.state.next_run_at,
+            retry_scheduled_for: self.state.retry_scheduled_for,
+            due_at: loops_core::schedule::due_at(
+                &created.id,
+                self.state.next_run_at,
+                self.state.retry_scheduled_for,
+                created.jitter_ms,
+            ),
+            ..created
+        }
+    }
+}
+
 /// What an import wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Imported {
