@@ -107,59 +107,46 @@ async fn loop_facts<C: GenericClient + Sync>(
             failure_class: brief.failure_class,
         });
     }
-    let count_failures =
-        |runs: &[RecentRun]| runs.iter().filter(|r| r.status.is_failure()).count() as u64;
-    match newest_success {
-        // The newest success is among the newest rows: so are the failures after it.
-        Some((i, success)) => {
-            facts.failures_since_success = count_failures(&facts.recent[..i]);
-            facts.last_success = Some(success);
-        }
-        // Fewer rows than asked for: that is the whole history, without a success.
-        None if facts.recent.len() < recent => {
-            facts.failures_since_success = count_failures(&facts.recent);
-        }
-        // Only failures (and skips) among the newest rows: look further back.
-        None => {
-            let last = db
-                .query_opt(
-                    &format!(
-                        "SELECT {BRIEF_COLS} FROM runs WHERE loop_id = $1 \
-                         AND status = 'succeeded' {NEWEST_FIRST} LIMIT 1"
-                    ),
+    // Only failures (and skips) among the newest rows: look further back.
+    if !loops_store::facts::success_from_recent(&mut facts, newest_success, recent) {
+        let last = db
+            .query_opt(
+                &format!(
+                    "SELECT {BRIEF_COLS} FROM runs WHERE loop_id = $1 \
+                     AND status = 'succeeded' {NEWEST_FIRST} LIMIT 1"
+                ),
+                &[&id],
+            )
+            .await?
+            .map(|r| brief_from_row(&r))
+            .transpose()?;
+        let failures = match &last {
+            Some(success) => {
+                db.query_one(
+                    "SELECT COUNT(*) FROM runs WHERE loop_id = $1 AND created_at >= $2 \
+                     AND (created_at, scheduled_for, attempt) > ($2, $3, $4) \
+                     AND status IN ('failed', 'timed_out', 'abandoned')",
+                    &[
+                        &id,
+                        &ms(&success.created_at),
+                        &ms(&success.scheduled_for),
+                        &i64::from(success.attempt),
+                    ],
+                )
+                .await?
+            }
+            None => {
+                db.query_one(
+                    "SELECT COUNT(*) FROM runs WHERE loop_id = $1 \
+                     AND status IN ('failed', 'timed_out', 'abandoned')",
                     &[&id],
                 )
                 .await?
-                .map(|r| brief_from_row(&r))
-                .transpose()?;
-            let failures = match &last {
-                Some(success) => {
-                    db.query_one(
-                        "SELECT COUNT(*) FROM runs WHERE loop_id = $1 AND created_at >= $2 \
-                         AND (created_at, scheduled_for, attempt) > ($2, $3, $4) \
-                         AND status IN ('failed', 'timed_out', 'abandoned')",
-                        &[
-                            &id,
-                            &ms(&success.created_at),
-                            &ms(&success.scheduled_for),
-                            &i64::from(success.attempt),
-                        ],
-                    )
-                    .await?
-                }
-                None => {
-                    db.query_one(
-                        "SELECT COUNT(*) FROM runs WHERE loop_id = $1 \
-                         AND status IN ('failed', 'timed_out', 'abandoned')",
-                        &[&id],
-                    )
-                    .await?
-                }
-            };
-            facts.failures_since_success =
-                u64::try_from(get::<i64>(&failures, 0, "count")?).unwrap_or(0);
-            facts.last_success = last;
-        }
+            }
+        };
+        facts.failures_since_success =
+            u64::try_from(get::<i64>(&failures, 0, "count")?).unwrap_or(0);
+        facts.last_success = last;
     }
 
     let (from, to) = (ms(&q.window.0), ms(&q.window.1));

@@ -245,56 +245,43 @@ fn loop_facts(
         newest.error.clone_from(&first.error);
         newest.failure_class = first.failure_class;
     }
-    let count_failures =
-        |runs: &[RecentRun]| runs.iter().filter(|r| r.status.is_failure()).count() as u64;
-    match newest_success {
-        // The newest success is among the newest rows: so are the failures after it.
-        Some((i, success)) => {
-            facts.failures_since_success = count_failures(&facts.recent[..i]);
-            facts.last_success = Some(success);
-        }
-        // Fewer rows than asked for: that is the whole history, without a success.
-        None if facts.recent.len() < recent => {
-            facts.failures_since_success = count_failures(&facts.recent);
-        }
-        // Only failures (and skips) among the newest rows: look further back.
-        None => {
-            let last = conn
-                .prepare_cached(&format!(
-                    "SELECT {BRIEF_COLS} FROM runs WHERE loop_id = ?1 AND status = 'succeeded' \
-                     {NEWEST_FIRST} LIMIT 1"
+    // Only failures (and skips) among the newest rows: look further back.
+    if !loops_store::facts::success_from_recent(&mut facts, newest_success, recent) {
+        let last = conn
+            .prepare_cached(&format!(
+                "SELECT {BRIEF_COLS} FROM runs WHERE loop_id = ?1 AND status = 'succeeded' \
+                 {NEWEST_FIRST} LIMIT 1"
+            ))?
+            .query_row([id], |row| Ok(brief_from_row(row)))
+            .optional()?
+            .transpose()?;
+        facts.failures_since_success = match &last {
+            Some((success, _)) => conn
+                .prepare_cached(concat!(
+                    "SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND created_at >= ?2 \
+                     AND (created_at, scheduled_for, attempt) > (?2, ?3, ?4) AND status IN ",
+                    failure_statuses!()
                 ))?
-                .query_row([id], |row| Ok(brief_from_row(row)))
-                .optional()?
-                .transpose()?;
-            facts.failures_since_success = match &last {
-                Some((success, _)) => conn
-                    .prepare_cached(concat!(
-                        "SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND created_at >= ?2 \
-                         AND (created_at, scheduled_for, attempt) > (?2, ?3, ?4) AND status IN ",
-                        failure_statuses!()
-                    ))?
-                    .query_row(
-                        params![
-                            id,
-                            ms(&success.created_at),
-                            ms(&success.scheduled_for),
-                            success.attempt
-                        ],
-                        |r| r.get::<_, i64>(0),
-                    )?,
-                // Through the partial index of failed attempts.
-                None => conn
-                    .prepare_cached(concat!(
-                        "SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND status IN ",
-                        failure_statuses!()
-                    ))?
-                    .query_row([id], |r| r.get::<_, i64>(0))?,
-            }
-            .try_into()
-            .unwrap_or(0);
-            facts.last_success = last.map(|(r, _)| r);
+                .query_row(
+                    params![
+                        id,
+                        ms(&success.created_at),
+                        ms(&success.scheduled_for),
+                        success.attempt
+                    ],
+                    |r| r.get::<_, i64>(0),
+                )?,
+            // Through the partial index of failed attempts.
+            None => conn
+                .prepare_cached(concat!(
+                    "SELECT COUNT(*) FROM runs WHERE loop_id = ?1 AND status IN ",
+                    failure_statuses!()
+                ))?
+                .query_row([id], |r| r.get::<_, i64>(0))?,
         }
+        .try_into()
+        .unwrap_or(0);
+        facts.last_success = last.map(|(r, _)| r);
     }
 
     // One statement for the rest: the oldest slot (one index probe), the window's

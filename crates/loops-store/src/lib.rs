@@ -73,6 +73,7 @@
 pub mod codec;
 mod copy_set;
 mod error;
+pub mod facts;
 pub mod open_files;
 mod paths;
 pub mod prune;
