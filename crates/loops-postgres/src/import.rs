@@ -52,10 +52,7 @@ async fn insert_history_run<C: GenericClient + Sync>(
     run: &Run,
 ) -> Result<()> {
     if run.status == RunStatus::Running {
-        return Err(Error::invalid(format!(
-            "history of loop {:?}: a running run cannot be imported",
-            lp.name
-        )));
+        return Err(StoreError::running_history(&lp.name).into());
     }
     let usage = encode_usage(run.usage.as_ref())?;
     for _ in 0..ID_ATTEMPTS {
@@ -103,13 +100,7 @@ async fn insert_history_run<C: GenericClient + Sync>(
                 // A second row for the same slot attempt is the input's mistake; an id
                 // collision draws another id.
                 if violated_constraint(&e).as_deref() == Some("runs_slot_attempt") {
-                    return Err(StoreError::InvalidArgument(format!(
-                        "history of loop {:?}: two runs of slot {} attempt {}",
-                        lp.name,
-                        loops_core::format_instant(&run.scheduled_for),
-                        run.attempt
-                    ))
-                    .into());
+                    return Err(StoreError::duplicate_history_slot(&lp.name, run).into());
                 }
             }
             Err(e) => return Err(e),

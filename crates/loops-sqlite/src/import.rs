@@ -51,10 +51,7 @@ pub(crate) fn import(
 /// process or lease left on it.
 fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
     if run.status == RunStatus::Running {
-        return Err(Error::invalid(format!(
-            "history of loop {:?}: a running run cannot be imported",
-            lp.name
-        )));
+        return Err(StoreError::running_history(&lp.name).into());
     }
     let usage = encode_usage(run.usage.as_ref())?;
     let mut stmt = tx.prepare_cached(
@@ -93,13 +90,7 @@ fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
                 // A second row for the same slot attempt is the input's mistake; an id
                 // collision draws another id.
                 if e.to_string().contains("runs.scheduled_for") {
-                    return Err(StoreError::InvalidArgument(format!(
-                        "history of loop {:?}: two runs of slot {} attempt {}",
-                        lp.name,
-                        loops_core::format_instant(&run.scheduled_for),
-                        run.attempt
-                    ))
-                    .into());
+                    return Err(StoreError::duplicate_history_slot(&lp.name, run).into());
                 }
             }
             Err(e) => return Err(e.into()),

@@ -184,6 +184,27 @@ impl StoreError {
     }
 }
 
+/// The input errors of an import's history rows ([`crate::ImportLoop::history`]), worded
+/// once for both backends.
+impl StoreError {
+    /// The history of the loop named `loop_name` holds a `running` run.
+    pub fn running_history(loop_name: &str) -> Self {
+        StoreError::InvalidArgument(format!(
+            "history of loop {loop_name:?}: a running run cannot be imported"
+        ))
+    }
+
+    /// The history of the loop named `loop_name` holds a second run of `run`'s slot
+    /// attempt.
+    pub fn duplicate_history_slot(loop_name: &str, run: &loops_core::Run) -> Self {
+        StoreError::InvalidArgument(format!(
+            "history of loop {loop_name:?}: two runs of slot {} attempt {}",
+            loops_core::format_instant(&run.scheduled_for),
+            run.attempt
+        ))
+    }
+}
+
 /// A backend's internal error type, the same shape on every backend: the enum `Error`
 /// (a [`StoreError`] already decided, or the database library's own error as the
 /// variant `$native`), its `Result` and `StoreResult` aliases, the conversions in, and
