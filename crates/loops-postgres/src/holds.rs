@@ -268,10 +268,7 @@ pub(crate) async fn queue_on_channels<C: GenericClient + Sync>(
     now: Instant,
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
-    if default.is_none() {
-        *default = Some(crate::notify::notify_default(db).await?);
-    }
-    let store_default = default.clone().flatten();
+    let store_default = crate::notify::cached_default(db, default).await?;
     let mut seen = BTreeSet::new();
     let mut sent = Vec::new();
     for each in loops {

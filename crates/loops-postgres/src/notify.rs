@@ -63,11 +63,18 @@ pub(crate) async fn set_notify_default<C: GenericClient + Sync>(
     Ok(())
 }
 
-/// After `run` was finalized in this transaction: queues the notifications its loop's
-/// settings (else the store-wide default) call for, one `pending` row per channel.
-///
-/// `default` caches the store's notification default for the caller's transaction:
-/// read on first need, then reused by the batch's other runs.
+/// The store-wide notification default, read into `default` (the caller's
+/// transaction's cache) on first need and reused after.
+pub(crate) async fn cached_default<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    default: &mut Option<Option<Notify>>,
+) -> Result<Option<Notify>> {
+    if default.is_none() {
+        *default = Some(notify_default(db).await?);
+    }
+    Ok(default.clone().flatten())
+}
+
 /// After `run` was finalized in this transaction: queues a notification about its
 /// loop (`event`: parked by the circuit breaker, …) on every channel of the loop's
 /// settings (else the store-wide default), whatever their `on`: it happens once per
@@ -82,12 +89,7 @@ pub(crate) async fn queue_event<C: GenericClient + Sync>(
 ) -> Result<Vec<Delivery>> {
     let default = match &lp.notify {
         Some(_) => None,
-        None => {
-            if default.is_none() {
-                *default = Some(notify_default(db).await?);
-            }
-            default.clone().flatten()
-        }
+        None => cached_default(db, default).await?,
     };
     let Some(settings) = notify::effective(lp.notify.as_ref(), default.as_ref()) else {
         return Ok(Vec::new());
@@ -99,6 +101,11 @@ pub(crate) async fn queue_event<C: GenericClient + Sync>(
     Ok(out)
 }
 
+/// After `run` was finalized in this transaction: queues the notifications its loop's
+/// settings (else the store-wide default) call for, one `pending` row per channel.
+///
+/// `default` caches the store's notification default for the caller's transaction:
+/// read on first need, then reused by the batch's other runs.
 pub(crate) async fn queue_for_run<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     lp: &Loop,
@@ -113,12 +120,7 @@ pub(crate) async fn queue_for_run<C: GenericClient + Sync>(
     }
     let default = match &lp.notify {
         Some(_) => None,
-        None => {
-            if default.is_none() {
-                *default = Some(notify_default(db).await?);
-            }
-            default.clone().flatten()
-        }
+        None => cached_default(db, default).await?,
     };
     let Some(settings) = notify::effective(lp.notify.as_ref(), default.as_ref()) else {
         return Ok(Vec::new());
