@@ -1,13 +1,12 @@
 //! `loops health` (JSON and table) over a store with a run history (issue #11).
 
 use crate::harness::{file_len, import_history, ms, verdict, Bencher, Stats};
-use anyhow::{bail, Context as _, Result};
+use anyhow::Result;
 use chrono::{TimeDelta, Utc};
 use loops_runtime::client::Client;
 use loops_sqlite::SqliteStore;
 use loops_store::Store;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Instant as Mono;
 
 impl Bencher {
@@ -93,24 +92,8 @@ impl Bencher {
     fn time_health(&self, data: &Path, args: &[&str], reps: usize) -> Result<Stats> {
         let mut samples = Vec::with_capacity(reps);
         for i in 0..reps + 3 {
-            let start = Mono::now();
-            let out = Command::new(&self.bin)
-                .args(args)
-                .env("LOOPS_DATA_DIR", data)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .output()
-                .with_context(|| format!("cannot run {}", self.bin.display()))?;
-            let elapsed = start.elapsed();
-            if !matches!(out.status.code(), Some(0 | 1)) {
-                bail!(
-                    "`loops {}` failed ({}): {}",
-                    args.join(" "),
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
+            let elapsed =
+                self.time_cli_accepting(data, args, |status| matches!(status.code(), Some(0 | 1)))?;
             if i >= 3 {
                 samples.push(ms(elapsed));
             }

@@ -173,15 +173,8 @@ fn redact_loop(map: &mut Map<String, Value>) -> Vec<String> {
     let mut fields = Vec::new();
     // Env values, and a workflow loop's param values, which are redacted as they are.
     for part in ["env", "params"] {
-        if let Some(values) = map
-            .get_mut("target")
-            .and_then(|t| t.get_mut(part))
-            .and_then(Value::as_object_mut)
-        {
-            for (key, value) in values.iter_mut() {
-                *value = Value::Null;
-                fields.push(format!("target.{part}.{key}"));
-            }
+        if let Some(values) = target_object(map.get_mut("target"), part) {
+            null_values(values, &format!("target.{part}"), &mut fields);
         }
     }
     if let Some(url) = map.get_mut("notify").and_then(|n| n.get_mut("url")) {
@@ -196,25 +189,8 @@ fn redact_loop(map: &mut Map<String, Value>) -> Vec<String> {
 /// Nulls the env values of a spec's steps; returns their fields.
 fn redact_spec(spec: &mut Value) -> Vec<String> {
     let mut fields = Vec::new();
-    let Some(steps) = spec.get_mut("steps").and_then(Value::as_array_mut) else {
-        return fields;
-    };
-    for step in steps {
-        let id = step
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned();
-        if let Some(env) = step
-            .get_mut("target")
-            .and_then(|t| t.get_mut("env"))
-            .and_then(Value::as_object_mut)
-        {
-            for (key, value) in env.iter_mut() {
-                *value = Value::Null;
-                fields.push(format!("steps.{id}.target.env.{key}"));
-            }
-        }
+    for (id, env) in step_envs(spec) {
+        null_values(env, &format!("steps.{id}.target.env"), &mut fields);
     }
     fields
 }
@@ -225,18 +201,8 @@ fn redact_spec(spec: &mut Value) -> Vec<String> {
 fn strip_loop_nulls(map: &mut Map<String, Value>) -> Vec<String> {
     let mut fields = Vec::new();
     for part in ["env", "params"] {
-        if let Some(values) = map
-            .get_mut("target")
-            .and_then(|t| t.get_mut(part))
-            .and_then(Value::as_object_mut)
-        {
-            values.retain(|key, value| {
-                let keep = !value.is_null();
-                if !keep {
-                    fields.push(format!("target.{part}.{key}"));
-                }
-                keep
-            });
+        if let Some(values) = target_object(map.get_mut("target"), part) {
+            remove_nulls(values, &format!("target.{part}"), &mut fields);
         }
     }
     let notify_gone = match map.get_mut("notify").and_then(Value::as_object_mut) {
@@ -262,30 +228,58 @@ fn strip_loop_nulls(map: &mut Map<String, Value>) -> Vec<String> {
 
 fn strip_spec_nulls(spec: &mut Value) -> Vec<String> {
     let mut fields = Vec::new();
-    let Some(steps) = spec.get_mut("steps").and_then(Value::as_array_mut) else {
-        return fields;
-    };
-    for step in steps {
-        let id = step
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned();
-        if let Some(env) = step
-            .get_mut("target")
-            .and_then(|t| t.get_mut("env"))
-            .and_then(Value::as_object_mut)
-        {
-            env.retain(|key, value| {
-                let keep = !value.is_null();
-                if !keep {
-                    fields.push(format!("steps.{id}.target.env.{key}"));
-                }
-                keep
-            });
-        }
+    for (id, env) in step_envs(spec) {
+        remove_nulls(env, &format!("steps.{id}.target.env"), &mut fields);
     }
     fields
+}
+
+/// A target's `part` object (`env`, `params`), when the target has one.
+fn target_object<'a>(
+    target: Option<&'a mut Value>,
+    part: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    target
+        .and_then(|t| t.get_mut(part))
+        .and_then(Value::as_object_mut)
+}
+
+/// Each step of a workflow spec that has a target env: its id (`?` without one) and
+/// the env.
+fn step_envs(spec: &mut Value) -> Vec<(String, &mut Map<String, Value>)> {
+    let Some(steps) = spec.get_mut("steps").and_then(Value::as_array_mut) else {
+        return Vec::new();
+    };
+    steps
+        .iter_mut()
+        .filter_map(|step| {
+            let id = step
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_owned();
+            Some((id, target_object(step.get_mut("target"), "env")?))
+        })
+        .collect()
+}
+
+/// Nulls every value of `values`, naming each `{prefix}.{key}` in `fields`.
+fn null_values(values: &mut Map<String, Value>, prefix: &str, fields: &mut Vec<String>) {
+    for (key, value) in values.iter_mut() {
+        *value = Value::Null;
+        fields.push(format!("{prefix}.{key}"));
+    }
+}
+
+/// Takes `values`' nulls out, naming each `{prefix}.{key}` in `fields`.
+fn remove_nulls(values: &mut Map<String, Value>, prefix: &str, fields: &mut Vec<String>) {
+    values.retain(|key, value| {
+        let keep = !value.is_null();
+        if !keep {
+            fields.push(format!("{prefix}.{key}"));
+        }
+        keep
+    });
 }
 
 /// A loop to import: its definition (id and instants are placeholders), the secrets

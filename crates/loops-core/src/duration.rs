@@ -1,8 +1,21 @@
-//! Human durations: `500ms`, `30s`, `15m`, `1.5h`, `2d`.
+//! Human durations: `500ms`, `30s`, `15m`, `1.5h`, `2d`; and how long something took,
+//! for people ([`elapsed_text`]: `340ms`, `1.2s`, `2m05s`).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+
+/// How long something took, in milliseconds, as people read it: `340ms`, `1.2s`,
+/// `2m05s`.
+pub fn elapsed_text(ms: u64) -> String {
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1_000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1_000)
+    }
+}
 
 /// A strictly positive span of time with millisecond resolution. In JSON it is its
 /// number of milliseconds (`timeoutMs: 1500`); zero is refused there too.

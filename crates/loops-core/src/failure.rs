@@ -101,18 +101,12 @@ pub fn retry_delay_ms(
 /// `[0, 1)` from the three alone (FNV-1a, stable across builds and restarts), so a
 /// store recomputing the retry gets the same instant while many loops spread out.
 pub fn retry_unit(id: &crate::LoopId, slot: Instant, attempt: u32) -> f64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut hash = OFFSET;
-    for byte in id
-        .as_str()
-        .bytes()
-        .chain(slot.timestamp_millis().to_le_bytes())
-        .chain(attempt.to_le_bytes())
-    {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(PRIME);
-    }
+    let hash = crate::schedule::fnv1a(
+        id.as_str()
+            .bytes()
+            .chain(slot.timestamp_millis().to_le_bytes())
+            .chain(attempt.to_le_bytes()),
+    );
     // The top 53 bits: every value is exact in an f64.
     (hash >> 11) as f64 / (1u64 << 53) as f64
 }

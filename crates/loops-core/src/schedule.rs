@@ -250,18 +250,25 @@ pub fn jitter_delay(id: &LoopId, slot: Instant, jitter_ms: u64) -> u64 {
     if jitter_ms <= 1 {
         return 0;
     }
+    let hash = fnv1a(
+        id.as_str()
+            .bytes()
+            .chain(slot.timestamp_millis().to_le_bytes()),
+    );
+    hash % jitter_ms
+}
+
+/// The 64-bit FNV-1a hash of `bytes`: stable across builds and restarts, so a value
+/// drawn from it (a slot's jitter, a retry's) is the same wherever it is recomputed.
+pub(crate) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut hash = OFFSET;
-    for byte in id
-        .as_str()
-        .bytes()
-        .chain(slot.timestamp_millis().to_le_bytes())
-    {
+    for byte in bytes {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(PRIME);
     }
-    hash % jitter_ms
+    hash
 }
 
 /// When a loop whose next slot (or retry time) is `next_run_at` becomes due: that

@@ -247,7 +247,7 @@ fn view(
 }
 
 /// `live`, `expired` or `released`: a runner's lease state.
-fn lease_state(r: &RunnerInfo) -> &'static str {
+pub fn lease_state(r: &RunnerInfo) -> &'static str {
     if r.released {
         "released"
     } else if r.live {

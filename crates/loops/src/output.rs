@@ -288,15 +288,7 @@ pub fn duration_text(ms: u64) -> String {
 }
 
 /// `1.2s`, `340ms`, `2m05s`.
-pub fn elapsed_text(ms: u64) -> String {
-    if ms < 1_000 {
-        format!("{ms}ms")
-    } else if ms < 60_000 {
-        format!("{:.1}s", ms as f64 / 1_000.0)
-    } else {
-        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1_000)
-    }
-}
+pub use loops_core::duration::elapsed_text;
 
 /// One-line description of what a loop runs (prompts never shown here).
 pub fn target_summary(t: &Target) -> String {

@@ -73,6 +73,16 @@ impl Bencher {
 
     /// Runs `loops ARGS` against `data`, stdout discarded; the wall clock of spawn → exit.
     pub(crate) fn time_cli(&self, data: &Path, args: &[&str]) -> Result<Duration> {
+        self.time_cli_accepting(data, args, |status| status.success())
+    }
+
+    /// As [`Bencher::time_cli`], with `accept` saying which exit statuses count as success.
+    pub(crate) fn time_cli_accepting(
+        &self,
+        data: &Path,
+        args: &[&str],
+        accept: impl Fn(std::process::ExitStatus) -> bool,
+    ) -> Result<Duration> {
         let start = Mono::now();
         let out = Command::new(&self.bin)
             .args(args)
@@ -83,7 +93,7 @@ impl Bencher {
             .output()
             .with_context(|| format!("cannot run {}", self.bin.display()))?;
         let elapsed = start.elapsed();
-        if !out.status.success() {
+        if !accept(out.status) {
             bail!(
                 "`loops {}` failed ({}): {}",
                 args.join(" "),

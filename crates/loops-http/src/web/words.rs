@@ -104,12 +104,8 @@ pub fn duration_ms(ms: u64) -> String {
 
 /// An elapsed time as it is read: `340ms`, `1.2s`, `2m05s`, `3h04m`.
 pub fn elapsed(ms: u64) -> String {
-    if ms < 1_000 {
-        format!("{ms}ms")
-    } else if ms < 60_000 {
-        format!("{:.1}s", ms as f64 / 1_000.0)
-    } else if ms < 3_600_000 {
-        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1_000)
+    if ms < 3_600_000 {
+        loops_core::duration::elapsed_text(ms)
     } else {
         format!("{}h{:02}m", ms / 3_600_000, (ms % 3_600_000) / 60_000)
     }

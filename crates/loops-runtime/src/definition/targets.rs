@@ -47,16 +47,13 @@ pub fn command_target(
             "arguments after `--` need --no-shell (with a shell, put them in --cmd)".to_owned(),
         );
     }
-    if let Some(cwd) = cwd(c)? {
-        t.cwd = Some(cwd);
-    }
-    if c.timeout.is_some() {
-        t.timeout = c.timeout;
-    }
-    if c.idle_timeout.is_some() {
-        t.idle_timeout = c.idle_timeout;
-    }
-    t.env.extend(env_map(&c.env)?);
+    process_flags(
+        c,
+        &mut t.cwd,
+        &mut t.timeout,
+        &mut t.idle_timeout,
+        &mut t.env,
+    )?;
     if let Some(account) = account(c) {
         t.account = Some(account);
     }
@@ -155,16 +152,13 @@ pub fn agent_target(
     t.config_overrides
         .extend(key_values("--config-override", &o.config_overrides)?);
     o.apply_provider_options(&mut t)?;
-    if let Some(cwd) = cwd(c)? {
-        t.cwd = Some(cwd);
-    }
-    if c.timeout.is_some() {
-        t.timeout = c.timeout;
-    }
-    if c.idle_timeout.is_some() {
-        t.idle_timeout = c.idle_timeout;
-    }
-    t.env.extend(env_map(&c.env)?);
+    process_flags(
+        c,
+        &mut t.cwd,
+        &mut t.timeout,
+        &mut t.idle_timeout,
+        &mut t.env,
+    )?;
     // One of `--account` and `--account-pool`: either replaces the other on `edit`.
     if !o.account_pool.is_empty() {
         if c.account.is_some() {
@@ -245,6 +239,28 @@ pub fn workflow_target(
         ));
     }
     Ok(t)
+}
+
+/// The flags for a target's own process (command and agent targets): `--cwd`,
+/// `--timeout` and `--idle-timeout` replace, `--env` adds.
+fn process_flags(
+    c: &DefinitionFlags,
+    target_cwd: &mut Option<String>,
+    timeout: &mut Option<Duration>,
+    idle_timeout: &mut Option<Duration>,
+    env: &mut BTreeMap<String, String>,
+) -> Result<(), String> {
+    if let Some(dir) = cwd(c)? {
+        *target_cwd = Some(dir);
+    }
+    if c.timeout.is_some() {
+        *timeout = c.timeout;
+    }
+    if c.idle_timeout.is_some() {
+        *idle_timeout = c.idle_timeout;
+    }
+    env.extend(env_map(&c.env)?);
+    Ok(())
 }
 
 /// `--cwd`, made absolute against this process's directory (`~/` is `$HOME`), so the

@@ -3,6 +3,7 @@
 //! notifications are handed to the engine's [`crate::notify::DeliveryQueue`].
 
 use super::Engine;
+use loops_core::duration::elapsed_text;
 use loops_core::{Run, RunOutcome};
 use loops_store::{RunWrite, RunWritten};
 use std::sync::atomic::Ordering;
@@ -68,7 +69,7 @@ impl Engine {
     pub(super) fn log_end(&self, run: &Run) {
         let took = run
             .duration_ms
-            .map(|ms| format!(" in {}", elapsed(ms)))
+            .map(|ms| format!(" in {}", elapsed_text(ms)))
             .unwrap_or_default();
         match run.error.as_deref() {
             Some(error) if run.status != loops_core::RunStatus::Succeeded => tracing::info!(
@@ -95,16 +96,5 @@ fn slot_text(slot: loops_core::Instant, now: loops_core::Instant) -> String {
         slot.format("%H:%M:%S").to_string()
     } else {
         slot.format("%Y-%m-%d %H:%M:%S").to_string()
-    }
-}
-
-/// `12ms`, `1.5s`, `2m05s`.
-fn elapsed(ms: u64) -> String {
-    if ms < 1_000 {
-        format!("{ms}ms")
-    } else if ms < 60_000 {
-        format!("{:.1}s", ms as f64 / 1_000.0)
-    } else {
-        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1_000)
     }
 }

@@ -278,6 +278,23 @@ pub async fn run_observed(
     })
 }
 
+/// Records `step` skipped, with `reason` as its error and in its event.
+fn skip_step(
+    ctx: &RunContext,
+    step: &mut StepRun,
+    reason: &str,
+    now: Instant,
+) -> Result<(), StoreError> {
+    step.status = StepStatus::Skipped;
+    step.error = Some(reason.to_owned());
+    let ev = NewEvent::new(
+        WorkflowEventType::StepSkipped,
+        Some(&step.step_id),
+        json!({ "reason": reason }),
+    );
+    ctx.store.save_step_run(step, &[ev], now, ctx.fence())
+}
+
 /// Ends `run` failed before any step started: its params do not fit its spec. Every
 /// pending step is skipped with the reason.
 fn refuse(
@@ -290,14 +307,7 @@ fn refuse(
     let now = ctx.now();
     let reason = format!("params: {error}");
     for step in steps.iter_mut().filter(|s| s.status == StepStatus::Pending) {
-        step.status = StepStatus::Skipped;
-        step.error = Some(reason.clone());
-        let ev = NewEvent::new(
-            WorkflowEventType::StepSkipped,
-            Some(&step.step_id),
-            json!({ "reason": reason }),
-        );
-        ctx.store.save_step_run(step, &[ev], now, ctx.fence())?;
+        skip_step(ctx, step, &reason, now)?;
     }
     run.attempt += 1;
     run.status = WorkflowRunStatus::Failed;
@@ -379,16 +389,7 @@ async fn drive(
                 match dag.readiness(i, &states, &ids) {
                     Readiness::Waiting => {}
                     Readiness::Blocked(reason) => {
-                        let step = &mut steps[slot];
-                        step.status = StepStatus::Skipped;
-                        step.error = Some(reason.clone());
-                        let ev = NewEvent::new(
-                            WorkflowEventType::StepSkipped,
-                            Some(&step.step_id),
-                            json!({ "reason": reason }),
-                        );
-                        ctx.store
-                            .save_step_run(step, &[ev], ctx.now(), ctx.fence())?;
+                        skip_step(ctx, &mut steps[slot], &reason, ctx.now())?;
                     }
                     Readiness::Ready if running.len() < max_parallel => {
                         if let Some(key) = step_key(&spec.steps[i]) {

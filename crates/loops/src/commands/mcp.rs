@@ -45,11 +45,7 @@ pub fn run(ctx: &Context, args: McpArgs) -> Result<Exit, Failure> {
         base_dir: std::env::current_dir()
             .map_err(|e| Failure::failed(format!("cannot read the current directory: {e}")))?,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
+    let rt = crate::commands::server_runtime()?;
     let served = rt.block_on(loops_mcp::serve_stdio(options));
     // Stdin is read by a blocking thread that cannot be cancelled: do not wait for it.
     rt.shutdown_background();

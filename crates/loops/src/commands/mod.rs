@@ -102,6 +102,15 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))
 }
 
+/// A two-worker runtime for the long-running servers (`daemon run`, `serve`, `mcp`).
+pub fn server_runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))
+}
+
 /// The most of stdin `--store -` reads: a URL or connection string, one line.
 const MAX_STORE_BYTES: u64 = 64 * 1024;
 

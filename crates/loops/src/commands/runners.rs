@@ -7,6 +7,7 @@ use super::Context;
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json, Table};
 use crate::Failure;
+use loops_runtime::daemon_view::lease_state;
 
 pub fn run(ctx: &Context) -> Result<Exit, Failure> {
     let client = ctx.reader()?;
@@ -25,15 +26,6 @@ pub fn run(ctx: &Context) -> Result<Exit, Failure> {
         return Ok(Exit::Success);
     }
     let runners = client.runners()?;
-    let lease = |r: &loops_store::RunnerInfo| {
-        if r.released {
-            "released"
-        } else if r.live {
-            "live"
-        } else {
-            "expired"
-        }
-    };
     let mut table = Table::new(vec![
         "EPOCH",
         "HOST",
@@ -57,7 +49,7 @@ pub fn run(ctx: &Context) -> Result<Exit, Failure> {
             r.capacity.to_string().into(),
             r.running.to_string().into(),
             output::relative(r.heartbeat_at, r.now).into(),
-            output::status_cell(lease(r)),
+            output::status_cell(lease_state(r)),
         ]);
     }
     table.print()?;

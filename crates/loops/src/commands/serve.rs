@@ -60,11 +60,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> Result<Exit, Failure> {
         max_connections: args.max_connections,
         ..ServeConfig::default()
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
+    let rt = crate::commands::server_runtime()?;
     let result = rt.block_on(async {
         let server = Server::bind(client, cfg).await.map_err(|e| {
             let usage = matches!(e, loops_http::ServeError::NotLoopback(_));

@@ -57,11 +57,7 @@ fn foreground(ctx: &Context, args: DaemonRunArgs) -> Result<Exit, Failure> {
     let cfg = config(&dir, &args);
     client.check_daemon_config(&cfg)?;
     crate::commands::log_to_stderr("info");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
+    let rt = crate::commands::server_runtime()?;
     let result = rt.block_on(async {
         // The handlers are installed now, before the daemon takes the store: a SIGTERM
         // that came before the shutdown future was first polled would otherwise end the
