@@ -41,7 +41,7 @@ fn every(ms: u64) -> Schedule {
 
 const EVIL: &str = "<script>alert(1)</script>";
 
-/// A store with a failing loop named like a script (two failed runs), a cron loop
+/// A store with a warned loop named like a script (two failed runs), a cron loop
 /// (one success) and a paused loop.
 async fn store() -> (tempfile::TempDir, Client) {
     let dir = tempfile::tempdir().unwrap();
@@ -132,6 +132,123 @@ async fn the_overview_escapes_names_and_shows_schedules_strips_and_counts() {
         ..OverviewQuery::default()
     });
     assert!(paused.contains(">idle</a>") && !paused.contains(">nightly</a>"));
+}
+
+/// The part of `html` from `start` to the first `end` after it.
+fn between<'a>(html: &'a str, start: &str, end: &str) -> &'a str {
+    let from = html
+        .find(start)
+        .unwrap_or_else(|| panic!("{start} in {html}"));
+    let len = html[from..]
+        .find(end)
+        .unwrap_or_else(|| panic!("{end} in {html}"));
+    &html[from..from + len]
+}
+
+/// Without a name filter the store counts, pages and finds the next slots; with one,
+/// every loop is read and paged here. A name every loop has must show the same rows,
+/// totals and next slots on every page, the last page clamped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_paged_by_the_store_shows_what_paging_in_memory_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Client::open(dir.path()).unwrap();
+    let now = Utc::now();
+    for i in 0..23u64 {
+        // Intervals out of name order, two of them equal: ties go by name.
+        let every_ms = 60_000 * ((i * 7) % 11 + 1);
+        let labels: &[&str] = if i % 3 == 0 { &["web"] } else { &[] };
+        let lp = c
+            .create(
+                def(&format!("loop-{i:02}"), "exit 3", every(every_ms), labels),
+                now,
+            )
+            .unwrap();
+        if i % 5 == 0 {
+            c.pause(lp.id.as_str(), now).unwrap();
+        }
+        if i % 4 == 0 {
+            c.start_run_now(lp.id.as_str(), true)
+                .unwrap()
+                .finish()
+                .await
+                .unwrap();
+        }
+    }
+    let at = Utc::now();
+    let (mut pages_seen, mut warned) = (0, 0);
+    for labels in [vec![], vec!["web".to_owned()]] {
+        for page in [0, 1, 2, 3, 9] {
+            let query = OverviewQuery {
+                labels: labels.clone(),
+                page,
+                per_page: 7,
+                ..OverviewQuery::default()
+            };
+            let store_paged = loops_http::web::overview_html(&c, &query, at, "").unwrap();
+            let by_name = OverviewQuery {
+                name: "LOOP-".into(),
+                ..query
+            };
+            let memory_paged = loops_http::web::overview_html(&c, &by_name, at, "").unwrap();
+            for (start, end) in [
+                ("<tbody id=\"loops\"", "</tbody>"),
+                ("<nav class=\"pager\"", "<a "),
+                ("<section id=\"upcoming\"", "</section>"),
+            ] {
+                assert_eq!(
+                    between(&store_paged, start, end),
+                    between(&memory_paged, start, end),
+                    "page {page}, labels {labels:?}"
+                );
+            }
+            warned += store_paged
+                .matches("<span class=\"verdict v-warn\"")
+                .count();
+            pages_seen += 1;
+        }
+    }
+    assert_eq!(pages_seen, 10);
+    // Each page judged its own loops: those whose one run failed are warned about.
+    assert!(warned > 0);
+    // The pages and the next slots hold what they should.
+    let first = loops_http::web::overview_html(
+        &c,
+        &OverviewQuery {
+            per_page: 7,
+            ..OverviewQuery::default()
+        },
+        at,
+        "",
+    )
+    .unwrap();
+    assert!(first.contains("Loops 1–7 of 23"), "{first}");
+    assert_eq!(
+        between(&first, "<tbody id=\"loops\"", "</tbody>")
+            .matches("<tr data-loop=")
+            .count(),
+        7
+    );
+    let upcoming = between(&first, "<section id=\"upcoming\"", "</section>");
+    assert_eq!(upcoming.matches("<li>").count(), 10, "{upcoming}");
+    // loop-11 (every minute, active) is due first; paused loop-00 and loop-05 never show.
+    let names: Vec<&str> = upcoming
+        .split("\">")
+        .filter_map(|p| p.strip_prefix("loop-").map(|_| &p[..7]))
+        .collect();
+    assert_eq!(names.first(), Some(&"loop-11"), "{upcoming}");
+    assert!(!upcoming.contains(">loop-00<") && !upcoming.contains(">loop-05<"));
+    let last = loops_http::web::overview_html(
+        &c,
+        &OverviewQuery {
+            page: 9,
+            per_page: 7,
+            ..OverviewQuery::default()
+        },
+        at,
+        "",
+    )
+    .unwrap();
+    assert!(last.contains("Loops 22–23 of 23"), "{last}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -145,6 +145,7 @@ impl LoopsMcp {
             offset: 0,
             // 0 or none: every loop.
             limit: p.limit.filter(|n| *n > 0),
+            ..LoopFilter::default()
         };
         let client = self.reader()?;
         blocking(move || {

@@ -275,6 +275,11 @@ impl Store for PgStore {
         read!(self, |db| loops::loop_rows_matching(db, &filter))
     }
 
+    fn count_loops(&self, filter: &LoopFilter) -> StoreResult<usize> {
+        let filter = filter.clone();
+        read!(self, |db| loops::count_loops(db, &filter))
+    }
+
     fn claim_runs(
         &self,
         batch: &[BatchClaim],

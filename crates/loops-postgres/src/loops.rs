@@ -10,7 +10,9 @@ use crate::session::Db;
 use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
 use loops_store::codec::StoredRow;
-use loops_store::{LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop};
+use loops_store::{
+    LoopAdvance, LoopFilter, LoopOrder, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
+};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::GenericClient;
 
@@ -622,39 +624,17 @@ pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
 /// The statement of [`loop_rows_matching`] and its parameters. With labels, the loops
 /// carrying all of them are found in `loop_labels` first (its primary key is
 /// `(label, loop_id)`) and only those rows are read.
-pub(crate) fn loops_query(filter: &LoopFilter) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
-    let mut labels = filter.labels.clone();
-    labels.sort();
-    labels.dedup();
-    let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
-    let mut sql = String::from(concat!("SELECT ", loop_cols!()));
-    if labels.is_empty() {
-        sql.push_str(" FROM loops");
-    } else {
-        let n = labels.len() as i64;
-        params.push(Box::new(labels));
-        params.push(Box::new(n));
-        sql.push_str(
-            " FROM loops WHERE id IN (SELECT loop_id FROM loop_labels \
-               WHERE label = ANY($1::text[]) GROUP BY loop_id HAVING COUNT(*) = $2)",
-        );
-    }
-    let joiner = if params.is_empty() {
-        " WHERE "
-    } else {
-        " AND "
-    };
-    match filter.status {
-        Some(status) => {
-            params.push(Box::new(status.as_str().to_owned()));
-            sql.push_str(&format!("{joiner}status = ${}", params.len()));
-        }
-        None if !filter.include_archived => {
-            sql.push_str(&format!("{joiner}status != 'archived'"));
-        }
-        None => {}
-    }
-    sql.push_str(" ORDER BY name");
+/// Boxed statement parameters, in placeholder order.
+type BoxedParams = Vec<Box<dyn ToSql + Sync + Send>>;
+
+pub(crate) fn loops_query(filter: &LoopFilter) -> (String, BoxedParams) {
+    let (from, mut params) = loops_from(filter);
+    let mut sql = format!(concat!("SELECT ", loop_cols!(), "{}"), from);
+    sql.push_str(match filter.order {
+        LoopOrder::Name => " ORDER BY name",
+        // LEAST() passes over a NULL.
+        LoopOrder::NextSlot => " ORDER BY LEAST(retry_scheduled_for, next_run_at), name",
+    });
     if let Some(limit) = filter.limit {
         params.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
         sql.push_str(&format!(" LIMIT ${}", params.len()));
@@ -664,6 +644,62 @@ pub(crate) fn loops_query(filter: &LoopFilter) -> (String, Vec<Box<dyn ToSql + S
         sql.push_str(&format!(" OFFSET ${}", params.len()));
     }
     (sql, params)
+}
+
+/// The `FROM … WHERE …` of the loops `filter` matches (its paging aside), and its
+/// parameters: shared by the listing and the count.
+fn loops_from(filter: &LoopFilter) -> (String, BoxedParams) {
+    let mut labels = filter.labels.clone();
+    labels.sort();
+    labels.dedup();
+    let mut params: BoxedParams = Vec::new();
+    let mut conditions = Vec::new();
+    if !labels.is_empty() {
+        let n = labels.len() as i64;
+        params.push(Box::new(labels));
+        params.push(Box::new(n));
+        conditions.push(
+            "id IN (SELECT loop_id FROM loop_labels \
+               WHERE label = ANY($1::text[]) GROUP BY loop_id HAVING COUNT(*) = $2)"
+                .to_owned(),
+        );
+    }
+    match filter.status {
+        Some(status) => {
+            params.push(Box::new(status.as_str().to_owned()));
+            conditions.push(format!("status = ${}", params.len()));
+        }
+        None if !filter.include_archived => conditions.push("status != 'archived'".to_owned()),
+        None => {}
+    }
+    if filter.order == LoopOrder::NextSlot {
+        conditions.push(
+            "status = 'active' AND (next_run_at IS NOT NULL OR retry_scheduled_for IS NOT NULL)"
+                .to_owned(),
+        );
+    }
+    let mut sql = String::from(" FROM loops");
+    if !conditions.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conditions.join(" AND "));
+    }
+    (sql, params)
+}
+
+pub(crate) async fn count_loops<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    filter: &LoopFilter,
+) -> Result<usize> {
+    let (from, params) = loops_from(filter);
+    let refs: Vec<&(dyn ToSql + Sync)> = params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    let row = db
+        .query_one(&format!("SELECT COUNT(*){from}"), &refs)
+        .await?;
+    let n: i64 = row.try_get(0)?;
+    Ok(usize::try_from(n).unwrap_or(0))
 }
 
 pub(crate) async fn loop_rows_matching<C: GenericClient + Sync>(

@@ -288,6 +288,10 @@ impl Store for SqliteStore {
         loops::loop_rows_matching(self, filter)
     }
 
+    fn count_loops(&self, filter: &LoopFilter) -> StoreResult<usize> {
+        loops::count_loops(self, filter)
+    }
+
     fn claim_runs(
         &self,
         batch: &[BatchClaim],

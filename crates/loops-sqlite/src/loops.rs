@@ -11,7 +11,7 @@ use crate::SqliteStore;
 use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
 use loops_store::{
-    Fence, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
+    Fence, LoopAdvance, LoopFilter, LoopOrder, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
 };
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -541,34 +541,16 @@ pub(crate) fn update_loop_definition(
 /// `(label, loop_id)`) and only those rows are read: `CROSS JOIN` keeps SQLite from
 /// scanning every loop in name order instead.
 pub(crate) fn loops_query(filter: &LoopFilter) -> (String, Vec<Value>) {
-    let mut labels = filter.labels.clone();
-    labels.sort();
-    labels.dedup();
-    let mut params = Vec::new();
-    let mut sql = String::from(concat!("SELECT ", loop_cols!()));
-    if labels.is_empty() {
-        sql.push_str(" FROM loops");
-    } else {
-        sql.push_str(&format!(
-            " FROM (SELECT loop_id AS labelled FROM loop_labels WHERE label IN ({}) \
-               GROUP BY loop_id HAVING COUNT(*) = {}) AS m \
-             CROSS JOIN loops ON loops.id = m.labelled",
-            placeholders(labels.len()),
-            labels.len()
-        ));
-        params.extend(labels.into_iter().map(Value::Text));
-    }
-    match filter.status {
-        Some(status) => {
-            sql.push_str(" WHERE status = ?");
-            params.push(Value::Text(status.as_str().to_owned()));
+    let (from, mut params) = loops_from(filter);
+    let mut sql = format!(concat!("SELECT ", loop_cols!(), "{}"), from);
+    sql.push_str(match filter.order {
+        LoopOrder::Name => " ORDER BY name",
+        // min() of two values is NULL when either is: each stands in for a missing other.
+        LoopOrder::NextSlot => {
+            " ORDER BY min(coalesce(retry_scheduled_for, next_run_at), \
+               coalesce(next_run_at, retry_scheduled_for)), name"
         }
-        None if !filter.include_archived => {
-            sql.push_str(" WHERE status != 'archived'");
-        }
-        None => {}
-    }
-    sql.push_str(" ORDER BY name");
+    });
     if filter.limit.is_some() || filter.offset > 0 {
         // `+?`: a bare bound LIMIT makes SQLite re-prepare the statement (BENCHMARKS §23);
         // -1 is SQLite's "no limit".
@@ -577,6 +559,58 @@ pub(crate) fn loops_query(filter: &LoopFilter) -> (String, Vec<Value>) {
         params.push(Value::Integer(sql_count(filter.offset)));
     }
     (sql, params)
+}
+
+/// The `FROM … WHERE …` of the loops `filter` matches (its paging aside), and its
+/// parameters: shared by the listing and the count.
+fn loops_from(filter: &LoopFilter) -> (String, Vec<Value>) {
+    let mut labels = filter.labels.clone();
+    labels.sort();
+    labels.dedup();
+    let mut params = Vec::new();
+    let mut sql = if labels.is_empty() {
+        String::from(" FROM loops")
+    } else {
+        let from = format!(
+            " FROM (SELECT loop_id AS labelled FROM loop_labels WHERE label IN ({}) \
+               GROUP BY loop_id HAVING COUNT(*) = {}) AS m \
+             CROSS JOIN loops ON loops.id = m.labelled",
+            placeholders(labels.len()),
+            labels.len()
+        );
+        params.extend(labels.into_iter().map(Value::Text));
+        from
+    };
+    let mut conditions = Vec::new();
+    match filter.status {
+        Some(status) => {
+            conditions.push("status = ?");
+            params.push(Value::Text(status.as_str().to_owned()));
+        }
+        None if !filter.include_archived => conditions.push("status != 'archived'"),
+        None => {}
+    }
+    if filter.order == LoopOrder::NextSlot {
+        conditions.push(
+            "status = 'active' AND (next_run_at IS NOT NULL OR retry_scheduled_for IS NOT NULL)",
+        );
+    }
+    if !conditions.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conditions.join(" AND "));
+    }
+    (sql, params)
+}
+
+pub(crate) fn count_loops(store: &SqliteStore, filter: &LoopFilter) -> StoreResult<usize> {
+    let (from, params) = loops_from(filter);
+    let sql = format!("SELECT COUNT(*){from}");
+    store.read(|conn| {
+        let n: i64 = conn
+            .prepare_cached(&sql)?
+            .query_row(rusqlite::params_from_iter(params), |row| row.get(0))?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    })
 }
 
 /// A count as SQLite's integer (saturating: no store holds `i64::MAX` rows).

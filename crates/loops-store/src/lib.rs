@@ -92,9 +92,9 @@ pub use paths::{
 pub use types::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
     ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
-    LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunRequest, RunRequestAnswer,
-    RunSummary, RunWrite, RunWritten, RunnerInfo, RunnerLease, RunnerRegistration, UnreadableLoop,
-    UsageRow, UsageSource,
+    LoopOrder, LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunRequest,
+    RunRequestAnswer, RunSummary, RunWrite, RunWritten, RunnerInfo, RunnerLease,
+    RunnerRegistration, UnreadableLoop, UsageRow, UsageSource,
 };
 
 use loops_core::health::{FactsQuery, RunFacts};
@@ -228,6 +228,9 @@ pub trait Store: WorkflowStore + Send + Sync {
         &self,
         filter: &LoopFilter,
     ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>>;
+    /// How many rows [`Store::loop_rows_matching`] returns for `filter` without its
+    /// `offset` and `limit`: a page's total, counted without reading the loops.
+    fn count_loops(&self, filter: &LoopFilter) -> Result<usize>;
 
     // ---- runs ----
     /// Claims in one transaction, one outcome per claim, in order. Each claim creates

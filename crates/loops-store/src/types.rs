@@ -221,11 +221,25 @@ pub struct LoopFilter {
     /// Only loops carrying every one of these labels (found through the label index,
     /// not by reading every loop).
     pub labels: Vec<String>,
-    /// Skip this many of the matching loops (in name order) first. Paging is done by
+    /// Skip this many of the matching loops (in `order`) first. Paging is done by
     /// the store, so a page of a large store reads and decodes that page only.
     pub offset: usize,
     /// At most this many (after `offset`); `None`: all.
     pub limit: Option<usize>,
+    /// The order (and, for [`LoopOrder::NextSlot`], which loops take part).
+    pub order: LoopOrder,
+}
+
+/// The order of [`Store::loop_rows_matching`](crate::Store::loop_rows_matching).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LoopOrder {
+    /// By name: the listing order.
+    #[default]
+    Name,
+    /// By next slot, then name: only active loops that have one, their slot the
+    /// earlier of a pending retry's and `nextRunAt` (jitter aside). What the
+    /// dashboard's "next up" asks for, without reading every loop.
+    NextSlot,
 }
 
 /// A loop's new definition and schedule state, written by

@@ -422,6 +422,7 @@ pub(crate) async fn list(
         labels: p.all("label"),
         offset: p.count("offset")?.unwrap_or(0),
         limit: p.count("limit")?,
+        ..LoopFilter::default()
     };
     let reveal = p.flag("showOutput", false)?;
     let loops = blocking(&state, move |c| Ok(c.list_matching(&filter)?)).await?;

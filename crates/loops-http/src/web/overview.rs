@@ -3,9 +3,11 @@
 //! name, label and status; the last 24 hours' counts; what runs now; the next 10 slots
 //! across all loops.
 //!
-//! Cost: one listing of the loops, the health report ([`Client::health`]: the store's
-//! `run_facts`, bounded per loop), one set-based read of every loop's newest 20 runs
-//! ([`loops_store::Store::recent_runs`]), one count by status, the running rows.
+//! Cost: a count of the matching loops, one page of them and the ten next due (the
+//! store pages; a name filter reads every loop the other filters match), the page's
+//! health ([`Client::health_of`]: the store's `run_facts`, bounded per loop), one
+//! set-based read of the page's newest 20 runs ([`loops_store::Store::recent_runs`]),
+//! one count by status, the running rows.
 
 use super::PageRequest;
 use super::{ansi::escape, words, Base};
@@ -15,9 +17,9 @@ use askama::Template;
 use axum::response::Response;
 use loops_core::cron::CronSchedule;
 use loops_core::health::Verdict;
-use loops_core::{Anchor, Instant, Loop, LoopStatus, RunStatus, Schedule};
+use loops_core::{Anchor, Instant, Loop, LoopId, LoopStatus, RunStatus, Schedule};
 use loops_runtime::Client;
-use loops_store::{LoopFilter, RunSummary};
+use loops_store::{LoopFilter, LoopOrder, RunSummary};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -209,27 +211,44 @@ fn build(
         labels: query.labels.clone(),
         ..LoopFilter::default()
     };
-    let needle = query.name.to_lowercase();
-    let loops: Vec<Loop> = c
-        .list_matching(&filter)?
-        .into_iter()
-        .filter(|lp| needle.is_empty() || lp.name.to_lowercase().contains(&needle))
-        .collect();
-    let health = c.health(now, &query.labels)?;
-    let verdicts: HashMap<&str, (Verdict, String)> = health
-        .loops
-        .iter()
-        .map(|l| {
-            (
-                l.loop_id.as_str(),
-                (l.health.verdict, l.health.reasons.join("; ")),
-            )
-        })
-        .collect();
-    let total = loops.len();
     let per = query.per_page.max(1);
-    let page = query.page.min(total.saturating_sub(1) / per);
-    let shown = &loops[(page * per).min(total)..((page + 1) * per).min(total)];
+    let needle = query.name.to_lowercase();
+    // `next`: the loops the upcoming slots come from — the first UPCOMING by next slot
+    // are all `upcoming` looks at.
+    let (total, page, shown, next) = if needle.is_empty() {
+        // The store counts and pages, and finds the next slots by its own order: a
+        // page of a large store reads the page's loops and ten more, not every loop.
+        let total = c.count_matching(&filter)?;
+        let page = query.page.min(total.saturating_sub(1) / per);
+        let shown = c.list_matching(&LoopFilter {
+            offset: page * per,
+            limit: Some(per),
+            ..filter.clone()
+        })?;
+        let next = c.list_matching(&LoopFilter {
+            order: LoopOrder::NextSlot,
+            limit: Some(UPCOMING),
+            ..filter
+        })?;
+        (total, page, shown, next)
+    } else {
+        // A part of a name in any case is matched here, with Unicode's lower case (no
+        // SQL dialect's), so every loop the other filters match is read.
+        let loops: Vec<Loop> = c
+            .list_matching(&filter)?
+            .into_iter()
+            .filter(|lp| lp.name.to_lowercase().contains(&needle))
+            .collect();
+        let total = loops.len();
+        let page = query.page.min(total.saturating_sub(1) / per);
+        let shown = loops[(page * per).min(total)..((page + 1) * per).min(total)].to_vec();
+        (total, page, shown, loops)
+    };
+    let verdicts: HashMap<LoopId, (Verdict, String)> = c
+        .health_of(shown.clone(), now)?
+        .into_iter()
+        .map(|l| (l.loop_id, (l.health.verdict, l.health.reasons.join("; "))))
+        .collect();
     let ids: Vec<_> = shown.iter().map(|l| l.id.clone()).collect();
     let strips = c.store().recent_runs(&ids, STRIP)?;
     let counts = c
@@ -243,7 +262,7 @@ fn build(
         .iter()
         .zip(&strips)
         .map(|(lp, strip)| {
-            let (verdict, marker, reasons) = match verdicts.get(lp.id.as_str()) {
+            let (verdict, marker, reasons) = match verdicts.get(&lp.id) {
                 Some((Verdict::Ok, r)) => ("ok", "✓", r.clone()),
                 Some((Verdict::Warn, r)) => ("warn", "▲", r.clone()),
                 Some((Verdict::Fail, r)) => ("fail", "✕", r.clone()),
@@ -320,7 +339,7 @@ fn build(
                 }
             })
             .collect(),
-        upcoming: upcoming(&loops, now),
+        upcoming: upcoming(&next, now),
         at: words::instant(&now),
     })
 }

@@ -182,6 +182,15 @@ impl Client {
         Ok(loops)
     }
 
+    /// How many loops [`Client::list_matching`] lists for `filter` without its paging
+    /// (a page's total), counted by the store.
+    pub fn count_matching(&self, filter: &LoopFilter) -> Result<usize> {
+        for label in &filter.labels {
+            validate::label(label)?;
+        }
+        Ok(self.store.count_loops(filter)?)
+    }
+
     /// Replaces the definition of the loop `key` names with `def` (start from
     /// `LoopDefinition::from(&loop)` and change what should change), keeping its id,
     /// run history and status, and bumping `updatedAt`. Validated exactly as

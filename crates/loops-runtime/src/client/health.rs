@@ -3,7 +3,7 @@
 
 use super::{Client, Result};
 use loops_core::health::{self, Health, Verdict};
-use loops_core::{Instant, LoopId, LoopStatus};
+use loops_core::{Instant, Loop, LoopId, LoopStatus};
 
 /// One line of a health report (JSON: the loop's id, name and status, then the
 /// [`Health`] fields).
@@ -108,6 +108,25 @@ impl Client {
                 }),
             }
         }
+        loops.extend(self.judge(readable, now)?);
+        loops.sort_by(|a, b| a.loop_name.cmp(&b.loop_name));
+        Ok(HealthReport { at: now, loops })
+    }
+
+    /// The health lines of `loops` alone, in their order: what a page of a listing
+    /// shows, without judging every loop of the store. Loops that are neither active
+    /// nor paused, and loops with nothing to report, have no line.
+    pub fn health_of(&self, loops: Vec<Loop>, now: Instant) -> Result<Vec<LoopHealth>> {
+        let judged = loops
+            .into_iter()
+            .filter(|lp| matches!(lp.status, LoopStatus::Active | LoopStatus::Paused))
+            .collect();
+        self.judge(judged, now)
+    }
+
+    /// Each loop's line from its facts (one store read for all of them).
+    fn judge(&self, mut readable: Vec<Loop>, now: Instant) -> Result<Vec<LoopHealth>> {
+        let mut loops = Vec::with_capacity(readable.len());
         self.mark_held(&mut readable, now)?;
         let queries: Vec<_> = readable
             .iter()
@@ -131,8 +150,7 @@ impl Client {
                 health,
             });
         }
-        loops.sort_by(|a, b| a.loop_name.cmp(&b.loop_name));
-        Ok(HealthReport { at: now, loops })
+        Ok(loops)
     }
 }
 

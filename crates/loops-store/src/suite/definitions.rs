@@ -1,7 +1,7 @@
 //! Loops changed in place, the label index, and the run filters (issue #11).
 
 use super::*;
-use crate::{LoopFilter, LoopUpdate, LoopVersion};
+use crate::{LoopFilter, LoopOrder, LoopUpdate, LoopVersion};
 use loops_core::LoopStatus;
 
 fn names(rows: Vec<std::result::Result<Loop, crate::UnreadableLoop>>) -> Vec<String> {
@@ -236,6 +236,89 @@ pub fn loop_rows_matching_filters_by_labels_and_hides_archived(db: &dyn TestDb) 
         .map(|r| r.unwrap().name)
         .collect();
     assert!(!due.contains(&"z".to_owned()), "{due:?}");
+}
+
+/// The next-slot order takes active loops with a slot only, earliest first (a pending
+/// retry counts when it is earlier; ties by name), under the same filters and paging;
+/// a count is the listing's length without its paging.
+pub fn loops_by_next_slot_and_counted(db: &dyn TestDb) {
+    let store = db.open();
+    let mut made = std::collections::HashMap::new();
+    for (name, next, labels) in [
+        ("late", Some(t(50_000)), vec!["ci"]),
+        ("early", Some(t(10_000)), vec![]),
+        ("tie-b", Some(t(20_000)), vec!["ci"]),
+        ("tie-a", Some(t(20_000)), vec![]),
+        ("retrying", Some(t(90_000)), vec!["ci"]),
+        ("idle", None, vec![]),
+        ("paused", Some(t(1_000)), vec![]),
+        ("gone", Some(t(2_000)), vec!["ci"]),
+    ] {
+        let mut new = new_loop(name, next);
+        new.labels = labels.into_iter().map(str::to_owned).collect();
+        made.insert(name, store.create_loop(new, t(0)).unwrap());
+    }
+    let set = |name: &str, status: LoopStatus, retry: Option<Instant>| {
+        let lp = &made[name];
+        let advance = LoopAdvance {
+            status,
+            next_run_at: lp.next_run_at,
+            retry_scheduled_for: retry,
+        };
+        store
+            .update_loop_schedule(&lp.id, &advance, t(1), None)
+            .unwrap();
+    };
+    // A retry earlier than its next slot puts "retrying" first.
+    set("retrying", LoopStatus::Active, Some(t(5_000)));
+    set("paused", LoopStatus::Paused, None);
+    set("gone", LoopStatus::Archived, None);
+    let next = LoopFilter {
+        order: LoopOrder::NextSlot,
+        ..LoopFilter::default()
+    };
+    let rows = |f: &LoopFilter| names(store.loop_rows_matching(f).unwrap());
+    assert_eq!(rows(&next), ["retrying", "early", "tie-a", "tie-b", "late"]);
+    assert_eq!(store.count_loops(&next).unwrap(), 5);
+    let paged = LoopFilter {
+        offset: 1,
+        limit: Some(2),
+        ..next.clone()
+    };
+    assert_eq!(rows(&paged), ["early", "tie-a"]);
+    assert_eq!(store.count_loops(&paged).unwrap(), 5);
+    let ci = LoopFilter {
+        labels: vec!["ci".into()],
+        ..next.clone()
+    };
+    assert_eq!(rows(&ci), ["retrying", "tie-b", "late"]);
+    assert_eq!(store.count_loops(&ci).unwrap(), 3);
+    // A status other than active has no next slot to order by.
+    let paused = LoopFilter {
+        status: Some(LoopStatus::Paused),
+        ..next.clone()
+    };
+    assert!(rows(&paused).is_empty());
+    assert_eq!(store.count_loops(&paused).unwrap(), 0);
+    // Counts in name order follow the same filters as the listing.
+    assert_eq!(store.count_loops(&LoopFilter::default()).unwrap(), 7);
+    let all = LoopFilter {
+        include_archived: true,
+        limit: Some(1),
+        ..LoopFilter::default()
+    };
+    assert_eq!(store.count_loops(&all).unwrap(), 8);
+    assert_eq!(store.count_loops(&labelled(&["ci"])).unwrap(), 3);
+    assert_eq!(
+        store
+            .count_loops(&LoopFilter {
+                status: Some(LoopStatus::Paused),
+                ..LoopFilter::default()
+            })
+            .unwrap(),
+        1
+    );
+    assert_eq!(store.count_loops(&labelled(&["nope"])).unwrap(), 0);
 }
 
 /// Runs filtered by statuses (any of them), a creation window (since inclusive, until
