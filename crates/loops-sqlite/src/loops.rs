@@ -3,13 +3,13 @@
 
 use crate::codec::{
     decode_loop_row, instant_from_ms, loop_cols, loop_from_row, ms, new_id, opt_ms, query_all,
-    query_first, run_cols, run_from_row, sat_i64, ID_ATTEMPTS,
+    query_first, sat_i64, ID_ATTEMPTS,
 };
 use crate::error::{Error, Result, StoreResult};
 use crate::events;
 use crate::SqliteStore;
 use loops_core::event::{EventBody, EventKind};
-use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
+use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunStatus};
 use loops_store::{
     Fence, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
 };
@@ -367,46 +367,26 @@ pub(crate) fn park_loop(
                 "UPDATE loops SET status = 'paused', updated_at = ?2 \
                  WHERE id = ?1 AND status = 'active' RETURNING name, next_run_at",
             )?
-            .query_row(params![id.as_str(), ms(&now)], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_row(params![id.as_str(), ms(&now)], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .optional()?;
         let Some((name, slot)) = found else {
             return Ok(None);
         };
-        let mut stmt = tx.prepare_cached(concat!(
-            "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
-             started_at, finished_at, duration_ms, error, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, \
-               (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
-               'failed', 'scheduled', ?5, ?5, 0, ?6, ?5, ?5) RETURNING ",
-            run_cols!()
-        ))?;
         let slot = slot.unwrap_or_else(|| ms(&now));
-        for _ in 0..ID_ATTEMPTS {
-            let mut rows =
-                stmt.query(params![new_id(), id.as_str(), name, slot, ms(&now), reason])?;
-            match rows.next() {
-                Ok(Some(row)) => {
-                    let run = run_from_row(row)?;
-                    drop(rows);
-                    let mut lp_stmt = tx.prepare_cached(concat!(
-                        "SELECT ",
-                        loop_cols!(),
-                        " FROM loops WHERE id = ?1"
-                    ))?;
-                    // A row that does not decode is what parks a loop: then only the run says.
-                    if let Ok(Some(lp)) = query_first(&mut lp_stmt, [id.as_str()], loop_from_row) {
-                        events::append(tx, &EventBody::loop_changed(&lp), now)?;
-                    }
-                    events::append_run(tx, EventKind::RunFinished, &run, now)?;
-                    return Ok(Some(run));
-                }
-                Ok(None) => break,
-                // A run id collision: draw another.
-                Err(e) if crate::codec::is_unique_violation(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
+        let run = crate::claims::insert_ended(tx, id, &name, slot, RunStatus::Failed, reason, now)?;
+        let mut lp_stmt = tx.prepare_cached(concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE id = ?1"
+        ))?;
+        // A row that does not decode is what parks a loop: then only the run says.
+        if let Ok(Some(lp)) = query_first(&mut lp_stmt, [id.as_str()], loop_from_row) {
+            events::append(tx, &EventBody::loop_changed(&lp), now)?;
         }
-        Err(Error::ids_exhausted("run"))
+        events::append_run(tx, EventKind::RunFinished, &run, now)?;
+        Ok(Some(run))
     })
 }
 
