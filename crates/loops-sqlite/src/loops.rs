@@ -108,14 +108,18 @@ fn refuse_runner_labels(def: &NewLoop) -> Result<()> {
 }
 
 pub(crate) fn get_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<Option<Loop>> {
-    store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            loop_cols!(),
-            " FROM loops WHERE id = ?1"
-        ))?;
-        query_first(&mut stmt, [id.as_str()], loop_from_row)
-    })
+    store.read(|conn| loop_in(conn, id))
+}
+
+/// Loop `id` as `conn` (a read, or the caller's transaction) sees it (`None`: gone):
+/// the one lookup by id behind `get_loop`, a finalization and a park.
+pub(crate) fn loop_in(conn: &Connection, id: &LoopId) -> Result<Option<Loop>> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        loop_cols!(),
+        " FROM loops WHERE id = ?1"
+    ))?;
+    query_first(&mut stmt, [id.as_str()], loop_from_row)
 }
 
 pub(crate) fn get_loop_by_name(store: &SqliteStore, name: &str) -> StoreResult<Option<Loop>> {
@@ -376,13 +380,8 @@ pub(crate) fn park_loop(
         };
         let slot = slot.unwrap_or_else(|| ms(&now));
         let run = crate::claims::insert_ended(tx, id, &name, slot, RunStatus::Failed, reason, now)?;
-        let mut lp_stmt = tx.prepare_cached(concat!(
-            "SELECT ",
-            loop_cols!(),
-            " FROM loops WHERE id = ?1"
-        ))?;
         // A row that does not decode is what parks a loop: then only the run says.
-        if let Ok(Some(lp)) = query_first(&mut lp_stmt, [id.as_str()], loop_from_row) {
+        if let Ok(Some(lp)) = loop_in(tx, id) {
             events::append(tx, &EventBody::loop_changed(&lp), now)?;
         }
         events::append_run(tx, EventKind::RunFinished, &run, now)?;
