@@ -10,43 +10,17 @@ use crate::session::Db;
 use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunStatus};
 use loops_store::codec::StoredRow;
+use loops_store::DefinitionJson;
 use loops_store::{LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::GenericClient;
-
-/// The JSON columns of a definition.
-pub(crate) struct DefinitionJson {
-    schedule: String,
-    target: String,
-    labels: String,
-    notify: Option<String>,
-    runs_on: String,
-    ops: Option<String>,
-}
-
-pub(crate) fn definition_json(def: &NewLoop) -> Result<DefinitionJson> {
-    let json = |what: &str, e: serde_json::Error| Error::invalid(format!("{what}: {e}"));
-    Ok(DefinitionJson {
-        schedule: serde_json::to_string(&def.schedule).map_err(|e| json("schedule", e))?,
-        target: serde_json::to_string(&def.target).map_err(|e| json("target", e))?,
-        labels: serde_json::to_string(&def.labels).map_err(|e| json("labels", e))?,
-        runs_on: serde_json::to_string(&def.policy.runs_on).map_err(|e| json("runs_on", e))?,
-        notify: def
-            .notify
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| json("notify", e))?,
-        ops: crate::codec::encode_ops(&def.policy.ops)?,
-    })
-}
 
 pub(crate) async fn create_loop<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     new: &NewLoop,
     now: Instant,
 ) -> Result<Loop> {
-    let json = definition_json(new)?;
+    let json = DefinitionJson::of_new(new)?;
     let p = &new.policy;
     for _ in 0..ID_ATTEMPTS {
         let id = new_id();
@@ -513,7 +487,7 @@ pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
     now: Instant,
 ) -> Result<Option<Loop>> {
     let def = &update.definition;
-    let json = definition_json(def)?;
+    let json = DefinitionJson::of_new(def)?;
     let p = &def.policy;
     let due_at = schedule::due_at(id, def.next_run_at, update.retry_scheduled_for, p.jitter_ms);
     db.batch("SAVEPOINT edit_loop").await?;

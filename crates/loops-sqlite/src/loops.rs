@@ -10,6 +10,7 @@ use crate::events;
 use crate::SqliteStore;
 use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunStatus};
+use loops_store::DefinitionJson;
 use loops_store::{
     Fence, LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
 };
@@ -28,20 +29,8 @@ pub(crate) fn create_loop(store: &SqliteStore, new: NewLoop, now: Instant) -> St
 /// `create_loop`, and each loop of an import.
 pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Result<Loop> {
     refuse_runner_labels(new)?;
-    let schedule = serde_json::to_string(&new.schedule)
-        .map_err(|e| StoreError::InvalidArgument(format!("schedule: {e}")))?;
-    let target = serde_json::to_string(&new.target)
-        .map_err(|e| StoreError::InvalidArgument(format!("target: {e}")))?;
+    let json = DefinitionJson::of_new(new)?;
     let p = &new.policy;
-    let labels = serde_json::to_string(&new.labels)
-        .map_err(|e| StoreError::InvalidArgument(format!("labels: {e}")))?;
-    let notify = new
-        .notify
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| StoreError::InvalidArgument(format!("notify: {e}")))?;
-    let ops = crate::codec::encode_ops(&p.ops)?;
     let mut stmt = tx.prepare_cached(concat!(
         "INSERT INTO loops (",
         loop_cols!(),
@@ -57,8 +46,8 @@ pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Resul
             new.name,
             new.description,
             LoopStatus::Active.as_str(),
-            schedule,
-            target,
+            json.schedule,
+            json.target,
             opt_ms(new.next_run_at.as_ref()),
             p.catch_up.as_str(),
             p.catch_up_limit,
@@ -70,9 +59,9 @@ pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Resul
             ms(&now),
             sat_i64(p.jitter_ms),
             opt_ms(due_at.as_ref()),
-            labels,
-            notify,
-            ops,
+            json.labels,
+            json.notify,
+            json.ops,
         ])?;
         match rows.next() {
             Ok(Some(row)) => {
@@ -435,20 +424,8 @@ pub(crate) fn update_loop_definition(
     now: Instant,
 ) -> StoreResult<Option<Loop>> {
     let def = &update.definition;
-    let schedule = serde_json::to_string(&def.schedule)
-        .map_err(|e| StoreError::InvalidArgument(format!("schedule: {e}")))?;
-    let target = serde_json::to_string(&def.target)
-        .map_err(|e| StoreError::InvalidArgument(format!("target: {e}")))?;
-    let labels = serde_json::to_string(&def.labels)
-        .map_err(|e| StoreError::InvalidArgument(format!("labels: {e}")))?;
-    let notify = def
-        .notify
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| StoreError::InvalidArgument(format!("notify: {e}")))?;
+    let json = DefinitionJson::of_new(def)?;
     let p = &def.policy;
-    let ops = crate::codec::encode_ops(&p.ops)?;
     store.write(None, |tx| {
         let mut stmt = tx.prepare_cached(concat!(
             "UPDATE loops SET name = ?2, description = ?3, status = ?4, schedule_json = ?5, \
@@ -467,8 +444,8 @@ pub(crate) fn update_loop_definition(
             def.name,
             def.description,
             update.status.as_str(),
-            schedule,
-            target,
+            json.schedule,
+            json.target,
             opt_ms(def.next_run_at.as_ref()),
             opt_ms(update.retry_scheduled_for.as_ref()),
             p.catch_up.as_str(),
@@ -479,14 +456,14 @@ pub(crate) fn update_loop_definition(
             sat_i64(p.lease_ms),
             opt_ms(p.expires_at.as_ref()),
             sat_i64(p.jitter_ms),
-            labels,
-            notify,
+            json.labels,
+            json.notify,
             ms(&now),
             expected.status.as_str(),
             opt_ms(expected.next_run_at.as_ref()),
             opt_ms(expected.retry_scheduled_for.as_ref()),
             ms(&expected.updated_at),
-            ops,
+            json.ops,
         ];
         let updated = match query_first(&mut stmt, params, loop_from_row) {
             Ok(updated) => updated,

@@ -91,8 +91,8 @@ pub use paths::{
     DB_FILE, PRIVATE_FILES,
 };
 pub use types::{
-    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
-    ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, DefinitionJson, EventBounds,
+    Fence, ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
     LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunRequest, RunRequestAnswer,
     RunSummary, RunWrite, RunWritten, RunnerInfo, RunnerLease, RunnerRegistration, UnreadableLoop,
     UsageRow, UsageSource,
