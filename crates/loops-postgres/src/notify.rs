@@ -227,12 +227,7 @@ pub(crate) async fn deliveries_of_runs<C: GenericClient + Sync>(
         )
         .await?;
     let mut found = decode_all(&rows, delivery_from_row)?;
-    let order: std::collections::HashMap<&str, usize> = runs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.as_str(), i))
-        .collect();
-    found.sort_by_key(|d| order.get(d.run_id.as_str()).copied().unwrap_or(usize::MAX));
+    loops_store::rows::sort_by_runs(&mut found, runs);
     Ok(found)
 }
 

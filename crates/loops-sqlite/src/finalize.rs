@@ -16,7 +16,7 @@ use loops_core::event::EventKind;
 use loops_core::stop::StopMet;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
-use loops_store::{Fence, RunWrite, RunWritten, StoreError};
+use loops_store::{Fence, RunWrite, RunWritten};
 use rusqlite::{params, Connection, OptionalExtension};
 
 pub(crate) fn record_run_writes(
@@ -76,12 +76,7 @@ pub(crate) fn record_run_writes(
             match result {
                 Ok(written) => done.push(Ok(written)),
                 // A bad outcome fails alone, like a row that is no longer running.
-                Err(Error::Store(e))
-                    if e.is_per_row() || matches!(e, StoreError::InvalidArgument(_)) =>
-                {
-                    done.push(Err(e))
-                }
-                Err(e) => return Err(e),
+                Err(e) => done.push(Err(e.alone_in_batch()?)),
             }
         }
         Ok(done)

@@ -370,6 +370,18 @@ pub fn usage_step_row<R: StoredRow>(row: &R) -> Result<Option<UsageRow>> {
     }))
 }
 
+/// Orders `deliveries` by their run's place in `runs` (stable: each run's keep their
+/// order; a run not named goes last): the order `deliveries_of_runs` promises on every
+/// backend.
+pub fn sort_by_runs(deliveries: &mut [Delivery], runs: &[RunId]) {
+    let order: std::collections::HashMap<&str, usize> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.as_str(), i))
+        .collect();
+    deliveries.sort_by_key(|d| order.get(d.run_id.as_str()).copied().unwrap_or(usize::MAX));
+}
+
 /// The `created` event a new workflow run's write appends, the same on every backend.
 pub fn workflow_run_created(workflow: &Workflow, run: &WorkflowRun) -> NewEvent {
     NewEvent::new(
