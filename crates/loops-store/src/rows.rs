@@ -5,10 +5,10 @@ use crate::{DaemonLease, LeaseHolder, UnreadableLoop, UsageRow, UsageSource};
 use loops_core::budget::{Budget, BudgetHold, BudgetMetric, StoreBudget};
 use loops_core::event::{Event, EventBody, EventKind};
 use loops_core::hold::AccountHold;
-use loops_core::workflow::{NewEvent, StepRun, Workflow, WorkflowEvent, WorkflowRun};
+use loops_core::workflow::{NewEvent, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec};
 use loops_core::{
-    Delivery, Loop, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
-    WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
+    Delivery, Instant, Loop, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType,
+    WorkflowId, WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
 };
 
 // The column lists both backends select for the decoders below, identical on each: a
@@ -380,6 +380,27 @@ pub fn sort_by_runs(deliveries: &mut [Delivery], runs: &[RunId]) {
         .map(|(i, r)| (r.as_str(), i))
         .collect();
     deliveries.sort_by_key(|d| order.get(d.run_id.as_str()).copied().unwrap_or(usize::MAX));
+}
+
+/// The `workflows` row a create writes for `spec`, shared so both backends number
+/// versions alike: a fresh id, active, at `spec`'s version (at least 1) — above the
+/// version of `replaced`, the active spec of that name it archives, when there is one.
+pub fn new_workflow(spec: &WorkflowSpec, replaced: Option<&Workflow>, now: Instant) -> Workflow {
+    let mut version = spec.version.max(1);
+    if let Some(old) = replaced {
+        version = version.max(old.version + 1);
+    }
+    let mut record_spec = spec.clone();
+    record_spec.version = version;
+    Workflow {
+        id: WorkflowId::new(crate::codec::new_id()),
+        name: spec.name.clone(),
+        version,
+        status: WorkflowStatus::Active,
+        spec: record_spec,
+        created_at: now,
+        updated_at: now,
+    }
 }
 
 /// The `created` event a new workflow run's write appends, the same on every backend.
