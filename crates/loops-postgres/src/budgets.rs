@@ -5,9 +5,9 @@
 //! the condition the due-loop queries use to leave a budget-held loop out, which makes
 //! every runner of the store honour a hold another one wrote.
 
-use crate::codec::{decode_all, get, loop_cols, ms, text, Cols};
+use crate::codec::{decode_all, get, ms, text, Cols};
 use crate::error::{Error, Result};
-use crate::holds::{key_account, key_provider};
+use crate::holds::{self, key_account, key_provider};
 use crate::session::Db;
 use loops_core::budget::{
     self, Budget, BudgetChange, BudgetHold, BudgetMetric, BudgetScope, Spend, StoreBudget,
@@ -298,30 +298,13 @@ async fn queue_scope_event<C: GenericClient + Sync>(
     now: Instant,
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
-    let mut loops = vec![lp.clone()];
-    if let BudgetScope::Key { provider, account } = scope {
-        let account = account.as_deref().map(|a| text(a).into_owned());
-        let rows = db
-            .query(
-                concat!(
-                    "SELECT ",
-                    loop_cols!(),
-                    " FROM loops WHERE status = 'active' AND id != $3 AND ",
-                    key_provider!(),
-                    " = $1 AND ($2::text IS NULL OR ",
-                    key_account!(),
-                    " = $2) ORDER BY name"
-                ),
-                &[&provider.as_str(), &account, &lp.id.as_str()],
-            )
-            .await?;
-        // A loop that does not decode has no settings to read; the others still count.
-        loops.extend(
-            rows.iter()
-                .filter_map(|r| crate::codec::loop_from_row(r).ok()),
-        );
-    }
-    crate::holds::queue_on_channels(db, &loops, run, event, now, default).await
+    let loops = match scope {
+        BudgetScope::Key { provider, account } => {
+            holds::key_loops(db, *provider, account.as_deref(), lp).await?
+        }
+        BudgetScope::Loop(_) => vec![lp.clone()],
+    };
+    holds::queue_on_channels(db, &loops, run, event, now, default).await
 }
 
 /// After `run` of `lp` was finalized in this transaction: decides every budget that

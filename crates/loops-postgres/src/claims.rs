@@ -18,8 +18,8 @@ use crate::loops::apply_advance_known;
 use crate::session::Db;
 use loops_core::caps::{self, Caps, InFlight, RunKeys};
 use loops_core::event::EventKind;
-use loops_core::schedule::jitter_delay;
-use loops_core::{Instant, LoopId, LoopStatus, Provider, Run, RunSource, Target};
+use loops_core::{Instant, LoopId, LoopStatus, Provider, Run, RunSource, RunStatus, Target};
+use loops_store::claim::{attempt_due_at, SlotAttempts};
 use loops_store::{BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, LoopAdvance, OnRefusal};
 use tokio_postgres::GenericClient;
 
@@ -168,14 +168,7 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
     let now = ms(&req.now);
     let slot = ms(&req.scheduled_for);
     let ad_hoc = req.source == RunSource::AdHoc;
-    let due_at = if ad_hoc {
-        None
-    } else if lp.retry_for == Some(slot) {
-        lp.due_at
-    } else {
-        let delay = jitter_delay(&req.loop_id, req.scheduled_for, lp.jitter_ms);
-        Some(slot.saturating_add(i64::try_from(delay).unwrap_or(0)))
-    };
+    let due_at = attempt_due_at(req, lp.retry_for, lp.due_at, lp.jitter_ms);
     if !ad_hoc && lp.status != LoopStatus::Active.as_str() {
         return Ok(Err(ClaimRefused::LoopNotActive));
     }
@@ -192,32 +185,22 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
         )
         .await?;
     let busy: i64 = get(&counts, 0, "busy")?;
-    let running: i64 = get(&counts, 1, "running")?;
-    let done: i64 = get(&counts, 2, "done")?;
-    let last_attempt: i64 = get(&counts, 3, "attempt")?;
-    // Attempts that met a usage limit held their account instead of counting
-    // (`loops_core::transitions::attempts_allowed`; the batch's fast path sends a slot
-    // past `maxAttempts` here).
-    let held: i64 = get(&counts, 4, "held")?;
+    let slot_attempts = SlotAttempts {
+        running: get(&counts, 1, "running")?,
+        done: get(&counts, 2, "done")?,
+        last_attempt: get(&counts, 3, "attempt")?,
+        // The batch's fast path sends a slot past `maxAttempts` here.
+        held: get(&counts, 4, "held")?,
+    };
     // Before the slot's own state: "the loop is busy" is the answer that explains a
     // refused exclusive claim, whatever its slot looks like.
     if req.require_no_running && busy > 0 {
         return Ok(Err(ClaimRefused::LoopBusy));
     }
-    if running > 0 {
-        return Ok(Err(ClaimRefused::SlotRunning));
-    }
-    if done > 0 {
-        return Ok(Err(ClaimRefused::SlotDone));
-    }
-    let allowed = if ad_hoc {
-        1
-    } else {
-        lp.max_attempts.max(1).saturating_add(held)
+    let attempt = match slot_attempts.next_attempt(lp.max_attempts, ad_hoc) {
+        Ok(attempt) => attempt,
+        Err(refused) => return Ok(Err(refused)),
     };
-    if last_attempt >= allowed {
-        return Ok(Err(ClaimRefused::SlotDone));
-    }
     // Last: the caps count the running rows of every runner, the batch's own claims
     // before this one included.
     let keys = match admit_in(db, &lp.target_json, caps, ad_hoc, req.now).await? {
@@ -244,7 +227,7 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
                     &req.loop_id.as_str(),
                     &lp.name,
                     &slot,
-                    &(last_attempt + 1),
+                    &attempt,
                     &req.source.as_str(),
                     &now,
                     &text(&req.runner_id).as_ref(),
@@ -268,7 +251,7 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
         let taken = db
             .query_opt(
                 "SELECT 1 FROM runs WHERE loop_id = $1 AND scheduled_for = $2 AND attempt = $3",
-                &[&req.loop_id.as_str(), &slot, &(last_attempt + 1)],
+                &[&req.loop_id.as_str(), &slot, &attempt],
             )
             .await?;
         if taken.is_some() {
@@ -278,44 +261,43 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
     Err(Error::ids_exhausted("run"))
 }
 
-/// Records a `skipped` row for `slot` of `lp` inside the caller's transaction.
-pub(crate) async fn skip_in<C: GenericClient + Sync>(
+/// Inserts the next attempt of scheduled slot `slot` (milliseconds) of `lp` as a run
+/// that never ran and ended as `status` at `now` with `error`: one statement for a
+/// busy loop's skipped slot and a parked loop's failed run.
+pub(crate) async fn insert_ended<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     lp: &LoopId,
     name: &str,
-    slot: Instant,
-    reason: &str,
+    slot: i64,
+    status: RunStatus,
+    error: &str,
     now: Instant,
 ) -> Result<Run> {
-    for _ in 0..ID_ATTEMPTS {
-        let row = db
-            .query_opt(
-                concat!(
-                    "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
-                     source, started_at, finished_at, duration_ms, error, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, \
-                       (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs \
-                        WHERE loop_id = $2 AND scheduled_for = $4), \
-                       'skipped', $5, $6, $6, 0, $7, $6, $6) \
-                     ON CONFLICT (id) DO NOTHING RETURNING ",
-                    run_cols!()
-                ),
-                &[
-                    &new_id(),
-                    &lp.as_str(),
-                    &name,
-                    &ms(&slot),
-                    &RunSource::Scheduled.as_str(),
-                    &ms(&now),
-                    &reason,
-                ],
-            )
-            .await?;
-        if let Some(row) = row {
-            return run_from_row(&row);
-        }
-    }
-    Err(Error::ids_exhausted("run"))
+    let row = db
+        .insert_with_new_id(
+            concat!(
+                "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
+                 source, started_at, finished_at, duration_ms, error, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, \
+                   (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs \
+                    WHERE loop_id = $2 AND scheduled_for = $4), \
+                   $5, $6, $7, $7, 0, $8, $7, $7) \
+                 ON CONFLICT (id) DO NOTHING RETURNING ",
+                run_cols!()
+            ),
+            &[
+                &lp.as_str(),
+                &name,
+                &slot,
+                &status.as_str(),
+                &RunSource::Scheduled.as_str(),
+                &ms(&now),
+                &error,
+            ],
+            "run",
+        )
+        .await?;
+    run_from_row(&row)
 }
 
 /// Whether the runner of `epoch` advertises every label of `runs_on` (a JSON array).
@@ -439,8 +421,19 @@ pub(crate) async fn claim_with_lock<C: GenericClient + Sync>(
         ClaimRefused::LoopBusy => {
             let mut skipped = Vec::with_capacity(skip_slots.len());
             for slot in skip_slots {
-                skipped
-                    .push(skip_in(db, &req.loop_id, &lp.name, *slot, SKIPPED_BUSY, req.now).await?);
+                let (status, slot) = (RunStatus::Skipped, ms(slot));
+                skipped.push(
+                    insert_ended(
+                        db,
+                        &req.loop_id,
+                        &lp.name,
+                        slot,
+                        status,
+                        SKIPPED_BUSY,
+                        req.now,
+                    )
+                    .await?,
+                );
             }
             if let Some(advance) = advance {
                 apply_advance_known(db, &req.loop_id, lp.jitter_ms, advance, req.now).await?;

@@ -11,8 +11,7 @@ use tokio_postgres::types::FromSql;
 use tokio_postgres::{GenericClient, Row};
 
 pub(crate) use loops_store::codec::{
-    encode_ops, encode_state, encode_usage, instant_from_ms, ms, new_id, opt_ms, sat_i64,
-    ID_ATTEMPTS,
+    encode_state, encode_usage, instant_from_ms, ms, new_id, opt_ms, sat_i64, ID_ATTEMPTS,
 };
 
 /// The columns of `loops`, in the order [`loop_from_row`] reads them.

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::{Loop, Run};
 pub use loops_store::CopySet;
+use loops_store::DefinitionJson;
 use loops_store::StoreError;
 use tokio_postgres::GenericClient;
 
@@ -239,17 +240,7 @@ pub(crate) async fn copy_in<C: GenericClient + Sync>(
 }
 
 async fn insert_loop<C: GenericClient + Sync>(db: &Db<'_, C>, lp: &Loop) -> Result<()> {
-    let json = |what: &str, e: serde_json::Error| Error::invalid(format!("{what}: {e}"));
-    let schedule = serde_json::to_string(&lp.schedule).map_err(|e| json("schedule", e))?;
-    let target = serde_json::to_string(&lp.target).map_err(|e| json("target", e))?;
-    let labels = serde_json::to_string(&lp.labels).map_err(|e| json("labels", e))?;
-    let runs_on = serde_json::to_string(&lp.runs_on).map_err(|e| json("runs_on", e))?;
-    let notify = lp
-        .notify
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| json("notify", e))?;
+    let json = DefinitionJson::of_loop(lp)?;
     db.execute(
         concat!(
             "INSERT INTO loops (",
@@ -262,8 +253,8 @@ async fn insert_loop<C: GenericClient + Sync>(db: &Db<'_, C>, lp: &Loop) -> Resu
             &lp.name,
             &lp.description,
             &lp.status.as_str(),
-            &text(&schedule).as_ref(),
-            &text(&target).as_ref(),
+            &text(&json.schedule).as_ref(),
+            &text(&json.target).as_ref(),
             &opt_ms(lp.next_run_at.as_ref()),
             &opt_ms(lp.retry_scheduled_for.as_ref()),
             &lp.catch_up.as_str(),
@@ -277,10 +268,10 @@ async fn insert_loop<C: GenericClient + Sync>(db: &Db<'_, C>, lp: &Loop) -> Resu
             &ms(&lp.updated_at),
             &sat_i64(lp.jitter_ms),
             &opt_ms(lp.due_at.as_ref()),
-            &labels,
-            &notify,
-            &runs_on,
-            &crate::codec::encode_ops(&lp.ops)?,
+            &json.labels,
+            &json.notify,
+            &json.runs_on,
+            &json.ops,
             &crate::codec::encode_state(&lp.state)?,
         ],
     )

@@ -16,7 +16,7 @@ use loops_core::event::EventKind;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
 use loops_store::codec::StoredRow;
-use loops_store::{RunWrite, RunWritten, StoreError};
+use loops_store::{RunWrite, RunWritten};
 use std::collections::{HashMap, HashSet};
 use tokio_postgres::GenericClient;
 
@@ -56,12 +56,7 @@ pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
         };
         match result {
             Ok(written) => done.push(Ok(written)),
-            Err(Error::Store(e))
-                if e.is_per_row() || matches!(e, StoreError::InvalidArgument(_)) =>
-            {
-                done.push(Err(e))
-            }
-            Err(e) => return Err(e),
+            Err(e) => done.push(Err(e.alone_in_batch()?)),
         }
     }
     // The finished runs' `run.finished`, with their loops as their ends left them, as

@@ -230,6 +230,20 @@ async fn queue_key_event<C: GenericClient + Sync>(
     now: Instant,
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
+    let loops = key_loops(db, key.provider, Some(&key.account), lp).await?;
+    queue_on_channels(db, &loops, run, event, now, default).await
+}
+
+/// `lp` and the other active loops of the hold key `provider` / `account` (`None`:
+/// every account of the provider), by name: the loops an account's hold or a store-wide
+/// budget's covers.
+pub(crate) async fn key_loops<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    provider: Provider,
+    account: Option<&str>,
+    lp: &Loop,
+) -> Result<Vec<Loop>> {
+    let account = account.map(|a| text(a).into_owned());
     let rows = db
         .query(
             concat!(
@@ -237,15 +251,11 @@ async fn queue_key_event<C: GenericClient + Sync>(
                 loop_cols!(),
                 " FROM loops WHERE status = 'active' AND id != $3 AND ",
                 key_provider!(),
-                " = $1 AND ",
+                " = $1 AND ($2::text IS NULL OR ",
                 key_account!(),
-                " = $2 ORDER BY name"
+                " = $2) ORDER BY name"
             ),
-            &[
-                &key.provider.as_str(),
-                &text(&key.account).as_ref(),
-                &lp.id.as_str(),
-            ],
+            &[&provider.as_str(), &account, &lp.id.as_str()],
         )
         .await?;
     let mut loops = vec![lp.clone()];
@@ -254,7 +264,7 @@ async fn queue_key_event<C: GenericClient + Sync>(
         rows.iter()
             .filter_map(|r| crate::codec::loop_from_row(r).ok()),
     );
-    queue_on_channels(db, &loops, run, event, now, default).await
+    Ok(loops)
 }
 
 /// Queues `event` once per channel of `loops` (each loop's settings or else the

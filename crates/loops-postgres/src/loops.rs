@@ -2,53 +2,27 @@
 //! parking and expiry.
 
 use crate::codec::{
-    decode_all, decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, run_cols,
-    run_from_row, sat_i64, text, with_id_prefix, Cols, ID_ATTEMPTS,
+    decode_all, decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, sat_i64, text,
+    with_id_prefix, Cols, ID_ATTEMPTS,
 };
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
 use crate::session::Db;
 use loops_core::event::{EventBody, EventKind};
-use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
+use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunStatus};
 use loops_store::codec::StoredRow;
 use loops_store::{
-    LoopAdvance, LoopFilter, LoopOrder, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
+    DefinitionJson, LoopAdvance, LoopFilter, LoopOrder, LoopUpdate, LoopVersion, StoreError,
+    UnreadableLoop,
 };
 use tokio_postgres::types::ToSql;
 use tokio_postgres::GenericClient;
-
-/// The JSON columns of a definition.
-pub(crate) struct DefinitionJson {
-    schedule: String,
-    target: String,
-    labels: String,
-    notify: Option<String>,
-    runs_on: String,
-    ops: Option<String>,
-}
-
-pub(crate) fn definition_json(def: &NewLoop) -> Result<DefinitionJson> {
-    let json = |what: &str, e: serde_json::Error| Error::invalid(format!("{what}: {e}"));
-    Ok(DefinitionJson {
-        schedule: serde_json::to_string(&def.schedule).map_err(|e| json("schedule", e))?,
-        target: serde_json::to_string(&def.target).map_err(|e| json("target", e))?,
-        labels: serde_json::to_string(&def.labels).map_err(|e| json("labels", e))?,
-        runs_on: serde_json::to_string(&def.policy.runs_on).map_err(|e| json("runs_on", e))?,
-        notify: def
-            .notify
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| json("notify", e))?,
-        ops: crate::codec::encode_ops(&def.policy.ops)?,
-    })
-}
 
 pub(crate) async fn create_loop<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     new: &NewLoop,
     now: Instant,
 ) -> Result<Loop> {
-    let json = definition_json(new)?;
+    let json = DefinitionJson::of_new(new)?;
     let p = &new.policy;
     for _ in 0..ID_ATTEMPTS {
         let id = new_id();
@@ -455,42 +429,16 @@ pub(crate) async fn park_loop<C: GenericClient + Sync>(
     let slot: Option<i64> = crate::codec::get(&found, 1, "next_run_at")?;
     let slot = slot.unwrap_or_else(|| ms(&now));
     let reason = text(reason);
-    for _ in 0..ID_ATTEMPTS {
-        let row = db
-            .query_opt(
-                concat!(
-                    "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
-                     source, started_at, finished_at, duration_ms, error, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, \
-                       (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs \
-                        WHERE loop_id = $2 AND scheduled_for = $4), \
-                       'failed', 'scheduled', $5, $5, 0, $6, $5, $5) \
-                     ON CONFLICT (id) DO NOTHING RETURNING ",
-                    run_cols!()
-                ),
-                &[
-                    &new_id(),
-                    &id.as_str(),
-                    &name,
-                    &slot,
-                    &ms(&now),
-                    &reason.as_ref(),
-                ],
-            )
-            .await?;
-        if let Some(row) = row {
-            let run = run_from_row(&row)?;
-            let mut bodies = Vec::with_capacity(2);
-            // A row that does not decode is what parks a loop: then only the run says.
-            if let Ok(Some(lp)) = get_loop(db, id).await {
-                bodies.push(EventBody::loop_changed(&lp));
-            }
-            bodies.extend(crate::events::run_bodies(db, &[(EventKind::RunFinished, &run)]).await?);
-            crate::events::append_all(db, &bodies, now).await?;
-            return Ok(Some(run));
-        }
+    let run =
+        crate::claims::insert_ended(db, id, &name, slot, RunStatus::Failed, &reason, now).await?;
+    let mut bodies = Vec::with_capacity(2);
+    // A row that does not decode is what parks a loop: then only the run says.
+    if let Ok(Some(lp)) = get_loop(db, id).await {
+        bodies.push(EventBody::loop_changed(&lp));
     }
-    Err(Error::ids_exhausted("run"))
+    bodies.extend(crate::events::run_bodies(db, &[(EventKind::RunFinished, &run)]).await?);
+    crate::events::append_all(db, &bodies, now).await?;
+    Ok(Some(run))
 }
 
 /// Whether any active loop is past its expiry (a cheap read before the write).
@@ -541,7 +489,7 @@ pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
     now: Instant,
 ) -> Result<Option<Loop>> {
     let def = &update.definition;
-    let json = definition_json(def)?;
+    let json = DefinitionJson::of_new(def)?;
     let p = &def.policy;
     let due_at = schedule::due_at(id, def.next_run_at, update.retry_scheduled_for, p.jitter_ms);
     db.batch("SAVEPOINT edit_loop").await?;

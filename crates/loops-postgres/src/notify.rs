@@ -2,7 +2,7 @@
 //! queues in its own transaction (the decision is the domain's,
 //! `loops_core::notify::decide`), their claims and their results.
 
-use crate::codec::{decode_all, get, ms, new_id, opt_text, sat_i64, text, Cols, ID_ATTEMPTS};
+use crate::codec::{decode_all, get, ms, opt_text, sat_i64, text, Cols};
 use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::notify;
@@ -183,33 +183,28 @@ pub(crate) async fn insert<C: GenericClient + Sync>(
     target: &str,
     now: Instant,
 ) -> Result<Delivery> {
-    for _ in 0..ID_ATTEMPTS {
-        let row = db
-            .query_opt(
-                concat!(
-                    "INSERT INTO notification_deliveries \
-                       (id, run_id, loop_id, event, channel, target, status, attempts, \
-                        created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7) \
-                     ON CONFLICT (id) DO NOTHING RETURNING ",
-                    delivery_cols!()
-                ),
-                &[
-                    &new_id(),
-                    &run.id.as_str(),
-                    &run.loop_id.as_str(),
-                    &event.as_str(),
-                    &channel.as_str(),
-                    &text(target).as_ref(),
-                    &ms(&now),
-                ],
-            )
-            .await?;
-        if let Some(row) = row {
-            return delivery_from_row(&row);
-        }
-    }
-    Err(Error::ids_exhausted("notification delivery"))
+    let row = db
+        .insert_with_new_id(
+            concat!(
+                "INSERT INTO notification_deliveries \
+                   (id, run_id, loop_id, event, channel, target, status, attempts, \
+                    created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7) \
+                 ON CONFLICT (id) DO NOTHING RETURNING ",
+                delivery_cols!()
+            ),
+            &[
+                &run.id.as_str(),
+                &run.loop_id.as_str(),
+                &event.as_str(),
+                &channel.as_str(),
+                &text(target).as_ref(),
+                &ms(&now),
+            ],
+            "notification delivery",
+        )
+        .await?;
+    delivery_from_row(&row)
 }
 
 pub(crate) async fn deliveries_of_runs<C: GenericClient + Sync>(
@@ -232,12 +227,7 @@ pub(crate) async fn deliveries_of_runs<C: GenericClient + Sync>(
         )
         .await?;
     let mut found = decode_all(&rows, delivery_from_row)?;
-    let order: std::collections::HashMap<&str, usize> = runs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.as_str(), i))
-        .collect();
-    found.sort_by_key(|d| order.get(d.run_id.as_str()).copied().unwrap_or(usize::MAX));
+    loops_store::rows::sort_by_runs(&mut found, runs);
     Ok(found)
 }
 

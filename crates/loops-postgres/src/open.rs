@@ -105,6 +105,35 @@ const OUR_TABLES: &[&str] = &[
     "notification_deliveries",
 ];
 
+/// Refuses a database without `schema_migrations` that holds one of our tables (it is
+/// not a loops store, or a damaged one): checked alike before migrating and inspecting.
+async fn refuse_foreign_tables<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    display: &str,
+) -> Result<()> {
+    let tables: Vec<&str> = OUR_TABLES.to_vec();
+    let found = db
+        .query(
+            "SELECT tablename::text FROM pg_tables \
+             WHERE schemaname = current_schema() AND tablename = ANY($1::text[])",
+            &[&tables],
+        )
+        .await?;
+    if let Some(row) = found.first() {
+        let table: String = crate::codec::get(row, 0, "tablename")?;
+        return Err(StoreError::Corrupt {
+            path: display.to_owned(),
+            kind: CorruptKind::NotAStore,
+            source: format!(
+                "the database has a table {table:?} but no loops schema_migrations table"
+            )
+            .into(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// Applies every pending migration in one transaction under [`MIGRATION_LOCK`]: a
 /// second opener waits for the first and then finds nothing to do. Returns how many
 /// migrations this call applied.
@@ -118,26 +147,7 @@ pub(crate) async fn migrate<C: GenericClient + Sync>(
         .query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])
         .await?;
     if !crate::codec::get::<bool>(&has_migrations, 0, "exists")? {
-        let tables: Vec<&str> = OUR_TABLES.to_vec();
-        let found = db
-            .query(
-                "SELECT tablename::text FROM pg_tables \
-                 WHERE schemaname = current_schema() AND tablename = ANY($1::text[])",
-                &[&tables],
-            )
-            .await?;
-        if let Some(row) = found.first() {
-            let table: String = crate::codec::get(row, 0, "tablename")?;
-            return Err(StoreError::Corrupt {
-                path: display.to_owned(),
-                kind: CorruptKind::NotAStore,
-                source: format!(
-                    "the database has a table {table:?} but no loops schema_migrations table"
-                )
-                .into(),
-            }
-            .into());
-        }
+        refuse_foreign_tables(db, display).await?;
         db.batch(
             "CREATE TABLE schema_migrations (
                  version    BIGINT PRIMARY KEY,
@@ -147,15 +157,7 @@ pub(crate) async fn migrate<C: GenericClient + Sync>(
         )
         .await?;
     }
-    let current = current_version(db).await?;
-    if current > SCHEMA_VERSION {
-        return Err(StoreError::TooNew {
-            path: display.to_owned(),
-            found: current,
-            known: SCHEMA_VERSION,
-        }
-        .into());
-    }
+    let current = known_version(db, display).await?;
     let mut applied = 0;
     for m in MIGRATIONS.iter().filter(|m| m.version > current) {
         db.batch(m.sql).await.map_err(|e| match e {
@@ -218,40 +220,13 @@ pub(crate) async fn inspect<C: GenericClient + Sync>(
         crate::codec::get::<bool>(&row, 0, "exists")
     };
     if !exists("schema_migrations").await? {
-        let tables: Vec<&str> = OUR_TABLES.to_vec();
-        let found = db
-            .query(
-                "SELECT tablename::text FROM pg_tables \
-                 WHERE schemaname = current_schema() AND tablename = ANY($1::text[])",
-                &[&tables],
-            )
-            .await?;
-        if let Some(row) = found.first() {
-            let table: String = crate::codec::get(row, 0, "tablename")?;
-            return Err(StoreError::Corrupt {
-                path: display.to_owned(),
-                kind: CorruptKind::NotAStore,
-                source: format!(
-                    "the database has a table {table:?} but no loops schema_migrations table"
-                )
-                .into(),
-            }
-            .into());
-        }
+        refuse_foreign_tables(db, display).await?;
         return Ok(Inspection {
             schema_version: 0,
             holds_data: false,
         });
     }
-    let schema_version = current_version(db).await?;
-    if schema_version > SCHEMA_VERSION {
-        return Err(StoreError::TooNew {
-            path: display.to_owned(),
-            found: schema_version,
-            known: SCHEMA_VERSION,
-        }
-        .into());
-    }
+    let schema_version = known_version(db, display).await?;
     // An older schema may lack some of the tables `holds_data` reads.
     let mut holds_data = false;
     for table in ["loops", "workflows", "runs", "workflow_runs", "events"] {
@@ -276,6 +251,21 @@ pub(crate) async fn current_version<C: GenericClient + Sync>(db: &Db<'_, C>) -> 
         )
         .await?;
     crate::codec::get(&row, 0, "version")
+}
+
+/// The schema version of the database, refused ([`StoreError::TooNew`]) when a newer
+/// build wrote it: what migrating and inspecting both check first.
+async fn known_version<C: GenericClient + Sync>(db: &Db<'_, C>, display: &str) -> Result<i64> {
+    let version = current_version(db).await?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: display.to_owned(),
+            found: version,
+            known: SCHEMA_VERSION,
+        }
+        .into());
+    }
+    Ok(version)
 }
 
 /// Whether `store` names a PostgreSQL database (`postgres://…` / `postgresql://…`).

@@ -8,9 +8,10 @@ use crate::codec::{get, instant_from_ms, ms, sat_i64, Cols};
 use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::health::{FactsQuery, RecentRun, RunBrief, RunFacts, SlotRows};
-use loops_core::{Instant, LoopId, RunStatus, StepId, WorkflowId};
+use loops_core::{Instant, RunStatus};
 use loops_store::codec::StoredRow;
-use loops_store::{UsageRow, UsageSource};
+use loops_store::rows::{usage_run_row, usage_step_row};
+use loops_store::UsageRow;
 use tokio_postgres::{GenericClient, Row};
 
 /// The columns of a [`RunBrief`], then its error.
@@ -195,16 +196,7 @@ pub(crate) async fn usage_since<C: GenericClient + Sync>(
         )
         .await?;
     for row in &rows {
-        if let Some(usage) = Cols(row).usage(3)? {
-            out.push(UsageRow {
-                source: UsageSource::Run {
-                    loop_id: LoopId::new(get::<String>(row, 0, "loop_id")?),
-                    loop_name: get(row, 1, "loop_name")?,
-                },
-                finished_at: Cols(row).instant(2, "finished_at")?,
-                usage,
-            });
-        }
+        out.extend(usage_run_row(&Cols(row))?);
     }
     let rows = db
         .query(
@@ -216,18 +208,7 @@ pub(crate) async fn usage_since<C: GenericClient + Sync>(
         )
         .await?;
     for row in &rows {
-        if let Some(usage) = Cols(row).usage(5)? {
-            out.push(UsageRow {
-                source: UsageSource::Step {
-                    workflow_id: WorkflowId::new(get::<String>(row, 0, "workflow_id")?),
-                    workflow_name: get(row, 1, "workflow_name")?,
-                    step_id: StepId::new(get::<String>(row, 2, "step_id")?),
-                    loop_id: get::<Option<String>>(row, 3, "loop_id")?.map(LoopId::new),
-                },
-                finished_at: Cols(row).instant(4, "finished_at")?,
-                usage,
-            });
-        }
+        out.extend(usage_step_row(&Cols(row))?);
     }
     out.sort_by_key(|r| r.finished_at);
     Ok(out)

@@ -10,6 +10,7 @@
 //! [`CALL_TIMEOUT`] is dropped and its connection closed (the server rolls back what it
 //! had begun), so a cut-off network never hangs a caller for long.
 
+use crate::codec::{new_id, ID_ATTEMPTS};
 use crate::error::{io, Error, Result, StoreResult};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -160,6 +161,27 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         let st = self.prepare(sql).await?;
         count_round_trip();
         Ok(self.c.query_opt(&st, params).await?)
+    }
+
+    /// Runs `sql` — an insert of a new row whose `$1` is its id, then `params`, ending in
+    /// `ON CONFLICT (id) DO NOTHING RETURNING …` — with fresh ids until one is free: the
+    /// id-collision retry every such insert needs, once. `what` names the row.
+    pub(crate) async fn insert_with_new_id(
+        &self,
+        sql: &str,
+        params: &Params<'_>,
+        what: &str,
+    ) -> Result<Row> {
+        for _ in 0..ID_ATTEMPTS {
+            let id = new_id();
+            let mut with_id: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(params.len() + 1);
+            with_id.push(&id);
+            with_id.extend_from_slice(params);
+            if let Some(row) = self.query_opt(sql, &with_id).await? {
+                return Ok(row);
+            }
+        }
+        Err(Error::ids_exhausted(what))
     }
 
     pub(crate) async fn query_one(&self, sql: &str, params: &Params<'_>) -> Result<Row> {

@@ -9,7 +9,7 @@ use crate::session::Db;
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{Instant, LoopId, RunId, StepId, WorkflowId, WorkflowRunId, WorkflowStatus};
+use loops_core::{Instant, LoopId, RunId, StepId, WorkflowRunId, WorkflowStatus};
 use loops_store::prune::RunCutoffs;
 use loops_store::rows;
 use loops_store::{PrunePolicy, StoreError};
@@ -132,8 +132,7 @@ pub(crate) async fn create_workflow<C: GenericClient + Sync>(
         .await?
         .map(|r| workflow_from_row(&r))
         .transpose()?;
-    let mut version = spec.version.max(1);
-    if let Some(old) = existing {
+    if let Some(old) = &existing {
         if !replace {
             return Err(StoreError::DuplicateWorkflow(spec.name.clone()).into());
         }
@@ -142,33 +141,21 @@ pub(crate) async fn create_workflow<C: GenericClient + Sync>(
             &[&old.id.as_str(), &ms(&now)],
         )
         .await?;
-        version = version.max(old.version + 1);
     }
-    let mut record_spec = spec.clone();
-    record_spec.version = version;
-    let json = spec_json(&record_spec)?;
-    let id = WorkflowId::new(new_id());
+    let workflow = rows::new_workflow(spec, existing.as_ref(), now);
     db.execute(
         "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
          VALUES ($1, $2, $3, 'active', $4, $5, $5)",
         &[
-            &id.as_str(),
-            &spec.name,
-            &i64::from(version),
-            &json,
+            &workflow.id.as_str(),
+            &workflow.name,
+            &i64::from(workflow.version),
+            &spec_json(&workflow.spec)?,
             &ms(&now),
         ],
     )
     .await?;
-    Ok(Workflow {
-        id,
-        name: spec.name.clone(),
-        version,
-        status: WorkflowStatus::Active,
-        spec: record_spec,
-        created_at: now,
-        updated_at: now,
-    })
+    Ok(workflow)
 }
 
 pub(crate) async fn get_workflow<C: GenericClient + Sync>(

@@ -8,7 +8,7 @@
 //! a bundle (`loops export`) is only definitions, and is not a backup.
 
 use crate::error::{corrupt_at, from_sqlite};
-use crate::open::{has_sqlite_header, inspect_schema};
+use crate::open::{has_sqlite_header, inspect_schema, quick_check};
 use crate::SqliteStore;
 use loops_store::{CorruptKind, StoreError};
 use rusqlite::backup::{Backup, StepResult};
@@ -355,19 +355,6 @@ fn sync_parent(path: &Path) {
     }
 }
 
-fn quick_check(conn: &Connection) -> Result<Vec<String>> {
-    let result = (|| {
-        let mut stmt = conn.prepare("PRAGMA quick_check")?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-    })();
-    match result {
-        Ok(rows) => Ok(rows),
-        Err(e) if crate::error::is_corruption(&e) => Ok(vec![e.to_string()]),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// Rows of the tables counted, each 0 when the schema has no such table yet (an older
 /// store).
 fn counts(conn: &Connection) -> Result<StoreCounts> {
@@ -437,7 +424,7 @@ pub fn check_file(path: &Path) -> Result<(Connection, loops_store::open_files::C
         return Err(bad("empty, not a loops store".to_owned()));
     }
     let conn = crate::open::open_read_only(path).map_err(|e| bad(short_reason(&from_sqlite(e))))?;
-    let problems = quick_check(&conn).map_err(|e| bad(e.to_string()))?;
+    let problems = quick_check(&conn).map_err(|e| bad(from_sqlite(e).to_string()))?;
     if problems != ["ok"] {
         return Err(bad(format!(
             "damaged: quick_check found {}",

@@ -4,9 +4,9 @@
 //! notification of each budget; and the condition the due-loop queries use to leave a
 //! budget-held loop out.
 
-use crate::codec::{get, loop_cols, ms, query_all, query_first, Cols};
+use crate::codec::{get, ms, query_all, query_first, Cols};
 use crate::error::{Error, Result, StoreResult};
-use crate::holds::{key_account, key_provider};
+use crate::holds::{self, key_account, key_provider};
 use crate::SqliteStore;
 use loops_core::budget::{
     self, Budget, BudgetChange, BudgetHold, BudgetMetric, BudgetScope, Spend, StoreBudget,
@@ -256,26 +256,13 @@ fn queue_scope_event(
     event: NotifyEvent,
     now: Instant,
 ) -> Result<Vec<Delivery>> {
-    let mut loops = vec![lp.clone()];
-    if let BudgetScope::Key { provider, account } = scope {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            loop_cols!(),
-            " FROM loops WHERE status = 'active' AND id != ?3 AND ",
-            key_provider!(),
-            " = ?1 AND (?2 IS NULL OR ",
-            key_account!(),
-            " = ?2) ORDER BY name"
-        ))?;
-        let mut rows = stmt.query(params![provider.as_str(), account, lp.id.as_str()])?;
-        while let Some(row) = rows.next()? {
-            // A loop that does not decode has no settings to read; the others still count.
-            if let Ok(other) = crate::codec::loop_from_row(row) {
-                loops.push(other);
-            }
+    let loops = match scope {
+        BudgetScope::Key { provider, account } => {
+            holds::key_loops(conn, *provider, account.as_deref(), lp)?
         }
-    }
-    crate::holds::queue_on_channels(conn, &loops, run, event, now)
+        BudgetScope::Loop(_) => vec![lp.clone()],
+    };
+    holds::queue_on_channels(conn, &loops, run, event, now)
 }
 
 /// After `run` of `lp` was finalized in this transaction: decides every budget that

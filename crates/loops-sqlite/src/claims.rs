@@ -8,8 +8,8 @@ use crate::loops::apply_advance;
 use crate::SqliteStore;
 use loops_core::caps::{self, Caps, InFlight, RunKeys};
 use loops_core::event::EventKind;
-use loops_core::schedule::jitter_delay;
-use loops_core::{Instant, LoopId, LoopStatus, Provider, Run, RunSource, Target};
+use loops_core::{Instant, LoopId, LoopStatus, Provider, Run, RunSource, RunStatus, Target};
+use loops_store::claim::{attempt_due_at, SlotAttempts};
 use loops_store::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, Fence, LoopAdvance, OnRefusal, StoreError,
 };
@@ -76,20 +76,12 @@ fn claim_in_tx(
     else {
         return Ok(Err(ClaimRefused::LoopNotActive));
     };
-    // When this attempt became due: a pending retry's time (with its slot's jitter, as
-    // the loop holds it), else the slot plus its jitter. An ad-hoc run was never due.
-    let due_at = if ad_hoc {
-        None
-    } else if retry_for == Some(slot) {
-        loop_due
-    } else {
-        let delay = jitter_delay(
-            &req.loop_id,
-            req.scheduled_for,
-            u64::try_from(jitter_ms).unwrap_or(0),
-        );
-        Some(slot.saturating_add(i64::try_from(delay).unwrap_or(0)))
-    };
+    let due_at = attempt_due_at(
+        req,
+        retry_for,
+        loop_due,
+        u64::try_from(jitter_ms).unwrap_or(0),
+    );
     if !ad_hoc && status != LoopStatus::Active.as_str() {
         return Ok(Err(ClaimRefused::LoopNotActive));
     }
@@ -107,9 +99,7 @@ fn claim_in_tx(
         }
     }
 
-    // Attempts that met a usage limit held their account instead of counting
-    // (`loops_core::transitions::attempts_allowed`).
-    let (running, done, last_attempt, held): (i64, i64, i64, i64) = tx
+    let slot_attempts = tx
         .prepare_cached(
             "SELECT COALESCE(SUM(status = 'running'), 0), \
                         COALESCE(SUM(status IN ('succeeded', 'skipped')), 0), \
@@ -118,23 +108,17 @@ fn claim_in_tx(
                  FROM runs WHERE loop_id = ?1 AND scheduled_for = ?2",
         )?
         .query_row(params![req.loop_id.as_str(), slot], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            Ok(SlotAttempts {
+                running: r.get(0)?,
+                done: r.get(1)?,
+                last_attempt: r.get(2)?,
+                held: r.get(3)?,
+            })
         })?;
-    if running > 0 {
-        return Ok(Err(ClaimRefused::SlotRunning));
-    }
-    if done > 0 {
-        return Ok(Err(ClaimRefused::SlotDone));
-    }
-    // An ad-hoc slot gets a single attempt; a loop never gets fewer than one.
-    let allowed = if ad_hoc {
-        1
-    } else {
-        max_attempts.max(1).saturating_add(held)
+    let attempt = match slot_attempts.next_attempt(max_attempts, ad_hoc) {
+        Ok(attempt) => attempt,
+        Err(refused) => return Ok(Err(refused)),
     };
-    if last_attempt >= allowed {
-        return Ok(Err(ClaimRefused::SlotDone));
-    }
     // Last: the caps count the running rows this transaction sees, the batch's own
     // claims before this one included.
     let keys = match admit_in(tx, &target, caps, ad_hoc, req.now)? {
@@ -156,7 +140,7 @@ fn claim_in_tx(
             req.loop_id.as_str(),
             name,
             slot,
-            last_attempt + 1,
+            attempt,
             req.source.as_str(),
             now,
             req.runner_id,
@@ -246,13 +230,16 @@ pub(crate) fn running_keys_in(conn: &Connection) -> Result<InFlight> {
     Ok(in_flight)
 }
 
-/// Records a `skipped` row for `slot` of `lp` inside the caller's transaction.
-fn skip_in(
+/// Inserts the next attempt of scheduled slot `slot` (milliseconds) of `lp` as a run
+/// that never ran and ended as `status` at `now` with `error`: one statement for a
+/// busy loop's skipped slot and a parked loop's failed run.
+pub(crate) fn insert_ended(
     conn: &Connection,
     lp: &LoopId,
     name: &str,
-    slot: Instant,
-    reason: &str,
+    slot: i64,
+    status: RunStatus,
+    error: &str,
     now: Instant,
 ) -> Result<Run> {
     let mut stmt = conn.prepare_cached(concat!(
@@ -260,7 +247,7 @@ fn skip_in(
          started_at, finished_at, duration_ms, error, created_at, updated_at) \
          VALUES (?1, ?2, ?3, ?4, \
            (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
-           'skipped', ?5, ?6, ?6, 0, ?7, ?6, ?6) RETURNING ",
+           ?5, ?6, ?7, ?7, 0, ?8, ?7, ?7) RETURNING ",
         run_cols!()
     ))?;
     for _ in 0..ID_ATTEMPTS {
@@ -268,10 +255,11 @@ fn skip_in(
             new_id(),
             lp.as_str(),
             name,
-            ms(&slot),
+            slot,
+            status.as_str(),
             RunSource::Scheduled.as_str(),
             ms(&now),
-            reason,
+            error,
         ])?;
         match rows.next() {
             Ok(Some(row)) => return run_from_row(row),
@@ -306,7 +294,10 @@ fn batch_claim_in(tx: &Transaction<'_>, claim: &BatchClaim) -> Result<ClaimOutco
                 .query_row([req.loop_id.as_str()], |r| r.get(0))?;
             let skipped = skip_slots
                 .iter()
-                .map(|slot| skip_in(tx, &req.loop_id, &name, *slot, SKIPPED_BUSY, req.now))
+                .map(|slot| {
+                    let (status, slot) = (RunStatus::Skipped, ms(slot));
+                    insert_ended(tx, &req.loop_id, &name, slot, status, SKIPPED_BUSY, req.now)
+                })
                 .collect::<Result<Vec<_>>>()?;
             if let Some(advance) = advance {
                 apply_advance(tx, &req.loop_id, advance, req.now)?;

@@ -10,8 +10,7 @@ use rusqlite::types::FromSql;
 use rusqlite::{ffi, ErrorCode, Row};
 
 pub(crate) use loops_store::codec::{
-    encode_ops, encode_state, encode_usage, instant_from_ms, ms, new_id, opt_ms, sat_i64,
-    ID_ATTEMPTS,
+    encode_state, encode_usage, instant_from_ms, ms, new_id, opt_ms, sat_i64, ID_ATTEMPTS,
 };
 
 /// The columns of `loops`, in the order [`loop_from_row`] reads them.

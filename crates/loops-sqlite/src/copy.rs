@@ -9,6 +9,7 @@ use crate::codec::{encode_usage, loop_cols, ms, opt_ms, run_cols, sat_i64};
 use crate::error::{Error, Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::{Loop, RunStatus};
+use loops_store::DefinitionJson;
 use loops_store::{CopySet, StoreError};
 use rusqlite::{params, Connection};
 
@@ -277,16 +278,7 @@ fn copy_rows(tx: &Connection, set: &CopySet) -> Result<()> {
 }
 
 fn insert_loop(tx: &Connection, lp: &Loop) -> Result<()> {
-    let json = |what: &str, e: serde_json::Error| Error::invalid(format!("{what}: {e}"));
-    let schedule = serde_json::to_string(&lp.schedule).map_err(|e| json("schedule", e))?;
-    let target = serde_json::to_string(&lp.target).map_err(|e| json("target", e))?;
-    let labels = serde_json::to_string(&lp.labels).map_err(|e| json("labels", e))?;
-    let notify = lp
-        .notify
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| json("notify", e))?;
+    let json = DefinitionJson::of_loop(lp)?;
     tx.prepare_cached(concat!(
         "INSERT INTO loops (",
         loop_cols!(),
@@ -298,8 +290,8 @@ fn insert_loop(tx: &Connection, lp: &Loop) -> Result<()> {
         lp.name,
         lp.description,
         lp.status.as_str(),
-        schedule,
-        target,
+        json.schedule,
+        json.target,
         opt_ms(lp.next_run_at.as_ref()),
         opt_ms(lp.retry_scheduled_for.as_ref()),
         lp.catch_up.as_str(),
@@ -313,9 +305,9 @@ fn insert_loop(tx: &Connection, lp: &Loop) -> Result<()> {
         ms(&lp.updated_at),
         sat_i64(lp.jitter_ms),
         opt_ms(lp.due_at.as_ref()),
-        labels,
-        notify,
-        crate::codec::encode_ops(&lp.ops)?,
+        json.labels,
+        json.notify,
+        json.ops,
         crate::codec::encode_state(&lp.state)?,
     ])?;
     crate::loops::set_labels(tx, &lp.id, &lp.labels)

@@ -5,8 +5,8 @@
 //! (`crate::notify`).
 
 use crate::codec::{
-    encode_usage, failure_statuses, instant_from_ms, loop_cols, loop_from_row, ms,
-    not_retried_classes, query_first, run_cols, run_from_row, sat_i64,
+    encode_usage, failure_statuses, instant_from_ms, ms, not_retried_classes, query_first,
+    run_cols, run_from_row, sat_i64,
 };
 use crate::error::{Error, Result, StoreResult};
 use crate::loops::apply_advance;
@@ -16,7 +16,7 @@ use loops_core::event::EventKind;
 use loops_core::stop::StopMet;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
-use loops_store::{Fence, RunWrite, RunWritten, StoreError};
+use loops_store::{Fence, RunWrite, RunWritten};
 use rusqlite::{params, Connection, OptionalExtension};
 
 pub(crate) fn record_run_writes(
@@ -43,7 +43,8 @@ pub(crate) fn record_run_writes(
                 RunWrite::Finished { run, outcome } => outcome_usage_json(outcome)
                     .and_then(|usage| finalize_in(tx, run, outcome, usage.as_deref()))
                     .and_then(|finished| {
-                        let lp = stored_loop(tx, &finished.loop_id)?;
+                        // The loop as stored (`None`: removed).
+                        let lp = crate::loops::loop_in(tx, &finished.loop_id)?;
                         let Some(lp) = lp else {
                             crate::events::append_run(tx, EventKind::RunFinished, &finished, now)?;
                             return Ok(RunWritten::Finished {
@@ -75,12 +76,7 @@ pub(crate) fn record_run_writes(
             match result {
                 Ok(written) => done.push(Ok(written)),
                 // A bad outcome fails alone, like a row that is no longer running.
-                Err(Error::Store(e))
-                    if e.is_per_row() || matches!(e, StoreError::InvalidArgument(_)) =>
-                {
-                    done.push(Err(e))
-                }
-                Err(e) => return Err(e),
+                Err(e) => done.push(Err(e.alone_in_batch()?)),
             }
         }
         Ok(done)
@@ -158,16 +154,6 @@ fn finalize_in(
         Some(r) => Ok(r),
         None => Err(not_running(conn, run)),
     }
-}
-
-/// The loop of a run finalized in this transaction, as stored (`None`: removed).
-fn stored_loop(conn: &Connection, id: &LoopId) -> Result<Option<Loop>> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "SELECT ",
-        loop_cols!(),
-        " FROM loops WHERE id = ?1"
-    ))?;
-    query_first(&mut stmt, [id.as_str()], loop_from_row)
 }
 
 /// After `run` was finalized in this transaction: applies its loop's transition and

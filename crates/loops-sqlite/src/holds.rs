@@ -211,16 +211,29 @@ fn queue_key_event(
     event: NotifyEvent,
     now: Instant,
 ) -> Result<Vec<Delivery>> {
+    let loops = key_loops(conn, key.provider, Some(&key.account), lp)?;
+    queue_on_channels(conn, &loops, run, event, now)
+}
+
+/// `lp` and the other active loops of the hold key `provider` / `account` (`None`:
+/// every account of the provider), by name: the loops an account's hold or a store-wide
+/// budget's covers.
+pub(crate) fn key_loops(
+    conn: &Connection,
+    provider: Provider,
+    account: Option<&str>,
+    lp: &Loop,
+) -> Result<Vec<Loop>> {
     let mut stmt = conn.prepare_cached(concat!(
         "SELECT ",
         loop_cols!(),
         " FROM loops WHERE status = 'active' AND id != ?3 AND ",
         key_provider!(),
-        " = ?1 AND ",
+        " = ?1 AND (?2 IS NULL OR ",
         key_account!(),
-        " = ?2 ORDER BY name"
+        " = ?2) ORDER BY name"
     ))?;
-    let mut rows = stmt.query(params![key.provider.as_str(), key.account, lp.id.as_str()])?;
+    let mut rows = stmt.query(params![provider.as_str(), account, lp.id.as_str()])?;
     let mut loops = vec![lp.clone()];
     while let Some(row) = rows.next()? {
         // A loop that does not decode has no settings to read; the others still count.
@@ -228,8 +241,7 @@ fn queue_key_event(
             loops.push(other);
         }
     }
-    drop(rows);
-    queue_on_channels(conn, &loops, run, event, now)
+    Ok(loops)
 }
 
 /// Queues `event` once per channel of `loops` (each loop's settings or else the

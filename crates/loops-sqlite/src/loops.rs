@@ -3,13 +3,14 @@
 
 use crate::codec::{
     decode_loop_row, instant_from_ms, loop_cols, loop_from_row, ms, new_id, opt_ms, query_all,
-    query_first, run_cols, run_from_row, sat_i64, ID_ATTEMPTS,
+    query_first, sat_i64, ID_ATTEMPTS,
 };
 use crate::error::{Error, Result, StoreResult};
 use crate::events;
 use crate::SqliteStore;
 use loops_core::event::{EventBody, EventKind};
-use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run};
+use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunStatus};
+use loops_store::DefinitionJson;
 use loops_store::{
     Fence, LoopAdvance, LoopFilter, LoopOrder, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
 };
@@ -28,20 +29,8 @@ pub(crate) fn create_loop(store: &SqliteStore, new: NewLoop, now: Instant) -> St
 /// `create_loop`, and each loop of an import.
 pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Result<Loop> {
     refuse_runner_labels(new)?;
-    let schedule = serde_json::to_string(&new.schedule)
-        .map_err(|e| StoreError::InvalidArgument(format!("schedule: {e}")))?;
-    let target = serde_json::to_string(&new.target)
-        .map_err(|e| StoreError::InvalidArgument(format!("target: {e}")))?;
+    let json = DefinitionJson::of_new(new)?;
     let p = &new.policy;
-    let labels = serde_json::to_string(&new.labels)
-        .map_err(|e| StoreError::InvalidArgument(format!("labels: {e}")))?;
-    let notify = new
-        .notify
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| StoreError::InvalidArgument(format!("notify: {e}")))?;
-    let ops = crate::codec::encode_ops(&p.ops)?;
     let mut stmt = tx.prepare_cached(concat!(
         "INSERT INTO loops (",
         loop_cols!(),
@@ -57,8 +46,8 @@ pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Resul
             new.name,
             new.description,
             LoopStatus::Active.as_str(),
-            schedule,
-            target,
+            json.schedule,
+            json.target,
             opt_ms(new.next_run_at.as_ref()),
             p.catch_up.as_str(),
             p.catch_up_limit,
@@ -70,9 +59,9 @@ pub(crate) fn insert_loop(tx: &Connection, new: &NewLoop, now: Instant) -> Resul
             ms(&now),
             sat_i64(p.jitter_ms),
             opt_ms(due_at.as_ref()),
-            labels,
-            notify,
-            ops,
+            json.labels,
+            json.notify,
+            json.ops,
         ])?;
         match rows.next() {
             Ok(Some(row)) => {
@@ -108,14 +97,18 @@ fn refuse_runner_labels(def: &NewLoop) -> Result<()> {
 }
 
 pub(crate) fn get_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<Option<Loop>> {
-    store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            loop_cols!(),
-            " FROM loops WHERE id = ?1"
-        ))?;
-        query_first(&mut stmt, [id.as_str()], loop_from_row)
-    })
+    store.read(|conn| loop_in(conn, id))
+}
+
+/// Loop `id` as `conn` (a read, or the caller's transaction) sees it (`None`: gone):
+/// the one lookup by id behind `get_loop`, a finalization and a park.
+pub(crate) fn loop_in(conn: &Connection, id: &LoopId) -> Result<Option<Loop>> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        loop_cols!(),
+        " FROM loops WHERE id = ?1"
+    ))?;
+    query_first(&mut stmt, [id.as_str()], loop_from_row)
 }
 
 pub(crate) fn get_loop_by_name(store: &SqliteStore, name: &str) -> StoreResult<Option<Loop>> {
@@ -367,46 +360,21 @@ pub(crate) fn park_loop(
                 "UPDATE loops SET status = 'paused', updated_at = ?2 \
                  WHERE id = ?1 AND status = 'active' RETURNING name, next_run_at",
             )?
-            .query_row(params![id.as_str(), ms(&now)], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_row(params![id.as_str(), ms(&now)], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .optional()?;
         let Some((name, slot)) = found else {
             return Ok(None);
         };
-        let mut stmt = tx.prepare_cached(concat!(
-            "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
-             started_at, finished_at, duration_ms, error, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, \
-               (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
-               'failed', 'scheduled', ?5, ?5, 0, ?6, ?5, ?5) RETURNING ",
-            run_cols!()
-        ))?;
         let slot = slot.unwrap_or_else(|| ms(&now));
-        for _ in 0..ID_ATTEMPTS {
-            let mut rows =
-                stmt.query(params![new_id(), id.as_str(), name, slot, ms(&now), reason])?;
-            match rows.next() {
-                Ok(Some(row)) => {
-                    let run = run_from_row(row)?;
-                    drop(rows);
-                    let mut lp_stmt = tx.prepare_cached(concat!(
-                        "SELECT ",
-                        loop_cols!(),
-                        " FROM loops WHERE id = ?1"
-                    ))?;
-                    // A row that does not decode is what parks a loop: then only the run says.
-                    if let Ok(Some(lp)) = query_first(&mut lp_stmt, [id.as_str()], loop_from_row) {
-                        events::append(tx, &EventBody::loop_changed(&lp), now)?;
-                    }
-                    events::append_run(tx, EventKind::RunFinished, &run, now)?;
-                    return Ok(Some(run));
-                }
-                Ok(None) => break,
-                // A run id collision: draw another.
-                Err(e) if crate::codec::is_unique_violation(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
+        let run = crate::claims::insert_ended(tx, id, &name, slot, RunStatus::Failed, reason, now)?;
+        // A row that does not decode is what parks a loop: then only the run says.
+        if let Ok(Some(lp)) = loop_in(tx, id) {
+            events::append(tx, &EventBody::loop_changed(&lp), now)?;
         }
-        Err(Error::ids_exhausted("run"))
+        events::append_run(tx, EventKind::RunFinished, &run, now)?;
+        Ok(Some(run))
     })
 }
 
@@ -456,20 +424,8 @@ pub(crate) fn update_loop_definition(
     now: Instant,
 ) -> StoreResult<Option<Loop>> {
     let def = &update.definition;
-    let schedule = serde_json::to_string(&def.schedule)
-        .map_err(|e| StoreError::InvalidArgument(format!("schedule: {e}")))?;
-    let target = serde_json::to_string(&def.target)
-        .map_err(|e| StoreError::InvalidArgument(format!("target: {e}")))?;
-    let labels = serde_json::to_string(&def.labels)
-        .map_err(|e| StoreError::InvalidArgument(format!("labels: {e}")))?;
-    let notify = def
-        .notify
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| StoreError::InvalidArgument(format!("notify: {e}")))?;
+    let json = DefinitionJson::of_new(def)?;
     let p = &def.policy;
-    let ops = crate::codec::encode_ops(&p.ops)?;
     store.write(None, |tx| {
         let mut stmt = tx.prepare_cached(concat!(
             "UPDATE loops SET name = ?2, description = ?3, status = ?4, schedule_json = ?5, \
@@ -488,8 +444,8 @@ pub(crate) fn update_loop_definition(
             def.name,
             def.description,
             update.status.as_str(),
-            schedule,
-            target,
+            json.schedule,
+            json.target,
             opt_ms(def.next_run_at.as_ref()),
             opt_ms(update.retry_scheduled_for.as_ref()),
             p.catch_up.as_str(),
@@ -500,14 +456,14 @@ pub(crate) fn update_loop_definition(
             sat_i64(p.lease_ms),
             opt_ms(p.expires_at.as_ref()),
             sat_i64(p.jitter_ms),
-            labels,
-            notify,
+            json.labels,
+            json.notify,
             ms(&now),
             expected.status.as_str(),
             opt_ms(expected.next_run_at.as_ref()),
             opt_ms(expected.retry_scheduled_for.as_ref()),
             ms(&expected.updated_at),
-            ops,
+            json.ops,
         ];
         let updated = match query_first(&mut stmt, params, loop_from_row) {
             Ok(updated) => updated,

@@ -195,13 +195,7 @@ pub(crate) fn deliveries_of_runs(
         ))?;
         query_all(&mut stmt, [ids], delivery_from_row)
     })?;
-    let order: std::collections::HashMap<&str, usize> = runs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.as_str(), i))
-        .collect();
-    // Stable: keeps the creation order within a run.
-    found.sort_by_key(|d| order.get(d.run_id.as_str()).copied().unwrap_or(usize::MAX));
+    rows::sort_by_runs(&mut found, runs);
     Ok(found)
 }
 

@@ -231,18 +231,7 @@ impl SqliteStore {
     /// problems. Checks every page and b-tree (not index contents against tables), in
     /// time linear in the file size; the daemon runs it before taking the store.
     pub fn quick_check(&self) -> StoreResult<Vec<String>> {
-        let conn = self.lock();
-        let result = (|| {
-            let mut stmt = conn.prepare("PRAGMA quick_check")?;
-            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })();
-        match result {
-            Ok(rows) => Ok(rows),
-            // A page too damaged to walk fails the pragma itself.
-            Err(e) if is_corruption(&e) => Ok(vec![e.to_string()]),
-            Err(e) => Err(self.with_path(from_sqlite(e))),
-        }
+        quick_check(&self.lock()).map_err(|e| self.with_path(from_sqlite(e)))
     }
 
     /// The schema version recorded in `schema_migrations`.
@@ -592,6 +581,21 @@ pub(crate) fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
             Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
         }
         other => other,
+    }
+}
+
+/// `PRAGMA quick_check` on `conn`: `["ok"]`, else SQLite's list of problems — a page
+/// too damaged to walk fails the pragma itself, and is reported as its one problem.
+/// The one check behind [`SqliteStore::quick_check`] and a backup's or restore's.
+pub(crate) fn quick_check(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let result = (|| {
+        let mut stmt = conn.prepare("PRAGMA quick_check")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })();
+    match result {
+        Err(e) if is_corruption(&e) => Ok(vec![e.to_string()]),
+        checked => checked,
     }
 }
 

@@ -6,7 +6,7 @@ use crate::SqliteStore;
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{Instant, LoopId, RunId, StepId, WorkflowId, WorkflowRunId, WorkflowStatus};
+use loops_core::{Instant, LoopId, RunId, StepId, WorkflowRunId, WorkflowStatus};
 use loops_store::prune::{self, RunCutoffs};
 use loops_store::rows;
 use loops_store::{Fence, PrunePolicy, StoreError, WorkflowStore};
@@ -105,8 +105,7 @@ pub(crate) fn insert_workflow(
         [&spec.name],
         workflow_from_row,
     )?;
-    let mut version = spec.version.max(1);
-    if let Some(old) = existing {
+    if let Some(old) = &existing {
         if !replace {
             return Err(StoreError::DuplicateWorkflow(spec.name.clone()).into());
         }
@@ -114,30 +113,25 @@ pub(crate) fn insert_workflow(
             "UPDATE workflows SET status = 'archived', updated_at = ?2 WHERE id = ?1",
             params![old.id.as_str(), ms(&now)],
         )?;
-        version = version.max(old.version + 1);
     }
-    let mut record_spec = spec.clone();
-    record_spec.version = version;
-    let json = if version == spec.version {
+    let workflow = rows::new_workflow(spec, existing.as_ref(), now);
+    let json = if workflow.version == spec.version {
         json
     } else {
-        spec_json(&record_spec)?
+        spec_json(&workflow.spec)?
     };
-    let id = WorkflowId::new(new_id());
     tx.execute(
         "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
          VALUES (?1, ?2, ?3, 'active', ?4, ?5, ?5)",
-        params![id.as_str(), spec.name, version, json, ms(&now)],
+        params![
+            workflow.id.as_str(),
+            workflow.name,
+            workflow.version,
+            json,
+            ms(&now)
+        ],
     )?;
-    Ok(Workflow {
-        id,
-        name: spec.name.clone(),
-        version,
-        status: WorkflowStatus::Active,
-        spec: record_spec,
-        created_at: now,
-        updated_at: now,
-    })
+    Ok(workflow)
 }
 
 impl WorkflowStore for SqliteStore {

@@ -1,6 +1,6 @@
 //! Stored values as every backend writes and reads them: instants as milliseconds, ids, JSON columns, and typed column reads that name the column a corrupt row failed on.
 
-use crate::StoreError;
+use crate::{DefinitionJson, StoreError};
 use loops_core::{Instant, Usage};
 use std::str::FromStr;
 
@@ -153,6 +153,55 @@ pub fn encode_usage(usage: Option<&Usage>) -> Result<Option<String>> {
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| StoreError::InvalidArgument(format!("usage: {e}")))
+}
+
+impl DefinitionJson {
+    /// The columns of a new or edited definition.
+    pub fn of_new(def: &loops_core::NewLoop) -> Result<Self> {
+        Self::encode(
+            &def.schedule,
+            &def.target,
+            &def.labels,
+            &def.policy.runs_on,
+            def.notify.as_ref(),
+            &def.policy.ops,
+        )
+    }
+
+    /// The columns of a loop as stored (what a copy writes again).
+    pub fn of_loop(lp: &loops_core::Loop) -> Result<Self> {
+        Self::encode(
+            &lp.schedule,
+            &lp.target,
+            &lp.labels,
+            &lp.runs_on,
+            lp.notify.as_ref(),
+            &lp.ops,
+        )
+    }
+
+    fn encode(
+        schedule: &loops_core::Schedule,
+        target: &loops_core::Target,
+        labels: &[String],
+        runs_on: &[String],
+        notify: Option<&loops_core::Notify>,
+        ops: &loops_core::LoopOps,
+    ) -> Result<Self> {
+        let json =
+            |what: &str, e: serde_json::Error| StoreError::InvalidArgument(format!("{what}: {e}"));
+        Ok(DefinitionJson {
+            schedule: serde_json::to_string(schedule).map_err(|e| json("schedule", e))?,
+            target: serde_json::to_string(target).map_err(|e| json("target", e))?,
+            labels: serde_json::to_string(labels).map_err(|e| json("labels", e))?,
+            runs_on: serde_json::to_string(runs_on).map_err(|e| json("runs_on", e))?,
+            notify: notify
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(|e| json("notify", e))?,
+            ops: encode_ops(ops)?,
+        })
+    }
 }
 
 /// A loop's `ops_json`: NULL for the default settings.

@@ -257,6 +257,21 @@ macro_rules! backend_error {
             pub(crate) fn invalid(message: impl Into<String>) -> Self {
                 Error::Store($crate::StoreError::InvalidArgument(message.into()))
             }
+
+            /// How a write of a batch failed, decided alike on every backend: `Ok` with the
+            /// error the batch records for that write when it fails alone (its row is no
+            /// longer running, an outcome that cannot end a run), `Err` with any other
+            /// error, which fails the whole batch.
+            pub(crate) fn alone_in_batch(self) -> std::result::Result<$crate::StoreError, Self> {
+                match self {
+                    Error::Store(e)
+                        if e.is_per_row() || matches!(e, $crate::StoreError::InvalidArgument(_)) =>
+                    {
+                        Ok(e)
+                    }
+                    other => Err(other),
+                }
+            }
         }
     };
 }

@@ -70,6 +70,7 @@
 //! lease. [`Store::claim_run`] (one claim) and
 //! [`Store::list_loops`] (every row decoded) are default methods on top of them.
 
+pub mod claim;
 pub mod codec;
 mod copy_set;
 mod error;
@@ -90,8 +91,8 @@ pub use paths::{
     DB_FILE, PRIVATE_FILES,
 };
 pub use types::{
-    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
-    ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, DefinitionJson, EventBounds,
+    Fence, ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
     LoopOrder, LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunRequest,
     RunRequestAnswer, RunSummary, RunWrite, RunWritten, RunnerInfo, RunnerLease,
     RunnerRegistration, UnreadableLoop, UsageRow, UsageSource,

@@ -1,14 +1,14 @@
 //! The rows every backend stores, decoded once over [`StoredRow`]: each backend keeps its SQL, selects these columns in this order (the shared column lists are the `*_cols!` macros), and hands its row type in; and the rows a new workflow run's write adds beside its own.
 
 use crate::codec::{corrupt, Result, StoredRow};
-use crate::{DaemonLease, LeaseHolder, UnreadableLoop};
+use crate::{DaemonLease, LeaseHolder, UnreadableLoop, UsageRow, UsageSource};
 use loops_core::budget::{Budget, BudgetHold, BudgetMetric, StoreBudget};
 use loops_core::event::{Event, EventBody, EventKind};
 use loops_core::hold::AccountHold;
-use loops_core::workflow::{NewEvent, StepRun, Workflow, WorkflowEvent, WorkflowRun};
+use loops_core::workflow::{NewEvent, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec};
 use loops_core::{
-    Delivery, Loop, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType, WorkflowId,
-    WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
+    Delivery, Instant, Loop, LoopId, RunId, StepId, StepRunId, StepStatus, WorkflowEventType,
+    WorkflowId, WorkflowRunId, WorkflowRunStatus, WorkflowStatus,
 };
 
 // The column lists both backends select for the decoders below, identical on each: a
@@ -334,6 +334,75 @@ pub fn delivery_row<R: StoredRow>(row: &R) -> Result<Delivery> {
         claim_expires_at: row.opt_instant(12, "claim_expires_at")?,
     })
 }
+
+/// Decodes a usage report's run row selected as `loop_id, loop_name, finished_at,
+/// usage_json`; `None` when it reported no usage. Shared so both backends' reports agree.
+pub fn usage_run_row<R: StoredRow>(row: &R) -> Result<Option<UsageRow>> {
+    let Some(usage) = row.usage(3)? else {
+        return Ok(None);
+    };
+    Ok(Some(UsageRow {
+        source: UsageSource::Run {
+            loop_id: LoopId::new(row.text(0, "loop_id")?),
+            loop_name: row.text(1, "loop_name")?,
+        },
+        finished_at: row.instant(2, "finished_at")?,
+        usage,
+    }))
+}
+
+/// Decodes a usage report's step run row selected as `workflow_id, workflow_name,
+/// step_id, loop_id, finished_at, usage_json` (the workflow run's columns and the step
+/// run's); `None` when it reported no usage.
+pub fn usage_step_row<R: StoredRow>(row: &R) -> Result<Option<UsageRow>> {
+    let Some(usage) = row.usage(5)? else {
+        return Ok(None);
+    };
+    Ok(Some(UsageRow {
+        source: UsageSource::Step {
+            workflow_id: WorkflowId::new(row.text(0, "workflow_id")?),
+            workflow_name: row.text(1, "workflow_name")?,
+            step_id: StepId::new(row.text(2, "step_id")?),
+            loop_id: row.opt_text(3, "loop_id")?.map(LoopId::new),
+        },
+        finished_at: row.instant(4, "finished_at")?,
+        usage,
+    }))
+}
+
+/// Orders `deliveries` by their run's place in `runs` (stable: each run's keep their
+/// order; a run not named goes last): the order `deliveries_of_runs` promises on every
+/// backend.
+pub fn sort_by_runs(deliveries: &mut [Delivery], runs: &[RunId]) {
+    let order: std::collections::HashMap<&str, usize> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.as_str(), i))
+        .collect();
+    deliveries.sort_by_key(|d| order.get(d.run_id.as_str()).copied().unwrap_or(usize::MAX));
+}
+
+/// The `workflows` row a create writes for `spec`, shared so both backends number
+/// versions alike: a fresh id, active, at `spec`'s version (at least 1) — above the
+/// version of `replaced`, the active spec of that name it archives, when there is one.
+pub fn new_workflow(spec: &WorkflowSpec, replaced: Option<&Workflow>, now: Instant) -> Workflow {
+    let mut version = spec.version.max(1);
+    if let Some(old) = replaced {
+        version = version.max(old.version + 1);
+    }
+    let mut record_spec = spec.clone();
+    record_spec.version = version;
+    Workflow {
+        id: WorkflowId::new(crate::codec::new_id()),
+        name: spec.name.clone(),
+        version,
+        status: WorkflowStatus::Active,
+        spec: record_spec,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
 /// The `created` event a new workflow run's write appends, the same on every backend.
 pub fn workflow_run_created(workflow: &Workflow, run: &WorkflowRun) -> NewEvent {
     NewEvent::new(

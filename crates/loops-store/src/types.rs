@@ -486,3 +486,21 @@ pub struct Imported {
     /// History rows written.
     pub runs: usize,
 }
+
+/// The JSON columns of a loop's definition, encoded once for every backend's inserts
+/// and updates of `loops` ([`DefinitionJson::of_new`], [`DefinitionJson::of_loop`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefinitionJson {
+    /// `schedule_json`.
+    pub schedule: String,
+    /// `target_json`.
+    pub target: String,
+    /// `labels_json`.
+    pub labels: String,
+    /// `runs_on_json` (a backend without runner labels leaves it unused).
+    pub runs_on: String,
+    /// `notify_json`: NULL when the loop has no settings of its own.
+    pub notify: Option<String>,
+    /// `ops_json` ([`encode_ops`](crate::codec::encode_ops)).
+    pub ops: Option<String>,
+}
