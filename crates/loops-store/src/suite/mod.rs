@@ -361,6 +361,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 69);
+        assert_eq!(count, 70);
     }
 }
