@@ -450,19 +450,19 @@ fn config_overrides(t: &AgentTarget, label: &str) -> Result<(), ValidationError>
                 "{label}: invalid config override key {key:?}: expected a dotted path like model_providers.mock.base_url"
             ));
         }
-        if value.contains('\0') {
-            return invalid(format!(
-                "{label}: config override {key:?} contains a NUL byte"
-            ));
-        }
-        no_controls(
-            &format!("config override {key:?}"),
-            value,
-            Lines::Many,
-            label,
-        )?;
+        map_value(&format!("config override {key:?}"), value, label)?;
     }
     Ok(())
+}
+
+/// A value of a key → value map a child process receives (an environment variable, a
+/// config override): no NUL byte and no control character but tab and newline, each
+/// refusal naming `what` (`environment variable "K"`).
+fn map_value(what: &str, value: &str, label: &str) -> Result<(), ValidationError> {
+    if value.contains('\0') {
+        return invalid(format!("{label}: {what} contains a NUL byte"));
+    }
+    no_controls(what, value, Lines::Many, label)
 }
 
 fn account_fields(account: &Account, label: &str) -> Result<(), ValidationError> {
@@ -499,23 +499,10 @@ fn env(vars: &BTreeMap<String, String>, label: &str) -> Result<(), ValidationErr
                 "{label}: invalid environment variable name {key:?}"
             ));
         }
-        if value.contains('\0') {
-            return invalid(format!(
-                "{label}: environment variable {key:?} contains a NUL byte"
-            ));
-        }
-        no_controls(
-            &format!("environment variable {key:?}"),
-            value,
-            Lines::Many,
-            label,
-        )?;
-        limits::check(
-            &format!("environment variable {key:?}"),
-            value.len(),
-            limits::MAX_ENV_VALUE_BYTES,
-        )
-        .or_else(|e| invalid(format!("{label}: {e}")))?;
+        let what = format!("environment variable {key:?}");
+        map_value(&what, value, label)?;
+        limits::check(&what, value.len(), limits::MAX_ENV_VALUE_BYTES)
+            .or_else(|e| invalid(format!("{label}: {e}")))?;
         total += key.len() + value.len() + 1;
     }
     limits::check("environment", total, limits::MAX_ENV_BYTES)
