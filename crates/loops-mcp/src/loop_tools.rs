@@ -15,9 +15,6 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
 
-/// Runs listed when `limit` is not given (as `loops runs`).
-const DEFAULT_RUNS: usize = 20;
-
 #[tool_router(router = loop_router, vis = "pub(crate)")]
 impl LoopsMcp {
     #[tool(
@@ -172,11 +169,7 @@ impl LoopsMcp {
 
     async fn runs(&self, p: RunsParams) -> Outcome {
         let reveal = self.reveal(p.show_output)?;
-        let limit = match p.limit {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None => Some(DEFAULT_RUNS),
-        };
+        let limit = loops_core::limits::runs_listed(p.limit);
         let now = chrono::Utc::now();
         let statuses = p
             .status

@@ -23,9 +23,6 @@ pub struct RunDocument {
     pub notifications: Vec<Delivery>,
 }
 
-/// Default number of runs listed (the CLI's).
-const DEFAULT_LIMIT: usize = 20;
-
 fn documents(runs: Vec<Run>, deliveries: Vec<Delivery>, reveal: bool) -> Vec<RunDocument> {
     let mut by_run: std::collections::HashMap<loops_core::RunId, Vec<Delivery>> =
         std::collections::HashMap::new();
@@ -98,11 +95,7 @@ pub(crate) async fn list(
         statuses,
         since: past("since")?,
         until: past("until")?,
-        limit: match p.count("limit")? {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None => Some(DEFAULT_LIMIT),
-        },
+        limit: loops_core::limits::runs_listed(p.count("limit")?),
     };
     let reveal = p.flag("showOutput", false)?;
     let (runs, deliveries) = blocking(&state, move |c| {

@@ -46,18 +46,11 @@ pub struct RunsArgs {
     pub follow: bool,
 }
 
-/// Default number of runs shown when `--limit` is not given.
-const DEFAULT_LIMIT: usize = 20;
-
 pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
     if args.follow {
         return super::runs_follow::run(ctx, &args);
     }
-    let limit = match args.limit {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => Some(DEFAULT_LIMIT),
-    };
+    let limit = loops_core::limits::runs_listed(args.limit);
     let now = output::now();
     let statuses = args
         .statuses
