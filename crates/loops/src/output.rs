@@ -123,6 +123,25 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
         .map_err(Failure::stdout)
 }
 
+/// What a listing prints before its table: with `--json` (`as_json`) the `document`,
+/// else `empty` when there is nothing to list. `true` when it printed one of them
+/// (the command is done), so every listing answers these cases alike.
+pub fn print_json_or_empty<T: Serialize>(
+    as_json: bool,
+    document: impl FnOnce() -> T,
+    is_empty: bool,
+    empty: &str,
+) -> Result<bool, Failure> {
+    if as_json {
+        print_json(&document())?;
+    } else if is_empty {
+        outln!("{empty}")?;
+    } else {
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 /// A table with a header row; columns padded to their widest cell.
 pub struct Table {
     header: Vec<&'static str>,

@@ -54,12 +54,8 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
     if !args.show_output {
         loops.iter_mut().for_each(output::redact_loop);
     }
-    if ctx.json {
-        print_json(&loops)?;
-        return Ok(Exit::Success);
-    }
-    if loops.is_empty() {
-        outln!("no loops; create one with `loops create command NAME --every 5m --cmd '…'`")?;
+    let empty = "no loops; create one with `loops create command NAME --every 5m --cmd '…'`";
+    if output::print_json_or_empty(ctx.json, || &loops, loops.is_empty(), empty)? {
         return Ok(Exit::Success);
     }
     let now = output::now();

@@ -230,12 +230,9 @@ fn list(ctx: &Context, args: WorkflowListArgs) -> Result<Exit, Failure> {
         None => Some(WorkflowStatus::Active),
     };
     let list = ctx.reader()?.list_workflows(status)?;
-    if ctx.json {
-        print_json(&list.iter().map(record_json).collect::<Vec<_>>())?;
-        return Ok(Exit::Success);
-    }
-    if list.is_empty() {
-        outln!("no workflows; store one with `loops workflows create FILE`")?;
+    let document = || list.iter().map(record_json).collect::<Vec<_>>();
+    let empty = "no workflows; store one with `loops workflows create FILE`";
+    if output::print_json_or_empty(ctx.json, document, list.is_empty(), empty)? {
         return Ok(Exit::Success);
     }
     let mut table = Table::new(vec!["ID", "NAME", "VERSION", "STATUS", "STEPS", "CREATED"]);
@@ -515,23 +512,14 @@ fn print_params(run: &WorkflowRun) -> Result<(), Failure> {
 }
 
 fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<Exit, Failure> {
-    let limit = match args.limit {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => Some(20),
-    };
+    let limit = loops_core::limits::runs_listed(args.limit);
     let runs: Vec<WorkflowRun> = ctx
         .reader()?
         .workflow_runs(args.workflow.as_deref(), limit)?
         .into_iter()
         .map(|r| redact_run(r, false))
         .collect();
-    if ctx.json {
-        print_json(&runs)?;
-        return Ok(Exit::Success);
-    }
-    if runs.is_empty() {
-        outln!("no workflow runs yet")?;
+    if output::print_json_or_empty(ctx.json, || &runs, runs.is_empty(), "no workflow runs yet")? {
         return Ok(Exit::Success);
     }
     let now = output::now();
