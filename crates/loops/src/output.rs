@@ -13,6 +13,7 @@
 //! reaches a terminal with only its SGR colours, unless `--raw`, and a pipe or file
 //! byte for byte. JSON escapes control characters itself.
 
+use crate::exit::Exit;
 use crate::Failure;
 use chrono::{Local, Utc};
 use loops_core::{format_instant, Instant, Run, RunStatus, Schedule, Target};
@@ -121,6 +122,23 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
     writeln!(out)
         .and_then(|()| out.flush())
         .map_err(Failure::stdout)
+}
+
+/// What a command that changed a loop answers: the loop's document, redacted, with
+/// `--json` (`as_json`), else its one `line`. Every such verb reports alike.
+pub fn report_loop(
+    as_json: bool,
+    lp: &loops_core::Loop,
+    line: std::fmt::Arguments<'_>,
+) -> Result<Exit, Failure> {
+    if as_json {
+        let mut shown = lp.clone();
+        redact_loop(&mut shown);
+        print_json(&shown)?;
+    } else {
+        outln!("{line}")?;
+    }
+    Ok(Exit::Success)
 }
 
 /// What a listing prints before its table: with `--json` (`as_json`) the `document`,

@@ -7,8 +7,7 @@ use super::Context;
 use crate::cli::flags::SCHEDULE_FLAGS;
 use crate::cli::flags::{AgentOptions, DefinitionArgs};
 use crate::exit::Exit;
-use crate::output::outln;
-use crate::output::{self, print_json};
+use crate::output;
 use crate::Failure;
 use clap::{Args, Subcommand};
 use loops_core::Target;
@@ -137,17 +136,11 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<Exit, Failure> {
     if flags.preflight {
         definition::preflight(&client, &def.target).map_err(Failure::usage)?;
     }
-    let mut lp = client.create(def, now)?;
-    if ctx.json {
-        output::redact_loop(&mut lp);
-        print_json(&lp)?;
-    } else {
-        outln!(
-            "created {} ({}); next run {}",
-            lp.name,
-            lp.id,
-            output::when(lp.next_run_at, now)
-        )?;
-    }
-    Ok(Exit::Success)
+    let lp = client.create(def, now)?;
+    let next = output::when(lp.next_run_at, now);
+    output::report_loop(
+        ctx.json,
+        &lp,
+        format_args!("created {} ({}); next run {next}", lp.name, lp.id),
+    )
 }
