@@ -12,6 +12,7 @@ use axum::Json;
 use loops_core::redact::{redact_delivery, redact_run};
 use loops_core::{Delivery, Run, RunSource, RunStatus};
 use loops_runtime::client::RunQuery;
+use loops_runtime::definition::parse_enum;
 use serde::Serialize;
 
 /// A run as `loops runs --json` prints it: the run's fields and its notifications'
@@ -79,10 +80,7 @@ pub(crate) async fn list(
     let statuses = p
         .all("status")
         .iter()
-        .map(|s| {
-            s.parse::<RunStatus>()
-                .map_err(|e| ApiError::invalid(e.replace("RunStatus", "status")))
-        })
+        .map(|s| parse_enum::<RunStatus>("status", s).map_err(ApiError::invalid))
         .collect::<Result<Vec<_>, _>>()?;
     let past = |key: &str| {
         p.get(key)

@@ -8,6 +8,7 @@ use crate::Failure;
 use clap::Args;
 use loops_core::provider_options::ProviderOption;
 use loops_core::{LoopStatus, Target};
+use loops_runtime::definition::parse_enum;
 use loops_store::LoopFilter;
 
 #[derive(Debug, Args)]
@@ -39,10 +40,7 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
     let status = args
         .status
         .as_deref()
-        .map(|s| {
-            s.parse::<LoopStatus>()
-                .map_err(|e| Failure::usage(e.replace("LoopStatus", "--status")))
-        })
+        .map(|s| parse_enum::<LoopStatus>("--status", s).map_err(Failure::usage))
         .transpose()?;
     let filter = LoopFilter {
         status,

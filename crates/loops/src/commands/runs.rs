@@ -10,6 +10,7 @@ use crate::Failure;
 use clap::Args;
 use loops_core::{Instant, RunStatus};
 use loops_runtime::client::RunQuery;
+use loops_runtime::definition::parse_enum;
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {
@@ -55,10 +56,7 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
     let statuses = args
         .statuses
         .iter()
-        .map(|s| {
-            s.parse::<RunStatus>()
-                .map_err(|e| Failure::usage(e.replace("RunStatus", "--status")))
-        })
+        .map(|s| parse_enum::<RunStatus>("--status", s).map_err(Failure::usage))
         .collect::<Result<Vec<_>, _>>()?;
     let query = RunQuery {
         loop_key: args.r#loop.clone(),

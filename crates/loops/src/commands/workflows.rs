@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use loops_core::workflow::{Dag, StepRun, StepTarget, Workflow, WorkflowRun, WorkflowSpec};
 use loops_core::Duration;
 use loops_core::{StepStatus, WorkflowRunStatus, WorkflowStatus};
+use loops_runtime::definition::parse_enum;
 use loops_runtime::workflow_file::{load_spec_file, workflow_json};
 use loops_runtime::Client;
 use std::io::{IsTerminal, Write};
@@ -222,10 +223,7 @@ fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<Exit, Failure> {
 /// Active specs only, unless `--all` or `--status archived` (as OpenLoops 0.3 lists).
 fn list(ctx: &Context, args: WorkflowListArgs) -> Result<Exit, Failure> {
     let status = match args.status.as_deref() {
-        Some(s) => Some(
-            s.parse::<WorkflowStatus>()
-                .map_err(|e| Failure::usage(e.replace("WorkflowStatus", "--status")))?,
-        ),
+        Some(s) => Some(parse_enum::<WorkflowStatus>("--status", s).map_err(Failure::usage)?),
         None if args.all => None,
         None => Some(WorkflowStatus::Active),
     };
