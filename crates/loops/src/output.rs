@@ -124,21 +124,30 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
         .map_err(Failure::stdout)
 }
 
-/// What a command that changed a loop answers: the loop's document, redacted, with
+/// What a command that made or changed something answers: its `document` with
 /// `--json` (`as_json`), else its one `line`. Every such verb reports alike.
+pub fn report<T: Serialize>(
+    as_json: bool,
+    document: &T,
+    line: std::fmt::Arguments<'_>,
+) -> Result<Exit, Failure> {
+    if as_json {
+        print_json(document)?;
+    } else {
+        outln!("{line}")?;
+    }
+    Ok(Exit::Success)
+}
+
+/// [`report`] of a loop a command made or changed: its document redacted.
 pub fn report_loop(
     as_json: bool,
     lp: &loops_core::Loop,
     line: std::fmt::Arguments<'_>,
 ) -> Result<Exit, Failure> {
-    if as_json {
-        let mut shown = lp.clone();
-        redact_loop(&mut shown);
-        print_json(&shown)?;
-    } else {
-        outln!("{line}")?;
-    }
-    Ok(Exit::Success)
+    let mut shown = lp.clone();
+    redact_loop(&mut shown);
+    report(as_json, &shown, line)
 }
 
 /// What a listing prints before its table: with `--json` (`as_json`) the `document`,
@@ -378,6 +387,16 @@ pub use loops_runtime::client_notify::runs_with_notifications;
 /// A run's status word, for tables.
 pub fn run_status(status: RunStatus) -> Cell {
     status_cell(status.as_str())
+}
+
+/// A run's or step's duration, for tables: `-` until it ended.
+pub fn duration_cell(ms: Option<u64>) -> Cell {
+    ms.map_or_else(|| "-".into(), elapsed_text).into()
+}
+
+/// A run's or step's exit code, for tables: `-` without one.
+pub fn exit_cell(code: Option<i32>) -> Cell {
+    code.map_or_else(|| "-".into(), |c| c.to_string()).into()
 }
 
 /// Current instant (the CLI's clock).

@@ -126,12 +126,8 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
             output::when(Some(run.scheduled_for), now).into(),
             run.attempt.to_string().into(),
             output::run_status(run.status),
-            run.duration_ms
-                .map_or_else(|| "-".into(), output::elapsed_text)
-                .into(),
-            run.exit_code
-                .map_or_else(|| "-".into(), |c| c.to_string())
-                .into(),
+            output::duration_cell(run.duration_ms),
+            output::exit_cell(run.exit_code),
             output::failure_text(run, now)
                 .unwrap_or_else(|| "-".into())
                 .into(),

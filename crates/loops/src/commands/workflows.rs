@@ -206,18 +206,17 @@ fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<Exit, Failure> {
     let record = ctx
         .client()?
         .create_workflow(&spec, args.replace, output::now())?;
-    if ctx.json {
-        print_json(&record_json(&record))?;
-    } else {
-        outln!(
+    output::report(
+        ctx.json,
+        &record_json(&record),
+        format_args!(
             "created workflow {} v{} ({}) with {} step(s)",
             record.name,
             record.version,
             record.id,
             spec.steps.len()
-        )?;
-    }
-    Ok(Exit::Success)
+        ),
+    )
 }
 
 /// Active specs only, unless `--all` or `--status archived` (as OpenLoops 0.3 lists).
@@ -434,12 +433,8 @@ fn step_table(steps: &[StepRun]) -> anyhow::Result<()> {
 fn step_cells(s: &StepRun) -> [output::Cell; 4] {
     [
         output::status_cell(s.status.as_str()),
-        s.duration_ms
-            .map_or_else(|| "-".into(), output::elapsed_text)
-            .into(),
-        s.exit_code
-            .map_or_else(|| "-".into(), |c| c.to_string())
-            .into(),
+        output::duration_cell(s.duration_ms),
+        output::exit_cell(s.exit_code),
         s.error.clone().unwrap_or_default().into(),
     ]
 }
@@ -531,9 +526,7 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<Exit, Failure> {
             output::status_cell(r.status.as_str()),
             r.attempt.to_string().into(),
             output::when(r.started_at, now).into(),
-            r.duration_ms
-                .map_or_else(|| "-".into(), output::elapsed_text)
-                .into(),
+            output::duration_cell(r.duration_ms),
             r.loop_id.as_ref().map_or("-", |id| id.as_str()).into(),
             r.error.clone().unwrap_or_default().into(),
         ]);
@@ -678,15 +671,12 @@ fn archive(ctx: &Context, args: WorkflowArg) -> Result<Exit, Failure> {
     let record = ctx
         .client()?
         .archive_workflow(&args.workflow, output::now())?;
-    if ctx.json {
-        print_json(&record_json(&record))?;
-    } else {
-        outln!(
+    output::report(
+        ctx.json,
+        &record_json(&record),
+        format_args!(
             "archived workflow {} v{} ({})",
-            record.name,
-            record.version,
-            record.id
-        )?;
-    }
-    Ok(Exit::Success)
+            record.name, record.version, record.id
+        ),
+    )
 }
