@@ -96,6 +96,19 @@ fn model_and_agent(t: &AgentTarget) -> Vec<String> {
     args
 }
 
+/// The argv's end for a CLI that resumes with `resume_flag ID` (claude, opencode):
+/// `--model`/`--agent`, the provider options, then the resume option. The options go
+/// before it: `--add-dir` and the tool lists take several values, so a positional word
+/// right after them would be read as one more.
+fn options_then_resume(t: &AgentTarget, resume_flag: &str, resume: Option<&str>) -> Vec<String> {
+    let mut args = model_and_agent(t);
+    args.extend(loops_core::provider_options::argv(t));
+    if let Some(id) = resume {
+        args.extend([resume_flag.to_owned(), id.to_owned()]);
+    }
+    args
+}
+
 /// The argv (after the executable) for `target`; with `resume`, the provider's option
 /// that resumes that conversation (an id [`session::is_valid_id`] accepted; an id that
 /// is not is left out, and the run starts fresh). Providers without a resume option
