@@ -18,6 +18,12 @@ fn invalid<T>(message: impl Into<String>) -> Result<T, ValidationError> {
     Err(ValidationError(message.into()))
 }
 
+/// A character of a plain name (an account profile in a cap, a provider option's
+/// word): an ASCII letter or digit, '.', '_' or '-'. One alphabet for both.
+pub fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}
+
 /// Refuses a control character in `text` unless `lines` allows it (tab and newline in
 /// multi-line fields): stored text reaches terminals (`show`, `list`, logs), where ESC
 /// and BEL would act (OSC 52 writes the clipboard). The message names the character by
