@@ -514,14 +514,12 @@ pub enum OnConflict {
 impl FromStr for OnConflict {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "fail" => Ok(OnConflict::Fail),
-            "skip" => Ok(OnConflict::Skip),
-            "rename" => Ok(OnConflict::Rename),
-            other => Err(format!(
-                "invalid --on-conflict {other:?}: expected one of fail, skip, rename"
-            )),
-        }
+        let choices = [
+            ("fail", OnConflict::Fail),
+            ("skip", OnConflict::Skip),
+            ("rename", OnConflict::Rename),
+        ];
+        crate::validate::one_of("--on-conflict", s, &choices)
     }
 }
 

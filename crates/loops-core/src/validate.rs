@@ -18,6 +18,22 @@ fn invalid<T>(message: impl Into<String>) -> Result<T, ValidationError> {
     Err(ValidationError(message.into()))
 }
 
+/// A flag's value that must be one of `choices` (each word with what it means):
+/// anything else is refused as `invalid FLAG "x": expected one of a, b, c`, the one
+/// message of every choice flag.
+pub fn one_of<T: Copy>(flag: &str, text: &str, choices: &[(&str, T)]) -> Result<T, String> {
+    match choices.iter().find(|(word, _)| *word == text) {
+        Some((_, value)) => Ok(*value),
+        None => {
+            let words: Vec<&str> = choices.iter().map(|(word, _)| *word).collect();
+            Err(format!(
+                "invalid {flag} {text:?}: expected one of {}",
+                words.join(", ")
+            ))
+        }
+    }
+}
+
 /// A character of a plain name (an account profile in a cap, a provider option's
 /// word): an ASCII letter or digit, '.', '_' or '-'. One alphabet for both.
 pub fn is_name_char(c: char) -> bool {
