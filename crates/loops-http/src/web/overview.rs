@@ -16,7 +16,6 @@ use axum::response::Response;
 use loops_core::cron::CronSchedule;
 use loops_core::health::Verdict;
 use loops_core::{Anchor, Instant, Loop, LoopStatus, RunStatus, Schedule};
-use loops_runtime::definition::parse_enum;
 use loops_runtime::Client;
 use loops_store::{LoopFilter, RunSummary};
 use std::collections::HashMap;
@@ -81,7 +80,10 @@ impl OverviewQuery {
         let p = Params::parse(q, &["name", "label", "status", "page"])?;
         let status = match p.get("status").map(str::trim) {
             None | Some("") => None,
-            Some(s) => Some(parse_enum::<LoopStatus>("status", s).map_err(ApiError::invalid)?),
+            Some(s) => Some(
+                loops_runtime::definition::parse_enum::<LoopStatus>("status", s)
+                    .map_err(ApiError::invalid)?,
+            ),
         };
         Ok(Self {
             name: p.get("name").unwrap_or("").trim().to_owned(),
