@@ -188,9 +188,18 @@ fn redact_loop(map: &mut Map<String, Value>) -> Vec<String> {
 
 /// Nulls the env values of a spec's steps; returns their fields.
 fn redact_spec(spec: &mut Value) -> Vec<String> {
+    each_step_env(spec, null_values)
+}
+
+/// `edit` (nulling or removing values) over the env of each of a spec's steps; returns
+/// the fields it touched. Redacting a spec and stripping its nulls share it.
+fn each_step_env(
+    spec: &mut Value,
+    edit: fn(&mut Map<String, Value>, &str, &mut Vec<String>),
+) -> Vec<String> {
     let mut fields = Vec::new();
     for (id, env) in step_envs(spec) {
-        null_values(env, &format!("steps.{id}.target.env"), &mut fields);
+        edit(env, &format!("steps.{id}.target.env"), &mut fields);
     }
     fields
 }
@@ -227,11 +236,7 @@ fn strip_loop_nulls(map: &mut Map<String, Value>) -> Vec<String> {
 }
 
 fn strip_spec_nulls(spec: &mut Value) -> Vec<String> {
-    let mut fields = Vec::new();
-    for (id, env) in step_envs(spec) {
-        remove_nulls(env, &format!("steps.{id}.target.env"), &mut fields);
-    }
-    fields
+    each_step_env(spec, remove_nulls)
 }
 
 /// A target's `part` object (`env`, `params`), when the target has one.
@@ -509,14 +514,12 @@ pub enum OnConflict {
 impl FromStr for OnConflict {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "fail" => Ok(OnConflict::Fail),
-            "skip" => Ok(OnConflict::Skip),
-            "rename" => Ok(OnConflict::Rename),
-            other => Err(format!(
-                "invalid --on-conflict {other:?}: expected one of fail, skip, rename"
-            )),
-        }
+        let choices = [
+            ("fail", OnConflict::Fail),
+            ("skip", OnConflict::Skip),
+            ("rename", OnConflict::Rename),
+        ];
+        crate::validate::one_of("--on-conflict", s, &choices)
     }
 }
 

@@ -184,10 +184,7 @@ fn parse_cap(item: &str) -> Result<Cap, String> {
                 .map_err(|e: String| format!("invalid cap {item:?}: {e}"))?,
         ),
         "account" => {
-            let ok = !value.is_empty()
-                && value
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            let ok = !value.is_empty() && value.chars().all(crate::validate::is_name_char);
             if !ok {
                 return Err(format!(
                     "invalid cap {item:?}: an account profile is letters, digits, '.', '_' or '-'"

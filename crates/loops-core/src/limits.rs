@@ -7,6 +7,19 @@
 //! Validation ([`crate::validate`], [`crate::workflow::validate`]) checks the values;
 //! front ends that read files bound the read with the same constants.
 
+/// Rows a run listing (`runs`, `workflows runs`) shows when no limit is given.
+pub const DEFAULT_RUNS_LISTED: usize = 20;
+
+/// The row limit of a run listing from the limit asked for: 0 for none, none given
+/// for [`DEFAULT_RUNS_LISTED`]. The one rule of every front end's listings.
+pub fn runs_listed(limit: Option<usize>) -> Option<usize> {
+    match limit {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => Some(DEFAULT_RUNS_LISTED),
+    }
+}
+
 /// A prompt (`--prompt`, `--prompt-file`, a step's `prompt`/`promptFile`): 1 MiB.
 pub const MAX_PROMPT_BYTES: usize = 1 << 20;
 

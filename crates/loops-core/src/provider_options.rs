@@ -385,10 +385,7 @@ fn value_ok(s: &Support, flag: &str, value: &str, label: &str) -> Result<(), Val
             }
         }
         Values::Word => {
-            let word = !value.starts_with('-')
-                && value
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            let word = !value.starts_with('-') && value.chars().all(crate::validate::is_name_char);
             if !word {
                 return fail(format!(
                     "invalid {flag} {value:?}: expected a name (letters, digits, '.', '_', '-')"

@@ -25,14 +25,12 @@ pub enum GroupBy {
 impl FromStr for GroupBy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "loop" => Ok(GroupBy::Loop),
-            "provider" => Ok(GroupBy::Provider),
-            "day" => Ok(GroupBy::Day),
-            other => Err(format!(
-                "invalid --by {other:?}: expected one of loop, provider, day"
-            )),
-        }
+        let choices = [
+            ("loop", GroupBy::Loop),
+            ("provider", GroupBy::Provider),
+            ("day", GroupBy::Day),
+        ];
+        crate::validate::one_of("--by", s, &choices)
     }
 }
 

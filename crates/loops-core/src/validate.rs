@@ -18,6 +18,28 @@ fn invalid<T>(message: impl Into<String>) -> Result<T, ValidationError> {
     Err(ValidationError(message.into()))
 }
 
+/// A flag's value that must be one of `choices` (each word with what it means):
+/// anything else is refused as `invalid FLAG "x": expected one of a, b, c`, the one
+/// message of every choice flag.
+pub fn one_of<T: Copy>(flag: &str, text: &str, choices: &[(&str, T)]) -> Result<T, String> {
+    match choices.iter().find(|(word, _)| *word == text) {
+        Some((_, value)) => Ok(*value),
+        None => {
+            let words: Vec<&str> = choices.iter().map(|(word, _)| *word).collect();
+            Err(format!(
+                "invalid {flag} {text:?}: expected one of {}",
+                words.join(", ")
+            ))
+        }
+    }
+}
+
+/// A character of a plain name (an account profile in a cap, a provider option's
+/// word): an ASCII letter or digit, '.', '_' or '-'. One alphabet for both.
+pub fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}
+
 /// Refuses a control character in `text` unless `lines` allows it (tab and newline in
 /// multi-line fields): stored text reaches terminals (`show`, `list`, logs), where ESC
 /// and BEL would act (OSC 52 writes the clipboard). The message names the character by
@@ -450,19 +472,19 @@ fn config_overrides(t: &AgentTarget, label: &str) -> Result<(), ValidationError>
                 "{label}: invalid config override key {key:?}: expected a dotted path like model_providers.mock.base_url"
             ));
         }
-        if value.contains('\0') {
-            return invalid(format!(
-                "{label}: config override {key:?} contains a NUL byte"
-            ));
-        }
-        no_controls(
-            &format!("config override {key:?}"),
-            value,
-            Lines::Many,
-            label,
-        )?;
+        map_value(&format!("config override {key:?}"), value, label)?;
     }
     Ok(())
+}
+
+/// A value of a key → value map a child process receives (an environment variable, a
+/// config override): no NUL byte and no control character but tab and newline, each
+/// refusal naming `what` (`environment variable "K"`).
+fn map_value(what: &str, value: &str, label: &str) -> Result<(), ValidationError> {
+    if value.contains('\0') {
+        return invalid(format!("{label}: {what} contains a NUL byte"));
+    }
+    no_controls(what, value, Lines::Many, label)
 }
 
 fn account_fields(account: &Account, label: &str) -> Result<(), ValidationError> {
@@ -499,23 +521,10 @@ fn env(vars: &BTreeMap<String, String>, label: &str) -> Result<(), ValidationErr
                 "{label}: invalid environment variable name {key:?}"
             ));
         }
-        if value.contains('\0') {
-            return invalid(format!(
-                "{label}: environment variable {key:?} contains a NUL byte"
-            ));
-        }
-        no_controls(
-            &format!("environment variable {key:?}"),
-            value,
-            Lines::Many,
-            label,
-        )?;
-        limits::check(
-            &format!("environment variable {key:?}"),
-            value.len(),
-            limits::MAX_ENV_VALUE_BYTES,
-        )
-        .or_else(|e| invalid(format!("{label}: {e}")))?;
+        let what = format!("environment variable {key:?}");
+        map_value(&what, value, label)?;
+        limits::check(&what, value.len(), limits::MAX_ENV_VALUE_BYTES)
+            .or_else(|e| invalid(format!("{label}: {e}")))?;
         total += key.len() + value.len() + 1;
     }
     limits::check("environment", total, limits::MAX_ENV_BYTES)

@@ -16,6 +16,7 @@ use axum::extract::{RawQuery, Request};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use loops_core::event::{Event, EventKind};
+use loops_runtime::definition::parse_enum;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -191,10 +192,7 @@ pub(crate) async fn stream(
     let kinds = p
         .all("kind")
         .iter()
-        .map(|k| {
-            k.parse::<EventKind>()
-                .map_err(|e| ApiError::invalid(e.replace("EventKind", "kind")))
-        })
+        .map(|k| parse_enum::<EventKind>("kind", k).map_err(ApiError::invalid))
         .collect::<Result<Vec<_>, _>>()?;
     let filter = Filter {
         loop_id: p.get("loop").map(str::to_owned),

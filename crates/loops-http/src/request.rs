@@ -6,7 +6,7 @@ use crate::conn::ConnMark;
 use crate::error::ApiError;
 use crate::State;
 use axum::extract::{FromRequest, Request};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
@@ -63,13 +63,14 @@ pub(crate) async fn guard(
             "missing or wrong bearer token (send `Authorization: Bearer TOKEN`; `loops serve --print-token` shows it; a dashboard session writes only with its X-Loops-CSRF header)",
         )
         .into_response();
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"loops\""),
+        set_static(
+            r.headers_mut(),
+            [
+                (header::WWW_AUTHENTICATE, "Bearer realm=\"loops\""),
+                // A stranger's connection is not kept alive for its next try.
+                (header::CONNECTION, "close"),
+            ],
         );
-        // A stranger's connection is not kept alive for its next try.
-        r.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
         r
     };
     match origin {
@@ -85,20 +86,33 @@ fn with_cors(mut r: Response, origin: &str, preflight: bool) -> Response {
     }
     h.insert(header::VARY, HeaderValue::from_static("Origin"));
     if preflight {
-        h.insert(
-            header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static("GET, POST, PATCH, DELETE"),
-        );
-        h.insert(
-            header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("authorization, content-type, last-event-id"),
-        );
-        h.insert(
-            header::ACCESS_CONTROL_MAX_AGE,
-            HeaderValue::from_static("600"),
+        set_static(
+            h,
+            [
+                (
+                    header::ACCESS_CONTROL_ALLOW_METHODS,
+                    "GET, POST, PATCH, DELETE",
+                ),
+                (
+                    header::ACCESS_CONTROL_ALLOW_HEADERS,
+                    "authorization, content-type, last-event-id",
+                ),
+                (header::ACCESS_CONTROL_MAX_AGE, "600"),
+            ],
         );
     }
     r
+}
+
+/// Sets each header to its fixed value: the constant headers of a refusal, a CORS
+/// preflight and a dashboard page, written as one table each.
+pub(crate) fn set_static<const N: usize>(
+    h: &mut HeaderMap,
+    headers: [(HeaderName, &'static str); N],
+) {
+    for (name, value) in headers {
+        h.insert(name, HeaderValue::from_static(value));
+    }
 }
 
 /// A JSON request body: at most the configured size (413), `application/json` when a

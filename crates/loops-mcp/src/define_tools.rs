@@ -12,7 +12,7 @@ use crate::params::{
 };
 use crate::server::{blocking, json, result, LoopsMcp, Outcome};
 use loops_core::redact::redact_loop;
-use loops_core::{Loop, Policy, Target};
+use loops_core::{Loop, Target};
 use loops_runtime::client::LoopDefinition;
 use loops_runtime::definition::{
     self, AgentFlags, ClearField, CommandFlags, DefinitionFlags, EditFlags,
@@ -152,18 +152,7 @@ impl LoopsMcp {
             self.webhook("notifyUrl")?;
         }
         let now = chrono::Utc::now();
-        let schedule = definition::schedule(&flags, None, now)?
-            .ok_or("a schedule is required: --at, --every, --cron or --dynamic")?;
-        let mut def = LoopDefinition {
-            name,
-            description: None,
-            schedule,
-            target,
-            policy: Policy::default(),
-            labels: Vec::new(),
-            notify: None,
-        };
-        definition::apply(&mut def, &flags, now)?;
+        let def = definition::created(name, target, &flags, now)?;
         let client = self.writer()?;
         blocking(move || {
             if flags.preflight {

@@ -4,7 +4,6 @@
 
 use loops_core::duration::DurationError;
 use loops_core::Duration;
-use std::str::FromStr;
 
 /// A duration flag (`500ms`, `30s`, `15m`, `1.5h`, `2d`): as the CLI's `duration`.
 pub fn duration(flag: &str, text: &str) -> Result<Duration, String> {
@@ -23,16 +22,6 @@ pub fn timeout(flag: &str, text: &str) -> Result<Duration, String> {
 /// An optional [`duration`].
 pub fn opt_duration(flag: &str, text: Option<&str>) -> Result<Option<Duration>, String> {
     text.map(|t| duration(flag, t)).transpose()
-}
-
-/// A status word (`LoopStatus`, `RunStatus`, …) named as the flag in the message:
-/// `invalid --status "x": expected one of …`.
-pub fn status<T: FromStr<Err = String>>(
-    type_name: &str,
-    flag: &str,
-    text: &str,
-) -> Result<T, String> {
-    text.parse::<T>().map_err(|e| e.replace(type_name, flag))
 }
 
 /// The longest a tool waits for a run it started (`waitTimeout`).

@@ -9,14 +9,12 @@ use loops_core::redact::{redact_loop, redact_run};
 use loops_core::{Loop, LoopStatus, RunStatus};
 use loops_runtime::client::{RunNowJson, RunQuery};
 use loops_runtime::client_notify::runs_with_notifications;
+use loops_runtime::definition::parse_enum;
 use loops_runtime::timeparse::parse_past;
 use loops_store::LoopFilter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
-
-/// Runs listed when `limit` is not given (as `loops runs`).
-const DEFAULT_RUNS: usize = 20;
 
 #[tool_router(router = loop_router, vis = "pub(crate)")]
 impl LoopsMcp {
@@ -136,7 +134,7 @@ impl LoopsMcp {
         let status = p
             .status
             .as_deref()
-            .map(|s| flags::status::<LoopStatus>("LoopStatus", "--status", s))
+            .map(|s| parse_enum::<LoopStatus>("--status", s))
             .transpose()?;
         let filter = LoopFilter {
             status,
@@ -147,42 +145,36 @@ impl LoopsMcp {
             limit: p.limit.filter(|n| *n > 0),
             ..LoopFilter::default()
         };
-        let client = self.reader()?;
-        blocking(move || {
-            let mut loops = client.list_matching(&filter).map_err(|e| e.to_string())?;
+        self.read(move |c| {
+            let mut loops = c.list_matching(&filter)?;
             if !reveal {
                 loops.iter_mut().for_each(redact_loop);
             }
-            json(&loops)
+            Ok(loops)
         })
         .await
     }
 
     async fn show(&self, p: ShowParams) -> Outcome {
         let reveal = self.reveal(p.show_output)?;
-        let client = self.reader()?;
-        blocking(move || {
-            let mut lp = client.get(&p.key).map_err(|e| e.to_string())?;
+        self.read(move |c| {
+            let mut lp = c.get(&p.key)?;
             if !reveal {
                 redact_loop(&mut lp);
             }
-            json(&lp)
+            Ok(lp)
         })
         .await
     }
 
     async fn runs(&self, p: RunsParams) -> Outcome {
         let reveal = self.reveal(p.show_output)?;
-        let limit = match p.limit {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None => Some(DEFAULT_RUNS),
-        };
+        let limit = loops_core::limits::runs_listed(p.limit);
         let now = chrono::Utc::now();
         let statuses = p
             .status
             .iter()
-            .map(|s| flags::status::<RunStatus>("RunStatus", "--status", s))
+            .map(|s| parse_enum::<RunStatus>("--status", s))
             .collect::<Result<Vec<_>, _>>()?;
         let past =
             |flag: &str, text: Option<&str>| text.map(|t| parse_past(flag, t, now)).transpose();

@@ -122,6 +122,17 @@ impl LoopsMcp {
         })
     }
 
+    /// What a read-only tool answers: `call` on the reading client, on a blocking
+    /// thread, its value as JSON (a client error as its message). Every reading tool
+    /// goes this way.
+    pub(crate) async fn read<T: Serialize>(
+        &self,
+        call: impl FnOnce(&Client) -> loops_runtime::client::Result<T> + Send + 'static,
+    ) -> Outcome {
+        let client = self.reader()?;
+        blocking(move || json(&call(&client).map_err(|e| e.to_string())?)).await
+    }
+
     /// The client for writing (creating the store on first use), kept for the next
     /// call.
     pub(crate) fn writer(&self) -> Result<Client, String> {

@@ -19,16 +19,9 @@ impl LoopsMcp {
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn loops_daemon_status(&self) -> CallToolResult {
-        let client = match self.reader() {
-            Ok(client) => client,
-            Err(e) => return result(Err(e)),
-        };
         result(
-            blocking(move || {
-                let status = client.daemon_status().map_err(|e| e.to_string())?;
-                json(&status.to_json(chrono::Utc::now()))
-            })
-            .await,
+            self.read(|c| Ok(c.daemon_status()?.to_json(chrono::Utc::now())))
+                .await,
         )
     }
 
@@ -67,11 +60,7 @@ impl LoopsMcp {
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn loops_holds(&self) -> CallToolResult {
-        let client = match self.reader() {
-            Ok(client) => client,
-            Err(e) => return result(Err(e)),
-        };
-        result(blocking(move || json(&client.holds().map_err(|e| e.to_string())?)).await)
+        result(self.read(|c| c.holds()).await)
     }
 
     #[tool(
@@ -80,20 +69,7 @@ impl LoopsMcp {
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn loops_budgets(&self) -> CallToolResult {
-        let client = match self.reader() {
-            Ok(client) => client,
-            Err(e) => return result(Err(e)),
-        };
-        result(
-            blocking(move || {
-                json(
-                    &client
-                        .all_budget_status(chrono::Utc::now())
-                        .map_err(|e| e.to_string())?,
-                )
-            })
-            .await,
-        )
+        result(self.read(|c| c.all_budget_status(chrono::Utc::now())).await)
     }
 
     #[tool(
@@ -144,7 +120,6 @@ impl LoopsMcp {
             crate::flags::duration("--since", p.since.as_deref().unwrap_or(DEFAULT_USAGE_SINCE))?;
         let by: GroupBy = p.by.as_deref().unwrap_or("loop").parse()?;
         let since = chrono::Utc::now() - window.to_chrono();
-        let client = self.reader()?;
-        blocking(move || json(&client.usage(since, by).map_err(|e| e.to_string())?)).await
+        self.read(move |c| c.usage(since, by)).await
     }
 }

@@ -94,31 +94,22 @@ impl LoopsMcp {
             return Err("--status cannot be used with --all".to_owned());
         }
         let status = match p.status.as_deref() {
-            Some(s) => Some(flags::status::<WorkflowStatus>(
-                "WorkflowStatus",
-                "--status",
-                s,
+            Some(s) => Some(loops_runtime::definition::parse_enum::<WorkflowStatus>(
+                "--status", s,
             )?),
             None if p.all => None,
             None => Some(WorkflowStatus::Active),
         };
-        let client = self.reader()?;
-        blocking(move || {
-            let list = client.list_workflows(status).map_err(|e| e.to_string())?;
-            json(&list.iter().map(workflow_json).collect::<Vec<_>>())
+        self.read(move |c| {
+            let list = c.list_workflows(status)?;
+            Ok(list.iter().map(workflow_json).collect::<Vec<_>>())
         })
         .await
     }
 
     async fn workflow_show_impl(&self, p: WorkflowParams) -> Outcome {
-        let client = self.reader()?;
-        blocking(move || {
-            let record = client
-                .get_workflow(&p.workflow)
-                .map_err(|e| e.to_string())?;
-            json(&workflow_json(&record))
-        })
-        .await
+        self.read(move |c| Ok(workflow_json(&c.get_workflow(&p.workflow)?)))
+            .await
     }
 
     async fn workflow_validate_impl(&self, p: ValidateParams) -> Outcome {

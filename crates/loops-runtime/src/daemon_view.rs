@@ -65,6 +65,32 @@ pub struct DaemonView {
     pub stale_pid_file: Option<StalePidFile>,
 }
 
+impl DaemonView {
+    /// The daemon in `state`, held by `holder`; the pid file (`contents`, at `path`)
+    /// is stale unless it names the holder. One rule for the lease and the runner rows.
+    fn judged(
+        path: PathBuf,
+        contents: Option<String>,
+        state: DaemonState,
+        holder: Option<Holder>,
+    ) -> Self {
+        let stale_pid_file = contents.and_then(|contents| {
+            let pid = contents.trim().parse::<u32>().ok();
+            let names_holder = matches!((&holder, pid), (Some(h), Some(p)) if h.pid == p);
+            (!names_holder).then_some(StalePidFile {
+                path,
+                contents,
+                pid,
+            })
+        });
+        Self {
+            state,
+            holder,
+            stale_pid_file,
+        }
+    }
+}
+
 impl Client {
     /// Whether this store's daemon runs (see [`DaemonState`]), and a stale pid file.
     ///
@@ -230,20 +256,7 @@ fn view(
             (state, holder)
         }
     };
-    let stale_pid_file = contents.and_then(|contents| {
-        let pid = contents.trim().parse::<u32>().ok();
-        let names_holder = matches!((&holder, pid), (Some(h), Some(p)) if h.pid == p);
-        (!names_holder).then_some(StalePidFile {
-            path: path.clone(),
-            contents,
-            pid,
-        })
-    });
-    DaemonView {
-        state,
-        holder,
-        stale_pid_file,
-    }
+    DaemonView::judged(path, contents, state, holder)
 }
 
 /// `live`, `expired` or `released`: a runner's lease state.
@@ -318,18 +331,8 @@ fn runner_view(
         Some((state, holder)) => (state, Some(holder)),
         None => (DaemonState::Stopped, None),
     };
-    let stale_pid_file = contents.and_then(|contents| {
-        holder.is_none().then_some(StalePidFile {
-            path,
-            contents,
-            pid,
-        })
-    });
-    DaemonView {
-        state,
-        holder,
-        stale_pid_file,
-    }
+    // A holder is the process the pid file names: the file is stale without one.
+    DaemonView::judged(path, contents, state, holder)
 }
 
 /// The text of a pid file: a regular file of a few bytes, read without blocking

@@ -330,14 +330,25 @@ impl Deliverer {
         }
         let until = now + chrono::TimeDelta::from_std(self.policy.claim_for).ok()?;
         let (id, from, runner) = (d.id.clone(), d.claimed_by.clone(), self.runner_id.clone());
-        let claimed = blocking(&self.store, move |s| {
+        self.delivery_call(d, "claim", move |s| {
             s.claim_delivery(&id, from.as_deref(), &runner, until, now)
         })
-        .await;
-        match claimed {
+        .await
+    }
+
+    /// A store call about `d` that answers the delivery as it now is (`None`: not this
+    /// runner's); a failure is logged ("cannot {what} a notification delivery") and is
+    /// `None` too. Claiming and recording share it.
+    async fn delivery_call(
+        &self,
+        d: &Delivery,
+        what: &str,
+        call: impl FnOnce(&dyn Store) -> Result<Option<Delivery>, StoreError> + Send + 'static,
+    ) -> Option<Delivery> {
+        match blocking(&self.store, call).await {
             Ok(found) => found,
             Err(e) => {
-                tracing::warn!(delivery = %d.id, error = %e, "cannot claim a notification delivery");
+                tracing::warn!(delivery = %d.id, error = %e, "cannot {what} a notification delivery");
                 None
             }
         }
@@ -411,7 +422,7 @@ impl Deliverer {
             self.runner_id.clone(),
             error.map(str::to_owned),
         );
-        let recorded = blocking(&self.store, move |s| {
+        self.delivery_call(d, "record", move |s| {
             s.record_delivery(
                 &id,
                 &runner,
@@ -421,14 +432,7 @@ impl Deliverer {
                 chrono::Utc::now(),
             )
         })
-        .await;
-        match recorded {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::warn!(delivery = %d.id, error = %e, "cannot record a notification delivery");
-                None
-            }
-        }
+        .await
     }
 
     async fn webhook_with_retries(&self, d: &Delivery, payload: &Payload) -> Option<Delivery> {

@@ -13,6 +13,7 @@
 //! reaches a terminal with only its SGR colours, unless `--raw`, and a pipe or file
 //! byte for byte. JSON escapes control characters itself.
 
+use crate::exit::Exit;
 use crate::Failure;
 use chrono::{Local, Utc};
 use loops_core::{format_instant, Instant, Run, RunStatus, Schedule, Target};
@@ -121,6 +122,51 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
     writeln!(out)
         .and_then(|()| out.flush())
         .map_err(Failure::stdout)
+}
+
+/// What a command that made or changed something answers: its `document` with
+/// `--json` (`as_json`), else its one `line`. Every such verb reports alike.
+pub fn report<T: Serialize>(
+    as_json: bool,
+    document: &T,
+    line: std::fmt::Arguments<'_>,
+) -> Result<Exit, Failure> {
+    if as_json {
+        print_json(document)?;
+    } else {
+        outln!("{line}")?;
+    }
+    Ok(Exit::Success)
+}
+
+/// [`report`] of a loop a command made or changed: its document redacted.
+pub fn report_loop(
+    as_json: bool,
+    lp: &loops_core::Loop,
+    line: std::fmt::Arguments<'_>,
+) -> Result<Exit, Failure> {
+    let mut shown = lp.clone();
+    redact_loop(&mut shown);
+    report(as_json, &shown, line)
+}
+
+/// What a listing prints before its table: with `--json` (`as_json`) the `document`,
+/// else `empty` when there is nothing to list. `true` when it printed one of them
+/// (the command is done), so every listing answers these cases alike.
+pub fn print_json_or_empty<T: Serialize>(
+    as_json: bool,
+    document: impl FnOnce() -> T,
+    is_empty: bool,
+    empty: &str,
+) -> Result<bool, Failure> {
+    if as_json {
+        print_json(&document())?;
+    } else if is_empty {
+        outln!("{empty}")?;
+    } else {
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// A table with a header row; columns padded to their widest cell.
@@ -341,6 +387,16 @@ pub use loops_runtime::client_notify::runs_with_notifications;
 /// A run's status word, for tables.
 pub fn run_status(status: RunStatus) -> Cell {
     status_cell(status.as_str())
+}
+
+/// A run's or step's duration, for tables: `-` until it ended.
+pub fn duration_cell(ms: Option<u64>) -> Cell {
+    ms.map_or_else(|| "-".into(), elapsed_text).into()
+}
+
+/// A run's or step's exit code, for tables: `-` without one.
+pub fn exit_cell(code: Option<i32>) -> Cell {
+    code.map_or_else(|| "-".into(), |c| c.to_string()).into()
 }
 
 /// Current instant (the CLI's clock).

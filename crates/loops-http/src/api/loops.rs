@@ -15,6 +15,7 @@ use loops_core::{
     Notify, Overlap, Policy, RetryBackoff, Run, RunSource, Schedule, Target, WorkflowTarget,
 };
 use loops_runtime::client::LoopDefinition;
+use loops_runtime::definition::parse_enum;
 use loops_store::LoopFilter;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -410,10 +411,7 @@ pub(crate) async fn list(
     )?;
     let status = p
         .get("status")
-        .map(|s| {
-            s.parse::<LoopStatus>()
-                .map_err(|e| ApiError::invalid(e.replace("LoopStatus", "status")))
-        })
+        .map(|s| parse_enum::<LoopStatus>("status", s).map_err(ApiError::invalid))
         .transpose()?;
     // Filtered, ordered and paged by the store: a page reads only its own rows.
     let filter = LoopFilter {

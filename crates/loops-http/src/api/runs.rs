@@ -12,6 +12,7 @@ use axum::Json;
 use loops_core::redact::{redact_delivery, redact_run};
 use loops_core::{Delivery, Run, RunSource, RunStatus};
 use loops_runtime::client::RunQuery;
+use loops_runtime::definition::parse_enum;
 use serde::Serialize;
 
 /// A run as `loops runs --json` prints it: the run's fields and its notifications'
@@ -22,9 +23,6 @@ pub struct RunDocument {
     pub run: Run,
     pub notifications: Vec<Delivery>,
 }
-
-/// Default number of runs listed (the CLI's).
-const DEFAULT_LIMIT: usize = 20;
 
 fn documents(runs: Vec<Run>, deliveries: Vec<Delivery>, reveal: bool) -> Vec<RunDocument> {
     let mut by_run: std::collections::HashMap<loops_core::RunId, Vec<Delivery>> =
@@ -82,10 +80,7 @@ pub(crate) async fn list(
     let statuses = p
         .all("status")
         .iter()
-        .map(|s| {
-            s.parse::<RunStatus>()
-                .map_err(|e| ApiError::invalid(e.replace("RunStatus", "status")))
-        })
+        .map(|s| parse_enum::<RunStatus>("status", s).map_err(ApiError::invalid))
         .collect::<Result<Vec<_>, _>>()?;
     let past = |key: &str| {
         p.get(key)
@@ -98,11 +93,7 @@ pub(crate) async fn list(
         statuses,
         since: past("since")?,
         until: past("until")?,
-        limit: match p.count("limit")? {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None => Some(DEFAULT_LIMIT),
-        },
+        limit: loops_core::limits::runs_listed(p.count("limit")?),
     };
     let reveal = p.flag("showOutput", false)?;
     let (runs, deliveries) = blocking(&state, move |c| {

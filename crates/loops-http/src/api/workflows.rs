@@ -289,11 +289,7 @@ pub(crate) async fn run(
 }
 
 fn runs_limit(p: &Params) -> Result<Option<usize>, ApiError> {
-    Ok(match p.count("limit")? {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => Some(20),
-    })
+    Ok(loops_core::limits::runs_listed(p.count("limit")?))
 }
 
 /// Workflow runs newest first (`loops workflows runs [WORKFLOW]`).

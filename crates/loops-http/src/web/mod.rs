@@ -140,24 +140,20 @@ pub(crate) fn render(t: &impl Template) -> Response {
 
 fn page_response(status: StatusCode, html: String) -> Response {
     let mut r = (status, Html(html)).into_response();
-    let h = r.headers_mut();
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    // Our own assets only; the inline SVG needs no script. `frame-ancestors`: no
-    // framing (clickjacking of the buttons).
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; \
-             connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
-        ),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+    crate::request::set_static(
+        r.headers_mut(),
+        [
+            (header::CACHE_CONTROL, "no-store"),
+            // Our own assets only; the inline SVG needs no script. `frame-ancestors`: no
+            // framing (clickjacking of the buttons).
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; \
+                 connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
     );
     r
 }

@@ -83,8 +83,8 @@ impl OverviewQuery {
         let status = match p.get("status").map(str::trim) {
             None | Some("") => None,
             Some(s) => Some(
-                s.parse::<LoopStatus>()
-                    .map_err(|e| ApiError::invalid(e.replace("LoopStatus", "status")))?,
+                loops_runtime::definition::parse_enum::<LoopStatus>("status", s)
+                    .map_err(ApiError::invalid)?,
             ),
         };
         Ok(Self {

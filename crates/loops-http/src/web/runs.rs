@@ -80,13 +80,14 @@ pub fn output_page(text: &str, page: usize) -> (&str, usize, usize) {
     (&text[start..end], page, pages)
 }
 
-fn output(
-    run: &Run,
-    name: &'static str,
-    text: Option<&str>,
-    page: usize,
-    other: (&'static str, usize),
-) -> Output {
+/// The block of the stream `name` (`stdout` or `stderr`) on its page of `pages`
+/// (stdout's, stderr's); its page links keep the other stream on its page.
+fn output(run: &Run, name: &'static str, pages: (usize, usize)) -> Output {
+    let (text, page, other) = if name == "stdout" {
+        (run.stdout.as_deref(), pages.0, ("stderr", pages.1))
+    } else {
+        (run.stderr.as_deref(), pages.1, ("stdout", pages.0))
+    };
     let text = text.unwrap_or("");
     let (slice, page, pages) = output_page(text, page);
     let links = if pages > 1 {
@@ -210,22 +211,10 @@ fn build(
             })
             .collect()
     } else {
-        vec![
-            output(
-                &run,
-                "stdout",
-                run.stdout.as_deref(),
-                pages.0,
-                ("stderr", pages.1),
-            ),
-            output(
-                &run,
-                "stderr",
-                run.stderr.as_deref(),
-                pages.1,
-                ("stdout", pages.0),
-            ),
-        ]
+        ["stdout", "stderr"]
+            .into_iter()
+            .map(|name| output(&run, name, pages))
+            .collect()
     };
     let deliveries = c
         .deliveries_of_runs(std::slice::from_ref(&run.id))?

@@ -2,7 +2,7 @@
 //! durations, instants and relative times, and each status's marker (a shape and a
 //! word beside its colour: status is never shown by colour alone).
 
-use loops_core::{Anchor, Instant, RunStatus, Schedule, StepStatus};
+use loops_core::{Anchor, Instant, RunStatus, Schedule, StepStatus, WorkflowRunStatus};
 
 /// A schedule in words: `every 30s`, `every 5m after each finish`, `at 02:00
 /// Europe/Berlin`, `at 09:30 on Mon–Fri UTC`, `hourly at :15`, `every 10 minutes`,
@@ -126,29 +126,36 @@ pub fn relative(t: Instant, now: Instant) -> String {
     loops_core::format_relative(t, now)
 }
 
+/// How a status of a run, a step or a workflow run is shown, by its stored form: its
+/// CSS class, its marker (a shape) and its word. One table, so a status looks the same
+/// wherever it stands.
+fn status_look(status: &'static str) -> (&'static str, &'static str, &'static str) {
+    match status {
+        "pending" => ("pending", "○", "pending"),
+        "running" => ("running", "▶", "running"),
+        "succeeded" => ("ok", "✓", "succeeded"),
+        "failed" => ("fail", "✕", "failed"),
+        "timed_out" => ("fail", "⧗", "timed out"),
+        "abandoned" => ("fail", "!", "abandoned"),
+        "skipped" => ("skip", "–", "skipped"),
+        "cancelled" => ("skip", "⊘", "cancelled"),
+        other => ("skip", "?", other),
+    }
+}
+
 /// How a run status is shown: its CSS class, its marker (a shape) and its word.
 pub fn run_status(s: RunStatus) -> (&'static str, &'static str, &'static str) {
-    match s {
-        RunStatus::Running => ("running", "▶", "running"),
-        RunStatus::Succeeded => ("ok", "✓", "succeeded"),
-        RunStatus::Failed => ("fail", "✕", "failed"),
-        RunStatus::TimedOut => ("fail", "⧗", "timed out"),
-        RunStatus::Abandoned => ("fail", "!", "abandoned"),
-        RunStatus::Skipped => ("skip", "–", "skipped"),
-    }
+    status_look(s.as_str())
 }
 
 /// How a step status is shown: class, marker, word.
 pub fn step_status(s: StepStatus) -> (&'static str, &'static str, &'static str) {
-    match s {
-        StepStatus::Pending => ("pending", "○", "pending"),
-        StepStatus::Running => ("running", "▶", "running"),
-        StepStatus::Succeeded => ("ok", "✓", "succeeded"),
-        StepStatus::Failed => ("fail", "✕", "failed"),
-        StepStatus::TimedOut => ("fail", "⧗", "timed out"),
-        StepStatus::Skipped => ("skip", "–", "skipped"),
-        StepStatus::Cancelled => ("skip", "⊘", "cancelled"),
-    }
+    status_look(s.as_str())
+}
+
+/// How a workflow run's status is shown: class, marker, word.
+pub fn workflow_run_status(s: WorkflowRunStatus) -> (&'static str, &'static str, &'static str) {
+    status_look(s.as_str())
 }
 
 /// The one-letter class of a strip cell (kept short: a thousand loops' strips are
@@ -167,6 +174,18 @@ pub fn cell_class(s: RunStatus) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_status_has_a_look() {
+        let stored = RunStatus::ALL
+            .iter()
+            .map(|s| s.as_str())
+            .chain(StepStatus::ALL.iter().map(|s| s.as_str()))
+            .chain(WorkflowRunStatus::ALL.iter().map(|s| s.as_str()));
+        for status in stored {
+            assert_ne!(status_look(status).1, "?", "{status}");
+        }
+    }
 
     fn cron_words(e: &str, tz: &str) -> String {
         schedule(&Schedule::Cron {

@@ -101,19 +101,8 @@ pub(crate) struct RunPage {
     pub chosen: Option<Chosen>,
 }
 
-/// How a workflow run's status is shown: class, marker, word.
-fn run_status(s: WorkflowRunStatus) -> (&'static str, &'static str, &'static str) {
-    match s {
-        WorkflowRunStatus::Running => ("running", "▶", "running"),
-        WorkflowRunStatus::Succeeded => ("ok", "✓", "succeeded"),
-        WorkflowRunStatus::Failed => ("fail", "✕", "failed"),
-        WorkflowRunStatus::TimedOut => ("fail", "⧗", "timed out"),
-        WorkflowRunStatus::Cancelled => ("skip", "⊘", "cancelled"),
-    }
-}
-
 fn run_row(r: &WorkflowRun) -> RunRow {
-    let (class, marker, word) = run_status(r.status);
+    let (class, marker, word) = words::workflow_run_status(r.status);
     RunRow {
         id: r.id.as_str().to_owned(),
         short: r.id.as_str().chars().take(8).collect(),
@@ -269,7 +258,7 @@ fn run_page(
             summary: r.summary.clone().unwrap_or_default(),
         })
     });
-    let (class, marker, word) = run_status(run.status);
+    let (class, marker, word) = words::workflow_run_status(run.status);
     let mut facts = vec![("created", words::instant(&run.created_at))];
     if let Some(s) = run.started_at {
         facts.push(("started", words::instant(&s)));

@@ -72,9 +72,6 @@ impl Client {
                 loops_postgres::redact_url(url)
             )));
         }
-        let set = self.copy_set()?;
-        refuse_runs_in_flight(&set)?;
-        let counts = counts_of(&set);
         let to = loops_postgres::redact_url(url);
         let refuse = |replaced: bool| {
             if replaced && !force {
@@ -85,24 +82,18 @@ impl Client {
             }
             Ok(())
         };
-        let (replaced, target_migrations) = if dry_run {
-            let target = PgStore::inspect(url)?;
-            refuse(target.holds_data)?;
-            (false, target.migrations_pending())
-        } else {
-            let target = PgStore::open(url)?;
-            let replaced = target.holds_data()?;
-            refuse(replaced)?;
-            target.copy_in(set, force)?;
-            (replaced, target.migrations_applied())
-        };
-        Ok(CopyReport {
-            from: self.backend.location(),
-            to,
-            dry_run,
-            replaced,
-            target_migrations,
-            counts,
+        self.copy_into(to.clone(), dry_run, |set| {
+            if dry_run {
+                let target = PgStore::inspect(url)?;
+                refuse(target.holds_data)?;
+                Ok((false, target.migrations_pending()))
+            } else {
+                let target = PgStore::open(url)?;
+                let replaced = target.holds_data()?;
+                refuse(replaced)?;
+                target.copy_in(set, force)?;
+                Ok((replaced, target.migrations_applied()))
+            }
         })
     }
 
@@ -131,10 +122,6 @@ impl Client {
                 "--to sqlite:PATH: give the file to copy into".to_owned(),
             ));
         }
-        let set = self.copy_set()?;
-        refuse_runs_in_flight(&set)?;
-        let counts = counts_of(&set);
-        let to = format!("sqlite:{}", path.display());
         let refuse = |replaced: bool| {
             if replaced && !force {
                 return Err(ClientError::Refused(format!(
@@ -145,27 +132,46 @@ impl Client {
             }
             Ok(())
         };
-        let exists = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
-        let (replaced, target_migrations) = if dry_run {
-            let replaced = if exists {
-                SqliteStore::open_read_only(path)?.holds_data()?
+        let to = format!("sqlite:{}", path.display());
+        self.copy_into(to, dry_run, |set| {
+            let exists = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
+            if dry_run {
+                let replaced = if exists {
+                    SqliteStore::open_read_only(path)?.holds_data()?
+                } else {
+                    false
+                };
+                refuse(replaced)?;
+                Ok((false, 0))
             } else {
-                false
-            };
-            refuse(replaced)?;
-            (false, 0)
-        } else {
-            let target = SqliteStore::open(path)?;
-            let replaced = target.holds_data()?;
-            refuse(replaced)?;
-            target.copy_in(&set, force)?;
-            let migrations = if exists {
-                0
-            } else {
-                usize::try_from(loops_sqlite::SCHEMA_VERSION).unwrap_or(0)
-            };
-            (replaced, migrations)
-        };
+                let target = SqliteStore::open(path)?;
+                let replaced = target.holds_data()?;
+                refuse(replaced)?;
+                target.copy_in(&set, force)?;
+                let migrations = if exists {
+                    0
+                } else {
+                    usize::try_from(loops_sqlite::SCHEMA_VERSION).unwrap_or(0)
+                };
+                Ok((replaced, migrations))
+            }
+        })
+    }
+
+    /// The steps every copy shares: this store's contents read (refused while runs are
+    /// in flight) and counted, handed to `write` — which says whether the target held
+    /// data it replaced and how many migrations it applied — then reported as a copy
+    /// to `to`.
+    fn copy_into(
+        &self,
+        to: String,
+        dry_run: bool,
+        write: impl FnOnce(CopySet) -> Result<(bool, usize)>,
+    ) -> Result<CopyReport> {
+        let set = self.copy_set()?;
+        refuse_runs_in_flight(&set)?;
+        let counts = counts_of(&set);
+        let (replaced, target_migrations) = write(set)?;
         Ok(CopyReport {
             from: self.backend.location(),
             to,

@@ -18,6 +18,23 @@ pub struct LoopDefinition {
     pub notify: Option<loops_core::Notify>,
 }
 
+impl LoopDefinition {
+    /// The loop a store writes for this definition, with its labels as checked and
+    /// its next slot: what `create` and `edit` write.
+    fn into_new_loop(self, labels: Vec<String>, next_run_at: Option<Instant>) -> NewLoop {
+        NewLoop {
+            name: self.name,
+            description: self.description,
+            schedule: self.schedule,
+            target: self.target,
+            policy: self.policy,
+            labels,
+            notify: self.notify,
+            next_run_at,
+        }
+    }
+}
+
 impl From<&Loop> for LoopDefinition {
     /// A stored loop's definition, the starting point of an edit ([`Client::edit`]).
     fn from(lp: &Loop) -> Self {
@@ -49,16 +66,7 @@ impl Client {
     /// canonical IANA spelling (`europe/berlin` → `Europe/Berlin`).
     pub fn create(&self, mut def: LoopDefinition, now: Instant) -> Result<Loop> {
         let checked = self.check_definition(&mut def, None, now)?;
-        let new = NewLoop {
-            name: def.name,
-            description: def.description,
-            schedule: def.schedule,
-            target: def.target,
-            policy: def.policy,
-            labels: checked.labels,
-            notify: def.notify,
-            next_run_at: checked.first_slot,
-        };
+        let new = def.into_new_loop(checked.labels, checked.first_slot);
         let name = new.name.clone();
         let created = self.store.create_loop(new, now).map_err(|e| match e {
             StoreError::DuplicateName(_) => self.name_taken(&name, e),
@@ -230,16 +238,7 @@ impl Client {
             let (next_run_at, retry_scheduled_for) =
                 self.edited_state(current, &def.schedule, checked.first_slot)?;
             Ok(LoopUpdate {
-                definition: NewLoop {
-                    name: def.name.clone(),
-                    description: def.description.clone(),
-                    schedule: def.schedule.clone(),
-                    target: def.target.clone(),
-                    policy: def.policy.clone(),
-                    labels: checked.labels,
-                    notify: def.notify.clone(),
-                    next_run_at,
-                },
+                definition: def.clone().into_new_loop(checked.labels, next_run_at),
                 status: current.status,
                 retry_scheduled_for,
             })

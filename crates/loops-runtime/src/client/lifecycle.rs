@@ -292,18 +292,8 @@ const EDIT_ATTEMPTS: usize = 5;
 
 /// `lp` as it is, with `status`: archive and unarchive.
 fn same_state(lp: &Loop, status: LoopStatus) -> LoopUpdate {
-    let def = LoopDefinition::from(lp);
     LoopUpdate {
-        definition: NewLoop {
-            name: def.name,
-            description: def.description,
-            schedule: def.schedule,
-            target: def.target,
-            policy: def.policy,
-            labels: def.labels,
-            notify: def.notify,
-            next_run_at: lp.next_run_at,
-        },
+        definition: loops_core::bundle::new_loop(lp),
         status,
         retry_scheduled_for: lp.retry_scheduled_for,
     }

@@ -112,16 +112,8 @@ impl ClearField {
 impl FromStr for ClearField {
     type Err = String;
     fn from_str(text: &str) -> Result<Self, String> {
-        ClearField::ALL
-            .into_iter()
-            .find(|f| f.as_str() == text)
-            .ok_or_else(|| {
-                let all: Vec<&str> = ClearField::ALL.iter().map(|f| f.as_str()).collect();
-                format!(
-                    "invalid --clear {text:?}: expected one of {}",
-                    all.join(", ")
-                )
-            })
+        let choices = ClearField::ALL.map(|f| (f.as_str(), f));
+        loops_core::validate::one_of("--clear", text, &choices)
     }
 }
 

@@ -185,6 +185,30 @@ pub fn apply(def: &mut LoopDefinition, c: &DefinitionFlags, now: Instant) -> Res
     Ok(())
 }
 
+/// The definition `create` makes of a name, a target and the flags: the flags'
+/// schedule (one is required) and the flags every target type has laid over the
+/// defaults ([`apply`]). One place, so every front end creates the same loop.
+pub fn created(
+    name: String,
+    target: Target,
+    c: &DefinitionFlags,
+    now: Instant,
+) -> Result<LoopDefinition, String> {
+    let schedule = schedule(c, None, now)?
+        .ok_or("a schedule is required: --at, --every, --cron or --dynamic")?;
+    let mut def = LoopDefinition {
+        name,
+        description: None,
+        schedule,
+        target,
+        policy: Policy::default(),
+        labels: Vec::new(),
+        notify: None,
+    };
+    apply(&mut def, c, now)?;
+    Ok(def)
+}
+
 /// The schedule the flags give, if any. `current` is the schedule being edited: then
 /// `--tz` alone moves a cron loop to another zone and `--anchor` alone re-anchors an
 /// interval, `--cron` keeps the loop's zone and `--every` its anchor.

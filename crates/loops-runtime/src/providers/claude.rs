@@ -22,7 +22,7 @@
 //! ("API Error: Request rejected (429) · Claude usage limit reached. Your limit will
 //! reset at 9am (America/Chicago)."); `session_id` names the conversation.
 
-use loops_core::{provider_options, session, AgentTarget, ConfigIsolation};
+use loops_core::{session, AgentTarget, ConfigIsolation};
 use serde_json::Value;
 
 use super::output::{add_usage, json_lines, str_at, strip_truncation_marker, sum_present, u64_at};
@@ -44,13 +44,7 @@ pub(super) fn args(t: &AgentTarget, resume: Option<&str>) -> Vec<String> {
         }
     }
     args.extend(["-p", "--output-format", "json"].map(String::from));
-    args.extend(super::model_and_agent(t));
-    // Before `--resume`: `--add-dir` and the tool lists take several values, so a
-    // positional word right after them would be read as one more.
-    args.extend(provider_options::argv(t));
-    if let Some(id) = resume {
-        args.extend(["--resume".to_owned(), id.to_owned()]);
-    }
+    args.extend(super::options_then_resume(t, "--resume", resume));
     args
 }
 

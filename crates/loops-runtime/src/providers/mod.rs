@@ -96,6 +96,19 @@ fn model_and_agent(t: &AgentTarget) -> Vec<String> {
     args
 }
 
+/// The argv's end for a CLI that resumes with `resume_flag ID` (claude, opencode):
+/// `--model`/`--agent`, the provider options, then the resume option. The options go
+/// before it: `--add-dir` and the tool lists take several values, so a positional word
+/// right after them would be read as one more.
+fn options_then_resume(t: &AgentTarget, resume_flag: &str, resume: Option<&str>) -> Vec<String> {
+    let mut args = model_and_agent(t);
+    args.extend(loops_core::provider_options::argv(t));
+    if let Some(id) = resume {
+        args.extend([resume_flag.to_owned(), id.to_owned()]);
+    }
+    args
+}
+
 /// The argv (after the executable) for `target`; with `resume`, the provider's option
 /// that resumes that conversation (an id [`session::is_valid_id`] accepted; an id that
 /// is not is left out, and the run starts fresh). Providers without a resume option
@@ -425,15 +438,7 @@ fn failure_message(
 /// A quote from an agent's output, cut to [`ERROR_OUTPUT_MAX_BYTES`] on a character
 /// boundary, with a marker when cut.
 fn bounded_quote(text: &str) -> String {
-    let text = text.trim();
-    if text.len() <= ERROR_OUTPUT_MAX_BYTES {
-        return text.to_owned();
-    }
-    let mut end = ERROR_OUTPUT_MAX_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n[truncated {} bytes]", &text[..end], text.len() - end)
+    bounded(text, ERROR_OUTPUT_MAX_BYTES)
 }
 
 /// The summary of a provider whose output has no structure to parse.
@@ -444,11 +449,17 @@ fn plain_text_fallback(provider: Provider, stdout: &str) -> Option<String> {
 
 /// `text` cut to [`SUMMARY_MAX_BYTES`] on a char boundary, with a marker when cut.
 pub fn bounded_summary(text: &str) -> String {
+    bounded(text, SUMMARY_MAX_BYTES)
+}
+
+/// `text`, trimmed, cut to `max` bytes on a char boundary with a marker when cut: the
+/// one rule of a run's summary and of its quoted error.
+fn bounded(text: &str, max: usize) -> String {
     let text = text.trim();
-    if text.len() <= SUMMARY_MAX_BYTES {
+    if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = SUMMARY_MAX_BYTES;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }

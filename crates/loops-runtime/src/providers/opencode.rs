@@ -17,7 +17,7 @@
 //! `retry-after`); every event names the session (`sessionID`). A retryable API error
 //! (429) is retried by opencode itself, without printing anything, until it is stopped.
 
-use loops_core::{provider_options, AgentTarget, ConfigIsolation};
+use loops_core::{AgentTarget, ConfigIsolation};
 use serde_json::Value;
 
 use super::output::{add_usage, at, json_lines, str_at, sum_present, u64_at};
@@ -34,11 +34,7 @@ pub(super) fn args(t: &AgentTarget, resume: Option<&str>) -> Vec<String> {
     if let Some(dir) = &t.cwd {
         args.extend(["--dir".to_owned(), dir.clone()]);
     }
-    args.extend(super::model_and_agent(t));
-    args.extend(provider_options::argv(t));
-    if let Some(id) = resume {
-        args.extend(["--session".to_owned(), id.to_owned()]);
-    }
+    args.extend(super::options_then_resume(t, "--session", resume));
     args
 }
 

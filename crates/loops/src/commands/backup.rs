@@ -3,7 +3,7 @@
 
 use super::Context;
 use crate::exit::Exit;
-use crate::output::{outln, print_json};
+use crate::output::{self, outln, print_json};
 use crate::Failure;
 use clap::Args;
 use loops_runtime::client::{Client, StoreCounts};
@@ -31,17 +31,16 @@ pub fn backup(ctx: &Context, args: BackupArgs) -> Result<Exit, Failure> {
         args.file.as_deref(),
         args.force,
     )?;
-    if ctx.json {
-        print_json(&info)?;
-        return Ok(Exit::Success);
-    }
-    outln!(
-        "backed up to {} ({}): {}",
-        info.path.display(),
-        size_text(info.bytes),
-        counts_text(&info.counts)
-    )?;
-    Ok(Exit::Success)
+    output::report(
+        ctx.json,
+        &info,
+        format_args!(
+            "backed up to {} ({}): {}",
+            info.path.display(),
+            size_text(info.bytes),
+            counts_text(&info.counts)
+        ),
+    )
 }
 
 pub fn restore(ctx: &Context, args: RestoreArgs) -> Result<Exit, Failure> {

@@ -63,12 +63,8 @@ fn set(ctx: &Context, args: BudgetSetArgs) -> Result<Exit, Failure> {
 fn list(ctx: &Context) -> Result<Exit, Failure> {
     let now = output::now();
     let status = ctx.reader()?.budget_status(&[], true, now)?;
-    if ctx.json {
-        print_json(&status)?;
-        return Ok(Exit::Success);
-    }
-    if status.is_empty() {
-        outln!("no store-wide budget (loops budget set provider=NAME --tokens N/day)")?;
+    let empty = "no store-wide budget (loops budget set provider=NAME --tokens N/day)";
+    if output::print_json_or_empty(ctx.json, || &status, status.is_empty(), empty)? {
         return Ok(Exit::Success);
     }
     print_table(&status, now)?;

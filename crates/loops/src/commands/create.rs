@@ -1,4 +1,5 @@
-//! `create command|agent|workflow <name>`: flags → a validated [`LoopDefinition`]
+//! `create command|agent|workflow <name>`: flags → a validated
+//! [`LoopDefinition`](loops_runtime::client::LoopDefinition)
 //! (through the functions `edit` shares, in `definition`). Everything is checked
 //! before the store is touched, so bad input writes nothing.
 
@@ -6,12 +7,10 @@ use super::Context;
 use crate::cli::flags::SCHEDULE_FLAGS;
 use crate::cli::flags::{AgentOptions, DefinitionArgs};
 use crate::exit::Exit;
-use crate::output::outln;
-use crate::output::{self, print_json};
+use crate::output;
 use crate::Failure;
 use clap::{Args, Subcommand};
-use loops_core::{Policy, Target};
-use loops_runtime::client::LoopDefinition;
+use loops_core::Target;
 use loops_runtime::definition::{self, AgentFlags, CommandFlags};
 use std::path::PathBuf;
 
@@ -130,37 +129,18 @@ pub fn run(ctx: &Context, cmd: CreateCommand) -> Result<Exit, Failure> {
         }
     };
     let flags = &common.def.flags();
-    let schedule = definition::schedule(flags, None, now)
-        .map_err(Failure::usage)?
-        .ok_or_else(|| {
-            // clap's required group makes this unreachable; keep a clear message anyway.
-            Failure::usage("a schedule is required: --at, --every, --cron or --dynamic")
-        })?;
-    let mut def = LoopDefinition {
-        name: common.name.clone(),
-        description: None,
-        schedule,
-        target,
-        policy: Policy::default(),
-        labels: Vec::new(),
-        notify: None,
-    };
-    definition::apply(&mut def, flags, now).map_err(Failure::usage)?;
+    // A missing schedule is refused by clap's required group before this.
+    let def =
+        definition::created(common.name.clone(), target, flags, now).map_err(Failure::usage)?;
     let client = ctx.client()?;
     if flags.preflight {
         definition::preflight(&client, &def.target).map_err(Failure::usage)?;
     }
-    let mut lp = client.create(def, now)?;
-    if ctx.json {
-        output::redact_loop(&mut lp);
-        print_json(&lp)?;
-    } else {
-        outln!(
-            "created {} ({}); next run {}",
-            lp.name,
-            lp.id,
-            output::when(lp.next_run_at, now)
-        )?;
-    }
-    Ok(Exit::Success)
+    let lp = client.create(def, now)?;
+    let next = output::when(lp.next_run_at, now);
+    output::report_loop(
+        ctx.json,
+        &lp,
+        format_args!("created {} ({}); next run {next}", lp.name, lp.id),
+    )
 }

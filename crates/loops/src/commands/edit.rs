@@ -7,8 +7,7 @@ use crate::cli::flags::LoopArg;
 use crate::cli::flags::SCHEDULE_FLAGS;
 use crate::cli::flags::{AgentOptions, DefinitionArgs};
 use crate::exit::Exit;
-use crate::output::outln;
-use crate::output::{self, print_json};
+use crate::output;
 use crate::Failure;
 use clap::Args;
 use loops_core::Loop;
@@ -133,24 +132,22 @@ pub fn edit(ctx: &Context, args: EditArgs) -> Result<Exit, Failure> {
     if flags.def.preflight {
         definition::preflight(&client, &def.target).map_err(Failure::usage)?;
     }
-    let mut after = client.edit(before.id.as_str(), def, now)?;
-    if ctx.json {
-        output::redact_loop(&mut after);
-        return print_json(&after).map(|()| Exit::Success);
-    }
+    let after = client.edit(before.id.as_str(), def, now)?;
     let changed = changes(&before, &after);
-    outln!(
-        "edited {} ({}): {}; next run {}",
-        after.name,
-        after.id,
-        if changed.is_empty() {
-            "nothing changed".to_owned()
-        } else {
-            format!("changed {}", changed.join(", "))
-        },
-        output::when(after.next_run_at, now)
-    )?;
-    Ok(Exit::Success)
+    let changed = if changed.is_empty() {
+        "nothing changed".to_owned()
+    } else {
+        format!("changed {}", changed.join(", "))
+    };
+    let next = output::when(after.next_run_at, now);
+    output::report_loop(
+        ctx.json,
+        &after,
+        format_args!(
+            "edited {} ({}): {changed}; next run {next}",
+            after.name, after.id
+        ),
+    )
 }
 
 /// The parts of a loop an edit changed, for the one-line report.
@@ -175,46 +172,35 @@ pub fn rename(ctx: &Context, args: RenameArgs) -> Result<Exit, Failure> {
     let client = ctx.client()?;
     let before = client.get(&args.r#loop)?;
     let lp = client.rename(before.id.as_str(), &args.new_name, output::now())?;
-    if ctx.json {
-        return report_json(&lp);
-    }
-    outln!("renamed {} to {} ({})", before.name, lp.name, lp.id)?;
-    Ok(Exit::Success)
+    output::report_loop(
+        ctx.json,
+        &lp,
+        format_args!("renamed {} to {} ({})", before.name, lp.name, lp.id),
+    )
 }
 
 pub fn archive(ctx: &Context, args: ArchiveArgs) -> Result<Exit, Failure> {
     let lp = ctx
         .client()?
         .archive(&args.r#loop, args.free_name, output::now())?;
-    if ctx.json {
-        return report_json(&lp);
-    }
-    outln!(
-        "archived {} ({}); `loops unarchive {}` brings it back",
-        lp.name,
-        lp.id,
-        lp.id
-    )?;
-    Ok(Exit::Success)
+    output::report_loop(
+        ctx.json,
+        &lp,
+        format_args!(
+            "archived {} ({}); `loops unarchive {}` brings it back",
+            lp.name, lp.id, lp.id
+        ),
+    )
 }
 
 pub fn unarchive(ctx: &Context, args: LoopArg) -> Result<Exit, Failure> {
     let lp = ctx.client()?.unarchive(&args.r#loop, output::now())?;
-    if ctx.json {
-        return report_json(&lp);
-    }
-    outln!(
-        "unarchived {} ({}), paused; `loops resume {}` schedules it again",
-        lp.name,
-        lp.id,
-        lp.name
-    )?;
-    Ok(Exit::Success)
-}
-
-fn report_json(lp: &Loop) -> Result<Exit, Failure> {
-    let mut shown = lp.clone();
-    output::redact_loop(&mut shown);
-    print_json(&shown)?;
-    Ok(Exit::Success)
+    output::report_loop(
+        ctx.json,
+        &lp,
+        format_args!(
+            "unarchived {} ({}), paused; `loops resume {}` schedules it again",
+            lp.name, lp.id, lp.name
+        ),
+    )
 }

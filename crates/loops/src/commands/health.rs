@@ -4,7 +4,7 @@
 
 use super::Context;
 use crate::exit::Exit;
-use crate::output::{self, outln, print_json, Cell, Table};
+use crate::output::{self, outln, Cell, Table};
 use crate::Failure;
 use clap::Args;
 use loops_core::health::{age_text, Verdict};
@@ -26,12 +26,8 @@ pub fn run(ctx: &Context, args: HealthArgs) -> Result<Exit, Failure> {
         Exit::Success
     };
     let counts = [Verdict::Ok, Verdict::Warn, Verdict::Fail].map(|v| report.count(v));
-    if ctx.json {
-        print_json(&report.json())?;
-        return Ok(exit);
-    }
-    if report.loops.is_empty() {
-        outln!("no active loops")?;
+    let empty = report.loops.is_empty();
+    if output::print_json_or_empty(ctx.json, || report.json(), empty, "no active loops")? {
         return Ok(exit);
     }
     let mut table = Table::new(vec![

@@ -38,12 +38,7 @@ pub fn run(ctx: &Context, args: HoldsArgs) -> Result<Exit, Failure> {
 
 fn list(ctx: &Context) -> Result<Exit, Failure> {
     let holds = ctx.reader()?.holds()?;
-    if ctx.json {
-        print_json(&holds)?;
-        return Ok(Exit::Success);
-    }
-    if holds.is_empty() {
-        outln!("no account is held")?;
+    if output::print_json_or_empty(ctx.json, || &holds, holds.is_empty(), "no account is held")? {
         return Ok(Exit::Success);
     }
     let now = output::now();

@@ -45,17 +45,10 @@ pub fn remove(ctx: &Context, args: RemoveArgs) -> Result<Exit, Failure> {
 }
 
 fn report(ctx: &Context, lp: &Loop, verb: &str) -> Result<Exit, Failure> {
-    if ctx.json {
-        let mut shown = lp.clone();
-        output::redact_loop(&mut shown);
-        print_json(&shown)?;
-    } else {
-        outln!(
-            "{verb} {} ({}); next run {}",
-            lp.name,
-            lp.id,
-            output::when(lp.next_run_at, output::now())
-        )?;
-    }
-    Ok(Exit::Success)
+    let next = output::when(lp.next_run_at, output::now());
+    output::report_loop(
+        ctx.json,
+        lp,
+        format_args!("{verb} {} ({}); next run {next}", lp.name, lp.id),
+    )
 }

@@ -8,6 +8,7 @@ use crate::Failure;
 use clap::Args;
 use loops_core::provider_options::ProviderOption;
 use loops_core::{LoopStatus, Target};
+use loops_runtime::definition::parse_enum;
 use loops_store::LoopFilter;
 
 #[derive(Debug, Args)]
@@ -39,10 +40,7 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
     let status = args
         .status
         .as_deref()
-        .map(|s| {
-            s.parse::<LoopStatus>()
-                .map_err(|e| Failure::usage(e.replace("LoopStatus", "--status")))
-        })
+        .map(|s| parse_enum::<LoopStatus>("--status", s).map_err(Failure::usage))
         .transpose()?;
     let filter = LoopFilter {
         status,
@@ -54,12 +52,8 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
     if !args.show_output {
         loops.iter_mut().for_each(output::redact_loop);
     }
-    if ctx.json {
-        print_json(&loops)?;
-        return Ok(Exit::Success);
-    }
-    if loops.is_empty() {
-        outln!("no loops; create one with `loops create command NAME --every 5m --cmd '…'`")?;
+    let empty = "no loops; create one with `loops create command NAME --every 5m --cmd '…'`";
+    if output::print_json_or_empty(ctx.json, || &loops, loops.is_empty(), empty)? {
         return Ok(Exit::Success);
     }
     let now = output::now();

@@ -10,6 +10,7 @@ use crate::Failure;
 use clap::Args;
 use loops_core::{Instant, RunStatus};
 use loops_runtime::client::RunQuery;
+use loops_runtime::definition::parse_enum;
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {
@@ -46,26 +47,16 @@ pub struct RunsArgs {
     pub follow: bool,
 }
 
-/// Default number of runs shown when `--limit` is not given.
-const DEFAULT_LIMIT: usize = 20;
-
 pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
     if args.follow {
         return super::runs_follow::run(ctx, &args);
     }
-    let limit = match args.limit {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => Some(DEFAULT_LIMIT),
-    };
+    let limit = loops_core::limits::runs_listed(args.limit);
     let now = output::now();
     let statuses = args
         .statuses
         .iter()
-        .map(|s| {
-            s.parse::<RunStatus>()
-                .map_err(|e| Failure::usage(e.replace("RunStatus", "--status")))
-        })
+        .map(|s| parse_enum::<RunStatus>("--status", s).map_err(Failure::usage))
         .collect::<Result<Vec<_>, _>>()?;
     let query = RunQuery {
         loop_key: args.r#loop.clone(),
@@ -135,12 +126,8 @@ pub fn run(ctx: &Context, args: RunsArgs) -> Result<Exit, Failure> {
             output::when(Some(run.scheduled_for), now).into(),
             run.attempt.to_string().into(),
             output::run_status(run.status),
-            run.duration_ms
-                .map_or_else(|| "-".into(), output::elapsed_text)
-                .into(),
-            run.exit_code
-                .map_or_else(|| "-".into(), |c| c.to_string())
-                .into(),
+            output::duration_cell(run.duration_ms),
+            output::exit_cell(run.exit_code),
             output::failure_text(run, now)
                 .unwrap_or_else(|| "-".into())
                 .into(),

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use loops_core::workflow::{Dag, StepRun, StepTarget, Workflow, WorkflowRun, WorkflowSpec};
 use loops_core::Duration;
 use loops_core::{StepStatus, WorkflowRunStatus, WorkflowStatus};
+use loops_runtime::definition::parse_enum;
 use loops_runtime::workflow_file::{load_spec_file, workflow_json};
 use loops_runtime::Client;
 use std::io::{IsTerminal, Write};
@@ -205,37 +206,30 @@ fn create(ctx: &Context, args: WorkflowCreateArgs) -> Result<Exit, Failure> {
     let record = ctx
         .client()?
         .create_workflow(&spec, args.replace, output::now())?;
-    if ctx.json {
-        print_json(&record_json(&record))?;
-    } else {
-        outln!(
+    output::report(
+        ctx.json,
+        &record_json(&record),
+        format_args!(
             "created workflow {} v{} ({}) with {} step(s)",
             record.name,
             record.version,
             record.id,
             spec.steps.len()
-        )?;
-    }
-    Ok(Exit::Success)
+        ),
+    )
 }
 
 /// Active specs only, unless `--all` or `--status archived` (as OpenLoops 0.3 lists).
 fn list(ctx: &Context, args: WorkflowListArgs) -> Result<Exit, Failure> {
     let status = match args.status.as_deref() {
-        Some(s) => Some(
-            s.parse::<WorkflowStatus>()
-                .map_err(|e| Failure::usage(e.replace("WorkflowStatus", "--status")))?,
-        ),
+        Some(s) => Some(parse_enum::<WorkflowStatus>("--status", s).map_err(Failure::usage)?),
         None if args.all => None,
         None => Some(WorkflowStatus::Active),
     };
     let list = ctx.reader()?.list_workflows(status)?;
-    if ctx.json {
-        print_json(&list.iter().map(record_json).collect::<Vec<_>>())?;
-        return Ok(Exit::Success);
-    }
-    if list.is_empty() {
-        outln!("no workflows; store one with `loops workflows create FILE`")?;
+    let document = || list.iter().map(record_json).collect::<Vec<_>>();
+    let empty = "no workflows; store one with `loops workflows create FILE`";
+    if output::print_json_or_empty(ctx.json, document, list.is_empty(), empty)? {
         return Ok(Exit::Success);
     }
     let mut table = Table::new(vec!["ID", "NAME", "VERSION", "STATUS", "STEPS", "CREATED"]);
@@ -439,12 +433,8 @@ fn step_table(steps: &[StepRun]) -> anyhow::Result<()> {
 fn step_cells(s: &StepRun) -> [output::Cell; 4] {
     [
         output::status_cell(s.status.as_str()),
-        s.duration_ms
-            .map_or_else(|| "-".into(), output::elapsed_text)
-            .into(),
-        s.exit_code
-            .map_or_else(|| "-".into(), |c| c.to_string())
-            .into(),
+        output::duration_cell(s.duration_ms),
+        output::exit_cell(s.exit_code),
         s.error.clone().unwrap_or_default().into(),
     ]
 }
@@ -515,23 +505,14 @@ fn print_params(run: &WorkflowRun) -> Result<(), Failure> {
 }
 
 fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<Exit, Failure> {
-    let limit = match args.limit {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => Some(20),
-    };
+    let limit = loops_core::limits::runs_listed(args.limit);
     let runs: Vec<WorkflowRun> = ctx
         .reader()?
         .workflow_runs(args.workflow.as_deref(), limit)?
         .into_iter()
         .map(|r| redact_run(r, false))
         .collect();
-    if ctx.json {
-        print_json(&runs)?;
-        return Ok(Exit::Success);
-    }
-    if runs.is_empty() {
-        outln!("no workflow runs yet")?;
+    if output::print_json_or_empty(ctx.json, || &runs, runs.is_empty(), "no workflow runs yet")? {
         return Ok(Exit::Success);
     }
     let now = output::now();
@@ -545,9 +526,7 @@ fn runs(ctx: &Context, args: WorkflowRunsArgs) -> Result<Exit, Failure> {
             output::status_cell(r.status.as_str()),
             r.attempt.to_string().into(),
             output::when(r.started_at, now).into(),
-            r.duration_ms
-                .map_or_else(|| "-".into(), output::elapsed_text)
-                .into(),
+            output::duration_cell(r.duration_ms),
             r.loop_id.as_ref().map_or("-", |id| id.as_str()).into(),
             r.error.clone().unwrap_or_default().into(),
         ]);
@@ -692,15 +671,12 @@ fn archive(ctx: &Context, args: WorkflowArg) -> Result<Exit, Failure> {
     let record = ctx
         .client()?
         .archive_workflow(&args.workflow, output::now())?;
-    if ctx.json {
-        print_json(&record_json(&record))?;
-    } else {
-        outln!(
+    output::report(
+        ctx.json,
+        &record_json(&record),
+        format_args!(
             "archived workflow {} v{} ({})",
-            record.name,
-            record.version,
-            record.id
-        )?;
-    }
-    Ok(Exit::Success)
+            record.name, record.version, record.id
+        ),
+    )
 }

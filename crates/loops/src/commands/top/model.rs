@@ -86,19 +86,18 @@ impl Glyphs {
 
     /// One character per run status.
     pub fn run(self, status: RunStatus) -> char {
-        match (self, status) {
-            (Glyphs::Unicode, RunStatus::Succeeded) => '✓',
-            (Glyphs::Unicode, RunStatus::Failed) => '✗',
-            (Glyphs::Unicode, RunStatus::TimedOut) => '⏱',
-            (Glyphs::Unicode, RunStatus::Abandoned) => '!',
-            (Glyphs::Unicode, RunStatus::Skipped) => '·',
-            (Glyphs::Unicode, RunStatus::Running) => '▶',
-            (Glyphs::Ascii, RunStatus::Succeeded) => '+',
-            (Glyphs::Ascii, RunStatus::Failed) => 'x',
-            (Glyphs::Ascii, RunStatus::TimedOut) => 't',
-            (Glyphs::Ascii, RunStatus::Abandoned) => '!',
-            (Glyphs::Ascii, RunStatus::Skipped) => '.',
-            (Glyphs::Ascii, RunStatus::Running) => '>',
+        // Each status once: its Unicode glyph, then its ASCII one.
+        let (unicode, ascii) = match status {
+            RunStatus::Succeeded => ('✓', '+'),
+            RunStatus::Failed => ('✗', 'x'),
+            RunStatus::TimedOut => ('⏱', 't'),
+            RunStatus::Abandoned => ('!', '!'),
+            RunStatus::Skipped => ('·', '.'),
+            RunStatus::Running => ('▶', '>'),
+        };
+        match self {
+            Glyphs::Unicode => unicode,
+            Glyphs::Ascii => ascii,
         }
     }
 }
