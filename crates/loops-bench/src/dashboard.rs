@@ -17,7 +17,7 @@ use std::time::Instant as Mono;
 
 /// One `GET path` with the bearer token over a fresh connection: the time to the
 /// whole body, the status and the body's length.
-fn get(addr: &str, token: &str, path: &str) -> Result<(f64, u16, usize)> {
+pub(crate) fn get(addr: &str, token: &str, path: &str) -> Result<(f64, u16, usize)> {
     let start = Mono::now();
     let mut s = std::net::TcpStream::connect(addr)?;
     write!(

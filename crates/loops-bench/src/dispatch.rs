@@ -13,10 +13,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 impl Bencher {
-    /// Benchmark 3: Dispatch lag with N loops every 1 s.
+    /// Benchmark 3: Dispatch lag with N loops every `every_ms` (1 s unless asked), their
+    /// phases spread over one period: N × 1,000 / `every_ms` slots due each second.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn dispatch(
         &self,
         n: usize,
+        every_ms: u64,
         secs: u64,
         max_concurrent: usize,
         aligned: bool,
@@ -26,13 +29,15 @@ impl Bencher {
         ensure!(n > 0 && secs >= 6, "need at least one loop and --secs >= 6");
         let dir = self.fresh_dir()?;
         let client = Client::open(&dir.data())?;
-        let period = 1_000usize;
-        // Creation instants in the near future, so no slot is missed before the daemon
-        // is up; spread evenly over one period unless --aligned.
+        let period = usize::try_from(every_ms)?;
+        let step = i64::try_from(every_ms)?;
+        // First slots from `base` + 1 s on (created one period before), so no slot is
+        // missed before the daemon is up; spread evenly over one period unless --aligned.
         let base = whole_ms(Utc::now() + TimeDelta::seconds(2));
         let (first_slots, setup) = populate(&client, n, "tick", exec, |i| {
             let offset = if aligned { 0 } else { i * period / n };
-            (every(1_000), base + millis(offset))
+            let created = base + millis(offset) + TimeDelta::seconds(1) - millis(period);
+            (every(every_ms), created)
         })?;
         drop(client);
         eprintln!(
@@ -71,7 +76,7 @@ impl Bencher {
         for r in runs.iter().filter(in_window) {
             let id = r.loop_id.as_str();
             if let Some(Some(first)) = first_slots.get(id) {
-                if (r.scheduled_for - *first).num_milliseconds() % 1_000 != 0 {
+                if (r.scheduled_for - *first).num_milliseconds() % step != 0 {
                     off_grid += 1;
                 }
             }
@@ -105,11 +110,11 @@ impl Bencher {
         let mut missed = 0i64;
         for (id, first) in &first_slots {
             let Some(first) = first else { continue };
-            let want = window.slots_from(*first);
+            let want = window.slots_every(*first, step);
             expected += want;
             let have = slots.get(id.as_str()).map_or(0, |s| {
                 s.iter()
-                    .filter(|t| (**t - *first).num_milliseconds() % 1_000 == 0)
+                    .filter(|t| (**t - *first).num_milliseconds() % step == 0)
                     .count()
             });
             missed += want - i64::try_from(have).unwrap_or(0);
@@ -133,10 +138,10 @@ impl Bencher {
             runs.len()
         );
         println!();
-        println!("| loops | phases | exec | runs in window | expected slots | runs/s | lag p50 ms | p99 ms | max ms | real spawn lag p50 / p99 / max ms | start→finish p50 ms | p99 ms | max ms | missed slots | skipped | not succeeded | off-grid | daemon CPU | supervisor CPU | daemon CPU per run ms | children CPU | RSS / HWM MB | target p50 ≤ 5, p99 ≤ 50, none missed |");
-        println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
+        println!("| loops | every | phases | exec | runs in window | expected slots | runs/s | lag p50 ms | p99 ms | max ms | real spawn lag p50 / p99 / max ms | start→finish p50 ms | p99 ms | max ms | missed slots | skipped | not succeeded | off-grid | daemon CPU | supervisor CPU | daemon CPU per run ms | children CPU | RSS / HWM MB | target p50 ≤ 5, p99 ≤ 50, none missed |");
+        println!("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
         println!(
-            "| {n} | {phase} | {} | {executed} | {expected} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {missed} | {skipped} | {not_ok} | {off_grid} | {:.0}% | {:.0}% | {:.3} / {:.3} | {:.0}% | {:.1} / {:.1} | {} |",
+            "| {n} | {every_ms} ms | {phase} | {} | {executed} | {expected} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {missed} | {skipped} | {not_ok} | {off_grid} | {:.0}% | {:.0}% | {:.3} / {:.3} | {:.0}% | {:.1} / {:.1} | {} |",
             exec.label(),
             executed as f64 / window_s,
             claim.p50,

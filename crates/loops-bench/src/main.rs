@@ -24,6 +24,7 @@
 //! cargo run --release -p loops-bench -- mcp-list               # MCP `tools/call loops_list` round trip
 //! cargo run --release -p loops-bench -- health                 # `loops health`, 1k loops, 100k runs
 //! cargo run --release -p loops-bench -- dashboard              # the web overview, 1k loops, 100k runs
+//! cargo run --release -p loops-bench -- history                # 10M runs: pass, runs, health, overview, prune
 //! cargo run --release -p loops-bench -- top                    # `loops top`'s refresh, 1k loops, 100k runs
 //! cargo run --release -p loops-bench -- classify               # reading an agent run's ending
 //! cargo run --release -p loops-bench -- reattach               # `daemon restart` with 100 runs in flight
@@ -43,6 +44,7 @@ mod dashboard;
 mod dispatch;
 mod harness;
 mod health;
+mod history;
 mod http;
 mod mcp;
 mod pg;
@@ -99,6 +101,10 @@ enum Bench {
     Dispatch {
         #[arg(long, default_value_t = 1_000)]
         loops: usize,
+        /// Each loop's interval in milliseconds, phases spread over it: 100,000 loops
+        /// every 100,000 ms are 1,000 slots due each second among 100,000 loops.
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+        every_ms: u64,
         /// How long the daemon runs (at least 10 s: the first seconds and the last 2 s
         /// are not measured, and a shorter run leaves no slot to judge).
         #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(10..))]
@@ -296,6 +302,20 @@ enum Bench {
         #[arg(long, default_value_t = 30)]
         reps: usize,
     },
+    /// A long history: `loops tick`, `runs --limit 50`, `health`, the dashboard's
+    /// overview and `prune` over N loops and M finished runs (issue #21).
+    History {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 10_000_000)]
+        runs: usize,
+        /// Each loop's interval, in milliseconds (default 1 minute: 10,000 runs ≈ 7 days).
+        #[arg(long, default_value_t = 60_000)]
+        every_ms: u64,
+        /// Timed invocations of each read.
+        #[arg(long, default_value_t = 10)]
+        reps: usize,
+    },
     /// `loops top`'s refresh cost: its data read from scratch, `top --once --json`, and
     /// each poll of the event log (idle, k `loop.changed` events, a run's events).
     Top {
@@ -362,6 +382,7 @@ fn main() -> Result<()> {
         Bench::CliCreate { existing, calls } => bench.cli_create(existing, calls),
         Bench::Dispatch {
             loops,
+            every_ms,
             secs,
             max_concurrent,
             aligned,
@@ -374,7 +395,15 @@ fn main() -> Result<()> {
             } else {
                 Exec::pick(shell)
             };
-            bench.dispatch(loops, secs, max_concurrent, aligned, exec, &daemon_args)
+            bench.dispatch(
+                loops,
+                every_ms,
+                secs,
+                max_concurrent,
+                aligned,
+                exec,
+                &daemon_args,
+            )
         }
         Bench::Throughput {
             loops,
@@ -459,6 +488,12 @@ fn main() -> Result<()> {
             every_ms,
             reps,
         } => bench.dashboard(loops, runs, every_ms, reps),
+        Bench::History {
+            loops,
+            runs,
+            every_ms,
+            reps,
+        } => bench.history(loops, runs, every_ms, reps),
         Bench::Top {
             loops,
             runs,

@@ -398,6 +398,10 @@ impl Store for PgStore {
         read!(self, |db| reports::usage_since(db, since))
     }
 
+    fn run_status_counts(&self, since: Instant) -> StoreResult<Vec<(loops_core::RunStatus, u64)>> {
+        read!(self, |db| reports::run_status_counts(db, since))
+    }
+
     fn import(&self, batch: &ImportBatch, now: Instant) -> StoreResult<Imported> {
         let batch = batch.clone();
         write!(self, None, |db| async move {

@@ -213,3 +213,28 @@ pub(crate) async fn usage_since<C: GenericClient + Sync>(
     out.sort_by_key(|r| r.finished_at);
     Ok(out)
 }
+
+/// How many runs created at or after `since` have each status: every status named
+/// (`= ANY`), so each is one range of `runs_status_created`, not a read of every run.
+pub(crate) async fn run_status_counts<C: GenericClient + Sync>(
+    db: &Db<'_, C>,
+    since: Instant,
+) -> Result<Vec<(RunStatus, u64)>> {
+    let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let rows = db
+        .query(
+            "SELECT status, COUNT(*) FROM runs WHERE status = ANY($1) AND created_at >= $2 \
+             GROUP BY status ORDER BY status",
+            &[&statuses, &ms(&since)],
+        )
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let status = get::<String>(row, 0, "status")?
+            .parse()
+            .map_err(|e| Error::decode(format!("column status: {e}")))?;
+        let n: i64 = get(row, 1, "count")?;
+        out.push((status, u64::try_from(n).unwrap_or(0)));
+    }
+    Ok(out)
+}

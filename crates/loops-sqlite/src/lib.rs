@@ -181,7 +181,8 @@ impl SqliteStore {
     }
 
     /// The plans of the statements behind [`Store::run_facts`] and
-    /// [`Store::usage_since`], by name (`recent`, `window`, `usage runs`, `usage steps`).
+    /// [`Store::usage_since`] and [`Store::run_status_counts`], by name (`recent`, `window`,
+    /// `usage runs`, `usage steps`, `status counts`).
     pub fn report_query_plans(&self) -> StoreResult<Vec<(String, Vec<String>)>> {
         reports::report_queries()
             .into_iter()

@@ -547,7 +547,8 @@ fn run_and_label_filters_use_indexes() {
 
 /// `loops health` and `loops usage` (issue #11) read through indexes: a loop's newest
 /// rows from the covering `runs_loop_recent` (no table row read, no sort), its window
-/// from the slot index, usage from the partial indexes of rows that carry it.
+/// from the slot index, usage from the partial indexes of rows that carry it, the
+/// dashboard's status counts from the status index.
 #[test]
 fn health_and_usage_queries_use_indexes() {
     let dir = TempDir::new().unwrap();
@@ -585,6 +586,14 @@ fn health_and_usage_queries_use_indexes() {
         "{steps}"
     );
     assert!(!steps.contains("SCAN"), "{steps}");
+    // The dashboard's day of counts: a range of the status index per status, not a
+    // scan of every run ever kept.
+    let counts = plan("status counts");
+    assert!(
+        counts.contains("COVERING INDEX runs_status_created (status=? AND created_at>?)"),
+        "{counts}"
+    );
+    assert!(!counts.contains("SCAN"), "{counts}");
 }
 
 /// Migration 12 (issue #19): rows recorded before kept an agent's output in `error`;

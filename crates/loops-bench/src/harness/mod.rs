@@ -6,7 +6,8 @@ mod seed;
 
 pub(crate) use daemon::{keep_every_run, CpuTicks, Daemon};
 pub(crate) use seed::{
-    command_def, every, finish_runs, import_history, populate, populate_every, seed_history, Exec,
+    command_def, every, finish_runs, history_batch_of, import_history, populate, populate_every,
+    seed_history, Exec,
 };
 
 use anyhow::{bail, Context as _, Result};
@@ -144,10 +145,15 @@ impl Window {
 
     /// How many slots of a loop every second, first due at `first`, fall inside.
     pub(crate) fn slots_from(&self, first: Instant) -> i64 {
-        let k0 = ((self.start - first).num_milliseconds() + 999)
-            .div_euclid(1_000)
+        self.slots_every(first, 1_000)
+    }
+
+    /// How many slots of a loop every `every_ms`, first due at `first`, fall inside.
+    pub(crate) fn slots_every(&self, first: Instant, every_ms: i64) -> i64 {
+        let k0 = ((self.start - first).num_milliseconds() + every_ms - 1)
+            .div_euclid(every_ms)
             .max(0);
-        let k1 = (self.end - first).num_milliseconds().div_euclid(1_000);
+        let k1 = (self.end - first).num_milliseconds().div_euclid(every_ms);
         (k1 - k0 + 1).max(0)
     }
 }

@@ -205,10 +205,21 @@ pub(crate) fn history_batch(
     every_ms: u64,
     now: Instant,
 ) -> Result<ImportBatch> {
-    let per_loop = runs / loops.max(1);
+    history_batch_of(0..loops, loops, runs / loops.max(1), every_ms, now)
+}
+
+/// The loops `indices` of [`history_batch`]'s `loops`, each with `per_loop` runs: a
+/// large history imported a part at a time.
+pub(crate) fn history_batch_of(
+    indices: std::ops::Range<usize>,
+    loops: usize,
+    per_loop: usize,
+    every_ms: u64,
+    now: Instant,
+) -> Result<ImportBatch> {
     let every = TimeDelta::milliseconds(i64::try_from(every_ms)?);
     let mut batch = ImportBatch::default();
-    for i in 0..loops {
+    for i in indices {
         let phase = TimeDelta::milliseconds(i64::try_from(every_ms * i as u64 / loops as u64)?);
         // The loop's newest slot at or before now, on its phase.
         let epoch = chrono::DateTime::<Utc>::UNIX_EPOCH + phase;
