@@ -77,13 +77,32 @@ impl Bencher {
 
         // Prune: the newest 9,000 runs of each loop kept (a tenth deleted), then 10 more
         // deleted of each: a first clean-up and then the steady one.
-        let prune = |keep: usize| -> Result<(f64, u64)> {
+        // Meanwhile another process writes (pause and resume one loop, in turn), as a
+        // daemon's claims and a person's commands do: the longest such write is how
+        // long prune kept everyone else out.
+        let prune = |keep: usize| -> Result<(f64, u64, f64, usize)> {
             let t = Mono::now();
-            let out = std::process::Command::new(&self.bin)
+            let child = std::process::Command::new(&self.bin)
                 .args(["--json", "prune", "--keep", &keep.to_string()])
                 .env("LOOPS_DATA_DIR", &data)
-                .output()
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
                 .context("cannot run loops prune")?;
+            let pid = child.id();
+            let (mut longest, mut refused) = (0f64, 0usize);
+            let mut verb = ["pause", "resume"].into_iter().cycle();
+            while std::fs::metadata(format!("/proc/{pid}/stat")).is_ok()
+                && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .unwrap_or_default()
+                    .contains(") Z ")
+            {
+                let args = [verb.next().unwrap_or("pause"), "health-3"];
+                let (took, ok) = self.time_cli_status(&data, &args)?;
+                longest = longest.max(took);
+                refused += usize::from(!ok);
+            }
+            let out = child.wait_with_output()?;
             let took = ms(t.elapsed());
             ensure!(
                 out.status.success(),
@@ -92,11 +111,11 @@ impl Bencher {
             );
             let doc: serde_json::Value =
                 serde_json::from_slice(&out.stdout).context("loops prune printed no JSON")?;
-            Ok((took, doc["pruned"].as_u64().unwrap_or(0)))
+            Ok((took, doc["pruned"].as_u64().unwrap_or(0), longest, refused))
         };
         let first_keep = per_loop * 9 / 10;
-        let (first_ms, first_deleted) = prune(first_keep)?;
-        let (steady_ms, steady_deleted) = prune(first_keep.saturating_sub(10))?;
+        let first = prune(first_keep)?;
+        let steady = prune(first_keep.saturating_sub(10))?;
         let rate = |deleted: u64, took: f64| deleted as f64 / (took / 1_000.0);
 
         println!(
@@ -122,20 +141,19 @@ impl Bencher {
             );
         }
         println!();
-        println!("| prune | runs deleted | ms | runs deleted per second | goal | verdict |");
-        println!("|---|---:|---:|---:|---|---|");
-        for (what, deleted, took) in [
-            (format!("`--keep {first_keep}`"), first_deleted, first_ms),
+        println!("| prune | runs deleted | ms | runs deleted per second | longest concurrent write ms | writes refused (locked) | goal | verdict |");
+        println!("|---|---:|---:|---:|---:|---:|---|---|");
+        for (what, (took, deleted, wait, refused)) in [
+            (format!("`--keep {first_keep}`"), first),
             (
                 format!("`--keep {}`", first_keep.saturating_sub(10)),
-                steady_deleted,
-                steady_ms,
+                steady,
             ),
         ] {
             println!(
-                "| {what} | {deleted} | {took:.0} | {:.0} | keeps up with 1,000 runs/s | {} |",
+                "| {what} | {deleted} | {took:.0} | {:.0} | {wait:.0} | {refused} | keeps up with 1,000 runs/s, no write refused | {} |",
                 rate(deleted, took),
-                verdict(deleted > 0 && rate(deleted, took) >= 1_000.0)
+                verdict(deleted > 0 && rate(deleted, took) >= 1_000.0 && refused == 0)
             );
         }
         println!("\n({reps} timed calls each after 3 warm-up calls, output discarded, page cache warm; exit 1 of `health` accepted.)");

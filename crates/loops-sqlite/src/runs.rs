@@ -226,27 +226,54 @@ pub(crate) fn prune_runs(
             Ok(prune::count(n))
         });
     }
+    // The log's size first (a range of its numbers), so that each batch below scans at
+    // most that many events.
+    if let Some(n) = policy.keep_events {
+        store.write(None, |tx| crate::events::trim(tx, n))?;
+    }
+    // The candidates are read outside any write: ranking every run by its loop is the
+    // costly part (seconds over millions of runs), and inside a write transaction it
+    // held the database's write lock — every claim, finalize and CLI write of every
+    // process waited for it. A finished run never changes again, so a candidate read
+    // here is still one when deleted; runs added meanwhile only make more runs
+    // candidates, which the next prune deletes.
+    let ids: Vec<String> = store.read(|conn| {
+        let mut stmt = conn.prepare_cached(candidates)?;
+        let rows = stmt.query_map(params![older, keep], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<String>>>()?)
+    })?;
+    let mut deleted = 0;
+    // Deleted in bounded transactions, so no write waits long behind one.
+    for batch in ids.chunks(PRUNE_BATCH) {
+        deleted += store.write(None, |tx| {
+            crate::events::prune_with(
+                tx,
+                "DELETE FROM events WHERE run_id IN (SELECT id FROM temp.pruned)",
+                &format!(
+                    "INSERT INTO temp.pruned (id) VALUES {}",
+                    vec!["(?)"; batch.len()].join(", ")
+                ),
+                rusqlite::params_from_iter(batch),
+            )?;
+            let n = tx
+                .prepare_cached(
+                    "DELETE FROM runs WHERE id IN (SELECT id FROM temp.pruned) \
+                     AND status != 'running'",
+                )?
+                .execute([])?;
+            tx.execute("DELETE FROM temp.pruned", [])?;
+            Ok(n)
+        })?;
+    }
     store.write(None, |tx| {
-        // The log's size first (a range of its numbers), so that what follows scans at
-        // most that many. Then the candidates once (the window function is the costly
-        // part), the events about them, the runs; then events older than the age rule.
-        if let Some(n) = policy.keep_events {
-            crate::events::trim(tx, n)?;
-        }
-        crate::events::prune_with(
-            tx,
-            "DELETE FROM events WHERE run_id IN (SELECT id FROM temp.pruned)",
-            &format!("INSERT INTO temp.pruned (id) {candidates}"),
-            params![older, keep],
-        )?;
-        let n = tx
-            .prepare_cached("DELETE FROM runs WHERE id IN (SELECT id FROM temp.pruned)")?
-            .execute([])?;
-        tx.execute("DELETE FROM temp.pruned", [])?;
-        crate::events::prune_older(tx, policy.older_than.as_ref())?;
-        Ok(n)
-    })
+        crate::events::prune_older(tx, policy.older_than.as_ref())
+    })?;
+    Ok(deleted)
 }
+
+/// Runs deleted in one transaction by [`prune_runs`]: ≈ 50 µs each with their
+/// indexes, so a batch holds the write lock for about a tenth of a second.
+const PRUNE_BATCH: usize = 2_000;
 
 /// Runs whose id starts with `prefix`: a primary-key range scan (as for loops).
 pub(crate) fn runs_with_id_prefix(

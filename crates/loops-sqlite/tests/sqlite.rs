@@ -818,3 +818,100 @@ fn migration_19_backfills_the_provider_of_step_runs_with_usage() {
     );
     assert_eq!(store.step_runs("wr-bad").unwrap()[0].provider, None);
 }
+
+/// `prune --keep` reads its candidates outside any write and deletes them in bounded
+/// transactions (so no other writer waits seconds for it): over several batches it
+/// still keeps exactly each loop's newest N finished runs, never a running one, and
+/// takes the deleted runs' events with them.
+#[test]
+fn prune_over_several_batches_keeps_each_loops_newest_runs() {
+    use loops_core::{RunOutcome, RunSource, RunStatus};
+    use loops_store::{
+        BatchClaim, ClaimOutcome, ClaimRequest, OnRefusal, PrunePolicy, RunFilter, RunWrite,
+    };
+    let dir = TempDir::new().unwrap();
+    let store = SqliteStore::open(&dir.path().join(DB_FILE)).unwrap();
+    let loops: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|n| store.create_loop(new_loop(n, None), t(0)).unwrap())
+        .collect();
+    // 2,600 runs of each loop, in creation order; the newest of "a" still running.
+    const EACH: i64 = 2_600;
+    for lp in &loops {
+        let claims: Vec<BatchClaim> = (0..EACH)
+            .map(|k| BatchClaim {
+                caps: Default::default(),
+                request: ClaimRequest {
+                    loop_id: lp.id.clone(),
+                    scheduled_for: t(k * 1_000),
+                    runner_id: "test".into(),
+                    source: RunSource::AdHoc,
+                    now: t(k * 1_000),
+                    require_no_running: false,
+                },
+                advance: None,
+                on_refusal: OnRefusal::Keep,
+            })
+            .collect();
+        let writes: Vec<RunWrite> = store
+            .claim_runs(&claims, None)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .filter(|(k, _)| !(lp.name == "a" && *k as i64 == EACH - 1))
+            .map(|(k, outcome)| {
+                let ClaimOutcome::Claimed(run) = outcome else {
+                    panic!("claim refused: {outcome:?}")
+                };
+                let done = t(k as i64 * 1_000 + 10);
+                RunWrite::Finished {
+                    run: run.id,
+                    outcome: RunOutcome::new(RunStatus::Succeeded, done),
+                }
+            })
+            .collect();
+        for written in store
+            .record_run_writes(&writes, t(EACH * 1_000), None)
+            .unwrap()
+        {
+            written.unwrap();
+        }
+    }
+    let runs_of = |name: &str| {
+        let lp = loops.iter().find(|l| l.name == name).unwrap();
+        store
+            .list_runs(&RunFilter {
+                loop_id: Some(lp.id.clone()),
+                ..RunFilter::default()
+            })
+            .unwrap()
+    };
+    let newest_finished: Vec<_> = runs_of("b").into_iter().take(100).map(|r| r.id).collect();
+    let run_events = || -> std::collections::HashSet<loops_core::RunId> {
+        store
+            .events_after(0, 1_000_000)
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| e.body.run_id)
+            .collect()
+    };
+    assert_eq!(run_events().len(), 2 * EACH as usize);
+    let policy = PrunePolicy {
+        older_than: None,
+        keep_per_loop: Some(100),
+        keep_events: None,
+    };
+    // 2,499 + 2,500 candidates (the running run is never one): three batches.
+    assert_eq!(store.prune_runs(&policy, true).unwrap(), 4_999);
+    assert_eq!(store.prune_runs(&policy, false).unwrap(), 4_999);
+    let a = runs_of("a");
+    assert_eq!(a.len(), 101, "the running run and the 100 newest finished");
+    assert_eq!(a[0].status, RunStatus::Running);
+    assert!(a[1..].iter().all(|r| r.status == RunStatus::Succeeded));
+    let b: Vec<_> = runs_of("b").into_iter().map(|r| r.id).collect();
+    assert_eq!(b, newest_finished);
+    // The deleted runs' events went with them; the kept runs' stayed.
+    let kept: std::collections::HashSet<_> = a.iter().map(|r| r.id.clone()).chain(b).collect();
+    assert_eq!(run_events(), kept);
+    assert_eq!(store.prune_runs(&policy, false).unwrap(), 0);
+}

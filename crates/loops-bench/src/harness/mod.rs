@@ -105,6 +105,21 @@ impl Bencher {
         Ok(elapsed)
     }
 
+    /// Runs `loops ARGS` against `data`; the wall clock of spawn → exit and whether it
+    /// succeeded.
+    pub(crate) fn time_cli_status(&self, data: &Path, args: &[&str]) -> Result<(f64, bool)> {
+        let start = Mono::now();
+        let status = Command::new(&self.bin)
+            .args(args)
+            .env("LOOPS_DATA_DIR", data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .with_context(|| format!("cannot run {}", self.bin.display()))?;
+        Ok((ms(start.elapsed()), status.success()))
+    }
+
     pub(crate) fn time_cli_n(&self, data: &Path, args: &[&str], runs: usize) -> Result<Stats> {
         let mut samples = Vec::with_capacity(runs);
         for _ in 0..runs {
