@@ -85,11 +85,8 @@ impl Bencher {
         accept: impl Fn(std::process::ExitStatus) -> bool,
     ) -> Result<Duration> {
         let start = Mono::now();
-        let out = Command::new(&self.bin)
-            .args(args)
-            .env("LOOPS_DATA_DIR", data)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+        let out = self
+            .cli(data, args)
             .stderr(Stdio::piped())
             .output()
             .with_context(|| format!("cannot run {}", self.bin.display()))?;
@@ -109,15 +106,23 @@ impl Bencher {
     /// succeeded.
     pub(crate) fn time_cli_status(&self, data: &Path, args: &[&str]) -> Result<(f64, bool)> {
         let start = Mono::now();
-        let status = Command::new(&self.bin)
-            .args(args)
-            .env("LOOPS_DATA_DIR", data)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+        let status = self
+            .cli(data, args)
             .stderr(Stdio::null())
             .status()
             .with_context(|| format!("cannot run {}", self.bin.display()))?;
         Ok((ms(start.elapsed()), status.success()))
+    }
+
+    /// `loops ARGS` against the store in `data`, stdin closed, stdout discarded.
+    fn cli(&self, data: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.bin);
+        command
+            .args(args)
+            .env("LOOPS_DATA_DIR", data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        command
     }
 
     pub(crate) fn time_cli_n(&self, data: &Path, args: &[&str], runs: usize) -> Result<Stats> {
