@@ -230,6 +230,54 @@ async fn a_backwards_clock_jump_moves_loops_left_far_ahead() {
     );
 }
 
+/// Re-planning reads the loops a page at a time and goes on past a row it cannot
+/// read: before, one undecodable row made the whole re-plan fail and no loop moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backwards_clock_jump_moves_every_page_of_loops_past_an_unreadable_row() {
+    let start = t0();
+    let w = world(start);
+    let bad = w
+        .store
+        .create_loop(every("a-bad", 60_000, "true", start), start)
+        .unwrap();
+    let mut ahead = Vec::new();
+    // 1,201 loops: three pages; every 100th left a day ahead.
+    for i in 0..1_201 {
+        let next = if i % 100 == 0 {
+            start + TimeDelta::days(1)
+        } else {
+            start + TimeDelta::seconds(30)
+        };
+        let lp = w
+            .store
+            .create_loop(every(&format!("b-{i:04}"), 60_000, "true", next), start)
+            .unwrap();
+        if i % 100 == 0 {
+            ahead.push(lp.id);
+        }
+    }
+    let conn = rusqlite::Connection::open(w.dir.path().join("loops.db")).unwrap();
+    conn.execute(
+        "UPDATE loops SET schedule_json = 'not json' WHERE id = ?1",
+        [bad.id.as_str()],
+    )
+    .unwrap();
+    drop(conn);
+    let engine = w.engine();
+    let mut moved = engine.replan_after_clock_jump().unwrap();
+    moved.sort();
+    ahead.sort();
+    assert_eq!(moved, ahead);
+    for id in &ahead {
+        assert_eq!(
+            w.store.get_loop(id).unwrap().unwrap().next_run_at,
+            Some(start + TimeDelta::minutes(1))
+        );
+    }
+    // Nothing is left to move.
+    assert!(engine.replan_after_clock_jump().unwrap().is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_now_refuses_a_second_run_of_a_skip_loop_unless_allowed() {
     let start = t0();

@@ -9,7 +9,7 @@ use loops_core::schedule::due_slots;
 use loops_core::transitions::on_claim;
 use loops_core::{format_instant, Instant, Loop, LoopId, Overlap, RunSource};
 use loops_store::{
-    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, OnRefusal, UnreadableLoop,
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, LoopFilter, OnRefusal, UnreadableLoop,
 };
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -226,33 +226,55 @@ impl Engine {
     /// Moves back every active loop whose next slot lies further ahead than its
     /// schedule can explain, as after the wall clock went backwards (see
     /// [`loops_core::schedule::replan_after_clock_jump`]). Returns the loops moved.
-    /// A loop whose schedule does not compute is left to the next pass, which parks it.
+    /// A loop whose schedule does not compute, or whose row cannot be read, is left to
+    /// the next pass, which parks it; the others are moved all the same.
+    ///
+    /// The loops are read a page at a time: the daemon does this at its start, and
+    /// 100,000 loops decoded at once were ≈ 100 MB of its memory. A loop created or
+    /// removed meanwhile may shift the pages by one; a loop seen twice is not moved
+    /// twice, and one passed over is moved at the next start or jump.
     pub fn replan_after_clock_jump(&self) -> Result<Vec<LoopId>, EngineError> {
+        const PAGE: usize = 500;
         let now = self.clock.now();
         let mut moved = Vec::new();
-        for lp in self
-            .store
-            .list_loops(Some(loops_core::LoopStatus::Active))?
-        {
-            let Ok(Some(next)) = loops_core::schedule::replan_after_clock_jump(&lp, now) else {
-                continue;
-            };
-            let advance = loops_core::transitions::LoopAdvance {
-                status: lp.status,
-                next_run_at: Some(next),
-                retry_scheduled_for: lp.retry_scheduled_for,
-            };
-            self.store
-                .update_loop_schedule(&lp.id, &advance, now, self.fence())
-                .map_err(|e| self.note_store_error(e))?;
-            tracing::warn!(
-                loop_name = %lp.name,
-                was = %lp.next_run_at.map(|t| format_instant(&t)).unwrap_or_default(),
-                now = %format_instant(&next),
-                "next slot lay further ahead than the schedule allows (the clock went back?); moved it"
-            );
-            moved.push(lp.id);
+        let mut offset = 0;
+        loop {
+            let page = self.store.loop_rows_matching(&LoopFilter {
+                status: Some(loops_core::LoopStatus::Active),
+                offset,
+                limit: Some(PAGE),
+                ..LoopFilter::default()
+            })?;
+            let read = page.len();
+            for lp in page.into_iter().flatten() {
+                moved.extend(self.replan_one(lp, now)?);
+            }
+            if read < PAGE {
+                return Ok(moved);
+            }
+            offset += read;
         }
-        Ok(moved)
+    }
+
+    /// Moves `lp` back when its next slot lies further ahead than its schedule allows.
+    fn replan_one(&self, lp: Loop, now: Instant) -> Result<Option<LoopId>, EngineError> {
+        let Ok(Some(next)) = loops_core::schedule::replan_after_clock_jump(&lp, now) else {
+            return Ok(None);
+        };
+        let advance = loops_core::transitions::LoopAdvance {
+            status: lp.status,
+            next_run_at: Some(next),
+            retry_scheduled_for: lp.retry_scheduled_for,
+        };
+        self.store
+            .update_loop_schedule(&lp.id, &advance, now, self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        tracing::warn!(
+            loop_name = %lp.name,
+            was = %lp.next_run_at.map(|t| format_instant(&t)).unwrap_or_default(),
+            now = %format_instant(&next),
+            "next slot lay further ahead than the schedule allows (the clock went back?); moved it"
+        );
+        Ok(Some(lp.id))
     }
 }
