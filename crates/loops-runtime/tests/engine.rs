@@ -13,7 +13,7 @@ use loops_runtime::clock::{Clock, ManualClock};
 use loops_runtime::daemon::{self, DaemonConfig};
 use loops_runtime::engine::{Engine, EngineConfig, EngineError};
 use loops_sqlite::SqliteStore;
-use loops_store::{RunFilter, Store};
+use loops_store::{LoopAdvance, RunFilter, Store};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -241,8 +241,8 @@ async fn a_backwards_clock_jump_moves_every_page_of_loops_past_an_unreadable_row
         .create_loop(every("a-bad", 60_000, "true", start), start)
         .unwrap();
     let mut ahead = Vec::new();
-    // 1,201 loops: three pages; every 100th left a day ahead.
-    for i in 0..1_201 {
+    // 4,401 loops: three pages; every 100th left a day ahead, every 7th paused.
+    for i in 0..4_401 {
         let next = if i % 100 == 0 {
             start + TimeDelta::days(1)
         } else {
@@ -252,8 +252,21 @@ async fn a_backwards_clock_jump_moves_every_page_of_loops_past_an_unreadable_row
             .store
             .create_loop(every(&format!("b-{i:04}"), 60_000, "true", next), start)
             .unwrap();
-        if i % 100 == 0 {
+        if i % 100 == 0 && i % 7 != 0 {
             ahead.push(lp.id);
+        } else if i % 7 == 0 {
+            w.store
+                .update_loop_schedule(
+                    &lp.id,
+                    &LoopAdvance {
+                        status: LoopStatus::Paused,
+                        next_run_at: lp.next_run_at,
+                        retry_scheduled_for: None,
+                    },
+                    start,
+                    None,
+                )
+                .unwrap();
         }
     }
     let conn = rusqlite::Connection::open(w.dir.path().join("loops.db")).unwrap();

@@ -230,23 +230,29 @@ impl Engine {
     /// the next pass, which parks it; the others are moved all the same.
     ///
     /// The loops are read a page at a time: the daemon does this at its start, and
-    /// 100,000 loops decoded at once were ≈ 100 MB of its memory. A loop created or
-    /// removed meanwhile may shift the pages by one; a loop seen twice is not moved
-    /// twice, and one passed over is moved at the next start or jump.
+    /// 100,000 loops decoded at once were ≈ 100 MB of its memory. Every loop is paged,
+    /// the active ones picked here: that is a walk of the name index, where paging the
+    /// active ones would sort them all for every page. A loop created or removed
+    /// meanwhile may shift the pages by one; a loop seen twice is not moved twice, and
+    /// one passed over is moved at the next start or jump.
     pub fn replan_after_clock_jump(&self) -> Result<Vec<LoopId>, EngineError> {
-        const PAGE: usize = 500;
+        const PAGE: usize = 2_000;
         let now = self.clock.now();
         let mut moved = Vec::new();
         let mut offset = 0;
         loop {
             let page = self.store.loop_rows_matching(&LoopFilter {
-                status: Some(loops_core::LoopStatus::Active),
+                include_archived: true,
                 offset,
                 limit: Some(PAGE),
                 ..LoopFilter::default()
             })?;
             let read = page.len();
-            for lp in page.into_iter().flatten() {
+            let active = page
+                .into_iter()
+                .flatten()
+                .filter(|lp| lp.status == loops_core::LoopStatus::Active);
+            for lp in active {
                 moved.extend(self.replan_one(lp, now)?);
             }
             if read < PAGE {
