@@ -82,21 +82,16 @@ impl Bencher {
         // long prune kept everyone else out.
         let prune = |keep: usize| -> Result<(f64, u64, f64, usize)> {
             let t = Mono::now();
-            let child = std::process::Command::new(&self.bin)
+            let mut child = std::process::Command::new(&self.bin)
                 .args(["--json", "prune", "--keep", &keep.to_string()])
                 .env("LOOPS_DATA_DIR", &data)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .context("cannot run loops prune")?;
-            let pid = child.id();
             let (mut longest, mut refused) = (0f64, 0usize);
             let mut verb = ["pause", "resume"].into_iter().cycle();
-            while std::fs::metadata(format!("/proc/{pid}/stat")).is_ok()
-                && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                    .unwrap_or_default()
-                    .contains(") Z ")
-            {
+            while child.try_wait()?.is_none() {
                 let args = [verb.next().unwrap_or("pause"), "health-3"];
                 let (took, ok) = self.time_cli_status(&data, &args)?;
                 longest = longest.max(took);

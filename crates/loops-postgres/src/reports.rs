@@ -36,8 +36,9 @@ const LISTED_SQL: &str = "SELECT DISTINCT scheduled_for FROM runs \
      WHERE loop_id = $1 AND scheduled_for >= $2 AND scheduled_for <= $3 \
      ORDER BY scheduled_for";
 
-fn status(row: &Row) -> Result<RunStatus> {
-    get::<String>(row, 3, "status")?
+/// The run status in column `idx`.
+fn status(row: &Row, idx: usize) -> Result<RunStatus> {
+    get::<String>(row, idx, "status")?
         .parse()
         .map_err(|e| Error::decode(format!("column status: {e}")))
 }
@@ -46,7 +47,7 @@ fn status(row: &Row) -> Result<RunStatus> {
 fn brief_from_row(row: &Row) -> Result<RunBrief> {
     let opt = |idx: usize, col: &str| Cols(row).opt_instant(idx, col);
     let attempt: i64 = get(row, 2, "attempt")?;
-    let status = status(row)?;
+    let status = status(row, 3)?;
     Ok(RunBrief {
         created_at: Cols(row).instant(0, "created_at")?,
         scheduled_for: Cols(row).instant(1, "scheduled_for")?,
@@ -230,11 +231,8 @@ pub(crate) async fn run_status_counts<C: GenericClient + Sync>(
         .await?;
     let mut out = Vec::with_capacity(rows.len());
     for row in &rows {
-        let status = get::<String>(row, 0, "status")?
-            .parse()
-            .map_err(|e| Error::decode(format!("column status: {e}")))?;
         let n: i64 = get(row, 1, "count")?;
-        out.push((status, u64::try_from(n).unwrap_or(0)));
+        out.push((status(row, 0)?, u64::try_from(n).unwrap_or(0)));
     }
     Ok(out)
 }

@@ -177,9 +177,7 @@ impl Client {
     /// labels are matched through the store's label index. Fails on a row that cannot
     /// be read, as [`Client::list`] does.
     pub fn list_matching(&self, filter: &LoopFilter) -> Result<Vec<Loop>> {
-        for label in &filter.labels {
-            validate::label(label)?;
-        }
+        valid_labels(filter)?;
         let mut loops = self
             .store
             .loop_rows_matching(filter)?
@@ -193,9 +191,7 @@ impl Client {
     /// How many loops [`Client::list_matching`] lists for `filter` without its paging
     /// (a page's total), counted by the store.
     pub fn count_matching(&self, filter: &LoopFilter) -> Result<usize> {
-        for label in &filter.labels {
-            validate::label(label)?;
-        }
+        valid_labels(filter)?;
         Ok(self.store.count_loops(filter)?)
     }
 
@@ -302,4 +298,12 @@ pub(super) fn validate_policy(policy: &Policy) -> std::result::Result<(), Valida
         ));
     }
     validate::ops(&policy.ops, policy.retry_delay_ms)
+}
+
+/// Refuses a filter naming a label no loop could carry, before the store is asked.
+fn valid_labels(filter: &LoopFilter) -> Result<()> {
+    for label in &filter.labels {
+        validate::label(label)?;
+    }
+    Ok(())
 }
