@@ -630,6 +630,11 @@ impl Store for PgStore {
         })
     }
 
+    fn open_another(&self) -> StoreResult<Option<Box<dyn Store>>> {
+        let another = PgStore::on_config(self.config.clone(), self.display.clone())?;
+        Ok(Some(Box::new(another)))
+    }
+
     fn watch_wakeups(&self, wake: WakeFn) -> StoreResult<Option<WakeGuard>> {
         wakeups::watch(self.config.clone(), wake)
             .map(Some)

@@ -71,6 +71,12 @@ impl PgStore {
         // A cut-off network fails a call within seconds rather than minutes.
         config.keepalives_idle(std::time::Duration::from_secs(5));
         config.tcp_user_timeout(std::time::Duration::from_secs(10));
+        Self::on_config(config, display)
+    }
+
+    /// A store on its own connection (a session thread of its own) to the database
+    /// `config` names, with the settings [`PgStore::connect`] put there.
+    pub(crate) fn on_config(config: tokio_postgres::Config, display: String) -> StoreResult<Self> {
         let jobs = session::spawn(config.clone(), "loops-postgres".to_owned())?;
         Ok(Self {
             jobs,

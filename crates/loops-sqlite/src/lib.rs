@@ -547,4 +547,11 @@ impl Store for SqliteStore {
     fn start_background_maintenance(&self) -> StoreResult<()> {
         checkpoint::start_background_maintenance(self)
     }
+
+    fn open_another(&self) -> StoreResult<Option<Box<dyn Store>>> {
+        match &self.path {
+            Some(path) => Ok(Some(Box::new(SqliteStore::open(path)?))),
+            None => Ok(None),
+        }
+    }
 }

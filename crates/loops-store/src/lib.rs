@@ -531,6 +531,15 @@ pub trait Store: WorkflowStore + Send + Sync {
     fn start_background_maintenance(&self) -> Result<()> {
         Ok(())
     }
+    /// Another handle on the same store with a connection of its own, for long
+    /// housekeeping (the daemon's retention) that must not hold up this handle's
+    /// callers: a handle's calls take turns on its one connection, so minutes of
+    /// ranking runs would otherwise stop the scheduling passes for as long. `None`
+    /// where the store cannot be opened twice (SQLite in memory); the caller then uses
+    /// this handle.
+    fn open_another(&self) -> Result<Option<Box<dyn Store>>> {
+        Ok(None)
+    }
 
     // ---- runners: several daemons on one store (PostgreSQL; issue #12) ----
     /// Whether this store lets several daemons ("runners") share it, each with a lease

@@ -291,8 +291,34 @@ impl PgCluster {
     /// # Panics
     /// When the statement fails.
     pub fn psql(&self, db: &str, sql: &str) -> String {
-        let out = Command::new(self.bin.join("psql"))
-            .args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"])
+        let out = self
+            .psql_command(db, sql)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run psql: {e}"));
+        assert!(
+            out.status.success(),
+            "psql {sql:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// [`PgCluster::psql`] in the background, for a statement that holds something (a
+    /// lock, behind `pg_sleep`) until it ends or the child is killed.
+    ///
+    /// # Panics
+    /// When psql cannot be started.
+    pub fn psql_child(&self, db: &str, sql: &str) -> std::process::Child {
+        self.psql_command(db, sql)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run psql: {e}"))
+    }
+
+    fn psql_command(&self, db: &str, sql: &str) -> Command {
+        let mut psql = Command::new(self.bin.join("psql"));
+        psql.args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"])
             .args([
                 "-h",
                 "127.0.0.1",
@@ -304,15 +330,8 @@ impl PgCluster {
                 db,
             ])
             .args(["-c", sql])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run psql: {e}"));
-        assert!(
-            out.status.success(),
-            "psql {sql:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+            .stdin(Stdio::null());
+        psql
     }
 
     /// Waits until the server accepts connections again (after a restart of its network).

@@ -17,6 +17,7 @@ mod error;
 mod files;
 mod lease;
 mod notifier;
+mod retention;
 mod watchdog;
 
 use caps::*;
@@ -37,6 +38,7 @@ use lease::{register, Held};
 use loops_core::{format_instant, Instant};
 use loops_store::{Fence, LeaseAcquire, LeaseHolder, PrunePolicy, Store, StoreError};
 use notifier::start_notifier;
+use retention::start_retention;
 use std::future::Future;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -327,6 +329,8 @@ pub async fn run_with_clock(
     let mut renewed_at = registered_at.1;
     // For `show`, `health` and `daemon status`; only the claims themselves enforce them.
     record_caps(store.as_ref(), &runner_id, &cfg.caps, clock.now());
+    // Pruning on its own thread and connection until this function returns.
+    let _retention = start_retention(&store, &cfg, &clock);
     loop {
         let fence = lease.fence().clone();
         let engine = match Engine::new(
@@ -539,7 +543,6 @@ async fn main_loop<S: Future<Output = Stop>>(
     let mut lease_beat = tokio::time::interval(runner_renewal(cfg.lease_ttl));
     lease_beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     lease_beat.tick().await;
-    let mut next_prune = tokio::time::Instant::now();
     let mut buf = [0u8; 64];
     let mut last_recover = None;
     let mut foreign_running = false;
@@ -642,21 +645,6 @@ async fn main_loop<S: Future<Output = Stop>>(
             );
         }
         let failing = pass_backoff.failures() > 0;
-        if !failing && tokio::time::Instant::now() >= next_prune {
-            let policy = cfg.prune_policy(clock.now());
-            match store.prune_runs(&policy, false).and_then(|runs| {
-                store
-                    .prune_workflow_runs(&policy, false)
-                    .map(|wf| (runs, wf))
-            }) {
-                Ok((runs, wf)) if runs + wf > 0 => {
-                    tracing::info!(runs, workflow_runs = wf, "retention")
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "retention failed"),
-            }
-            next_prune = tokio::time::Instant::now() + cfg.prune_every;
-        }
         // A failing pass is retried after its back-off, whatever is due meanwhile: due
         // work would otherwise make the deadline "now" and spin.
         let deadline = if failing {
@@ -667,7 +655,6 @@ async fn main_loop<S: Future<Output = Stop>>(
                 &cfg.runner_labels,
                 &report,
                 clock.now(),
-                next_prune,
                 foreign_running,
                 cfg.max_sleep,
             )
@@ -719,7 +706,7 @@ async fn main_loop<S: Future<Output = Stop>>(
     }
 }
 
-/// When the next pass is needed: the earliest due slot, the next prune, or a recovery
+/// When the next pass is needed: the earliest due slot, or a recovery
 /// check while other runners' rows are running. Saturated passes wait for a run to end.
 /// Never later than `max_sleep` (capped at [`MAX_SLEEP`]) from now.
 fn next_deadline(
@@ -727,13 +714,12 @@ fn next_deadline(
     runner_labels: &[String],
     report: &crate::engine::PassReport,
     now: Instant,
-    next_prune: tokio::time::Instant,
     foreign_running: bool,
     max_sleep: Option<Duration>,
 ) -> tokio::time::Instant {
     let base = tokio::time::Instant::now();
     let cap = max_sleep.map_or(MAX_SLEEP, |m| m.min(MAX_SLEEP));
-    let mut deadline = (base + cap).min(next_prune);
+    let mut deadline = base + cap;
     if !report.saturated {
         // Only loops this runner may take: one it may not would be due "now" for ever.
         if let Ok(Some(due)) = store.next_due_at_on(runner_labels) {
@@ -760,13 +746,11 @@ mod tests {
 
     fn deadline_in(max_sleep: Option<Duration>) -> Duration {
         let store = SqliteStore::open_in_memory().unwrap();
-        let far = tokio::time::Instant::now() + Duration::from_secs(3600);
         let deadline = next_deadline(
             &store,
             &[],
             &Default::default(),
             chrono::Utc::now(),
-            far,
             false,
             max_sleep,
         );

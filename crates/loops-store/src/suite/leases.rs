@@ -271,3 +271,28 @@ pub fn fenced_writes_after_losing_the_lease_write_nothing(db: &dyn TestDb) {
             .map(|_| ()),
     );
 }
+
+/// [`crate::Store::open_another`] on a database file or server is another handle with
+/// a connection of its own, on the same data: what one writes the other reads, and it
+/// outlives the handle that opened it.
+pub fn another_handle_is_the_same_store(db: &dyn TestDb) {
+    let store = db.open();
+    let another = store
+        .open_another()
+        .unwrap()
+        .expect("a store on a file or a server opens another handle");
+    let a = store
+        .create_loop(new_loop("from-first", None), t(0))
+        .unwrap();
+    let b = another
+        .create_loop(new_loop("from-another", None), t(0))
+        .unwrap();
+    assert_eq!(another.get_loop(&a.id).unwrap().unwrap().name, "from-first");
+    drop(store);
+    assert_eq!(
+        another.get_loop(&b.id).unwrap().unwrap().name,
+        "from-another"
+    );
+    let reopened = db.open();
+    assert_eq!(reopened.list_loops(None).unwrap().len(), 2);
+}

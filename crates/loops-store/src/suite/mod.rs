@@ -96,6 +96,8 @@ macro_rules! store_suite {
             park_loop_pauses_it_and_records_why_in_one_write,
             labels_and_notify_round_trip,
             jitter_moves_the_due_instant_with_each_slot,
+            // maintenance
+            another_handle_is_the_same_store,
             // claims
             claim_semantics,
             claim_overlap_skip_reports_busy,
@@ -361,6 +363,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 70);
+        assert_eq!(count, 71);
     }
 }

@@ -595,6 +595,31 @@ fn prune_and_retention() {
     );
 }
 
+/// The daemon applies retention by itself, at start and every `--prune-every` (on a
+/// thread and a connection of its own), with the policy its flags give.
+#[test]
+fn the_daemon_prunes_by_itself() {
+    let w = World::new();
+    w.create_cmd("p", &["--every", "1h"], "true");
+    for _ in 0..5 {
+        w.ok(&["run-now", "p"]);
+    }
+    let mut d = w.daemon_ready(&["--keep-runs", "2", "--prune-every", "300ms"]);
+    wait_for("the first prune", LONG, || {
+        (w.runs("p").len() == 2).then_some(())
+    });
+    // And again later: more runs, pruned back to two.
+    for _ in 0..3 {
+        w.ok(&["run-now", "p"]);
+    }
+    wait_for("a later prune", LONG, || {
+        (w.runs("p").len() == 2).then_some(())
+    });
+    let log = d.log_text();
+    assert!(log.contains("retention"), "{log}");
+    assert_eq!(d.stop(), Some(0), "{log}");
+}
+
 #[test]
 fn doctor_reports_and_fails_on_corrupt_db() {
     let mut w = World::new();

@@ -115,6 +115,69 @@ fn a_daemon_runs_loops_from_a_postgres_store() {
 /// Issue #19 item 11: `daemon start` on PostgreSQL waits for its runner's registration
 /// (there is no daemon lease row there): it returned exit 1 after 10 s ("did not take
 /// the store lease") while the runner ran.
+/// Retention runs beside the scheduling passes, on a connection of its own: a prune
+/// that waits (here on an `EXCLUSIVE` lock another session holds on `workflow_runs`,
+/// which a pass of command loops never writes) holds up no pass. It used to run inside
+/// the scheduling loop, which then stood still until the store call timed out (30 s).
+#[test]
+fn a_prune_waiting_on_a_lock_holds_up_no_pass() {
+    let Some((w, url)) = pg_world() else {
+        return;
+    };
+    let cluster = PgCluster::shared().expect("the cluster of pg_world");
+    let db = url
+        .rsplit('/')
+        .next()
+        .expect("a database in the URL")
+        .to_owned();
+    // The first command creates the schema.
+    w.create_cmd("probe", &["--every", "1s"], "true");
+    let mut holder = cluster.psql_child(
+        &db,
+        "BEGIN; LOCK TABLE workflow_runs IN EXCLUSIVE MODE; SELECT pg_sleep(120); COMMIT;",
+    );
+    let lock_count = |mode: &str, granted: bool| -> usize {
+        cluster
+            .psql(
+                &db,
+                &format!(
+                    "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+                     WHERE c.relname = 'workflow_runs' AND l.mode = '{mode}' AND l.granted = {granted}"
+                ),
+            )
+            .parse()
+            .expect("a count")
+    };
+    wait_for("the lock taken", Duration::from_secs(10), || {
+        (lock_count("ExclusiveLock", true) == 1).then_some(())
+    });
+    let mut daemon = w.daemon_ready(&[]);
+    wait_for(
+        "retention waiting on the lock",
+        Duration::from_secs(10),
+        || (lock_count("RowExclusiveLock", false) >= 1).then_some(()),
+    );
+    let succeeded = || {
+        w.runs("probe")
+            .iter()
+            .filter(|r| r["status"] == "succeeded")
+            .count()
+    };
+    let before = succeeded();
+    wait_for(
+        "three more runs while the prune waits",
+        Duration::from_secs(15),
+        || (succeeded() >= before + 3).then_some(()),
+    );
+    assert!(
+        lock_count("RowExclusiveLock", false) >= 1,
+        "the prune still waits: the runs above came while it did"
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(daemon.stop(), Some(0), "{}", daemon.log_text());
+}
+
 #[test]
 fn daemon_start_on_postgres_returns_once_the_runner_is_registered() {
     let Some((w, _url)) = pg_world() else {
