@@ -6,8 +6,9 @@
 //! every row ([`Stop::TerminateRuns`]), then releases its lease.
 //!
 //! Beside the loop: `lease` (the lease it holds, registering as a runner), `watchdog`
-//! (terminates this runner's runs when its lease cannot be renewed in time) and
-//! `notifier` (delivers notifications off the scheduling path).
+//! (terminates this runner's runs when its lease cannot be renewed in time),
+//! `notifier` (delivers notifications off the scheduling path) and `retention` (prunes
+//! on a thread and a store connection of its own).
 //!
 //! The entry point [`run`] takes its shutdown signal as a future so tests and
 //! embedders can run a daemon in-process.
