@@ -1,7 +1,7 @@
 //! The whole store file: the daemon's start-up `quick_check` (and `loops doctor`'s
 //! `integrity_check`), and `loops backup` / `loops restore`, over a seeded store.
 
-use crate::harness::{file_len, ms, seed_history, Bencher, Stats};
+use crate::harness::{file_len, ms, seed_history, BenchDir, Bencher, Stats};
 use crate::StoreArgs;
 use anyhow::{ensure, Result};
 use loops_sqlite::SqliteStore;
@@ -11,8 +11,7 @@ impl Bencher {
     /// Benchmark 9: the daemon's start-up `quick_check` (and doctor's `integrity_check`)
     /// over a store of `loops` loops and `runs` finished runs; page cache warm.
     pub(super) fn quick_check(&self, args: &StoreArgs) -> Result<()> {
-        let (loops, runs, output_bytes, reps) =
-            (args.loops, args.runs, args.output_bytes, args.reps);
+        let reps = args.reps;
         let dir = self.fresh_dir()?;
         seed_history(&dir, args)?;
         let mut quick = Vec::with_capacity(reps);
@@ -32,8 +31,8 @@ impl Bencher {
         println!("| loops | finished runs | stdout bytes/run | db MB | `quick_check` median ms | p90 | max | `integrity_check` median ms | p90 | max |");
         println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         println!(
-            "| {loops} | {runs} | {output_bytes} | {:.1} | {} | {} |",
-            file_len(&dir.db()) as f64 / 1e6,
+            "| {} | {} | {} |",
+            store_cells(args, &dir),
             quick.median_p90_max(1),
             integrity.median_p90_max(1)
         );
@@ -45,8 +44,7 @@ impl Bencher {
     /// `loops backup FILE` and `loops restore FILE` over a seeded store: the median
     /// wall clock of each and the copy's size.
     pub(super) fn backup(&self, args: &StoreArgs) -> Result<()> {
-        let (loops, runs, output_bytes, reps) =
-            (args.loops, args.runs, args.output_bytes, args.reps);
+        let reps = args.reps;
         let dir = self.fresh_dir()?;
         seed_history(&dir, args)?;
         let data = dir.data();
@@ -66,8 +64,8 @@ impl Bencher {
         println!("| loops | finished runs | stdout bytes/run | db MB | backup MB | `loops backup` median ms | p90 | max | `loops restore` median ms | p90 | max |");
         println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         println!(
-            "| {loops} | {runs} | {output_bytes} | {:.1} | {:.1} | {} | {} |",
-            file_len(&dir.db()) as f64 / 1e6,
+            "| {} | {:.1} | {} | {} |",
+            store_cells(args, &dir),
             size as f64 / 1e6,
             backup.median_p90_max(0),
             restore.median_p90_max(0)
@@ -76,4 +74,16 @@ impl Bencher {
         println!("({reps} repetitions, wall clock of the CLI process; each restore also keeps the store it replaces as a before-restore backup, so it copies twice.)");
         Ok(())
     }
+}
+
+/// The first cells of both tables' row: the seeded store (loops, runs, stdout bytes a
+/// run, its size in MB).
+fn store_cells(args: &StoreArgs, dir: &BenchDir) -> String {
+    format!(
+        "{} | {} | {} | {:.1}",
+        args.loops,
+        args.runs,
+        args.output_bytes,
+        file_len(&dir.db()) as f64 / 1e6
+    )
 }
