@@ -28,13 +28,15 @@ impl Bencher {
             ensure!(problems == ["ok"], "integrity_check: {problems:?}");
         }
         let (quick, integrity) = (Stats::of(quick), Stats::of(integrity));
-        println!("| loops | finished runs | stdout bytes/run | db MB | `quick_check` median ms | p90 | max | `integrity_check` median ms | p90 | max |");
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-        println!(
-            "| {} | {} | {} |",
-            store_cells(args, &dir),
-            quick.median_p90_max(1),
-            integrity.median_p90_max(1)
+        store_table(
+            args,
+            &dir,
+            "`quick_check` median ms | p90 | max | `integrity_check` median ms | p90 | max",
+            &format!(
+                "{} | {}",
+                quick.median_p90_max(1),
+                integrity.median_p90_max(1)
+            ),
         );
         println!();
         println!("({reps} repetitions each, page cache warm: every repetition reads a database the previous one just read.)");
@@ -61,14 +63,16 @@ impl Bencher {
             restore.push(ms(self.time_cli(&data, &["restore", &path])?));
         }
         let (backup, restore) = (Stats::of(backup), Stats::of(restore));
-        println!("| loops | finished runs | stdout bytes/run | db MB | backup MB | `loops backup` median ms | p90 | max | `loops restore` median ms | p90 | max |");
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-        println!(
-            "| {} | {:.1} | {} | {} |",
-            store_cells(args, &dir),
-            size as f64 / 1e6,
-            backup.median_p90_max(0),
-            restore.median_p90_max(0)
+        store_table(
+            args,
+            &dir,
+            "backup MB | `loops backup` median ms | p90 | max | `loops restore` median ms | p90 | max",
+            &format!(
+                "{:.1} | {} | {}",
+                size as f64 / 1e6,
+                backup.median_p90_max(0),
+                restore.median_p90_max(0)
+            ),
         );
         println!();
         println!("({reps} repetitions, wall clock of the CLI process; each restore also keeps the store it replaces as a before-restore backup, so it copies twice.)");
@@ -76,14 +80,16 @@ impl Bencher {
     }
 }
 
-/// The first cells of both tables' row: the seeded store (loops, runs, stdout bytes a
-/// run, its size in MB).
-fn store_cells(args: &StoreArgs, dir: &BenchDir) -> String {
-    format!(
-        "{} | {} | {} | {:.1}",
+/// A one-row table of numbers: the seeded store (loops, runs, stdout bytes a run, its
+/// size in MB), then `columns` with their `cells`.
+fn store_table(args: &StoreArgs, dir: &BenchDir, columns: &str, cells: &str) {
+    println!("| loops | finished runs | stdout bytes/run | db MB | {columns} |");
+    println!("{}|", "|---:".repeat(4 + columns.split(" | ").count()));
+    println!(
+        "| {} | {} | {} | {:.1} | {cells} |",
         args.loops,
         args.runs,
         args.output_bytes,
         file_len(&dir.db()) as f64 / 1e6
-    )
+    );
 }
