@@ -279,37 +279,27 @@ impl Bencher {
         };
         let floor = self.time_cli_n(&data, &["--version"], calls)?;
         row("`loops --version` (process floor)", &floor, None);
-        let name = |i: usize| format!("edit-{}", i % loops.max(1));
-        let mut samples = Vec::with_capacity(calls);
-        for i in 0..calls {
-            let (n, d) = (name(i), format!("edited {i}"));
-            samples.push(ms(self.time_cli(&data, &["edit", &n, "-d", &d])?));
-        }
-        row(
-            "`loops edit edit-N -d TEXT`",
-            &Stats::of(samples),
-            Some(15.0),
-        );
-        let mut samples = Vec::with_capacity(calls);
-        for i in 0..calls {
-            let (n, e) = (name(i), if i % 2 == 0 { "2h" } else { "3h" });
-            samples.push(ms(self.time_cli(&data, &["edit", &n, "--every", e])?));
-        }
+        // `calls` timed edits of edit-0, edit-1, … in turn, the i-th with `args(name, i)`.
+        let edits = |args: &dyn Fn(&str, usize) -> Vec<String>| -> Result<Stats> {
+            let mut samples = Vec::with_capacity(calls);
+            for i in 0..calls {
+                let args = args(&format!("edit-{}", i % loops.max(1)), i);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                samples.push(ms(self.time_cli(&data, &args)?));
+            }
+            Ok(Stats::of(samples))
+        };
+        let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let text = edits(&|n, i| words(&["edit", n, "-d", &format!("edited {i}")]))?;
+        row("`loops edit edit-N -d TEXT`", &text, Some(15.0));
+        let every = edits(&|n, i| words(&["edit", n, "--every", ["2h", "3h"][i % 2]]))?;
         row(
             "`loops edit edit-N --every 2h` (replanned)",
-            &Stats::of(samples),
+            &every,
             Some(15.0),
         );
-        let mut samples = Vec::with_capacity(calls);
-        for i in 0..calls {
-            let (n, d) = (name(i), format!("json {i}"));
-            samples.push(ms(self.time_cli(&data, &["--json", "edit", &n, "-d", &d])?));
-        }
-        row(
-            "`loops --json edit edit-N -d TEXT`",
-            &Stats::of(samples),
-            Some(15.0),
-        );
+        let json = edits(&|n, i| words(&["--json", "edit", n, "-d", &format!("json {i}")]))?;
+        row("`loops --json edit edit-N -d TEXT`", &json, Some(15.0));
         let args = ["runs", "--status", "failed", "--since", "1d"];
         row(
             "`loops runs --status failed --since 1d` (20 shown)",

@@ -4,8 +4,9 @@
 //! contentful paint in headless Chromium (tests/browser/fcp.mjs, when node and
 //! chromium are there).
 
-use crate::harness::{import_history, ms, verdict, Bencher, Stats};
+use crate::harness::{json_output, ms, verdict, warm_samples, Bencher, Stats};
 use crate::http::Serve;
+use crate::HistoryArgs;
 use anyhow::{ensure, Context as _, Result};
 use chrono::Utc;
 use loops_http::web::{overview_html, OverviewQuery};
@@ -37,34 +38,26 @@ pub(crate) fn get(addr: &str, token: &str, path: &str) -> Result<(f64, u16, usiz
     Ok((took, status, buf.len() - head_end))
 }
 
+/// `GET /` timed `reps` times after the warm-up; and the size of its body.
+pub(crate) fn time_overview(serve: &Serve, reps: usize) -> Result<(Stats, usize)> {
+    let mut size = 0;
+    let times = warm_samples(reps, || {
+        let (took, status, len) = get(&serve.addr, &serve.token, "/")?;
+        ensure!(status == 200, "GET / answered {status}");
+        size = len;
+        Ok(took)
+    })?;
+    Ok((times, size))
+}
+
 impl Bencher {
-    pub(super) fn dashboard(
-        &self,
-        loops: usize,
-        runs: usize,
-        every_ms: u64,
-        reps: usize,
-    ) -> Result<()> {
-        let dir = self.fresh_dir()?;
+    pub(super) fn dashboard(&self, args: &HistoryArgs) -> Result<()> {
+        let (loops, runs, reps) = (args.loops, args.runs, args.reps);
+        let dir = self.history_dir(args)?;
         let data = dir.data();
-        let imported = import_history(&dir, loops, runs, every_ms)?;
-        eprintln!(
-            "{} loops and {} runs written",
-            imported.loops.len(),
-            imported.runs
-        );
 
         let mut serve = Serve::start(&self.bin, &data, &dir.log("serve.log"))?;
-        let (mut times, mut size) = (Vec::new(), 0);
-        for i in 0..reps + 3 {
-            let (took, status, len) = get(&serve.addr, &serve.token, "/")?;
-            ensure!(status == 200, "GET / answered {status}");
-            size = len;
-            if i >= 3 {
-                times.push(took);
-            }
-        }
-        let http = Stats::of(times);
+        let (http, size) = time_overview(&serve, reps)?;
 
         // In-process: the default page, and every loop on one page.
         let client = Client::open_read_only(&data)?;
@@ -143,13 +136,7 @@ impl Bencher {
             .stdin(Stdio::null())
             .output()
             .context("cannot run node")?;
-        ensure!(
-            out.status.success(),
-            "fcp.mjs failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value =
-            serde_json::from_slice(&out.stdout).context("fcp.mjs printed no JSON")?;
+        let v = json_output(&out, "fcp.mjs")?;
         let samples: Vec<f64> = v["fcpMs"]
             .as_array()
             .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())

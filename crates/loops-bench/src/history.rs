@@ -3,9 +3,10 @@
 //! dashboard's overview) and how fast `prune` deletes, against the 1,000 runs a
 //! second a busy store adds.
 
-use crate::dashboard::get;
-use crate::harness::{file_len, history_batch_of, ms, verdict, whole_ms, Bencher, Stats};
+use crate::dashboard::time_overview;
+use crate::harness::{file_len, history_batch_of, json_output, ms, verdict, whole_ms, Bencher};
 use crate::http::Serve;
+use crate::HistoryArgs;
 use anyhow::{ensure, Context as _, Result};
 use chrono::Utc;
 use loops_runtime::client::Client;
@@ -17,13 +18,8 @@ use std::time::Instant as Mono;
 const LOOPS_PER_BATCH: usize = 50;
 
 impl Bencher {
-    pub(super) fn history(
-        &self,
-        loops: usize,
-        runs: usize,
-        every_ms: u64,
-        reps: usize,
-    ) -> Result<()> {
+    pub(super) fn history(&self, args: &HistoryArgs) -> Result<()> {
+        let (loops, runs, reps) = (args.loops, args.runs, args.reps);
         ensure!(loops > 0 && runs >= loops, "need --runs >= --loops > 0");
         let dir = self.fresh_dir()?;
         let data = dir.data();
@@ -35,7 +31,7 @@ impl Bencher {
         let mut written = 0;
         for first in (0..loops).step_by(LOOPS_PER_BATCH) {
             let part = first..(first + LOOPS_PER_BATCH).min(loops);
-            let batch = history_batch_of(part, loops, per_loop, every_ms, now)?;
+            let batch = history_batch_of(part, loops, per_loop, args.every_ms, now)?;
             written += store.import(&batch, now)?.runs;
         }
         drop(store);
@@ -45,17 +41,7 @@ impl Bencher {
             file_len(&dir.db()) as f64 / 1e6
         );
 
-        let time = |args: &[&str]| -> Result<Stats> {
-            let mut samples = Vec::with_capacity(reps);
-            for i in 0..reps + 3 {
-                let took =
-                    self.time_cli_accepting(&data, args, |s| matches!(s.code(), Some(0 | 1)))?;
-                if i >= 3 {
-                    samples.push(ms(took));
-                }
-            }
-            Ok(Stats::of(samples))
-        };
+        let time = |args: &[&str]| self.time_cli_warm(&data, args, reps);
         let floor = time(&["--version"])?;
         let pass = time(&["tick"])?;
         let recent = time(&["--json", "runs", "--limit", "50"])?;
@@ -63,16 +49,9 @@ impl Bencher {
         let health = time(&["--json", "health"])?;
         let overview = {
             let mut serve = Serve::start(&self.bin, &data, &dir.log("serve.log"))?;
-            let mut samples = Vec::with_capacity(reps);
-            for i in 0..reps + 3 {
-                let (took, status, _) = get(&serve.addr, &serve.token, "/")?;
-                ensure!(status == 200, "GET / answered {status}");
-                if i >= 3 {
-                    samples.push(took);
-                }
-            }
+            let (times, _) = time_overview(&serve, reps)?;
             serve.stop()?;
-            Stats::of(samples)
+            times
         };
 
         // Prune: the newest 9,000 runs of each loop kept (a tenth deleted), then 10 more
@@ -99,13 +78,7 @@ impl Bencher {
             }
             let out = child.wait_with_output()?;
             let took = ms(t.elapsed());
-            ensure!(
-                out.status.success(),
-                "loops prune failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            let doc: serde_json::Value =
-                serde_json::from_slice(&out.stdout).context("loops prune printed no JSON")?;
+            let doc = json_output(&out, "loops prune")?;
             Ok((took, doc["pruned"].as_u64().unwrap_or(0), longest, refused))
         };
         let first_keep = per_loop * 9 / 10;

@@ -2,8 +2,9 @@
 //! delivery to many SSE clients while the daemon runs 1,000 loops a second.
 
 use crate::harness::{
-    all_runs, clock_ticks_per_sec, delta_ms, every, keep_every_run, loadavg, millis, populate,
-    populate_every, sleep, verdict, whole_ms, BenchDir, Bencher, CpuTicks, Exec, Stats, Window,
+    all_runs, clock_ticks_per_sec, delta_ms, every, json_output, keep_every_run, loadavg, millis,
+    populate, populate_every, sleep, verdict, whole_ms, BenchDir, Bencher, CpuTicks, Exec, Stats,
+    Window,
 };
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
@@ -124,12 +125,7 @@ fn run_oha(oha: &Path, url: &str, token: &str, secs: u64, conns: usize) -> Resul
         .stdin(Stdio::null())
         .output()
         .context("cannot run oha")?;
-    ensure!(
-        out.status.success(),
-        "oha failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("oha's JSON output")?;
+    let v = json_output(&out, "oha")?;
     let f = |p: &str| {
         v.pointer(p)
             .and_then(serde_json::Value::as_f64)

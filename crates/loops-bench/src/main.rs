@@ -57,7 +57,7 @@ mod tick_cost;
 mod top;
 
 use anyhow::{ensure, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use harness::{loadavg, Bencher, Exec};
 use std::path::{Path, PathBuf};
 
@@ -262,74 +262,28 @@ enum Bench {
     },
     /// `PRAGMA quick_check` (what `loops daemon run` runs before taking the store, and
     /// `integrity_check`, what `loops doctor` runs) over N loops and M finished runs.
-    QuickCheck {
-        #[arg(long, default_value_t = 1_000)]
-        loops: usize,
-        #[arg(long, default_value_t = 100_000)]
-        runs: usize,
-        /// Bytes of stdout stored with each run.
-        #[arg(long, default_value_t = 200)]
-        output_bytes: usize,
-        /// Timed repetitions of each check.
-        #[arg(long, default_value_t = 10)]
-        reps: usize,
-    },
+    QuickCheck(StoreArgs),
     /// `loops backup FILE` (the online backup API, through the CLI) over N loops and M
     /// finished runs: time and size of the copy, and `loops restore` of it.
-    Backup {
-        #[arg(long, default_value_t = 1_000)]
-        loops: usize,
-        #[arg(long, default_value_t = 100_000)]
-        runs: usize,
-        /// Bytes of stdout stored with each run.
-        #[arg(long, default_value_t = 200)]
-        output_bytes: usize,
-        /// Timed backups (and restores).
-        #[arg(long, default_value_t = 5)]
-        reps: usize,
-    },
+    #[command(mut_arg("reps", |a| a.default_value("5").help("Timed backups (and restores)")))]
+    Backup(StoreArgs),
     /// `loops health` (JSON and table) over N loops and M finished runs, all inside
     /// the last day's window.
-    Health {
-        #[arg(long, default_value_t = 1_000)]
-        loops: usize,
-        #[arg(long, default_value_t = 100_000)]
-        runs: usize,
-        /// Each loop's interval, in milliseconds (default 15 minutes: 100 runs ≈ 25 h).
-        #[arg(long, default_value_t = 900_000)]
-        every_ms: u64,
-        /// Timed invocations of each command.
-        #[arg(long, default_value_t = 30)]
-        reps: usize,
-    },
+    #[command(mut_arg("reps", |a| a.help("Timed invocations of each command")))]
+    Health(HistoryArgs),
     /// A long history: `loops tick`, `runs --limit 50`, `health`, the dashboard's
     /// overview and `prune` over N loops and M finished runs (issue #21).
-    History {
-        #[arg(long, default_value_t = 1_000)]
-        loops: usize,
-        #[arg(long, default_value_t = 10_000_000)]
-        runs: usize,
-        /// Each loop's interval, in milliseconds (default 1 minute: 10,000 runs ≈ 7 days).
-        #[arg(long, default_value_t = 60_000)]
-        every_ms: u64,
-        /// Timed invocations of each read.
-        #[arg(long, default_value_t = 10)]
-        reps: usize,
-    },
+    #[command(
+        mut_arg("runs", |a| a.default_value("10000000")),
+        mut_arg("every_ms", |a| a
+            .default_value("60000")
+            .help("Each loop's interval, in milliseconds (default 1 minute: 10,000 runs ≈ 7 days)")),
+        mut_arg("reps", |a| a.default_value("10").help("Timed invocations of each read")),
+    )]
+    History(HistoryArgs),
     /// `loops top`'s refresh cost: its data read from scratch, `top --once --json`, and
     /// each poll of the event log (idle, k `loop.changed` events, a run's events).
-    Top {
-        #[arg(long, default_value_t = 1_000)]
-        loops: usize,
-        #[arg(long, default_value_t = 100_000)]
-        runs: usize,
-        /// Each loop's interval, in milliseconds (default 15 minutes: 100 runs ≈ 25 h).
-        #[arg(long, default_value_t = 900_000)]
-        every_ms: u64,
-        /// Timed repetitions of each measurement.
-        #[arg(long, default_value_t = 30)]
-        reps: usize,
-    },
+    Top(HistoryArgs),
     /// What reading an agent run's ending costs: `providers::interpret` (output parsed,
     /// failure classified) over the real CLIs' captured outputs (issue #20).
     Classify {
@@ -347,18 +301,41 @@ enum Bench {
     /// The web dashboard's overview (`GET /` of `loops serve`) over N loops and M
     /// finished runs: server time, HTML size, and first contentful paint in headless
     /// Chromium (needs node, chromium and tests/browser's `npm ci`).
-    Dashboard {
-        #[arg(long, default_value_t = 1_000)]
-        loops: usize,
-        #[arg(long, default_value_t = 100_000)]
-        runs: usize,
-        /// Each loop's interval, in milliseconds (default 15 minutes).
-        #[arg(long, default_value_t = 900_000)]
-        every_ms: u64,
-        /// Timed requests.
-        #[arg(long, default_value_t = 30)]
-        reps: usize,
-    },
+    #[command(mut_arg("every_ms", |a| a.help("Each loop's interval, in milliseconds (default 15 minutes)")))]
+    #[command(mut_arg("reps", |a| a.help("Timed requests")))]
+    Dashboard(HistoryArgs),
+}
+
+/// The flags of the benchmarks over an imported run history (`health`, `history`, `top`,
+/// `dashboard`): its size, and how many timed repetitions of each measurement.
+#[derive(Debug, Clone, Copy, Args)]
+struct HistoryArgs {
+    #[arg(long, default_value_t = 1_000)]
+    loops: usize,
+    #[arg(long, default_value_t = 100_000)]
+    runs: usize,
+    /// Each loop's interval, in milliseconds (default 15 minutes: 100 runs ≈ 25 h).
+    #[arg(long, default_value_t = 900_000)]
+    every_ms: u64,
+    /// Timed repetitions of each measurement.
+    #[arg(long, default_value_t = 30)]
+    reps: usize,
+}
+
+/// The flags of the benchmarks over a seeded store file (`quick-check`, `backup`): its
+/// size, and how many timed repetitions.
+#[derive(Debug, Clone, Copy, Args)]
+struct StoreArgs {
+    #[arg(long, default_value_t = 1_000)]
+    loops: usize,
+    #[arg(long, default_value_t = 100_000)]
+    runs: usize,
+    /// Bytes of stdout stored with each run.
+    #[arg(long, default_value_t = 200)]
+    output_bytes: usize,
+    /// Timed repetitions of each check.
+    #[arg(long, default_value_t = 10)]
+    reps: usize,
 }
 
 fn main() -> Result<()> {
@@ -445,18 +422,8 @@ fn main() -> Result<()> {
             keep_runs,
             prune_every,
         } => bench.soak(loops, secs, sample_every, keep_runs, &prune_every),
-        Bench::QuickCheck {
-            loops,
-            runs,
-            output_bytes,
-            reps,
-        } => bench.quick_check(loops, runs, output_bytes, reps),
-        Bench::Backup {
-            loops,
-            runs,
-            output_bytes,
-            reps,
-        } => bench.backup(loops, runs, output_bytes, reps),
+        Bench::QuickCheck(args) => bench.quick_check(&args),
+        Bench::Backup(args) => bench.backup(&args),
         Bench::CliEdit {
             loops,
             runs,
@@ -476,30 +443,10 @@ fn main() -> Result<()> {
             max_concurrent,
         } => bench.http_events(loops, clients, secs, max_concurrent),
         Bench::McpList { sizes, calls } => bench.mcp_list(&sizes, calls),
-        Bench::Health {
-            loops,
-            runs,
-            every_ms,
-            reps,
-        } => bench.health(loops, runs, every_ms, reps),
-        Bench::Dashboard {
-            loops,
-            runs,
-            every_ms,
-            reps,
-        } => bench.dashboard(loops, runs, every_ms, reps),
-        Bench::History {
-            loops,
-            runs,
-            every_ms,
-            reps,
-        } => bench.history(loops, runs, every_ms, reps),
-        Bench::Top {
-            loops,
-            runs,
-            every_ms,
-            reps,
-        } => bench.top(loops, runs, every_ms, reps),
+        Bench::Health(args) => bench.health(&args),
+        Bench::Dashboard(args) => bench.dashboard(&args),
+        Bench::History(args) => bench.history(&args),
+        Bench::Top(args) => bench.top(&args),
         Bench::Reattach { runs, reps } => bench.reattach(runs, reps),
         Bench::Classify { reps } => bench.classify(reps),
     };

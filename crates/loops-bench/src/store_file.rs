@@ -1,7 +1,8 @@
 //! The whole store file: the daemon's start-up `quick_check` (and `loops doctor`'s
 //! `integrity_check`), and `loops backup` / `loops restore`, over a seeded store.
 
-use crate::harness::{file_len, ms, seed_history, Bencher, Stats};
+use crate::harness::{file_len, ms, seed_history, BenchDir, Bencher, Stats};
+use crate::StoreArgs;
 use anyhow::{ensure, Result};
 use loops_sqlite::SqliteStore;
 use std::time::Instant as Mono;
@@ -9,15 +10,10 @@ use std::time::Instant as Mono;
 impl Bencher {
     /// Benchmark 9: the daemon's start-up `quick_check` (and doctor's `integrity_check`)
     /// over a store of `loops` loops and `runs` finished runs; page cache warm.
-    pub(super) fn quick_check(
-        &self,
-        loops: usize,
-        runs: usize,
-        output_bytes: usize,
-        reps: usize,
-    ) -> Result<()> {
+    pub(super) fn quick_check(&self, args: &StoreArgs) -> Result<()> {
+        let reps = args.reps;
         let dir = self.fresh_dir()?;
-        seed_history(&dir, loops, runs, output_bytes)?;
+        seed_history(&dir, args)?;
         let mut quick = Vec::with_capacity(reps);
         let mut integrity = Vec::with_capacity(reps);
         for _ in 0..reps {
@@ -32,17 +28,15 @@ impl Bencher {
             ensure!(problems == ["ok"], "integrity_check: {problems:?}");
         }
         let (quick, integrity) = (Stats::of(quick), Stats::of(integrity));
-        println!("| loops | finished runs | stdout bytes/run | db MB | `quick_check` median ms | p90 | max | `integrity_check` median ms | p90 | max |");
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-        println!(
-            "| {loops} | {runs} | {output_bytes} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
-            file_len(&dir.db()) as f64 / 1e6,
-            quick.p50,
-            quick.p90,
-            quick.max,
-            integrity.p50,
-            integrity.p90,
-            integrity.max
+        store_table(
+            args,
+            &dir,
+            "`quick_check` median ms | p90 | max | `integrity_check` median ms | p90 | max",
+            &format!(
+                "{} | {}",
+                quick.median_p90_max(1),
+                integrity.median_p90_max(1)
+            ),
         );
         println!();
         println!("({reps} repetitions each, page cache warm: every repetition reads a database the previous one just read.)");
@@ -51,15 +45,10 @@ impl Bencher {
 
     /// `loops backup FILE` and `loops restore FILE` over a seeded store: the median
     /// wall clock of each and the copy's size.
-    pub(super) fn backup(
-        &self,
-        loops: usize,
-        runs: usize,
-        output_bytes: usize,
-        reps: usize,
-    ) -> Result<()> {
+    pub(super) fn backup(&self, args: &StoreArgs) -> Result<()> {
+        let reps = args.reps;
         let dir = self.fresh_dir()?;
-        seed_history(&dir, loops, runs, output_bytes)?;
+        seed_history(&dir, args)?;
         let data = dir.data();
         let copies = data.join("bench-copies");
         std::fs::create_dir_all(&copies)?;
@@ -74,21 +63,33 @@ impl Bencher {
             restore.push(ms(self.time_cli(&data, &["restore", &path])?));
         }
         let (backup, restore) = (Stats::of(backup), Stats::of(restore));
-        println!("| loops | finished runs | stdout bytes/run | db MB | backup MB | `loops backup` median ms | p90 | max | `loops restore` median ms | p90 | max |");
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-        println!(
-            "| {loops} | {runs} | {output_bytes} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
-            file_len(&dir.db()) as f64 / 1e6,
-            size as f64 / 1e6,
-            backup.p50,
-            backup.p90,
-            backup.max,
-            restore.p50,
-            restore.p90,
-            restore.max
+        store_table(
+            args,
+            &dir,
+            "backup MB | `loops backup` median ms | p90 | max | `loops restore` median ms | p90 | max",
+            &format!(
+                "{:.1} | {} | {}",
+                size as f64 / 1e6,
+                backup.median_p90_max(0),
+                restore.median_p90_max(0)
+            ),
         );
         println!();
         println!("({reps} repetitions, wall clock of the CLI process; each restore also keeps the store it replaces as a before-restore backup, so it copies twice.)");
         Ok(())
     }
+}
+
+/// A one-row table of numbers: the seeded store (loops, runs, stdout bytes a run, its
+/// size in MB), then `columns` with their `cells`.
+fn store_table(args: &StoreArgs, dir: &BenchDir, columns: &str, cells: &str) {
+    println!("| loops | finished runs | stdout bytes/run | db MB | {columns} |");
+    println!("{}|", "|---:".repeat(4 + columns.split(" | ").count()));
+    println!(
+        "| {} | {} | {} | {:.1} | {cells} |",
+        args.loops,
+        args.runs,
+        args.output_bytes,
+        file_len(&dir.db()) as f64 / 1e6
+    );
 }

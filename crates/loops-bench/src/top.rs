@@ -4,37 +4,28 @@
 //! read, model, JSON), and each poll of the event log — idle (every 250 ms), and with a
 //! batch of k `loop.changed` events, or a run's `run.started` + `run.finished`, to apply.
 
-use crate::harness::{file_len, import_history, ms, Bencher, Stats};
+use crate::harness::{file_len, ms, warm_samples, Bencher, Stats};
+use crate::HistoryArgs;
 use anyhow::{ensure, Result};
 use chrono::Utc;
 use loops_runtime::client::Client;
 use std::time::Instant as Mono;
 
 impl Bencher {
-    pub(super) fn top(&self, loops: usize, runs: usize, every_ms: u64, reps: usize) -> Result<()> {
-        let dir = self.fresh_dir()?;
+    pub(super) fn top(&self, args: &HistoryArgs) -> Result<()> {
+        let (loops, runs, reps) = (args.loops, args.runs, args.reps);
+        let dir = self.history_dir(args)?;
         let data = dir.data();
-        let imported = import_history(&dir, loops, runs, every_ms)?;
-        eprintln!(
-            "{} loops and {} runs written, db {:.1} MB",
-            imported.loops.len(),
-            imported.runs,
-            file_len(&dir.db()) as f64 / 1e6
-        );
 
         // From scratch, in-process.
         let client = Client::open(&data)?;
-        let mut scratch = Vec::new();
-        for i in 0..reps + 3 {
+        let scratch = warm_samples(reps, || {
             let t = Mono::now();
             let feed = client.top(Utc::now())?;
             let took = ms(t.elapsed());
             ensure!(feed.data().loops.len() == loops, "the feed lost loops");
-            if i >= 3 {
-                scratch.push(took);
-            }
-        }
-        let scratch = Stats::of(scratch);
+            Ok(took)
+        })?;
         let once = self.time_cli_n(&data, &["--json", "top", "--once"], reps)?;
 
         // Polls: idle, then with k loop.changed events (k loops paused, then resumed).

@@ -10,7 +10,8 @@ pub(crate) use seed::{
     seed_history, Exec,
 };
 
-use anyhow::{bail, Context as _, Result};
+use crate::HistoryArgs;
+use anyhow::{bail, ensure, Context as _, Result};
 use chrono::TimeDelta;
 use loops_core::{Instant, Run};
 use loops_sqlite::SqliteStore;
@@ -84,13 +85,7 @@ impl Bencher {
         args: &[&str],
         accept: impl Fn(std::process::ExitStatus) -> bool,
     ) -> Result<Duration> {
-        let start = Mono::now();
-        let out = self
-            .cli(data, args)
-            .stderr(Stdio::piped())
-            .output()
-            .with_context(|| format!("cannot run {}", self.bin.display()))?;
-        let elapsed = start.elapsed();
+        let (elapsed, out) = self.timed_output(data, args, Stdio::piped())?;
         if !accept(out.status) {
             bail!(
                 "`loops {}` failed ({}): {}",
@@ -105,13 +100,34 @@ impl Bencher {
     /// Runs `loops ARGS` against `data`; the wall clock of spawn → exit and whether it
     /// succeeded.
     pub(crate) fn time_cli_status(&self, data: &Path, args: &[&str]) -> Result<(f64, bool)> {
+        let (elapsed, out) = self.timed_output(data, args, Stdio::null())?;
+        Ok((ms(elapsed), out.status.success()))
+    }
+
+    /// `loops ARGS` against `data` run to its exit, its stderr to `stderr`: the wall
+    /// clock of spawn → exit, and what it left.
+    fn timed_output(
+        &self,
+        data: &Path,
+        args: &[&str],
+        stderr: Stdio,
+    ) -> Result<(Duration, std::process::Output)> {
         let start = Mono::now();
-        let status = self
+        let out = self
             .cli(data, args)
-            .stderr(Stdio::null())
-            .status()
+            .stderr(stderr)
+            .output()
             .with_context(|| format!("cannot run {}", self.bin.display()))?;
-        Ok((ms(start.elapsed()), status.success()))
+        Ok((start.elapsed(), out))
+    }
+
+    /// `reps` timed runs of `loops ARGS` against `data` after [`WARM_UP`] untimed ones;
+    /// exit 0 or 1 counts as success (`health` exits 1 when a loop fails).
+    pub(crate) fn time_cli_warm(&self, data: &Path, args: &[&str], reps: usize) -> Result<Stats> {
+        warm_samples(reps, || {
+            let took = self.time_cli_accepting(data, args, |s| matches!(s.code(), Some(0 | 1)))?;
+            Ok(ms(took))
+        })
     }
 
     /// `loops ARGS` against the store in `data`, stdin closed, stdout discarded.
@@ -140,6 +156,22 @@ impl Bencher {
         flags: &[&str],
     ) -> Result<Daemon> {
         Daemon::start(&self.bin, &dir.data(), &dir.log(log_name), flags, &[])
+    }
+
+    /// A fresh data dir holding `args`' run history ([`import_history`]); says on stderr
+    /// what was written, how long that took and how large the store is.
+    pub(crate) fn history_dir(&self, args: &HistoryArgs) -> Result<BenchDir> {
+        let dir = self.fresh_dir()?;
+        let t = Mono::now();
+        let imported = import_history(&dir, args)?;
+        eprintln!(
+            "{} loops and {} runs written in {:.1} s, db {:.1} MB",
+            imported.loops.len(),
+            imported.runs,
+            t.elapsed().as_secs_f64(),
+            file_len(&dir.db()) as f64 / 1e6
+        );
+        Ok(dir)
     }
 }
 
@@ -227,6 +259,43 @@ impl Stats {
             max: v[v.len() - 1],
         }
     }
+}
+
+impl Stats {
+    /// The median, p90 and max cells of a table row, `decimals` after the point.
+    pub(crate) fn median_p90_max(&self, decimals: usize) -> String {
+        format!(
+            "{:.decimals$} | {:.decimals$} | {:.decimals$}",
+            self.p50, self.p90, self.max
+        )
+    }
+}
+
+/// Untimed calls before the timed ones (page cache and allocator warm).
+pub(crate) const WARM_UP: usize = 3;
+
+/// The statistics of `reps` samples of `sample` (milliseconds), taken after [`WARM_UP`]
+/// calls whose samples are dropped.
+pub(crate) fn warm_samples(reps: usize, mut sample: impl FnMut() -> Result<f64>) -> Result<Stats> {
+    let mut samples = Vec::with_capacity(reps);
+    for i in 0..reps + WARM_UP {
+        let took = sample()?;
+        if i >= WARM_UP {
+            samples.push(took);
+        }
+    }
+    Ok(Stats::of(samples))
+}
+
+/// The JSON document a finished child printed on stdout; an error (with its stderr)
+/// when it failed. `what` names it in the errors.
+pub(crate) fn json_output(out: &std::process::Output, what: &str) -> Result<serde_json::Value> {
+    ensure!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    serde_json::from_slice(&out.stdout).with_context(|| format!("{what} printed no JSON"))
 }
 
 pub(crate) fn verdict(met: bool) -> &'static str {

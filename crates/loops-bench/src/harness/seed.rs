@@ -2,6 +2,7 @@
 //! through the library, and finished runs written through the store.
 
 use super::{file_len, millis, whole_ms, BenchDir};
+use crate::{HistoryArgs, StoreArgs};
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
 use loops_core::{
@@ -15,20 +16,16 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant as Mono};
 
-/// `loops` loops (daily, `true`) and `runs` finished runs spread over them, each with
-/// `output_bytes` of stdout, written through the store (for `quick-check` and
-/// `backup`).
-pub(crate) fn seed_history(
-    dir: &BenchDir,
-    loops: usize,
-    runs: usize,
-    output_bytes: usize,
-) -> Result<()> {
+/// `args.loops` loops (daily, `true`) and `args.runs` finished runs spread over them,
+/// each with `args.output_bytes` of stdout, written through the store (for
+/// `quick-check` and `backup`).
+pub(crate) fn seed_history(dir: &BenchDir, args: &StoreArgs) -> Result<()> {
+    let (loops, runs) = (args.loops, args.runs);
     let (_, setup) = populate_every(&dir.data(), loops, "qc", Exec::True, 86_400_000)?;
     eprintln!("{loops} loops created in {:.1} s", setup.as_secs_f64());
     let store = SqliteStore::open(&dir.db())?;
     let targets: Vec<LoopId> = store.list_loops(None)?.into_iter().map(|l| l.id).collect();
-    let output = "x".repeat(output_bytes);
+    let output = "x".repeat(args.output_bytes);
     let start = Mono::now();
     finish_runs(&store, &targets, runs, Some(&output))?;
     drop(store);
@@ -182,16 +179,11 @@ pub(crate) fn populate_every(
 }
 
 /// A store at `dir` made by `loops` (the store created as the CLI does), then
-/// `history_batch(loops, runs, every_ms, now)` imported into it in one go (for
+/// `history_batch` of `args` imported into it in one go (for
 /// `health`, `top` and `dashboard`).
-pub(crate) fn import_history(
-    dir: &BenchDir,
-    loops: usize,
-    runs: usize,
-    every_ms: u64,
-) -> Result<Imported> {
+pub(crate) fn import_history(dir: &BenchDir, args: &HistoryArgs) -> Result<Imported> {
     let now = whole_ms(Utc::now());
-    let batch = history_batch(loops, runs, every_ms, now)?;
+    let batch = history_batch(args.loops, args.runs, args.every_ms, now)?;
     drop(Client::open(&dir.data())?);
     let store = SqliteStore::open(&dir.db())?;
     Ok(store.import(&batch, now)?)

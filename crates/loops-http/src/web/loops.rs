@@ -26,9 +26,7 @@ const DELIVERIES: usize = 10;
 pub(crate) struct HistoryRow {
     pub id: String,
     pub short: String,
-    pub class: &'static str,
-    pub marker: &'static str,
-    pub word: &'static str,
+    pub badge: words::Badge,
     pub slot: String,
     pub attempt: u32,
     pub source: String,
@@ -206,7 +204,7 @@ fn build(
             let lag = r
                 .started_at
                 .map(|s| (s - r.scheduled_for).num_milliseconds().max(0) as u64);
-            let (_, _, word) = words::run_status(r.status);
+            let word = words::run_status(r.status).word;
             svg::Point {
                 duration_ms: duration,
                 lag_ms: lag,
@@ -236,21 +234,16 @@ fn build(
     };
     let history = runs
         .iter()
-        .map(|r| {
-            let (class, marker, word) = words::run_status(r.status);
-            HistoryRow {
-                id: r.id.as_str().to_owned(),
-                short: r.id.as_str().chars().take(8).collect(),
-                class,
-                marker,
-                word,
-                slot: words::instant(&r.scheduled_for),
-                attempt: r.attempt,
-                source: r.source.to_string(),
-                duration: r.duration_ms.map(words::elapsed).unwrap_or_default(),
-                exit: r.exit_code.map(|c| c.to_string()).unwrap_or_default(),
-                error: r.error.clone().unwrap_or_default(),
-            }
+        .map(|r| HistoryRow {
+            id: r.id.as_str().to_owned(),
+            short: words::short_id(r.id.as_str()),
+            badge: words::run_status(r.status),
+            slot: words::instant(&r.scheduled_for),
+            attempt: r.attempt,
+            source: r.source.to_string(),
+            duration: r.duration_ms.map(words::elapsed).unwrap_or_default(),
+            exit: r.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+            error: r.error.clone().unwrap_or_default(),
         })
         .collect();
     let run_ids: Vec<_> = recent.iter().map(|r| r.id.clone()).collect();

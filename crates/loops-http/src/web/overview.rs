@@ -168,7 +168,7 @@ pub(crate) struct OverviewPage {
 pub fn strip_html(runs: &[RunSummary]) -> String {
     let mut s = String::with_capacity(runs.len() * 48);
     for r in runs.iter().rev() {
-        let (_, _, word) = words::run_status(r.status);
+        let word = words::run_status(r.status).word;
         let duration = match (r.started_at, r.finished_at) {
             (Some(a), Some(b)) => words::elapsed((b - a).num_milliseconds().max(0) as u64),
             _ if r.status == RunStatus::Running => "so far".to_owned(),
@@ -331,7 +331,7 @@ fn build(
                 let started = r.started_at.unwrap_or(r.created_at);
                 RunningRow {
                     id: r.id.as_str().to_owned(),
-                    short: r.id.as_str().chars().take(8).collect(),
+                    short: words::short_id(r.id.as_str()),
                     loop_id: r.loop_id.as_str().to_owned(),
                     loop_name: r.loop_name.clone(),
                     started_iso: words::iso(&started),

@@ -46,9 +46,7 @@ pub(crate) struct RunPage {
     pub loop_id: String,
     pub loop_name: String,
     pub running: bool,
-    pub class: &'static str,
-    pub marker: &'static str,
-    pub word: &'static str,
+    pub badge: words::Badge,
     pub facts: Vec<(&'static str, String)>,
     pub error: String,
     /// What the error quoted from the run's output (the page shows the output).
@@ -125,7 +123,7 @@ fn build(
 ) -> Result<RunPage, ApiError> {
     let run = c.get_run(id)?;
     let max_attempts = c.get(run.loop_id.as_str()).ok().map(|lp| lp.max_attempts);
-    let (class, marker, word) = words::run_status(run.status);
+    let badge = words::run_status(run.status);
     let running = run.status == RunStatus::Running;
     let mut facts = vec![
         ("slot", words::instant(&run.scheduled_for)),
@@ -232,7 +230,7 @@ fn build(
         base: Base {
             title: format!(
                 "Run {} of {}",
-                &run.id.as_str().chars().take(8).collect::<String>(),
+                words::short_id(run.id.as_str()),
                 run.loop_name
             ),
             nav: "overview",
@@ -242,9 +240,7 @@ fn build(
         loop_id: run.loop_id.as_str().to_owned(),
         loop_name: run.loop_name.clone(),
         running,
-        class,
-        marker,
-        word,
+        badge,
         facts,
         error: run.error.clone().unwrap_or_default(),
         error_output: run.error_output.clone().unwrap_or_default(),

@@ -133,7 +133,14 @@ pub fn dag(
     }
     for (i, n) in layout.nodes.iter().enumerate() {
         let status = statuses.and_then(|st| st.get(i).copied());
-        let (class, marker, word) = status.map_or(("spec", "", ""), words::step_status);
+        // A spec's DAG (no run) draws its steps plain.
+        let plain = words::Badge {
+            class: "spec",
+            marker: "",
+            word: "",
+        };
+        let badge = status.map_or(plain, words::step_status);
+        let (class, marker, word) = (badge.class, badge.marker, badge.word);
         let id = escape(&n.id);
         let label = if word.is_empty() {
             id.clone()

@@ -126,11 +126,24 @@ pub fn relative(t: Instant, now: Instant) -> String {
     loops_core::format_relative(t, now)
 }
 
-/// How a status of a run, a step or a workflow run is shown, by its stored form: its
-/// CSS class, its marker (a shape) and its word. One table, so a status looks the same
-/// wherever it stands.
-fn status_look(status: &'static str) -> (&'static str, &'static str, &'static str) {
-    match status {
+/// The first 8 characters of an id, as pages show it in a list.
+pub fn short_id(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+/// How a status is shown: its CSS class, its marker (a shape) and its word (the
+/// templates draw it as `<span class="badge CLASS">MARKER WORD</span>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Badge {
+    pub class: &'static str,
+    pub marker: &'static str,
+    pub word: &'static str,
+}
+
+/// How a status of a run, a step or a workflow run is shown, by its stored form. One
+/// table, so a status looks the same wherever it stands.
+fn status_look(status: &'static str) -> Badge {
+    let (class, marker, word) = match status {
         "pending" => ("pending", "○", "pending"),
         "running" => ("running", "▶", "running"),
         "succeeded" => ("ok", "✓", "succeeded"),
@@ -140,21 +153,26 @@ fn status_look(status: &'static str) -> (&'static str, &'static str, &'static st
         "skipped" => ("skip", "–", "skipped"),
         "cancelled" => ("skip", "⊘", "cancelled"),
         other => ("skip", "?", other),
+    };
+    Badge {
+        class,
+        marker,
+        word,
     }
 }
 
-/// How a run status is shown: its CSS class, its marker (a shape) and its word.
-pub fn run_status(s: RunStatus) -> (&'static str, &'static str, &'static str) {
+/// How a run status is shown.
+pub fn run_status(s: RunStatus) -> Badge {
     status_look(s.as_str())
 }
 
-/// How a step status is shown: class, marker, word.
-pub fn step_status(s: StepStatus) -> (&'static str, &'static str, &'static str) {
+/// How a step status is shown.
+pub fn step_status(s: StepStatus) -> Badge {
     status_look(s.as_str())
 }
 
 /// How a workflow run's status is shown: class, marker, word.
-pub fn workflow_run_status(s: WorkflowRunStatus) -> (&'static str, &'static str, &'static str) {
+pub fn workflow_run_status(s: WorkflowRunStatus) -> Badge {
     status_look(s.as_str())
 }
 
@@ -183,7 +201,7 @@ mod tests {
             .chain(StepStatus::ALL.iter().map(|s| s.as_str()))
             .chain(WorkflowRunStatus::ALL.iter().map(|s| s.as_str()));
         for status in stored {
-            assert_ne!(status_look(status).1, "?", "{status}");
+            assert_ne!(status_look(status).marker, "?", "{status}");
         }
     }
 

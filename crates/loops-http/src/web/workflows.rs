@@ -4,8 +4,9 @@
 //! status (kept live by our script from `/v1/events`), and the output of the step
 //! clicked (`?step=ID`).
 
+use super::words::{self, Badge};
 use super::PageRequest;
-use super::{ansi, svg, words, Base};
+use super::{ansi, svg, Base};
 use crate::error::ApiError;
 use crate::request::Params;
 use askama::Template;
@@ -31,9 +32,7 @@ pub(crate) struct SpecRow {
 pub(crate) struct RunRow {
     pub id: String,
     pub short: String,
-    pub class: &'static str,
-    pub word: &'static str,
-    pub marker: &'static str,
+    pub badge: Badge,
     pub created: String,
     pub duration: String,
 }
@@ -62,9 +61,7 @@ pub(crate) struct SpecPage {
 
 pub(crate) struct StepRow {
     pub id: String,
-    pub class: &'static str,
-    pub marker: &'static str,
-    pub word: &'static str,
+    pub badge: Badge,
     pub attempts: u32,
     pub duration: String,
     pub exit: String,
@@ -90,9 +87,7 @@ pub(crate) struct RunPage {
     pub id: String,
     pub workflow_id: String,
     pub workflow_name: String,
-    pub class: &'static str,
-    pub marker: &'static str,
-    pub word: &'static str,
+    pub badge: Badge,
     pub running: bool,
     pub facts: Vec<(&'static str, String)>,
     pub error: String,
@@ -102,13 +97,10 @@ pub(crate) struct RunPage {
 }
 
 fn run_row(r: &WorkflowRun) -> RunRow {
-    let (class, marker, word) = words::workflow_run_status(r.status);
     RunRow {
         id: r.id.as_str().to_owned(),
-        short: r.id.as_str().chars().take(8).collect(),
-        class,
-        word,
-        marker,
+        short: words::short_id(r.id.as_str()),
+        badge: words::workflow_run_status(r.status),
         created: words::instant(&r.created_at),
         duration: r.duration_ms.map(words::elapsed).unwrap_or_default(),
     }
@@ -226,13 +218,10 @@ fn run_page(
         .iter()
         .zip(&statuses)
         .map(|(s, &st)| {
-            let (class, marker, word) = words::step_status(st);
             let r = status_of(s.id.as_str());
             StepRow {
                 id: s.id.as_str().to_owned(),
-                class,
-                marker,
-                word,
+                badge: words::step_status(st),
                 attempts: r.map_or(0, |r| r.attempts),
                 duration: r
                     .and_then(|r| r.duration_ms)
@@ -251,14 +240,14 @@ fn run_page(
         let r = status_of(want)?;
         Some(Chosen {
             id: want.to_owned(),
-            word: words::step_status(r.status).2,
+            word: words::step_status(r.status).word,
             stdout: ansi::to_html(r.stdout.as_deref().unwrap_or("")),
             stderr: ansi::to_html(r.stderr.as_deref().unwrap_or("")),
             error_output: r.error_output.clone().unwrap_or_default(),
             summary: r.summary.clone().unwrap_or_default(),
         })
     });
-    let (class, marker, word) = words::workflow_run_status(run.status);
+    let badge = words::workflow_run_status(run.status);
     let mut facts = vec![("created", words::instant(&run.created_at))];
     if let Some(s) = run.started_at {
         facts.push(("started", words::instant(&s)));
@@ -289,9 +278,7 @@ fn run_page(
         id,
         workflow_id: workflow.id.as_str().to_owned(),
         workflow_name: run.workflow_name.clone(),
-        class,
-        marker,
-        word,
+        badge,
         running: run.status == WorkflowRunStatus::Running,
         facts,
         error: run.error.clone().unwrap_or_default(),
