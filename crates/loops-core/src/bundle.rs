@@ -487,16 +487,7 @@ fn loop_definition(map: &Map<String, Value>, label: &str) -> Result<Loop, Bundle
 
 /// The definition part of a loop, as a store creates it.
 pub fn new_loop(lp: &Loop) -> NewLoop {
-    NewLoop {
-        name: lp.name.clone(),
-        description: lp.description.clone(),
-        schedule: lp.schedule.clone(),
-        target: lp.target.clone(),
-        policy: lp.policy(),
-        labels: lp.labels.clone(),
-        notify: lp.notify.clone(),
-        next_run_at: lp.next_run_at,
-    }
+    crate::LoopDefinition::from(lp).into_new_loop(lp.labels.clone(), lp.next_run_at)
 }
 
 /// What to do when a loop or workflow of an import has the name of one already here.

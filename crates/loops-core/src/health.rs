@@ -32,6 +32,8 @@ use crate::transitions::Parked;
 use crate::{Instant, Loop, LoopId, LoopStatus, RunStatus};
 use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
 
 /// Runs the success rate and the recent-failure rule look at.
 pub const RECENT_RUNS: usize = 20;
@@ -160,31 +162,15 @@ pub fn facts_query(lp: &Loop, now: Instant) -> FactsQuery {
     }
 }
 
-/// How a loop is doing, worst first in declaration order reversed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Ok,
-    Warn,
-    Fail,
-}
-
-impl Verdict {
-    /// `ok`, `warn`, `fail`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Ok => "ok",
-            Verdict::Warn => "warn",
-            Verdict::Fail => "fail",
-        }
+string_enum!(
+    /// How a loop is doing, worst first in declaration order reversed.
+    #[derive(PartialOrd, Ord)]
+    Verdict {
+        Ok = "ok",
+        Warn = "warn",
+        Fail = "fail",
     }
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+);
 
 /// One loop's health (JSON: camelCase, as `loops --json health` prints it).
 #[derive(Debug, Clone, PartialEq, Serialize)]

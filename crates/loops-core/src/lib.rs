@@ -9,7 +9,6 @@ pub mod bundle;
 pub mod caps;
 pub mod cron;
 pub mod duration;
-pub mod health;
 pub mod ids;
 pub mod limits;
 // `string_enum!` is defined there and used by the modules declared after it.
@@ -18,6 +17,7 @@ pub mod model;
 pub mod budget;
 pub mod event;
 pub mod failure;
+pub mod health;
 pub mod hold;
 pub mod notify;
 pub mod openloops;

@@ -211,11 +211,10 @@ impl LoopsMcp {
         ) -> loops_runtime::client::Result<Loop>,
     ) -> Outcome {
         self.mutation(tool)?;
-        let client = self.writer()?;
-        blocking(move || {
-            let mut lp = change(&client, &key, chrono::Utc::now()).map_err(|e| e.to_string())?;
+        self.write(move |c| {
+            let mut lp = change(c, &key, chrono::Utc::now())?;
             redact_loop(&mut lp);
-            json(&lp)
+            Ok(lp)
         })
         .await
     }
@@ -228,10 +227,9 @@ impl LoopsMcp {
                 p.key
             ));
         }
-        let client = self.writer()?;
-        blocking(move || {
-            let removed = client.remove(&p.key, p.force).map_err(|e| e.to_string())?;
-            json(&serde_json::json!({ "removed": true, "id": removed.id, "name": removed.name }))
+        self.write(move |c| {
+            let removed = c.remove(&p.key, p.force)?;
+            Ok(serde_json::json!({ "removed": true, "id": removed.id, "name": removed.name }))
         })
         .await
     }
@@ -242,11 +240,12 @@ impl LoopsMcp {
         let wait = flags::wait(p.wait, p.wait_timeout.as_deref())?;
         let client = self.writer()?;
         let (key, allow_overlap) = (p.key, p.allow_overlap);
-        let started =
-            tokio::task::spawn_blocking(move || client.start_run_now(&key, allow_overlap))
-                .await
-                .map_err(|e| format!("the tool's task ended abnormally: {e}"))?
-                .map_err(|e| e.to_string())?;
+        let started = blocking(move || {
+            client
+                .start_run_now(&key, allow_overlap)
+                .map_err(|e| e.to_string())
+        })
+        .await?;
         let (claimed, source) = (started.run.clone(), started.source);
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let interrupter = started.interrupter();

@@ -129,8 +129,16 @@ impl LoopsMcp {
         &self,
         call: impl FnOnce(&Client) -> loops_runtime::client::Result<T> + Send + 'static,
     ) -> Outcome {
-        let client = self.reader()?;
-        blocking(move || json(&call(&client).map_err(|e| e.to_string())?)).await
+        answer(self.reader()?, call).await
+    }
+
+    /// What a tool that changes something answers once its own checks passed
+    /// ([`LoopsMcp::mutation`] first): `call` on the writing client, as [`LoopsMcp::read`].
+    pub(crate) async fn write<T: Serialize>(
+        &self,
+        call: impl FnOnce(&Client) -> loops_runtime::client::Result<T> + Send + 'static,
+    ) -> Outcome {
+        answer(self.writer()?, call).await
     }
 
     /// The client for writing (creating the store on first use), kept for the next
@@ -168,10 +176,8 @@ impl LoopsMcp {
         }
         let client = self.reader().map_err(|e| e.to_string())?;
         let key = workflow.to_owned();
-        let spec = tokio::task::spawn_blocking(move || client.runnable_workflow(&key))
-            .await
-            .map_err(|e| format!("the tool's task ended abnormally: {e}"))?
-            .ok()
+        let spec = blocking(move || Ok(client.runnable_workflow(&key).ok()))
+            .await?
             .map(|w| w.spec);
         let Some(spec) = spec else {
             // No such workflow: the tool refuses it by name.
@@ -237,10 +243,21 @@ fn cached(
 
 /// Runs a blocking store call (SQLite, or `remove --force` waiting for processes to
 /// end) off the async workers.
-pub(crate) async fn blocking(f: impl FnOnce() -> Outcome + Send + 'static) -> Outcome {
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|e| Err(format!("the tool's task ended abnormally: {e}")))
+}
+
+/// `call` on `client`, on a blocking thread, its value as JSON (a client error as its
+/// message): [`LoopsMcp::read`] and [`LoopsMcp::write`].
+async fn answer<T: Serialize>(
+    client: Client,
+    call: impl FnOnce(&Client) -> loops_runtime::client::Result<T> + Send + 'static,
+) -> Outcome {
+    blocking(move || json(&call(&client).map_err(|e| e.to_string())?)).await
 }
 
 /// `value` as JSON, for an [`Outcome`] (encoded straight from the typed value: a

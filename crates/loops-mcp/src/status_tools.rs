@@ -105,14 +105,8 @@ impl LoopsMcp {
     async fn holds_clear(&self, p: HoldsClearParams) -> Outcome {
         self.mutation("loops_holds_clear")?;
         let provider: loops_core::Provider = p.provider.parse()?;
-        let client = self.writer()?;
-        blocking(move || {
-            let cleared = client
-                .clear_holds(provider, p.account.as_deref())
-                .map_err(|e| e.to_string())?;
-            json(&cleared)
-        })
-        .await
+        self.write(move |c| c.clear_holds(provider, p.account.as_deref()))
+            .await
     }
 
     async fn usage(&self, p: UsageParams) -> Outcome {

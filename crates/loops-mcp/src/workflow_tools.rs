@@ -144,10 +144,7 @@ impl LoopsMcp {
         let workflow = {
             let client = client.clone();
             let key = p.workflow.clone();
-            tokio::task::spawn_blocking(move || client.runnable_workflow(&key))
-                .await
-                .map_err(|e| format!("the tool's task ended abnormally: {e}"))?
-                .map_err(|e| e.to_string())?
+            blocking(move || client.runnable_workflow(&key).map_err(|e| e.to_string())).await?
         };
         self.params_gate(workflow.id.as_str(), p.params.keys())
             .await?;
@@ -215,12 +212,9 @@ impl LoopsMcp {
     async fn workflow_cancel_impl(&self, p: CancelParams) -> Outcome {
         self.mutation("workflow_cancel")?;
         let reason = p.reason.unwrap_or_else(|| "cancelled over MCP".to_owned());
-        let client = self.writer()?;
-        blocking(move || {
-            let run = client
-                .cancel_workflow_run(&p.run, &reason, chrono::Utc::now())
-                .map_err(|e| e.to_string())?;
-            json(&run_shown(run, false))
+        self.write(move |c| {
+            let run = c.cancel_workflow_run(&p.run, &reason, chrono::Utc::now())?;
+            Ok(run_shown(run, false))
         })
         .await
     }

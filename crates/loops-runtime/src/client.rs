@@ -33,8 +33,8 @@ mod running;
 mod runs;
 mod workflows;
 
-pub use definitions::LoopDefinition;
 pub use lifecycle::RemovedLoop;
+pub use loops_core::LoopDefinition;
 pub use running::{RunNowInfo, RunNowJson, RunNowOutcome, TickSummary};
 pub use runs::{Pruned, RunQuery};
 
@@ -67,8 +67,8 @@ use loops_core::schedule::{self, ScheduleError};
 use loops_core::validate::{self, ValidationError};
 use loops_core::workflow::{StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec};
 use loops_core::{
-    Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, RunId, RunSource, Schedule, Target,
-    WorkflowId, WorkflowRunId, WorkflowStatus,
+    Instant, Loop, LoopId, LoopStatus, Policy, Run, RunId, RunSource, Schedule, Target, WorkflowId,
+    WorkflowRunId, WorkflowStatus,
 };
 use loops_postgres::PgStore;
 use loops_sqlite::SqliteStore;

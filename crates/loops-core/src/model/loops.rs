@@ -246,6 +246,54 @@ pub struct Delivery {
     pub claim_expires_at: Option<Instant>,
 }
 
+/// Everything needed to create a loop: a [`NewLoop`] before its labels are checked and
+/// its first slot is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopDefinition {
+    pub name: String,
+    pub description: Option<String>,
+    pub schedule: Schedule,
+    pub target: Target,
+    pub policy: Policy,
+    /// Labels (`[a-z0-9][a-z0-9._-]*`); stored sorted, each once.
+    pub labels: Vec<String>,
+    /// Where the loop's failure (or recovery) notifications go, if anywhere besides the
+    /// store-wide default.
+    pub notify: Option<Notify>,
+}
+
+impl LoopDefinition {
+    /// The loop a store writes for this definition, with its labels as checked and
+    /// its next slot: what `create`, `edit` and `import` write.
+    pub fn into_new_loop(self, labels: Vec<String>, next_run_at: Option<Instant>) -> NewLoop {
+        NewLoop {
+            name: self.name,
+            description: self.description,
+            schedule: self.schedule,
+            target: self.target,
+            policy: self.policy,
+            labels,
+            notify: self.notify,
+            next_run_at,
+        }
+    }
+}
+
+impl From<&Loop> for LoopDefinition {
+    /// A stored loop's definition, the starting point of an edit.
+    fn from(lp: &Loop) -> Self {
+        Self {
+            name: lp.name.clone(),
+            description: lp.description.clone(),
+            schedule: lp.schedule.clone(),
+            target: lp.target.clone(),
+            policy: lp.policy(),
+            labels: lp.labels.clone(),
+            notify: lp.notify.clone(),
+        }
+    }
+}
+
 /// A loop as requested by a user, before the store gives it an id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewLoop {

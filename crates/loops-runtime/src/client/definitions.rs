@@ -3,53 +3,6 @@
 
 use super::*;
 
-/// Everything needed to create a loop.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoopDefinition {
-    pub name: String,
-    pub description: Option<String>,
-    pub schedule: Schedule,
-    pub target: Target,
-    pub policy: Policy,
-    /// Labels (`[a-z0-9][a-z0-9._-]*`); stored sorted, each once.
-    pub labels: Vec<String>,
-    /// Where the loop's failure (or recovery) notifications go, if anywhere besides the
-    /// store-wide default.
-    pub notify: Option<loops_core::Notify>,
-}
-
-impl LoopDefinition {
-    /// The loop a store writes for this definition, with its labels as checked and
-    /// its next slot: what `create` and `edit` write.
-    fn into_new_loop(self, labels: Vec<String>, next_run_at: Option<Instant>) -> NewLoop {
-        NewLoop {
-            name: self.name,
-            description: self.description,
-            schedule: self.schedule,
-            target: self.target,
-            policy: self.policy,
-            labels,
-            notify: self.notify,
-            next_run_at,
-        }
-    }
-}
-
-impl From<&Loop> for LoopDefinition {
-    /// A stored loop's definition, the starting point of an edit ([`Client::edit`]).
-    fn from(lp: &Loop) -> Self {
-        Self {
-            name: lp.name.clone(),
-            description: lp.description.clone(),
-            schedule: lp.schedule.clone(),
-            target: lp.target.clone(),
-            policy: lp.policy(),
-            labels: lp.labels.clone(),
-            notify: lp.notify.clone(),
-        }
-    }
-}
-
 /// What [`Client::check_definition`] hands on: the labels sorted and each once, and
 /// the first slot of a new (or changed) schedule.
 struct CheckedDefinition {
