@@ -5,7 +5,7 @@
 //! the condition the due-loop queries use to leave a budget-held loop out, which makes
 //! every runner of the store honour a hold another one wrote.
 
-use crate::codec::{decode_all, get, ms, text, Cols};
+use crate::codec::{get, ms, text, Cols};
 use crate::error::{Error, Result};
 use crate::holds::{self, key_account, key_provider};
 use crate::session::Db;
@@ -61,17 +61,16 @@ fn budget_from_row(row: &Row) -> Result<StoreBudget> {
 }
 
 pub(crate) async fn budgets<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<Vec<StoreBudget>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                budget_cols!(),
-                " FROM budgets ORDER BY provider, account"
-            ),
-            &[],
-        )
-        .await?;
-    decode_all(&rows, budget_from_row)
+    db.query_as(
+        concat!(
+            "SELECT ",
+            budget_cols!(),
+            " FROM budgets ORDER BY provider, account"
+        ),
+        &[],
+        budget_from_row,
+    )
+    .await
 }
 
 async fn read_hold<C: GenericClient + Sync>(
@@ -79,17 +78,16 @@ async fn read_hold<C: GenericClient + Sync>(
     scope: &BudgetScope,
     metric: BudgetMetric,
 ) -> Result<Option<BudgetHold>> {
-    let row = db
-        .query_opt(
-            concat!(
-                "SELECT ",
-                hold_cols!(),
-                " FROM budget_holds WHERE scope = $1 AND metric = $2"
-            ),
-            &[&text(&scope.to_string()).as_ref(), &metric.as_str()],
-        )
-        .await?;
-    row.as_ref().map(hold_from_row).transpose()
+    db.query_opt_as(
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM budget_holds WHERE scope = $1 AND metric = $2"
+        ),
+        &[&text(&scope.to_string()).as_ref(), &metric.as_str()],
+        hold_from_row,
+    )
+    .await
 }
 
 /// What the runs of `scope` finished at or after `since` reported.
@@ -426,16 +424,16 @@ pub(crate) async fn clear_budget<C: GenericClient + Sync>(
     now: Instant,
 ) -> Result<Option<StoreBudget>> {
     let stored = text(account.unwrap_or("")).into_owned();
-    let row = db
-        .query_opt(
+    let cleared = db
+        .query_opt_as(
             concat!(
                 "DELETE FROM budgets WHERE provider = $1 AND account = $2 RETURNING ",
                 budget_cols!()
             ),
             &[&provider.as_str(), &stored],
+            budget_from_row,
         )
         .await?;
-    let cleared = row.as_ref().map(budget_from_row).transpose()?;
     let scope = BudgetScope::Key {
         provider,
         account: account.map(str::to_owned),
@@ -447,15 +445,14 @@ pub(crate) async fn clear_budget<C: GenericClient + Sync>(
 pub(crate) async fn budget_holds<C: GenericClient + Sync>(
     db: &Db<'_, C>,
 ) -> Result<Vec<BudgetHold>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                hold_cols!(),
-                " FROM budget_holds ORDER BY scope, metric"
-            ),
-            &[],
-        )
-        .await?;
-    decode_all(&rows, hold_from_row)
+    db.query_as(
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM budget_holds ORDER BY scope, metric"
+        ),
+        &[],
+        hold_from_row,
+    )
+    .await
 }

@@ -107,11 +107,6 @@ pub(crate) fn lease_from_row(row: &Row) -> Result<DaemonLease> {
     Ok(rows::lease_row(&Cols(row))?)
 }
 
-/// Decodes every row.
-pub(crate) fn decode_all<T>(rows: &[Row], decode: fn(&Row) -> Result<T>) -> Result<Vec<T>> {
-    rows.iter().map(decode).collect()
-}
-
 /// The rows of `select` (`… WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3`) whose
 /// `id` starts with `prefix`, decoded: the range bounds the scan, the filter drops ids
 /// that sort inside it without starting with the prefix.
@@ -126,10 +121,9 @@ pub(crate) async fn with_id_prefix<C: GenericClient + Sync, T>(
     // The exclusive upper bound of the ids starting with `prefix` (under the "C"
     // collation): the prefix with U+10FFFF appended.
     let upper = format!("{prefix}\u{10FFFF}");
-    let rows = db
-        .query(select, &[&prefix, &upper, &sat_i64(limit as u64)])
-        .await?;
-    Ok(decode_all(&rows, decode)?
+    Ok(db
+        .query_as(select, &[&prefix, &upper, &sat_i64(limit as u64)], decode)
+        .await?
         .into_iter()
         .filter(|t| id(t).starts_with(prefix))
         .collect())

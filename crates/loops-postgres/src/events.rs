@@ -131,14 +131,13 @@ pub(crate) async fn events_after<C: GenericClient + Sync>(
     after: u64,
     limit: usize,
 ) -> Result<Vec<Event>> {
-    let rows = db
-        .query(
-            "SELECT seq, kind, loop_id, run_id, workflow_run_id, data_json, created_at \
+    db.query_as(
+        "SELECT seq, kind, loop_id, run_id, workflow_run_id, data_json, created_at \
              FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
-            &[&sat_i64(after), &sat_i64(limit as u64)],
-        )
-        .await?;
-    rows.iter().map(event_from_row).collect()
+        &[&sat_i64(after), &sat_i64(limit as u64)],
+        event_from_row,
+    )
+    .await
 }
 
 pub(crate) async fn event_bounds<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<EventBounds> {

@@ -260,17 +260,16 @@ async fn finalize_in<C: GenericClient + Sync>(
 /// removed), so the transition is decided from what no other runner can change until
 /// this transaction ends.
 async fn stored_loop<C: GenericClient + Sync>(db: &Db<'_, C>, id: &LoopId) -> Result<Option<Loop>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "SELECT ",
             loop_cols!(),
             " FROM loops WHERE id = $1 FOR UPDATE"
         ),
         &[&id.as_str()],
+        loop_from_row,
     )
-    .await?
-    .map(|row| loop_from_row(&row))
-    .transpose()
+    .await
 }
 
 /// After `run` was finalized in this transaction: applies its loop's transition and

@@ -4,7 +4,7 @@
 //! the condition the due-loop queries use to leave a held key's loops out, which makes
 //! every runner of the store honour a hold another one wrote.
 
-use crate::codec::{decode_all, get, loop_cols, ms, text, Cols};
+use crate::codec::{get, loop_cols, ms, text, Cols};
 use crate::error::Result;
 use crate::session::Db;
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
@@ -169,17 +169,16 @@ async fn lock_and_read<C: GenericClient + Sync>(
         &[&key.provider.as_str(), &text(&key.account).as_ref()],
     )
     .await?;
-    let row = db
-        .query_opt(
-            concat!(
-                "SELECT ",
-                hold_cols!(),
-                " FROM account_holds WHERE provider = $1 AND account = $2"
-            ),
-            &[&key.provider.as_str(), &text(&key.account).as_ref()],
-        )
-        .await?;
-    row.as_ref().map(hold_from_row).transpose()
+    db.query_opt_as(
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM account_holds WHERE provider = $1 AND account = $2"
+        ),
+        &[&key.provider.as_str(), &text(&key.account).as_ref()],
+        hold_from_row,
+    )
+    .await
 }
 
 async fn upsert<C: GenericClient + Sync>(db: &Db<'_, C>, hold: &AccountHold) -> Result<()> {
@@ -297,17 +296,16 @@ pub(crate) async fn queue_on_channels<C: GenericClient + Sync>(
 pub(crate) async fn account_holds<C: GenericClient + Sync>(
     db: &Db<'_, C>,
 ) -> Result<Vec<AccountHold>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                hold_cols!(),
-                " FROM account_holds ORDER BY provider, account"
-            ),
-            &[],
-        )
-        .await?;
-    decode_all(&rows, hold_from_row)
+    db.query_as(
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM account_holds ORDER BY provider, account"
+        ),
+        &[],
+        hold_from_row,
+    )
+    .await
 }
 
 pub(crate) async fn clear_account_holds<C: GenericClient + Sync>(
@@ -316,17 +314,17 @@ pub(crate) async fn clear_account_holds<C: GenericClient + Sync>(
     account: Option<&str>,
 ) -> Result<Vec<AccountHold>> {
     let account = account.map(|a| text(a).into_owned());
-    let rows = db
-        .query(
+    let mut cleared = db
+        .query_as(
             concat!(
                 "DELETE FROM account_holds \
                  WHERE provider = $1 AND ($2::text IS NULL OR account = $2) RETURNING ",
                 hold_cols!()
             ),
             &[&provider.as_str(), &account],
+            hold_from_row,
         )
         .await?;
-    let mut cleared = decode_all(&rows, hold_from_row)?;
     cleared.sort_by(|a, b| a.account.cmp(&b.account));
     Ok(cleared)
 }

@@ -59,10 +59,7 @@ async fn read_lease<C: GenericClient + Sync>(
         "SELECT runner_id, pid, pid_start_time, host, token, acquired_at, heartbeat_at, \
          expires_at FROM daemon_lease WHERE id = 1"
     };
-    db.query_opt(sql, &[])
-        .await?
-        .map(|r| lease_from_row(&r))
-        .transpose()
+    db.query_opt_as(sql, &[], lease_from_row).await
 }
 
 /// The decision of an acquire, given the lease as it is (read under its lock).

@@ -2,8 +2,8 @@
 //! parking and expiry.
 
 use crate::codec::{
-    decode_all, decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, sat_i64, text,
-    with_id_prefix, Cols, ID_ATTEMPTS,
+    decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, sat_i64, text, with_id_prefix,
+    Cols, ID_ATTEMPTS,
 };
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
 use crate::session::Db;
@@ -87,26 +87,24 @@ pub(crate) async fn get_loop<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     id: &LoopId,
 ) -> Result<Option<Loop>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!("SELECT ", loop_cols!(), " FROM loops WHERE id = $1"),
         &[&id.as_str()],
+        loop_from_row,
     )
-    .await?
-    .map(|row| loop_from_row(&row))
-    .transpose()
+    .await
 }
 
 pub(crate) async fn get_loop_by_name<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     name: &str,
 ) -> Result<Option<Loop>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!("SELECT ", loop_cols!(), " FROM loops WHERE name = $1"),
         &[&name],
+        loop_from_row,
     )
-    .await?
-    .map(|row| loop_from_row(&row))
-    .transpose()
+    .await
 }
 
 pub(crate) async fn loops_with_id_prefix<C: GenericClient + Sync>(
@@ -460,8 +458,8 @@ pub(crate) async fn expire_loops<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     now: Instant,
 ) -> Result<Vec<Loop>> {
-    let rows = db
-        .query(
+    let mut loops = db
+        .query_as(
             concat!(
                 "UPDATE loops SET status = 'expired', next_run_at = NULL, due_at = NULL, \
                  updated_at = $1 \
@@ -470,9 +468,9 @@ pub(crate) async fn expire_loops<C: GenericClient + Sync>(
                 loop_cols!()
             ),
             &[&ms(&now)],
+            loop_from_row,
         )
         .await?;
-    let mut loops = decode_all(&rows, loop_from_row)?;
     loops.sort_by(|a, b| a.name.cmp(&b.name));
     let bodies: Vec<EventBody> = loops.iter().map(EventBody::loop_changed).collect();
     crate::events::append_all(db, &bodies, now).await?;

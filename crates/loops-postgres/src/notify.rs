@@ -2,7 +2,7 @@
 //! queues in its own transaction (the decision is the domain's,
 //! `loops_core::notify::decide`), their claims and their results.
 
-use crate::codec::{decode_all, get, ms, opt_text, sat_i64, text, Cols};
+use crate::codec::{get, ms, opt_text, sat_i64, text, Cols};
 use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::notify;
@@ -215,8 +215,8 @@ pub(crate) async fn deliveries_of_runs<C: GenericClient + Sync>(
         return Ok(Vec::new());
     }
     let ids: Vec<&str> = runs.iter().map(RunId::as_str).collect();
-    let rows = db
-        .query(
+    let mut found = db
+        .query_as(
             concat!(
                 "SELECT ",
                 delivery_cols!(),
@@ -224,9 +224,9 @@ pub(crate) async fn deliveries_of_runs<C: GenericClient + Sync>(
                  ORDER BY created_at, seq"
             ),
             &[&ids],
+            delivery_from_row,
         )
         .await?;
-    let mut found = decode_all(&rows, delivery_from_row)?;
     loops_store::rows::sort_by_runs(&mut found, runs);
     Ok(found)
 }
@@ -235,18 +235,17 @@ pub(crate) async fn pending_deliveries<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     limit: usize,
 ) -> Result<Vec<Delivery>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                delivery_cols!(),
-                " FROM notification_deliveries WHERE status = 'pending' \
+    db.query_as(
+        concat!(
+            "SELECT ",
+            delivery_cols!(),
+            " FROM notification_deliveries WHERE status = 'pending' \
                  ORDER BY created_at, seq LIMIT $1"
-            ),
-            &[&sat_i64(limit as u64)],
-        )
-        .await?;
-    decode_all(&rows, delivery_from_row)
+        ),
+        &[&sat_i64(limit as u64)],
+        delivery_from_row,
+    )
+    .await
 }
 
 pub(crate) async fn claim_delivery<C: GenericClient + Sync>(
@@ -257,7 +256,7 @@ pub(crate) async fn claim_delivery<C: GenericClient + Sync>(
     until: Instant,
     now: Instant,
 ) -> Result<Option<Delivery>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "UPDATE notification_deliveries SET claimed_by = $3, claim_expires_at = $4, \
                updated_at = $5 \
@@ -266,10 +265,9 @@ pub(crate) async fn claim_delivery<C: GenericClient + Sync>(
             delivery_cols!()
         ),
         &[&id, &from, &runner_id, &ms(&until), &ms(&now)],
+        delivery_from_row,
     )
-    .await?
-    .map(|r| delivery_from_row(&r))
-    .transpose()
+    .await
 }
 
 pub(crate) async fn record_delivery<C: GenericClient + Sync>(
@@ -282,7 +280,7 @@ pub(crate) async fn record_delivery<C: GenericClient + Sync>(
     now: Instant,
 ) -> Result<Option<Delivery>> {
     let done = status != DeliveryStatus::Pending;
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "UPDATE notification_deliveries SET status = $3, attempts = $4, last_error = $5, \
                updated_at = $6, \
@@ -300,8 +298,7 @@ pub(crate) async fn record_delivery<C: GenericClient + Sync>(
             &ms(&now),
             &done,
         ],
+        delivery_from_row,
     )
-    .await?
-    .map(|r| delivery_from_row(&r))
-    .transpose()
+    .await
 }

@@ -96,8 +96,8 @@ pub(crate) async fn pending<C: GenericClient + Sync>(
             .join(", "),
         db_now_ms!()
     );
-    let rows = db.query(&sql, &[&labels, &sat_i64(limit as u64)]).await?;
-    rows.iter().map(from_row).collect()
+    db.query_as(&sql, &[&labels, &sat_i64(limit as u64)], from_row)
+        .await
 }
 
 /// The claim for a request and its answer, inside the caller's (fenced) transaction.
@@ -180,11 +180,7 @@ pub(crate) async fn get_one<C: GenericClient + Sync>(
     request_id: &str,
 ) -> Result<Option<RunRequest>> {
     let sql = format!("SELECT {COLS} FROM run_requests WHERE id = $1");
-    db.query_opt(&sql, &[&request_id])
-        .await?
-        .as_ref()
-        .map(from_row)
-        .transpose()
+    db.query_opt_as(&sql, &[&request_id], from_row).await
 }
 
 pub(crate) async fn withdraw<C: GenericClient + Sync>(
@@ -192,11 +188,7 @@ pub(crate) async fn withdraw<C: GenericClient + Sync>(
     request_id: &str,
 ) -> Result<Option<RunRequest>> {
     let sql = format!("DELETE FROM run_requests WHERE id = $1 RETURNING {COLS}");
-    db.query_opt(&sql, &[&request_id])
-        .await?
-        .as_ref()
-        .map(from_row)
-        .transpose()
+    db.query_opt_as(&sql, &[&request_id], from_row).await
 }
 
 /// Deletes requests that expired over an hour ago (their requesters are gone).

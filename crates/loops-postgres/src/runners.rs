@@ -83,21 +83,20 @@ pub(crate) async fn renew_runner<C: GenericClient + Sync>(
     fence: &Fence,
     ttl_ms: u64,
 ) -> Result<Option<RunnerLease>> {
-    let row = db
-        .query_opt(
-            concat!(
-                "WITH clock AS (SELECT ",
-                db_now_ms!(),
-                " AS now) \
+    db.query_opt_as(
+        concat!(
+            "WITH clock AS (SELECT ",
+            db_now_ms!(),
+            " AS now) \
                  UPDATE runners SET heartbeat_at = clock.now, expires_at = clock.now + $2 \
                  FROM clock \
                  WHERE epoch = $1 AND released_at IS NULL AND expires_at > clock.now \
                  RETURNING epoch, expires_at, heartbeat_at"
-            ),
-            &[&sat_i64(fence.token), &sat_i64(ttl_ms)],
-        )
-        .await?;
-    row.map(|r| lease_from_row(&r)).transpose()
+        ),
+        &[&sat_i64(fence.token), &sat_i64(ttl_ms)],
+        lease_from_row,
+    )
+    .await
 }
 
 pub(crate) async fn release_runner<C: GenericClient + Sync>(

@@ -1,7 +1,7 @@
 //! Runs after their claim: the leases of running rows (renewal, take-over), the
 //! queries over runs, and pruning.
 
-use crate::codec::{decode_all, ms, run_cols, run_from_row, sat_i64, with_id_prefix};
+use crate::codec::{ms, run_cols, run_from_row, sat_i64, with_id_prefix};
 use crate::error::{Error, Result};
 use crate::session::Db;
 use loops_core::{Instant, LoopId, Run, RunId};
@@ -77,9 +77,8 @@ pub(crate) async fn running_runs<C: GenericClient + Sync>(
 ) -> Result<Vec<Run>> {
     // A row a runner claimed holds its lease only while its runner's lease lasts: the
     // earlier of the two is its lease (a runner gone from the table: already over).
-    let rows = db
-        .query(
-            "SELECT r.id, r.loop_id, r.loop_name, r.scheduled_for, r.attempt, r.status, \
+    db.query_as(
+        "SELECT r.id, r.loop_id, r.loop_name, r.scheduled_for, r.attempt, r.status, \
                r.source, r.started_at, r.finished_at, r.exit_code, r.duration_ms, r.stdout, \
                r.stderr, r.error, r.pid, r.pid_start_time, r.claimed_by, \
                CASE WHEN r.runner_epoch IS NULL THEN r.lease_expires_at \
@@ -89,23 +88,22 @@ pub(crate) async fn running_runs<C: GenericClient + Sync>(
              FROM runs r LEFT JOIN runners rn ON rn.epoch = r.runner_epoch \
              WHERE r.status = 'running' AND ($1::text IS NULL OR r.loop_id = $1) \
              ORDER BY r.created_at, r.id",
-            &[&loop_id.map(LoopId::as_str)],
-        )
-        .await?;
-    decode_all(&rows, run_from_row)
+        &[&loop_id.map(LoopId::as_str)],
+        run_from_row,
+    )
+    .await
 }
 
 pub(crate) async fn get_run<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     id: &RunId,
 ) -> Result<Option<Run>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!("SELECT ", run_cols!(), " FROM runs WHERE id = $1"),
         &[&id.as_str()],
+        run_from_row,
     )
-    .await?
-    .map(|r| run_from_row(&r))
-    .transpose()
+    .await
 }
 
 /// See [`loops_store::Store::last_session_run`]; through the `runs_loop_session` index.
@@ -113,7 +111,7 @@ pub(crate) async fn last_session_run<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     loop_id: &LoopId,
 ) -> Result<Option<Run>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "SELECT ",
             run_cols!(),
@@ -122,10 +120,9 @@ pub(crate) async fn last_session_run<C: GenericClient + Sync>(
              ORDER BY created_at DESC, seq DESC LIMIT 1"
         ),
         &[&loop_id.as_str()],
+        run_from_row,
     )
-    .await?
-    .map(|r| run_from_row(&r))
-    .transpose()
+    .await
 }
 
 type Param = Box<dyn ToSql + Sync + Send>;
@@ -193,8 +190,7 @@ pub(crate) async fn list_runs<C: GenericClient + Sync>(
         .iter()
         .map(|p| p.as_ref() as &(dyn ToSql + Sync))
         .collect();
-    let rows = db.query(&sql, &refs).await?;
-    decode_all(&rows, run_from_row)
+    db.query_as(&sql, &refs, run_from_row).await
 }
 
 /// Deletes finished runs (never `running` ones) matching EITHER rule of the policy
@@ -301,20 +297,19 @@ pub(crate) async fn runs_created_since<C: GenericClient + Sync>(
     loop_id: Option<&LoopId>,
     limit: usize,
 ) -> Result<Vec<Run>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                run_cols!(),
-                " FROM runs WHERE created_at >= $1 AND ($2::text IS NULL OR loop_id = $2) \
+    db.query_as(
+        concat!(
+            "SELECT ",
+            run_cols!(),
+            " FROM runs WHERE created_at >= $1 AND ($2::text IS NULL OR loop_id = $2) \
                  ORDER BY created_at, seq LIMIT $3"
-            ),
-            &[
-                &ms(&since),
-                &loop_id.map(LoopId::as_str),
-                &sat_i64(limit as u64),
-            ],
-        )
-        .await?;
-    decode_all(&rows, run_from_row)
+        ),
+        &[
+            &ms(&since),
+            &loop_id.map(LoopId::as_str),
+            &sat_i64(limit as u64),
+        ],
+        run_from_row,
+    )
+    .await
 }

@@ -163,6 +163,30 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         Ok(self.c.query_opt(&st, params).await?)
     }
 
+    /// The row `sql` returns, if any, decoded by `decode`.
+    pub(crate) async fn query_opt_as<T>(
+        &self,
+        sql: &str,
+        params: &Params<'_>,
+        decode: fn(&Row) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.query_opt(sql, params)
+            .await?
+            .as_ref()
+            .map(decode)
+            .transpose()
+    }
+
+    /// Every row `sql` returns, decoded by `decode`.
+    pub(crate) async fn query_as<T>(
+        &self,
+        sql: &str,
+        params: &Params<'_>,
+        decode: fn(&Row) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        self.query(sql, params).await?.iter().map(decode).collect()
+    }
+
     /// Runs `sql` — an insert of a new row whose `$1` is its id, then `params`, ending in
     /// `ON CONFLICT (id) DO NOTHING RETURNING …` — with fresh ids until one is free: the
     /// id-collision retry every such insert needs, once. `what` names the row.

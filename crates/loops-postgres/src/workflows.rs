@@ -1,7 +1,7 @@
 //! Workflow specs, runs, step runs and the event log.
 
 use crate::codec::{
-    decode_all, encode_usage, get, ms, new_id, opt_ms, opt_text, sat_i64, with_id_prefix, Cols,
+    encode_usage, get, ms, new_id, opt_ms, opt_text, sat_i64, with_id_prefix, Cols,
 };
 use crate::error::{Error, Result};
 use crate::runs::{prune_finished, Pruned};
@@ -121,17 +121,16 @@ pub(crate) async fn create_workflow<C: GenericClient + Sync>(
     )
     .await?;
     let existing = db
-        .query_opt(
+        .query_opt_as(
             concat!(
                 "SELECT ",
                 workflow_cols!(),
                 " FROM workflows WHERE name = $1 AND status = 'active' FOR UPDATE"
             ),
             &[&spec.name],
+            workflow_from_row,
         )
-        .await?
-        .map(|r| workflow_from_row(&r))
-        .transpose()?;
+        .await?;
     if let Some(old) = &existing {
         if !replace {
             return Err(StoreError::DuplicateWorkflow(spec.name.clone()).into());
@@ -162,30 +161,28 @@ pub(crate) async fn get_workflow<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     id: &str,
 ) -> Result<Option<Workflow>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!("SELECT ", workflow_cols!(), " FROM workflows WHERE id = $1"),
         &[&id],
+        workflow_from_row,
     )
-    .await?
-    .map(|r| workflow_from_row(&r))
-    .transpose()
+    .await
 }
 
 pub(crate) async fn get_active_workflow<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     name: &str,
 ) -> Result<Option<Workflow>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "SELECT ",
             workflow_cols!(),
             " FROM workflows WHERE name = $1 AND status = 'active'"
         ),
         &[&name],
+        workflow_from_row,
     )
-    .await?
-    .map(|r| workflow_from_row(&r))
-    .transpose()
+    .await
 }
 
 pub(crate) async fn workflows_with_id_prefix<C: GenericClient + Sync>(
@@ -212,17 +209,16 @@ pub(crate) async fn list_workflows<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     status: Option<WorkflowStatus>,
 ) -> Result<Vec<Workflow>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                workflow_cols!(),
-                " FROM workflows WHERE $1::text IS NULL OR status = $1 ORDER BY name, version"
-            ),
-            &[&status.map(|s| s.as_str())],
-        )
-        .await?;
-    decode_all(&rows, workflow_from_row)
+    db.query_as(
+        concat!(
+            "SELECT ",
+            workflow_cols!(),
+            " FROM workflows WHERE $1::text IS NULL OR status = $1 ORDER BY name, version"
+        ),
+        &[&status.map(|s| s.as_str())],
+        workflow_from_row,
+    )
+    .await
 }
 
 pub(crate) async fn archive_workflow<C: GenericClient + Sync>(
@@ -230,16 +226,15 @@ pub(crate) async fn archive_workflow<C: GenericClient + Sync>(
     id: &str,
     now: Instant,
 ) -> Result<Workflow> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "UPDATE workflows SET status = 'archived', updated_at = $2 WHERE id = $1 RETURNING ",
             workflow_cols!()
         ),
         &[&id, &ms(&now)],
+        workflow_from_row,
     )
     .await?
-    .map(|r| workflow_from_row(&r))
-    .transpose()?
     .ok_or_else(|| StoreError::WorkflowNotFound(id.to_owned()).into())
 }
 
@@ -328,17 +323,16 @@ pub(crate) async fn get_workflow_run<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     id: &str,
 ) -> Result<Option<WorkflowRun>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "SELECT ",
             wf_run_cols!(),
             " FROM workflow_runs WHERE id = $1"
         ),
         &[&id],
+        run_from_row,
     )
-    .await?
-    .map(|r| run_from_row(&r))
-    .transpose()
+    .await
 }
 
 pub(crate) async fn workflow_runs_with_id_prefix<C: GenericClient + Sync>(
@@ -366,35 +360,33 @@ pub(crate) async fn list_workflow_runs<C: GenericClient + Sync>(
     workflow_name: Option<&str>,
     limit: Option<usize>,
 ) -> Result<Vec<WorkflowRun>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                wf_run_cols!(),
-                " FROM workflow_runs WHERE $1::text IS NULL OR workflow_name = $1 \
+    db.query_as(
+        concat!(
+            "SELECT ",
+            wf_run_cols!(),
+            " FROM workflow_runs WHERE $1::text IS NULL OR workflow_name = $1 \
                  ORDER BY created_at DESC, seq DESC LIMIT $2"
-            ),
-            &[&workflow_name, &limit.map(|l| sat_i64(l as u64))],
-        )
-        .await?;
-    decode_all(&rows, run_from_row)
+        ),
+        &[&workflow_name, &limit.map(|l| sat_i64(l as u64))],
+        run_from_row,
+    )
+    .await
 }
 
 pub(crate) async fn step_runs<C: GenericClient + Sync>(
     db: &Db<'_, C>,
     run_id: &str,
 ) -> Result<Vec<StepRun>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                step_cols!(),
-                " FROM workflow_step_runs WHERE workflow_run_id = $1 ORDER BY sequence"
-            ),
-            &[&run_id],
-        )
-        .await?;
-    decode_all(&rows, step_from_row)
+    db.query_as(
+        concat!(
+            "SELECT ",
+            step_cols!(),
+            " FROM workflow_step_runs WHERE workflow_run_id = $1 ORDER BY sequence"
+        ),
+        &[&run_id],
+        step_from_row,
+    )
+    .await
 }
 
 pub(crate) async fn workflow_events<C: GenericClient + Sync>(
@@ -402,15 +394,14 @@ pub(crate) async fn workflow_events<C: GenericClient + Sync>(
     run_id: &str,
     limit: Option<usize>,
 ) -> Result<Vec<WorkflowEvent>> {
-    let rows = db
-        .query(
-            "SELECT * FROM (SELECT id, workflow_run_id, sequence, event_type, step_id, \
+    db.query_as(
+        "SELECT * FROM (SELECT id, workflow_run_id, sequence, event_type, step_id, \
                payload_json, created_at FROM workflow_events WHERE workflow_run_id = $1 \
                ORDER BY sequence DESC LIMIT $2) last ORDER BY sequence",
-            &[&run_id, &limit.map(|l| sat_i64(l as u64))],
-        )
-        .await?;
-    decode_all(&rows, event_from_row)
+        &[&run_id, &limit.map(|l| sat_i64(l as u64))],
+        event_from_row,
+    )
+    .await
 }
 
 pub(crate) async fn save_workflow_run<C: GenericClient + Sync>(
