@@ -1,9 +1,10 @@
 //! Budgets (issue #20 item 7, `loops_core::budget`): the store-wide `budgets` rows, the
 //! spend of a scope's window, and the `budget_holds` rows a finalization (or a changed
 //! budget) writes and releases in its transaction — under an advisory lock of the
-//! scope, so runners spending one budget at once queue one `held` notification — and
-//! the condition the due-loop queries use to leave a budget-held loop out, which makes
-//! every runner of the store honour a hold another one wrote.
+//! scope, so runners spending one budget at once queue one `held` notification. The
+//! condition the due-loop queries use to leave a budget-held loop out is
+//! `loops_store::not_held_at!`'s, which makes every runner of the store honour a hold
+//! another one wrote.
 
 use crate::codec::{get, ms, text, Cols};
 use crate::error::{Error, Result};
@@ -17,32 +18,6 @@ use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run, Ta
 use loops_store::codec::StoredRow;
 use loops_store::rows;
 use tokio_postgres::{GenericClient, Row};
-
-/// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
-/// store-wide budget's of its provider (and account).
-macro_rules! budget_of_loop {
-    () => {
-        concat!(
-            "(b.loop_id = loops.id OR (b.provider = ",
-            $crate::holds::key_provider!(),
-            " AND (b.account IS NULL OR b.account = ",
-            $crate::holds::key_account!(),
-            ")))"
-        )
-    };
-}
-
-/// The condition that no budget holds the loop row `loops` at `$1`.
-macro_rules! not_budget_held_at_1 {
-    () => {
-        concat!(
-            "NOT EXISTS (SELECT 1 FROM budget_holds b WHERE b.held_until > $1 AND ",
-            $crate::budgets::budget_of_loop!(),
-            ")"
-        )
-    };
-}
-pub(crate) use {budget_of_loop, not_budget_held_at_1};
 
 use loops_store::budget_hold_cols as hold_cols;
 

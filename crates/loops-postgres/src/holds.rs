@@ -1,8 +1,9 @@
 //! Usage-limit holds (issue #20 item 2, `loops_core::hold`): the `account_holds` rows a
 //! finalization writes and releases in its own transaction — under an advisory lock of
 //! the key, so runners meeting the limit at once queue one `held` notification — and
-//! the condition the due-loop queries use to leave a held key's loops out, which makes
-//! every runner of the store honour a hold another one wrote.
+//! PostgreSQL's pieces of the condition the due-loop queries use to leave a held key's
+//! loops out (composed by `loops_store::not_held_at!`), which makes every runner of the
+//! store honour a hold another one wrote.
 
 use crate::codec::{get, loop_cols, ms, text, Cols};
 use crate::error::Result;
@@ -27,18 +28,6 @@ macro_rules! key_account {
     };
 }
 
-/// `h` (a row of `account_holds`) is the hold of the loop row `loops`'s key.
-macro_rules! hold_of_loop {
-    () => {
-        concat!(
-            "h.provider = ",
-            $crate::holds::key_provider!(),
-            " AND h.account = ",
-            $crate::holds::key_account!()
-        )
-    };
-}
-
 /// Until when the loop row `loops` is held (NULL or an instant past: not held): its
 /// key's hold; for a pooled agent (`accountPool`) the earliest end among its accounts'
 /// holds when every account has one, else 0 (a pooled loop is held only while all its
@@ -54,23 +43,12 @@ macro_rules! hold_end_of_loop {
                    FROM jsonb_array_elements_text(loops.target_json::jsonb -> 'accountPool') \
                      AS p(value)) \
              ELSE (SELECT MAX(h.held_until) FROM account_holds h WHERE ",
-            $crate::holds::hold_of_loop!(),
+            loops_store::hold_of_loop!(crate::holds),
             ") END)"
         )
     };
 }
-
-/// The condition that the loop row `loops` is not held at `$1` (the due-loop queries').
-macro_rules! not_held_at_1 {
-    () => {
-        concat!(
-            "COALESCE(",
-            $crate::holds::hold_end_of_loop!(),
-            ", 0) <= $1"
-        )
-    };
-}
-pub(crate) use {hold_end_of_loop, hold_of_loop, key_account, key_provider, not_held_at_1};
+pub(crate) use {hold_end_of_loop, key_account, key_provider};
 
 use loops_store::account_hold_cols as hold_cols;
 

@@ -305,9 +305,7 @@ pub(crate) async fn due_loops<C: GenericClient + Sync>(
                 "SELECT ",
                 loop_cols!(),
                 " FROM loops WHERE status = 'active' AND due_at <= $1 AND ",
-                crate::holds::not_held_at_1!(),
-                " AND ",
-                crate::budgets::not_budget_held_at_1!(),
+                loops_store::not_held_at!(crate::holds, "$1"),
                 " ORDER BY due_at LIMIT $2"
             ),
             &[&ms(&now), &sat_i64(limit as u64)],
@@ -331,9 +329,7 @@ pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
                 loop_cols!(),
                 " FROM loops WHERE status = 'active' AND due_at <= $1 \
                   AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($3::text)::jsonb) AND ",
-                crate::holds::not_held_at_1!(),
-                " AND ",
-                crate::budgets::not_budget_held_at_1!(),
+                loops_store::not_held_at!(crate::holds, "$1"),
                 " ORDER BY due_at LIMIT $2"
             ),
             &[&ms(&now), &sat_i64(limit as u64), &labels],
@@ -342,22 +338,7 @@ pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
     Ok(rows.iter().map(decode_loop_row).collect())
 }
 
-/// The due instant of an active loop as the daemon waits for it: its `due_at`, or for
-/// a loop whose account is held the hold's end when that is later (a held loop that is
-/// due must not wake a runner until then).
-macro_rules! waits_until {
-    () => {
-        concat!(
-            "GREATEST(due_at, COALESCE(",
-            crate::holds::hold_end_of_loop!(),
-            ", 0), COALESCE((SELECT MAX(b.held_until) FROM budget_holds b WHERE ",
-            crate::budgets::budget_of_loop!(),
-            "), 0))"
-        )
-    };
-}
-
-/// The earliest instant an active loop becomes due ([`waits_until`]); without holds
+/// The earliest instant an active loop becomes due ([`loops_store::waits_until`]); without holds
 /// (the common case) one index probe.
 pub(crate) async fn next_due_at<C: GenericClient + Sync>(
     db: &Db<'_, C>,
@@ -365,7 +346,7 @@ pub(crate) async fn next_due_at<C: GenericClient + Sync>(
     let sql = if crate::holds::any(db).await? {
         concat!(
             "SELECT MIN(",
-            waits_until!(),
+            loops_store::waits_until!(crate::holds, "GREATEST"),
             ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
         )
     } else {
@@ -394,7 +375,7 @@ pub(crate) async fn next_due_at_on<C: GenericClient + Sync>(
     let sql = if crate::holds::any(db).await? {
         concat!(
             "SELECT MIN(",
-            waits_until!(),
+            loops_store::waits_until!(crate::holds, "GREATEST"),
             ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
              AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb)"
         )

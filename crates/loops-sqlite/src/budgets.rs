@@ -1,8 +1,8 @@
 //! Budgets (issue #20 item 7, `loops_core::budget`): the store-wide `budgets` rows, the
 //! spend of a scope's window, and the `budget_holds` rows a finalization (or a changed
 //! budget) writes and releases in its transaction, with the one `held` / `resumed`
-//! notification of each budget; and the condition the due-loop queries use to leave a
-//! budget-held loop out.
+//! notification of each budget. The condition the due-loop queries use to leave a
+//! budget-held loop out is `loops_store::not_held_at!`'s.
 
 use crate::codec::{get, ms, query_all, query_first, Cols};
 use crate::error::{Error, Result, StoreResult};
@@ -16,32 +16,6 @@ use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run, Target, Us
 use loops_store::codec::StoredRow;
 use loops_store::rows;
 use rusqlite::{params, Connection, Row};
-
-/// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
-/// store-wide budget's of its provider (and account).
-macro_rules! budget_of_loop {
-    () => {
-        concat!(
-            "(b.loop_id = loops.id OR (b.provider = ",
-            $crate::holds::key_provider!(),
-            " AND (b.account IS NULL OR b.account = ",
-            $crate::holds::key_account!(),
-            ")))"
-        )
-    };
-}
-
-/// The condition that no budget holds the loop row `loops` at `?1`.
-macro_rules! not_budget_held_at_1 {
-    () => {
-        concat!(
-            "NOT EXISTS (SELECT 1 FROM budget_holds b WHERE b.held_until > ?1 AND ",
-            $crate::budgets::budget_of_loop!(),
-            ")"
-        )
-    };
-}
-pub(crate) use {budget_of_loop, not_budget_held_at_1};
 
 use loops_store::budget_hold_cols as hold_cols;
 

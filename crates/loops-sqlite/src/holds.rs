@@ -1,7 +1,8 @@
 //! Usage-limit holds (issue #20 item 2, `loops_core::hold`): the `account_holds` rows a
 //! finalization writes and releases in its own transaction, with the one `held` /
-//! `resumed` notification of their key, and the condition the due-loop queries use to
-//! leave a held key's loops out.
+//! `resumed` notification of their key, and SQLite's pieces of the condition the
+//! due-loop queries use to leave a held key's loops out (composed by
+//! `loops_store::not_held_at!`).
 
 use crate::codec::{loop_cols, ms, query_all, query_first, Cols};
 use crate::error::{Result, StoreResult};
@@ -29,18 +30,6 @@ macro_rules! key_account {
     };
 }
 
-/// `h` (a row of `account_holds`) is the hold of the loop row `loops`'s key.
-macro_rules! hold_of_loop {
-    () => {
-        concat!(
-            "h.provider = ",
-            $crate::holds::key_provider!(),
-            " AND h.account = ",
-            $crate::holds::key_account!()
-        )
-    };
-}
-
 /// Until when the loop row `loops` is held (NULL or an instant past: not held): its
 /// key's hold; for a pooled agent (`accountPool`) the earliest end among its accounts'
 /// holds when every account has one, else 0 (a pooled loop is held only while all its
@@ -56,23 +45,12 @@ macro_rules! hold_end_of_loop {
             " AND h.account = p.value), 0)) \
                    FROM json_each(loops.target_json, '$.accountPool') p) \
              ELSE (SELECT MAX(h.held_until) FROM account_holds h WHERE ",
-            $crate::holds::hold_of_loop!(),
+            loops_store::hold_of_loop!(crate::holds),
             ") END)"
         )
     };
 }
-
-/// The condition that the loop row `loops` is not held at `?1` (the due-loop queries').
-macro_rules! not_held_at_1 {
-    () => {
-        concat!(
-            "COALESCE(",
-            $crate::holds::hold_end_of_loop!(),
-            ", 0) <= ?1"
-        )
-    };
-}
-pub(crate) use {hold_end_of_loop, hold_of_loop, key_account, key_provider, not_held_at_1};
+pub(crate) use {hold_end_of_loop, key_account, key_provider};
 
 use loops_store::account_hold_cols as hold_cols;
 

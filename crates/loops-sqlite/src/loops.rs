@@ -307,9 +307,7 @@ pub(crate) fn due_loops(
             "SELECT ",
             loop_cols!(),
             " FROM loops WHERE status = 'active' AND due_at <= ?1 AND ",
-            crate::holds::not_held_at_1!(),
-            " AND ",
-            crate::budgets::not_budget_held_at_1!(),
+            loops_store::not_held_at!(crate::holds, "?1"),
             " ORDER BY due_at LIMIT +?2"
         ))?;
         let mut rows = stmt.query(params![ms(&now), sat_i64(limit as u64)])?;
@@ -328,11 +326,9 @@ pub(crate) fn next_due_at(store: &SqliteStore) -> StoreResult<Option<Instant>> {
     store.read(|conn| {
         let sql = if crate::holds::any(conn)? {
             concat!(
-                "SELECT MIN(MAX(due_at, COALESCE(",
-                crate::holds::hold_end_of_loop!(),
-                ", 0), COALESCE((SELECT MAX(b.held_until) FROM budget_holds b WHERE ",
-                crate::budgets::budget_of_loop!(),
-                "), 0))) FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
+                "SELECT MIN(",
+                loops_store::waits_until!(crate::holds, "MAX"),
+                ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
             )
         } else {
             "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \

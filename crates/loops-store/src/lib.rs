@@ -75,6 +75,7 @@ pub mod codec;
 mod copy_set;
 mod error;
 pub mod facts;
+mod held;
 pub mod open_files;
 mod paths;
 pub mod prune;
