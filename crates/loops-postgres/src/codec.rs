@@ -3,12 +3,12 @@
 //! [`loops_store::rows`]'), text the server cannot store, and the id-prefix range scan.
 
 use crate::error::Result;
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::{Loop, Run};
 use loops_store::codec::corrupt;
 use loops_store::{rows, DaemonLease, UnreadableLoop};
 use tokio_postgres::types::FromSql;
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 pub(crate) use loops_store::codec::{
     encode_state, encode_usage, instant_from_ms, ms, new_id, opt_ms, sat_i64, ID_ATTEMPTS,
@@ -91,8 +91,8 @@ pub(crate) fn lease_from_row(row: &Row) -> Result<DaemonLease> {
 /// The rows of `select` (`… WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3`) whose
 /// `id` starts with `prefix`, decoded: the range bounds the scan, the filter drops ids
 /// that sort inside it without starting with the prefix.
-pub(crate) async fn with_id_prefix<C: GenericClient + Sync, T>(
-    db: &Db<'_, C>,
+pub(crate) async fn with_id_prefix<T>(
+    db: &Db<'_, impl Conn>,
     select: &str,
     prefix: &str,
     limit: usize,

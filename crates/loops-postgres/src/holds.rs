@@ -7,12 +7,12 @@
 
 use crate::codec::{get, loop_cols, ms, text, Cols};
 use crate::error::Result;
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
 use loops_core::{notify, Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run};
 use loops_store::rows;
 use std::collections::BTreeSet;
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 /// The hold key of the loop row `loops` as SQL: its agent target's provider (NULL for
 /// other targets) and its account profile or 'default' (`HoldKey::of`).
@@ -57,7 +57,7 @@ fn hold_from_row(row: &Row) -> Result<AccountHold> {
 }
 
 /// Whether the store has any hold (the due-loop queries' fast path when it has none).
-pub(crate) async fn any<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<bool> {
+pub(crate) async fn any(db: &Db<'_, impl Conn>) -> Result<bool> {
     let row = db
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM account_holds) OR EXISTS (SELECT 1 FROM budget_holds)",
@@ -70,8 +70,8 @@ pub(crate) async fn any<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<bool>
 /// After `run` of `lp` was finalized in this transaction: writes or releases the hold
 /// of its key as the domain decides, and queues the key's `held` / `resumed`
 /// notification. `default` is the batch's cache of the store's notification default.
-pub(crate) async fn after_finish<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn after_finish(
+    db: &Db<'_, impl Conn>,
     lp: &Loop,
     run: &Run,
     now: Instant,
@@ -109,8 +109,8 @@ pub(crate) async fn after_finish<C: GenericClient + Sync>(
 
 /// After a workflow agent step on `key` ended: writes or releases the key's hold as the
 /// domain decides (`loops_core::hold::after_step`); returns the hold as it is after.
-pub(crate) async fn after_step<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn after_step(
+    db: &Db<'_, impl Conn>,
     key: &HoldKey,
     limit: Option<&StepLimit>,
     now: Instant,
@@ -138,10 +138,7 @@ pub(crate) async fn after_step<C: GenericClient + Sync>(
 /// The hold of `key`, read under the key's advisory lock for the rest of the
 /// transaction: two runners meeting the limit on one key at once, the second sees the
 /// first's hold.
-async fn lock_and_read<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    key: &HoldKey,
-) -> Result<Option<AccountHold>> {
+async fn lock_and_read(db: &Db<'_, impl Conn>, key: &HoldKey) -> Result<Option<AccountHold>> {
     db.execute(
         "SELECT pg_advisory_xact_lock(hashtext('account_holds/' || $1 || '/' || $2))",
         &[&key.provider.as_str(), &text(&key.account).as_ref()],
@@ -159,7 +156,7 @@ async fn lock_and_read<C: GenericClient + Sync>(
     .await
 }
 
-async fn upsert<C: GenericClient + Sync>(db: &Db<'_, C>, hold: &AccountHold) -> Result<()> {
+async fn upsert(db: &Db<'_, impl Conn>, hold: &AccountHold) -> Result<()> {
     db.execute(
         concat!(
             "INSERT INTO account_holds (",
@@ -185,7 +182,7 @@ async fn upsert<C: GenericClient + Sync>(db: &Db<'_, C>, hold: &AccountHold) -> 
     Ok(())
 }
 
-async fn delete<C: GenericClient + Sync>(db: &Db<'_, C>, key: &HoldKey) -> Result<()> {
+async fn delete(db: &Db<'_, impl Conn>, key: &HoldKey) -> Result<()> {
     db.execute(
         "DELETE FROM account_holds WHERE provider = $1 AND account = $2",
         &[&key.provider.as_str(), &text(&key.account).as_ref()],
@@ -198,8 +195,8 @@ async fn delete<C: GenericClient + Sync>(db: &Db<'_, C>, key: &HoldKey) -> Resul
 /// the run's own), each loop's settings or else the store-wide default, whatever their
 /// `on`: a hold needs a person, once per account rather than once per loop. The
 /// deliveries name `run`, the run that met (or no longer met) the limit.
-async fn queue_key_event<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn queue_key_event(
+    db: &Db<'_, impl Conn>,
     key: &HoldKey,
     lp: &Loop,
     run: &Run,
@@ -214,8 +211,8 @@ async fn queue_key_event<C: GenericClient + Sync>(
 /// `lp` and the other active loops of the hold key `provider` / `account` (`None`:
 /// every account of the provider), by name: the loops an account's hold or a store-wide
 /// budget's covers.
-pub(crate) async fn key_loops<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn key_loops(
+    db: &Db<'_, impl Conn>,
     provider: Provider,
     account: Option<&str>,
     lp: &Loop,
@@ -247,8 +244,8 @@ pub(crate) async fn key_loops<C: GenericClient + Sync>(
 /// Queues `event` once per channel of `loops` (each loop's settings or else the
 /// store-wide default, whatever their `on`), naming `run`: what a hold of several
 /// loops (an account's, a budget's) sends once rather than once per loop.
-pub(crate) async fn queue_on_channels<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn queue_on_channels(
+    db: &Db<'_, impl Conn>,
     loops: &[Loop],
     run: &Run,
     event: NotifyEvent,
@@ -271,9 +268,7 @@ pub(crate) async fn queue_on_channels<C: GenericClient + Sync>(
     Ok(sent)
 }
 
-pub(crate) async fn account_holds<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-) -> Result<Vec<AccountHold>> {
+pub(crate) async fn account_holds(db: &Db<'_, impl Conn>) -> Result<Vec<AccountHold>> {
     db.query_as(
         concat!(
             "SELECT ",
@@ -286,8 +281,8 @@ pub(crate) async fn account_holds<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn clear_account_holds<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn clear_account_holds(
+    db: &Db<'_, impl Conn>,
     provider: Provider,
     account: Option<&str>,
 ) -> Result<Vec<AccountHold>> {

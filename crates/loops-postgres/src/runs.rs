@@ -3,15 +3,14 @@
 
 use crate::codec::{ms, run_cols, run_from_row, sat_i64, with_id_prefix};
 use crate::error::{Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::{Instant, LoopId, Run, RunId};
 use loops_store::prune::{self, RunCutoffs};
 use loops_store::{PrunePolicy, RunFilter, StoreError};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::GenericClient;
 
 /// After a guarded update touched no row: tells a missing run from a finished one.
-pub(crate) async fn not_running<C: GenericClient + Sync>(db: &Db<'_, C>, id: &RunId) -> Error {
+pub(crate) async fn not_running(db: &Db<'_, impl Conn>, id: &RunId) -> Error {
     match db
         .query_opt("SELECT 1 FROM runs WHERE id = $1", &[&id.as_str()])
         .await
@@ -26,8 +25,8 @@ fn ids(runs: &[RunId]) -> Vec<&str> {
     runs.iter().map(RunId::as_str).collect()
 }
 
-pub(crate) async fn renew_run_leases<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn renew_run_leases(
+    db: &Db<'_, impl Conn>,
     runs: &[RunId],
     runner_id: &str,
     now: Instant,
@@ -44,8 +43,8 @@ pub(crate) async fn renew_run_leases<C: GenericClient + Sync>(
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-pub(crate) async fn take_over_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn take_over_run(
+    db: &Db<'_, impl Conn>,
     run: &RunId,
     from: Option<&str>,
     runner_id: &str,
@@ -71,8 +70,8 @@ pub(crate) async fn take_over_run<C: GenericClient + Sync>(
     }
 }
 
-pub(crate) async fn running_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn running_runs(
+    db: &Db<'_, impl Conn>,
     loop_id: Option<&LoopId>,
 ) -> Result<Vec<Run>> {
     // A row a runner claimed holds its lease only while its runner's lease lasts: the
@@ -94,10 +93,7 @@ pub(crate) async fn running_runs<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn get_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    id: &RunId,
-) -> Result<Option<Run>> {
+pub(crate) async fn get_run(db: &Db<'_, impl Conn>, id: &RunId) -> Result<Option<Run>> {
     db.query_opt_as(
         concat!("SELECT ", run_cols!(), " FROM runs WHERE id = $1"),
         &[&id.as_str()],
@@ -107,8 +103,8 @@ pub(crate) async fn get_run<C: GenericClient + Sync>(
 }
 
 /// See [`loops_store::Store::last_session_run`]; through the `runs_loop_session` index.
-pub(crate) async fn last_session_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn last_session_run(
+    db: &Db<'_, impl Conn>,
     loop_id: &LoopId,
 ) -> Result<Option<Run>> {
     db.query_opt_as(
@@ -181,10 +177,7 @@ pub(crate) fn runs_query(filter: &RunFilter) -> (String, Vec<Param>) {
     (sql, params)
 }
 
-pub(crate) async fn list_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    filter: &RunFilter,
-) -> Result<Vec<Run>> {
+pub(crate) async fn list_runs(db: &Db<'_, impl Conn>, filter: &RunFilter) -> Result<Vec<Run>> {
     let (sql, params) = runs_query(filter);
     let refs: Vec<&(dyn ToSql + Sync)> = params
         .iter()
@@ -195,8 +188,8 @@ pub(crate) async fn list_runs<C: GenericClient + Sync>(
 
 /// Deletes finished runs (never `running` ones) matching EITHER rule of the policy
 /// (see `PrunePolicy`); with neither rule set nothing is deleted.
-pub(crate) async fn prune_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn prune_runs(
+    db: &Db<'_, impl Conn>,
     policy: &PrunePolicy,
     dry_run: bool,
 ) -> Result<usize> {
@@ -230,8 +223,8 @@ pub(crate) enum Pruned {
 /// Counts (`dry_run`) or deletes the finished rows of `table` (runs or workflow runs,
 /// never `running` ones) that either rule of `cuts` selects, ranking the rows newest
 /// first within each `partition` column value.
-pub(crate) async fn prune_finished<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn prune_finished(
+    db: &Db<'_, impl Conn>,
     table: &str,
     partition: &str,
     cuts: RunCutoffs,
@@ -271,8 +264,8 @@ pub(crate) async fn prune_finished<C: GenericClient + Sync>(
         .map(Pruned::Deleted)
 }
 
-pub(crate) async fn runs_with_id_prefix<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn runs_with_id_prefix(
+    db: &Db<'_, impl Conn>,
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<Run>> {
@@ -291,8 +284,8 @@ pub(crate) async fn runs_with_id_prefix<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn runs_created_since<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn runs_created_since(
+    db: &Db<'_, impl Conn>,
     since: Instant,
     loop_id: Option<&LoopId>,
     limit: usize,

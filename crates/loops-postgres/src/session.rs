@@ -123,6 +123,11 @@ impl Session {
     }
 }
 
+/// What a [`Db`] runs its statements on: a connection or a transaction.
+pub(crate) trait Conn: GenericClient + Sync {}
+
+impl<C: GenericClient + Sync> Conn for C {}
+
 /// Statements on a connection or transaction, prepared once per connection.
 pub(crate) struct Db<'a, C> {
     pub(crate) c: &'a C,

@@ -5,7 +5,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::runs::{prune_finished, Pruned};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
@@ -13,7 +13,7 @@ use loops_core::{Instant, LoopId, RunId, StepId, WorkflowRunId, WorkflowStatus};
 use loops_store::prune::RunCutoffs;
 use loops_store::rows;
 use loops_store::{PrunePolicy, StoreError};
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 macro_rules! workflow_cols {
     () => {
@@ -54,8 +54,8 @@ fn event_from_row(row: &Row) -> Result<WorkflowEvent> {
 
 /// Appends events with the next sequence numbers of the run (its row locked by the
 /// caller's update, so two writers never draw the same numbers).
-async fn append_events<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn append_events(
+    db: &Db<'_, impl Conn>,
     run_id: &str,
     events: &[NewEvent],
     now: Instant,
@@ -66,7 +66,9 @@ async fn append_events<C: GenericClient + Sync>(
     // The next number, and what each entry's mirror in the store's event log names.
     let first = db
         .query_one(
-            "SELECT (SELECT COALESCE(MAX(sequence), 0) + 1 FROM workflow_events                      WHERE workflow_run_id = $1), workflow_name, loop_id              FROM workflow_runs WHERE id = $1",
+            "SELECT (SELECT COALESCE(MAX(sequence), 0) + 1 FROM workflow_events \
+               WHERE workflow_run_id = $1), workflow_name, loop_id \
+             FROM workflow_runs WHERE id = $1",
             &[&run_id],
         )
         .await?;
@@ -108,8 +110,8 @@ fn spec_json(spec: &WorkflowSpec) -> Result<String> {
     serde_json::to_string(spec).map_err(|e| Error::decode(format!("spec: {e}")))
 }
 
-pub(crate) async fn create_workflow<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn create_workflow(
+    db: &Db<'_, impl Conn>,
     spec: &WorkflowSpec,
     replace: bool,
     now: Instant,
@@ -157,10 +159,7 @@ pub(crate) async fn create_workflow<C: GenericClient + Sync>(
     Ok(workflow)
 }
 
-pub(crate) async fn get_workflow<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    id: &str,
-) -> Result<Option<Workflow>> {
+pub(crate) async fn get_workflow(db: &Db<'_, impl Conn>, id: &str) -> Result<Option<Workflow>> {
     db.query_opt_as(
         concat!("SELECT ", workflow_cols!(), " FROM workflows WHERE id = $1"),
         &[&id],
@@ -169,8 +168,8 @@ pub(crate) async fn get_workflow<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn get_active_workflow<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn get_active_workflow(
+    db: &Db<'_, impl Conn>,
     name: &str,
 ) -> Result<Option<Workflow>> {
     db.query_opt_as(
@@ -185,8 +184,8 @@ pub(crate) async fn get_active_workflow<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn workflows_with_id_prefix<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn workflows_with_id_prefix(
+    db: &Db<'_, impl Conn>,
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<Workflow>> {
@@ -205,8 +204,8 @@ pub(crate) async fn workflows_with_id_prefix<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn list_workflows<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn list_workflows(
+    db: &Db<'_, impl Conn>,
     status: Option<WorkflowStatus>,
 ) -> Result<Vec<Workflow>> {
     db.query_as(
@@ -221,8 +220,8 @@ pub(crate) async fn list_workflows<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn archive_workflow<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn archive_workflow(
+    db: &Db<'_, impl Conn>,
     id: &str,
     now: Instant,
 ) -> Result<Workflow> {
@@ -238,8 +237,8 @@ pub(crate) async fn archive_workflow<C: GenericClient + Sync>(
     .ok_or_else(|| StoreError::WorkflowNotFound(id.to_owned()).into())
 }
 
-pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn create_workflow_run(
+    db: &Db<'_, impl Conn>,
     workflow: &Workflow,
     origin: Option<&RunOrigin>,
     params: &loops_core::workflow_params::ParamValues,
@@ -319,8 +318,8 @@ pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
     Ok((run, true))
 }
 
-pub(crate) async fn get_workflow_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn get_workflow_run(
+    db: &Db<'_, impl Conn>,
     id: &str,
 ) -> Result<Option<WorkflowRun>> {
     db.query_opt_as(
@@ -335,8 +334,8 @@ pub(crate) async fn get_workflow_run<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn workflow_runs_with_id_prefix<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn workflow_runs_with_id_prefix(
+    db: &Db<'_, impl Conn>,
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<WorkflowRun>> {
@@ -355,8 +354,8 @@ pub(crate) async fn workflow_runs_with_id_prefix<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn list_workflow_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn list_workflow_runs(
+    db: &Db<'_, impl Conn>,
     workflow_name: Option<&str>,
     limit: Option<usize>,
 ) -> Result<Vec<WorkflowRun>> {
@@ -373,10 +372,7 @@ pub(crate) async fn list_workflow_runs<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn step_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    run_id: &str,
-) -> Result<Vec<StepRun>> {
+pub(crate) async fn step_runs(db: &Db<'_, impl Conn>, run_id: &str) -> Result<Vec<StepRun>> {
     db.query_as(
         concat!(
             "SELECT ",
@@ -389,8 +385,8 @@ pub(crate) async fn step_runs<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn workflow_events<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn workflow_events(
+    db: &Db<'_, impl Conn>,
     run_id: &str,
     limit: Option<usize>,
 ) -> Result<Vec<WorkflowEvent>> {
@@ -404,8 +400,8 @@ pub(crate) async fn workflow_events<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn save_workflow_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn save_workflow_run(
+    db: &Db<'_, impl Conn>,
     run: &WorkflowRun,
     events: &[NewEvent],
     now: Instant,
@@ -434,8 +430,8 @@ pub(crate) async fn save_workflow_run<C: GenericClient + Sync>(
     append_events(db, run.id.as_str(), events, now).await
 }
 
-pub(crate) async fn save_step_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn save_step_run(
+    db: &Db<'_, impl Conn>,
     step: &StepRun,
     events: &[NewEvent],
     now: Instant,
@@ -481,8 +477,8 @@ pub(crate) async fn save_step_run<C: GenericClient + Sync>(
     append_events(db, step.workflow_run_id.as_str(), events, now).await
 }
 
-pub(crate) async fn request_workflow_cancel<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn request_workflow_cancel(
+    db: &Db<'_, impl Conn>,
     run_id: &str,
     reason: &str,
     now: Instant,
@@ -498,8 +494,8 @@ pub(crate) async fn request_workflow_cancel<C: GenericClient + Sync>(
         .ok_or_else(|| StoreError::WorkflowRunNotFound(run_id.to_owned()).into())
 }
 
-pub(crate) async fn prune_workflow_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn prune_workflow_runs(
+    db: &Db<'_, impl Conn>,
     policy: &PrunePolicy,
     dry_run: bool,
 ) -> Result<usize> {
