@@ -9,9 +9,8 @@ use crate::codec::{get, loop_cols, ms, text, Cols};
 use crate::error::Result;
 use crate::session::{Conn, Db};
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
-use loops_core::{notify, Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run};
+use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run};
 use loops_store::rows;
-use std::collections::BTreeSet;
 use tokio_postgres::Row;
 
 /// The hold key of the loop row `loops` as SQL: its agent target's provider (NULL for
@@ -241,9 +240,9 @@ pub(crate) async fn key_loops(
     Ok(loops)
 }
 
-/// Queues `event` once per channel of `loops` (each loop's settings or else the
-/// store-wide default, whatever their `on`), naming `run`: what a hold of several
-/// loops (an account's, a budget's) sends once rather than once per loop.
+/// Queues `event` on each of the channels of `loops` once
+/// ([`loops_store::hold_channels`]), naming `run`: what a hold of several loops (an
+/// account's, a budget's) sends once rather than once per loop.
 pub(crate) async fn queue_on_channels(
     db: &Db<'_, impl Conn>,
     loops: &[Loop],
@@ -253,17 +252,9 @@ pub(crate) async fn queue_on_channels(
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
     let store_default = crate::notify::cached_default(db, default).await?;
-    let mut seen = BTreeSet::new();
     let mut sent = Vec::new();
-    for each in loops {
-        let Some(settings) = notify::effective(each.notify.as_ref(), store_default.as_ref()) else {
-            continue;
-        };
-        for (channel, target) in notify::channels(settings) {
-            if seen.insert((channel.as_str(), target.to_owned())) {
-                sent.push(crate::notify::insert(db, run, event, channel, target, now).await?);
-            }
-        }
+    for (channel, target) in loops_store::hold_channels(loops, store_default.as_ref()) {
+        sent.push(crate::notify::insert(db, run, event, channel, target, now).await?);
     }
     Ok(sent)
 }

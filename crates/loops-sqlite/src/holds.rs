@@ -8,10 +8,9 @@ use crate::codec::{loop_cols, ms, query_all, query_first, Cols};
 use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
-use loops_core::{notify, Delivery, Instant, Loop, NotifyEvent, Provider, Run};
+use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run};
 use loops_store::rows;
 use rusqlite::{params, Connection, Row};
-use std::collections::BTreeSet;
 
 /// The hold key of the loop row `loops` as SQL: its agent target's provider, and its
 /// account profile or 'default' (`HoldKey::of`); NULL for other targets (and for a
@@ -222,9 +221,9 @@ pub(crate) fn key_loops(
     Ok(loops)
 }
 
-/// Queues `event` once per channel of `loops` (each loop's settings or else the
-/// store-wide default, whatever their `on`), naming `run`: what a hold of several
-/// loops (an account's, a budget's) sends once rather than once per loop.
+/// Queues `event` on each of the channels of `loops` once
+/// ([`loops_store::hold_channels`]), naming `run`: what a hold of several loops (an
+/// account's, a budget's) sends once rather than once per loop.
 pub(crate) fn queue_on_channels(
     conn: &Connection,
     loops: &[Loop],
@@ -233,19 +232,11 @@ pub(crate) fn queue_on_channels(
     now: Instant,
 ) -> Result<Vec<Delivery>> {
     let default = crate::notify::read_default(conn)?;
-    let mut seen = BTreeSet::new();
     let mut sent = Vec::new();
-    for each in loops {
-        let Some(settings) = notify::effective(each.notify.as_ref(), default.as_ref()) else {
-            continue;
-        };
-        for (channel, target) in notify::channels(settings) {
-            if seen.insert((channel.as_str(), target.to_owned())) {
-                sent.push(crate::notify::insert(
-                    conn, run, event, channel, target, now,
-                )?);
-            }
-        }
+    for (channel, target) in loops_store::hold_channels(loops, default.as_ref()) {
+        sent.push(crate::notify::insert(
+            conn, run, event, channel, target, now,
+        )?);
     }
     Ok(sent)
 }

@@ -4,7 +4,10 @@
 //! and `hold_end_of_loop!()` (until when that key, or for a pooled agent every account
 //! of its pool, is held); these macros take that module's path (`crate::holds`) and
 //! build what the due-loop queries ask: a held loop is left out, and waited for until
-//! its holds end, on every runner of the store.
+//! its holds end, on every runner of the store. And the channels a hold's notification
+//! goes to.
+
+use loops_core::{notify, Loop, Notify, NotifyChannel};
 
 /// `h` (a row of `account_holds`) is the hold of the loop row `loops`'s key.
 #[macro_export]
@@ -66,4 +69,26 @@ macro_rules! waits_until {
             "), 0))"
         )
     };
+}
+
+/// The channels a hold's `held` / `resumed` notification goes to, each once: every
+/// channel of `loops` (the loops the hold covers; each loop's settings or else the
+/// store-wide `default`, whatever their `on`). A hold needs a person, once per account
+/// or budget rather than once per loop.
+pub fn hold_channels<'a>(
+    loops: &'a [Loop],
+    default: Option<&'a Notify>,
+) -> Vec<(NotifyChannel, &'a str)> {
+    let mut out: Vec<(NotifyChannel, &str)> = Vec::new();
+    for each in loops {
+        let Some(settings) = notify::effective(each.notify.as_ref(), default) else {
+            continue;
+        };
+        for channel in notify::channels(settings) {
+            if !out.contains(&channel) {
+                out.push(channel);
+            }
+        }
+    }
+    out
 }
