@@ -28,10 +28,12 @@ fn budget_from_row(row: &Row<'_>) -> Result<StoreBudget> {
 }
 
 fn read_budgets(conn: &Connection) -> Result<Vec<StoreBudget>> {
-    let mut stmt = conn.prepare_cached(
+    query_all(
+        conn,
         "SELECT provider, account, tokens, usd, updated_at FROM budgets ORDER BY provider, account",
-    )?;
-    query_all(&mut stmt, [], budget_from_row)
+        [],
+        budget_from_row,
+    )
 }
 
 fn read_hold(
@@ -39,13 +41,13 @@ fn read_hold(
     scope: &BudgetScope,
     metric: BudgetMetric,
 ) -> Result<Option<BudgetHold>> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "SELECT ",
-        hold_cols!(),
-        " FROM budget_holds WHERE scope = ?1 AND metric = ?2"
-    ))?;
     query_first(
-        &mut stmt,
+        conn,
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM budget_holds WHERE scope = ?1 AND metric = ?2"
+        ),
         params![scope.to_string(), metric.as_str()],
         hold_from_row,
     )
@@ -275,14 +277,17 @@ pub(crate) fn after_step(conn: &Connection, step: &StepRun, now: Instant) -> Res
     let (Some(at), Some(_)) = (step.finished_at, step.usage.as_ref()) else {
         return Ok(());
     };
-    let mut stmt = conn
-        .prepare_cached("SELECT provider, account_profile FROM workflow_step_runs WHERE id = ?1")?;
-    let key = query_first(&mut stmt, [step.id.as_str()], |row| {
-        Ok((
-            Cols(row).opt_parsed::<Provider>(0, "provider")?,
-            get::<Option<String>>(row, 1, "account_profile")?,
-        ))
-    })?;
+    let key = query_first(
+        conn,
+        "SELECT provider, account_profile FROM workflow_step_runs WHERE id = ?1",
+        [step.id.as_str()],
+        |row| {
+            Ok((
+                Cols(row).opt_parsed::<Provider>(0, "provider")?,
+                get::<Option<String>>(row, 1, "account_profile")?,
+            ))
+        },
+    )?;
     let Some((Some(provider), account)) = key else {
         return Ok(());
     };
@@ -351,12 +356,10 @@ pub(crate) fn clear_budget(
     now: Instant,
 ) -> StoreResult<Option<StoreBudget>> {
     store.write(None, |tx| {
-        let mut stmt = tx.prepare_cached(
+        let cleared = query_first(
+            tx,
             "DELETE FROM budgets WHERE provider = ?1 AND account = ?2 \
              RETURNING provider, account, tokens, usd, updated_at",
-        )?;
-        let cleared = query_first(
-            &mut stmt,
             params![provider.as_str(), account.unwrap_or("")],
             budget_from_row,
         )?;
@@ -375,12 +378,16 @@ pub(crate) fn budget_holds(store: &SqliteStore) -> StoreResult<Vec<BudgetHold>> 
 
 /// Every budget hold, as `conn` (maybe a claim's transaction) sees them.
 pub(crate) fn budget_holds_in(conn: &Connection) -> Result<Vec<BudgetHold>> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "SELECT ",
-        hold_cols!(),
-        " FROM budget_holds ORDER BY scope, metric"
-    ))?;
-    query_all(&mut stmt, [], hold_from_row)
+    query_all(
+        conn,
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM budget_holds ORDER BY scope, metric"
+        ),
+        [],
+        hold_from_row,
+    )
 }
 
 pub(crate) fn budget_spend(

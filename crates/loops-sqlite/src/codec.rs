@@ -7,7 +7,7 @@ use loops_core::{Loop, Run};
 use loops_store::codec::corrupt;
 use loops_store::{rows, DaemonLease, UnreadableLoop};
 use rusqlite::types::FromSql;
-use rusqlite::{ffi, ErrorCode, Row};
+use rusqlite::{ffi, Connection, ErrorCode, Row};
 
 pub(crate) use loops_store::codec::{
     encode_state, encode_usage, instant_from_ms, ms, new_id, opt_ms, sat_i64, ID_ATTEMPTS,
@@ -72,12 +72,14 @@ pub(crate) fn lease_from_row(row: &Row<'_>) -> Result<DaemonLease> {
     Ok(rows::lease_row(&Cols(row))?)
 }
 
-/// Runs `stmt` and decodes every row.
+/// Runs `sql` (prepared once per connection) and decodes every row.
 pub(crate) fn query_all<T, P: rusqlite::Params>(
-    stmt: &mut rusqlite::Statement<'_>,
+    conn: &Connection,
+    sql: &str,
     params: P,
     decode: fn(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query(params)?;
     let mut out = Vec::new();
     while let Some(row) = rows.next()? {
@@ -86,12 +88,14 @@ pub(crate) fn query_all<T, P: rusqlite::Params>(
     Ok(out)
 }
 
-/// Runs `stmt` and decodes the first row, if any.
+/// Runs `sql` (prepared once per connection) and decodes the first row, if any.
 pub(crate) fn query_first<T, P: rusqlite::Params>(
-    stmt: &mut rusqlite::Statement<'_>,
+    conn: &Connection,
+    sql: &str,
     params: P,
     decode: fn(&Row<'_>) -> Result<T>,
 ) -> Result<Option<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query(params)?;
     match rows.next()? {
         Some(row) => Ok(Some(decode(row)?)),

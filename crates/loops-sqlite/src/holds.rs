@@ -68,13 +68,13 @@ pub(crate) fn any(conn: &Connection) -> Result<bool> {
 }
 
 fn read(conn: &Connection, key: &HoldKey) -> Result<Option<AccountHold>> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "SELECT ",
-        hold_cols!(),
-        " FROM account_holds WHERE provider = ?1 AND account = ?2"
-    ))?;
     query_first(
-        &mut stmt,
+        conn,
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM account_holds WHERE provider = ?1 AND account = ?2"
+        ),
         params![key.provider.as_str(), key.account],
         hold_from_row,
     )
@@ -247,12 +247,16 @@ pub(crate) fn account_holds(store: &SqliteStore) -> StoreResult<Vec<AccountHold>
 
 /// Every hold, by provider and account, as `conn` (a claim's transaction) sees them.
 pub(crate) fn all_in(conn: &Connection) -> Result<Vec<AccountHold>> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "SELECT ",
-        hold_cols!(),
-        " FROM account_holds ORDER BY provider, account"
-    ))?;
-    query_all(&mut stmt, [], hold_from_row)
+    query_all(
+        conn,
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM account_holds ORDER BY provider, account"
+        ),
+        [],
+        hold_from_row,
+    )
 }
 
 pub(crate) fn clear_account_holds(
@@ -261,13 +265,13 @@ pub(crate) fn clear_account_holds(
     account: Option<&str>,
 ) -> StoreResult<Vec<AccountHold>> {
     store.write(None, |tx| {
-        let mut stmt = tx.prepare_cached(concat!(
-            "DELETE FROM account_holds WHERE provider = ?1 AND (?2 IS NULL OR account = ?2) \
-             RETURNING ",
-            hold_cols!()
-        ))?;
         let mut cleared = query_all(
-            &mut stmt,
+            tx,
+            concat!(
+                "DELETE FROM account_holds WHERE provider = ?1 AND (?2 IS NULL OR account = ?2) \
+             RETURNING ",
+                hold_cols!()
+            ),
             params![provider.as_str(), account],
             hold_from_row,
         )?;
