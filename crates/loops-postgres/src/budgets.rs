@@ -1,14 +1,15 @@
 //! Budgets (issue #20 item 7, `loops_core::budget`): the store-wide `budgets` rows, the
 //! spend of a scope's window, and the `budget_holds` rows a finalization (or a changed
 //! budget) writes and releases in its transaction — under an advisory lock of the
-//! scope, so runners spending one budget at once queue one `held` notification — and
-//! the condition the due-loop queries use to leave a budget-held loop out, which makes
-//! every runner of the store honour a hold another one wrote.
+//! scope, so runners spending one budget at once queue one `held` notification. The
+//! condition the due-loop queries use to leave a budget-held loop out is
+//! `loops_store::not_held_at!`'s, which makes every runner of the store honour a hold
+//! another one wrote.
 
-use crate::codec::{decode_all, get, ms, text, Cols};
+use crate::codec::{get, ms, text, Cols};
 use crate::error::{Error, Result};
 use crate::holds::{self, key_account, key_provider};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::budget::{
     self, Budget, BudgetChange, BudgetHold, BudgetMetric, BudgetScope, Spend, StoreBudget,
 };
@@ -16,33 +17,7 @@ use loops_core::workflow::StepRun;
 use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run, Target, Usage};
 use loops_store::codec::StoredRow;
 use loops_store::rows;
-use tokio_postgres::{GenericClient, Row};
-
-/// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
-/// store-wide budget's of its provider (and account).
-macro_rules! budget_of_loop {
-    () => {
-        concat!(
-            "(b.loop_id = loops.id OR (b.provider = ",
-            $crate::holds::key_provider!(),
-            " AND (b.account IS NULL OR b.account = ",
-            $crate::holds::key_account!(),
-            ")))"
-        )
-    };
-}
-
-/// The condition that no budget holds the loop row `loops` at `$1`.
-macro_rules! not_budget_held_at_1 {
-    () => {
-        concat!(
-            "NOT EXISTS (SELECT 1 FROM budget_holds b WHERE b.held_until > $1 AND ",
-            $crate::budgets::budget_of_loop!(),
-            ")"
-        )
-    };
-}
-pub(crate) use {budget_of_loop, not_budget_held_at_1};
+use tokio_postgres::Row;
 
 use loops_store::budget_hold_cols as hold_cols;
 
@@ -60,41 +35,39 @@ fn budget_from_row(row: &Row) -> Result<StoreBudget> {
     Ok(rows::store_budget_row(&Cols(row))?)
 }
 
-pub(crate) async fn budgets<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<Vec<StoreBudget>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                budget_cols!(),
-                " FROM budgets ORDER BY provider, account"
-            ),
-            &[],
-        )
-        .await?;
-    decode_all(&rows, budget_from_row)
+pub(crate) async fn budgets(db: &Db<'_, impl Conn>) -> Result<Vec<StoreBudget>> {
+    db.query_as(
+        concat!(
+            "SELECT ",
+            budget_cols!(),
+            " FROM budgets ORDER BY provider, account"
+        ),
+        &[],
+        budget_from_row,
+    )
+    .await
 }
 
-async fn read_hold<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn read_hold(
+    db: &Db<'_, impl Conn>,
     scope: &BudgetScope,
     metric: BudgetMetric,
 ) -> Result<Option<BudgetHold>> {
-    let row = db
-        .query_opt(
-            concat!(
-                "SELECT ",
-                hold_cols!(),
-                " FROM budget_holds WHERE scope = $1 AND metric = $2"
-            ),
-            &[&text(&scope.to_string()).as_ref(), &metric.as_str()],
-        )
-        .await?;
-    row.as_ref().map(hold_from_row).transpose()
+    db.query_opt_as(
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM budget_holds WHERE scope = $1 AND metric = $2"
+        ),
+        &[&text(&scope.to_string()).as_ref(), &metric.as_str()],
+        hold_from_row,
+    )
+    .await
 }
 
 /// What the runs of `scope` finished at or after `since` reported.
-pub(crate) async fn spend<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn spend(
+    db: &Db<'_, impl Conn>,
     scope: &BudgetScope,
     since: Instant,
 ) -> Result<Spend> {
@@ -139,8 +112,8 @@ pub(crate) async fn spend<C: GenericClient + Sync>(
 
 /// Decides `budget` of `scope` at `now` and writes the result; with `noting` (the loop
 /// and the run just finalized) queues the budget's `held` / `resumed` notification.
-async fn decide_and_write<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn decide_and_write(
+    db: &Db<'_, impl Conn>,
     scope: &BudgetScope,
     budget: &Budget,
     noting: Option<(&Loop, &Run)>,
@@ -221,8 +194,8 @@ async fn decide_and_write<C: GenericClient + Sync>(
 /// hold whose `held` notification went out is ended rather than deleted, so that the
 /// next finished run it covers deletes it and sends its one `resumed` notification
 /// ([`sweep_ended`]); the others go at once.
-async fn end_hold<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn end_hold(
+    db: &Db<'_, impl Conn>,
     scope: &BudgetScope,
     metric: Option<BudgetMetric>,
     now: Instant,
@@ -247,8 +220,8 @@ async fn end_hold<C: GenericClient + Sync>(
 /// Deletes the ended holds covering the run of `lp` just finalized (their window
 /// passed, or their budget was raised, removed or cleared) that its budgets' own
 /// decisions left, and queues the `resumed` notification of each one that was notified.
-async fn sweep_ended<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn sweep_ended(
+    db: &Db<'_, impl Conn>,
     lp: &Loop,
     run: &Run,
     at: Instant,
@@ -271,8 +244,8 @@ async fn sweep_ended<C: GenericClient + Sync>(
     Ok(sent)
 }
 
-async fn delete_hold<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn delete_hold(
+    db: &Db<'_, impl Conn>,
     scope: &BudgetScope,
     metric: Option<BudgetMetric>,
 ) -> Result<()> {
@@ -289,8 +262,8 @@ async fn delete_hold<C: GenericClient + Sync>(
 
 /// Queues `event` about a budget of `scope` once per channel of the loops it covers
 /// (`lp`, and for a store-wide budget the key's other active loops).
-async fn queue_scope_event<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn queue_scope_event(
+    db: &Db<'_, impl Conn>,
     scope: &BudgetScope,
     lp: &Loop,
     run: &Run,
@@ -309,8 +282,8 @@ async fn queue_scope_event<C: GenericClient + Sync>(
 
 /// After `run` of `lp` was finalized in this transaction: decides every budget that
 /// covers the loop at the run's finish (agent loops only).
-pub(crate) async fn after_finish<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn after_finish(
+    db: &Db<'_, impl Conn>,
     lp: &Loop,
     run: &Run,
     now: Instant,
@@ -334,11 +307,7 @@ pub(crate) async fn after_finish<C: GenericClient + Sync>(
 /// finish, so that the agent loops they cover are held once the steps spent them.
 /// No notification: a step has no run of a loop to name (the next run of a covered
 /// loop that finishes sends the budget's `held`).
-pub(crate) async fn after_step<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    step: &StepRun,
-    now: Instant,
-) -> Result<()> {
+pub(crate) async fn after_step(db: &Db<'_, impl Conn>, step: &StepRun, now: Instant) -> Result<()> {
     let (Some(at), Some(_)) = (step.finished_at, step.usage.as_ref()) else {
         return Ok(());
     };
@@ -365,11 +334,7 @@ pub(crate) async fn after_step<C: GenericClient + Sync>(
 
 /// After loop `lp`'s definition changed: its own budgets decided again at `now` (a
 /// raised or removed budget releases its hold), without notification.
-pub(crate) async fn after_edit<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    lp: &Loop,
-    now: Instant,
-) -> Result<()> {
+pub(crate) async fn after_edit(db: &Db<'_, impl Conn>, lp: &Loop, now: Instant) -> Result<()> {
     let scope = BudgetScope::Loop(lp.id.clone());
     let agent = matches!(lp.target, Target::Agent(_));
     let mut default = None;
@@ -387,10 +352,7 @@ pub(crate) async fn after_edit<C: GenericClient + Sync>(
     Ok(())
 }
 
-pub(crate) async fn set_budget<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    b: &StoreBudget,
-) -> Result<()> {
+pub(crate) async fn set_budget(db: &Db<'_, impl Conn>, b: &StoreBudget) -> Result<()> {
     let now = b.updated_at;
     let account = text(b.account.as_deref().unwrap_or("")).into_owned();
     db.execute(
@@ -419,23 +381,23 @@ pub(crate) async fn set_budget<C: GenericClient + Sync>(
     Ok(())
 }
 
-pub(crate) async fn clear_budget<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn clear_budget(
+    db: &Db<'_, impl Conn>,
     provider: Provider,
     account: Option<&str>,
     now: Instant,
 ) -> Result<Option<StoreBudget>> {
     let stored = text(account.unwrap_or("")).into_owned();
-    let row = db
-        .query_opt(
+    let cleared = db
+        .query_opt_as(
             concat!(
                 "DELETE FROM budgets WHERE provider = $1 AND account = $2 RETURNING ",
                 budget_cols!()
             ),
             &[&provider.as_str(), &stored],
+            budget_from_row,
         )
         .await?;
-    let cleared = row.as_ref().map(budget_from_row).transpose()?;
     let scope = BudgetScope::Key {
         provider,
         account: account.map(str::to_owned),
@@ -444,18 +406,15 @@ pub(crate) async fn clear_budget<C: GenericClient + Sync>(
     Ok(cleared)
 }
 
-pub(crate) async fn budget_holds<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-) -> Result<Vec<BudgetHold>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                hold_cols!(),
-                " FROM budget_holds ORDER BY scope, metric"
-            ),
-            &[],
-        )
-        .await?;
-    decode_all(&rows, hold_from_row)
+pub(crate) async fn budget_holds(db: &Db<'_, impl Conn>) -> Result<Vec<BudgetHold>> {
+    db.query_as(
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM budget_holds ORDER BY scope, metric"
+        ),
+        &[],
+        hold_from_row,
+    )
+    .await
 }

@@ -11,17 +11,16 @@
 use crate::claims::{claim_with_lock, LockedLoop};
 use crate::codec::{get, ms, new_id, opt_ms, run_cols, run_from_row, text};
 use crate::error::Result;
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::schedule::{self, jitter_delay};
 use loops_core::{LoopStatus, Run};
 use loops_store::{BatchClaim, ClaimOutcome, OnRefusal};
 use std::collections::HashMap;
-use tokio_postgres::GenericClient;
 
 /// Claims `claims` (see [`crate::claims`]'s `set_based`: distinct loops, passing over,
 /// one instant and runner) inside the caller's transaction.
-pub(crate) async fn claim_set<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn claim_set(
+    db: &Db<'_, impl Conn>,
     claims: &[BatchClaim],
     epoch: Option<i64>,
 ) -> Result<Vec<ClaimOutcome>> {
@@ -282,10 +281,7 @@ pub(crate) async fn claim_set<C: GenericClient + Sync>(
 }
 
 /// Locks every loop of `ids` that no other transaction holds (`SKIP LOCKED`).
-async fn lock_all<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    ids: &[&str],
-) -> Result<HashMap<String, LockedLoop>> {
+async fn lock_all(db: &Db<'_, impl Conn>, ids: &[&str]) -> Result<HashMap<String, LockedLoop>> {
     let rows = db
         .query(
             "SELECT id, status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \

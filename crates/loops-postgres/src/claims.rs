@@ -15,20 +15,19 @@
 use crate::codec::{get, ms, new_id, run_cols, run_from_row, text, ID_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::loops::apply_advance_known;
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::caps::{self, Caps, InFlight, RunKeys};
 use loops_core::event::EventKind;
 use loops_core::{Instant, LoopId, LoopStatus, Provider, Run, RunSource, RunStatus, Target};
 use loops_store::claim::{attempt_due_at, SlotAttempts};
 use loops_store::{BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, LoopAdvance, OnRefusal};
-use tokio_postgres::GenericClient;
 
 /// The reason recorded on a slot skipped because its loop was still running.
 pub(crate) const SKIPPED_BUSY: &str = "previous run still active";
 
 /// `epoch`: the claiming runner's (its fence's), recorded on each row it claims.
-pub(crate) async fn claim_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn claim_runs(
+    db: &Db<'_, impl Conn>,
     claims: &[BatchClaim],
     epoch: Option<i64>,
 ) -> Result<Vec<ClaimOutcome>> {
@@ -67,8 +66,8 @@ fn set_based(claims: &[BatchClaim]) -> bool {
 
 /// Logs `run.started` for each claimed run and `run.finished` for each skipped slot,
 /// with their loops as the batch left them, as the transaction's last statements.
-async fn log_outcomes<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn log_outcomes(
+    db: &Db<'_, impl Conn>,
     outcomes: &[ClaimOutcome],
     now: Option<Instant>,
 ) -> Result<()> {
@@ -115,11 +114,7 @@ enum Lock {
     Missing,
 }
 
-async fn lock_loop<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    id: &LoopId,
-    skip: bool,
-) -> Result<Lock> {
+async fn lock_loop(db: &Db<'_, impl Conn>, id: &LoopId, skip: bool) -> Result<Lock> {
     let sql = if skip {
         "SELECT status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
          retry_scheduled_for, due_at, runs_on_json, target_json FROM loops WHERE id = $1 \
@@ -157,8 +152,8 @@ async fn lock_loop<C: GenericClient + Sync>(
 /// status, then (for overlap `skip`) whether it is busy, then the slot's attempts, then
 /// the insert, whose slot-attempt key is the final guard. On success, applies
 /// `advance` to the loop in the same transaction.
-pub(crate) async fn claim_locked<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn claim_locked(
+    db: &Db<'_, impl Conn>,
     lp: &LockedLoop,
     req: &ClaimRequest,
     advance: Option<&LoopAdvance>,
@@ -264,8 +259,8 @@ pub(crate) async fn claim_locked<C: GenericClient + Sync>(
 /// Inserts the next attempt of scheduled slot `slot` (milliseconds) of `lp` as a run
 /// that never ran and ended as `status` at `now` with `error`: one statement for a
 /// busy loop's skipped slot and a parked loop's failed run.
-pub(crate) async fn insert_ended<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn insert_ended(
+    db: &Db<'_, impl Conn>,
     lp: &LoopId,
     name: &str,
     slot: i64,
@@ -301,11 +296,7 @@ pub(crate) async fn insert_ended<C: GenericClient + Sync>(
 }
 
 /// Whether the runner of `epoch` advertises every label of `runs_on` (a JSON array).
-async fn runner_has<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    epoch: Option<i64>,
-    runs_on: &str,
-) -> Result<bool> {
+async fn runner_has(db: &Db<'_, impl Conn>, epoch: Option<i64>, runs_on: &str) -> Result<bool> {
     let Some(epoch) = epoch else {
         return Ok(false);
     };
@@ -322,10 +313,7 @@ async fn runner_has<C: GenericClient + Sync>(
 }
 
 /// Whether the latest attempt of the request's slot was claimed by the request's runner.
-pub(crate) async fn own_slot<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    req: &ClaimRequest,
-) -> Result<bool> {
+pub(crate) async fn own_slot(db: &Db<'_, impl Conn>, req: &ClaimRequest) -> Result<bool> {
     let row = db
         .query_opt(
             "SELECT claimed_by FROM runs WHERE loop_id = $1 AND scheduled_for = $2 \
@@ -342,8 +330,8 @@ pub(crate) async fn own_slot<C: GenericClient + Sync>(
 }
 
 /// One claim of a batch and what its refusal implies, inside the caller's transaction.
-async fn batch_claim_in<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn batch_claim_in(
+    db: &Db<'_, impl Conn>,
     claim: &BatchClaim,
     epoch: Option<i64>,
 ) -> Result<ClaimOutcome> {
@@ -368,8 +356,8 @@ async fn batch_claim_in<C: GenericClient + Sync>(
 
 /// [`batch_claim_in`] once the loop row is locked: the stale-plan check of a pass, the
 /// claim, and what its refusal implies.
-pub(crate) async fn claim_with_lock<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn claim_with_lock(
+    db: &Db<'_, impl Conn>,
     claim: &BatchClaim,
     lp: &LockedLoop,
     epoch: Option<i64>,
@@ -461,8 +449,8 @@ const CAPS_LOCK: i64 = 0x6361_7073;
 /// its pool chose — or why it must wait (`loops_core::caps::admit`, with the running
 /// rows and holds as this transaction sees them after taking [`CAPS_LOCK`]). A pool
 /// passes over held accounts for scheduled claims only: a run-now is a person asking.
-async fn admit_in<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn admit_in(
+    db: &Db<'_, impl Conn>,
     target: &str,
     caps: &Caps,
     ad_hoc: bool,
@@ -492,7 +480,7 @@ async fn admit_in<C: GenericClient + Sync>(
 }
 
 /// The running rows of every runner, grouped by what they count against.
-pub(crate) async fn running_keys<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<InFlight> {
+pub(crate) async fn running_keys(db: &Db<'_, impl Conn>) -> Result<InFlight> {
     let rows = db
         .query(
             "SELECT run_kind, provider, account, COUNT(*) FROM runs \

@@ -3,12 +3,12 @@
 //! [`loops_store::rows`]'), text the server cannot store, and the id-prefix range scan.
 
 use crate::error::Result;
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::{Loop, Run};
-use loops_store::codec::{corrupt, Result as StoreResult, StoredRow};
+use loops_store::codec::corrupt;
 use loops_store::{rows, DaemonLease, UnreadableLoop};
 use tokio_postgres::types::FromSql;
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 pub(crate) use loops_store::codec::{
     encode_state, encode_usage, instant_from_ms, ms, new_id, opt_ms, sat_i64, ID_ATTEMPTS,
@@ -17,10 +17,7 @@ pub(crate) use loops_store::codec::{
 /// The columns of `loops`, in the order [`loop_from_row`] reads them.
 macro_rules! loop_cols {
     () => {
-        "id, name, description, status, schedule_json, target_json, next_run_at, \
-         retry_scheduled_for, catch_up, catch_up_limit, overlap, max_attempts, \
-         retry_delay_ms, lease_ms, expires_at, created_at, updated_at, jitter_ms, due_at, \
-         labels_json, notify_json, runs_on_json, ops_json, ops_state_json"
+        loops_store::loop_cols!(with_runs_on)
     };
 }
 pub(crate) use loop_cols;
@@ -60,23 +57,7 @@ pub(crate) fn get<'a, T: FromSql<'a>>(row: &'a Row, idx: usize, col: &str) -> Re
 /// A PostgreSQL row as the shared decoders ([`loops_store::rows`]) and typed reads see it.
 pub(crate) struct Cols<'a>(pub(crate) &'a Row);
 
-impl StoredRow for Cols<'_> {
-    fn text(&self, idx: usize, col: &str) -> StoreResult<String> {
-        self.0.try_get(idx).map_err(|e| corrupt(col, e))
-    }
-    fn opt_text(&self, idx: usize, col: &str) -> StoreResult<Option<String>> {
-        self.0.try_get(idx).map_err(|e| corrupt(col, e))
-    }
-    fn int(&self, idx: usize, col: &str) -> StoreResult<i64> {
-        self.0.try_get(idx).map_err(|e| corrupt(col, e))
-    }
-    fn opt_int(&self, idx: usize, col: &str) -> StoreResult<Option<i64>> {
-        self.0.try_get(idx).map_err(|e| corrupt(col, e))
-    }
-    fn flag(&self, idx: usize, col: &str) -> StoreResult<bool> {
-        self.0.try_get(idx).map_err(|e| corrupt(col, e))
-    }
-}
+loops_store::stored_row_by!(Cols<'_>, try_get);
 
 /// Decodes a row selected with `loop_cols!()`.
 pub(crate) fn loop_from_row(row: &Row) -> Result<Loop> {
@@ -107,16 +88,11 @@ pub(crate) fn lease_from_row(row: &Row) -> Result<DaemonLease> {
     Ok(rows::lease_row(&Cols(row))?)
 }
 
-/// Decodes every row.
-pub(crate) fn decode_all<T>(rows: &[Row], decode: fn(&Row) -> Result<T>) -> Result<Vec<T>> {
-    rows.iter().map(decode).collect()
-}
-
 /// The rows of `select` (`… WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3`) whose
 /// `id` starts with `prefix`, decoded: the range bounds the scan, the filter drops ids
 /// that sort inside it without starting with the prefix.
-pub(crate) async fn with_id_prefix<C: GenericClient + Sync, T>(
-    db: &Db<'_, C>,
+pub(crate) async fn with_id_prefix<T>(
+    db: &Db<'_, impl Conn>,
     select: &str,
     prefix: &str,
     limit: usize,
@@ -126,10 +102,9 @@ pub(crate) async fn with_id_prefix<C: GenericClient + Sync, T>(
     // The exclusive upper bound of the ids starting with `prefix` (under the "C"
     // collation): the prefix with U+10FFFF appended.
     let upper = format!("{prefix}\u{10FFFF}");
-    let rows = db
-        .query(select, &[&prefix, &upper, &sat_i64(limit as u64)])
-        .await?;
-    Ok(decode_all(&rows, decode)?
+    Ok(db
+        .query_as(select, &[&prefix, &upper, &sat_i64(limit as u64)], decode)
+        .await?
         .into_iter()
         .filter(|t| id(t).starts_with(prefix))
         .collect())

@@ -6,16 +6,15 @@
 
 use crate::codec::{encode_usage, ms, opt_ms, opt_text, sat_i64, text};
 use crate::error::{Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::{Loop, Run};
 pub use loops_store::CopySet;
 use loops_store::DefinitionJson;
 use loops_store::StoreError;
-use tokio_postgres::GenericClient;
 
 /// Whether the database holds anything a copy would write over: loops, specs, runs,
 /// workflow runs or events.
-pub(crate) async fn holds_data<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<bool> {
+pub(crate) async fn holds_data(db: &Db<'_, impl Conn>) -> Result<bool> {
     let row = db
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM loops) OR EXISTS (SELECT 1 FROM workflows) \
@@ -30,11 +29,7 @@ pub(crate) async fn holds_data<C: GenericClient + Sync>(db: &Db<'_, C>) -> Resul
 /// Writes `set` inside the caller's transaction; with `force`, what the database held
 /// goes first (refused while a runner is live: it would be running on rows that
 /// vanish).
-pub(crate) async fn copy_in<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    set: &CopySet,
-    force: bool,
-) -> Result<()> {
+pub(crate) async fn copy_in(db: &Db<'_, impl Conn>, set: &CopySet, force: bool) -> Result<()> {
     // One copy at a time, and no runner registering meanwhile.
     db.execute("LOCK TABLE loops, runners IN EXCLUSIVE MODE", &[])
         .await?;
@@ -239,7 +234,7 @@ pub(crate) async fn copy_in<C: GenericClient + Sync>(
     Ok(())
 }
 
-async fn insert_loop<C: GenericClient + Sync>(db: &Db<'_, C>, lp: &Loop) -> Result<()> {
+async fn insert_loop(db: &Db<'_, impl Conn>, lp: &Loop) -> Result<()> {
     let json = DefinitionJson::of_loop(lp)?;
     db.execute(
         concat!(
@@ -281,7 +276,7 @@ async fn insert_loop<C: GenericClient + Sync>(db: &Db<'_, C>, lp: &Loop) -> Resu
 
 /// Inserts `runs` a thousand at a time (one statement each: a copy of a long history
 /// must not take one round trip per row).
-async fn insert_runs<C: GenericClient + Sync>(db: &Db<'_, C>, runs: &[Run]) -> Result<()> {
+async fn insert_runs(db: &Db<'_, impl Conn>, runs: &[Run]) -> Result<()> {
     for chunk in runs.chunks(1_000) {
         let mut c = RunColumns::default();
         for run in chunk {

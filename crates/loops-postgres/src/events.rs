@@ -11,14 +11,13 @@
 
 use crate::codec::{get, ms, sat_i64, Cols};
 use crate::error::{Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::event::{Event, EventBody, EventKind, LoopBrief};
 use loops_core::{Instant, LoopId, LoopStatus, Run, RunId, WorkflowRunId};
 use loops_store::codec::StoredRow;
 use loops_store::rows;
 use loops_store::EventBounds;
 use std::collections::HashMap;
-use tokio_postgres::GenericClient;
 
 /// The advisory lock an appending transaction holds to its commit ("levt").
 const EVENTS_LOCK: i64 = 0x6C65_7674;
@@ -28,8 +27,8 @@ const PRUNED_THROUGH: &str = "events_pruned_through";
 
 /// Appends `bodies` at `now`, in order, inside the caller's transaction — as its last
 /// statements (see the module docs).
-pub(crate) async fn append_all<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn append_all(
+    db: &Db<'_, impl Conn>,
     bodies: &[EventBody],
     now: Instant,
 ) -> Result<()> {
@@ -68,8 +67,8 @@ pub(crate) async fn append_all<C: GenericClient + Sync>(
 }
 
 /// The briefs of `ids` as this transaction sees them (a loop that is gone is missing).
-pub(crate) async fn loop_briefs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn loop_briefs(
+    db: &Db<'_, impl Conn>,
     ids: &[&LoopId],
 ) -> Result<HashMap<LoopId, LoopBrief>> {
     if ids.is_empty() {
@@ -102,8 +101,8 @@ pub(crate) async fn loop_briefs<C: GenericClient + Sync>(
 
 /// `run.started` / `run.finished` for each of `runs`, with its loop as this transaction
 /// left it.
-pub(crate) async fn run_bodies<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn run_bodies(
+    db: &Db<'_, impl Conn>,
     runs: &[(EventKind, &Run)],
 ) -> Result<Vec<EventBody>> {
     let mut ids: Vec<&LoopId> = runs.iter().map(|(_, r)| &r.loop_id).collect();
@@ -126,22 +125,21 @@ fn event_from_row(row: &tokio_postgres::Row) -> Result<Event> {
     Ok(rows::event_row(&Cols(row))?)
 }
 
-pub(crate) async fn events_after<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn events_after(
+    db: &Db<'_, impl Conn>,
     after: u64,
     limit: usize,
 ) -> Result<Vec<Event>> {
-    let rows = db
-        .query(
-            "SELECT seq, kind, loop_id, run_id, workflow_run_id, data_json, created_at \
+    db.query_as(
+        "SELECT seq, kind, loop_id, run_id, workflow_run_id, data_json, created_at \
              FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
-            &[&sat_i64(after), &sat_i64(limit as u64)],
-        )
-        .await?;
-    rows.iter().map(event_from_row).collect()
+        &[&sat_i64(after), &sat_i64(limit as u64)],
+        event_from_row,
+    )
+    .await
 }
 
-pub(crate) async fn event_bounds<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<EventBounds> {
+pub(crate) async fn event_bounds(db: &Db<'_, impl Conn>) -> Result<EventBounds> {
     // One statement, one snapshot: the oldest and newest kept, and the highest number
     // pruned (the newest number ever given when the newest rows were pruned).
     let row = db
@@ -164,8 +162,8 @@ pub(crate) async fn event_bounds<C: GenericClient + Sync>(db: &Db<'_, C>) -> Res
 /// Deletes the events `condition` (an SQL condition on `events`, `$1` its one
 /// parameter) selects, remembering the highest number deleted; inside the caller's
 /// transaction. Returns how many went.
-pub(crate) async fn delete_where<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn delete_where(
+    db: &Db<'_, impl Conn>,
     condition: &str,
     param: &(dyn tokio_postgres::types::ToSql + Sync),
 ) -> Result<u64> {
@@ -183,7 +181,7 @@ pub(crate) async fn delete_where<C: GenericClient + Sync>(
 
 /// Keeps the newest `keep` events (one range of numbers), remembering the highest
 /// number deleted.
-pub(crate) async fn trim<C: GenericClient + Sync>(db: &Db<'_, C>, keep: usize) -> Result<u64> {
+pub(crate) async fn trim(db: &Db<'_, impl Conn>, keep: usize) -> Result<u64> {
     delete_where(
         db,
         "seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET $1)",
@@ -193,8 +191,8 @@ pub(crate) async fn trim<C: GenericClient + Sync>(db: &Db<'_, C>, keep: usize) -
 }
 
 /// Deletes events written before `older_than` (`None`: nothing).
-pub(crate) async fn prune_older<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn prune_older(
+    db: &Db<'_, impl Conn>,
     older_than: Option<&Instant>,
 ) -> Result<u64> {
     match older_than {

@@ -11,17 +11,16 @@ use crate::codec::{
 use crate::error::{Error, Result};
 use crate::loops::apply_advance;
 use crate::runs::not_running;
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::event::EventKind;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
 use loops_store::codec::StoredRow;
 use loops_store::{RunWrite, RunWritten};
 use std::collections::{HashMap, HashSet};
-use tokio_postgres::GenericClient;
 
-pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn record_run_writes(
+    db: &Db<'_, impl Conn>,
     writes: &[RunWrite],
     now: Instant,
 ) -> Result<Vec<loops_store::Result<RunWritten>>> {
@@ -75,8 +74,8 @@ pub(crate) async fn record_run_writes<C: GenericClient + Sync>(
     Ok(done)
 }
 
-async fn finish_one<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn finish_one(
+    db: &Db<'_, impl Conn>,
     run: &RunId,
     outcome: &RunOutcome,
     now: Instant,
@@ -117,8 +116,8 @@ async fn finish_one<C: GenericClient + Sync>(
 /// inside the caller's transaction: each write's result by its index in `writes`.
 /// `None` (nothing written) for a batch with at most one, or naming a run twice: those
 /// go one by one.
-async fn mark_pids_in<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn mark_pids_in(
+    db: &Db<'_, impl Conn>,
     writes: &[RunWrite],
 ) -> Result<Option<HashMap<usize, Result<RunWritten>>>> {
     type Pid<'w> = (usize, &'w RunId, u32, Option<u64>, Option<&'w str>, Instant);
@@ -186,8 +185,8 @@ async fn mark_pids_in<C: GenericClient + Sync>(
 }
 
 /// Records the child's pid on a running row, inside the caller's transaction.
-async fn mark_pid_in<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn mark_pid_in(
+    db: &Db<'_, impl Conn>,
     run: &RunId,
     pid: u32,
     pid_start_time: Option<u64>,
@@ -214,8 +213,8 @@ async fn mark_pid_in<C: GenericClient + Sync>(
 }
 
 /// Moves a running row to its terminal status, inside the caller's transaction.
-async fn finalize_in<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn finalize_in(
+    db: &Db<'_, impl Conn>,
     run: &RunId,
     outcome: &RunOutcome,
     usage: Option<String>,
@@ -259,18 +258,17 @@ async fn finalize_in<C: GenericClient + Sync>(
 /// The loop of a run finalized in this transaction, as stored and locked (`None`:
 /// removed), so the transition is decided from what no other runner can change until
 /// this transaction ends.
-async fn stored_loop<C: GenericClient + Sync>(db: &Db<'_, C>, id: &LoopId) -> Result<Option<Loop>> {
-    db.query_opt(
+async fn stored_loop(db: &Db<'_, impl Conn>, id: &LoopId) -> Result<Option<Loop>> {
+    db.query_opt_as(
         concat!(
             "SELECT ",
             loop_cols!(),
             " FROM loops WHERE id = $1 FOR UPDATE"
         ),
         &[&id.as_str()],
+        loop_from_row,
     )
-    .await?
-    .map(|row| loop_from_row(&row))
-    .transpose()
+    .await
 }
 
 /// After `run` was finalized in this transaction: applies its loop's transition and
@@ -279,8 +277,8 @@ async fn stored_loop<C: GenericClient + Sync>(db: &Db<'_, C>, id: &LoopId) -> Re
 /// transition calls for (parked by the circuit breaker, done by a stop condition:
 /// `stop` is what the runner found met, [`loops_core::RunOutcome::stop`]). A loop whose schedule no
 /// longer computes is left as it is (logged): the next scheduling pass parks it.
-async fn advance_after_finish<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn advance_after_finish(
+    db: &Db<'_, impl Conn>,
     lp: &Loop,
     run: &Run,
     stop: Option<loops_core::stop::StopMet>,
@@ -317,8 +315,8 @@ async fn advance_after_finish<C: GenericClient + Sync>(
 
 /// The oldest slot of `loop_id` other than `except` whose latest attempt failed with
 /// attempts left under `max_attempts` (a deferred retry).
-async fn retryable_slot<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn retryable_slot(
+    db: &Db<'_, impl Conn>,
     loop_id: &LoopId,
     max_attempts: u32,
     except: Instant,

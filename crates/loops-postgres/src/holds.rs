@@ -1,17 +1,17 @@
 //! Usage-limit holds (issue #20 item 2, `loops_core::hold`): the `account_holds` rows a
 //! finalization writes and releases in its own transaction — under an advisory lock of
 //! the key, so runners meeting the limit at once queue one `held` notification — and
-//! the condition the due-loop queries use to leave a held key's loops out, which makes
-//! every runner of the store honour a hold another one wrote.
+//! PostgreSQL's pieces of the condition the due-loop queries use to leave a held key's
+//! loops out (composed by `loops_store::not_held_at!`), which makes every runner of the
+//! store honour a hold another one wrote.
 
-use crate::codec::{decode_all, get, loop_cols, ms, text, Cols};
+use crate::codec::{get, loop_cols, ms, text, Cols};
 use crate::error::Result;
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
-use loops_core::{notify, Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run};
+use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run};
 use loops_store::rows;
-use std::collections::BTreeSet;
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 /// The hold key of the loop row `loops` as SQL: its agent target's provider (NULL for
 /// other targets) and its account profile or 'default' (`HoldKey::of`).
@@ -24,18 +24,6 @@ macro_rules! key_provider {
 macro_rules! key_account {
     () => {
         "COALESCE(loops.target_json::jsonb #>> '{account,profile}', 'default')"
-    };
-}
-
-/// `h` (a row of `account_holds`) is the hold of the loop row `loops`'s key.
-macro_rules! hold_of_loop {
-    () => {
-        concat!(
-            "h.provider = ",
-            $crate::holds::key_provider!(),
-            " AND h.account = ",
-            $crate::holds::key_account!()
-        )
     };
 }
 
@@ -54,23 +42,12 @@ macro_rules! hold_end_of_loop {
                    FROM jsonb_array_elements_text(loops.target_json::jsonb -> 'accountPool') \
                      AS p(value)) \
              ELSE (SELECT MAX(h.held_until) FROM account_holds h WHERE ",
-            $crate::holds::hold_of_loop!(),
+            loops_store::hold_of_loop!(crate::holds),
             ") END)"
         )
     };
 }
-
-/// The condition that the loop row `loops` is not held at `$1` (the due-loop queries').
-macro_rules! not_held_at_1 {
-    () => {
-        concat!(
-            "COALESCE(",
-            $crate::holds::hold_end_of_loop!(),
-            ", 0) <= $1"
-        )
-    };
-}
-pub(crate) use {hold_end_of_loop, hold_of_loop, key_account, key_provider, not_held_at_1};
+pub(crate) use {hold_end_of_loop, key_account, key_provider};
 
 use loops_store::account_hold_cols as hold_cols;
 
@@ -79,7 +56,7 @@ fn hold_from_row(row: &Row) -> Result<AccountHold> {
 }
 
 /// Whether the store has any hold (the due-loop queries' fast path when it has none).
-pub(crate) async fn any<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<bool> {
+pub(crate) async fn any(db: &Db<'_, impl Conn>) -> Result<bool> {
     let row = db
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM account_holds) OR EXISTS (SELECT 1 FROM budget_holds)",
@@ -92,8 +69,8 @@ pub(crate) async fn any<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<bool>
 /// After `run` of `lp` was finalized in this transaction: writes or releases the hold
 /// of its key as the domain decides, and queues the key's `held` / `resumed`
 /// notification. `default` is the batch's cache of the store's notification default.
-pub(crate) async fn after_finish<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn after_finish(
+    db: &Db<'_, impl Conn>,
     lp: &Loop,
     run: &Run,
     now: Instant,
@@ -131,8 +108,8 @@ pub(crate) async fn after_finish<C: GenericClient + Sync>(
 
 /// After a workflow agent step on `key` ended: writes or releases the key's hold as the
 /// domain decides (`loops_core::hold::after_step`); returns the hold as it is after.
-pub(crate) async fn after_step<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn after_step(
+    db: &Db<'_, impl Conn>,
     key: &HoldKey,
     limit: Option<&StepLimit>,
     now: Instant,
@@ -160,29 +137,25 @@ pub(crate) async fn after_step<C: GenericClient + Sync>(
 /// The hold of `key`, read under the key's advisory lock for the rest of the
 /// transaction: two runners meeting the limit on one key at once, the second sees the
 /// first's hold.
-async fn lock_and_read<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    key: &HoldKey,
-) -> Result<Option<AccountHold>> {
+async fn lock_and_read(db: &Db<'_, impl Conn>, key: &HoldKey) -> Result<Option<AccountHold>> {
     db.execute(
         "SELECT pg_advisory_xact_lock(hashtext('account_holds/' || $1 || '/' || $2))",
         &[&key.provider.as_str(), &text(&key.account).as_ref()],
     )
     .await?;
-    let row = db
-        .query_opt(
-            concat!(
-                "SELECT ",
-                hold_cols!(),
-                " FROM account_holds WHERE provider = $1 AND account = $2"
-            ),
-            &[&key.provider.as_str(), &text(&key.account).as_ref()],
-        )
-        .await?;
-    row.as_ref().map(hold_from_row).transpose()
+    db.query_opt_as(
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM account_holds WHERE provider = $1 AND account = $2"
+        ),
+        &[&key.provider.as_str(), &text(&key.account).as_ref()],
+        hold_from_row,
+    )
+    .await
 }
 
-async fn upsert<C: GenericClient + Sync>(db: &Db<'_, C>, hold: &AccountHold) -> Result<()> {
+async fn upsert(db: &Db<'_, impl Conn>, hold: &AccountHold) -> Result<()> {
     db.execute(
         concat!(
             "INSERT INTO account_holds (",
@@ -208,7 +181,7 @@ async fn upsert<C: GenericClient + Sync>(db: &Db<'_, C>, hold: &AccountHold) -> 
     Ok(())
 }
 
-async fn delete<C: GenericClient + Sync>(db: &Db<'_, C>, key: &HoldKey) -> Result<()> {
+async fn delete(db: &Db<'_, impl Conn>, key: &HoldKey) -> Result<()> {
     db.execute(
         "DELETE FROM account_holds WHERE provider = $1 AND account = $2",
         &[&key.provider.as_str(), &text(&key.account).as_ref()],
@@ -221,8 +194,8 @@ async fn delete<C: GenericClient + Sync>(db: &Db<'_, C>, key: &HoldKey) -> Resul
 /// the run's own), each loop's settings or else the store-wide default, whatever their
 /// `on`: a hold needs a person, once per account rather than once per loop. The
 /// deliveries name `run`, the run that met (or no longer met) the limit.
-async fn queue_key_event<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn queue_key_event(
+    db: &Db<'_, impl Conn>,
     key: &HoldKey,
     lp: &Loop,
     run: &Run,
@@ -237,8 +210,8 @@ async fn queue_key_event<C: GenericClient + Sync>(
 /// `lp` and the other active loops of the hold key `provider` / `account` (`None`:
 /// every account of the provider), by name: the loops an account's hold or a store-wide
 /// budget's covers.
-pub(crate) async fn key_loops<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn key_loops(
+    db: &Db<'_, impl Conn>,
     provider: Provider,
     account: Option<&str>,
     lp: &Loop,
@@ -267,11 +240,11 @@ pub(crate) async fn key_loops<C: GenericClient + Sync>(
     Ok(loops)
 }
 
-/// Queues `event` once per channel of `loops` (each loop's settings or else the
-/// store-wide default, whatever their `on`), naming `run`: what a hold of several
-/// loops (an account's, a budget's) sends once rather than once per loop.
-pub(crate) async fn queue_on_channels<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+/// Queues `event` on each of the channels of `loops` once
+/// ([`loops_store::hold_channels`]), naming `run`: what a hold of several loops (an
+/// account's, a budget's) sends once rather than once per loop.
+pub(crate) async fn queue_on_channels(
+    db: &Db<'_, impl Conn>,
     loops: &[Loop],
     run: &Run,
     event: NotifyEvent,
@@ -279,54 +252,43 @@ pub(crate) async fn queue_on_channels<C: GenericClient + Sync>(
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
     let store_default = crate::notify::cached_default(db, default).await?;
-    let mut seen = BTreeSet::new();
     let mut sent = Vec::new();
-    for each in loops {
-        let Some(settings) = notify::effective(each.notify.as_ref(), store_default.as_ref()) else {
-            continue;
-        };
-        for (channel, target) in notify::channels(settings) {
-            if seen.insert((channel.as_str(), target.to_owned())) {
-                sent.push(crate::notify::insert(db, run, event, channel, target, now).await?);
-            }
-        }
+    for (channel, target) in loops_store::hold_channels(loops, store_default.as_ref()) {
+        sent.push(crate::notify::insert(db, run, event, channel, target, now).await?);
     }
     Ok(sent)
 }
 
-pub(crate) async fn account_holds<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-) -> Result<Vec<AccountHold>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                hold_cols!(),
-                " FROM account_holds ORDER BY provider, account"
-            ),
-            &[],
-        )
-        .await?;
-    decode_all(&rows, hold_from_row)
+pub(crate) async fn account_holds(db: &Db<'_, impl Conn>) -> Result<Vec<AccountHold>> {
+    db.query_as(
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM account_holds ORDER BY provider, account"
+        ),
+        &[],
+        hold_from_row,
+    )
+    .await
 }
 
-pub(crate) async fn clear_account_holds<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn clear_account_holds(
+    db: &Db<'_, impl Conn>,
     provider: Provider,
     account: Option<&str>,
 ) -> Result<Vec<AccountHold>> {
     let account = account.map(|a| text(a).into_owned());
-    let rows = db
-        .query(
+    let mut cleared = db
+        .query_as(
             concat!(
                 "DELETE FROM account_holds \
                  WHERE provider = $1 AND ($2::text IS NULL OR account = $2) RETURNING ",
                 hold_cols!()
             ),
             &[&provider.as_str(), &account],
+            hold_from_row,
         )
         .await?;
-    let mut cleared = decode_all(&rows, hold_from_row)?;
     cleared.sort_by(|a, b| a.account.cmp(&b.account));
     Ok(cleared)
 }

@@ -5,14 +5,13 @@
 
 use crate::codec::{encode_usage, ms, new_id, opt_ms, opt_text, sat_i64, text, ID_ATTEMPTS};
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::event::EventBody;
 use loops_core::{Instant, Loop, Run, RunStatus};
 use loops_store::{ImportBatch, Imported, StoreError};
-use tokio_postgres::GenericClient;
 
-pub(crate) async fn import<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn import(
+    db: &Db<'_, impl Conn>,
     batch: &ImportBatch,
     now: Instant,
 ) -> Result<Imported> {
@@ -46,11 +45,7 @@ pub(crate) async fn import<C: GenericClient + Sync>(
 
 /// Inserts a finished run of `lp` as history: a new id, the loop's id and name, no
 /// process or lease left on it.
-async fn insert_history_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    lp: &Loop,
-    run: &Run,
-) -> Result<()> {
+async fn insert_history_run(db: &Db<'_, impl Conn>, lp: &Loop, run: &Run) -> Result<()> {
     if run.status == RunStatus::Running {
         return Err(StoreError::running_history(&lp.name).into());
     }

@@ -8,10 +8,9 @@
 
 use crate::codec::{db_now_ms, get, lease_from_row, ms, sat_i64};
 use crate::error::{Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::Instant;
 use loops_store::{DaemonLease, Fence, LeaseAcquire, LeaseHolder, StoreError};
-use tokio_postgres::GenericClient;
 
 /// `meta` key of the last fencing token handed out, so tokens never repeat even after
 /// the lease row is released.
@@ -21,8 +20,8 @@ pub(crate) const META_LEASE_TOKEN: &str = "daemon_lease_token";
 /// lease row still carries its token (see [`Fence`]), or it is the epoch of a runner
 /// whose lease has not expired by the database's clock nor been released. Returns the
 /// runner's epoch for a runner fence (recorded on the runs it claims).
-pub(crate) async fn check_fence<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn check_fence(
+    db: &Db<'_, impl Conn>,
     fence: &Fence,
     _now: Instant,
 ) -> Result<Option<i64>> {
@@ -48,10 +47,7 @@ pub(crate) async fn check_fence<C: GenericClient + Sync>(
     }
 }
 
-async fn read_lease<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    lock: bool,
-) -> Result<Option<DaemonLease>> {
+async fn read_lease(db: &Db<'_, impl Conn>, lock: bool) -> Result<Option<DaemonLease>> {
     let sql = if lock {
         "SELECT runner_id, pid, pid_start_time, host, token, acquired_at, heartbeat_at, \
          expires_at FROM daemon_lease WHERE id = 1 FOR UPDATE"
@@ -59,16 +55,11 @@ async fn read_lease<C: GenericClient + Sync>(
         "SELECT runner_id, pid, pid_start_time, host, token, acquired_at, heartbeat_at, \
          expires_at FROM daemon_lease WHERE id = 1"
     };
-    db.query_opt(sql, &[])
-        .await?
-        .map(|r| lease_from_row(&r))
-        .transpose()
+    db.query_opt_as(sql, &[], lease_from_row).await
 }
 
 /// The decision of an acquire, given the lease as it is (read under its lock).
-pub(crate) async fn lease_for_acquire<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-) -> Result<Option<DaemonLease>> {
+pub(crate) async fn lease_for_acquire(db: &Db<'_, impl Conn>) -> Result<Option<DaemonLease>> {
     // Serializes acquires even while there is no row to lock.
     db.execute("SELECT pg_advisory_xact_lock(7105200521)", &[])
         .await?;
@@ -77,8 +68,8 @@ pub(crate) async fn lease_for_acquire<C: GenericClient + Sync>(
 
 /// Takes the lease for `holder` (the caller decided it may): a new token, higher than
 /// any handed out before.
-pub(crate) async fn take_lease<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn take_lease(
+    db: &Db<'_, impl Conn>,
     existing: Option<&DaemonLease>,
     holder: &LeaseHolder,
     ttl_ms: u64,
@@ -137,8 +128,8 @@ pub(crate) fn acquire_decision(
         .then(|| LeaseAcquire::Held(cur.clone()))
 }
 
-pub(crate) async fn renew_daemon_lease<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn renew_daemon_lease(
+    db: &Db<'_, impl Conn>,
     fence: &Fence,
     ttl_ms: u64,
     now: Instant,
@@ -158,10 +149,7 @@ pub(crate) async fn renew_daemon_lease<C: GenericClient + Sync>(
     Ok(n == 1)
 }
 
-pub(crate) async fn release_daemon_lease<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    fence: &Fence,
-) -> Result<()> {
+pub(crate) async fn release_daemon_lease(db: &Db<'_, impl Conn>, fence: &Fence) -> Result<()> {
     db.execute(
         "DELETE FROM daemon_lease WHERE id = 1 AND token = $1",
         &[&sat_i64(fence.token)],
@@ -170,8 +158,6 @@ pub(crate) async fn release_daemon_lease<C: GenericClient + Sync>(
     Ok(())
 }
 
-pub(crate) async fn current_daemon_lease<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-) -> Result<Option<DaemonLease>> {
+pub(crate) async fn current_daemon_lease(db: &Db<'_, impl Conn>) -> Result<Option<DaemonLease>> {
     read_lease(db, false).await
 }

@@ -2,11 +2,11 @@
 //! parking and expiry.
 
 use crate::codec::{
-    decode_all, decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, sat_i64, text,
-    with_id_prefix, Cols, ID_ATTEMPTS,
+    decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, sat_i64, text, with_id_prefix,
+    Cols, ID_ATTEMPTS,
 };
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunStatus};
 use loops_store::codec::StoredRow;
@@ -15,10 +15,9 @@ use loops_store::{
     UnreadableLoop,
 };
 use tokio_postgres::types::ToSql;
-use tokio_postgres::GenericClient;
 
-pub(crate) async fn create_loop<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn create_loop(
+    db: &Db<'_, impl Conn>,
     new: &NewLoop,
     now: Instant,
 ) -> Result<Loop> {
@@ -83,34 +82,26 @@ pub(crate) async fn create_loop<C: GenericClient + Sync>(
     Err(Error::ids_exhausted("loop"))
 }
 
-pub(crate) async fn get_loop<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    id: &LoopId,
-) -> Result<Option<Loop>> {
-    db.query_opt(
+pub(crate) async fn get_loop(db: &Db<'_, impl Conn>, id: &LoopId) -> Result<Option<Loop>> {
+    db.query_opt_as(
         concat!("SELECT ", loop_cols!(), " FROM loops WHERE id = $1"),
         &[&id.as_str()],
+        loop_from_row,
     )
-    .await?
-    .map(|row| loop_from_row(&row))
-    .transpose()
+    .await
 }
 
-pub(crate) async fn get_loop_by_name<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    name: &str,
-) -> Result<Option<Loop>> {
-    db.query_opt(
+pub(crate) async fn get_loop_by_name(db: &Db<'_, impl Conn>, name: &str) -> Result<Option<Loop>> {
+    db.query_opt_as(
         concat!("SELECT ", loop_cols!(), " FROM loops WHERE name = $1"),
         &[&name],
+        loop_from_row,
     )
-    .await?
-    .map(|row| loop_from_row(&row))
-    .transpose()
+    .await
 }
 
-pub(crate) async fn loops_with_id_prefix<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn loops_with_id_prefix(
+    db: &Db<'_, impl Conn>,
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<Loop>> {
@@ -129,8 +120,8 @@ pub(crate) async fn loops_with_id_prefix<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn loop_rows<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn loop_rows(
+    db: &Db<'_, impl Conn>,
     status: Option<LoopStatus>,
 ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
     let rows = db
@@ -146,8 +137,8 @@ pub(crate) async fn loop_rows<C: GenericClient + Sync>(
     Ok(rows.iter().map(decode_loop_row).collect())
 }
 
-pub(crate) async fn update_loop_schedule<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn update_loop_schedule(
+    db: &Db<'_, impl Conn>,
     id: &LoopId,
     advance: &LoopAdvance,
     now: Instant,
@@ -171,8 +162,8 @@ pub(crate) async fn update_loop_schedule<C: GenericClient + Sync>(
 /// Sets a loop's schedule state inside the caller's transaction (its `due_at` computed
 /// here, from its jitter, as [`schedule::due_at`] does); false when the loop does not
 /// exist.
-pub(crate) async fn apply_advance<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn apply_advance(
+    db: &Db<'_, impl Conn>,
     id: &LoopId,
     advance: &LoopAdvance,
     now: Instant,
@@ -191,8 +182,8 @@ pub(crate) async fn apply_advance<C: GenericClient + Sync>(
 }
 
 /// [`apply_advance`] when the loop row is already locked and its jitter known.
-pub(crate) async fn apply_advance_known<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn apply_advance_known(
+    db: &Db<'_, impl Conn>,
     id: &LoopId,
     jitter_ms: u64,
     advance: &LoopAdvance,
@@ -223,8 +214,8 @@ pub(crate) async fn apply_advance_known<C: GenericClient + Sync>(
 
 /// Sets a loop's engine state (failure streak, status reason) inside the caller's
 /// transaction.
-pub(crate) async fn set_state<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn set_state(
+    db: &Db<'_, impl Conn>,
     id: &LoopId,
     state: &loops_core::LoopState,
 ) -> Result<()> {
@@ -239,8 +230,8 @@ pub(crate) async fn set_state<C: GenericClient + Sync>(
 
 /// Replaces a loop's labels in the filter index (its `labels_json` is written by the
 /// caller, in the same transaction).
-pub(crate) async fn set_labels<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn set_labels(
+    db: &Db<'_, impl Conn>,
     id: &LoopId,
     labels: &[String],
 ) -> Result<()> {
@@ -261,10 +252,7 @@ pub(crate) async fn set_labels<C: GenericClient + Sync>(
 
 /// Deletes a loop with its history, deliveries and events, and logs its removal; false
 /// when it does not exist.
-pub(crate) async fn remove_loop<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    loop_id: &LoopId,
-) -> Result<bool> {
+pub(crate) async fn remove_loop(db: &Db<'_, impl Conn>, loop_id: &LoopId) -> Result<bool> {
     let id = loop_id.as_str();
     db.execute(
         "DELETE FROM notification_deliveries WHERE loop_id = $1",
@@ -296,8 +284,8 @@ pub(crate) async fn remove_loop<C: GenericClient + Sync>(
     Ok(true)
 }
 
-pub(crate) async fn due_loops<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn due_loops(
+    db: &Db<'_, impl Conn>,
     now: Instant,
     limit: usize,
 ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
@@ -307,9 +295,7 @@ pub(crate) async fn due_loops<C: GenericClient + Sync>(
                 "SELECT ",
                 loop_cols!(),
                 " FROM loops WHERE status = 'active' AND due_at <= $1 AND ",
-                crate::holds::not_held_at_1!(),
-                " AND ",
-                crate::budgets::not_budget_held_at_1!(),
+                loops_store::not_held_at!(crate::holds, "$1"),
                 " ORDER BY due_at LIMIT $2"
             ),
             &[&ms(&now), &sat_i64(limit as u64)],
@@ -319,8 +305,8 @@ pub(crate) async fn due_loops<C: GenericClient + Sync>(
 }
 
 /// [`due_loops`] for a runner advertising `labels`: only loops whose `runsOn` it has.
-pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn due_loops_on(
+    db: &Db<'_, impl Conn>,
     now: Instant,
     limit: usize,
     labels: &[String],
@@ -333,9 +319,7 @@ pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
                 loop_cols!(),
                 " FROM loops WHERE status = 'active' AND due_at <= $1 \
                   AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($3::text)::jsonb) AND ",
-                crate::holds::not_held_at_1!(),
-                " AND ",
-                crate::budgets::not_budget_held_at_1!(),
+                loops_store::not_held_at!(crate::holds, "$1"),
                 " ORDER BY due_at LIMIT $2"
             ),
             &[&ms(&now), &sat_i64(limit as u64), &labels],
@@ -344,30 +328,13 @@ pub(crate) async fn due_loops_on<C: GenericClient + Sync>(
     Ok(rows.iter().map(decode_loop_row).collect())
 }
 
-/// The due instant of an active loop as the daemon waits for it: its `due_at`, or for
-/// a loop whose account is held the hold's end when that is later (a held loop that is
-/// due must not wake a runner until then).
-macro_rules! waits_until {
-    () => {
-        concat!(
-            "GREATEST(due_at, COALESCE(",
-            crate::holds::hold_end_of_loop!(),
-            ", 0), COALESCE((SELECT MAX(b.held_until) FROM budget_holds b WHERE ",
-            crate::budgets::budget_of_loop!(),
-            "), 0))"
-        )
-    };
-}
-
-/// The earliest instant an active loop becomes due ([`waits_until`]); without holds
+/// The earliest instant an active loop becomes due ([`loops_store::waits_until`]); without holds
 /// (the common case) one index probe.
-pub(crate) async fn next_due_at<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-) -> Result<Option<Instant>> {
+pub(crate) async fn next_due_at(db: &Db<'_, impl Conn>) -> Result<Option<Instant>> {
     let sql = if crate::holds::any(db).await? {
         concat!(
             "SELECT MIN(",
-            waits_until!(),
+            loops_store::waits_until!(crate::holds, "GREATEST"),
             ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
         )
     } else {
@@ -388,15 +355,15 @@ fn first_instant(row: Option<tokio_postgres::Row>) -> Result<Option<Instant>> {
 
 /// [`next_due_at`] among the loops a runner advertising `labels` can take (the filter of
 /// [`due_loops_on`]).
-pub(crate) async fn next_due_at_on<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn next_due_at_on(
+    db: &Db<'_, impl Conn>,
     labels: &[String],
 ) -> Result<Option<Instant>> {
     let labels = serde_json::to_string(labels).map_err(|e| Error::invalid(e.to_string()))?;
     let sql = if crate::holds::any(db).await? {
         concat!(
             "SELECT MIN(",
-            waits_until!(),
+            loops_store::waits_until!(crate::holds, "GREATEST"),
             ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
              AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb)"
         )
@@ -409,8 +376,8 @@ pub(crate) async fn next_due_at_on<C: GenericClient + Sync>(
     first_instant(row)
 }
 
-pub(crate) async fn park_loop<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn park_loop(
+    db: &Db<'_, impl Conn>,
     id: &LoopId,
     reason: &str,
     now: Instant,
@@ -442,10 +409,7 @@ pub(crate) async fn park_loop<C: GenericClient + Sync>(
 }
 
 /// Whether any active loop is past its expiry (a cheap read before the write).
-pub(crate) async fn any_expired<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    now: Instant,
-) -> Result<bool> {
+pub(crate) async fn any_expired(db: &Db<'_, impl Conn>, now: Instant) -> Result<bool> {
     let row = db
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM loops \
@@ -456,12 +420,9 @@ pub(crate) async fn any_expired<C: GenericClient + Sync>(
     crate::codec::get(&row, 0, "exists")
 }
 
-pub(crate) async fn expire_loops<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    now: Instant,
-) -> Result<Vec<Loop>> {
-    let rows = db
-        .query(
+pub(crate) async fn expire_loops(db: &Db<'_, impl Conn>, now: Instant) -> Result<Vec<Loop>> {
+    let mut loops = db
+        .query_as(
             concat!(
                 "UPDATE loops SET status = 'expired', next_run_at = NULL, due_at = NULL, \
                  updated_at = $1 \
@@ -470,9 +431,9 @@ pub(crate) async fn expire_loops<C: GenericClient + Sync>(
                 loop_cols!()
             ),
             &[&ms(&now)],
+            loop_from_row,
         )
         .await?;
-    let mut loops = decode_all(&rows, loop_from_row)?;
     loops.sort_by(|a, b| a.name.cmp(&b.name));
     let bodies: Vec<EventBody> = loops.iter().map(EventBody::loop_changed).collect();
     crate::events::append_all(db, &bodies, now).await?;
@@ -481,8 +442,8 @@ pub(crate) async fn expire_loops<C: GenericClient + Sync>(
 
 /// One guarded `UPDATE … RETURNING` of the whole definition and schedule state; then,
 /// in the same transaction, the label index and (on a new name) the runs' `loop_name`.
-pub(crate) async fn update_loop_definition<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn update_loop_definition(
+    db: &Db<'_, impl Conn>,
     id: &LoopId,
     update: &LoopUpdate,
     expected: &LoopVersion,
@@ -634,10 +595,7 @@ fn loops_from(filter: &LoopFilter) -> (String, BoxedParams) {
     (sql, params)
 }
 
-pub(crate) async fn count_loops<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    filter: &LoopFilter,
-) -> Result<usize> {
+pub(crate) async fn count_loops(db: &Db<'_, impl Conn>, filter: &LoopFilter) -> Result<usize> {
     let (from, params) = loops_from(filter);
     let refs: Vec<&(dyn ToSql + Sync)> = params
         .iter()
@@ -650,8 +608,8 @@ pub(crate) async fn count_loops<C: GenericClient + Sync>(
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
-pub(crate) async fn loop_rows_matching<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn loop_rows_matching(
+    db: &Db<'_, impl Conn>,
     filter: &LoopFilter,
 ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
     let (sql, params) = loops_query(filter);

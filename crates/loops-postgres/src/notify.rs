@@ -2,15 +2,15 @@
 //! queues in its own transaction (the decision is the domain's,
 //! `loops_core::notify::decide`), their claims and their results.
 
-use crate::codec::{decode_all, get, ms, opt_text, sat_i64, text, Cols};
+use crate::codec::{get, ms, opt_text, sat_i64, text, Cols};
 use crate::error::{Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::notify;
 use loops_core::{
     Delivery, DeliveryStatus, Instant, Loop, Notify, NotifyChannel, NotifyEvent, Run, RunId,
 };
 use loops_store::rows;
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 /// `meta` key of the store-wide default settings (JSON).
 const META_NOTIFY_DEFAULT: &str = "notify_default";
@@ -21,9 +21,7 @@ fn delivery_from_row(row: &Row) -> Result<Delivery> {
     Ok(rows::delivery_row(&Cols(row))?)
 }
 
-pub(crate) async fn notify_default<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-) -> Result<Option<Notify>> {
+pub(crate) async fn notify_default(db: &Db<'_, impl Conn>) -> Result<Option<Notify>> {
     let row = db
         .query_opt(
             "SELECT value FROM meta WHERE key = $1",
@@ -38,8 +36,8 @@ pub(crate) async fn notify_default<C: GenericClient + Sync>(
     .transpose()
 }
 
-pub(crate) async fn set_notify_default<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn set_notify_default(
+    db: &Db<'_, impl Conn>,
     notify: Option<&Notify>,
 ) -> Result<()> {
     let value = notify
@@ -65,8 +63,8 @@ pub(crate) async fn set_notify_default<C: GenericClient + Sync>(
 
 /// The store-wide notification default, read into `default` (the caller's
 /// transaction's cache) on first need and reused after.
-pub(crate) async fn cached_default<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn cached_default(
+    db: &Db<'_, impl Conn>,
     default: &mut Option<Option<Notify>>,
 ) -> Result<Option<Notify>> {
     if default.is_none() {
@@ -79,8 +77,8 @@ pub(crate) async fn cached_default<C: GenericClient + Sync>(
 /// loop (`event`: parked by the circuit breaker, …) on every channel of the loop's
 /// settings (else the store-wide default), whatever their `on`: it happens once per
 /// loop and needs a person.
-pub(crate) async fn queue_event<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn queue_event(
+    db: &Db<'_, impl Conn>,
     lp: &Loop,
     run: &Run,
     event: loops_core::NotifyEvent,
@@ -106,8 +104,8 @@ pub(crate) async fn queue_event<C: GenericClient + Sync>(
 ///
 /// `default` caches the store's notification default for the caller's transaction:
 /// read on first need, then reused by the batch's other runs.
-pub(crate) async fn queue_for_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn queue_for_run(
+    db: &Db<'_, impl Conn>,
     lp: &Loop,
     run: &Run,
     now: Instant,
@@ -148,11 +146,7 @@ pub(crate) async fn queue_for_run<C: GenericClient + Sync>(
 
 /// Whether the newest other slot of the loop whose last attempt is known (a success,
 /// or a failure on its last attempt; ad-hoc runs have one) failed.
-async fn previous_slot_failed<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    lp: &Loop,
-    run: &Run,
-) -> Result<bool> {
+async fn previous_slot_failed(db: &Db<'_, impl Conn>, lp: &Loop, run: &Run) -> Result<bool> {
     let row = db
         .query_opt(
             "SELECT status FROM runs \
@@ -175,8 +169,8 @@ async fn previous_slot_failed<C: GenericClient + Sync>(
     })
 }
 
-pub(crate) async fn insert<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn insert(
+    db: &Db<'_, impl Conn>,
     run: &Run,
     event: NotifyEvent,
     channel: NotifyChannel,
@@ -207,16 +201,16 @@ pub(crate) async fn insert<C: GenericClient + Sync>(
     delivery_from_row(&row)
 }
 
-pub(crate) async fn deliveries_of_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn deliveries_of_runs(
+    db: &Db<'_, impl Conn>,
     runs: &[RunId],
 ) -> Result<Vec<Delivery>> {
     if runs.is_empty() {
         return Ok(Vec::new());
     }
     let ids: Vec<&str> = runs.iter().map(RunId::as_str).collect();
-    let rows = db
-        .query(
+    let mut found = db
+        .query_as(
             concat!(
                 "SELECT ",
                 delivery_cols!(),
@@ -224,40 +218,39 @@ pub(crate) async fn deliveries_of_runs<C: GenericClient + Sync>(
                  ORDER BY created_at, seq"
             ),
             &[&ids],
+            delivery_from_row,
         )
         .await?;
-    let mut found = decode_all(&rows, delivery_from_row)?;
     loops_store::rows::sort_by_runs(&mut found, runs);
     Ok(found)
 }
 
-pub(crate) async fn pending_deliveries<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn pending_deliveries(
+    db: &Db<'_, impl Conn>,
     limit: usize,
 ) -> Result<Vec<Delivery>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                delivery_cols!(),
-                " FROM notification_deliveries WHERE status = 'pending' \
+    db.query_as(
+        concat!(
+            "SELECT ",
+            delivery_cols!(),
+            " FROM notification_deliveries WHERE status = 'pending' \
                  ORDER BY created_at, seq LIMIT $1"
-            ),
-            &[&sat_i64(limit as u64)],
-        )
-        .await?;
-    decode_all(&rows, delivery_from_row)
+        ),
+        &[&sat_i64(limit as u64)],
+        delivery_from_row,
+    )
+    .await
 }
 
-pub(crate) async fn claim_delivery<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn claim_delivery(
+    db: &Db<'_, impl Conn>,
     id: &str,
     from: Option<&str>,
     runner_id: &str,
     until: Instant,
     now: Instant,
 ) -> Result<Option<Delivery>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "UPDATE notification_deliveries SET claimed_by = $3, claim_expires_at = $4, \
                updated_at = $5 \
@@ -266,14 +259,13 @@ pub(crate) async fn claim_delivery<C: GenericClient + Sync>(
             delivery_cols!()
         ),
         &[&id, &from, &runner_id, &ms(&until), &ms(&now)],
+        delivery_from_row,
     )
-    .await?
-    .map(|r| delivery_from_row(&r))
-    .transpose()
+    .await
 }
 
-pub(crate) async fn record_delivery<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn record_delivery(
+    db: &Db<'_, impl Conn>,
     id: &str,
     runner_id: &str,
     status: DeliveryStatus,
@@ -282,7 +274,7 @@ pub(crate) async fn record_delivery<C: GenericClient + Sync>(
     now: Instant,
 ) -> Result<Option<Delivery>> {
     let done = status != DeliveryStatus::Pending;
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "UPDATE notification_deliveries SET status = $3, attempts = $4, last_error = $5, \
                updated_at = $6, \
@@ -300,8 +292,7 @@ pub(crate) async fn record_delivery<C: GenericClient + Sync>(
             &ms(&now),
             &done,
         ],
+        delivery_from_row,
     )
-    .await?
-    .map(|r| delivery_from_row(&r))
-    .transpose()
+    .await
 }

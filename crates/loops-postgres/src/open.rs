@@ -3,9 +3,8 @@
 //! loops store this build can use.
 
 use crate::error::{Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_store::{CorruptKind, StoreError};
-use tokio_postgres::GenericClient;
 
 /// One embedded schema migration. Applied migrations are never edited: add a file.
 pub(crate) struct Migration {
@@ -107,10 +106,7 @@ const OUR_TABLES: &[&str] = &[
 
 /// Refuses a database without `schema_migrations` that holds one of our tables (it is
 /// not a loops store, or a damaged one): checked alike before migrating and inspecting.
-async fn refuse_foreign_tables<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    display: &str,
-) -> Result<()> {
+async fn refuse_foreign_tables(db: &Db<'_, impl Conn>, display: &str) -> Result<()> {
     let tables: Vec<&str> = OUR_TABLES.to_vec();
     let found = db
         .query(
@@ -137,10 +133,7 @@ async fn refuse_foreign_tables<C: GenericClient + Sync>(
 /// Applies every pending migration in one transaction under [`MIGRATION_LOCK`]: a
 /// second opener waits for the first and then finds nothing to do. Returns how many
 /// migrations this call applied.
-pub(crate) async fn migrate<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    display: &str,
-) -> Result<usize> {
+pub(crate) async fn migrate(db: &Db<'_, impl Conn>, display: &str) -> Result<usize> {
     db.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await?;
     let has_migrations = db
@@ -209,10 +202,7 @@ impl Inspection {
 
 /// [`migrate`]'s checks, without its writes: whether the database is a loops store this
 /// build can use, at which version, and whether it holds data.
-pub(crate) async fn inspect<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    display: &str,
-) -> Result<Inspection> {
+pub(crate) async fn inspect(db: &Db<'_, impl Conn>, display: &str) -> Result<Inspection> {
     let exists = |table: &'static str| async move {
         let row = db
             .query_one("SELECT to_regclass($1::text) IS NOT NULL", &[&table])
@@ -243,7 +233,7 @@ pub(crate) async fn inspect<C: GenericClient + Sync>(
     })
 }
 
-pub(crate) async fn current_version<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<i64> {
+pub(crate) async fn current_version(db: &Db<'_, impl Conn>) -> Result<i64> {
     let row = db
         .query_one(
             "SELECT COALESCE(MAX(version), 0)::bigint FROM schema_migrations",
@@ -255,7 +245,7 @@ pub(crate) async fn current_version<C: GenericClient + Sync>(db: &Db<'_, C>) -> 
 
 /// The schema version of the database, refused ([`StoreError::TooNew`]) when a newer
 /// build wrote it: what migrating and inspecting both check first.
-async fn known_version<C: GenericClient + Sync>(db: &Db<'_, C>, display: &str) -> Result<i64> {
+async fn known_version(db: &Db<'_, impl Conn>, display: &str) -> Result<i64> {
     let version = current_version(db).await?;
     if version > SCHEMA_VERSION {
         return Err(StoreError::TooNew {

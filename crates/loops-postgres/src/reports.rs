@@ -6,13 +6,13 @@
 
 use crate::codec::{get, instant_from_ms, ms, sat_i64, Cols};
 use crate::error::{Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::health::{FactsQuery, RecentRun, RunBrief, RunFacts, SlotRows};
 use loops_core::{Instant, RunStatus};
 use loops_store::codec::StoredRow;
 use loops_store::rows::{usage_run_row, usage_step_row};
 use loops_store::UsageRow;
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 /// The columns of a [`RunBrief`], then its error.
 const BRIEF_COLS: &str =
@@ -69,8 +69,8 @@ fn brief_from_row(row: &Row) -> Result<RunBrief> {
     })
 }
 
-pub(crate) async fn run_facts<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn run_facts(
+    db: &Db<'_, impl Conn>,
     queries: &[FactsQuery],
     recent: usize,
 ) -> Result<Vec<RunFacts>> {
@@ -81,11 +81,7 @@ pub(crate) async fn run_facts<C: GenericClient + Sync>(
     Ok(out)
 }
 
-async fn loop_facts<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    q: &FactsQuery,
-    recent: usize,
-) -> Result<RunFacts> {
+async fn loop_facts(db: &Db<'_, impl Conn>, q: &FactsQuery, recent: usize) -> Result<RunFacts> {
     let id = q.loop_id.as_str();
     let mut facts = RunFacts::default();
     let rows = db
@@ -184,10 +180,7 @@ async fn loop_facts<C: GenericClient + Sync>(
     Ok(facts)
 }
 
-pub(crate) async fn usage_since<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    since: Instant,
-) -> Result<Vec<UsageRow>> {
+pub(crate) async fn usage_since(db: &Db<'_, impl Conn>, since: Instant) -> Result<Vec<UsageRow>> {
     let mut out = Vec::new();
     let rows = db
         .query(
@@ -217,8 +210,8 @@ pub(crate) async fn usage_since<C: GenericClient + Sync>(
 
 /// How many runs created at or after `since` have each status: every status named
 /// (`= ANY`), so each is one range of `runs_status_created`, not a read of every run.
-pub(crate) async fn run_status_counts<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn run_status_counts(
+    db: &Db<'_, impl Conn>,
     since: Instant,
 ) -> Result<Vec<(RunStatus, u64)>> {
     let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();

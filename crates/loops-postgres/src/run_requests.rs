@@ -6,13 +6,13 @@
 use crate::claims;
 use crate::codec::{db_now_ms, get, instant_from_ms, new_id, sat_i64};
 use crate::error::{Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::{LoopId, Run, RunId, RunSource};
 use loops_store::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, LoopAdvance, OnRefusal, RunRequest,
     RunRequestAnswer,
 };
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 const COLS: &str = "id, loop_id, allow_overlap, requested_by, requested_at, expires_at, \
                     answered_by, run_id, source, refused";
@@ -49,8 +49,8 @@ fn from_row(row: &Row) -> Result<RunRequest> {
 }
 
 /// Inserts a pending request and wakes the runners (both at commit).
-pub(crate) async fn request<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn request(
+    db: &Db<'_, impl Conn>,
     loop_id: &LoopId,
     allow_overlap: bool,
     requested_by: &str,
@@ -79,8 +79,8 @@ pub(crate) async fn request<C: GenericClient + Sync>(
     Ok(id)
 }
 
-pub(crate) async fn pending<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn pending(
+    db: &Db<'_, impl Conn>,
     labels: &[String],
     limit: usize,
 ) -> Result<Vec<RunRequest>> {
@@ -96,13 +96,13 @@ pub(crate) async fn pending<C: GenericClient + Sync>(
             .join(", "),
         db_now_ms!()
     );
-    let rows = db.query(&sql, &[&labels, &sat_i64(limit as u64)]).await?;
-    rows.iter().map(from_row).collect()
+    db.query_as(&sql, &[&labels, &sat_i64(limit as u64)], from_row)
+        .await
 }
 
 /// The claim for a request and its answer, inside the caller's (fenced) transaction.
-pub(crate) async fn claim<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn claim(
+    db: &Db<'_, impl Conn>,
     request_id: &str,
     req: &ClaimRequest,
     advance: Option<&LoopAdvance>,
@@ -156,8 +156,8 @@ pub(crate) async fn claim<C: GenericClient + Sync>(
     }
 }
 
-pub(crate) async fn refuse<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn refuse(
+    db: &Db<'_, impl Conn>,
     request_id: &str,
     runner_id: &str,
     reason: &str,
@@ -175,32 +175,24 @@ pub(crate) async fn refuse<C: GenericClient + Sync>(
     Ok(n == 1)
 }
 
-pub(crate) async fn get_one<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn get_one(
+    db: &Db<'_, impl Conn>,
     request_id: &str,
 ) -> Result<Option<RunRequest>> {
     let sql = format!("SELECT {COLS} FROM run_requests WHERE id = $1");
-    db.query_opt(&sql, &[&request_id])
-        .await?
-        .as_ref()
-        .map(from_row)
-        .transpose()
+    db.query_opt_as(&sql, &[&request_id], from_row).await
 }
 
-pub(crate) async fn withdraw<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn withdraw(
+    db: &Db<'_, impl Conn>,
     request_id: &str,
 ) -> Result<Option<RunRequest>> {
     let sql = format!("DELETE FROM run_requests WHERE id = $1 RETURNING {COLS}");
-    db.query_opt(&sql, &[&request_id])
-        .await?
-        .as_ref()
-        .map(from_row)
-        .transpose()
+    db.query_opt_as(&sql, &[&request_id], from_row).await
 }
 
 /// Deletes requests that expired over an hour ago (their requesters are gone).
-pub(crate) async fn prune<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<u64> {
+pub(crate) async fn prune(db: &Db<'_, impl Conn>) -> Result<u64> {
     db.execute(
         concat!(
             "DELETE FROM run_requests WHERE expires_at < ",

@@ -7,10 +7,10 @@
 use crate::codec::{db_now_ms, get, instant_from_ms, sat_i64, Cols};
 use crate::error::{Error, Result};
 use crate::lease::META_LEASE_TOKEN;
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_store::codec::StoredRow;
 use loops_store::{Fence, RunnerInfo, RunnerLease, RunnerRegistration};
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 /// Rows of runners that ended longer ago than this are deleted on the next
 /// registration.
@@ -26,8 +26,8 @@ fn lease_from_row(row: &Row) -> Result<RunnerLease> {
     })
 }
 
-pub(crate) async fn register_runner<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn register_runner(
+    db: &Db<'_, impl Conn>,
     runner: &RunnerRegistration,
     ttl_ms: u64,
 ) -> Result<RunnerLease> {
@@ -78,32 +78,28 @@ pub(crate) async fn register_runner<C: GenericClient + Sync>(
     lease_from_row(&row)
 }
 
-pub(crate) async fn renew_runner<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn renew_runner(
+    db: &Db<'_, impl Conn>,
     fence: &Fence,
     ttl_ms: u64,
 ) -> Result<Option<RunnerLease>> {
-    let row = db
-        .query_opt(
-            concat!(
-                "WITH clock AS (SELECT ",
-                db_now_ms!(),
-                " AS now) \
+    db.query_opt_as(
+        concat!(
+            "WITH clock AS (SELECT ",
+            db_now_ms!(),
+            " AS now) \
                  UPDATE runners SET heartbeat_at = clock.now, expires_at = clock.now + $2 \
                  FROM clock \
                  WHERE epoch = $1 AND released_at IS NULL AND expires_at > clock.now \
                  RETURNING epoch, expires_at, heartbeat_at"
-            ),
-            &[&sat_i64(fence.token), &sat_i64(ttl_ms)],
-        )
-        .await?;
-    row.map(|r| lease_from_row(&r)).transpose()
+        ),
+        &[&sat_i64(fence.token), &sat_i64(ttl_ms)],
+        lease_from_row,
+    )
+    .await
 }
 
-pub(crate) async fn release_runner<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    fence: &Fence,
-) -> Result<()> {
+pub(crate) async fn release_runner(db: &Db<'_, impl Conn>, fence: &Fence) -> Result<()> {
     db.execute(
         concat!(
             "WITH clock AS (SELECT ",
@@ -119,7 +115,7 @@ pub(crate) async fn release_runner<C: GenericClient + Sync>(
     Ok(())
 }
 
-pub(crate) async fn runners<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<Vec<RunnerInfo>> {
+pub(crate) async fn runners(db: &Db<'_, impl Conn>) -> Result<Vec<RunnerInfo>> {
     let rows = db
         .query(
             concat!(
@@ -166,8 +162,8 @@ pub(crate) async fn runners<C: GenericClient + Sync>(db: &Db<'_, C>) -> Result<V
 }
 
 /// Records (or, for empty `caps`, removes) the concurrency caps of `runner_id`.
-pub(crate) async fn record_caps<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn record_caps(
+    db: &Db<'_, impl Conn>,
     runner_id: &str,
     caps: &str,
     now: loops_core::Instant,
@@ -192,9 +188,7 @@ pub(crate) async fn record_caps<C: GenericClient + Sync>(
 
 /// The caps of the live runners (a crashed runner's row stays until it starts again,
 /// but says nothing once its lease expired).
-pub(crate) async fn recorded_caps<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-) -> Result<Vec<(String, String)>> {
+pub(crate) async fn recorded_caps(db: &Db<'_, impl Conn>) -> Result<Vec<(String, String)>> {
     let rows = db
         .query(
             concat!(

@@ -1,17 +1,16 @@
 //! Runs after their claim: the leases of running rows (renewal, take-over), the
 //! queries over runs, and pruning.
 
-use crate::codec::{decode_all, ms, run_cols, run_from_row, sat_i64, with_id_prefix};
+use crate::codec::{ms, run_cols, run_from_row, sat_i64, with_id_prefix};
 use crate::error::{Error, Result};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::{Instant, LoopId, Run, RunId};
 use loops_store::prune::{self, RunCutoffs};
 use loops_store::{PrunePolicy, RunFilter, StoreError};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::GenericClient;
 
 /// After a guarded update touched no row: tells a missing run from a finished one.
-pub(crate) async fn not_running<C: GenericClient + Sync>(db: &Db<'_, C>, id: &RunId) -> Error {
+pub(crate) async fn not_running(db: &Db<'_, impl Conn>, id: &RunId) -> Error {
     match db
         .query_opt("SELECT 1 FROM runs WHERE id = $1", &[&id.as_str()])
         .await
@@ -26,8 +25,8 @@ fn ids(runs: &[RunId]) -> Vec<&str> {
     runs.iter().map(RunId::as_str).collect()
 }
 
-pub(crate) async fn renew_run_leases<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn renew_run_leases(
+    db: &Db<'_, impl Conn>,
     runs: &[RunId],
     runner_id: &str,
     now: Instant,
@@ -44,8 +43,8 @@ pub(crate) async fn renew_run_leases<C: GenericClient + Sync>(
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-pub(crate) async fn take_over_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn take_over_run(
+    db: &Db<'_, impl Conn>,
     run: &RunId,
     from: Option<&str>,
     runner_id: &str,
@@ -71,15 +70,14 @@ pub(crate) async fn take_over_run<C: GenericClient + Sync>(
     }
 }
 
-pub(crate) async fn running_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn running_runs(
+    db: &Db<'_, impl Conn>,
     loop_id: Option<&LoopId>,
 ) -> Result<Vec<Run>> {
     // A row a runner claimed holds its lease only while its runner's lease lasts: the
     // earlier of the two is its lease (a runner gone from the table: already over).
-    let rows = db
-        .query(
-            "SELECT r.id, r.loop_id, r.loop_name, r.scheduled_for, r.attempt, r.status, \
+    db.query_as(
+        "SELECT r.id, r.loop_id, r.loop_name, r.scheduled_for, r.attempt, r.status, \
                r.source, r.started_at, r.finished_at, r.exit_code, r.duration_ms, r.stdout, \
                r.stderr, r.error, r.pid, r.pid_start_time, r.claimed_by, \
                CASE WHEN r.runner_epoch IS NULL THEN r.lease_expires_at \
@@ -89,31 +87,27 @@ pub(crate) async fn running_runs<C: GenericClient + Sync>(
              FROM runs r LEFT JOIN runners rn ON rn.epoch = r.runner_epoch \
              WHERE r.status = 'running' AND ($1::text IS NULL OR r.loop_id = $1) \
              ORDER BY r.created_at, r.id",
-            &[&loop_id.map(LoopId::as_str)],
-        )
-        .await?;
-    decode_all(&rows, run_from_row)
+        &[&loop_id.map(LoopId::as_str)],
+        run_from_row,
+    )
+    .await
 }
 
-pub(crate) async fn get_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    id: &RunId,
-) -> Result<Option<Run>> {
-    db.query_opt(
+pub(crate) async fn get_run(db: &Db<'_, impl Conn>, id: &RunId) -> Result<Option<Run>> {
+    db.query_opt_as(
         concat!("SELECT ", run_cols!(), " FROM runs WHERE id = $1"),
         &[&id.as_str()],
+        run_from_row,
     )
-    .await?
-    .map(|r| run_from_row(&r))
-    .transpose()
+    .await
 }
 
 /// See [`loops_store::Store::last_session_run`]; through the `runs_loop_session` index.
-pub(crate) async fn last_session_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn last_session_run(
+    db: &Db<'_, impl Conn>,
     loop_id: &LoopId,
 ) -> Result<Option<Run>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "SELECT ",
             run_cols!(),
@@ -122,10 +116,9 @@ pub(crate) async fn last_session_run<C: GenericClient + Sync>(
              ORDER BY created_at DESC, seq DESC LIMIT 1"
         ),
         &[&loop_id.as_str()],
+        run_from_row,
     )
-    .await?
-    .map(|r| run_from_row(&r))
-    .transpose()
+    .await
 }
 
 type Param = Box<dyn ToSql + Sync + Send>;
@@ -184,23 +177,19 @@ pub(crate) fn runs_query(filter: &RunFilter) -> (String, Vec<Param>) {
     (sql, params)
 }
 
-pub(crate) async fn list_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    filter: &RunFilter,
-) -> Result<Vec<Run>> {
+pub(crate) async fn list_runs(db: &Db<'_, impl Conn>, filter: &RunFilter) -> Result<Vec<Run>> {
     let (sql, params) = runs_query(filter);
     let refs: Vec<&(dyn ToSql + Sync)> = params
         .iter()
         .map(|p| p.as_ref() as &(dyn ToSql + Sync))
         .collect();
-    let rows = db.query(&sql, &refs).await?;
-    decode_all(&rows, run_from_row)
+    db.query_as(&sql, &refs, run_from_row).await
 }
 
 /// Deletes finished runs (never `running` ones) matching EITHER rule of the policy
 /// (see `PrunePolicy`); with neither rule set nothing is deleted.
-pub(crate) async fn prune_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn prune_runs(
+    db: &Db<'_, impl Conn>,
     policy: &PrunePolicy,
     dry_run: bool,
 ) -> Result<usize> {
@@ -234,8 +223,8 @@ pub(crate) enum Pruned {
 /// Counts (`dry_run`) or deletes the finished rows of `table` (runs or workflow runs,
 /// never `running` ones) that either rule of `cuts` selects, ranking the rows newest
 /// first within each `partition` column value.
-pub(crate) async fn prune_finished<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn prune_finished(
+    db: &Db<'_, impl Conn>,
     table: &str,
     partition: &str,
     cuts: RunCutoffs,
@@ -275,8 +264,8 @@ pub(crate) async fn prune_finished<C: GenericClient + Sync>(
         .map(Pruned::Deleted)
 }
 
-pub(crate) async fn runs_with_id_prefix<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn runs_with_id_prefix(
+    db: &Db<'_, impl Conn>,
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<Run>> {
@@ -295,26 +284,25 @@ pub(crate) async fn runs_with_id_prefix<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn runs_created_since<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn runs_created_since(
+    db: &Db<'_, impl Conn>,
     since: Instant,
     loop_id: Option<&LoopId>,
     limit: usize,
 ) -> Result<Vec<Run>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                run_cols!(),
-                " FROM runs WHERE created_at >= $1 AND ($2::text IS NULL OR loop_id = $2) \
+    db.query_as(
+        concat!(
+            "SELECT ",
+            run_cols!(),
+            " FROM runs WHERE created_at >= $1 AND ($2::text IS NULL OR loop_id = $2) \
                  ORDER BY created_at, seq LIMIT $3"
-            ),
-            &[
-                &ms(&since),
-                &loop_id.map(LoopId::as_str),
-                &sat_i64(limit as u64),
-            ],
-        )
-        .await?;
-    decode_all(&rows, run_from_row)
+        ),
+        &[
+            &ms(&since),
+            &loop_id.map(LoopId::as_str),
+            &sat_i64(limit as u64),
+        ],
+        run_from_row,
+    )
+    .await
 }

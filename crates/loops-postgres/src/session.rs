@@ -123,6 +123,11 @@ impl Session {
     }
 }
 
+/// What a [`Db`] runs its statements on: a connection or a transaction.
+pub(crate) trait Conn: GenericClient + Sync {}
+
+impl<C: GenericClient + Sync> Conn for C {}
+
 /// Statements on a connection or transaction, prepared once per connection.
 pub(crate) struct Db<'a, C> {
     pub(crate) c: &'a C,
@@ -161,6 +166,30 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         let st = self.prepare(sql).await?;
         count_round_trip();
         Ok(self.c.query_opt(&st, params).await?)
+    }
+
+    /// The row `sql` returns, if any, decoded by `decode`.
+    pub(crate) async fn query_opt_as<T>(
+        &self,
+        sql: &str,
+        params: &Params<'_>,
+        decode: fn(&Row) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.query_opt(sql, params)
+            .await?
+            .as_ref()
+            .map(decode)
+            .transpose()
+    }
+
+    /// Every row `sql` returns, decoded by `decode`.
+    pub(crate) async fn query_as<T>(
+        &self,
+        sql: &str,
+        params: &Params<'_>,
+        decode: fn(&Row) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        self.query(sql, params).await?.iter().map(decode).collect()
     }
 
     /// Runs `sql` — an insert of a new row whose `$1` is its id, then `params`, ending in

@@ -5,10 +5,10 @@
 //! once more (something may have changed while it was away); meanwhile the caller's
 //! own deadlines keep it going.
 
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_store::{WakeFn, WakeGuard};
 use std::time::Duration;
-use tokio_postgres::{AsyncMessage, Config, GenericClient, NoTls};
+use tokio_postgres::{AsyncMessage, Config, NoTls};
 
 /// The channel every runner listens on.
 pub(crate) const CHANNEL: &str = "loops_wake";
@@ -17,7 +17,7 @@ const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_CAP: Duration = Duration::from_secs(5);
 
 /// Queues a wake-up, sent when the caller's transaction commits.
-pub(crate) async fn notify<C: GenericClient + Sync>(db: &Db<'_, C>) -> crate::error::Result<()> {
+pub(crate) async fn notify(db: &Db<'_, impl Conn>) -> crate::error::Result<()> {
     db.execute("SELECT pg_notify($1, '')", &[&CHANNEL]).await?;
     Ok(())
 }

@@ -1,11 +1,11 @@
 //! Workflow specs, runs, step runs and the event log.
 
 use crate::codec::{
-    decode_all, encode_usage, get, ms, new_id, opt_ms, opt_text, sat_i64, with_id_prefix, Cols,
+    encode_usage, get, ms, new_id, opt_ms, opt_text, sat_i64, with_id_prefix, Cols,
 };
 use crate::error::{Error, Result};
 use crate::runs::{prune_finished, Pruned};
-use crate::session::Db;
+use crate::session::{Conn, Db};
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
@@ -13,7 +13,7 @@ use loops_core::{Instant, LoopId, RunId, StepId, WorkflowRunId, WorkflowStatus};
 use loops_store::prune::RunCutoffs;
 use loops_store::rows;
 use loops_store::{PrunePolicy, StoreError};
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 macro_rules! workflow_cols {
     () => {
@@ -54,8 +54,8 @@ fn event_from_row(row: &Row) -> Result<WorkflowEvent> {
 
 /// Appends events with the next sequence numbers of the run (its row locked by the
 /// caller's update, so two writers never draw the same numbers).
-async fn append_events<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+async fn append_events(
+    db: &Db<'_, impl Conn>,
     run_id: &str,
     events: &[NewEvent],
     now: Instant,
@@ -66,7 +66,9 @@ async fn append_events<C: GenericClient + Sync>(
     // The next number, and what each entry's mirror in the store's event log names.
     let first = db
         .query_one(
-            "SELECT (SELECT COALESCE(MAX(sequence), 0) + 1 FROM workflow_events                      WHERE workflow_run_id = $1), workflow_name, loop_id              FROM workflow_runs WHERE id = $1",
+            "SELECT (SELECT COALESCE(MAX(sequence), 0) + 1 FROM workflow_events \
+               WHERE workflow_run_id = $1), workflow_name, loop_id \
+             FROM workflow_runs WHERE id = $1",
             &[&run_id],
         )
         .await?;
@@ -108,8 +110,8 @@ fn spec_json(spec: &WorkflowSpec) -> Result<String> {
     serde_json::to_string(spec).map_err(|e| Error::decode(format!("spec: {e}")))
 }
 
-pub(crate) async fn create_workflow<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn create_workflow(
+    db: &Db<'_, impl Conn>,
     spec: &WorkflowSpec,
     replace: bool,
     now: Instant,
@@ -121,17 +123,16 @@ pub(crate) async fn create_workflow<C: GenericClient + Sync>(
     )
     .await?;
     let existing = db
-        .query_opt(
+        .query_opt_as(
             concat!(
                 "SELECT ",
                 workflow_cols!(),
                 " FROM workflows WHERE name = $1 AND status = 'active' FOR UPDATE"
             ),
             &[&spec.name],
+            workflow_from_row,
         )
-        .await?
-        .map(|r| workflow_from_row(&r))
-        .transpose()?;
+        .await?;
     if let Some(old) = &existing {
         if !replace {
             return Err(StoreError::DuplicateWorkflow(spec.name.clone()).into());
@@ -158,38 +159,33 @@ pub(crate) async fn create_workflow<C: GenericClient + Sync>(
     Ok(workflow)
 }
 
-pub(crate) async fn get_workflow<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    id: &str,
-) -> Result<Option<Workflow>> {
-    db.query_opt(
+pub(crate) async fn get_workflow(db: &Db<'_, impl Conn>, id: &str) -> Result<Option<Workflow>> {
+    db.query_opt_as(
         concat!("SELECT ", workflow_cols!(), " FROM workflows WHERE id = $1"),
         &[&id],
+        workflow_from_row,
     )
-    .await?
-    .map(|r| workflow_from_row(&r))
-    .transpose()
+    .await
 }
 
-pub(crate) async fn get_active_workflow<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn get_active_workflow(
+    db: &Db<'_, impl Conn>,
     name: &str,
 ) -> Result<Option<Workflow>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "SELECT ",
             workflow_cols!(),
             " FROM workflows WHERE name = $1 AND status = 'active'"
         ),
         &[&name],
+        workflow_from_row,
     )
-    .await?
-    .map(|r| workflow_from_row(&r))
-    .transpose()
+    .await
 }
 
-pub(crate) async fn workflows_with_id_prefix<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn workflows_with_id_prefix(
+    db: &Db<'_, impl Conn>,
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<Workflow>> {
@@ -208,43 +204,41 @@ pub(crate) async fn workflows_with_id_prefix<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn list_workflows<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn list_workflows(
+    db: &Db<'_, impl Conn>,
     status: Option<WorkflowStatus>,
 ) -> Result<Vec<Workflow>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                workflow_cols!(),
-                " FROM workflows WHERE $1::text IS NULL OR status = $1 ORDER BY name, version"
-            ),
-            &[&status.map(|s| s.as_str())],
-        )
-        .await?;
-    decode_all(&rows, workflow_from_row)
+    db.query_as(
+        concat!(
+            "SELECT ",
+            workflow_cols!(),
+            " FROM workflows WHERE $1::text IS NULL OR status = $1 ORDER BY name, version"
+        ),
+        &[&status.map(|s| s.as_str())],
+        workflow_from_row,
+    )
+    .await
 }
 
-pub(crate) async fn archive_workflow<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn archive_workflow(
+    db: &Db<'_, impl Conn>,
     id: &str,
     now: Instant,
 ) -> Result<Workflow> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "UPDATE workflows SET status = 'archived', updated_at = $2 WHERE id = $1 RETURNING ",
             workflow_cols!()
         ),
         &[&id, &ms(&now)],
+        workflow_from_row,
     )
     .await?
-    .map(|r| workflow_from_row(&r))
-    .transpose()?
     .ok_or_else(|| StoreError::WorkflowNotFound(id.to_owned()).into())
 }
 
-pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn create_workflow_run(
+    db: &Db<'_, impl Conn>,
     workflow: &Workflow,
     origin: Option<&RunOrigin>,
     params: &loops_core::workflow_params::ParamValues,
@@ -324,25 +318,24 @@ pub(crate) async fn create_workflow_run<C: GenericClient + Sync>(
     Ok((run, true))
 }
 
-pub(crate) async fn get_workflow_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn get_workflow_run(
+    db: &Db<'_, impl Conn>,
     id: &str,
 ) -> Result<Option<WorkflowRun>> {
-    db.query_opt(
+    db.query_opt_as(
         concat!(
             "SELECT ",
             wf_run_cols!(),
             " FROM workflow_runs WHERE id = $1"
         ),
         &[&id],
+        run_from_row,
     )
-    .await?
-    .map(|r| run_from_row(&r))
-    .transpose()
+    .await
 }
 
-pub(crate) async fn workflow_runs_with_id_prefix<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn workflow_runs_with_id_prefix(
+    db: &Db<'_, impl Conn>,
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<WorkflowRun>> {
@@ -361,60 +354,54 @@ pub(crate) async fn workflow_runs_with_id_prefix<C: GenericClient + Sync>(
     .await
 }
 
-pub(crate) async fn list_workflow_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn list_workflow_runs(
+    db: &Db<'_, impl Conn>,
     workflow_name: Option<&str>,
     limit: Option<usize>,
 ) -> Result<Vec<WorkflowRun>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                wf_run_cols!(),
-                " FROM workflow_runs WHERE $1::text IS NULL OR workflow_name = $1 \
+    db.query_as(
+        concat!(
+            "SELECT ",
+            wf_run_cols!(),
+            " FROM workflow_runs WHERE $1::text IS NULL OR workflow_name = $1 \
                  ORDER BY created_at DESC, seq DESC LIMIT $2"
-            ),
-            &[&workflow_name, &limit.map(|l| sat_i64(l as u64))],
-        )
-        .await?;
-    decode_all(&rows, run_from_row)
+        ),
+        &[&workflow_name, &limit.map(|l| sat_i64(l as u64))],
+        run_from_row,
+    )
+    .await
 }
 
-pub(crate) async fn step_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
-    run_id: &str,
-) -> Result<Vec<StepRun>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                step_cols!(),
-                " FROM workflow_step_runs WHERE workflow_run_id = $1 ORDER BY sequence"
-            ),
-            &[&run_id],
-        )
-        .await?;
-    decode_all(&rows, step_from_row)
+pub(crate) async fn step_runs(db: &Db<'_, impl Conn>, run_id: &str) -> Result<Vec<StepRun>> {
+    db.query_as(
+        concat!(
+            "SELECT ",
+            step_cols!(),
+            " FROM workflow_step_runs WHERE workflow_run_id = $1 ORDER BY sequence"
+        ),
+        &[&run_id],
+        step_from_row,
+    )
+    .await
 }
 
-pub(crate) async fn workflow_events<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn workflow_events(
+    db: &Db<'_, impl Conn>,
     run_id: &str,
     limit: Option<usize>,
 ) -> Result<Vec<WorkflowEvent>> {
-    let rows = db
-        .query(
-            "SELECT * FROM (SELECT id, workflow_run_id, sequence, event_type, step_id, \
+    db.query_as(
+        "SELECT * FROM (SELECT id, workflow_run_id, sequence, event_type, step_id, \
                payload_json, created_at FROM workflow_events WHERE workflow_run_id = $1 \
                ORDER BY sequence DESC LIMIT $2) last ORDER BY sequence",
-            &[&run_id, &limit.map(|l| sat_i64(l as u64))],
-        )
-        .await?;
-    decode_all(&rows, event_from_row)
+        &[&run_id, &limit.map(|l| sat_i64(l as u64))],
+        event_from_row,
+    )
+    .await
 }
 
-pub(crate) async fn save_workflow_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn save_workflow_run(
+    db: &Db<'_, impl Conn>,
     run: &WorkflowRun,
     events: &[NewEvent],
     now: Instant,
@@ -443,8 +430,8 @@ pub(crate) async fn save_workflow_run<C: GenericClient + Sync>(
     append_events(db, run.id.as_str(), events, now).await
 }
 
-pub(crate) async fn save_step_run<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn save_step_run(
+    db: &Db<'_, impl Conn>,
     step: &StepRun,
     events: &[NewEvent],
     now: Instant,
@@ -490,8 +477,8 @@ pub(crate) async fn save_step_run<C: GenericClient + Sync>(
     append_events(db, step.workflow_run_id.as_str(), events, now).await
 }
 
-pub(crate) async fn request_workflow_cancel<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn request_workflow_cancel(
+    db: &Db<'_, impl Conn>,
     run_id: &str,
     reason: &str,
     now: Instant,
@@ -507,8 +494,8 @@ pub(crate) async fn request_workflow_cancel<C: GenericClient + Sync>(
         .ok_or_else(|| StoreError::WorkflowRunNotFound(run_id.to_owned()).into())
 }
 
-pub(crate) async fn prune_workflow_runs<C: GenericClient + Sync>(
-    db: &Db<'_, C>,
+pub(crate) async fn prune_workflow_runs(
+    db: &Db<'_, impl Conn>,
     policy: &PrunePolicy,
     dry_run: bool,
 ) -> Result<usize> {

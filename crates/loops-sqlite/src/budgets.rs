@@ -1,8 +1,8 @@
 //! Budgets (issue #20 item 7, `loops_core::budget`): the store-wide `budgets` rows, the
 //! spend of a scope's window, and the `budget_holds` rows a finalization (or a changed
 //! budget) writes and releases in its transaction, with the one `held` / `resumed`
-//! notification of each budget; and the condition the due-loop queries use to leave a
-//! budget-held loop out.
+//! notification of each budget. The condition the due-loop queries use to leave a
+//! budget-held loop out is `loops_store::not_held_at!`'s.
 
 use crate::codec::{get, ms, query_all, query_first, Cols};
 use crate::error::{Error, Result, StoreResult};
@@ -17,32 +17,6 @@ use loops_store::codec::StoredRow;
 use loops_store::rows;
 use rusqlite::{params, Connection, Row};
 
-/// `b` (a row of `budget_holds`) holds the loop row `loops`: its own budget's, or a
-/// store-wide budget's of its provider (and account).
-macro_rules! budget_of_loop {
-    () => {
-        concat!(
-            "(b.loop_id = loops.id OR (b.provider = ",
-            $crate::holds::key_provider!(),
-            " AND (b.account IS NULL OR b.account = ",
-            $crate::holds::key_account!(),
-            ")))"
-        )
-    };
-}
-
-/// The condition that no budget holds the loop row `loops` at `?1`.
-macro_rules! not_budget_held_at_1 {
-    () => {
-        concat!(
-            "NOT EXISTS (SELECT 1 FROM budget_holds b WHERE b.held_until > ?1 AND ",
-            $crate::budgets::budget_of_loop!(),
-            ")"
-        )
-    };
-}
-pub(crate) use {budget_of_loop, not_budget_held_at_1};
-
 use loops_store::budget_hold_cols as hold_cols;
 
 fn hold_from_row(row: &Row<'_>) -> Result<BudgetHold> {
@@ -54,10 +28,12 @@ fn budget_from_row(row: &Row<'_>) -> Result<StoreBudget> {
 }
 
 fn read_budgets(conn: &Connection) -> Result<Vec<StoreBudget>> {
-    let mut stmt = conn.prepare_cached(
+    query_all(
+        conn,
         "SELECT provider, account, tokens, usd, updated_at FROM budgets ORDER BY provider, account",
-    )?;
-    query_all(&mut stmt, [], budget_from_row)
+        [],
+        budget_from_row,
+    )
 }
 
 fn read_hold(
@@ -65,13 +41,13 @@ fn read_hold(
     scope: &BudgetScope,
     metric: BudgetMetric,
 ) -> Result<Option<BudgetHold>> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "SELECT ",
-        hold_cols!(),
-        " FROM budget_holds WHERE scope = ?1 AND metric = ?2"
-    ))?;
     query_first(
-        &mut stmt,
+        conn,
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM budget_holds WHERE scope = ?1 AND metric = ?2"
+        ),
         params![scope.to_string(), metric.as_str()],
         hold_from_row,
     )
@@ -301,14 +277,17 @@ pub(crate) fn after_step(conn: &Connection, step: &StepRun, now: Instant) -> Res
     let (Some(at), Some(_)) = (step.finished_at, step.usage.as_ref()) else {
         return Ok(());
     };
-    let mut stmt = conn
-        .prepare_cached("SELECT provider, account_profile FROM workflow_step_runs WHERE id = ?1")?;
-    let key = query_first(&mut stmt, [step.id.as_str()], |row| {
-        Ok((
-            Cols(row).opt_parsed::<Provider>(0, "provider")?,
-            get::<Option<String>>(row, 1, "account_profile")?,
-        ))
-    })?;
+    let key = query_first(
+        conn,
+        "SELECT provider, account_profile FROM workflow_step_runs WHERE id = ?1",
+        [step.id.as_str()],
+        |row| {
+            Ok((
+                Cols(row).opt_parsed::<Provider>(0, "provider")?,
+                get::<Option<String>>(row, 1, "account_profile")?,
+            ))
+        },
+    )?;
     let Some((Some(provider), account)) = key else {
         return Ok(());
     };
@@ -377,12 +356,10 @@ pub(crate) fn clear_budget(
     now: Instant,
 ) -> StoreResult<Option<StoreBudget>> {
     store.write(None, |tx| {
-        let mut stmt = tx.prepare_cached(
+        let cleared = query_first(
+            tx,
             "DELETE FROM budgets WHERE provider = ?1 AND account = ?2 \
              RETURNING provider, account, tokens, usd, updated_at",
-        )?;
-        let cleared = query_first(
-            &mut stmt,
             params![provider.as_str(), account.unwrap_or("")],
             budget_from_row,
         )?;
@@ -401,12 +378,16 @@ pub(crate) fn budget_holds(store: &SqliteStore) -> StoreResult<Vec<BudgetHold>> 
 
 /// Every budget hold, as `conn` (maybe a claim's transaction) sees them.
 pub(crate) fn budget_holds_in(conn: &Connection) -> Result<Vec<BudgetHold>> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "SELECT ",
-        hold_cols!(),
-        " FROM budget_holds ORDER BY scope, metric"
-    ))?;
-    query_all(&mut stmt, [], hold_from_row)
+    query_all(
+        conn,
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM budget_holds ORDER BY scope, metric"
+        ),
+        [],
+        hold_from_row,
+    )
 }
 
 pub(crate) fn budget_spend(

@@ -4,10 +4,10 @@
 
 use crate::error::Result;
 use loops_core::{Loop, Run};
-use loops_store::codec::{corrupt, Result as StoreResult, StoredRow};
+use loops_store::codec::corrupt;
 use loops_store::{rows, DaemonLease, UnreadableLoop};
 use rusqlite::types::FromSql;
-use rusqlite::{ffi, ErrorCode, Row};
+use rusqlite::{ffi, Connection, ErrorCode, Row};
 
 pub(crate) use loops_store::codec::{
     encode_state, encode_usage, instant_from_ms, ms, new_id, opt_ms, sat_i64, ID_ATTEMPTS,
@@ -16,10 +16,7 @@ pub(crate) use loops_store::codec::{
 /// The columns of `loops`, in the order [`loop_from_row`] reads them.
 macro_rules! loop_cols {
     () => {
-        "id, name, description, status, schedule_json, target_json, next_run_at, \
-         retry_scheduled_for, catch_up, catch_up_limit, overlap, max_attempts, \
-         retry_delay_ms, lease_ms, expires_at, created_at, updated_at, jitter_ms, due_at, \
-         labels_json, notify_json, ops_json, ops_state_json"
+        loops_store::loop_cols!()
     };
 }
 pub(crate) use loop_cols;
@@ -53,23 +50,7 @@ pub(crate) fn get<T: FromSql>(row: &Row<'_>, idx: usize, col: &str) -> Result<T>
 /// A SQLite row as the shared decoders ([`loops_store::rows`]) and typed reads see it.
 pub(crate) struct Cols<'a, 's>(pub(crate) &'a Row<'s>);
 
-impl StoredRow for Cols<'_, '_> {
-    fn text(&self, idx: usize, col: &str) -> StoreResult<String> {
-        self.0.get(idx).map_err(|e| corrupt(col, e))
-    }
-    fn opt_text(&self, idx: usize, col: &str) -> StoreResult<Option<String>> {
-        self.0.get(idx).map_err(|e| corrupt(col, e))
-    }
-    fn int(&self, idx: usize, col: &str) -> StoreResult<i64> {
-        self.0.get(idx).map_err(|e| corrupt(col, e))
-    }
-    fn opt_int(&self, idx: usize, col: &str) -> StoreResult<Option<i64>> {
-        self.0.get(idx).map_err(|e| corrupt(col, e))
-    }
-    fn flag(&self, idx: usize, col: &str) -> StoreResult<bool> {
-        self.0.get(idx).map_err(|e| corrupt(col, e))
-    }
-}
+loops_store::stored_row_by!(Cols<'_, '_>, get);
 
 /// Decodes a row selected with `loop_cols!()` (no runner labels on SQLite).
 pub(crate) fn loop_from_row(row: &Row<'_>) -> Result<Loop> {
@@ -91,12 +72,14 @@ pub(crate) fn lease_from_row(row: &Row<'_>) -> Result<DaemonLease> {
     Ok(rows::lease_row(&Cols(row))?)
 }
 
-/// Runs `stmt` and decodes every row.
+/// Runs `sql` (prepared once per connection) and decodes every row.
 pub(crate) fn query_all<T, P: rusqlite::Params>(
-    stmt: &mut rusqlite::Statement<'_>,
+    conn: &Connection,
+    sql: &str,
     params: P,
     decode: fn(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query(params)?;
     let mut out = Vec::new();
     while let Some(row) = rows.next()? {
@@ -105,12 +88,14 @@ pub(crate) fn query_all<T, P: rusqlite::Params>(
     Ok(out)
 }
 
-/// Runs `stmt` and decodes the first row, if any.
+/// Runs `sql` (prepared once per connection) and decodes the first row, if any.
 pub(crate) fn query_first<T, P: rusqlite::Params>(
-    stmt: &mut rusqlite::Statement<'_>,
+    conn: &Connection,
+    sql: &str,
     params: P,
     decode: fn(&Row<'_>) -> Result<T>,
 ) -> Result<Option<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query(params)?;
     match rows.next()? {
         Some(row) => Ok(Some(decode(row)?)),

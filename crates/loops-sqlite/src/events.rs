@@ -78,12 +78,10 @@ pub(crate) fn events_after(
     limit: usize,
 ) -> StoreResult<Vec<Event>> {
     store.read(|conn| {
-        let mut stmt = conn.prepare_cached(
+        query_all(
+            conn,
             "SELECT seq, kind, loop_id, run_id, workflow_run_id, data_json, created_at \
              FROM events WHERE seq > ?1 ORDER BY seq LIMIT +?2",
-        )?;
-        query_all(
-            &mut stmt,
             params![sat_i64(after), sat_i64(limit as u64)],
             event_from_row,
         )

@@ -125,7 +125,7 @@ fn finalize_in(
     outcome: &RunOutcome,
     usage: Option<&str>,
 ) -> Result<Run> {
-    let mut stmt = conn.prepare_cached(concat!(
+    let sql = concat!(
         "UPDATE runs SET status = ?2, finished_at = ?3, exit_code = ?4, \
            duration_ms = CASE WHEN started_at IS NULL THEN NULL ELSE MAX(0, ?3 - started_at) END, \
            stdout = ?5, stderr = ?6, error = ?7, summary = ?8, usage_json = ?9, updated_at = ?3, \
@@ -133,7 +133,7 @@ fn finalize_in(
            session_note = ?14 \
          WHERE id = ?1 AND status = 'running' RETURNING ",
         run_cols!()
-    ))?;
+    );
     let params = params![
         run.as_str(),
         outcome.status.as_str(),
@@ -150,7 +150,7 @@ fn finalize_in(
         outcome.session_id,
         outcome.session_note,
     ];
-    match query_first(&mut stmt, params, run_from_row)? {
+    match query_first(conn, sql, params, run_from_row)? {
         Some(r) => Ok(r),
         None => Err(not_running(conn, run)),
     }

@@ -1,16 +1,16 @@
 //! Usage-limit holds (issue #20 item 2, `loops_core::hold`): the `account_holds` rows a
 //! finalization writes and releases in its own transaction, with the one `held` /
-//! `resumed` notification of their key, and the condition the due-loop queries use to
-//! leave a held key's loops out.
+//! `resumed` notification of their key, and SQLite's pieces of the condition the
+//! due-loop queries use to leave a held key's loops out (composed by
+//! `loops_store::not_held_at!`).
 
 use crate::codec::{loop_cols, ms, query_all, query_first, Cols};
 use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
-use loops_core::{notify, Delivery, Instant, Loop, NotifyEvent, Provider, Run};
+use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run};
 use loops_store::rows;
 use rusqlite::{params, Connection, Row};
-use std::collections::BTreeSet;
 
 /// The hold key of the loop row `loops` as SQL: its agent target's provider, and its
 /// account profile or 'default' (`HoldKey::of`); NULL for other targets (and for a
@@ -29,18 +29,6 @@ macro_rules! key_account {
     };
 }
 
-/// `h` (a row of `account_holds`) is the hold of the loop row `loops`'s key.
-macro_rules! hold_of_loop {
-    () => {
-        concat!(
-            "h.provider = ",
-            $crate::holds::key_provider!(),
-            " AND h.account = ",
-            $crate::holds::key_account!()
-        )
-    };
-}
-
 /// Until when the loop row `loops` is held (NULL or an instant past: not held): its
 /// key's hold; for a pooled agent (`accountPool`) the earliest end among its accounts'
 /// holds when every account has one, else 0 (a pooled loop is held only while all its
@@ -56,23 +44,12 @@ macro_rules! hold_end_of_loop {
             " AND h.account = p.value), 0)) \
                    FROM json_each(loops.target_json, '$.accountPool') p) \
              ELSE (SELECT MAX(h.held_until) FROM account_holds h WHERE ",
-            $crate::holds::hold_of_loop!(),
+            loops_store::hold_of_loop!(crate::holds),
             ") END)"
         )
     };
 }
-
-/// The condition that the loop row `loops` is not held at `?1` (the due-loop queries').
-macro_rules! not_held_at_1 {
-    () => {
-        concat!(
-            "COALESCE(",
-            $crate::holds::hold_end_of_loop!(),
-            ", 0) <= ?1"
-        )
-    };
-}
-pub(crate) use {hold_end_of_loop, hold_of_loop, key_account, key_provider, not_held_at_1};
+pub(crate) use {hold_end_of_loop, key_account, key_provider};
 
 use loops_store::account_hold_cols as hold_cols;
 
@@ -91,13 +68,13 @@ pub(crate) fn any(conn: &Connection) -> Result<bool> {
 }
 
 fn read(conn: &Connection, key: &HoldKey) -> Result<Option<AccountHold>> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "SELECT ",
-        hold_cols!(),
-        " FROM account_holds WHERE provider = ?1 AND account = ?2"
-    ))?;
     query_first(
-        &mut stmt,
+        conn,
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM account_holds WHERE provider = ?1 AND account = ?2"
+        ),
         params![key.provider.as_str(), key.account],
         hold_from_row,
     )
@@ -244,9 +221,9 @@ pub(crate) fn key_loops(
     Ok(loops)
 }
 
-/// Queues `event` once per channel of `loops` (each loop's settings or else the
-/// store-wide default, whatever their `on`), naming `run`: what a hold of several
-/// loops (an account's, a budget's) sends once rather than once per loop.
+/// Queues `event` on each of the channels of `loops` once
+/// ([`loops_store::hold_channels`]), naming `run`: what a hold of several loops (an
+/// account's, a budget's) sends once rather than once per loop.
 pub(crate) fn queue_on_channels(
     conn: &Connection,
     loops: &[Loop],
@@ -255,19 +232,11 @@ pub(crate) fn queue_on_channels(
     now: Instant,
 ) -> Result<Vec<Delivery>> {
     let default = crate::notify::read_default(conn)?;
-    let mut seen = BTreeSet::new();
     let mut sent = Vec::new();
-    for each in loops {
-        let Some(settings) = notify::effective(each.notify.as_ref(), default.as_ref()) else {
-            continue;
-        };
-        for (channel, target) in notify::channels(settings) {
-            if seen.insert((channel.as_str(), target.to_owned())) {
-                sent.push(crate::notify::insert(
-                    conn, run, event, channel, target, now,
-                )?);
-            }
-        }
+    for (channel, target) in loops_store::hold_channels(loops, default.as_ref()) {
+        sent.push(crate::notify::insert(
+            conn, run, event, channel, target, now,
+        )?);
     }
     Ok(sent)
 }
@@ -278,12 +247,16 @@ pub(crate) fn account_holds(store: &SqliteStore) -> StoreResult<Vec<AccountHold>
 
 /// Every hold, by provider and account, as `conn` (a claim's transaction) sees them.
 pub(crate) fn all_in(conn: &Connection) -> Result<Vec<AccountHold>> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "SELECT ",
-        hold_cols!(),
-        " FROM account_holds ORDER BY provider, account"
-    ))?;
-    query_all(&mut stmt, [], hold_from_row)
+    query_all(
+        conn,
+        concat!(
+            "SELECT ",
+            hold_cols!(),
+            " FROM account_holds ORDER BY provider, account"
+        ),
+        [],
+        hold_from_row,
+    )
 }
 
 pub(crate) fn clear_account_holds(
@@ -292,13 +265,13 @@ pub(crate) fn clear_account_holds(
     account: Option<&str>,
 ) -> StoreResult<Vec<AccountHold>> {
     store.write(None, |tx| {
-        let mut stmt = tx.prepare_cached(concat!(
-            "DELETE FROM account_holds WHERE provider = ?1 AND (?2 IS NULL OR account = ?2) \
-             RETURNING ",
-            hold_cols!()
-        ))?;
         let mut cleared = query_all(
-            &mut stmt,
+            tx,
+            concat!(
+                "DELETE FROM account_holds WHERE provider = ?1 AND (?2 IS NULL OR account = ?2) \
+             RETURNING ",
+                hold_cols!()
+            ),
             params![provider.as_str(), account],
             hold_from_row,
         )?;

@@ -27,11 +27,8 @@ pub(crate) fn check_fence(conn: &Connection, fence: &Fence, _now: Instant) -> Re
 }
 
 fn read_lease(conn: &Connection) -> Result<Option<DaemonLease>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT runner_id, pid, pid_start_time, host, token, acquired_at, heartbeat_at, expires_at \
-         FROM daemon_lease WHERE id = 1",
-    )?;
-    query_first(&mut stmt, [], lease_from_row)
+    query_first(conn, "SELECT runner_id, pid, pid_start_time, host, token, acquired_at, heartbeat_at, expires_at \
+         FROM daemon_lease WHERE id = 1", [], lease_from_row)
 }
 
 pub(crate) fn acquire_daemon_lease(

@@ -103,22 +103,22 @@ pub(crate) fn get_loop(store: &SqliteStore, id: &LoopId) -> StoreResult<Option<L
 /// Loop `id` as `conn` (a read, or the caller's transaction) sees it (`None`: gone):
 /// the one lookup by id behind `get_loop`, a finalization and a park.
 pub(crate) fn loop_in(conn: &Connection, id: &LoopId) -> Result<Option<Loop>> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "SELECT ",
-        loop_cols!(),
-        " FROM loops WHERE id = ?1"
-    ))?;
-    query_first(&mut stmt, [id.as_str()], loop_from_row)
+    query_first(
+        conn,
+        concat!("SELECT ", loop_cols!(), " FROM loops WHERE id = ?1"),
+        [id.as_str()],
+        loop_from_row,
+    )
 }
 
 pub(crate) fn get_loop_by_name(store: &SqliteStore, name: &str) -> StoreResult<Option<Loop>> {
     store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            loop_cols!(),
-            " FROM loops WHERE name = ?1"
-        ))?;
-        query_first(&mut stmt, [name], loop_from_row)
+        query_first(
+            conn,
+            concat!("SELECT ", loop_cols!(), " FROM loops WHERE name = ?1"),
+            [name],
+            loop_from_row,
+        )
     })
 }
 
@@ -132,13 +132,13 @@ pub(crate) fn loops_with_id_prefix(
     // keeps the result exact for any input.
     let upper = format!("{prefix}\u{10FFFF}");
     let loops = store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            loop_cols!(),
-            " FROM loops WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3"
-        ))?;
         query_all(
-            &mut stmt,
+            conn,
+            concat!(
+                "SELECT ",
+                loop_cols!(),
+                " FROM loops WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3"
+            ),
             params![prefix, upper, sat_i64(limit as u64)],
             loop_from_row,
         )
@@ -176,14 +176,14 @@ pub(crate) fn update_loop_schedule(
     fence: Option<&Fence>,
 ) -> StoreResult<Loop> {
     store.write(fence.map(|f| (f, now)), |tx| {
-        let mut stmt = tx.prepare_cached(concat!(
+        let sql = concat!(
             "UPDATE loops SET status = ?2, next_run_at = ?3, retry_scheduled_for = ?4, \
              due_at = loops_due_at(id, ?3, ?4, jitter_ms), updated_at = ?5, \
              ops_state_json = CASE WHEN status != 'active' AND ?2 = 'active' THEN NULL \
                                    ELSE ops_state_json END \
              WHERE id = ?1 RETURNING ",
             loop_cols!()
-        ))?;
+        );
         let params = params![
             id.as_str(),
             advance.status.as_str(),
@@ -191,9 +191,8 @@ pub(crate) fn update_loop_schedule(
             opt_ms(advance.retry_scheduled_for.as_ref()),
             ms(&now),
         ];
-        let updated = query_first(&mut stmt, params, loop_from_row)?
+        let updated = query_first(tx, sql, params, loop_from_row)?
             .ok_or_else(|| Error::from(StoreError::LoopNotFound(id.to_string())))?;
-        drop(stmt);
         events::append(tx, &EventBody::loop_changed(&updated), now)?;
         Ok(updated)
     })
@@ -307,9 +306,7 @@ pub(crate) fn due_loops(
             "SELECT ",
             loop_cols!(),
             " FROM loops WHERE status = 'active' AND due_at <= ?1 AND ",
-            crate::holds::not_held_at_1!(),
-            " AND ",
-            crate::budgets::not_budget_held_at_1!(),
+            loops_store::not_held_at!(crate::holds, "?1"),
             " ORDER BY due_at LIMIT +?2"
         ))?;
         let mut rows = stmt.query(params![ms(&now), sat_i64(limit as u64)])?;
@@ -328,11 +325,9 @@ pub(crate) fn next_due_at(store: &SqliteStore) -> StoreResult<Option<Instant>> {
     store.read(|conn| {
         let sql = if crate::holds::any(conn)? {
             concat!(
-                "SELECT MIN(MAX(due_at, COALESCE(",
-                crate::holds::hold_end_of_loop!(),
-                ", 0), COALESCE((SELECT MAX(b.held_until) FROM budget_holds b WHERE ",
-                crate::budgets::budget_of_loop!(),
-                "), 0))) FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
+                "SELECT MIN(",
+                loops_store::waits_until!(crate::holds, "MAX"),
+                ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
             )
         } else {
             "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
@@ -397,13 +392,12 @@ pub(crate) fn expire_loops(
         return Ok(Vec::new());
     }
     store.write(fence.map(|f| (f, now)), |tx| {
-        let mut stmt = tx.prepare_cached(concat!(
+        let mut loops = query_all(tx, concat!(
             "UPDATE loops INDEXED BY loops_expiry SET status = 'expired', next_run_at = NULL, due_at = NULL, updated_at = ?1 \
              WHERE status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?1 \
              RETURNING ",
             loop_cols!()
-        ))?;
-        let mut loops = query_all(&mut stmt, [ms(&now)], loop_from_row)?;
+        ), [ms(&now)], loop_from_row)?;
         loops.sort_by(|a, b| a.name.cmp(&b.name));
         for lp in &loops {
             events::append(tx, &EventBody::loop_changed(lp), now)?;
@@ -427,7 +421,7 @@ pub(crate) fn update_loop_definition(
     let json = DefinitionJson::of_new(def)?;
     let p = &def.policy;
     store.write(None, |tx| {
-        let mut stmt = tx.prepare_cached(concat!(
+        let sql = concat!(
             "UPDATE loops SET name = ?2, description = ?3, status = ?4, schedule_json = ?5, \
                target_json = ?6, next_run_at = ?7, retry_scheduled_for = ?8, catch_up = ?9, \
                catch_up_limit = ?10, overlap = ?11, max_attempts = ?12, retry_delay_ms = ?13, \
@@ -438,7 +432,7 @@ pub(crate) fn update_loop_definition(
                AND retry_scheduled_for IS ?22 AND updated_at = ?23 \
              RETURNING ",
             loop_cols!()
-        ))?;
+        );
         let params = params![
             id.as_str(),
             def.name,
@@ -465,7 +459,7 @@ pub(crate) fn update_loop_definition(
             ms(&expected.updated_at),
             json.ops,
         ];
-        let updated = match query_first(&mut stmt, params, loop_from_row) {
+        let updated = match query_first(tx, sql, params, loop_from_row) {
             Ok(updated) => updated,
             Err(Error::Sqlite(e)) if crate::codec::is_unique_violation(&e) => {
                 return Err(StoreError::DuplicateName(def.name.clone()).into())

@@ -187,13 +187,17 @@ pub(crate) fn deliveries_of_runs(
     let ids = serde_json::to_string(&runs.iter().map(RunId::as_str).collect::<Vec<_>>())
         .map_err(|e| loops_store::StoreError::InvalidArgument(format!("run ids: {e}")))?;
     let mut found = store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            delivery_cols!(),
-            " FROM notification_deliveries \
+        query_all(
+            conn,
+            concat!(
+                "SELECT ",
+                delivery_cols!(),
+                " FROM notification_deliveries \
              WHERE run_id IN (SELECT value FROM json_each(?1)) ORDER BY created_at, rowid"
-        ))?;
-        query_all(&mut stmt, [ids], delivery_from_row)
+            ),
+            [ids],
+            delivery_from_row,
+        )
     })?;
     rows::sort_by_runs(&mut found, runs);
     Ok(found)
@@ -201,13 +205,17 @@ pub(crate) fn deliveries_of_runs(
 
 pub(crate) fn pending_deliveries(store: &SqliteStore, limit: usize) -> StoreResult<Vec<Delivery>> {
     store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            delivery_cols!(),
-            " FROM notification_deliveries INDEXED BY notification_deliveries_pending \
+        query_all(
+            conn,
+            concat!(
+                "SELECT ",
+                delivery_cols!(),
+                " FROM notification_deliveries INDEXED BY notification_deliveries_pending \
              WHERE status = 'pending' ORDER BY created_at, rowid LIMIT +?1"
-        ))?;
-        query_all(&mut stmt, [sat_i64(limit as u64)], delivery_from_row)
+            ),
+            [sat_i64(limit as u64)],
+            delivery_from_row,
+        )
     })
 }
 
@@ -220,14 +228,14 @@ pub(crate) fn claim_delivery(
     now: Instant,
 ) -> StoreResult<Option<Delivery>> {
     store.write(None, |tx| {
-        let mut stmt = tx.prepare_cached(concat!(
-            "UPDATE notification_deliveries SET claimed_by = ?3, claim_expires_at = ?4, \
+        query_first(
+            tx,
+            concat!(
+                "UPDATE notification_deliveries SET claimed_by = ?3, claim_expires_at = ?4, \
                updated_at = ?5 \
              WHERE id = ?1 AND status = 'pending' AND claimed_by IS ?2 RETURNING ",
-            delivery_cols!()
-        ))?;
-        query_first(
-            &mut stmt,
+                delivery_cols!()
+            ),
             params![id, from, runner_id, ms(&until), ms(&now)],
             delivery_from_row,
         )
@@ -245,16 +253,16 @@ pub(crate) fn record_delivery(
 ) -> StoreResult<Option<Delivery>> {
     let done = status != DeliveryStatus::Pending;
     store.write(None, |tx| {
-        let mut stmt = tx.prepare_cached(concat!(
-            "UPDATE notification_deliveries SET status = ?3, attempts = ?4, last_error = ?5, \
+        query_first(
+            tx,
+            concat!(
+                "UPDATE notification_deliveries SET status = ?3, attempts = ?4, last_error = ?5, \
                updated_at = ?6, \
                claimed_by = CASE WHEN ?7 THEN NULL ELSE claimed_by END, \
                claim_expires_at = CASE WHEN ?7 THEN NULL ELSE claim_expires_at END \
              WHERE id = ?1 AND status = 'pending' AND claimed_by = ?2 RETURNING ",
-            delivery_cols!()
-        ))?;
-        query_first(
-            &mut stmt,
+                delivery_cols!()
+            ),
             params![
                 id,
                 runner_id,

@@ -54,15 +54,15 @@ pub(crate) fn take_over_run(
     fence: Option<&Fence>,
 ) -> StoreResult<Run> {
     store.write(fence.map(|f| (f, now)), |tx| {
-        let mut stmt = tx.prepare_cached(concat!(
-            "UPDATE runs SET claimed_by = ?3, \
+        match query_first(
+            tx,
+            concat!(
+                "UPDATE runs SET claimed_by = ?3, \
                lease_expires_at = ?4 + (SELECT l.lease_ms FROM loops l WHERE l.id = runs.loop_id), \
                updated_at = ?4 \
              WHERE id = ?1 AND status = 'running' AND claimed_by IS ?2 RETURNING ",
-            run_cols!()
-        ))?;
-        match query_first(
-            &mut stmt,
+                run_cols!()
+            ),
             params![run.as_str(), from, runner_id, ms(&now)],
             run_from_row,
         )? {
@@ -77,22 +77,26 @@ pub(crate) fn running_runs(store: &SqliteStore, loop_id: Option<&LoopId>) -> Sto
     // of running rows, not the run history; an ORDER BY would let the planner pick
     // the creation-order index and scan every run, so sort here instead.
     let mut runs = store.read(|conn| match loop_id {
-        Some(id) => {
-            let mut stmt = conn.prepare_cached(concat!(
+        Some(id) => query_all(
+            conn,
+            concat!(
                 "SELECT ",
                 run_cols!(),
                 " FROM runs INDEXED BY runs_running_loop WHERE status = 'running' AND loop_id = ?1"
-            ))?;
-            query_all(&mut stmt, [id.as_str()], run_from_row)
-        }
-        None => {
-            let mut stmt = conn.prepare_cached(concat!(
+            ),
+            [id.as_str()],
+            run_from_row,
+        ),
+        None => query_all(
+            conn,
+            concat!(
                 "SELECT ",
                 run_cols!(),
                 " FROM runs INDEXED BY runs_running_loop WHERE status = 'running'"
-            ))?;
-            query_all(&mut stmt, [], run_from_row)
-        }
+            ),
+            [],
+            run_from_row,
+        ),
     })?;
     runs.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
     Ok(runs)
@@ -100,23 +104,30 @@ pub(crate) fn running_runs(store: &SqliteStore, loop_id: Option<&LoopId>) -> Sto
 
 pub(crate) fn get_run(store: &SqliteStore, id: &RunId) -> StoreResult<Option<Run>> {
     store.read(|conn| {
-        let mut stmt =
-            conn.prepare_cached(concat!("SELECT ", run_cols!(), " FROM runs WHERE id = ?1"))?;
-        query_first(&mut stmt, [id.as_str()], run_from_row)
+        query_first(
+            conn,
+            concat!("SELECT ", run_cols!(), " FROM runs WHERE id = ?1"),
+            [id.as_str()],
+            run_from_row,
+        )
     })
 }
 
 /// See [`loops_store::Store::last_session_run`]; through the `runs_loop_session` index.
 pub(crate) fn last_session_run(store: &SqliteStore, loop_id: &LoopId) -> StoreResult<Option<Run>> {
     store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            run_cols!(),
-            " FROM runs WHERE loop_id = ?1 AND session_id IS NOT NULL \
+        query_first(
+            conn,
+            concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs WHERE loop_id = ?1 AND session_id IS NOT NULL \
                AND status IN ('succeeded', 'failed', 'timed_out') \
              ORDER BY created_at DESC, rowid DESC LIMIT 1"
-        ))?;
-        query_first(&mut stmt, [loop_id.as_str()], run_from_row)
+            ),
+            [loop_id.as_str()],
+            run_from_row,
+        )
     })
 }
 
@@ -179,10 +190,7 @@ pub(crate) fn runs_query(filter: &RunFilter) -> (String, Vec<Value>) {
 
 pub(crate) fn list_runs(store: &SqliteStore, filter: &RunFilter) -> StoreResult<Vec<Run>> {
     let (sql, params) = runs_query(filter);
-    store.read(|conn| {
-        let mut stmt = conn.prepare_cached(&sql)?;
-        query_all(&mut stmt, rusqlite::params_from_iter(params), run_from_row)
-    })
+    store.read(|conn| query_all(conn, &sql, rusqlite::params_from_iter(params), run_from_row))
 }
 
 /// Deletes finished runs (never `running` ones) matching EITHER rule of the policy:
@@ -283,13 +291,13 @@ pub(crate) fn runs_with_id_prefix(
 ) -> StoreResult<Vec<Run>> {
     let upper = format!("{prefix}\u{10FFFF}");
     let runs = store.read(|conn| {
-        let mut stmt = conn.prepare_cached(concat!(
-            "SELECT ",
-            run_cols!(),
-            " FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3"
-        ))?;
         query_all(
-            &mut stmt,
+            conn,
+            concat!(
+                "SELECT ",
+                run_cols!(),
+                " FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3"
+            ),
             params![prefix, upper, sat_i64(limit as u64)],
             run_from_row,
         )
@@ -310,27 +318,27 @@ pub(crate) fn runs_created_since(
 ) -> StoreResult<Vec<Run>> {
     let limit = sat_i64(limit as u64);
     store.read(|conn| match loop_id {
-        Some(id) => {
-            let mut stmt = conn.prepare_cached(concat!(
+        Some(id) => query_all(
+            conn,
+            concat!(
                 "SELECT ",
                 run_cols!(),
                 " FROM runs INDEXED BY runs_loop_created WHERE loop_id = ?1 AND created_at >= ?2 \
                  ORDER BY created_at, rowid LIMIT +?3"
-            ))?;
-            query_all(
-                &mut stmt,
-                params![id.as_str(), ms(&since), limit],
-                run_from_row,
-            )
-        }
-        None => {
-            let mut stmt = conn.prepare_cached(concat!(
+            ),
+            params![id.as_str(), ms(&since), limit],
+            run_from_row,
+        ),
+        None => query_all(
+            conn,
+            concat!(
                 "SELECT ",
                 run_cols!(),
                 " FROM runs INDEXED BY runs_created WHERE created_at >= ?1 \
                  ORDER BY created_at, rowid LIMIT +?2"
-            ))?;
-            query_all(&mut stmt, params![ms(&since), limit], run_from_row)
-        }
+            ),
+            params![ms(&since), limit],
+            run_from_row,
+        ),
     })
 }

@@ -99,9 +99,8 @@ pub(crate) fn insert_workflow(
 ) -> Result<Workflow> {
     let json = spec_json(spec)?;
     let existing = query_first(
-        &mut *tx.prepare_cached(&format!(
-            "SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"
-        ))?,
+        tx,
+        &format!("SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"),
         [&spec.name],
         workflow_from_row,
     )?;
@@ -145,47 +144,35 @@ impl WorkflowStore for SqliteStore {
     }
 
     fn get_workflow(&self, id: &str) -> StoreResult<Option<Workflow>> {
-        let conn = self.lock();
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {WORKFLOW_COLS} FROM workflows WHERE id = ?1"
-            ))
-            .map_err(from_sqlite)?;
-        Ok(query_first(&mut stmt, [id], workflow_from_row)?)
+        let sql = format!("SELECT {WORKFLOW_COLS} FROM workflows WHERE id = ?1");
+        self.read(|conn| query_first(conn, &sql, [id], workflow_from_row))
     }
 
     fn get_active_workflow(&self, name: &str) -> StoreResult<Option<Workflow>> {
-        let conn = self.lock();
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'"
-            ))
-            .map_err(from_sqlite)?;
-        Ok(query_first(&mut stmt, [name], workflow_from_row)?)
+        let sql =
+            format!("SELECT {WORKFLOW_COLS} FROM workflows WHERE name = ?1 AND status = 'active'");
+        self.read(|conn| query_first(conn, &sql, [name], workflow_from_row))
     }
 
     fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Workflow>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
+        let sql = format!(
             "SELECT {WORKFLOW_COLS} FROM workflows WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT +?2"
-        )).map_err(from_sqlite)?;
-        Ok(query_all(
-            &mut stmt,
-            params![prefix, sat_i64(limit as u64)],
-            workflow_from_row,
-        )?)
+        );
+        self.read(|conn| {
+            query_all(
+                conn,
+                &sql,
+                params![prefix, sat_i64(limit as u64)],
+                workflow_from_row,
+            )
+        })
     }
 
     fn list_workflows(&self, status: Option<WorkflowStatus>) -> StoreResult<Vec<Workflow>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
+        let sql = format!(
             "SELECT {WORKFLOW_COLS} FROM workflows WHERE ?1 IS NULL OR status = ?1 ORDER BY name, version"
-        )).map_err(from_sqlite)?;
-        Ok(query_all(
-            &mut stmt,
-            [status.map(|s| s.as_str())],
-            workflow_from_row,
-        )?)
+        );
+        self.read(|conn| query_all(conn, &sql, [status.map(|s| s.as_str())], workflow_from_row))
     }
 
     fn archive_workflow(&self, id: &str, now: Instant) -> StoreResult<Workflow> {
@@ -195,9 +182,8 @@ impl WorkflowStore for SqliteStore {
                 params![id, ms(&now)],
             )?;
             query_first(
-                &mut *tx.prepare_cached(&format!(
-                    "SELECT {WORKFLOW_COLS} FROM workflows WHERE id = ?1"
-                ))?,
+                tx,
+                &format!("SELECT {WORKFLOW_COLS} FROM workflows WHERE id = ?1"),
                 [id],
                 workflow_from_row,
             )?
@@ -217,10 +203,9 @@ impl WorkflowStore for SqliteStore {
         let params_json = loops_store::codec::encode_params(params)?;
         self.write(fence.map(|f| (f, now)), |tx| {
             if let Some(key) = &key {
-                let existing = query_first(
-                    &mut *tx.prepare_cached(&format!(
+                let existing = query_first(tx, &format!(
                         "SELECT {RUN_COLS} FROM workflow_runs WHERE idempotency_key = ?1"
-                    ))?,
+                    ),
                     [key],
                     run_from_row,
                 )?;
@@ -276,13 +261,8 @@ impl WorkflowStore for SqliteStore {
     }
 
     fn get_workflow_run(&self, id: &str) -> StoreResult<Option<WorkflowRun>> {
-        let conn = self.lock();
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {RUN_COLS} FROM workflow_runs WHERE id = ?1"
-            ))
-            .map_err(from_sqlite)?;
-        Ok(query_first(&mut stmt, [id], run_from_row)?)
+        let sql = format!("SELECT {RUN_COLS} FROM workflow_runs WHERE id = ?1");
+        self.read(|conn| query_first(conn, &sql, [id], run_from_row))
     }
 
     fn workflow_runs_with_id_prefix(
@@ -290,15 +270,17 @@ impl WorkflowStore for SqliteStore {
         prefix: &str,
         limit: usize,
     ) -> StoreResult<Vec<WorkflowRun>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
+        let sql = format!(
             "SELECT {RUN_COLS} FROM workflow_runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT +?2"
-        )).map_err(from_sqlite)?;
-        Ok(query_all(
-            &mut stmt,
-            params![prefix, sat_i64(limit as u64)],
-            run_from_row,
-        )?)
+        );
+        self.read(|conn| {
+            query_all(
+                conn,
+                &sql,
+                params![prefix, sat_i64(limit as u64)],
+                run_from_row,
+            )
+        })
     }
 
     fn list_workflow_runs(
@@ -306,27 +288,19 @@ impl WorkflowStore for SqliteStore {
         workflow_name: Option<&str>,
         limit: Option<usize>,
     ) -> StoreResult<Vec<WorkflowRun>> {
-        let conn = self.lock();
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {RUN_COLS} FROM workflow_runs WHERE ?1 IS NULL OR workflow_name = ?1 \
+        let sql = format!(
+            "SELECT {RUN_COLS} FROM workflow_runs WHERE ?1 IS NULL OR workflow_name = ?1 \
              ORDER BY created_at DESC, rowid DESC LIMIT +?2"
-            ))
-            .map_err(from_sqlite)?;
+        );
         let limit = limit.map_or(-1, |l| sat_i64(l as u64));
-        Ok(query_all(
-            &mut stmt,
-            params![workflow_name, limit],
-            run_from_row,
-        )?)
+        self.read(|conn| query_all(conn, &sql, params![workflow_name, limit], run_from_row))
     }
 
     fn step_runs(&self, run_id: &str) -> StoreResult<Vec<StepRun>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
+        let sql = format!(
             "SELECT {STEP_COLS} FROM workflow_step_runs WHERE workflow_run_id = ?1 ORDER BY sequence"
-        )).map_err(from_sqlite)?;
-        Ok(query_all(&mut stmt, [run_id], step_from_row)?)
+        );
+        self.read(|conn| query_all(conn, &sql, [run_id], step_from_row))
     }
 
     fn workflow_events(
@@ -334,17 +308,10 @@ impl WorkflowStore for SqliteStore {
         run_id: &str,
         limit: Option<usize>,
     ) -> StoreResult<Vec<WorkflowEvent>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
-            "SELECT * FROM (SELECT id, workflow_run_id, sequence, event_type, step_id, payload_json, created_at \
-             FROM workflow_events WHERE workflow_run_id = ?1 ORDER BY sequence DESC LIMIT +?2) ORDER BY sequence",
-        ).map_err(from_sqlite)?;
         let limit = limit.map_or(-1, |l| sat_i64(l as u64));
-        Ok(query_all(
-            &mut stmt,
-            params![run_id, limit],
-            event_from_row,
-        )?)
+        let sql = "SELECT * FROM (SELECT id, workflow_run_id, sequence, event_type, step_id, payload_json, created_at \
+             FROM workflow_events WHERE workflow_run_id = ?1 ORDER BY sequence DESC LIMIT +?2) ORDER BY sequence";
+        self.read(|conn| query_all(conn, sql, params![run_id, limit], event_from_row))
     }
 
     fn save_workflow_run(
@@ -432,8 +399,7 @@ impl WorkflowStore for SqliteStore {
                 "UPDATE workflow_runs SET cancel_requested = ?2, updated_at = ?3 WHERE id = ?1 AND status = 'running'",
                 params![run_id, reason, ms(&now)],
             )?;
-            query_first(
-                &mut *tx.prepare_cached(&format!("SELECT {RUN_COLS} FROM workflow_runs WHERE id = ?1"))?,
+            query_first(tx, &format!("SELECT {RUN_COLS} FROM workflow_runs WHERE id = ?1"),
                 [run_id],
                 run_from_row,
             )?

@@ -66,6 +66,32 @@ pub fn to_u64(v: i64, col: &str) -> Result<u64> {
     u64::try_from(v).map_err(|_| corrupt(col, format_args!("{v} is negative")))
 }
 
+/// Implements [`StoredRow`] for a backend's row wrapper `$ty` (a tuple struct around the
+/// driver's row) whose driver method `$get(idx)` reads a column as any of the five types
+/// the trait asks for; a failed read names its column ([`corrupt`]).
+#[macro_export]
+macro_rules! stored_row_by {
+    ($ty:ty, $get:ident) => {
+        impl $crate::codec::StoredRow for $ty {
+            fn text(&self, idx: usize, col: &str) -> $crate::codec::Result<String> {
+                self.0.$get(idx).map_err(|e| $crate::codec::corrupt(col, e))
+            }
+            fn opt_text(&self, idx: usize, col: &str) -> $crate::codec::Result<Option<String>> {
+                self.0.$get(idx).map_err(|e| $crate::codec::corrupt(col, e))
+            }
+            fn int(&self, idx: usize, col: &str) -> $crate::codec::Result<i64> {
+                self.0.$get(idx).map_err(|e| $crate::codec::corrupt(col, e))
+            }
+            fn opt_int(&self, idx: usize, col: &str) -> $crate::codec::Result<Option<i64>> {
+                self.0.$get(idx).map_err(|e| $crate::codec::corrupt(col, e))
+            }
+            fn flag(&self, idx: usize, col: &str) -> $crate::codec::Result<bool> {
+                self.0.$get(idx).map_err(|e| $crate::codec::corrupt(col, e))
+            }
+        }
+    };
+}
+
 /// One row of a query, read by column: a backend implements the five plain reads on
 /// its own row type (its errors as [`corrupt`] of the column), and gets the typed reads.
 pub trait StoredRow {

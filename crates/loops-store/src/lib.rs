@@ -75,6 +75,7 @@ pub mod codec;
 mod copy_set;
 mod error;
 pub mod facts;
+mod held;
 pub mod open_files;
 mod paths;
 pub mod prune;
@@ -86,6 +87,7 @@ pub mod user_file;
 
 pub use copy_set::CopySet;
 pub use error::{BackendErrorKind, BoxError, CorruptKind, StoreError};
+pub use held::hold_channels;
 pub use paths::{
     data_dir, inspect_data_dir, prepare_data_dir, secure_data_dir, PermissionReport, DATA_DIR_ENV,
     DB_FILE, PRIVATE_FILES,

@@ -25,6 +25,29 @@ macro_rules! run_cols {
     };
 }
 
+/// The columns of `loops`, in the order [`loop_row`] reads them: `loop_cols!()` where the
+/// backend stores no runner labels (SQLite), `loop_cols!(with_runs_on)` where it does
+/// (PostgreSQL; `loop_row`'s `with_runs_on`).
+#[macro_export]
+macro_rules! loop_cols {
+    () => {
+        $crate::loop_cols!(@ "")
+    };
+    (with_runs_on) => {
+        $crate::loop_cols!(@ "runs_on_json, ")
+    };
+    (@ $runs_on:literal) => {
+        concat!(
+            "id, name, description, status, schedule_json, target_json, next_run_at, \
+             retry_scheduled_for, catch_up, catch_up_limit, overlap, max_attempts, \
+             retry_delay_ms, lease_ms, expires_at, created_at, updated_at, jitter_ms, due_at, \
+             labels_json, notify_json, ",
+            $runs_on,
+            "ops_json, ops_state_json"
+        )
+    };
+}
+
 /// The columns of `account_holds`, in the order [`account_hold_row`] reads them.
 #[macro_export]
 macro_rules! account_hold_cols {
@@ -50,10 +73,7 @@ macro_rules! delivery_cols {
     };
 }
 
-/// Decodes a `loops` row selected as `id, name, description, status, schedule_json,
-/// target_json, next_run_at, retry_scheduled_for, catch_up, catch_up_limit, overlap,
-/// max_attempts, retry_delay_ms, lease_ms, expires_at, created_at, updated_at, jitter_ms,
-/// due_at, labels_json, notify_json, [runs_on_json,] ops_json, ops_state_json` —
+/// Decodes a `loops` row selected as [`loop_cols!`](crate::loop_cols) —
 /// `runs_on_json` only where the backend stores runner labels (`with_runs_on`).
 pub fn loop_row<R: StoredRow>(row: &R, with_runs_on: bool) -> Result<Loop> {
     // The columns after `notify_json` shift by one where `runs_on_json` is selected.
