@@ -48,6 +48,7 @@ mod history;
 mod http;
 mod mcp;
 mod pg;
+mod retention;
 mod rss;
 mod soak;
 mod store_file;
@@ -281,6 +282,17 @@ enum Bench {
         mut_arg("reps", |a| a.default_value("10").help("Timed invocations of each read")),
     )]
     History(HistoryArgs),
+    /// The daemon's retention over a long history: the lag of a loop due every 100 ms
+    /// while the daemon's first prune ranks every run and deletes a tenth (issue #21).
+    Retention {
+        #[arg(long, default_value_t = 1_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 2_000_000)]
+        runs: usize,
+        /// How long the daemon runs.
+        #[arg(long, default_value_t = 40)]
+        secs: u64,
+    },
     /// `loops top`'s refresh cost: its data read from scratch, `top --once --json`, and
     /// each poll of the event log (idle, k `loop.changed` events, a run's events).
     Top(HistoryArgs),
@@ -447,6 +459,7 @@ fn main() -> Result<()> {
         Bench::Dashboard(args) => bench.dashboard(&args),
         Bench::History(args) => bench.history(&args),
         Bench::Top(args) => bench.top(&args),
+        Bench::Retention { loops, runs, secs } => bench.retention(loops, runs, secs),
         Bench::Reattach { runs, reps } => bench.reattach(runs, reps),
         Bench::Classify { reps } => bench.classify(reps),
     };

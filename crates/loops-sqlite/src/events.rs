@@ -123,6 +123,61 @@ pub(crate) fn prune_with(
     Ok(conn.execute(delete_events, [])?)
 }
 
+/// Events of the log a transaction of [`prune_of_runs`] looks at: a range of
+/// numbers (the primary key), ≈ 5 ms of the write lock.
+const EVENTS_PER_WRITE: i64 = 10_000;
+
+/// Deletes the events of the runs `ids` (deleted runs): the ids go into this
+/// connection's `temp.pruned` (the temp database: no write lock on the store), then
+/// the log is walked a range of [`EVENTS_PER_WRITE`] numbers per transaction.
+pub(crate) fn prune_of_runs(store: &SqliteStore, ids: &[String]) -> StoreResult<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let bounds = store.read(|conn| {
+        conn.execute_batch(
+            "CREATE TEMP TABLE IF NOT EXISTS pruned (id TEXT PRIMARY KEY); DELETE FROM temp.pruned;",
+        )?;
+        let mut insert = conn.prepare_cached("INSERT OR IGNORE INTO temp.pruned (id) VALUES (?1)")?;
+        for id in ids {
+            insert.execute([id])?;
+        }
+        let bounds: (Option<i64>, Option<i64>) = conn
+            .prepare_cached("SELECT min(seq), max(seq) FROM events")?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(bounds)
+    });
+    let walked = match bounds {
+        Ok((Some(first), Some(last))) => {
+            let mut from = first - 1;
+            let mut walked = Ok(());
+            while from < last && walked.is_ok() {
+                let to = from.saturating_add(EVENTS_PER_WRITE);
+                walked = store
+                    .write(None, |tx| {
+                        Ok(tx
+                            .prepare_cached(
+                                "DELETE FROM events WHERE seq > ?1 AND seq <= ?2 \
+                                 AND run_id IN (SELECT id FROM temp.pruned)",
+                            )?
+                            .execute([from, to])?)
+                    })
+                    .map(drop);
+                from = to;
+            }
+            walked
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(e),
+    };
+    // Emptied whatever happened above: the ids are a prune's, not the connection's.
+    let emptied = store.read(|conn| {
+        conn.execute("DELETE FROM temp.pruned", [])?;
+        Ok(())
+    });
+    walked.and(emptied)
+}
+
 /// Keeps the newest `keep` events: one range of numbers (the primary key), so the
 /// deletes by run, workflow run and loop that follow scan a bounded log. Those have no
 /// index of their own (migration 11): their keys are random, and three indexes of random
