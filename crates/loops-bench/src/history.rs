@@ -4,42 +4,18 @@
 //! second a busy store adds.
 
 use crate::dashboard::time_overview;
-use crate::harness::{file_len, history_batch_of, json_output, ms, verdict, whole_ms, Bencher};
+use crate::harness::{file_len, json_output, ms, verdict, Bencher};
 use crate::http::Serve;
 use crate::HistoryArgs;
-use anyhow::{ensure, Context as _, Result};
-use chrono::Utc;
-use loops_runtime::client::Client;
-use loops_sqlite::SqliteStore;
-use loops_store::Store;
+use anyhow::{Context as _, Result};
 use std::time::Instant as Mono;
-
-/// Loops imported per batch: a batch's runs are held in memory at once.
-const LOOPS_PER_BATCH: usize = 50;
 
 impl Bencher {
     pub(super) fn history(&self, args: &HistoryArgs) -> Result<()> {
-        let (loops, runs, reps) = (args.loops, args.runs, args.reps);
-        ensure!(loops > 0 && runs >= loops, "need --runs >= --loops > 0");
-        let dir = self.fresh_dir()?;
+        let (loops, reps) = (args.loops, args.reps);
+        let (dir, written) = self.long_history_dir(loops, args.runs, args.every_ms)?;
         let data = dir.data();
-        let now = whole_ms(Utc::now());
-        let per_loop = runs / loops;
-        drop(Client::open(&data)?);
-        let store = SqliteStore::open(&dir.db())?;
-        let t = Mono::now();
-        let mut written = 0;
-        for first in (0..loops).step_by(LOOPS_PER_BATCH) {
-            let part = first..(first + LOOPS_PER_BATCH).min(loops);
-            let batch = history_batch_of(part, loops, per_loop, args.every_ms, now)?;
-            written += store.import(&batch, now)?.runs;
-        }
-        drop(store);
-        eprintln!(
-            "{loops} loops and {written} runs written in {:.0} s, db {:.0} MB",
-            t.elapsed().as_secs_f64(),
-            file_len(&dir.db()) as f64 / 1e6
-        );
+        let per_loop = args.runs / loops;
 
         let time = |args: &[&str]| self.time_cli_warm(&data, args, reps);
         let floor = time(&["--version"])?;

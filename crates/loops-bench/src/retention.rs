@@ -3,48 +3,23 @@
 //! started on time. Retention used to run inside the scheduling loop, on its
 //! connection; it now has a thread and a connection of its own.
 
-use crate::harness::{delta_ms, file_len, history_batch_of, sleep, verdict, whole_ms, Bencher};
+use crate::harness::{delta_ms, sleep, verdict, Bencher};
 use crate::harness::{populate_every, Daemon, Exec, Stats};
-use anyhow::{ensure, Context as _, Result};
-use chrono::Utc;
-use loops_runtime::client::Client;
+use anyhow::{Context as _, Result};
 use loops_sqlite::SqliteStore;
 use loops_store::{RunFilter, Store};
 use std::time::{Duration, Instant as Mono};
 
-/// Loops imported per batch: a batch's runs are held in memory at once.
-const LOOPS_PER_BATCH: usize = 50;
 /// The probe loop's period.
 const PROBE_EVERY_MS: u64 = 100;
 
 impl Bencher {
     pub(super) fn retention(&self, loops: usize, runs: usize, secs: u64) -> Result<()> {
-        ensure!(loops > 0 && runs >= loops, "need --runs >= --loops > 0");
-        let dir = self.fresh_dir()?;
-        let data = dir.data();
-        let now = whole_ms(Utc::now());
-        let per_loop = runs / loops;
-        drop(Client::open(&data)?);
-        let store = SqliteStore::open(&dir.db())?;
-        let t = Mono::now();
-        let mut written = 0;
         // Hourly loops: their runs are history, their next slots mostly beyond the window.
-        for first in (0..loops).step_by(LOOPS_PER_BATCH) {
-            let part = first..(first + LOOPS_PER_BATCH).min(loops);
-            written += store
-                .import(
-                    &history_batch_of(part, loops, per_loop, 3_600_000, now)?,
-                    now,
-                )?
-                .runs;
-        }
-        drop(store);
+        let (dir, written) = self.long_history_dir(loops, runs, 3_600_000)?;
+        let data = dir.data();
+        let per_loop = runs / loops;
         populate_every(&data, 1, "probe", Exec::True, PROBE_EVERY_MS)?;
-        eprintln!(
-            "{loops} loops and {written} runs written in {:.0} s, db {:.0} MB",
-            t.elapsed().as_secs_f64(),
-            file_len(&dir.db()) as f64 / 1e6
-        );
 
         // The first prune (at start) keeps nine tenths of each loop's runs.
         let keep = (per_loop * 9 / 10).to_string();

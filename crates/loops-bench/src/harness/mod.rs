@@ -160,6 +160,37 @@ impl Bencher {
 
     /// A fresh data dir holding `args`' run history ([`import_history`]); says on stderr
     /// what was written, how long that took and how large the store is.
+    /// A fresh data dir holding `loops` loops of period `every_ms`, each with `runs /
+    /// loops` finished runs on its last slots, imported 50 loops at a time so that a
+    /// history of millions of runs is never held in memory at once; and the runs written.
+    pub(crate) fn long_history_dir(
+        &self,
+        loops: usize,
+        runs: usize,
+        every_ms: u64,
+    ) -> Result<(BenchDir, usize)> {
+        const LOOPS_PER_BATCH: usize = 50;
+        anyhow::ensure!(loops > 0 && runs >= loops, "need --runs >= --loops > 0");
+        let dir = self.fresh_dir()?;
+        let now = whole_ms(chrono::Utc::now());
+        drop(loops_runtime::client::Client::open(&dir.data())?);
+        let store = loops_sqlite::SqliteStore::open(&dir.db())?;
+        let t = Mono::now();
+        let mut written = 0;
+        for first in (0..loops).step_by(LOOPS_PER_BATCH) {
+            let part = first..(first + LOOPS_PER_BATCH).min(loops);
+            let batch = history_batch_of(part, loops, runs / loops, every_ms, now)?;
+            written += loops_store::Store::import(&store, &batch, now)?.runs;
+        }
+        drop(store);
+        eprintln!(
+            "{loops} loops and {written} runs written in {:.0} s, db {:.0} MB",
+            t.elapsed().as_secs_f64(),
+            file_len(&dir.db()) as f64 / 1e6
+        );
+        Ok((dir, written))
+    }
+
     pub(crate) fn history_dir(&self, args: &HistoryArgs) -> Result<BenchDir> {
         let dir = self.fresh_dir()?;
         let t = Mono::now();
