@@ -163,6 +163,20 @@ impl Engine {
         }
     }
 
+    /// [`Self::take_over`] for this pass's recovery, which reports the rows it took.
+    fn take_over_in_pass(
+        &self,
+        run: &Run,
+        now: Instant,
+        report: &mut PassReport,
+    ) -> Result<Option<Run>, EngineError> {
+        let run = self.take_over(run, now)?;
+        if let Some(run) = &run {
+            report.adopted.push(run.id.clone());
+        }
+        Ok(run)
+    }
+
     /// Continues a workflow target's run whose runner died: the slot's workflow run
     /// picks up where it stopped (finished steps kept, a step whose process outlived
     /// the runner recorded, never started again), as this engine's run.
@@ -173,11 +187,10 @@ impl Engine {
         now: Instant,
         report: &mut PassReport,
     ) -> Result<(), EngineError> {
-        let Some(run) = self.take_over(&run, now)? else {
+        let Some(run) = self.take_over_in_pass(&run, now, report)? else {
             return Ok(());
         };
         tracing::info!(run = %run.id, loop_name = %lp.name, "continuing a workflow run whose runner died");
-        report.adopted.push(run.id.clone());
         let engine = Arc::clone(self);
         let task = self.task();
         tokio::spawn(async move {
@@ -210,10 +223,9 @@ impl Engine {
         now: Instant,
         report: &mut PassReport,
     ) -> Result<(), EngineError> {
-        let Some(run) = self.take_over(&run, now)? else {
+        let Some(run) = self.take_over_in_pass(&run, now, report)? else {
             return Ok(());
         };
-        report.adopted.push(run.id.clone());
         let engine = Arc::clone(self);
         // Taking the row over gave it a fresh lease of its loop's length.
         let lease = run

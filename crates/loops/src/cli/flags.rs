@@ -129,6 +129,14 @@ pub struct DefinitionArgs {
     /// (shorter than the loop's period).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub jitter: Option<Duration>,
+    #[command(flatten)]
+    pub notify: NotifyFlags,
+}
+
+/// Where a slot's notifications go: a loop's own (`create`, `edit`) or the store-wide
+/// default (`notify set`).
+#[derive(Debug, Args)]
+pub struct NotifyFlags {
     /// Run this command (by /bin/sh) with the run as JSON on stdin when a slot ends as
     /// --notify-on says (by default: when it failed).
     #[arg(long, value_name = "CMD")]
@@ -242,9 +250,9 @@ impl DefinitionArgs {
             labels: self.labels.clone(),
             runs_on: self.runs_on.clone(),
             jitter: self.jitter,
-            notify_cmd: self.notify_cmd.clone(),
-            notify_url: self.notify_url.clone(),
-            notify_on: self.notify_on.clone(),
+            notify_cmd: self.notify.notify_cmd.clone(),
+            notify_url: self.notify.notify_url.clone(),
+            notify_on: self.notify.notify_on.clone(),
             retry_backoff: self.retry_backoff.clone(),
             retry_delay_max: self.retry_delay_max,
             max_failures: self.max_failures,

@@ -2,6 +2,7 @@
 //! without `--notify-*` settings of their own (README, "Notifications").
 
 use super::{runtime, Context};
+use crate::cli::flags::NotifyFlags;
 use crate::exit::Exit;
 use crate::output::{self, outln, print_json};
 use crate::Failure;
@@ -12,7 +13,7 @@ use loops_runtime::definition::parse_enum;
 #[derive(Debug, Subcommand)]
 pub enum NotifyCommand {
     /// Set the default (replacing any earlier one as a whole).
-    Set(NotifySetArgs),
+    Set(NotifyFlags),
     /// Show the default.
     Show(NotifyShowArgs),
     /// Remove the default.
@@ -20,21 +21,6 @@ pub enum NotifyCommand {
     /// Send a test notification now, through every channel of the default — or, with
     /// --loop, of the settings that apply to that loop; exit 1 when one fails.
     Test(NotifyTestArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct NotifySetArgs {
-    /// Run this command (by /bin/sh) with the run as JSON on stdin.
-    #[arg(long, value_name = "CMD")]
-    pub notify_cmd: Option<String>,
-    /// POST the run as JSON to this http(s) URL.
-    #[arg(long, value_name = "URL")]
-    pub notify_url: Option<String>,
-    /// When notifications fire: failure (default: a slot failed on its last attempt),
-    /// recovery (the first success after one), changes (both) or always (every
-    /// finished slot).
-    #[arg(long, value_name = "WHEN")]
-    pub notify_on: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -61,7 +47,7 @@ pub fn run(ctx: &Context, cmd: NotifyCommand) -> Result<Exit, Failure> {
     }
 }
 
-fn set(ctx: &Context, args: NotifySetArgs) -> Result<Exit, Failure> {
+fn set(ctx: &Context, args: NotifyFlags) -> Result<Exit, Failure> {
     let on = args
         .notify_on
         .as_deref()
