@@ -13,6 +13,7 @@
 //! cargo run --release -p loops-bench -- pg-dispatch            # dispatch lag on PostgreSQL (throwaway cluster)
 //! cargo run --release -p loops-bench -- pg-wake                # an idle runner woken across hosts
 //! cargo run --release -p loops-bench -- throughput             # 5k due runs end to end
+//! cargo run --release -p loops-bench -- saturation             # 2k loops/s: runs/s as a share of xargs -P2
 //! cargo run --release -p loops-bench -- rss                    # daemon RSS and idle CPU
 //! cargo run --release -p loops-bench -- tick-cost              # scheduling cost with 100k loops
 //! cargo run --release -p loops-bench -- soak --secs 120        # bounded store under retention
@@ -50,6 +51,7 @@ mod mcp;
 mod pg;
 mod retention;
 mod rss;
+mod saturation;
 mod soak;
 mod store_file;
 mod supervised;
@@ -171,6 +173,20 @@ enum Bench {
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 300)]
         timeout_secs: u64,
+    },
+    /// Saturation: N loops every 1 s (more than the machine runs), the runs/s the
+    /// daemon starts as a share of `seq R | xargs -P2 -n1 sh -c true` timed before
+    /// and after it; both sides start `sh -c true`.
+    Saturation {
+        #[arg(long, default_value_t = 2_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(10..))]
+        secs: u64,
+        /// Children `xargs` starts for the baseline.
+        #[arg(long, default_value_t = 4_000)]
+        xargs_runs: usize,
+        #[arg(long, default_value_t = 256)]
+        max_concurrent: usize,
     },
     /// Daemon RSS and idle CPU with 0 loops and with N loops due far in the future.
     Rss {
@@ -420,6 +436,12 @@ fn main() -> Result<()> {
             store,
             Exec::pick(shell),
         ),
+        Bench::Saturation {
+            loops,
+            secs,
+            xargs_runs,
+            max_concurrent,
+        } => bench.saturation(loops, secs, xargs_runs, max_concurrent),
         Bench::Rss { loops, idle_secs } => bench.rss(loops, idle_secs),
         Bench::TickCost {
             loops,

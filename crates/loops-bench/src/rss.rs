@@ -12,8 +12,8 @@ impl Bencher {
     /// Benchmark 5: Daemon RSS and idle CPU.
     pub(super) fn rss(&self, n: usize, idle_secs: u64) -> Result<()> {
         let tck = clock_ticks_per_sec();
-        println!("| loops defined | settle s | VmRSS MB | VmHWM MB | idle CPU ms per {idle_secs} s | context switches per {idle_secs} s | target |");
-        println!("|---:|---:|---:|---:|---:|---:|---|");
+        println!("| loops defined | settle s | VmRSS MB | of it anonymous / file-backed MB | VmHWM MB | idle CPU ms per {idle_secs} s | context switches per {idle_secs} s | target |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---|");
         for (loops, settle) in [(0usize, 3u64), (n, 5)] {
             let dir = self.fresh_dir()?;
             let client = Client::open(&dir.data())?;
@@ -32,6 +32,7 @@ impl Bencher {
             let mut daemon = self.start_daemon(&dir, "daemon.log", &[])?;
             sleep(Duration::from_secs(settle));
             let (rss, hwm) = daemon.rss_kb()?;
+            let (anon, file) = daemon.rss_split_kb()?;
             let cpu0 = daemon.cpu()?;
             let switches0 = daemon.context_switches()?;
             sleep(Duration::from_secs(idle_secs));
@@ -42,7 +43,9 @@ impl Bencher {
             let mb = rss as f64 / 1024.0;
             let limit = if loops == 0 { 20.0 } else { 40.0 };
             println!(
-                "| {loops} | {settle} | {mb:.1} | {:.1} | {cpu:.0} | {wakeups} | ≤ {limit:.0} MB, CPU ≈ 0: {} |",
+                "| {loops} | {settle} | {mb:.1} | {:.1} / {:.1} | {:.1} | {cpu:.0} | {wakeups} | ≤ {limit:.0} MB, CPU ≈ 0: {} |",
+                anon as f64 / 1024.0,
+                file as f64 / 1024.0,
                 hwm as f64 / 1024.0,
                 verdict(mb <= limit && cpu <= 10.0 * idle_secs as f64)
             );

@@ -117,19 +117,27 @@ impl Daemon {
     }
 
     pub(crate) fn rss_kb(&self) -> Result<(u64, u64)> {
+        Ok((self.status_kb("VmRSS:")?, self.status_kb("VmHWM:")?))
+    }
+
+    /// Of the RSS: anonymous memory (heap, stacks) and pages of mapped files (the
+    /// `loops` binary's code and data, shared libraries), in kB.
+    pub(crate) fn rss_split_kb(&self) -> Result<(u64, u64)> {
+        Ok((self.status_kb("RssAnon:")?, self.status_kb("RssFile:")?))
+    }
+
+    /// One `kB` field of `/proc/PID/status`.
+    fn status_kb(&self, name: &str) -> Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
-        let field = |name: &str| -> Result<u64> {
-            let line = status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .with_context(|| format!("{name} missing from /proc/{}/status", self.pid))?;
-            let kb = line
-                .split_whitespace()
-                .nth(1)
-                .with_context(|| format!("malformed line {line:?}"))?;
-            Ok(kb.parse()?)
-        };
-        Ok((field("VmRSS:")?, field("VmHWM:")?))
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .with_context(|| format!("{name} missing from /proc/{}/status", self.pid))?;
+        let kb = line
+            .split_whitespace()
+            .nth(1)
+            .with_context(|| format!("malformed line {line:?}"))?;
+        Ok(kb.parse()?)
     }
 
     /// Context switches (voluntary + involuntary) summed over the daemon's threads: a
