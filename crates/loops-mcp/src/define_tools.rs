@@ -3,95 +3,25 @@
 //! turned into a definition by the runtime's `definition` functions that the CLI's
 //! `create` and `edit` use, so they accept and refuse the same input with the same
 //! messages; the client validates and stores it. What each needs beyond
-//! `--allow-mutations` is [`crate::gate`]'s.
+//! `--allow-mutations` is [`crate::gate`]'s. (The tools are declared in
+//! [`crate::tools`]; here is what answers them.)
 
 use crate::gate;
 use crate::params::{
     AgentFields, CreateAgentParams, CreateCommandParams, CreateWorkflowParams, DefinitionFields,
     EditParams,
 };
-use crate::server::{blocking, json, result, LoopsMcp, Outcome};
+use crate::server::{blocking, json, LoopsMcp, Outcome};
 use loops_core::redact::redact_loop;
 use loops_core::{Loop, Target};
 use loops_runtime::client::LoopDefinition;
 use loops_runtime::definition::{
     self, AgentFlags, ClearField, CommandFlags, DefinitionFlags, EditFlags,
 };
-use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{tool, tool_router};
 use std::path::PathBuf;
 
-#[tool_router(router = define_router, vis = "pub(crate)")]
 impl LoopsMcp {
-    #[tool(
-        name = "loops_create_command",
-        description = "Create a loop that runs a command on a schedule (like `loops create command NAME --json`), e.g. to schedule follow-up work: give name, cmd, and exactly one schedule (at, every, cron or dynamic). A cmd alone runs by /bin/sh, as in the CLI; with args (or noShell: true) it is argv: the program in cmd, its arguments in args. Returns the created loop (id, nextRunAt, …). The loops daemon must be running for it to run on schedule (see loops_daemon_status). Defining a command is code execution: needs a server started with --allow-code.",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = false,
-            idempotent_hint = false,
-            open_world_hint = true
-        )
-    )]
-    async fn loops_create_command(
-        &self,
-        Parameters(p): Parameters<CreateCommandParams>,
-    ) -> CallToolResult {
-        result(self.create_command(p).await)
-    }
-
-    #[tool(
-        name = "loops_create_agent",
-        description = "Create a loop that runs a headless AI coding agent (claude, codex, opencode, cursor, codewith, aicopilot) with a prompt on a schedule (like `loops create agent NAME --json`): give name, provider, prompt (or promptFile) and exactly one schedule (at, every, cron or dynamic); cwd is where the agent works. Returns the created loop, prompt redacted. An agent acts on its prompt (a coding agent runs commands), so this is code execution: needs a server started with --allow-code.",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = false,
-            idempotent_hint = false,
-            open_world_hint = true
-        )
-    )]
-    async fn loops_create_agent(
-        &self,
-        Parameters(p): Parameters<CreateAgentParams>,
-    ) -> CallToolResult {
-        result(self.create_agent(p).await)
-    }
-
-    #[tool(
-        name = "loops_create_workflow",
-        description = "Create a loop that runs a stored workflow on a schedule (like `loops create workflow NAME --workflow WF --json`): give name, workflow (an active workflow's name, see workflows_list) and exactly one schedule (at, every, cron or dynamic). Returns the created loop. Needs a server started with --allow-mutations (it schedules a workflow already stored; notifyCmd and untilCmd need --allow-code, notifyUrl --allow-secrets).",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = false,
-            idempotent_hint = false,
-            open_world_hint = true
-        )
-    )]
-    async fn loops_create_workflow(
-        &self,
-        Parameters(p): Parameters<CreateWorkflowParams>,
-    ) -> CallToolResult {
-        result(self.create_workflow(p).await)
-    }
-
-    #[tool(
-        name = "loops_edit",
-        description = "Change a loop in place (like `loops edit LOOP --json`), keeping its id and run history: only the fields given change — a new schedule (at most one of at, every, cron, dynamic), policy, labels (added; unlabel removes), on, the runner labels (added; clear \"on\" removes), env (added; unsetEnv removes), clear to unset settings, and the target's own fields (cmd/args for command loops, prompt/model/… for agent loops, workflow for workflow loops; a target's type cannot change). A run in flight is left alone. Returns the loop as changed. Needs a server started with --allow-mutations for the schedule, policy, labels, description, timeout and a workflow loop's workflow; anything else that changes what runs (cmd, args, shell, the agent's fields, env, cwd, account, notifyCmd, untilCmd) is code execution and needs --allow-code; notifyUrl needs --allow-secrets.",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = true
-        )
-    )]
-    async fn loops_edit(&self, Parameters(p): Parameters<EditParams>) -> CallToolResult {
-        result(self.edit(p).await)
-    }
-}
-
-impl LoopsMcp {
-    async fn create_command(&self, p: CreateCommandParams) -> Outcome {
+    pub(crate) async fn create_command(&self, p: CreateCommandParams) -> Outcome {
         self.mutation("loops_create_command")?;
         self.code("loops_create_command")?;
         let flags = p.flags()?;
@@ -106,7 +36,7 @@ impl LoopsMcp {
         self.create(p.name, flags, Target::Command(target)).await
     }
 
-    async fn create_agent(&self, p: CreateAgentParams) -> Outcome {
+    pub(crate) async fn create_agent(&self, p: CreateAgentParams) -> Outcome {
         self.mutation("loops_create_agent")?;
         self.code("loops_create_agent")?;
         one_prompt(p.prompt.as_ref(), p.prompt_file.as_ref())?;
@@ -123,7 +53,7 @@ impl LoopsMcp {
         self.create(p.name, flags, Target::Agent(target)).await
     }
 
-    async fn create_workflow(&self, p: CreateWorkflowParams) -> Outcome {
+    pub(crate) async fn create_workflow(&self, p: CreateWorkflowParams) -> Outcome {
         self.mutation("loops_create_workflow")?;
         let flags = p.flags()?;
         let given = crate::flags::pairs("--param", &p.params)?;
@@ -165,7 +95,7 @@ impl LoopsMcp {
         .await
     }
 
-    async fn edit(&self, p: EditParams) -> Outcome {
+    pub(crate) async fn edit(&self, p: EditParams) -> Outcome {
         self.mutation("loops_edit")?;
         let def_flags = p.flags()?;
         one_schedule(&def_flags, false)?;

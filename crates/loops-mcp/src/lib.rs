@@ -40,6 +40,7 @@ mod params;
 mod server;
 mod started;
 mod status_tools;
+mod tools;
 mod workflow_tools;
 
 pub use server::{LoopsMcp, Options};

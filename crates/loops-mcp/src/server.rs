@@ -86,10 +86,7 @@ impl LoopsMcp {
                 writer: Mutex::new(None),
                 started: Arc::default(),
             }),
-            tool_router: Self::loop_router()
-                + Self::define_router()
-                + Self::workflow_router()
-                + Self::status_router(),
+            tool_router: Self::tool_router(),
         }
     }
 

@@ -61,6 +61,45 @@ impl StartedRuns {
         });
     }
 
+    /// [`StartedRuns::spawn`]s `execution` and, given `wait`, waits at most that long
+    /// for its end: `Some` of what it ended with, `None` without `wait` or while it is
+    /// still going when `wait` has passed; an execution that failed is the error
+    /// (its message), and is logged whether it was waited for or not (`what` names
+    /// the run: "run", "workflow run").
+    pub(crate) async fn spawn_and_wait<T, E>(
+        self: &Arc<Self>,
+        what: &'static str,
+        interrupter: Interrupter,
+        execution: impl Future<Output = Result<T, E>> + Send + 'static,
+        wait: Option<std::time::Duration>,
+    ) -> Result<Option<T>, String>
+    where
+        T: Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        self.spawn(
+            async move {
+                let end = execution.await;
+                if let Err(e) = &end {
+                    tracing::warn!(error = %e, "a {what} started over MCP did not complete");
+                }
+                let _ = done_tx.send(end);
+            },
+            interrupter,
+        );
+        let Some(limit) = wait else {
+            return Ok(None);
+        };
+        match tokio::time::timeout(limit, done_rx).await {
+            Ok(Ok(Ok(end))) => Ok(Some(end)),
+            Ok(Ok(Err(e))) => Err(e.to_string()),
+            Ok(Err(_)) => Err("the run's task ended abnormally".to_owned()),
+            // Still going.
+            Err(_) => Ok(None),
+        }
+    }
+
     /// How many are still going on.
     pub fn in_flight(&self) -> usize {
         self.lock().runs.len()

@@ -1,95 +1,20 @@
 //! Workflow tools: list, show, validate, run (detached), inspect a run, cancel a run.
 //! Each is the `loops workflows` verb of the same name, with its `--json` document.
+//! (The tools are declared in [`crate::tools`]; here is what answers them.)
 
 use crate::flags;
 use crate::params::{
     CancelParams, InspectParams, ValidateParams, WorkflowParams, WorkflowRunParams,
     WorkflowsListParams,
 };
-use crate::server::{blocking, json, result, LoopsMcp, Outcome};
+use crate::server::{blocking, json, LoopsMcp, Outcome};
 use loops_core::redact::redact_step;
 use loops_core::workflow::StepRun;
 use loops_core::WorkflowStatus;
 use loops_runtime::workflow_file::{load_spec_file, load_spec_text, workflow_json};
-use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{tool, tool_router};
-
-#[tool_router(router = workflow_router, vis = "pub(crate)")]
-impl LoopsMcp {
-    #[tool(
-        name = "workflows_list",
-        description = "List stored workflows (DAGs of steps), like `loops workflows list --json`: active ones by default, archived versions with all: true or status: archived. Returns a JSON array; each workflow has id, name, version, status, createdAt and its spec's fields (description, maxParallel, steps with id, dependsOn and a command or agent target). Prompts and env values are redacted.",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
-    async fn workflows_list(
-        &self,
-        Parameters(p): Parameters<WorkflowsListParams>,
-    ) -> CallToolResult {
-        result(self.workflows_list_impl(p).await)
-    }
-
-    #[tool(
-        name = "workflow_show",
-        description = "Show one stored workflow (like `loops workflows show --json`): its steps, their dependencies and targets. `workflow` is an exact id, an active workflow's exact name, or an unambiguous id prefix. Returns one JSON workflow object; prompts and env values are redacted.",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
-    async fn workflow_show(&self, Parameters(p): Parameters<WorkflowParams>) -> CallToolResult {
-        result(self.workflow_show_impl(p).await)
-    }
-
-    #[tool(
-        name = "workflow_validate",
-        description = "Check a workflow spec without storing it (like `loops workflows validate --json`): from a JSON file (`file`) or given inline (`spec`). Use it before asking the user to store a workflow. Returns {valid: true, name, steps: <count>}; an invalid spec is a tool error naming the problem (e.g. `steps[1].dependsOn: unknown step \"x\"`).",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
-    async fn workflow_validate(&self, Parameters(p): Parameters<ValidateParams>) -> CallToolResult {
-        result(self.workflow_validate_impl(p).await)
-    }
-
-    #[tool(
-        name = "workflow_run",
-        description = "Start a run of a stored workflow now, in the MCP server's process, and return once it has started (detached): {workflowRun: {id, status: running, …}, steps}. Follow it with workflow_run_inspect; stop it with workflow_cancel. With wait: true it waits up to waitTimeout (default 60s, at most 10m) for the end. Needs a server started with --allow-mutations.",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = false,
-            idempotent_hint = false,
-            open_world_hint = true
-        )
-    )]
-    async fn workflow_run(&self, Parameters(p): Parameters<WorkflowRunParams>) -> CallToolResult {
-        result(self.workflow_run_impl(p).await)
-    }
-
-    #[tool(
-        name = "workflow_run_inspect",
-        description = "Inspect one workflow run (like `loops workflows inspect --json`): {workflowRun: {id, workflowName, status, attempt, startedAt, durationMs, error, …}, steps: [{stepId, status, exitCode, durationMs, error, summary, …}], events: [the run's event log]}. The steps' output — stdout, stderr, summary, errorOutput — is replaced by its size unless showOutput is allowed.",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
-    async fn workflow_run_inspect(
-        &self,
-        Parameters(p): Parameters<InspectParams>,
-    ) -> CallToolResult {
-        result(self.workflow_run_inspect_impl(p).await)
-    }
-
-    #[tool(
-        name = "workflow_cancel",
-        description = "Ask a running workflow run to stop (like `loops workflows cancel --json`), from whichever process runs it: its running steps are terminated and the rest cancelled within about a second. Returns the workflow run with the cancellation requested. A run that is not running is refused. Needs a server started with --allow-mutations.",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = true,
-            idempotent_hint = false,
-            open_world_hint = false
-        )
-    )]
-    async fn workflow_cancel(&self, Parameters(p): Parameters<CancelParams>) -> CallToolResult {
-        result(self.workflow_cancel_impl(p).await)
-    }
-}
 
 impl LoopsMcp {
-    async fn workflows_list_impl(&self, p: WorkflowsListParams) -> Outcome {
+    pub(crate) async fn workflows_list_impl(&self, p: WorkflowsListParams) -> Outcome {
         if p.all && p.status.is_some() {
             return Err("--status cannot be used with --all".to_owned());
         }
@@ -107,12 +32,12 @@ impl LoopsMcp {
         .await
     }
 
-    async fn workflow_show_impl(&self, p: WorkflowParams) -> Outcome {
+    pub(crate) async fn workflow_show_impl(&self, p: WorkflowParams) -> Outcome {
         self.read(move |c| Ok(workflow_json(&c.get_workflow(&p.workflow)?)))
             .await
     }
 
-    async fn workflow_validate_impl(&self, p: ValidateParams) -> Outcome {
+    pub(crate) async fn workflow_validate_impl(&self, p: ValidateParams) -> Outcome {
         let base = self.options().base_dir.clone();
         blocking(move || {
             let spec = match (&p.file, &p.spec) {
@@ -130,7 +55,7 @@ impl LoopsMcp {
         .await
     }
 
-    async fn workflow_run_impl(&self, p: WorkflowRunParams) -> Outcome {
+    pub(crate) async fn workflow_run_impl(&self, p: WorkflowRunParams) -> Outcome {
         self.mutation("workflow_run")?;
         let reveal = self.reveal(p.show_output)?;
         let timeout = p
@@ -152,27 +77,17 @@ impl LoopsMcp {
             .start_workflow_run(&workflow, timeout, &p.params)
             .await
             .map_err(|e| e.to_string())?;
-        let mut run = started.run.clone();
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        let interrupter = started.interrupter();
-        self.shared.started.spawn(
-            async move {
-                let end = started.finish().await;
-                if let Err(e) = &end {
-                    tracing::warn!(error = %e, "a workflow run started over MCP did not complete");
-                }
-                let _ = done_tx.send(end);
-            },
-            interrupter,
-        );
-        if let Some(limit) = wait {
-            match tokio::time::timeout(limit, done_rx).await {
-                Ok(Ok(Ok(end))) => run = end.into_run(),
-                Ok(Ok(Err(e))) => return Err(e.to_string()),
-                Ok(Err(_)) => return Err("the run's task ended abnormally".to_owned()),
-                Err(_) => {}
-            }
-        }
+        let run = started.run.clone();
+        let runs = &self.shared.started;
+        let ended = runs
+            .spawn_and_wait(
+                "workflow run",
+                started.interrupter(),
+                started.finish(),
+                wait,
+            )
+            .await?;
+        let run = ended.map_or(run, |end| end.into_run());
         blocking(move || {
             // The run's row as it is now (a run still going has moved on since its
             // start), and its steps.
@@ -189,7 +104,7 @@ impl LoopsMcp {
         .await
     }
 
-    async fn workflow_run_inspect_impl(&self, p: InspectParams) -> Outcome {
+    pub(crate) async fn workflow_run_inspect_impl(&self, p: InspectParams) -> Outcome {
         let reveal = self.reveal(p.show_output)?;
         let client = self.reader()?;
         blocking(move || {
@@ -209,7 +124,7 @@ impl LoopsMcp {
         .await
     }
 
-    async fn workflow_cancel_impl(&self, p: CancelParams) -> Outcome {
+    pub(crate) async fn workflow_cancel_impl(&self, p: CancelParams) -> Outcome {
         self.mutation("workflow_cancel")?;
         let reason = p.reason.unwrap_or_else(|| "cancelled over MCP".to_owned());
         self.write(move |c| {
