@@ -5,7 +5,7 @@
 use crate::error::Result;
 use crate::session::{Conn, Db};
 use loops_core::{Loop, Run};
-use loops_store::codec::corrupt;
+use loops_store::codec::{corrupt, id_prefix_upper, keep_id_prefix};
 use loops_store::{rows, DaemonLease, UnreadableLoop};
 use tokio_postgres::types::FromSql;
 use tokio_postgres::Row;
@@ -99,15 +99,11 @@ pub(crate) async fn with_id_prefix<T>(
     decode: fn(&Row) -> Result<T>,
     id: fn(&T) -> &str,
 ) -> Result<Vec<T>> {
-    // The exclusive upper bound of the ids starting with `prefix` (under the "C"
-    // collation): the prefix with U+10FFFF appended.
-    let upper = format!("{prefix}\u{10FFFF}");
-    Ok(db
+    let upper = id_prefix_upper(prefix);
+    let rows = db
         .query_as(select, &[&prefix, &upper, &sat_i64(limit as u64)], decode)
-        .await?
-        .into_iter()
-        .filter(|t| id(t).starts_with(prefix))
-        .collect())
+        .await?;
+    Ok(keep_id_prefix(rows, prefix, id))
 }
 
 #[cfg(test)]

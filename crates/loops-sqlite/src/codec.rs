@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use loops_core::{Loop, Run};
-use loops_store::codec::corrupt;
+use loops_store::codec::{corrupt, id_prefix_upper, keep_id_prefix};
 use loops_store::{rows, DaemonLease, UnreadableLoop};
 use rusqlite::types::FromSql;
 use rusqlite::{ffi, Connection, ErrorCode, Row};
@@ -101,6 +101,27 @@ pub(crate) fn query_first<T, P: rusqlite::Params>(
         Some(row) => Ok(Some(decode(row)?)),
         None => Ok(None),
     }
+}
+
+/// The rows of `select` (`… WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3`) whose
+/// `id` starts with `prefix`, decoded: a primary-key range scan under the binary
+/// collation ([`id_prefix_upper`], [`keep_id_prefix`]).
+pub(crate) fn with_id_prefix<T>(
+    conn: &Connection,
+    select: &str,
+    prefix: &str,
+    limit: usize,
+    decode: fn(&Row<'_>) -> Result<T>,
+    id: fn(&T) -> &str,
+) -> Result<Vec<T>> {
+    let upper = id_prefix_upper(prefix);
+    let rows = query_all(
+        conn,
+        select,
+        rusqlite::params![prefix, upper, sat_i64(limit as u64)],
+        decode,
+    )?;
+    Ok(keep_id_prefix(rows, prefix, id))
 }
 
 fn constraint_code(e: &rusqlite::Error) -> Option<i32> {

@@ -1,6 +1,8 @@
 //! [`WorkflowStore`] for SQLite: specs, runs, step runs and the event log.
 
-use crate::codec::{encode_usage, ms, new_id, opt_ms, query_all, query_first, sat_i64, Cols};
+use crate::codec::{
+    encode_usage, ms, new_id, opt_ms, query_all, query_first, sat_i64, with_id_prefix, Cols,
+};
 use crate::error::{from_sqlite, Error, Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::workflow::{
@@ -155,16 +157,12 @@ impl WorkflowStore for SqliteStore {
     }
 
     fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Workflow>> {
-        let sql = format!(
-            "SELECT {WORKFLOW_COLS} FROM workflows WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT +?2"
-        );
+        let sql =
+            format!("SELECT {WORKFLOW_COLS} FROM workflows WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3");
         self.read(|conn| {
-            query_all(
-                conn,
-                &sql,
-                params![prefix, sat_i64(limit as u64)],
-                workflow_from_row,
-            )
+            with_id_prefix(conn, &sql, prefix, limit, workflow_from_row, |t| {
+                t.id.as_str()
+            })
         })
     }
 
@@ -271,16 +269,9 @@ impl WorkflowStore for SqliteStore {
         limit: usize,
     ) -> StoreResult<Vec<WorkflowRun>> {
         let sql = format!(
-            "SELECT {RUN_COLS} FROM workflow_runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT +?2"
+            "SELECT {RUN_COLS} FROM workflow_runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3"
         );
-        self.read(|conn| {
-            query_all(
-                conn,
-                &sql,
-                params![prefix, sat_i64(limit as u64)],
-                run_from_row,
-            )
-        })
+        self.read(|conn| with_id_prefix(conn, &sql, prefix, limit, run_from_row, |t| t.id.as_str()))
     }
 
     fn list_workflow_runs(

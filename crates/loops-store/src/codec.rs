@@ -30,6 +30,21 @@ pub fn sat_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// The exclusive upper bound of the ids starting with `prefix` under a binary ("C")
+/// collation: the prefix with U+10FFFF appended, so `id >= prefix AND id < upper` is a
+/// primary-key range scan.
+pub fn id_prefix_upper(prefix: &str) -> String {
+    format!("{prefix}\u{10FFFF}")
+}
+
+/// The rows of an id range scan ([`id_prefix_upper`]) whose id starts with `prefix`: the
+/// range bounds the scan, this keeps the result exact for any input.
+pub fn keep_id_prefix<T>(rows: Vec<T>, prefix: &str, id: fn(&T) -> &str) -> Vec<T> {
+    rows.into_iter()
+        .filter(|t| id(t).starts_with(prefix))
+        .collect()
+}
+
 /// [`StoreError::Decode`] naming the column: `column {col}: {why}`.
 pub fn corrupt(col: &str, why: impl std::fmt::Display) -> StoreError {
     StoreError::Decode(format!("column {col}: {why}"))
