@@ -64,15 +64,6 @@ pub(crate) fn loop_from_row(row: &Row) -> Result<Loop> {
     Ok(rows::loop_row(&Cols(row), true)?)
 }
 
-/// Failure classes that are not retried, as a SQL list; must match
-/// [`loops_core::failure::FailureClass::is_retried`] (a unit test checks).
-macro_rules! not_retried_classes {
-    () => {
-        "('usage_limit', 'auth', 'context_length')"
-    };
-}
-pub(crate) use not_retried_classes;
-
 /// A loop row of a listing: decoded, or reported in its place ([`rows::listed_loop_row`]).
 pub(crate) fn decode_loop_row(row: &Row) -> std::result::Result<Loop, UnreadableLoop> {
     rows::listed_loop_row(&Cols(row), true)
@@ -108,17 +99,6 @@ pub(crate) async fn with_id_prefix<T>(
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_not_retried_classes_are_the_domains() {
-        use loops_core::failure::FailureClass;
-        let listed: Vec<String> = FailureClass::ALL
-            .iter()
-            .filter(|c| !c.is_retried())
-            .map(|c| format!("'{c}'"))
-            .collect();
-        assert_eq!(not_retried_classes!(), format!("({})", listed.join(", ")));
-    }
-
     use super::*;
 
     #[test]

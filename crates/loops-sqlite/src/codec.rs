@@ -24,23 +24,8 @@ pub(crate) use loop_cols;
 /// The columns of `runs`, in the order [`run_from_row`] reads them (the same on both backends).
 pub(crate) use loops_store::run_cols;
 
-/// Failure statuses as a SQL list; must match [`loops_core::RunStatus::is_failure`] and
-/// the `runs_failed_slot` partial index (SQLite only uses it for an identical term).
-macro_rules! failure_statuses {
-    () => {
-        "('failed', 'timed_out', 'abandoned')"
-    };
-}
-pub(crate) use failure_statuses;
-
-/// Failure classes that are not retried, as a SQL list; must match
-/// [`loops_core::failure::FailureClass::is_retried`] (a unit test checks).
-macro_rules! not_retried_classes {
-    () => {
-        "('usage_limit', 'auth', 'context_length')"
-    };
-}
-pub(crate) use not_retried_classes;
+/// Failure statuses as a SQL list ([`loops_store::failure_statuses`]).
+pub(crate) use loops_store::failure_statuses;
 
 /// A column of any SQLite type, its error naming the column.
 pub(crate) fn get<T: FromSql>(row: &Row<'_>, idx: usize, col: &str) -> Result<T> {
@@ -142,18 +127,4 @@ pub(crate) fn is_unique_violation(e: &rusqlite::Error) -> bool {
 
 pub(crate) fn is_foreign_key_violation(e: &rusqlite::Error) -> bool {
     constraint_code(e) == Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_not_retried_classes_are_the_domains() {
-        use loops_core::failure::FailureClass;
-        let listed: Vec<String> = FailureClass::ALL
-            .iter()
-            .filter(|c| !c.is_retried())
-            .map(|c| format!("'{c}'"))
-            .collect();
-        assert_eq!(not_retried_classes!(), format!("({})", listed.join(", ")));
-    }
 }

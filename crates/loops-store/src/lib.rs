@@ -75,6 +75,7 @@ pub mod codec;
 mod copy_set;
 mod error;
 pub mod facts;
+pub mod finish;
 mod held;
 pub mod open_files;
 mod paths;
