@@ -97,6 +97,32 @@ pub(crate) async fn with_id_prefix<T>(
     Ok(keep_id_prefix(rows, prefix, id))
 }
 
+/// A row type read whole by its id ([`by_id`]): its statement and its decoder.
+pub(crate) trait ById: Sized {
+    /// `SELECT <the columns decode reads> FROM <its table> WHERE id = $1`.
+    const SELECT: &'static str;
+    fn decode(row: &Row) -> Result<Self>;
+}
+
+/// The `T` with id `id`, decoded (`None`: no such row).
+pub(crate) async fn by_id<T: ById>(db: &Db<'_, impl Conn>, id: &str) -> Result<Option<T>> {
+    db.query_opt_as(T::SELECT, &[&id], T::decode).await
+}
+
+impl ById for Loop {
+    const SELECT: &'static str = concat!("SELECT ", loop_cols!(), " FROM loops WHERE id = $1");
+    fn decode(row: &Row) -> Result<Self> {
+        loop_from_row(row)
+    }
+}
+
+impl ById for Run {
+    const SELECT: &'static str = concat!("SELECT ", run_cols!(), " FROM runs WHERE id = $1");
+    fn decode(row: &Row) -> Result<Self> {
+        run_from_row(row)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! Workflow specs, runs, step runs and the event log.
 
 use crate::codec::{
-    encode_usage, get, ms, new_id, opt_ms, opt_text, sat_i64, with_id_prefix, Cols,
+    by_id, encode_usage, get, ms, new_id, opt_ms, opt_text, sat_i64, with_id_prefix, ById, Cols,
 };
 use crate::error::{Error, Result};
 use crate::runs::{prune_finished, Pruned};
@@ -159,13 +159,23 @@ pub(crate) async fn create_workflow(
     Ok(workflow)
 }
 
-pub(crate) async fn get_workflow(db: &Db<'_, impl Conn>, id: &str) -> Result<Option<Workflow>> {
-    db.query_opt_as(
-        concat!("SELECT ", workflow_cols!(), " FROM workflows WHERE id = $1"),
-        &[&id],
-        workflow_from_row,
-    )
-    .await
+impl ById for Workflow {
+    const SELECT: &'static str =
+        concat!("SELECT ", workflow_cols!(), " FROM workflows WHERE id = $1");
+    fn decode(row: &Row) -> Result<Self> {
+        workflow_from_row(row)
+    }
+}
+
+impl ById for WorkflowRun {
+    const SELECT: &'static str = concat!(
+        "SELECT ",
+        wf_run_cols!(),
+        " FROM workflow_runs WHERE id = $1"
+    );
+    fn decode(row: &Row) -> Result<Self> {
+        run_from_row(row)
+    }
 }
 
 pub(crate) async fn get_active_workflow(
@@ -316,22 +326,6 @@ pub(crate) async fn create_workflow_run(
     )
     .await?;
     Ok((run, true))
-}
-
-pub(crate) async fn get_workflow_run(
-    db: &Db<'_, impl Conn>,
-    id: &str,
-) -> Result<Option<WorkflowRun>> {
-    db.query_opt_as(
-        concat!(
-            "SELECT ",
-            wf_run_cols!(),
-            " FROM workflow_runs WHERE id = $1"
-        ),
-        &[&id],
-        run_from_row,
-    )
-    .await
 }
 
 pub(crate) async fn workflow_runs_with_id_prefix(
@@ -489,7 +483,7 @@ pub(crate) async fn request_workflow_cancel(
         &[&run_id, &crate::codec::text(reason).as_ref(), &ms(&now)],
     )
     .await?;
-    get_workflow_run(db, run_id)
+    by_id::<WorkflowRun>(db, run_id)
         .await?
         .ok_or_else(|| StoreError::WorkflowRunNotFound(run_id.to_owned()).into())
 }
