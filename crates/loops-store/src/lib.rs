@@ -70,6 +70,7 @@
 //! lease. [`Store::claim_run`] (one claim) and
 //! [`Store::list_loops`] (every row decoded) are default methods on top of them.
 
+pub mod budgets;
 pub mod claim;
 pub mod codec;
 mod copy_set;
