@@ -9,11 +9,9 @@ use loops_core::notify;
 use loops_core::{
     Delivery, DeliveryStatus, Instant, Loop, Notify, NotifyChannel, NotifyEvent, Run, RunId,
 };
+use loops_store::codec::{decode_notify_default, encode_notify_default, META_NOTIFY_DEFAULT};
 use loops_store::rows;
 use rusqlite::{params, Connection, OptionalExtension, Row};
-
-/// `meta` key of the store-wide default settings (JSON).
-pub(crate) const META_NOTIFY_DEFAULT: &str = "notify_default";
 
 use loops_store::delivery_cols;
 
@@ -26,11 +24,7 @@ pub(crate) fn read_default(conn: &Connection) -> Result<Option<Notify>> {
         .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
         .query_row([META_NOTIFY_DEFAULT], |r| r.get(0))
         .optional()?;
-    text.map(|t| {
-        serde_json::from_str(&t)
-            .map_err(|e| Error::decode(format!("meta {META_NOTIFY_DEFAULT}: {e}")))
-    })
-    .transpose()
+    Ok(text.as_deref().map(decode_notify_default).transpose()?)
 }
 
 pub(crate) fn notify_default(store: &SqliteStore) -> StoreResult<Option<Notify>> {
@@ -38,24 +32,23 @@ pub(crate) fn notify_default(store: &SqliteStore) -> StoreResult<Option<Notify>>
 }
 
 pub(crate) fn set_notify_default(store: &SqliteStore, notify: Option<&Notify>) -> StoreResult<()> {
-    let text = notify
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| loops_store::StoreError::InvalidArgument(format!("notify settings: {e}")))?;
-    store.write(None, |tx| {
-        match text {
-            Some(text) => tx
-                .prepare_cached(
-                    "INSERT INTO meta (key, value) VALUES (?1, ?2) \
-                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                )?
-                .execute(params![META_NOTIFY_DEFAULT, text])?,
-            None => tx
-                .prepare_cached("DELETE FROM meta WHERE key = ?1")?
-                .execute([META_NOTIFY_DEFAULT])?,
-        };
-        Ok(())
-    })
+    store.write(None, |tx| write_default(tx, notify))
+}
+
+/// Writes the store-wide default (`None`: removes it) inside the caller's transaction.
+pub(crate) fn write_default(conn: &Connection, notify: Option<&Notify>) -> Result<()> {
+    match encode_notify_default(notify)? {
+        Some(text) => conn
+            .prepare_cached(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )?
+            .execute(params![META_NOTIFY_DEFAULT, text])?,
+        None => conn
+            .prepare_cached("DELETE FROM meta WHERE key = ?1")?
+            .execute([META_NOTIFY_DEFAULT])?,
+    };
+    Ok(())
 }
 
 /// After `run` was finalized in this transaction: queues the notifications its loop's

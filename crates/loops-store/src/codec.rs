@@ -265,6 +265,23 @@ pub fn encode_state(state: &loops_core::LoopState) -> Result<Option<String>> {
         .map_err(|e| StoreError::InvalidArgument(format!("state: {e}")))
 }
 
+/// The `meta` key of the store-wide notification default (its JSON).
+pub const META_NOTIFY_DEFAULT: &str = "notify_default";
+
+/// The store-wide notification default as its `meta` value (`None`: no row).
+pub fn encode_notify_default(notify: Option<&loops_core::Notify>) -> Result<Option<String>> {
+    notify
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::InvalidArgument(format!("notify settings: {e}")))
+}
+
+/// The store-wide notification default read from its `meta` value.
+pub fn decode_notify_default(text: &str) -> Result<loops_core::Notify> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Decode(format!("meta {META_NOTIFY_DEFAULT}: {e}")))
+}
+
 /// A workflow run's `params_json`: NULL when it has none.
 pub fn encode_params(params: &loops_core::workflow_params::ParamValues) -> Result<Option<String>> {
     if params.is_empty() {
