@@ -15,6 +15,7 @@ use loops_core::budget::{
 };
 use loops_core::workflow::StepRun;
 use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run, Target};
+use loops_store::budget_covers;
 use loops_store::budgets::{self, add_usage_json};
 use loops_store::codec::StoredRow;
 use loops_store::rows;
@@ -249,8 +250,7 @@ async fn delete_hold(
     Ok(())
 }
 
-/// Queues `event` about a budget of `scope` once per channel of the loops it covers
-/// (`lp`, and for a store-wide budget the key's other active loops).
+/// Queues `event` about a budget of `scope` ([`holds::queue_hold_event`]).
 async fn queue_scope_event(
     db: &Db<'_, impl Conn>,
     scope: &BudgetScope,
@@ -260,13 +260,7 @@ async fn queue_scope_event(
     now: Instant,
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
-    let loops = match scope {
-        BudgetScope::Key { provider, account } => {
-            holds::key_loops(db, *provider, account.as_deref(), lp).await?
-        }
-        BudgetScope::Loop(_) => vec![lp.clone()],
-    };
-    holds::queue_on_channels(db, &loops, run, event, now, default).await
+    holds::queue_hold_event(db, budget_covers(scope), lp, run, event, now, default).await
 }
 
 /// After `run` of `lp` was finalized in this transaction: decides every budget that

@@ -13,6 +13,7 @@ use loops_core::budget::{
 };
 use loops_core::workflow::StepRun;
 use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run, Target};
+use loops_store::budget_covers;
 use loops_store::budgets::{self, add_usage_json};
 use loops_store::codec::StoredRow;
 use loops_store::rows;
@@ -210,8 +211,7 @@ fn delete_hold(conn: &Connection, scope: &BudgetScope, metric: Option<BudgetMetr
     Ok(())
 }
 
-/// Queues `event` about a budget of `scope` once per channel of the loops it covers
-/// (`lp`, and for a store-wide budget the key's other active loops).
+/// Queues `event` about a budget of `scope` ([`holds::queue_hold_event`]).
 fn queue_scope_event(
     conn: &Connection,
     scope: &BudgetScope,
@@ -220,13 +220,7 @@ fn queue_scope_event(
     event: NotifyEvent,
     now: Instant,
 ) -> Result<Vec<Delivery>> {
-    let loops = match scope {
-        BudgetScope::Key { provider, account } => {
-            holds::key_loops(conn, *provider, account.as_deref(), lp)?
-        }
-        BudgetScope::Loop(_) => vec![lp.clone()],
-    };
-    holds::queue_on_channels(conn, &loops, run, event, now)
+    holds::queue_hold_event(conn, budget_covers(scope), lp, run, event, now)
 }
 
 /// After `run` of `lp` was finalized in this transaction: decides every budget that

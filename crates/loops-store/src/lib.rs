@@ -89,7 +89,7 @@ pub mod user_file;
 
 pub use copy_set::CopySet;
 pub use error::{BackendErrorKind, BoxError, CorruptKind, StoreError};
-pub use held::hold_channels;
+pub use held::{budget_covers, hold_channels, hold_covers, CoveredKey};
 pub use paths::{
     data_dir, inspect_data_dir, prepare_data_dir, secure_data_dir, PermissionReport, DATA_DIR_ENV,
     DB_FILE, PRIVATE_FILES,
