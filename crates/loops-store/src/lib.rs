@@ -82,6 +82,7 @@ pub mod open_files;
 mod paths;
 pub mod prune;
 pub mod rows;
+pub mod schema;
 #[cfg(feature = "suite")]
 pub mod suite;
 mod types;
