@@ -2,11 +2,11 @@
 //! [`loops_store::codec::StoredRow`] (instants as INTEGER milliseconds; the decoders are
 //! [`loops_store::rows`]'), and SQLite's constraint codes.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use loops_core::{Loop, Run};
 use loops_store::codec::{corrupt, id_prefix_upper, keep_id_prefix};
 use loops_store::{rows, DaemonLease, UnreadableLoop};
-use rusqlite::types::FromSql;
+use rusqlite::types::{FromSql, ToSql};
 use rusqlite::{ffi, Connection, ErrorCode, Row};
 
 pub(crate) use loops_store::codec::{
@@ -107,6 +107,42 @@ pub(crate) fn with_id_prefix<T>(
         decode,
     )?;
     Ok(keep_id_prefix(rows, prefix, id))
+}
+
+/// Runs the insert `sql` (prepared once per connection; `?1` is the new row's id,
+/// `params` the rest) with a fresh id until one is free, at most [`ID_ATTEMPTS`]
+/// draws, and decodes the row it returns. A constraint error that `conflict` names
+/// (the input's, not the id's) ends it with that error; another unique violation is an
+/// id collision and draws again.
+pub(crate) fn insert_with_new_id<T>(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn ToSql],
+    what: &str,
+    decode: fn(&Row<'_>) -> Result<T>,
+    conflict: impl Fn(&rusqlite::Error) -> Option<Error>,
+) -> Result<T> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    for _ in 0..ID_ATTEMPTS {
+        let id = new_id();
+        let mut with_id: Vec<&dyn ToSql> = Vec::with_capacity(params.len() + 1);
+        with_id.push(&id);
+        with_id.extend_from_slice(params);
+        let mut rows = stmt.query(with_id.as_slice())?;
+        match rows.next() {
+            Ok(Some(row)) => return decode(row),
+            Ok(None) => break,
+            Err(e) => {
+                if let Some(err) = conflict(&e) {
+                    return Err(err);
+                }
+                if !is_unique_violation(&e) {
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    Err(Error::ids_exhausted(what))
 }
 
 fn constraint_code(e: &rusqlite::Error) -> Option<i32> {

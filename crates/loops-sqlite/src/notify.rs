@@ -2,8 +2,8 @@
 //! queues in its own transaction (the decision is the domain's,
 //! `loops_core::notify::decide`), their claims and their results.
 
-use crate::codec::{ms, new_id, query_all, query_first, sat_i64, Cols, ID_ATTEMPTS};
-use crate::error::{Error, Result, StoreResult};
+use crate::codec::{insert_with_new_id, ms, query_all, query_first, sat_i64, Cols};
+use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::notify;
 use loops_core::{
@@ -144,30 +144,27 @@ pub(crate) fn insert(
     target: &str,
     now: Instant,
 ) -> Result<Delivery> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "INSERT INTO notification_deliveries \
-           (id, run_id, loop_id, event, channel, target, status, attempts, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 0, ?7, ?7) RETURNING ",
-        delivery_cols!()
-    ))?;
-    for _ in 0..ID_ATTEMPTS {
-        let mut rows = stmt.query(params![
-            new_id(),
+    insert_with_new_id(
+        conn,
+        concat!(
+            "INSERT INTO notification_deliveries \
+               (id, run_id, loop_id, event, channel, target, status, attempts, created_at, \
+                updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 0, ?7, ?7) RETURNING ",
+            delivery_cols!()
+        ),
+        params![
             run.id.as_str(),
             run.loop_id.as_str(),
             event.as_str(),
             channel.as_str(),
             target,
             ms(&now)
-        ])?;
-        match rows.next() {
-            Ok(Some(row)) => return delivery_from_row(row),
-            Ok(None) => break,
-            Err(e) if crate::codec::is_unique_violation(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(Error::ids_exhausted("notification delivery"))
+        ],
+        "notification delivery",
+        delivery_from_row,
+        |_| None,
+    )
 }
 
 pub(crate) fn deliveries_of_runs(
