@@ -8,9 +8,10 @@ use crate::SqliteStore;
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{Instant, LoopId, RunId, StepId, WorkflowRunId, WorkflowStatus};
+use loops_core::{Instant, LoopId, RunId, WorkflowRunId, WorkflowStatus};
 use loops_store::prune::{self, RunCutoffs};
 use loops_store::rows;
+use loops_store::workflow_log;
 use loops_store::{Fence, PrunePolicy, StoreError, WorkflowStore};
 use rusqlite::{params, Row, Transaction};
 
@@ -62,25 +63,15 @@ fn append_events(
         .prepare_cached("SELECT workflow_name, loop_id FROM workflow_runs WHERE id = ?1")?
         .query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let loop_id = loop_id.map(LoopId::new);
-    let run = WorkflowRunId::new(run_id);
-    for (sequence, event) in (first..).zip(events) {
-        let body = loops_core::event::EventBody::workflow_event(
-            &run,
-            &workflow_name,
-            loop_id.as_ref(),
-            u64::try_from(sequence).unwrap_or(0),
-            event,
-        );
-        crate::events::append(tx, &body, now)?;
-        let payload =
-            serde_json::to_string(&event.payload).map_err(|e| Error::decode(e.to_string()))?;
+    for entry in workflow_log::entries(run_id, &workflow_name, loop_id.as_ref(), first, events)? {
+        crate::events::append(tx, &entry.mirror, now)?;
         insert.execute(params![
             new_id(),
             run_id,
-            sequence,
-            event.event_type.as_str(),
-            event.step_id.as_ref().map(StepId::as_str),
-            payload,
+            entry.sequence,
+            entry.event_type,
+            entry.step_id,
+            entry.payload,
             ms(&now)
         ])?;
     }

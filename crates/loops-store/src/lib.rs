@@ -87,6 +87,7 @@ pub mod schema;
 pub mod suite;
 mod types;
 pub mod user_file;
+pub mod workflow_log;
 
 pub use copy_set::CopySet;
 pub use error::{BackendErrorKind, BoxError, CorruptKind, StoreError};
