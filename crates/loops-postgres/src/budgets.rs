@@ -7,14 +7,16 @@
 //! another one wrote.
 
 use crate::codec::{get, ms, text, Cols};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::holds::{self, key_account, key_provider};
 use crate::session::{Conn, Db};
 use loops_core::budget::{
     self, Budget, BudgetChange, BudgetHold, BudgetMetric, BudgetScope, Spend, StoreBudget,
 };
 use loops_core::workflow::StepRun;
-use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run, Target, Usage};
+use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run, Target};
+use loops_store::budget_covers;
+use loops_store::budgets::{self, add_usage_json};
 use loops_store::codec::StoredRow;
 use loops_store::rows;
 use tokio_postgres::Row;
@@ -102,10 +104,7 @@ pub(crate) async fn spend(
     };
     let mut total = Spend::default();
     for row in &rows {
-        let json: String = get(row, 0, "usage_json")?;
-        let usage: Usage = serde_json::from_str(&json)
-            .map_err(|e| Error::decode(format!("column usage_json: {e}")))?;
-        total.add(&usage);
+        add_usage_json(&mut total, &get::<String>(row, 0, "usage_json")?)?;
     }
     Ok(total)
 }
@@ -143,14 +142,8 @@ async fn decide_and_write(
                 _ => Vec::new(),
             };
             hold.notified |= !sent.is_empty();
-            let (loop_id, provider, account) = match scope {
-                BudgetScope::Loop(id) => (Some(id.as_str().to_owned()), None, None),
-                BudgetScope::Key { provider, account } => (
-                    None,
-                    Some(provider.as_str().to_owned()),
-                    account.as_deref().map(|a| text(a).into_owned()),
-                ),
-            };
+            let (loop_id, provider, account) = budgets::scope_columns(scope);
+            let account = account.map(|a| text(a).into_owned());
             db.execute(
                 "INSERT INTO budget_holds (scope, metric, loop_id, provider, account, \
                    held_until, reason, notified, updated_at) \
@@ -228,15 +221,12 @@ async fn sweep_ended(
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
     let holds = budget_holds(db).await?;
-    let mut sent = Vec::new();
-    let mut resumed = Vec::new();
-    for h in budget::ended_holds_of_run(lp, run.account.as_deref(), &holds, at) {
+    let ended = budget::ended_holds_of_run(lp, run.account.as_deref(), &holds, at);
+    for h in &ended {
         delete_hold(db, &h.scope, Some(h.metric)).await?;
-        if h.notified && !resumed.contains(&h.scope) {
-            resumed.push(h.scope.clone());
-        }
     }
-    for scope in &resumed {
+    let mut sent = Vec::new();
+    for scope in &budgets::resumed_scopes(&ended) {
         sent.extend(
             queue_scope_event(db, scope, lp, run, NotifyEvent::Resumed, at, default).await?,
         );
@@ -260,8 +250,7 @@ async fn delete_hold(
     Ok(())
 }
 
-/// Queues `event` about a budget of `scope` once per channel of the loops it covers
-/// (`lp`, and for a store-wide budget the key's other active loops).
+/// Queues `event` about a budget of `scope` ([`holds::queue_hold_event`]).
 async fn queue_scope_event(
     db: &Db<'_, impl Conn>,
     scope: &BudgetScope,
@@ -271,13 +260,7 @@ async fn queue_scope_event(
     now: Instant,
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
-    let loops = match scope {
-        BudgetScope::Key { provider, account } => {
-            holds::key_loops(db, *provider, account.as_deref(), lp).await?
-        }
-        BudgetScope::Loop(_) => vec![lp.clone()],
-    };
-    holds::queue_on_channels(db, &loops, run, event, now, default).await
+    holds::queue_hold_event(db, budget_covers(scope), lp, run, event, now, default).await
 }
 
 /// After `run` of `lp` was finalized in this transaction: decides every budget that
@@ -336,17 +319,24 @@ pub(crate) async fn after_step(db: &Db<'_, impl Conn>, step: &StepRun, now: Inst
 /// raised or removed budget releases its hold), without notification.
 pub(crate) async fn after_edit(db: &Db<'_, impl Conn>, lp: &Loop, now: Instant) -> Result<()> {
     let scope = BudgetScope::Loop(lp.id.clone());
-    let agent = matches!(lp.target, Target::Agent(_));
+    decide_limits(db, &scope, budgets::loop_limits(lp), now).await
+}
+
+/// Decides each of `limits` of `scope` again at `now`, without notification; a metric
+/// without a limit ends its hold.
+async fn decide_limits(
+    db: &Db<'_, impl Conn>,
+    scope: &BudgetScope,
+    limits: budgets::Limits,
+    now: Instant,
+) -> Result<()> {
     let mut default = None;
-    for (metric, b) in [
-        (BudgetMetric::Tokens, lp.ops.budget_tokens),
-        (BudgetMetric::Usd, lp.ops.budget_usd),
-    ] {
-        match b.filter(|_| agent) {
+    for (metric, limit) in limits {
+        match limit {
             Some(b) => {
-                decide_and_write(db, &scope, &b, None, now, &mut default).await?;
+                decide_and_write(db, scope, &b, None, now, &mut default).await?;
             }
-            None => end_hold(db, &scope, Some(metric), now).await?,
+            None => end_hold(db, scope, Some(metric), now).await?,
         }
     }
     Ok(())
@@ -368,17 +358,7 @@ pub(crate) async fn set_budget(db: &Db<'_, impl Conn>, b: &StoreBudget) -> Resul
         ],
     )
     .await?;
-    let scope = b.scope();
-    let mut default = None;
-    for (metric, limit) in [(BudgetMetric::Tokens, b.tokens), (BudgetMetric::Usd, b.usd)] {
-        match limit {
-            Some(limit) => {
-                decide_and_write(db, &scope, &limit, None, now, &mut default).await?;
-            }
-            None => end_hold(db, &scope, Some(metric), now).await?,
-        }
-    }
-    Ok(())
+    decide_limits(db, &b.scope(), budgets::store_limits(b), now).await
 }
 
 pub(crate) async fn clear_budget(

@@ -5,7 +5,7 @@
 use crate::error::Result;
 use crate::session::{Conn, Db};
 use loops_core::{Loop, Run};
-use loops_store::codec::corrupt;
+use loops_store::codec::{corrupt, id_prefix_upper, keep_id_prefix};
 use loops_store::{rows, DaemonLease, UnreadableLoop};
 use tokio_postgres::types::FromSql;
 use tokio_postgres::Row;
@@ -64,15 +64,6 @@ pub(crate) fn loop_from_row(row: &Row) -> Result<Loop> {
     Ok(rows::loop_row(&Cols(row), true)?)
 }
 
-/// Failure classes that are not retried, as a SQL list; must match
-/// [`loops_core::failure::FailureClass::is_retried`] (a unit test checks).
-macro_rules! not_retried_classes {
-    () => {
-        "('usage_limit', 'auth', 'context_length')"
-    };
-}
-pub(crate) use not_retried_classes;
-
 /// A loop row of a listing: decoded, or reported in its place ([`rows::listed_loop_row`]).
 pub(crate) fn decode_loop_row(row: &Row) -> std::result::Result<Loop, UnreadableLoop> {
     rows::listed_loop_row(&Cols(row), true)
@@ -99,30 +90,41 @@ pub(crate) async fn with_id_prefix<T>(
     decode: fn(&Row) -> Result<T>,
     id: fn(&T) -> &str,
 ) -> Result<Vec<T>> {
-    // The exclusive upper bound of the ids starting with `prefix` (under the "C"
-    // collation): the prefix with U+10FFFF appended.
-    let upper = format!("{prefix}\u{10FFFF}");
-    Ok(db
+    let upper = id_prefix_upper(prefix);
+    let rows = db
         .query_as(select, &[&prefix, &upper, &sat_i64(limit as u64)], decode)
-        .await?
-        .into_iter()
-        .filter(|t| id(t).starts_with(prefix))
-        .collect())
+        .await?;
+    Ok(keep_id_prefix(rows, prefix, id))
+}
+
+/// A row type read whole by its id ([`by_id`]): its statement and its decoder.
+pub(crate) trait ById: Sized {
+    /// `SELECT <the columns decode reads> FROM <its table> WHERE id = $1`.
+    const SELECT: &'static str;
+    fn decode(row: &Row) -> Result<Self>;
+}
+
+/// The `T` with id `id`, decoded (`None`: no such row).
+pub(crate) async fn by_id<T: ById>(db: &Db<'_, impl Conn>, id: &str) -> Result<Option<T>> {
+    db.query_opt_as(T::SELECT, &[&id], T::decode).await
+}
+
+impl ById for Loop {
+    const SELECT: &'static str = concat!("SELECT ", loop_cols!(), " FROM loops WHERE id = $1");
+    fn decode(row: &Row) -> Result<Self> {
+        loop_from_row(row)
+    }
+}
+
+impl ById for Run {
+    const SELECT: &'static str = concat!("SELECT ", run_cols!(), " FROM runs WHERE id = $1");
+    fn decode(row: &Row) -> Result<Self> {
+        run_from_row(row)
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_not_retried_classes_are_the_domains() {
-        use loops_core::failure::FailureClass;
-        let listed: Vec<String> = FailureClass::ALL
-            .iter()
-            .filter(|c| !c.is_retried())
-            .map(|c| format!("'{c}'"))
-            .collect();
-        assert_eq!(not_retried_classes!(), format!("({})", listed.join(", ")));
-    }
-
     use super::*;
 
     #[test]

@@ -6,6 +6,7 @@
 
 use crate::codec::{encode_usage, ms, opt_ms, opt_text, sat_i64, text};
 use crate::error::{Error, Result};
+use crate::events::EventColumns;
 use crate::session::{Conn, Db};
 use loops_core::{Loop, Run};
 pub use loops_store::CopySet;
@@ -196,21 +197,12 @@ pub(crate) async fn copy_in(db: &Db<'_, impl Conn>, set: &CopySet, force: bool) 
     }
     for chunk in set.events.chunks(1_000) {
         let mut seq = Vec::with_capacity(chunk.len());
-        let mut kind = Vec::with_capacity(chunk.len());
-        let mut loop_id = Vec::with_capacity(chunk.len());
-        let mut run_id = Vec::with_capacity(chunk.len());
-        let mut workflow_run_id = Vec::with_capacity(chunk.len());
-        let mut data = Vec::with_capacity(chunk.len());
+        let mut cols = EventColumns::with_capacity(chunk.len());
         let mut at = Vec::with_capacity(chunk.len());
         for e in chunk {
             seq.push(sat_i64(e.seq));
-            kind.push(e.body.kind.as_str());
-            loop_id.push(e.body.loop_id.as_ref().map(|l| l.as_str()));
-            run_id.push(e.body.run_id.as_ref().map(|r| r.as_str()));
-            workflow_run_id.push(e.body.workflow_run_id.as_ref().map(|r| r.as_str()));
-            let json = serde_json::to_string(&e.body.data)
+            cols.push(&e.body)
                 .map_err(|err| Error::decode(format!("event {}: {err}", e.seq)))?;
-            data.push(text(&json).into_owned());
             at.push(ms(&e.at));
         }
         db.execute(
@@ -218,7 +210,15 @@ pub(crate) async fn copy_in(db: &Db<'_, impl Conn>, set: &CopySet, force: bool) 
              created_at) OVERRIDING SYSTEM VALUE \
              SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], \
                                   $6::text[], $7::bigint[])",
-            &[&seq, &kind, &loop_id, &run_id, &workflow_run_id, &data, &at],
+            &[
+                &seq,
+                &cols.kind,
+                &cols.loop_id,
+                &cols.run_id,
+                &cols.workflow_run_id,
+                &cols.data,
+                &at,
+            ],
         )
         .await?;
     }

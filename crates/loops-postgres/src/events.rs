@@ -25,6 +25,40 @@ const EVENTS_LOCK: i64 = 0x6C65_7674;
 /// The meta key holding the highest number of any pruned event.
 const PRUNED_THROUGH: &str = "events_pruned_through";
 
+/// The columns of event rows as parallel arrays, each bound as one `unnest` parameter
+/// of a multi-row insert.
+pub(crate) struct EventColumns<'a> {
+    pub(crate) kind: Vec<&'a str>,
+    pub(crate) loop_id: Vec<Option<&'a str>>,
+    pub(crate) run_id: Vec<Option<&'a str>>,
+    pub(crate) workflow_run_id: Vec<Option<&'a str>>,
+    pub(crate) data: Vec<String>,
+}
+
+impl<'a> EventColumns<'a> {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        EventColumns {
+            kind: Vec::with_capacity(n),
+            loop_id: Vec::with_capacity(n),
+            run_id: Vec::with_capacity(n),
+            workflow_run_id: Vec::with_capacity(n),
+            data: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds `body`'s row; fails only if its data does not serialize.
+    pub(crate) fn push(&mut self, body: &'a EventBody) -> serde_json::Result<()> {
+        let data = serde_json::to_string(&body.data)?;
+        self.kind.push(body.kind.as_str());
+        self.loop_id.push(body.loop_id.as_ref().map(LoopId::as_str));
+        self.run_id.push(body.run_id.as_ref().map(RunId::as_str));
+        self.workflow_run_id
+            .push(body.workflow_run_id.as_ref().map(WorkflowRunId::as_str));
+        self.data.push(crate::codec::text(&data).into_owned());
+        Ok(())
+    }
+}
+
 /// Appends `bodies` at `now`, in order, inside the caller's transaction — as its last
 /// statements (see the module docs).
 pub(crate) async fn append_all(
@@ -35,22 +69,9 @@ pub(crate) async fn append_all(
     if bodies.is_empty() {
         return Ok(());
     }
-    let mut kinds = Vec::with_capacity(bodies.len());
-    let mut loops = Vec::with_capacity(bodies.len());
-    let mut runs = Vec::with_capacity(bodies.len());
-    let mut workflow_runs = Vec::with_capacity(bodies.len());
-    let mut data = Vec::with_capacity(bodies.len());
+    let mut cols = EventColumns::with_capacity(bodies.len());
     for body in bodies {
-        kinds.push(body.kind.as_str());
-        loops.push(body.loop_id.as_ref().map(LoopId::as_str));
-        runs.push(body.run_id.as_ref().map(RunId::as_str));
-        workflow_runs.push(body.workflow_run_id.as_ref().map(WorkflowRunId::as_str));
-        data.push(
-            crate::codec::text(
-                &serde_json::to_string(&body.data).map_err(|e| Error::decode(e.to_string()))?,
-            )
-            .into_owned(),
-        );
+        cols.push(body).map_err(|e| Error::decode(e.to_string()))?;
     }
     db.execute("SELECT pg_advisory_xact_lock($1)", &[&EVENTS_LOCK])
         .await?;
@@ -60,7 +81,14 @@ pub(crate) async fn append_all(
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) \
            WITH ORDINALITY AS e(k, l, r, w, d, n) \
          ORDER BY n",
-        &[&kinds, &loops, &runs, &workflow_runs, &data, &ms(&now)],
+        &[
+            &cols.kind,
+            &cols.loop_id,
+            &cols.run_id,
+            &cols.workflow_run_id,
+            &cols.data,
+            &ms(&now),
+        ],
     )
     .await?;
     Ok(())

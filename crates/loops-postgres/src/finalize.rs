@@ -4,18 +4,16 @@
 //! looked up in the same transaction, and the notifications it calls for queued there
 //! too (`crate::notify`).
 
-use crate::codec::{
-    encode_usage, get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, sat_i64,
-    Cols,
-};
+use crate::codec::{get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, Cols};
 use crate::error::{Error, Result};
 use crate::loops::apply_advance;
 use crate::runs::not_running;
 use crate::session::{Conn, Db};
 use loops_core::event::EventKind;
 use loops_core::transitions;
-use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
+use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome};
 use loops_store::codec::StoredRow;
+use loops_store::finish::{self, PidRecord, Write};
 use loops_store::{RunWrite, RunWritten};
 use std::collections::{HashMap, HashSet};
 
@@ -33,23 +31,13 @@ pub(crate) async fn record_run_writes(
     let mut notify_default = None;
     let mut done = Vec::with_capacity(writes.len());
     for (i, write) in writes.iter().enumerate() {
-        let result = match write {
-            RunWrite::Spawned { .. } if marked.is_some() => {
-                match marked.as_mut().and_then(|m| m.remove(&i)) {
-                    Some(result) => result,
-                    None => Err(Error::decode("a pid record went missing from its batch")),
-                }
-            }
-            RunWrite::Spawned {
-                run,
-                pid,
-                pid_start_time,
-                session_note,
-                at,
-            } => mark_pid_in(db, run, *pid, *pid_start_time, session_note.as_deref(), *at)
-                .await
-                .map(|()| RunWritten::Spawned),
-            RunWrite::Finished { run, outcome } => {
+        let result = match write.to_write() {
+            Write::Pid(_) if marked.is_some() => match marked.as_mut().and_then(|m| m.remove(&i)) {
+                Some(result) => result,
+                None => Err(Error::decode("a pid record went missing from its batch")),
+            },
+            Write::Pid(record) => mark_pid_in(db, &record).await.map(|()| RunWritten::Spawned),
+            Write::Finish { run, outcome } => {
                 finish_one(db, run, outcome, now, &mut notify_default).await
             }
         };
@@ -81,17 +69,10 @@ async fn finish_one(
     now: Instant,
     notify_default: &mut Option<Option<loops_core::Notify>>,
 ) -> Result<RunWritten> {
-    if outcome.status == RunStatus::Running {
-        return Err(Error::invalid("a run cannot be finalized as running"));
-    }
-    let usage = encode_usage(outcome.usage.as_ref())?;
+    let usage = finish::outcome_usage_json(outcome)?;
     let finished = finalize_in(db, run, outcome, usage).await?;
     let Some(lp) = stored_loop(db, &finished.loop_id).await? else {
-        return Ok(RunWritten::Finished {
-            run: Box::new(finished),
-            loop_moved: false,
-            notifications: Vec::new(),
-        });
+        return Ok(RunWritten::finished(finished, false, Vec::new()));
     };
     let (loop_moved, event) = advance_after_finish(db, &lp, &finished, outcome.stop).await?;
     let mut notifications =
@@ -105,11 +86,7 @@ async fn finish_one(
         .extend(crate::holds::after_finish(db, &lp, &finished, now, notify_default).await?);
     notifications
         .extend(crate::budgets::after_finish(db, &lp, &finished, now, notify_default).await?);
-    Ok(RunWritten::Finished {
-        run: Box::new(finished),
-        loop_moved,
-        notifications,
-    })
+    Ok(RunWritten::finished(finished, loop_moved, notifications))
 }
 
 /// The pid records of a batch with more than one, in one `UPDATE … FROM unnest`,
@@ -120,19 +97,12 @@ async fn mark_pids_in(
     db: &Db<'_, impl Conn>,
     writes: &[RunWrite],
 ) -> Result<Option<HashMap<usize, Result<RunWritten>>>> {
-    type Pid<'w> = (usize, &'w RunId, u32, Option<u64>, Option<&'w str>, Instant);
-    let spawned: Vec<Pid<'_>> = writes
+    let spawned: Vec<(usize, PidRecord<'_>)> = writes
         .iter()
         .enumerate()
-        .filter_map(|(i, w)| match w {
-            RunWrite::Spawned {
-                run,
-                pid,
-                pid_start_time,
-                session_note,
-                at,
-            } => Some((i, run, *pid, *pid_start_time, session_note.as_deref(), *at)),
-            RunWrite::Finished { .. } => None,
+        .filter_map(|(i, w)| match w.to_write() {
+            Write::Pid(record) => Some((i, record)),
+            Write::Finish { .. } => None,
         })
         .collect();
     // One by one when a run has two pid records, or one after its finalization (which
@@ -153,11 +123,11 @@ async fn mark_pids_in(
     if spawned.len() < 2 || in_order_only {
         return Ok(None);
     }
-    let ids: Vec<&str> = spawned.iter().map(|s| s.1.as_str()).collect();
-    let pids: Vec<i64> = spawned.iter().map(|s| i64::from(s.2)).collect();
-    let starts: Vec<Option<i64>> = spawned.iter().map(|s| s.3.map(sat_i64)).collect();
-    let notes: Vec<Option<&str>> = spawned.iter().map(|s| s.4).collect();
-    let ats: Vec<i64> = spawned.iter().map(|s| ms(&s.5)).collect();
+    let ids: Vec<&str> = spawned.iter().map(|(_, p)| p.run.as_str()).collect();
+    let pids: Vec<i64> = spawned.iter().map(|(_, p)| i64::from(p.pid)).collect();
+    let starts: Vec<Option<i64>> = spawned.iter().map(|(_, p)| p.pid_start_time).collect();
+    let notes: Vec<Option<&str>> = spawned.iter().map(|(_, p)| p.session_note).collect();
+    let ats: Vec<i64> = spawned.iter().map(|(_, p)| ms(&p.at)).collect();
     let rows = db
         .query(
             "UPDATE runs SET pid = u.pid, pid_start_time = u.pid_start_time, \
@@ -173,11 +143,11 @@ async fn mark_pids_in(
         .map(|r| get::<String>(r, 0, "id"))
         .collect::<Result<_>>()?;
     let mut out = HashMap::with_capacity(spawned.len());
-    for (i, run, ..) in spawned {
-        let result = if written.contains(run.as_str()) {
+    for (i, record) in spawned {
+        let result = if written.contains(record.run.as_str()) {
             Ok(RunWritten::Spawned)
         } else {
-            Err(not_running(db, run).await)
+            Err(not_running(db, record.run).await)
         };
         out.insert(i, result);
     }
@@ -185,29 +155,22 @@ async fn mark_pids_in(
 }
 
 /// Records the child's pid on a running row, inside the caller's transaction.
-async fn mark_pid_in(
-    db: &Db<'_, impl Conn>,
-    run: &RunId,
-    pid: u32,
-    pid_start_time: Option<u64>,
-    session_note: Option<&str>,
-    now: Instant,
-) -> Result<()> {
+async fn mark_pid_in(db: &Db<'_, impl Conn>, record: &PidRecord<'_>) -> Result<()> {
     let n = db
         .execute(
             "UPDATE runs SET pid = $2, pid_start_time = $3, updated_at = $4, session_note = $5 \
              WHERE id = $1 AND status = 'running'",
             &[
-                &run.as_str(),
-                &i64::from(pid),
-                &pid_start_time.map(sat_i64),
-                &ms(&now),
-                &session_note,
+                &record.run.as_str(),
+                &i64::from(record.pid),
+                &record.pid_start_time,
+                &ms(&record.at),
+                &record.session_note,
             ],
         )
         .await?;
     if n == 0 {
-        return Err(not_running(db, run).await);
+        return Err(not_running(db, record.run).await);
     }
     Ok(())
 }
@@ -288,23 +251,9 @@ async fn advance_after_finish(
     } else {
         None
     };
-    let plan = match transitions::on_finish(lp, run, stop, deferred) {
-        Ok(plan) => plan,
-        Err(e) => {
-            tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");
-            return Ok((false, None));
-        }
-    };
+    let plan = finish::plan(lp, run, stop, deferred);
     let moved = match &plan.advance {
-        Some(advance) => {
-            apply_advance(
-                db,
-                &lp.id,
-                advance,
-                run.finished_at.unwrap_or(run.updated_at),
-            )
-            .await?
-        }
+        Some(advance) => apply_advance(db, &lp.id, advance, finish::advanced_at(run)).await?,
         None => false,
     };
     if let Some(state) = &plan.state {
@@ -323,19 +272,7 @@ async fn retryable_slot(
 ) -> Result<Option<Instant>> {
     let row = db
         .query_opt(
-            concat!(
-                "SELECT f.scheduled_for FROM runs f \
-             WHERE f.loop_id = $1 AND f.status IN ('failed', 'timed_out', 'abandoned') \
-               AND f.source != 'ad_hoc' AND f.scheduled_for != $3 AND f.attempt < $2 \
-               AND (f.failure_class IS NULL OR f.failure_class NOT IN ",
-                crate::codec::not_retried_classes!(),
-                ") \
-               AND NOT EXISTS ( \
-                 SELECT 1 FROM runs x \
-                 WHERE x.loop_id = f.loop_id AND x.scheduled_for = f.scheduled_for \
-                   AND (x.attempt > f.attempt OR x.status IN ('running', 'succeeded', 'skipped'))) \
-             ORDER BY f.scheduled_for LIMIT 1"
-            ),
+            loops_store::retryable_slot_sql!("$1", "$2", "$3"),
             &[&loop_id.as_str(), &i64::from(max_attempts), &ms(&except)],
         )
         .await?;

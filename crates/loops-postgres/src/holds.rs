@@ -11,6 +11,7 @@ use crate::session::{Conn, Db};
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
 use loops_core::{Delivery, Instant, Loop, Notify, NotifyEvent, Provider, Run};
 use loops_store::rows;
+use loops_store::{hold_covers, CoveredKey};
 use tokio_postgres::Row;
 
 /// The hold key of the loop row `loops` as SQL: its agent target's provider (NULL for
@@ -79,6 +80,7 @@ pub(crate) async fn after_finish(
     let Some(key) = HoldKey::of_run(&lp.target, run) else {
         return Ok(Vec::new());
     };
+    let covers = hold_covers(&key);
     let current = lock_and_read(db, &key).await?;
     match hold::after_finish(lp, run, current.as_ref(), &loops_store::hold_timing()) {
         HoldChange::Keep => Ok(Vec::new()),
@@ -87,7 +89,7 @@ pub(crate) async fn after_finish(
             notify_held,
         } => {
             let sent = if notify_held {
-                queue_key_event(db, &key, lp, run, NotifyEvent::Held, now, default).await?
+                queue_hold_event(db, covers, lp, run, NotifyEvent::Held, now, default).await?
             } else {
                 Vec::new()
             };
@@ -98,7 +100,7 @@ pub(crate) async fn after_finish(
         HoldChange::Release { notify_resumed } => {
             delete(db, &key).await?;
             if notify_resumed {
-                queue_key_event(db, &key, lp, run, NotifyEvent::Resumed, now, default).await
+                queue_hold_event(db, covers, lp, run, NotifyEvent::Resumed, now, default).await
             } else {
                 Ok(Vec::new())
             }
@@ -190,27 +192,10 @@ async fn delete(db: &Db<'_, impl Conn>, key: &HoldKey) -> Result<()> {
     Ok(())
 }
 
-/// Queues `event` about `key` once per channel of the key's active loops (and `lp`,
-/// the run's own), each loop's settings or else the store-wide default, whatever their
-/// `on`: a hold needs a person, once per account rather than once per loop. The
-/// deliveries name `run`, the run that met (or no longer met) the limit.
-async fn queue_key_event(
-    db: &Db<'_, impl Conn>,
-    key: &HoldKey,
-    lp: &Loop,
-    run: &Run,
-    event: NotifyEvent,
-    now: Instant,
-    default: &mut Option<Option<Notify>>,
-) -> Result<Vec<Delivery>> {
-    let loops = key_loops(db, key.provider, Some(&key.account), lp).await?;
-    queue_on_channels(db, &loops, run, event, now, default).await
-}
-
 /// `lp` and the other active loops of the hold key `provider` / `account` (`None`:
 /// every account of the provider), by name: the loops an account's hold or a store-wide
 /// budget's covers.
-pub(crate) async fn key_loops(
+async fn key_loops(
     db: &Db<'_, impl Conn>,
     provider: Provider,
     account: Option<&str>,
@@ -240,20 +225,28 @@ pub(crate) async fn key_loops(
     Ok(loops)
 }
 
-/// Queues `event` on each of the channels of `loops` once
-/// ([`loops_store::hold_channels`]), naming `run`: what a hold of several loops (an
-/// account's, a budget's) sends once rather than once per loop.
-pub(crate) async fn queue_on_channels(
+/// Queues `event` about a hold once per channel of the loops it covers (`lp`, the
+/// run's own, and the other active loops of `covers`), each loop's settings or else
+/// the store-wide default, whatever their `on` ([`loops_store::hold_channels`]): a hold
+/// needs a person, once per account or budget rather than once per loop. The
+/// deliveries name `run`, the run that met (or no longer met) the limit. `default` is
+/// the batch's cache of the store's notification default.
+pub(crate) async fn queue_hold_event(
     db: &Db<'_, impl Conn>,
-    loops: &[Loop],
+    covers: CoveredKey<'_>,
+    lp: &Loop,
     run: &Run,
     event: NotifyEvent,
     now: Instant,
     default: &mut Option<Option<Notify>>,
 ) -> Result<Vec<Delivery>> {
+    let loops = match covers {
+        Some((provider, account)) => key_loops(db, provider, account, lp).await?,
+        None => vec![lp.clone()],
+    };
     let store_default = crate::notify::cached_default(db, default).await?;
     let mut sent = Vec::new();
-    for (channel, target) in loops_store::hold_channels(loops, store_default.as_ref()) {
+    for (channel, target) in loops_store::hold_channels(&loops, store_default.as_ref()) {
         sent.push(crate::notify::insert(db, run, event, channel, target, now).await?);
     }
     Ok(sent)

@@ -56,6 +56,7 @@ pub use open::{is_postgres_url, Inspection, SCHEMA_VERSION};
 pub use redact::redact_url;
 pub use session::{round_trips, CALL_TIMEOUT, CONNECT_TIMEOUT};
 
+use crate::codec::by_id;
 use crate::error::StoreResult;
 use crate::session::{Db, Job};
 use loops_core::health::{FactsQuery, RunFacts};
@@ -159,7 +160,7 @@ impl Store for PgStore {
 
     fn get_loop(&self, id: &LoopId) -> StoreResult<Option<Loop>> {
         let id = id.clone();
-        read!(self, |db| loops::get_loop(db, &id))
+        read!(self, |db| by_id::<Loop>(db, id.as_str()))
     }
 
     fn get_loop_by_name(&self, name: &str) -> StoreResult<Option<Loop>> {
@@ -365,7 +366,7 @@ impl Store for PgStore {
 
     fn get_run(&self, id: &RunId) -> StoreResult<Option<Run>> {
         let id = id.clone();
-        read!(self, |db| runs::get_run(db, &id))
+        read!(self, |db| by_id::<Run>(db, id.as_str()))
     }
 
     fn last_session_run(&self, loop_id: &LoopId) -> StoreResult<Option<Run>> {
@@ -615,9 +616,7 @@ impl Store for PgStore {
 
     fn run_request(&self, request_id: &str) -> StoreResult<Option<loops_store::RunRequest>> {
         let request_id = request_id.to_owned();
-        read!(self, |db| async move {
-            run_requests::get_one(db, &request_id).await
-        })
+        read!(self, |db| by_id::<loops_store::RunRequest>(db, &request_id))
     }
 
     fn withdraw_run_request(

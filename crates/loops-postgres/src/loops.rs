@@ -2,8 +2,8 @@
 //! parking and expiry.
 
 use crate::codec::{
-    decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, sat_i64, text, with_id_prefix,
-    Cols, ID_ATTEMPTS,
+    by_id, decode_loop_row, loop_cols, loop_from_row, ms, new_id, opt_ms, sat_i64, text,
+    with_id_prefix, Cols, ID_ATTEMPTS,
 };
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
 use crate::session::{Conn, Db};
@@ -82,15 +82,6 @@ pub(crate) async fn create_loop(
     Err(Error::ids_exhausted("loop"))
 }
 
-pub(crate) async fn get_loop(db: &Db<'_, impl Conn>, id: &LoopId) -> Result<Option<Loop>> {
-    db.query_opt_as(
-        concat!("SELECT ", loop_cols!(), " FROM loops WHERE id = $1"),
-        &[&id.as_str()],
-        loop_from_row,
-    )
-    .await
-}
-
 pub(crate) async fn get_loop_by_name(db: &Db<'_, impl Conn>, name: &str) -> Result<Option<Loop>> {
     db.query_opt_as(
         concat!("SELECT ", loop_cols!(), " FROM loops WHERE name = $1"),
@@ -154,7 +145,7 @@ pub(crate) async fn update_loop_schedule(
     if !apply_advance(db, id, advance, now).await? {
         return Err(StoreError::LoopNotFound(id.to_string()).into());
     }
-    get_loop(db, id)
+    by_id::<Loop>(db, id.as_str())
         .await?
         .ok_or_else(|| StoreError::LoopNotFound(id.to_string()).into())
 }
@@ -400,7 +391,7 @@ pub(crate) async fn park_loop(
         crate::claims::insert_ended(db, id, &name, slot, RunStatus::Failed, &reason, now).await?;
     let mut bodies = Vec::with_capacity(2);
     // A row that does not decode is what parks a loop: then only the run says.
-    if let Ok(Some(lp)) = get_loop(db, id).await {
+    if let Ok(Some(lp)) = by_id::<Loop>(db, id.as_str()).await {
         bodies.push(EventBody::loop_changed(&lp));
     }
     bodies.extend(crate::events::run_bodies(db, &[(EventKind::RunFinished, &run)]).await?);

@@ -9,11 +9,9 @@ use loops_core::notify;
 use loops_core::{
     Delivery, DeliveryStatus, Instant, Loop, Notify, NotifyChannel, NotifyEvent, Run, RunId,
 };
+use loops_store::codec::{decode_notify_default, encode_notify_default, META_NOTIFY_DEFAULT};
 use loops_store::rows;
 use tokio_postgres::Row;
-
-/// `meta` key of the store-wide default settings (JSON).
-const META_NOTIFY_DEFAULT: &str = "notify_default";
 
 use loops_store::delivery_cols;
 
@@ -28,23 +26,15 @@ pub(crate) async fn notify_default(db: &Db<'_, impl Conn>) -> Result<Option<Noti
             &[&META_NOTIFY_DEFAULT],
         )
         .await?;
-    row.map(|r| {
-        let text: String = get(&r, 0, "value")?;
-        serde_json::from_str(&text)
-            .map_err(|e| Error::decode(format!("meta {META_NOTIFY_DEFAULT}: {e}")))
-    })
-    .transpose()
+    row.map(|r| Ok(decode_notify_default(&get::<String>(&r, 0, "value")?)?))
+        .transpose()
 }
 
 pub(crate) async fn set_notify_default(
     db: &Db<'_, impl Conn>,
     notify: Option<&Notify>,
 ) -> Result<()> {
-    let value = notify
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| Error::invalid(format!("notify settings: {e}")))?;
-    match value {
+    match encode_notify_default(notify)? {
         Some(value) => {
             db.execute(
                 "INSERT INTO meta (key, value) VALUES ($1, $2) \

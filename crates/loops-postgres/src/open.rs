@@ -4,14 +4,8 @@
 
 use crate::error::{Error, Result};
 use crate::session::{Conn, Db};
+use loops_store::schema::{refuse_newer, Migration};
 use loops_store::{CorruptKind, StoreError};
-
-/// One embedded schema migration. Applied migrations are never edited: add a file.
-pub(crate) struct Migration {
-    pub(crate) version: i64,
-    pub(crate) name: &'static str,
-    pub(crate) sql: &'static str,
-}
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -247,14 +241,7 @@ pub(crate) async fn current_version(db: &Db<'_, impl Conn>) -> Result<i64> {
 /// build wrote it: what migrating and inspecting both check first.
 async fn known_version(db: &Db<'_, impl Conn>, display: &str) -> Result<i64> {
     let version = current_version(db).await?;
-    if version > SCHEMA_VERSION {
-        return Err(StoreError::TooNew {
-            path: display.to_owned(),
-            found: version,
-            known: SCHEMA_VERSION,
-        }
-        .into());
-    }
+    refuse_newer(display, version, SCHEMA_VERSION)?;
     Ok(version)
 }
 

@@ -4,7 +4,7 @@
 //! starts at most one run, and a withdrawn or expired one none.
 
 use crate::claims;
-use crate::codec::{db_now_ms, get, instant_from_ms, new_id, sat_i64};
+use crate::codec::{db_now_ms, get, instant_from_ms, new_id, sat_i64, ById};
 use crate::error::{Error, Result};
 use crate::session::{Conn, Db};
 use loops_core::{LoopId, Run, RunId, RunSource};
@@ -14,8 +14,24 @@ use loops_store::{
 };
 use tokio_postgres::Row;
 
-const COLS: &str = "id, loop_id, allow_overlap, requested_by, requested_at, expires_at, \
-                    answered_by, run_id, source, refused";
+macro_rules! request_cols {
+    () => {
+        "id, loop_id, allow_overlap, requested_by, requested_at, expires_at, answered_by, \
+         run_id, source, refused"
+    };
+}
+const COLS: &str = request_cols!();
+
+impl ById for RunRequest {
+    const SELECT: &'static str = concat!(
+        "SELECT ",
+        request_cols!(),
+        " FROM run_requests WHERE id = $1"
+    );
+    fn decode(row: &Row) -> Result<Self> {
+        from_row(row)
+    }
+}
 
 fn from_row(row: &Row) -> Result<RunRequest> {
     let answered_by: Option<String> = get(row, 6, "answered_by")?;
@@ -173,14 +189,6 @@ pub(crate) async fn refuse(
         )
         .await?;
     Ok(n == 1)
-}
-
-pub(crate) async fn get_one(
-    db: &Db<'_, impl Conn>,
-    request_id: &str,
-) -> Result<Option<RunRequest>> {
-    let sql = format!("SELECT {COLS} FROM run_requests WHERE id = $1");
-    db.query_opt_as(&sql, &[&request_id], from_row).await
 }
 
 pub(crate) async fn withdraw(

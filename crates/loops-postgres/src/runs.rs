@@ -93,15 +93,6 @@ pub(crate) async fn running_runs(
     .await
 }
 
-pub(crate) async fn get_run(db: &Db<'_, impl Conn>, id: &RunId) -> Result<Option<Run>> {
-    db.query_opt_as(
-        concat!("SELECT ", run_cols!(), " FROM runs WHERE id = $1"),
-        &[&id.as_str()],
-        run_from_row,
-    )
-    .await
-}
-
 /// See [`loops_store::Store::last_session_run`]; through the `runs_loop_session` index.
 pub(crate) async fn last_session_run(
     db: &Db<'_, impl Conn>,

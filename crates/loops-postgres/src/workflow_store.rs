@@ -18,7 +18,7 @@ impl WorkflowStore for PgStore {
 
     fn get_workflow(&self, id: &str) -> StoreResult<Option<Workflow>> {
         let id = id.to_owned();
-        read!(self, |db| workflows::get_workflow(db, &id))
+        read!(self, |db| by_id::<Workflow>(db, &id))
     }
 
     fn get_active_workflow(&self, name: &str) -> StoreResult<Option<Workflow>> {
@@ -58,7 +58,7 @@ impl WorkflowStore for PgStore {
 
     fn get_workflow_run(&self, id: &str) -> StoreResult<Option<WorkflowRun>> {
         let id = id.to_owned();
-        read!(self, |db| workflows::get_workflow_run(db, &id))
+        read!(self, |db| by_id::<WorkflowRun>(db, &id))
     }
 
     fn workflow_runs_with_id_prefix(

@@ -1,7 +1,7 @@
 //! Workflow specs, runs, step runs and the event log.
 
 use crate::codec::{
-    encode_usage, get, ms, new_id, opt_ms, opt_text, sat_i64, with_id_prefix, Cols,
+    by_id, encode_usage, get, ms, new_id, opt_ms, opt_text, sat_i64, with_id_prefix, ById, Cols,
 };
 use crate::error::{Error, Result};
 use crate::runs::{prune_finished, Pruned};
@@ -9,9 +9,10 @@ use crate::session::{Conn, Db};
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{Instant, LoopId, RunId, StepId, WorkflowRunId, WorkflowStatus};
+use loops_core::{Instant, LoopId, RunId, WorkflowRunId, WorkflowStatus};
 use loops_store::prune::RunCutoffs;
 use loops_store::rows;
+use loops_store::workflow_log;
 use loops_store::{PrunePolicy, StoreError};
 use tokio_postgres::Row;
 
@@ -75,34 +76,25 @@ async fn append_events(
     let workflow_name: String = get(&first, 1, "workflow_name")?;
     let loop_id = get::<Option<String>>(&first, 2, "loop_id")?.map(loops_core::LoopId::new);
     let first: i64 = get(&first, 0, "sequence")?;
-    let run = WorkflowRunId::new(run_id);
-    let mut mirrored = Vec::with_capacity(events.len());
-    for (sequence, event) in (first..).zip(events) {
-        mirrored.push(loops_core::event::EventBody::workflow_event(
-            &run,
-            &workflow_name,
-            loop_id.as_ref(),
-            u64::try_from(sequence).unwrap_or(0),
-            event,
-        ));
-        let payload =
-            serde_json::to_string(&event.payload).map_err(|e| Error::decode(e.to_string()))?;
+    let entries = workflow_log::entries(run_id, &workflow_name, loop_id.as_ref(), first, events)?;
+    for entry in &entries {
         db.execute(
             "INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, step_id, \
              payload_json, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
             &[
                 &new_id(),
                 &run_id,
-                &sequence,
-                &event.event_type.as_str(),
-                &event.step_id.as_ref().map(StepId::as_str),
-                &crate::codec::text(&payload).as_ref(),
+                &entry.sequence,
+                &entry.event_type,
+                &entry.step_id,
+                &crate::codec::text(&entry.payload).as_ref(),
                 &ms(&now),
             ],
         )
         .await?;
     }
     // Each entry is mirrored into the store's event log, in this transaction.
+    let mirrored: Vec<_> = entries.into_iter().map(|e| e.mirror).collect();
     crate::events::append_all(db, &mirrored, now).await
 }
 
@@ -159,13 +151,23 @@ pub(crate) async fn create_workflow(
     Ok(workflow)
 }
 
-pub(crate) async fn get_workflow(db: &Db<'_, impl Conn>, id: &str) -> Result<Option<Workflow>> {
-    db.query_opt_as(
-        concat!("SELECT ", workflow_cols!(), " FROM workflows WHERE id = $1"),
-        &[&id],
-        workflow_from_row,
-    )
-    .await
+impl ById for Workflow {
+    const SELECT: &'static str =
+        concat!("SELECT ", workflow_cols!(), " FROM workflows WHERE id = $1");
+    fn decode(row: &Row) -> Result<Self> {
+        workflow_from_row(row)
+    }
+}
+
+impl ById for WorkflowRun {
+    const SELECT: &'static str = concat!(
+        "SELECT ",
+        wf_run_cols!(),
+        " FROM workflow_runs WHERE id = $1"
+    );
+    fn decode(row: &Row) -> Result<Self> {
+        run_from_row(row)
+    }
 }
 
 pub(crate) async fn get_active_workflow(
@@ -316,22 +318,6 @@ pub(crate) async fn create_workflow_run(
     )
     .await?;
     Ok((run, true))
-}
-
-pub(crate) async fn get_workflow_run(
-    db: &Db<'_, impl Conn>,
-    id: &str,
-) -> Result<Option<WorkflowRun>> {
-    db.query_opt_as(
-        concat!(
-            "SELECT ",
-            wf_run_cols!(),
-            " FROM workflow_runs WHERE id = $1"
-        ),
-        &[&id],
-        run_from_row,
-    )
-    .await
 }
 
 pub(crate) async fn workflow_runs_with_id_prefix(
@@ -489,7 +475,7 @@ pub(crate) async fn request_workflow_cancel(
         &[&run_id, &crate::codec::text(reason).as_ref(), &ms(&now)],
     )
     .await?;
-    get_workflow_run(db, run_id)
+    by_id::<WorkflowRun>(db, run_id)
         .await?
         .ok_or_else(|| StoreError::WorkflowRunNotFound(run_id.to_owned()).into())
 }

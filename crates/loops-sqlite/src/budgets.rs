@@ -5,14 +5,16 @@
 //! budget-held loop out is `loops_store::not_held_at!`'s.
 
 use crate::codec::{get, ms, query_all, query_first, Cols};
-use crate::error::{Error, Result, StoreResult};
+use crate::error::{Result, StoreResult};
 use crate::holds::{self, key_account, key_provider};
 use crate::SqliteStore;
 use loops_core::budget::{
     self, Budget, BudgetChange, BudgetHold, BudgetMetric, BudgetScope, Spend, StoreBudget,
 };
 use loops_core::workflow::StepRun;
-use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run, Target, Usage};
+use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run, Target};
+use loops_store::budget_covers;
+use loops_store::budgets::{self, add_usage_json};
 use loops_store::codec::StoredRow;
 use loops_store::rows;
 use rusqlite::{params, Connection, Row};
@@ -56,12 +58,7 @@ fn read_hold(
 /// What the runs of `scope` finished at or after `since` reported.
 fn spend(conn: &Connection, scope: &BudgetScope, since: Instant) -> Result<Spend> {
     let mut total = Spend::default();
-    let mut add = |text: String| -> Result<()> {
-        let usage: Usage = serde_json::from_str(&text)
-            .map_err(|e| Error::decode(format!("column usage_json: {e}")))?;
-        total.add(&usage);
-        Ok(())
-    };
+    let mut add = |text: String| add_usage_json(&mut total, &text);
     match scope {
         BudgetScope::Loop(id) => {
             let mut stmt = conn.prepare_cached(
@@ -120,12 +117,7 @@ fn decide_and_write(
                 _ => Vec::new(),
             };
             hold.notified |= !sent.is_empty();
-            let (loop_id, provider, account) = match scope {
-                BudgetScope::Loop(id) => (Some(id.as_str()), None, None),
-                BudgetScope::Key { provider, account } => {
-                    (None, Some(provider.as_str()), account.as_deref())
-                }
-            };
+            let (loop_id, provider, account) = budgets::scope_columns(scope);
             conn.prepare_cached(
                 "INSERT INTO budget_holds (scope, metric, loop_id, provider, account, \
                    held_until, reason, notified, updated_at) \
@@ -193,15 +185,12 @@ fn end_hold(
 /// decisions left, and queues the `resumed` notification of each one that was notified.
 fn sweep_ended(conn: &Connection, lp: &Loop, run: &Run, at: Instant) -> Result<Vec<Delivery>> {
     let holds = budget_holds_in(conn)?;
-    let mut sent = Vec::new();
-    let mut resumed = Vec::new();
-    for h in budget::ended_holds_of_run(lp, run.account.as_deref(), &holds, at) {
+    let ended = budget::ended_holds_of_run(lp, run.account.as_deref(), &holds, at);
+    for h in &ended {
         delete_hold(conn, &h.scope, Some(h.metric))?;
-        if h.notified && !resumed.contains(&h.scope) {
-            resumed.push(h.scope.clone());
-        }
     }
-    for scope in &resumed {
+    let mut sent = Vec::new();
+    for scope in &budgets::resumed_scopes(&ended) {
         sent.extend(queue_scope_event(
             conn,
             scope,
@@ -222,8 +211,7 @@ fn delete_hold(conn: &Connection, scope: &BudgetScope, metric: Option<BudgetMetr
     Ok(())
 }
 
-/// Queues `event` about a budget of `scope` once per channel of the loops it covers
-/// (`lp`, and for a store-wide budget the key's other active loops).
+/// Queues `event` about a budget of `scope` ([`holds::queue_hold_event`]).
 fn queue_scope_event(
     conn: &Connection,
     scope: &BudgetScope,
@@ -232,13 +220,7 @@ fn queue_scope_event(
     event: NotifyEvent,
     now: Instant,
 ) -> Result<Vec<Delivery>> {
-    let loops = match scope {
-        BudgetScope::Key { provider, account } => {
-            holds::key_loops(conn, *provider, account.as_deref(), lp)?
-        }
-        BudgetScope::Loop(_) => vec![lp.clone()],
-    };
-    holds::queue_on_channels(conn, &loops, run, event, now)
+    holds::queue_hold_event(conn, budget_covers(scope), lp, run, event, now)
 }
 
 /// After `run` of `lp` was finalized in this transaction: decides every budget that
@@ -302,16 +284,23 @@ pub(crate) fn after_step(conn: &Connection, step: &StepRun, now: Instant) -> Res
 /// raised or removed budget releases its hold), without notification.
 pub(crate) fn after_edit(conn: &Connection, lp: &Loop, now: Instant) -> Result<()> {
     let scope = BudgetScope::Loop(lp.id.clone());
-    let agent = matches!(lp.target, Target::Agent(_));
-    for (metric, budget) in [
-        (BudgetMetric::Tokens, lp.ops.budget_tokens),
-        (BudgetMetric::Usd, lp.ops.budget_usd),
-    ] {
-        match budget.filter(|_| agent) {
+    decide_limits(conn, &scope, budgets::loop_limits(lp), now)
+}
+
+/// Decides each of `limits` of `scope` again at `now`, without notification; a metric
+/// without a limit ends its hold.
+fn decide_limits(
+    conn: &Connection,
+    scope: &BudgetScope,
+    limits: budgets::Limits,
+    now: Instant,
+) -> Result<()> {
+    for (metric, limit) in limits {
+        match limit {
             Some(budget) => {
-                decide_and_write(conn, &scope, &budget, None, now)?;
+                decide_and_write(conn, scope, &budget, None, now)?;
             }
-            None => end_hold(conn, &scope, Some(metric), now)?,
+            None => end_hold(conn, scope, Some(metric), now)?,
         }
     }
     Ok(())
@@ -336,16 +325,7 @@ pub(crate) fn set_budget(store: &SqliteStore, b: &StoreBudget) -> StoreResult<()
             b.usd.map(|u| u.to_string()),
             ms(&now),
         ])?;
-        let scope = b.scope();
-        for (metric, budget) in [(BudgetMetric::Tokens, b.tokens), (BudgetMetric::Usd, b.usd)] {
-            match budget {
-                Some(budget) => {
-                    decide_and_write(tx, &scope, &budget, None, now)?;
-                }
-                None => end_hold(tx, &scope, Some(metric), now)?,
-            }
-        }
-        Ok(())
+        decide_limits(tx, &b.scope(), budgets::store_limits(b), now)
     })
 }
 

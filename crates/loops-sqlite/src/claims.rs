@@ -2,7 +2,7 @@
 //! scheduling pass's claims (with their loops' advances, and the skipped slots of busy
 //! loops) share one transaction.
 
-use crate::codec::{ms, new_id, run_cols, run_from_row, ID_ATTEMPTS};
+use crate::codec::{insert_with_new_id, ms, new_id, run_cols, run_from_row, ID_ATTEMPTS};
 use crate::error::{Error, Result, StoreResult};
 use crate::loops::apply_advance;
 use crate::SqliteStore;
@@ -242,17 +242,17 @@ pub(crate) fn insert_ended(
     error: &str,
     now: Instant,
 ) -> Result<Run> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
-         started_at, finished_at, duration_ms, error, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, \
-           (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
-           ?5, ?6, ?7, ?7, 0, ?8, ?7, ?7) RETURNING ",
-        run_cols!()
-    ))?;
-    for _ in 0..ID_ATTEMPTS {
-        let mut rows = stmt.query(params![
-            new_id(),
+    insert_with_new_id(
+        conn,
+        concat!(
+            "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
+             started_at, finished_at, duration_ms, error, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, \
+               (SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE loop_id = ?2 AND scheduled_for = ?4), \
+               ?5, ?6, ?7, ?7, 0, ?8, ?7, ?7) RETURNING ",
+            run_cols!()
+        ),
+        params![
             lp.as_str(),
             name,
             slot,
@@ -260,19 +260,16 @@ pub(crate) fn insert_ended(
             RunSource::Scheduled.as_str(),
             ms(&now),
             error,
-        ])?;
-        match rows.next() {
-            Ok(Some(row)) => return run_from_row(row),
-            Ok(None) => break,
-            Err(e) if crate::codec::is_foreign_key_violation(&e) => {
-                return Err(StoreError::LoopNotFound(lp.to_string()).into())
-            }
-            // Run id collision (the attempt number is computed under the lock).
-            Err(e) if crate::codec::is_unique_violation(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(Error::ids_exhausted("run"))
+        ],
+        "run",
+        run_from_row,
+        // A run id collision draws another (the attempt number is computed under the
+        // lock).
+        |e| {
+            crate::codec::is_foreign_key_violation(e)
+                .then(|| StoreError::LoopNotFound(lp.to_string()).into())
+        },
+    )
 }
 
 /// One claim of a batch and what its refusal implies, inside the caller's transaction.

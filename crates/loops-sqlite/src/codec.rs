@@ -2,11 +2,11 @@
 //! [`loops_store::codec::StoredRow`] (instants as INTEGER milliseconds; the decoders are
 //! [`loops_store::rows`]'), and SQLite's constraint codes.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use loops_core::{Loop, Run};
-use loops_store::codec::corrupt;
+use loops_store::codec::{corrupt, id_prefix_upper, keep_id_prefix};
 use loops_store::{rows, DaemonLease, UnreadableLoop};
-use rusqlite::types::FromSql;
+use rusqlite::types::{FromSql, ToSql};
 use rusqlite::{ffi, Connection, ErrorCode, Row};
 
 pub(crate) use loops_store::codec::{
@@ -24,23 +24,8 @@ pub(crate) use loop_cols;
 /// The columns of `runs`, in the order [`run_from_row`] reads them (the same on both backends).
 pub(crate) use loops_store::run_cols;
 
-/// Failure statuses as a SQL list; must match [`loops_core::RunStatus::is_failure`] and
-/// the `runs_failed_slot` partial index (SQLite only uses it for an identical term).
-macro_rules! failure_statuses {
-    () => {
-        "('failed', 'timed_out', 'abandoned')"
-    };
-}
-pub(crate) use failure_statuses;
-
-/// Failure classes that are not retried, as a SQL list; must match
-/// [`loops_core::failure::FailureClass::is_retried`] (a unit test checks).
-macro_rules! not_retried_classes {
-    () => {
-        "('usage_limit', 'auth', 'context_length')"
-    };
-}
-pub(crate) use not_retried_classes;
+/// Failure statuses as a SQL list ([`loops_store::failure_statuses`]).
+pub(crate) use loops_store::failure_statuses;
 
 /// A column of any SQLite type, its error naming the column.
 pub(crate) fn get<T: FromSql>(row: &Row<'_>, idx: usize, col: &str) -> Result<T> {
@@ -103,6 +88,63 @@ pub(crate) fn query_first<T, P: rusqlite::Params>(
     }
 }
 
+/// The rows of `select` (`… WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3`) whose
+/// `id` starts with `prefix`, decoded: a primary-key range scan under the binary
+/// collation ([`id_prefix_upper`], [`keep_id_prefix`]).
+pub(crate) fn with_id_prefix<T>(
+    conn: &Connection,
+    select: &str,
+    prefix: &str,
+    limit: usize,
+    decode: fn(&Row<'_>) -> Result<T>,
+    id: fn(&T) -> &str,
+) -> Result<Vec<T>> {
+    let upper = id_prefix_upper(prefix);
+    let rows = query_all(
+        conn,
+        select,
+        rusqlite::params![prefix, upper, sat_i64(limit as u64)],
+        decode,
+    )?;
+    Ok(keep_id_prefix(rows, prefix, id))
+}
+
+/// Runs the insert `sql` (prepared once per connection; `?1` is the new row's id,
+/// `params` the rest) with a fresh id until one is free, at most [`ID_ATTEMPTS`]
+/// draws, and decodes the row it returns. A constraint error that `conflict` names
+/// (the input's, not the id's) ends it with that error; another unique violation is an
+/// id collision and draws again.
+pub(crate) fn insert_with_new_id<T>(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn ToSql],
+    what: &str,
+    decode: fn(&Row<'_>) -> Result<T>,
+    conflict: impl Fn(&rusqlite::Error) -> Option<Error>,
+) -> Result<T> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    for _ in 0..ID_ATTEMPTS {
+        let id = new_id();
+        let mut with_id: Vec<&dyn ToSql> = Vec::with_capacity(params.len() + 1);
+        with_id.push(&id);
+        with_id.extend_from_slice(params);
+        let mut rows = stmt.query(with_id.as_slice())?;
+        match rows.next() {
+            Ok(Some(row)) => return decode(row),
+            Ok(None) => break,
+            Err(e) => {
+                if let Some(err) = conflict(&e) {
+                    return Err(err);
+                }
+                if !is_unique_violation(&e) {
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    Err(Error::ids_exhausted(what))
+}
+
 fn constraint_code(e: &rusqlite::Error) -> Option<i32> {
     match e {
         rusqlite::Error::SqliteFailure(err, _) if err.code == ErrorCode::ConstraintViolation => {
@@ -121,18 +163,4 @@ pub(crate) fn is_unique_violation(e: &rusqlite::Error) -> bool {
 
 pub(crate) fn is_foreign_key_violation(e: &rusqlite::Error) -> bool {
     constraint_code(e) == Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_not_retried_classes_are_the_domains() {
-        use loops_core::failure::FailureClass;
-        let listed: Vec<String> = FailureClass::ALL
-            .iter()
-            .filter(|c| !c.is_retried())
-            .map(|c| format!("'{c}'"))
-            .collect();
-        assert_eq!(not_retried_classes!(), format!("({})", listed.join(", ")));
-    }
 }

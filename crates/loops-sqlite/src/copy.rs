@@ -73,19 +73,7 @@ impl SqliteStore {
                 )?;
             }
             copy_rows(tx, set)?;
-            tx.execute(
-                "DELETE FROM meta WHERE key = ?1",
-                [crate::notify::META_NOTIFY_DEFAULT],
-            )?;
-            if let Some(notify) = &set.notify_default {
-                let text = serde_json::to_string(notify)
-                    .map_err(|e| Error::invalid(format!("notify settings: {e}")))?;
-                tx.execute(
-                    "INSERT INTO meta (key, value) VALUES (?1, ?2)",
-                    params![crate::notify::META_NOTIFY_DEFAULT, text],
-                )?;
-            }
-            Ok(())
+            crate::notify::write_default(tx, set.notify_default.as_ref())
         })
     }
 }

@@ -4,10 +4,7 @@
 //! up in the same transaction, and the notifications it calls for queued there too
 //! (`crate::notify`).
 
-use crate::codec::{
-    encode_usage, failure_statuses, instant_from_ms, ms, not_retried_classes, query_first,
-    run_cols, run_from_row, sat_i64,
-};
+use crate::codec::{instant_from_ms, ms, query_first, run_cols, run_from_row};
 use crate::error::{Error, Result, StoreResult};
 use crate::loops::apply_advance;
 use crate::runs::not_running;
@@ -15,7 +12,8 @@ use crate::SqliteStore;
 use loops_core::event::EventKind;
 use loops_core::stop::StopMet;
 use loops_core::transitions;
-use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome, RunStatus};
+use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome};
+use loops_store::finish::{self, PidRecord, Write};
 use loops_store::{Fence, RunWrite, RunWritten};
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -31,27 +29,17 @@ pub(crate) fn record_run_writes(
     store.write(fence.map(|f| (f, now)), |tx| {
         let mut done = Vec::with_capacity(writes.len());
         for write in writes {
-            let result = match write {
-                RunWrite::Spawned {
-                    run,
-                    pid,
-                    pid_start_time,
-                    session_note,
-                    at,
-                } => mark_pid_in(tx, run, *pid, *pid_start_time, session_note.as_deref(), *at)
-                    .map(|()| RunWritten::Spawned),
-                RunWrite::Finished { run, outcome } => outcome_usage_json(outcome)
+            let result = match write.to_write() {
+                Write::Pid(record) => mark_pid_in(tx, &record).map(|()| RunWritten::Spawned),
+                Write::Finish { run, outcome } => finish::outcome_usage_json(outcome)
+                    .map_err(Error::from)
                     .and_then(|usage| finalize_in(tx, run, outcome, usage.as_deref()))
                     .and_then(|finished| {
                         // The loop as stored (`None`: removed).
                         let lp = crate::loops::loop_in(tx, &finished.loop_id)?;
                         let Some(lp) = lp else {
                             crate::events::append_run(tx, EventKind::RunFinished, &finished, now)?;
-                            return Ok(RunWritten::Finished {
-                                run: Box::new(finished),
-                                loop_moved: false,
-                                notifications: Vec::new(),
-                            });
+                            return Ok(RunWritten::finished(finished, false, Vec::new()));
                         };
                         let (loop_moved, event) =
                             advance_after_finish(tx, &lp, &finished, outcome.stop)?;
@@ -66,11 +54,7 @@ pub(crate) fn record_run_writes(
                         notifications.extend(crate::holds::after_finish(tx, &lp, &finished, now)?);
                         notifications
                             .extend(crate::budgets::after_finish(tx, &lp, &finished, now)?);
-                        Ok(RunWritten::Finished {
-                            run: Box::new(finished),
-                            loop_moved,
-                            notifications,
-                        })
+                        Ok(RunWritten::finished(finished, loop_moved, notifications))
                     }),
             };
             match result {
@@ -83,37 +67,22 @@ pub(crate) fn record_run_writes(
     })
 }
 
-/// Checks that `outcome` can end a run and encodes its usage.
-fn outcome_usage_json(outcome: &RunOutcome) -> Result<Option<String>> {
-    if outcome.status == RunStatus::Running {
-        return Err(Error::invalid("a run cannot be finalized as running"));
-    }
-    Ok(encode_usage(outcome.usage.as_ref())?)
-}
-
 /// Records the child's pid on a running row, inside the caller's transaction.
-fn mark_pid_in(
-    conn: &Connection,
-    run: &RunId,
-    pid: u32,
-    pid_start_time: Option<u64>,
-    session_note: Option<&str>,
-    now: Instant,
-) -> Result<()> {
+fn mark_pid_in(conn: &Connection, record: &PidRecord<'_>) -> Result<()> {
     let n = conn
         .prepare_cached(
             "UPDATE runs SET pid = ?2, pid_start_time = ?3, updated_at = ?4, session_note = ?5 \
              WHERE id = ?1 AND status = 'running'",
         )?
         .execute(params![
-            run.as_str(),
-            pid,
-            pid_start_time.map(sat_i64),
-            ms(&now),
-            session_note
+            record.run.as_str(),
+            record.pid,
+            record.pid_start_time,
+            ms(&record.at),
+            record.session_note
         ])?;
     if n == 0 {
-        return Err(not_running(conn, run));
+        return Err(not_running(conn, record.run));
     }
     Ok(())
 }
@@ -173,20 +142,9 @@ fn advance_after_finish(
     } else {
         None
     };
-    let plan = match transitions::on_finish(lp, run, stop, deferred) {
-        Ok(plan) => plan,
-        Err(e) => {
-            tracing::warn!(loop_id = %lp.id, error = %e, "could not plan the loop's next run");
-            return Ok((false, None));
-        }
-    };
+    let plan = finish::plan(lp, run, stop, deferred);
     let moved = match &plan.advance {
-        Some(advance) => apply_advance(
-            conn,
-            &lp.id,
-            advance,
-            run.finished_at.unwrap_or(run.updated_at),
-        )?,
+        Some(advance) => apply_advance(conn, &lp.id, advance, finish::advanced_at(run))?,
         None => false,
     };
     if let Some(state) = &plan.state {
@@ -203,23 +161,8 @@ fn retryable_slot(
     max_attempts: u32,
     except: Instant,
 ) -> Result<Option<Instant>> {
-    // Start from failed attempts (partial index), keep those that are the latest
-    // attempt of their slot and whose slot is neither running nor done.
     let slot: Option<i64> = conn
-        .prepare_cached(concat!(
-            "SELECT f.scheduled_for FROM runs f \
-             WHERE f.loop_id = ?1 AND f.status IN ",
-            failure_statuses!(),
-            " AND f.source != 'ad_hoc' AND f.scheduled_for != ?3 AND f.attempt < ?2 \
-               AND (f.failure_class IS NULL OR f.failure_class NOT IN ",
-            not_retried_classes!(),
-            ") \
-               AND NOT EXISTS ( \
-                 SELECT 1 FROM runs x \
-                 WHERE x.loop_id = f.loop_id AND x.scheduled_for = f.scheduled_for \
-                   AND (x.attempt > f.attempt OR x.status IN ('running', 'succeeded', 'skipped'))) \
-             ORDER BY f.scheduled_for LIMIT 1"
-        ))?
+        .prepare_cached(loops_store::retryable_slot_sql!("?1", "?2", "?3"))?
         .query_row(params![loop_id.as_str(), max_attempts, ms(&except)], |r| {
             r.get(0)
         })
@@ -233,7 +176,9 @@ fn retryable_slot(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use loops_core::{Anchor, CommandTarget, NewLoop, Policy, RunSource, Schedule, Target};
+    use loops_core::{
+        Anchor, CommandTarget, NewLoop, Policy, RunSource, RunStatus, Schedule, Target,
+    };
     use loops_store::{ClaimRequest, Store};
 
     fn t(offset_ms: i64) -> Instant {

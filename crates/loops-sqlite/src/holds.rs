@@ -10,6 +10,7 @@ use crate::SqliteStore;
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
 use loops_core::{Delivery, Instant, Loop, NotifyEvent, Provider, Run};
 use loops_store::rows;
+use loops_store::{hold_covers, CoveredKey};
 use rusqlite::{params, Connection, Row};
 
 /// The hold key of the loop row `loops` as SQL: its agent target's provider, and its
@@ -92,6 +93,7 @@ pub(crate) fn after_finish(
     let Some(key) = HoldKey::of_run(&lp.target, run) else {
         return Ok(Vec::new());
     };
+    let covers = hold_covers(&key);
     let current = read(conn, &key)?;
     match hold::after_finish(lp, run, current.as_ref(), &loops_store::hold_timing()) {
         HoldChange::Keep => Ok(Vec::new()),
@@ -100,7 +102,7 @@ pub(crate) fn after_finish(
             notify_held,
         } => {
             let sent = if notify_held {
-                queue_key_event(conn, &key, lp, run, NotifyEvent::Held, now)?
+                queue_hold_event(conn, covers, lp, run, NotifyEvent::Held, now)?
             } else {
                 Vec::new()
             };
@@ -111,7 +113,7 @@ pub(crate) fn after_finish(
         HoldChange::Release { notify_resumed } => {
             delete(conn, &key)?;
             if notify_resumed {
-                queue_key_event(conn, &key, lp, run, NotifyEvent::Resumed, now)
+                queue_hold_event(conn, covers, lp, run, NotifyEvent::Resumed, now)
             } else {
                 Ok(Vec::new())
             }
@@ -176,26 +178,10 @@ fn delete(conn: &Connection, key: &HoldKey) -> Result<()> {
     Ok(())
 }
 
-/// Queues `event` about `key` once per channel of the key's active loops (and `lp`,
-/// the run's own), each loop's settings or else the store-wide default, whatever their
-/// `on`: a hold needs a person, once per account rather than once per loop. The
-/// deliveries name `run`, the run that met (or no longer met) the limit.
-fn queue_key_event(
-    conn: &Connection,
-    key: &HoldKey,
-    lp: &Loop,
-    run: &Run,
-    event: NotifyEvent,
-    now: Instant,
-) -> Result<Vec<Delivery>> {
-    let loops = key_loops(conn, key.provider, Some(&key.account), lp)?;
-    queue_on_channels(conn, &loops, run, event, now)
-}
-
 /// `lp` and the other active loops of the hold key `provider` / `account` (`None`:
 /// every account of the provider), by name: the loops an account's hold or a store-wide
 /// budget's covers.
-pub(crate) fn key_loops(
+fn key_loops(
     conn: &Connection,
     provider: Provider,
     account: Option<&str>,
@@ -221,19 +207,26 @@ pub(crate) fn key_loops(
     Ok(loops)
 }
 
-/// Queues `event` on each of the channels of `loops` once
-/// ([`loops_store::hold_channels`]), naming `run`: what a hold of several loops (an
-/// account's, a budget's) sends once rather than once per loop.
-pub(crate) fn queue_on_channels(
+/// Queues `event` about a hold once per channel of the loops it covers (`lp`, the
+/// run's own, and the other active loops of `covers`), each loop's settings or else
+/// the store-wide default, whatever their `on` ([`loops_store::hold_channels`]): a hold
+/// needs a person, once per account or budget rather than once per loop. The
+/// deliveries name `run`, the run that met (or no longer met) the limit.
+pub(crate) fn queue_hold_event(
     conn: &Connection,
-    loops: &[Loop],
+    covers: CoveredKey<'_>,
+    lp: &Loop,
     run: &Run,
     event: NotifyEvent,
     now: Instant,
 ) -> Result<Vec<Delivery>> {
+    let loops = match covers {
+        Some((provider, account)) => key_loops(conn, provider, account, lp)?,
+        None => vec![lp.clone()],
+    };
     let default = crate::notify::read_default(conn)?;
     let mut sent = Vec::new();
-    for (channel, target) in loops_store::hold_channels(loops, default.as_ref()) {
+    for (channel, target) in loops_store::hold_channels(&loops, default.as_ref()) {
         sent.push(crate::notify::insert(
             conn, run, event, channel, target, now,
         )?);

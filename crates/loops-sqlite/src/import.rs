@@ -3,8 +3,8 @@
 //! as `create_loop` and `create_workflow`, so an imported row is what creating it
 //! would have stored.
 
-use crate::codec::{encode_usage, ms, new_id, opt_ms, sat_i64, ID_ATTEMPTS};
-use crate::error::{Error, Result, StoreResult};
+use crate::codec::{encode_usage, insert_with_new_id, ms, opt_ms, sat_i64};
+use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::{Instant, Loop, Run, RunStatus};
 use loops_store::{ImportBatch, Imported, StoreError};
@@ -54,15 +54,14 @@ fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
         return Err(StoreError::running_history(&lp.name).into());
     }
     let usage = encode_usage(run.usage.as_ref())?;
-    let mut stmt = tx.prepare_cached(
+    insert_with_new_id(
+        tx,
         "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
          started_at, finished_at, exit_code, duration_ms, stdout, stderr, error, claimed_by, \
          summary, usage_json, created_at, updated_at, due_at, error_output) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
-    )?;
-    for _ in 0..ID_ATTEMPTS {
-        let inserted = stmt.execute(params![
-            new_id(),
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21) \
+         RETURNING id",
+        params![
             lp.id.as_str(),
             lp.name,
             ms(&run.scheduled_for),
@@ -83,18 +82,14 @@ fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
             ms(&run.updated_at),
             opt_ms(run.due_at.as_ref()),
             run.error_output,
-        ]);
-        match inserted {
-            Ok(_) => return Ok(()),
-            Err(e) if crate::codec::is_unique_violation(&e) => {
-                // A second row for the same slot attempt is the input's mistake; an id
-                // collision draws another id.
-                if e.to_string().contains("runs.scheduled_for") {
-                    return Err(StoreError::duplicate_history_slot(&lp.name, run).into());
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(Error::ids_exhausted("run"))
+        ],
+        "run",
+        |_| Ok(()),
+        // A second row for the same slot attempt is the input's mistake; an id
+        // collision draws another id.
+        |e| {
+            (crate::codec::is_unique_violation(e) && e.to_string().contains("runs.scheduled_for"))
+                .then(|| StoreError::duplicate_history_slot(&lp.name, run).into())
+        },
+    )
 }

@@ -3,7 +3,7 @@
 
 use crate::codec::{
     decode_loop_row, instant_from_ms, loop_cols, loop_from_row, ms, new_id, opt_ms, query_all,
-    query_first, sat_i64, ID_ATTEMPTS,
+    query_first, sat_i64, with_id_prefix, ID_ATTEMPTS,
 };
 use crate::error::{Error, Result, StoreResult};
 use crate::events;
@@ -127,26 +127,20 @@ pub(crate) fn loops_with_id_prefix(
     prefix: &str,
     limit: usize,
 ) -> StoreResult<Vec<Loop>> {
-    // A primary-key range scan: every string starting with `prefix` sorts in
-    // [prefix, prefix + U+10FFFF) under the binary collation. The Rust-side filter
-    // keeps the result exact for any input.
-    let upper = format!("{prefix}\u{10FFFF}");
-    let loops = store.read(|conn| {
-        query_all(
+    store.read(|conn| {
+        with_id_prefix(
             conn,
             concat!(
                 "SELECT ",
                 loop_cols!(),
                 " FROM loops WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3"
             ),
-            params![prefix, upper, sat_i64(limit as u64)],
+            prefix,
+            limit,
             loop_from_row,
+            |l| l.id.as_str(),
         )
-    })?;
-    Ok(loops
-        .into_iter()
-        .filter(|l| l.id.as_str().starts_with(prefix))
-        .collect())
+    })
 }
 
 pub(crate) fn loop_rows(

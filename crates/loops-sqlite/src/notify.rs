@@ -2,18 +2,16 @@
 //! queues in its own transaction (the decision is the domain's,
 //! `loops_core::notify::decide`), their claims and their results.
 
-use crate::codec::{ms, new_id, query_all, query_first, sat_i64, Cols, ID_ATTEMPTS};
-use crate::error::{Error, Result, StoreResult};
+use crate::codec::{insert_with_new_id, ms, query_all, query_first, sat_i64, Cols};
+use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::notify;
 use loops_core::{
     Delivery, DeliveryStatus, Instant, Loop, Notify, NotifyChannel, NotifyEvent, Run, RunId,
 };
+use loops_store::codec::{decode_notify_default, encode_notify_default, META_NOTIFY_DEFAULT};
 use loops_store::rows;
 use rusqlite::{params, Connection, OptionalExtension, Row};
-
-/// `meta` key of the store-wide default settings (JSON).
-pub(crate) const META_NOTIFY_DEFAULT: &str = "notify_default";
 
 use loops_store::delivery_cols;
 
@@ -26,11 +24,7 @@ pub(crate) fn read_default(conn: &Connection) -> Result<Option<Notify>> {
         .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
         .query_row([META_NOTIFY_DEFAULT], |r| r.get(0))
         .optional()?;
-    text.map(|t| {
-        serde_json::from_str(&t)
-            .map_err(|e| Error::decode(format!("meta {META_NOTIFY_DEFAULT}: {e}")))
-    })
-    .transpose()
+    Ok(text.as_deref().map(decode_notify_default).transpose()?)
 }
 
 pub(crate) fn notify_default(store: &SqliteStore) -> StoreResult<Option<Notify>> {
@@ -38,24 +32,23 @@ pub(crate) fn notify_default(store: &SqliteStore) -> StoreResult<Option<Notify>>
 }
 
 pub(crate) fn set_notify_default(store: &SqliteStore, notify: Option<&Notify>) -> StoreResult<()> {
-    let text = notify
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| loops_store::StoreError::InvalidArgument(format!("notify settings: {e}")))?;
-    store.write(None, |tx| {
-        match text {
-            Some(text) => tx
-                .prepare_cached(
-                    "INSERT INTO meta (key, value) VALUES (?1, ?2) \
-                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                )?
-                .execute(params![META_NOTIFY_DEFAULT, text])?,
-            None => tx
-                .prepare_cached("DELETE FROM meta WHERE key = ?1")?
-                .execute([META_NOTIFY_DEFAULT])?,
-        };
-        Ok(())
-    })
+    store.write(None, |tx| write_default(tx, notify))
+}
+
+/// Writes the store-wide default (`None`: removes it) inside the caller's transaction.
+pub(crate) fn write_default(conn: &Connection, notify: Option<&Notify>) -> Result<()> {
+    match encode_notify_default(notify)? {
+        Some(text) => conn
+            .prepare_cached(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )?
+            .execute(params![META_NOTIFY_DEFAULT, text])?,
+        None => conn
+            .prepare_cached("DELETE FROM meta WHERE key = ?1")?
+            .execute([META_NOTIFY_DEFAULT])?,
+    };
+    Ok(())
 }
 
 /// After `run` was finalized in this transaction: queues the notifications its loop's
@@ -151,30 +144,27 @@ pub(crate) fn insert(
     target: &str,
     now: Instant,
 ) -> Result<Delivery> {
-    let mut stmt = conn.prepare_cached(concat!(
-        "INSERT INTO notification_deliveries \
-           (id, run_id, loop_id, event, channel, target, status, attempts, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 0, ?7, ?7) RETURNING ",
-        delivery_cols!()
-    ))?;
-    for _ in 0..ID_ATTEMPTS {
-        let mut rows = stmt.query(params![
-            new_id(),
+    insert_with_new_id(
+        conn,
+        concat!(
+            "INSERT INTO notification_deliveries \
+               (id, run_id, loop_id, event, channel, target, status, attempts, created_at, \
+                updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 0, ?7, ?7) RETURNING ",
+            delivery_cols!()
+        ),
+        params![
             run.id.as_str(),
             run.loop_id.as_str(),
             event.as_str(),
             channel.as_str(),
             target,
             ms(&now)
-        ])?;
-        match rows.next() {
-            Ok(Some(row)) => return delivery_from_row(row),
-            Ok(None) => break,
-            Err(e) if crate::codec::is_unique_violation(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(Error::ids_exhausted("notification delivery"))
+        ],
+        "notification delivery",
+        delivery_from_row,
+        |_| None,
+    )
 }
 
 pub(crate) fn deliveries_of_runs(

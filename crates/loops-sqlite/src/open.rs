@@ -7,6 +7,7 @@ use crate::error::{corrupt_at, from_sqlite, is_corruption, is_readonly_error};
 use crate::error::{Error, Result, StoreResult};
 use crate::SqliteStore;
 use loops_store::open_files::{self, Claim, Header};
+use loops_store::schema::{refuse_newer, Migration};
 use loops_store::StoreError;
 use rusqlite::{ffi, params, Connection, ErrorCode, OpenFlags, TransactionBehavior};
 use std::path::Path;
@@ -21,13 +22,6 @@ pub(crate) const APPLICATION_ID: i64 = 0x6C6F_6F70;
 /// How much of the file a read-only connection maps into memory (SQLite's
 /// `mmap_size`; the file is read through the mapping, not with a syscall per page).
 const READ_ONLY_MMAP_BYTES: i64 = 256 << 20;
-
-/// One embedded schema migration. Applied migrations are never edited: add a file.
-struct Migration {
-    version: i64,
-    name: &'static str,
-    sql: &'static str,
-}
 
 const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -432,13 +426,7 @@ pub(crate) fn inspect_schema(conn: &Connection, display: &str) -> StoreResult<i6
         })
         .map_err(classify)?;
     let version = recorded.last().copied().unwrap_or(0);
-    if version > SCHEMA_VERSION {
-        return Err(StoreError::TooNew {
-            path: display.to_owned(),
-            found: version,
-            known: SCHEMA_VERSION,
-        });
-    }
+    refuse_newer(display, version, SCHEMA_VERSION)?;
     Ok(complete_up_to(&recorded))
 }
 
@@ -537,14 +525,7 @@ fn migrate(conn: &mut Connection, path: &str) -> Result<()> {
             [m.version],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
-        if current > SCHEMA_VERSION {
-            return Err(StoreError::TooNew {
-                path: path.to_owned(),
-                found: current,
-                known: SCHEMA_VERSION,
-            }
-            .into());
-        }
+        refuse_newer(path, current, SCHEMA_VERSION)?;
         // By version, not by the highest one recorded: a migration numbered below an
         // applied one (another branch's, landed later) is still applied.
         if applied {

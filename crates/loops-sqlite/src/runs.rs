@@ -1,7 +1,7 @@
 //! Runs after their claim: the leases of running rows (heartbeat, take-over), the
 //! queries over runs, and pruning.
 
-use crate::codec::{ms, query_all, query_first, run_cols, run_from_row, sat_i64};
+use crate::codec::{ms, query_all, query_first, run_cols, run_from_row, sat_i64, with_id_prefix};
 use crate::error::{Error, StoreResult};
 use crate::loops::placeholders;
 use crate::SqliteStore;
@@ -287,23 +287,20 @@ pub(crate) fn runs_with_id_prefix(
     prefix: &str,
     limit: usize,
 ) -> StoreResult<Vec<Run>> {
-    let upper = format!("{prefix}\u{10FFFF}");
-    let runs = store.read(|conn| {
-        query_all(
+    store.read(|conn| {
+        with_id_prefix(
             conn,
             concat!(
                 "SELECT ",
                 run_cols!(),
                 " FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3"
             ),
-            params![prefix, upper, sat_i64(limit as u64)],
+            prefix,
+            limit,
             run_from_row,
+            |r| r.id.as_str(),
         )
-    })?;
-    Ok(runs
-        .into_iter()
-        .filter(|r| r.id.as_str().starts_with(prefix))
-        .collect())
+    })
 }
 
 /// Runs created at or after `since`, oldest first, through `runs_created` (or

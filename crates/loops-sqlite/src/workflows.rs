@@ -1,14 +1,17 @@
 //! [`WorkflowStore`] for SQLite: specs, runs, step runs and the event log.
 
-use crate::codec::{encode_usage, ms, new_id, opt_ms, query_all, query_first, sat_i64, Cols};
+use crate::codec::{
+    encode_usage, ms, new_id, opt_ms, query_all, query_first, sat_i64, with_id_prefix, Cols,
+};
 use crate::error::{from_sqlite, Error, Result, StoreResult};
 use crate::SqliteStore;
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
-use loops_core::{Instant, LoopId, RunId, StepId, WorkflowRunId, WorkflowStatus};
+use loops_core::{Instant, LoopId, RunId, WorkflowRunId, WorkflowStatus};
 use loops_store::prune::{self, RunCutoffs};
 use loops_store::rows;
+use loops_store::workflow_log;
 use loops_store::{Fence, PrunePolicy, StoreError, WorkflowStore};
 use rusqlite::{params, Row, Transaction};
 
@@ -60,25 +63,15 @@ fn append_events(
         .prepare_cached("SELECT workflow_name, loop_id FROM workflow_runs WHERE id = ?1")?
         .query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let loop_id = loop_id.map(LoopId::new);
-    let run = WorkflowRunId::new(run_id);
-    for (sequence, event) in (first..).zip(events) {
-        let body = loops_core::event::EventBody::workflow_event(
-            &run,
-            &workflow_name,
-            loop_id.as_ref(),
-            u64::try_from(sequence).unwrap_or(0),
-            event,
-        );
-        crate::events::append(tx, &body, now)?;
-        let payload =
-            serde_json::to_string(&event.payload).map_err(|e| Error::decode(e.to_string()))?;
+    for entry in workflow_log::entries(run_id, &workflow_name, loop_id.as_ref(), first, events)? {
+        crate::events::append(tx, &entry.mirror, now)?;
         insert.execute(params![
             new_id(),
             run_id,
-            sequence,
-            event.event_type.as_str(),
-            event.step_id.as_ref().map(StepId::as_str),
-            payload,
+            entry.sequence,
+            entry.event_type,
+            entry.step_id,
+            entry.payload,
             ms(&now)
         ])?;
     }
@@ -155,16 +148,12 @@ impl WorkflowStore for SqliteStore {
     }
 
     fn workflows_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Workflow>> {
-        let sql = format!(
-            "SELECT {WORKFLOW_COLS} FROM workflows WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT +?2"
-        );
+        let sql =
+            format!("SELECT {WORKFLOW_COLS} FROM workflows WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3");
         self.read(|conn| {
-            query_all(
-                conn,
-                &sql,
-                params![prefix, sat_i64(limit as u64)],
-                workflow_from_row,
-            )
+            with_id_prefix(conn, &sql, prefix, limit, workflow_from_row, |t| {
+                t.id.as_str()
+            })
         })
     }
 
@@ -271,16 +260,9 @@ impl WorkflowStore for SqliteStore {
         limit: usize,
     ) -> StoreResult<Vec<WorkflowRun>> {
         let sql = format!(
-            "SELECT {RUN_COLS} FROM workflow_runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT +?2"
+            "SELECT {RUN_COLS} FROM workflow_runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT +?3"
         );
-        self.read(|conn| {
-            query_all(
-                conn,
-                &sql,
-                params![prefix, sat_i64(limit as u64)],
-                run_from_row,
-            )
-        })
+        self.read(|conn| with_id_prefix(conn, &sql, prefix, limit, run_from_row, |t| t.id.as_str()))
     }
 
     fn list_workflow_runs(

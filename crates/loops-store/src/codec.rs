@@ -30,6 +30,21 @@ pub fn sat_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// The exclusive upper bound of the ids starting with `prefix` under a binary ("C")
+/// collation: the prefix with U+10FFFF appended, so `id >= prefix AND id < upper` is a
+/// primary-key range scan.
+pub fn id_prefix_upper(prefix: &str) -> String {
+    format!("{prefix}\u{10FFFF}")
+}
+
+/// The rows of an id range scan ([`id_prefix_upper`]) whose id starts with `prefix`: the
+/// range bounds the scan, this keeps the result exact for any input.
+pub fn keep_id_prefix<T>(rows: Vec<T>, prefix: &str, id: fn(&T) -> &str) -> Vec<T> {
+    rows.into_iter()
+        .filter(|t| id(t).starts_with(prefix))
+        .collect()
+}
+
 /// [`StoreError::Decode`] naming the column: `column {col}: {why}`.
 pub fn corrupt(col: &str, why: impl std::fmt::Display) -> StoreError {
     StoreError::Decode(format!("column {col}: {why}"))
@@ -248,6 +263,23 @@ pub fn encode_state(state: &loops_core::LoopState) -> Result<Option<String>> {
     serde_json::to_string(state)
         .map(Some)
         .map_err(|e| StoreError::InvalidArgument(format!("state: {e}")))
+}
+
+/// The `meta` key of the store-wide notification default (its JSON).
+pub const META_NOTIFY_DEFAULT: &str = "notify_default";
+
+/// The store-wide notification default as its `meta` value (`None`: no row).
+pub fn encode_notify_default(notify: Option<&loops_core::Notify>) -> Result<Option<String>> {
+    notify
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::InvalidArgument(format!("notify settings: {e}")))
+}
+
+/// The store-wide notification default read from its `meta` value.
+pub fn decode_notify_default(text: &str) -> Result<loops_core::Notify> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Decode(format!("meta {META_NOTIFY_DEFAULT}: {e}")))
 }
 
 /// A workflow run's `params_json`: NULL when it has none.

@@ -7,7 +7,9 @@
 //! its holds end, on every runner of the store. And the channels a hold's notification
 //! goes to.
 
-use loops_core::{notify, Loop, Notify, NotifyChannel};
+use loops_core::budget::BudgetScope;
+use loops_core::hold::HoldKey;
+use loops_core::{notify, Loop, Notify, NotifyChannel, Provider};
 
 /// `h` (a row of `account_holds`) is the hold of the loop row `loops`'s key.
 #[macro_export]
@@ -69,6 +71,25 @@ macro_rules! waits_until {
             "), 0))"
         )
     };
+}
+
+/// The key whose other active loops a hold's notification covers besides the loop of
+/// the run that met (or no longer met) its limit: a provider and an account (`None`:
+/// every account of the provider); `None` for a hold of that one loop.
+pub type CoveredKey<'a> = Option<(Provider, Option<&'a str>)>;
+
+/// What an account's hold covers: the loops of its key.
+pub fn hold_covers(key: &HoldKey) -> CoveredKey<'_> {
+    Some((key.provider, Some(key.account.as_str())))
+}
+
+/// What a budget's hold covers: a store-wide budget's key, a loop's own budget only
+/// its loop.
+pub fn budget_covers(scope: &BudgetScope) -> CoveredKey<'_> {
+    match scope {
+        BudgetScope::Key { provider, account } => Some((*provider, account.as_deref())),
+        BudgetScope::Loop(_) => None,
+    }
 }
 
 /// The channels a hold's `held` / `resumed` notification goes to, each once: every

@@ -70,24 +70,28 @@
 //! lease. [`Store::claim_run`] (one claim) and
 //! [`Store::list_loops`] (every row decoded) are default methods on top of them.
 
+pub mod budgets;
 pub mod claim;
 pub mod codec;
 mod copy_set;
 mod error;
 pub mod facts;
+pub mod finish;
 mod held;
 pub mod open_files;
 mod paths;
 pub mod prune;
 pub mod rows;
+pub mod schema;
 #[cfg(feature = "suite")]
 pub mod suite;
 mod types;
 pub mod user_file;
+pub mod workflow_log;
 
 pub use copy_set::CopySet;
 pub use error::{BackendErrorKind, BoxError, CorruptKind, StoreError};
-pub use held::hold_channels;
+pub use held::{budget_covers, hold_channels, hold_covers, CoveredKey};
 pub use paths::{
     data_dir, inspect_data_dir, prepare_data_dir, secure_data_dir, PermissionReport, DATA_DIR_ENV,
     DB_FILE, PRIVATE_FILES,
