@@ -20,7 +20,7 @@
 
 use crate::bundle::{Incoming, IncomingLoop, IncomingWorkflow};
 use crate::workflow::WorkflowSpec;
-use crate::{Anchor, Instant, Loop, LoopId, Run, RunId, RunSource, RunStatus};
+use crate::{Anchor, Instant, Loop, Run, RunStatus};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -348,38 +348,19 @@ fn history_run(row: &Row) -> Result<Option<Run>, String> {
         (Some(e), _) => (Some(format!("{status} in OpenLoops")), Some(e)),
     };
     Ok(Some(Run {
-        id: RunId::new(String::new()),
-        loop_id: LoopId::new(String::new()),
         loop_name: text(row, "loop_name").unwrap_or_default(),
-        scheduled_for,
-        attempt,
-        status,
-        source: RunSource::Scheduled,
         due_at: Some(scheduled_for),
         started_at: instant(row, "started_at")?,
         finished_at: instant(row, "finished_at")?,
-        exit_code: row
-            .get("exit_code")
-            .and_then(Value::as_i64)
-            .and_then(|c| i32::try_from(c).ok()),
+        exit_code: exit_code.and_then(|c| i32::try_from(c).ok()),
         duration_ms: count("duration_ms"),
         stdout: text(row, "stdout"),
         stderr: text(row, "stderr"),
         error,
         error_output,
-        pid: None,
-        pid_start_time: None,
         claimed_by: text(row, "claimed_by"),
-        lease_expires_at: None,
-        summary: None,
-        usage: None,
-        failure_class: None,
-        retry_at: None,
-        session_id: None,
-        session_note: None,
-        account: None,
-        created_at,
         updated_at: instant(row, "updated_at")?.unwrap_or(created_at),
+        ..Run::history(scheduled_for, attempt, status, created_at)
     }))
 }
 

@@ -290,16 +290,16 @@ pub(crate) fn truncated(text: &str) -> String {
     }
 }
 
-/// A cycle as step ids, first repeated at the end (`a → b → a`), if any.
-fn find_cycle(spec: &WorkflowSpec) -> Option<Vec<String>> {
+/// Each step's dependencies as indices into `spec.steps`; one naming no step is left
+/// out ([`validate()`] reports it).
+fn dependency_indices(spec: &WorkflowSpec) -> Vec<Vec<usize>> {
     let index: HashMap<&str, usize> = spec
         .steps
         .iter()
         .enumerate()
         .map(|(i, s)| (s.id.as_str(), i))
         .collect();
-    let deps: Vec<Vec<usize>> = spec
-        .steps
+    spec.steps
         .iter()
         .map(|s| {
             s.depends_on
@@ -307,7 +307,12 @@ fn find_cycle(spec: &WorkflowSpec) -> Option<Vec<String>> {
                 .filter_map(|d| index.get(d.as_str()).copied())
                 .collect()
         })
-        .collect();
+        .collect()
+}
+
+/// A cycle as step ids, first repeated at the end (`a → b → a`), if any.
+fn find_cycle(spec: &WorkflowSpec) -> Option<Vec<String>> {
+    let deps = dependency_indices(spec);
     // Iterative DFS with colours; the grey stack is the current path.
     let mut colour = vec![0u8; deps.len()];
     for start in 0..deps.len() {
@@ -367,23 +372,8 @@ pub enum Readiness {
 impl Dag {
     /// Builds the DAG; the spec must have passed [`validate()`].
     pub fn new(spec: &WorkflowSpec) -> Self {
-        let index: BTreeMap<&str, usize> = spec
-            .steps
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.id.as_str(), i))
-            .collect();
         Self {
-            deps: spec
-                .steps
-                .iter()
-                .map(|s| {
-                    s.depends_on
-                        .iter()
-                        .filter_map(|d| index.get(d.as_str()).copied())
-                        .collect()
-                })
-                .collect(),
+            deps: dependency_indices(spec),
             continue_on_failure: spec.steps.iter().map(|s| s.continue_on_failure).collect(),
         }
     }

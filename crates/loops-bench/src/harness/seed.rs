@@ -6,7 +6,7 @@ use crate::{HistoryArgs, StoreArgs};
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
 use loops_core::{
-    Anchor, CommandTarget, Instant, LoopId, LoopStatus, NewLoop, Policy, Run, RunId, RunOutcome,
+    Anchor, CommandTarget, Instant, LoopId, LoopStatus, NewLoop, Policy, Run, RunOutcome,
     RunSource, RunStatus, Schedule, Target,
 };
 use loops_runtime::client::{Client, LoopDefinition};
@@ -258,15 +258,6 @@ fn history_run(slot: Instant, status: RunStatus) -> Run {
     let end = start + TimeDelta::milliseconds(900);
     let ran = status != RunStatus::Skipped;
     Run {
-        account: None,
-        id: RunId::new(""),
-        loop_id: LoopId::new(""),
-        loop_name: String::new(),
-        scheduled_for: slot,
-        due_at: None,
-        attempt: 1,
-        status,
-        source: RunSource::Scheduled,
         started_at: ran.then_some(start),
         finished_at: Some(if ran { end } else { start }),
         exit_code: ran.then_some(if status == RunStatus::Failed { 1 } else { 0 }),
@@ -278,18 +269,7 @@ fn history_run(slot: Instant, status: RunStatus) -> Run {
             RunStatus::Skipped => Some("previous run still active".into()),
             _ => None,
         },
-        error_output: None,
-        pid: None,
-        pid_start_time: None,
-        claimed_by: None,
-        lease_expires_at: None,
-        summary: None,
-        usage: None,
-        failure_class: None,
-        retry_at: None,
-        session_id: None,
-        session_note: None,
-        created_at: start,
         updated_at: end,
+        ..Run::history(slot, 1, status, start)
     }
 }

@@ -102,6 +102,51 @@ pub struct Run {
     pub updated_at: Instant,
 }
 
+impl Run {
+    /// A finished attempt at a scheduled slot, to import as a loop's history
+    /// (`ImportLoop::history`): its ids and loop name are placeholders the store
+    /// replaces, `updatedAt` is `created_at`, and nothing else is recorded — the caller
+    /// sets what its history knows.
+    pub fn history(
+        scheduled_for: Instant,
+        attempt: u32,
+        status: RunStatus,
+        created_at: Instant,
+    ) -> Self {
+        Self {
+            id: RunId::new(String::new()),
+            loop_id: LoopId::new(String::new()),
+            loop_name: String::new(),
+            scheduled_for,
+            attempt,
+            status,
+            source: RunSource::Scheduled,
+            due_at: None,
+            started_at: None,
+            finished_at: None,
+            exit_code: None,
+            duration_ms: None,
+            stdout: None,
+            stderr: None,
+            error: None,
+            error_output: None,
+            pid: None,
+            pid_start_time: None,
+            claimed_by: None,
+            lease_expires_at: None,
+            summary: None,
+            usage: None,
+            failure_class: None,
+            retry_at: None,
+            session_id: None,
+            session_note: None,
+            account: None,
+            created_at,
+            updated_at: created_at,
+        }
+    }
+}
+
 /// How a finished attempt ended, as recorded by `finalize`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOutcome {

@@ -37,7 +37,9 @@ impl Engine {
             if alive {
                 report.foreign_running = true;
                 if self.cfg.adopt_orphans {
-                    self.adopt(run, now, report)?;
+                    if let Some(run) = self.take_over_in_pass(&run, now, report)? {
+                        self.adopt(run, now);
+                    }
                 }
                 continue;
             }
@@ -67,7 +69,9 @@ impl Engine {
                 continue;
             }
             if let (true, true, Some(lp)) = (workflow, self.cfg.adopt_orphans, lp) {
-                self.continue_workflow(lp, run, now, report)?;
+                if let Some(run) = self.take_over_in_pass(&run, now, report)? {
+                    self.continue_workflow(lp, run);
+                }
                 continue;
             }
             let spooled = self.cfg.exec.spool.as_ref().map(|s| s.for_run(&run.id));
@@ -177,19 +181,11 @@ impl Engine {
         Ok(run)
     }
 
-    /// Continues a workflow target's run whose runner died: the slot's workflow run
-    /// picks up where it stopped (finished steps kept, a step whose process outlived
-    /// the runner recorded, never started again), as this engine's run.
-    pub(super) fn continue_workflow(
-        self: &Arc<Self>,
-        lp: Loop,
-        run: Run,
-        now: Instant,
-        report: &mut PassReport,
-    ) -> Result<(), EngineError> {
-        let Some(run) = self.take_over_in_pass(&run, now, report)? else {
-            return Ok(());
-        };
+    /// Continues a workflow target's run whose runner died, once this engine took its
+    /// row over ([`Self::take_over`]): the slot's workflow run picks up where it stopped
+    /// (finished steps kept, a step whose process outlived the runner recorded, never
+    /// started again), as this engine's run.
+    pub(super) fn continue_workflow(self: &Arc<Self>, lp: Loop, run: Run) {
         tracing::info!(run = %run.id, loop_name = %lp.name, "continuing a workflow run whose runner died");
         let engine = Arc::clone(self);
         let task = self.task();
@@ -197,7 +193,6 @@ impl Engine {
             let _task = task;
             engine.execute_claimed(&lp, run).await;
         });
-        Ok(())
     }
 
     /// Whether the runner that claimed `run` can no longer finish it.
@@ -214,18 +209,11 @@ impl Engine {
         }
     }
 
-    /// Watches a live orphaned process until it exits, keeping its lease fresh, then
-    /// records it as abandoned (its exit status cannot be known: it is not our child)
-    /// with the output spooled before its runner died.
-    pub(super) fn adopt(
-        self: &Arc<Self>,
-        run: Run,
-        now: Instant,
-        report: &mut PassReport,
-    ) -> Result<(), EngineError> {
-        let Some(run) = self.take_over_in_pass(&run, now, report)? else {
-            return Ok(());
-        };
+    /// Watches a live orphaned process, once this engine took its row over at `now`
+    /// ([`Self::take_over`]), until it exits, keeping its lease fresh, then records it
+    /// as abandoned (its exit status cannot be known: it is not our child) with the
+    /// output spooled before its runner died.
+    pub(super) fn adopt(self: &Arc<Self>, run: Run, now: Instant) {
         let engine = Arc::clone(self);
         // Taking the row over gave it a fresh lease of its loop's length.
         let lease = run
@@ -271,6 +259,5 @@ impl Engine {
                 engine.finalize_and_advance(&run, &outcome).await;
             }
         });
-        Ok(())
     }
 }

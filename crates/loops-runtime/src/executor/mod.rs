@@ -489,7 +489,7 @@ fn human_duration(duration: Duration) -> String {
 }
 
 /// Polls `future` once: whether it has already completed.
-async fn is_ready<C: Future<Output = ()>>(mut future: Pin<&mut C>) -> bool {
+pub(crate) async fn is_ready<C: Future<Output = ()>>(mut future: Pin<&mut C>) -> bool {
     poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx).is_ready())).await
 }
 

@@ -26,7 +26,7 @@ pub mod status;
 
 pub use serve::serve;
 
-use crate::executor::{execute, ExecResult, ExecStatus, Invocation};
+use crate::executor::{execute, is_ready, ExecResult, ExecStatus, Invocation};
 use link::Link;
 use loops_core::RunId;
 use protocol::{Deadline, DeadlineClock, ExitReport, Request, UnitReport};
@@ -583,10 +583,7 @@ impl Supervisors {
         let started_at = chrono::Utc::now();
         let mut cancel = pin!(cancel);
         // Already cancelled: never started, as in process.
-        let cancelled =
-            std::future::poll_fn(|cx| std::task::Poll::Ready(cancel.as_mut().poll(cx).is_ready()))
-                .await;
-        if cancelled {
+        if is_ready(cancel.as_mut()).await {
             let mut result = ExecResult::unspecified("cancelled".to_owned(), started_at);
             result.status = ExecStatus::Terminated;
             return Executed {
