@@ -12,6 +12,7 @@
 //! cargo run --release -p loops-bench -- dispatch --stamp       # same, with the real spawn instants
 //! cargo run --release -p loops-bench -- pg-dispatch            # dispatch lag on PostgreSQL (throwaway cluster)
 //! cargo run --release -p loops-bench -- pg-wake                # an idle runner woken across hosts
+//! cargo run --release -p loops-bench -- pg-wake --load 1000    # the same runner running 1k loops/s meanwhile
 //! cargo run --release -p loops-bench -- throughput             # 5k due runs end to end
 //! cargo run --release -p loops-bench -- saturation             # 2k loops/s: runs/s as a share of xargs -P2
 //! cargo run --release -p loops-bench -- rss                    # daemon RSS and idle CPU
@@ -161,6 +162,10 @@ enum Bench {
         /// A PostgreSQL URL (an empty database); a throwaway cluster otherwise.
         #[arg(long)]
         store: Option<String>,
+        /// Loops every 1 s (phases spread, `true`) the runner runs meanwhile: the
+        /// wake-up under that load (0: an idle runner).
+        #[arg(long, default_value_t = 0)]
+        load: usize,
     },
     /// End-to-end runs/s: N loops due at once, from daemon start to the last finalized run.
     Throughput {
@@ -420,7 +425,8 @@ fn main() -> Result<()> {
             samples,
             via,
             store,
-        } => bench.pg_wake(samples, &via, store),
+            load,
+        } => bench.pg_wake(samples, &via, store, load),
         Bench::PgDispatch {
             loops,
             secs,
