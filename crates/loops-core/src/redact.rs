@@ -164,11 +164,6 @@ mod tests {
             id: crate::RunId::new("aaaaaaaaaaaa"),
             loop_id: crate::LoopId::new("bbbbbbbbbbbb"),
             loop_name: "l".into(),
-            scheduled_for: t,
-            attempt: 1,
-            status: crate::RunStatus::Failed,
-            source: crate::RunSource::Scheduled,
-            due_at: None,
             started_at: Some(t),
             finished_at: Some(t),
             exit_code: Some(1),
@@ -177,19 +172,8 @@ mod tests {
             stderr: Some("warning: TOKEN-2\nerror: TOKEN-3".into()),
             error: Some("claude exited with status 1".into()),
             error_output: Some("error: TOKEN-3".into()),
-            pid: None,
-            pid_start_time: None,
-            claimed_by: None,
-            lease_expires_at: None,
             summary: Some("TOKEN-4".into()),
-            usage: None,
-            failure_class: None,
-            retry_at: None,
-            session_id: None,
-            session_note: None,
-            account: None,
-            created_at: t,
-            updated_at: t,
+            ..Run::history(t, 1, crate::RunStatus::Failed, t)
         }
     }
 

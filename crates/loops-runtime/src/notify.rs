@@ -758,13 +758,9 @@ mod tests {
     fn run() -> Run {
         let t = chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap();
         Run {
-            account: None,
             id: RunId::new("aaaaaaaaaaaa"),
             loop_id: LoopId::new("bbbbbbbbbbbb"),
             loop_name: "nightly".into(),
-            scheduled_for: t,
-            attempt: 3,
-            status: RunStatus::Failed,
             source: RunSource::RetrySlot,
             due_at: Some(t),
             started_at: Some(t),
@@ -774,19 +770,8 @@ mod tests {
             stdout: Some("x".repeat(10_000)),
             stderr: Some("boom\n".into()),
             error: Some("exited with status 3".into()),
-            error_output: None,
             pid: Some(1),
-            pid_start_time: None,
-            claimed_by: None,
-            lease_expires_at: None,
-            summary: None,
-            usage: None,
-            failure_class: None,
-            retry_at: None,
-            session_id: None,
-            session_note: None,
-            created_at: t,
-            updated_at: t,
+            ..Run::history(t, 3, RunStatus::Failed, t)
         }
     }
 
