@@ -64,9 +64,9 @@ use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
 use loops_core::{
-    Delivery, DeliveryStatus, Instant, Loop, LoopId, LoopStatus, NewLoop, Notify, Run, RunId,
-    WorkflowStatus,
+    Delivery, Instant, Loop, LoopId, LoopStatus, NewLoop, Notify, Run, RunId, WorkflowStatus,
 };
+use loops_store::DeliveryTry;
 use loops_store::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
     ImportBatch, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate,
@@ -508,27 +508,11 @@ impl Store for PgStore {
 
     fn record_delivery(
         &self,
-        id: &str,
-        runner_id: &str,
-        status: DeliveryStatus,
-        attempts: u32,
-        last_error: Option<&str>,
+        attempt: &DeliveryTry,
         now: Instant,
     ) -> StoreResult<Option<Delivery>> {
-        let (id, runner, last_error) = (
-            id.to_owned(),
-            runner_id.to_owned(),
-            last_error.map(str::to_owned),
-        );
-        write!(self, None, |db| notify::record_delivery(
-            db,
-            &id,
-            &runner,
-            status,
-            attempts,
-            last_error.as_deref(),
-            now
-        ))
+        let attempt = attempt.clone();
+        write!(self, None, |db| notify::record_delivery(db, &attempt, now))
     }
 
     fn supports_runners(&self) -> bool {

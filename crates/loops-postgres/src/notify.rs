@@ -14,6 +14,7 @@ use loops_store::rows;
 use tokio_postgres::Row;
 
 use loops_store::delivery_cols;
+use loops_store::DeliveryTry;
 
 fn delivery_from_row(row: &Row) -> Result<Delivery> {
     Ok(rows::delivery_row(&Cols(row))?)
@@ -256,14 +257,10 @@ pub(crate) async fn claim_delivery(
 
 pub(crate) async fn record_delivery(
     db: &Db<'_, impl Conn>,
-    id: &str,
-    runner_id: &str,
-    status: DeliveryStatus,
-    attempts: u32,
-    last_error: Option<&str>,
+    attempt: &DeliveryTry,
     now: Instant,
 ) -> Result<Option<Delivery>> {
-    let done = status != DeliveryStatus::Pending;
+    let done = attempt.status != DeliveryStatus::Pending;
     db.query_opt_as(
         concat!(
             "UPDATE notification_deliveries SET status = $3, attempts = $4, last_error = $5, \
@@ -274,11 +271,11 @@ pub(crate) async fn record_delivery(
             delivery_cols!()
         ),
         &[
-            &id,
-            &runner_id,
-            &status.as_str(),
-            &i64::from(attempts),
-            &opt_text(last_error),
+            &attempt.id,
+            &attempt.runner_id,
+            &attempt.status.as_str(),
+            &i64::from(attempt.attempts),
+            &opt_text(attempt.last_error.as_deref()),
             &ms(&now),
             &done,
         ],

@@ -417,20 +417,15 @@ impl Deliverer {
         attempts: u32,
         error: Option<&str>,
     ) -> Option<Delivery> {
-        let (id, runner, error) = (
-            d.id.clone(),
-            self.runner_id.clone(),
-            error.map(str::to_owned),
-        );
+        let attempt = loops_store::DeliveryTry {
+            id: d.id.clone(),
+            runner_id: self.runner_id.clone(),
+            status,
+            attempts,
+            last_error: error.map(str::to_owned),
+        };
         self.delivery_call(d, "record", move |s| {
-            s.record_delivery(
-                &id,
-                &runner,
-                status,
-                attempts,
-                error.as_deref(),
-                chrono::Utc::now(),
-            )
+            s.record_delivery(&attempt, chrono::Utc::now())
         })
         .await
     }

@@ -51,9 +51,8 @@ pub use open::SCHEMA_VERSION;
 
 use crate::error::{Result, StoreResult};
 use loops_core::health::{FactsQuery, RunFacts};
-use loops_core::{
-    Delivery, DeliveryStatus, Instant, Loop, LoopId, LoopStatus, NewLoop, Notify, Run, RunId,
-};
+use loops_core::{Delivery, Instant, Loop, LoopId, LoopStatus, NewLoop, Notify, Run, RunId};
+use loops_store::DeliveryTry;
 use loops_store::{
     BatchClaim, ClaimOutcome, DaemonLease, Fence, ImportBatch, Imported, LeaseAcquire, LeaseHolder,
     LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten,
@@ -426,14 +425,10 @@ impl Store for SqliteStore {
 
     fn record_delivery(
         &self,
-        id: &str,
-        runner_id: &str,
-        status: DeliveryStatus,
-        attempts: u32,
-        last_error: Option<&str>,
+        attempt: &DeliveryTry,
         now: Instant,
     ) -> StoreResult<Option<Delivery>> {
-        notify::record_delivery(self, id, runner_id, status, attempts, last_error, now)
+        notify::record_delivery(self, attempt, now)
     }
 
     fn runs_with_id_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<Run>> {

@@ -14,6 +14,7 @@ use loops_store::rows;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use loops_store::delivery_cols;
+use loops_store::DeliveryTry;
 
 fn delivery_from_row(row: &Row<'_>) -> Result<Delivery> {
     Ok(rows::delivery_row(&Cols(row))?)
@@ -234,14 +235,10 @@ pub(crate) fn claim_delivery(
 
 pub(crate) fn record_delivery(
     store: &SqliteStore,
-    id: &str,
-    runner_id: &str,
-    status: DeliveryStatus,
-    attempts: u32,
-    last_error: Option<&str>,
+    attempt: &DeliveryTry,
     now: Instant,
 ) -> StoreResult<Option<Delivery>> {
-    let done = status != DeliveryStatus::Pending;
+    let done = attempt.status != DeliveryStatus::Pending;
     store.write(None, |tx| {
         query_first(
             tx,
@@ -254,11 +251,11 @@ pub(crate) fn record_delivery(
                 delivery_cols!()
             ),
             params![
-                id,
-                runner_id,
-                status.as_str(),
-                attempts,
-                last_error,
+                attempt.id,
+                attempt.runner_id,
+                attempt.status.as_str(),
+                attempt.attempts,
+                attempt.last_error,
                 ms(&now),
                 done
             ],

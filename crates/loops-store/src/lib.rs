@@ -97,9 +97,9 @@ pub use paths::{
     DB_FILE, PRIVATE_FILES,
 };
 pub use types::{
-    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, DefinitionJson, EventBounds,
-    Fence, ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter,
-    LoopOrder, LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunRequest,
+    BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, DefinitionJson, DeliveryTry,
+    EventBounds, Fence, ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance,
+    LoopFilter, LoopOrder, LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunRequest,
     RunRequestAnswer, RunSummary, RunWrite, RunWritten, RunnerInfo, RunnerLease,
     RunnerRegistration, UnreadableLoop, UsageRow, UsageSource,
 };
@@ -109,8 +109,7 @@ use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
 };
 use loops_core::{
-    Delivery, DeliveryStatus, Instant, Loop, LoopId, LoopStatus, NewLoop, Notify, Run, RunId,
-    WorkflowStatus,
+    Delivery, Instant, Loop, LoopId, LoopStatus, NewLoop, Notify, Run, RunId, WorkflowStatus,
 };
 
 /// How long holds last ([`loops_core::hold::HoldTiming`]): the defaults, except that
@@ -426,18 +425,11 @@ pub trait Store: WorkflowStore + Send + Sync {
         until: Instant,
         now: Instant,
     ) -> Result<Option<Delivery>>;
-    /// Records a try of a delivery claimed by `runner_id`: its attempts and last error,
-    /// and its status (`delivered` / `failed` end it and drop the claim; `pending`
-    /// keeps it). `None` when the row is gone or no longer claimed by `runner_id`.
-    fn record_delivery(
-        &self,
-        id: &str,
-        runner_id: &str,
-        status: DeliveryStatus,
-        attempts: u32,
-        last_error: Option<&str>,
-        now: Instant,
-    ) -> Result<Option<Delivery>>;
+    /// Records a try of a delivery claimed by its `runner_id`: its attempts and last
+    /// error, and its status (`delivered` / `failed` end it and drop the claim;
+    /// `pending` keeps it). `None` when the row is gone or no longer claimed by that
+    /// runner.
+    fn record_delivery(&self, attempt: &DeliveryTry, now: Instant) -> Result<Option<Delivery>>;
 
     // ---- runs, for live views (`loops logs`, `runs --follow`) ----
     /// Runs whose id starts with `prefix` (at most `limit`), by id.

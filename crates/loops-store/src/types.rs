@@ -52,6 +52,21 @@ pub enum LeaseAcquire {
     Held(DaemonLease),
 }
 
+/// One try of a notification delivery, as the runner that claimed it records it
+/// ([`crate::Store::record_delivery`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryTry {
+    /// The delivery's id.
+    pub id: String,
+    /// The claimer: a try by anyone else records nothing.
+    pub runner_id: String,
+    /// `delivered` / `failed` end the delivery and drop the claim; `pending` keeps it.
+    pub status: loops_core::DeliveryStatus,
+    /// Tries so far, this one included.
+    pub attempts: u32,
+    pub last_error: Option<String>,
+}
+
 /// A request to claim one attempt of one slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimRequest {

@@ -243,17 +243,22 @@ pub fn deliveries_are_claimed_by_one_runner_and_recorded(db: &dyn TestDb) {
     // Only the claimer records tries.
     assert_eq!(
         other
-            .record_delivery(&url.id, "runner-b", DeliveryStatus::Failed, 1, None, t(12))
+            .record_delivery(
+                &try_of(&url.id, "runner-b", DeliveryStatus::Failed, 1, None),
+                t(12)
+            )
             .unwrap(),
         None
     );
     let tried = store
         .record_delivery(
-            &url.id,
-            "runner-a",
-            DeliveryStatus::Pending,
-            1,
-            Some("HTTP 500"),
+            &try_of(
+                &url.id,
+                "runner-a",
+                DeliveryStatus::Pending,
+                1,
+                Some("HTTP 500"),
+            ),
             t(13),
         )
         .unwrap()
@@ -271,11 +276,7 @@ pub fn deliveries_are_claimed_by_one_runner_and_recorded(db: &dyn TestDb) {
     assert_eq!(taken.attempts, 1, "tries so far are kept");
     let done = other
         .record_delivery(
-            &url.id,
-            "runner-b",
-            DeliveryStatus::Delivered,
-            2,
-            None,
+            &try_of(&url.id, "runner-b", DeliveryStatus::Delivered, 2, None),
             t(15),
         )
         .unwrap()
@@ -302,11 +303,13 @@ pub fn deliveries_are_claimed_by_one_runner_and_recorded(db: &dyn TestDb) {
         .claim_delivery(&cmd.id, None, "runner-a", t(60_000), t(17))
         .and_then(|_| {
             store.record_delivery(
-                &cmd.id,
-                "runner-a",
-                DeliveryStatus::Failed,
-                1,
-                Some("exited with status 1"),
+                &try_of(
+                    &cmd.id,
+                    "runner-a",
+                    DeliveryStatus::Failed,
+                    1,
+                    Some("exited with status 1"),
+                ),
                 t(18),
             )
         })
@@ -370,4 +373,21 @@ pub fn runs_by_id_prefix_and_created_since(db: &dyn TestDb) {
     assert!(all.windows(2).all(|w| w[0].id.as_str() < w[1].id.as_str()));
     assert_eq!(store.runs_with_id_prefix("", 2).unwrap().len(), 2);
     assert!(store.runs_with_id_prefix("zz", 5).unwrap().is_empty());
+}
+
+/// A try of delivery `id` by `runner_id`, as a runner records it.
+fn try_of(
+    id: &str,
+    runner_id: &str,
+    status: DeliveryStatus,
+    attempts: u32,
+    last_error: Option<&str>,
+) -> crate::DeliveryTry {
+    crate::DeliveryTry {
+        id: id.to_owned(),
+        runner_id: runner_id.to_owned(),
+        status,
+        attempts,
+        last_error: last_error.map(str::to_owned),
+    }
 }
