@@ -372,7 +372,7 @@ fn millis(ms: u64) -> TimeDelta {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::{Account, AgentTarget, RunId, RunSource};
+    use crate::{Account, AgentTarget, RunId};
 
     fn at(text: &str) -> Instant {
         crate::timefmt::parse_instant(text).unwrap()
@@ -410,34 +410,14 @@ mod tests {
             id: RunId::new("bbbbbbbbbbbb"),
             loop_id: crate::LoopId::new("aaaaaaaaaaaa"),
             loop_name: "a".into(),
-            scheduled_for: at("2026-03-10T12:00:00Z"),
-            attempt: 1,
-            status,
-            source: RunSource::Scheduled,
-            due_at: None,
-            started_at: None,
             finished_at: Some(end),
             exit_code: Some(1),
-            duration_ms: None,
-            stdout: None,
-            stderr: None,
             error: Some(
                 "API Error: Request rejected (429) · Claude usage limit reached.\nmore".into(),
             ),
-            error_output: None,
-            pid: None,
-            pid_start_time: None,
-            claimed_by: None,
-            lease_expires_at: None,
-            summary: None,
-            usage: None,
             failure_class: class,
             retry_at,
-            session_id: None,
-            session_note: None,
-            account: None,
-            created_at: end,
-            updated_at: end,
+            ..Run::history(at("2026-03-10T12:00:00Z"), 1, status, end)
         }
     }
 
