@@ -166,6 +166,18 @@ impl Bencher {
             hwm as f64 / 1024.0,
             verdict(target_met),
         );
+        let cpu_per_run = cpu_own / executed.max(1) as f64 * window_s / secs as f64;
+        println!();
+        println!(
+            "issue #21 goals: lag p50 / p99 / max {:.0} / {:.0} / {:.0} ms (≤ 2 / ≤ 10 / ≤ 25): {}; daemon CPU {cpu_per_run:.3} ms a run (≤ 0.35): {}; RSS {:.1} MB (≤ 16 under load): {}",
+            judged.p50,
+            judged.p99,
+            judged.max,
+            verdict(expected > 0 && judged.p50 <= 2.0 && judged.p99 <= 10.0 && judged.max <= 25.0),
+            verdict(cpu_per_run <= 0.35),
+            rss as f64 / 1024.0,
+            verdict(rss as f64 / 1024.0 <= 16.0),
+        );
         println!();
         println!("(lag = startedAt − scheduledFor as recorded by the store; real spawn lag = the instant `date` ran − scheduledFor, with --stamp; start→finish = finishedAt − scheduledFor, an upper bound on the real spawn lag; CPU per run = the daemon's / the daemon's and its supervisors' CPU over the runs of the window, scaled to the whole sample)");
         Ok(())

@@ -195,7 +195,7 @@ enum Bench {
     },
     /// Daemon RSS and idle CPU with 0 loops and with N loops due far in the future.
     Rss {
-        #[arg(long, default_value_t = 10_000)]
+        #[arg(long, default_value_t = 1_000)]
         loops: usize,
         /// Length of the idle CPU sample.
         #[arg(long, default_value_t = 10)]
