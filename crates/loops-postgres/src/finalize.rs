@@ -2,7 +2,9 @@
 //! finalization followed by its loop's transition as the domain decides it
 //! (`loops_core::transitions`), from the loop as stored (locked) and its deferred retry
 //! looked up in the same transaction, and the notifications it calls for queued there
-//! too (`crate::notify`).
+//! too (`crate::notify`). The pid records are one statement, and so are the
+//! finalizations that cannot see each other ([`finalize_set_in`]): a batch costs a few
+//! round trips, not two a run.
 
 use crate::codec::{get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, Cols};
 use crate::error::{Error, Result};
@@ -29,6 +31,10 @@ pub(crate) async fn record_run_writes(
     // its finalization, so none of them is moved past a write it depends on.
     let mut marked = mark_pids_in(db, writes).await?;
     let mut notify_default = None;
+    // Then the finalizations that can be made together, as if they came first; the
+    // rest one by one, in order, after them.
+    let mut finalized =
+        finalize_set_in(db, writes, marked.is_some(), now, &mut notify_default).await?;
     let mut done = Vec::with_capacity(writes.len());
     for (i, write) in writes.iter().enumerate() {
         let result = match write.to_write() {
@@ -37,9 +43,10 @@ pub(crate) async fn record_run_writes(
                 None => Err(Error::decode("a pid record went missing from its batch")),
             },
             Write::Pid(record) => mark_pid_in(db, &record).await.map(|()| RunWritten::Spawned),
-            Write::Finish { run, outcome } => {
-                finish_one(db, run, outcome, now, &mut notify_default).await
-            }
+            Write::Finish { run, outcome } => match finalized.remove(&i) {
+                Some(result) => result,
+                None => finish_one(db, run, outcome, now, &mut notify_default).await,
+            },
         };
         match result {
             Ok(written) => done.push(Ok(written)),
@@ -71,22 +78,192 @@ async fn finish_one(
 ) -> Result<RunWritten> {
     let usage = finish::outcome_usage_json(outcome)?;
     let finished = finalize_in(db, run, outcome, usage).await?;
-    let Some(lp) = stored_loop(db, &finished.loop_id).await? else {
+    let lp = stored_loop(db, &finished.loop_id).await?;
+    after_finalize(db, finished, lp.as_ref(), outcome, now, notify_default).await
+}
+
+/// What follows a run's finalization in its transaction, from its loop as stored and
+/// locked (`None`: removed): the loop's transition, then the notifications, holds and
+/// budgets the run's end calls for.
+async fn after_finalize(
+    db: &Db<'_, impl Conn>,
+    finished: Run,
+    lp: Option<&Loop>,
+    outcome: &RunOutcome,
+    now: Instant,
+    notify_default: &mut Option<Option<loops_core::Notify>>,
+) -> Result<RunWritten> {
+    let Some(lp) = lp else {
         return Ok(RunWritten::finished(finished, false, Vec::new()));
     };
-    let (loop_moved, event) = advance_after_finish(db, &lp, &finished, outcome.stop).await?;
+    let (loop_moved, event) = advance_after_finish(db, lp, &finished, outcome.stop).await?;
     let mut notifications =
-        crate::notify::queue_for_run(db, &lp, &finished, now, notify_default).await?;
+        crate::notify::queue_for_run(db, lp, &finished, now, notify_default).await?;
     if let Some(event) = event {
         notifications.extend(
-            crate::notify::queue_event(db, &lp, &finished, event, now, notify_default).await?,
+            crate::notify::queue_event(db, lp, &finished, event, now, notify_default).await?,
         );
     }
+    notifications.extend(crate::holds::after_finish(db, lp, &finished, now, notify_default).await?);
     notifications
-        .extend(crate::holds::after_finish(db, &lp, &finished, now, notify_default).await?);
-    notifications
-        .extend(crate::budgets::after_finish(db, &lp, &finished, now, notify_default).await?);
+        .extend(crate::budgets::after_finish(db, lp, &finished, now, notify_default).await?);
     Ok(RunWritten::finished(finished, loop_moved, notifications))
+}
+
+/// The finalizations of a batch that can be made together, in one `UPDATE … FROM
+/// unnest` and one locked read of their loops (in id order), each then followed by
+/// [`after_finalize`] in the batch's order: each write's result by its index in
+/// `writes`. The batch then reads as if these came first and the rest one by one
+/// after them, which holds because none of them can see another:
+/// - each is the only finalization of its run in the batch, and of its loop (the
+///   statement leaves any run whose loop another run of the batch shares running: a
+///   transition is decided from the loop as the run before left it, and reads that
+///   loop's other runs);
+/// - none reports usage (a budget's spend is the usage of the runs finished in its
+///   window; a run reporting none adds nothing to what another's decision reads);
+/// - none has a pid record still to come in the batch (`pids_written`: all are).
+///
+/// Empty when fewer than two qualify; a run the statement did not finalize (no longer
+/// running, or sharing its loop) goes one by one, which says why.
+async fn finalize_set_in(
+    db: &Db<'_, impl Conn>,
+    writes: &[RunWrite],
+    pids_written: bool,
+    now: Instant,
+    notify_default: &mut Option<Option<loops_core::Notify>>,
+) -> Result<HashMap<usize, Result<RunWritten>>> {
+    let pid_pending: HashSet<&RunId> = writes
+        .iter()
+        .filter_map(|w| match w {
+            RunWrite::Spawned { run, .. } if !pids_written => Some(run),
+            _ => None,
+        })
+        .collect();
+    let mut finishes: HashMap<&RunId, usize> = HashMap::new();
+    for w in writes {
+        if let RunWrite::Finished { run, .. } = w {
+            *finishes.entry(run).or_default() += 1;
+        }
+    }
+    let set: Vec<(usize, &RunId, &RunOutcome)> = writes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| match w.to_write() {
+            Write::Finish { run, outcome }
+                if finishes.get(run) == Some(&1)
+                    && !pid_pending.contains(run)
+                    && matches!(finish::outcome_usage_json(outcome), Ok(None)) =>
+            {
+                Some((i, run, outcome))
+            }
+            _ => None,
+        })
+        .collect();
+    if set.len() < 2 {
+        return Ok(HashMap::new());
+    }
+    let texts = |f: fn(&RunOutcome) -> Option<&str>| -> Vec<Option<String>> {
+        set.iter().map(|(_, _, o)| opt_text(f(o))).collect()
+    };
+    let ids: Vec<&str> = set.iter().map(|(_, r, _)| r.as_str()).collect();
+    let statuses: Vec<&str> = set.iter().map(|(_, _, o)| o.status.as_str()).collect();
+    let finished_at: Vec<i64> = set.iter().map(|(_, _, o)| ms(&o.finished_at)).collect();
+    let exit_codes: Vec<Option<i64>> = set
+        .iter()
+        .map(|(_, _, o)| o.exit_code.map(i64::from))
+        .collect();
+    let stdout = texts(|o| Some(o.stdout.as_str()));
+    let stderr = texts(|o| Some(o.stderr.as_str()));
+    let error = texts(|o| o.error.as_deref());
+    let summary = texts(|o| o.summary.as_deref());
+    let error_output = texts(|o| o.error_output.as_deref());
+    let classes: Vec<Option<&str>> = set
+        .iter()
+        .map(|(_, _, o)| o.failure_class.map(|c| c.as_str()))
+        .collect();
+    let retry_at: Vec<Option<i64>> = set
+        .iter()
+        .map(|(_, _, o)| o.retry_at.as_ref().map(ms))
+        .collect();
+    let session_id = texts(|o| o.session_id.as_deref());
+    let session_note = texts(|o| o.session_note.as_deref());
+    // The unnest's columns are named apart from `runs`' so `RETURNING` names only the
+    // run's.
+    let rows = db
+        .query(
+            concat!(
+                "UPDATE runs SET status = u.n_status, finished_at = u.n_finished_at, \
+                   exit_code = u.n_exit_code, \
+                   duration_ms = CASE WHEN runs.started_at IS NULL THEN NULL \
+                                      ELSE GREATEST(0, u.n_finished_at - runs.started_at) END, \
+                   stdout = u.n_stdout, stderr = u.n_stderr, error = u.n_error, \
+                   summary = u.n_summary, usage_json = NULL, updated_at = u.n_finished_at, \
+                   error_output = u.n_error_output, failure_class = u.n_failure_class, \
+                   retry_at = u.n_retry_at, session_id = u.n_session_id, \
+                   session_note = u.n_session_note \
+                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], \
+                             $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
+                             $11::bigint[], $12::text[], $13::text[]) \
+                   AS u(n_id, n_status, n_finished_at, n_exit_code, n_stdout, n_stderr, \
+                        n_error, n_summary, n_error_output, n_failure_class, n_retry_at, \
+                        n_session_id, n_session_note) \
+                 WHERE runs.id = u.n_id AND runs.status = 'running' \
+                   AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.id = ANY($1::text[]) \
+                                   AND o.loop_id = runs.loop_id AND o.id <> runs.id) \
+                 RETURNING ",
+                run_cols!()
+            ),
+            &[
+                &ids,
+                &statuses,
+                &finished_at,
+                &exit_codes,
+                &stdout,
+                &stderr,
+                &error,
+                &summary,
+                &error_output,
+                &classes,
+                &retry_at,
+                &session_id,
+                &session_note,
+            ],
+        )
+        .await?;
+    let mut runs: HashMap<RunId, Run> = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let run = run_from_row(row)?;
+        runs.insert(run.id.clone(), run);
+    }
+    if runs.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut loop_ids: Vec<&str> = runs.values().map(|r| r.loop_id.as_str()).collect();
+    loop_ids.sort_unstable();
+    let loops: HashMap<LoopId, Loop> = db
+        .query_as(
+            concat!(
+                "SELECT ",
+                loop_cols!(),
+                " FROM loops WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE"
+            ),
+            &[&loop_ids],
+            loop_from_row,
+        )
+        .await?
+        .into_iter()
+        .map(|lp| (lp.id.clone(), lp))
+        .collect();
+    let mut out = HashMap::with_capacity(runs.len());
+    for (i, run, outcome) in set {
+        let Some(finished) = runs.remove(run) else {
+            continue;
+        };
+        let lp = loops.get(&finished.loop_id);
+        let written = after_finalize(db, finished, lp, outcome, now, notify_default).await;
+        out.insert(i, written);
+    }
+    Ok(out)
 }
 
 /// The pid records of a batch with more than one, in one `UPDATE … FROM unnest`,

@@ -2,10 +2,10 @@
 //! transitions they apply, run leases, listings, pruning, take-over.
 
 use super::{
-    claim, claim_req, finish, new_loop, outcome, run_count, spawned, t, with_attempts, TestDb,
+    claim, claim_req, finish, new_loop, one, outcome, run_count, spawned, t, with_attempts, TestDb,
 };
 use crate::{LoopAdvance, PrunePolicy, RunFilter, RunWrite, RunWritten, StoreError};
-use loops_core::{LoopStatus, RunId, RunSource, RunStatus, Usage};
+use loops_core::{LoopStatus, Run, RunId, RunSource, RunStatus, Usage};
 
 /// A finalization records the outcome (duration from the start) and happens once; a
 /// missing run and an outcome of `running` are refused.
@@ -232,6 +232,100 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
         stored_d.session_note.as_deref(),
         Some("resumed session s-15")
     );
+}
+
+/// A batch of finalizations ends where the same writes, one call each, end — however a
+/// backend groups them: two runs of one loop (the second's transition is decided from
+/// the loop as the first left it, and sees the first's failed slot as a deferred
+/// retry), runs of other loops between them, and two runs whose usage one budget counts
+/// (its `held` goes out with the run that spent it, not the one before).
+pub fn a_batch_of_finalizations_ends_where_one_by_one_ends(db: &dyn TestDb) {
+    use super::agent_ops::agent_loop;
+    use loops_core::budget::{Budget, BudgetMetric, StoreBudget};
+    use loops_core::{Loop, Provider, RunOutcome};
+    let store = db.open();
+    let used = |at, tokens: u64| RunOutcome {
+        usage: Some(Usage {
+            input_tokens: Some(tokens),
+            output_tokens: Some(0),
+            cost_usd: None,
+        }),
+        ..outcome(RunStatus::Succeeded, at)
+    };
+    // One world for each way of writing: its own loops, and a budget of its own
+    // account (spend is counted store-wide).
+    let world = |w: &str| -> (Vec<Loop>, Vec<RunWrite>) {
+        store
+            .set_budget(&StoreBudget {
+                provider: Provider::Claude,
+                account: Some(w.to_owned()),
+                tokens: Some(Budget::parse(BudgetMetric::Tokens, "1000/day", "tokens").unwrap()),
+                usd: None,
+                updated_at: t(0),
+            })
+            .unwrap();
+        let create = |new| store.create_loop(new, t(0)).unwrap();
+        let a = create(with_attempts(new_loop(&format!("{w}-a"), Some(t(0))), 3));
+        let b = create(new_loop(&format!("{w}-b"), Some(t(0))));
+        let c = create(new_loop(&format!("{w}-c"), Some(t(0))));
+        let x = create(agent_loop(&format!("{w}-x"), Some(w), "hook"));
+        let y = create(agent_loop(&format!("{w}-y"), Some(w), "hook"));
+        let run = |lp: &Loop, slot| claim(&*store, &claim_req(lp, t(slot), t(slot + 1))).unwrap();
+        let (a1, a2, b1) = (run(&a, 0), run(&a, 60_000), run(&b, 0));
+        let (c1, x1, y1) = (run(&c, 0), run(&x, 0), run(&y, 0));
+        let end = |r: Run, outcome| RunWrite::Finished { run: r.id, outcome };
+        let writes = vec![
+            end(a1, outcome(RunStatus::Failed, t(70_000))),
+            end(b1, outcome(RunStatus::Succeeded, t(70_010))),
+            end(x1, used(t(70_020), 600)),
+            end(a2, outcome(RunStatus::Failed, t(70_030))),
+            end(c1, outcome(RunStatus::Failed, t(70_040))),
+            end(y1, used(t(70_050), 600)),
+        ];
+        (vec![a, b, c, x, y], writes)
+    };
+    let (batch_loops, batch_writes) = world("batch");
+    let (alone_loops, alone_writes) = world("alone");
+    let batched = store
+        .record_run_writes(&batch_writes, t(80_000), None)
+        .unwrap();
+    let alone: Vec<_> = alone_writes
+        .iter()
+        .map(|w| {
+            one(store
+                .record_run_writes(std::slice::from_ref(w), t(80_000), None)
+                .unwrap())
+        })
+        .collect();
+    let written = |w: &Result<RunWritten, StoreError>| match w {
+        Ok(RunWritten::Finished {
+            run,
+            loop_moved,
+            notifications,
+        }) => (
+            (run.status, run.attempt, run.finished_at, run.duration_ms),
+            *loop_moved,
+            notifications.iter().map(|d| d.event).collect::<Vec<_>>(),
+        ),
+        other => panic!("expected a finished run, got {other:?}"),
+    };
+    let batched: Vec<_> = batched.iter().map(written).collect();
+    let alone: Vec<_> = alone.iter().map(written).collect();
+    assert_eq!(batched, alone);
+    assert_eq!(
+        batched[5].2,
+        [loops_core::NotifyEvent::Held],
+        "the second agent run spent the budget: {batched:?}"
+    );
+    let state = |lp: &Loop| {
+        let lp = store.get_loop(&lp.id).unwrap().unwrap();
+        (lp.status, lp.next_run_at, lp.retry_scheduled_for, lp.state)
+    };
+    let batch_states: Vec<_> = batch_loops.iter().map(state).collect();
+    let alone_states: Vec<_> = alone_loops.iter().map(state).collect();
+    assert_eq!(batch_states, alone_states);
+    // The loop with two runs failed twice: both slots are retried, the older first.
+    assert_eq!(batch_states[0].2, Some(t(0)), "{batch_states:?}");
 }
 
 /// The deferred retry a finish schedules is the oldest other slot whose latest attempt
