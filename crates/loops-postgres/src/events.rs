@@ -6,8 +6,8 @@
 //! out of number order, and a reader that saw number 8 would never see 7. So every
 //! append first takes [`EVENTS_LOCK`] (a transaction-level advisory lock, held to the
 //! commit): appends are serialized and commit in number order. Each writer appends its
-//! events last, in one statement, so the lock is held for one round trip and the
-//! commit.
+//! events last, in one statement that takes the lock too, so the lock is held for that
+//! statement and the commit.
 
 use crate::codec::{get, ms, sat_i64, Cols};
 use crate::error::{Error, Result};
@@ -73,12 +73,13 @@ pub(crate) async fn append_all(
     for body in bodies {
         cols.push(body).map_err(|e| Error::decode(e.to_string()))?;
     }
-    db.execute("SELECT pg_advisory_xact_lock($1)", &[&EVENTS_LOCK])
-        .await?;
+    // The lock is a one-row subquery the insert's rows are joined to: no row reaches
+    // the insert, which draws its number, before the lock is taken — one round trip.
     db.execute(
         "INSERT INTO events (kind, loop_id, run_id, workflow_run_id, data_json, created_at) \
          SELECT k, l, r, w, d, $6 \
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) \
+         FROM (SELECT pg_advisory_xact_lock($7)) AS events_lock, \
+           unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) \
            WITH ORDINALITY AS e(k, l, r, w, d, n) \
          ORDER BY n",
         &[
@@ -88,6 +89,7 @@ pub(crate) async fn append_all(
             &cols.workflow_run_id,
             &cols.data,
             &ms(&now),
+            &EVENTS_LOCK,
         ],
     )
     .await?;

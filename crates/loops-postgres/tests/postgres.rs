@@ -388,3 +388,71 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_
         "{logs}"
     );
 }
+
+/// Event numbers are drawn under the events lock, so appends commit in number order:
+/// a write that appends an event while another session holds the lock waits for it,
+/// and the number it gets is higher than one drawn while it waited.
+#[test]
+fn an_event_append_draws_its_number_after_the_events_lock() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let store = PgStore::open(&url).unwrap();
+    store
+        .create_loop(new_loop("first"), chrono::Utc::now())
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (holder, connection) = rt
+        .block_on(tokio_postgres::connect(&url, tokio_postgres::NoTls))
+        .unwrap();
+    rt.spawn(connection);
+    // The events lock ("levt"), held by this session.
+    rt.block_on(holder.execute("SELECT pg_advisory_lock(1818588788)", &[]))
+        .unwrap();
+    std::thread::scope(|s| {
+        let created = s.spawn(|| store.create_loop(new_loop("second"), chrono::Utc::now()));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let row = rt
+                .block_on(holder.query_one(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                    &[],
+                ))
+                .unwrap();
+            if row.get::<_, i64>(0) == 1 {
+                break;
+            }
+            assert!(
+                !created.is_finished(),
+                "the write did not wait for the events lock"
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the write never waited"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let drawn: i64 = rt
+            .block_on(holder.query_one(
+                "SELECT nextval(pg_get_serial_sequence('events', 'seq'))",
+                &[],
+            ))
+            .unwrap()
+            .get(0);
+        rt.block_on(holder.execute("SELECT pg_advisory_unlock(1818588788)", &[]))
+            .unwrap();
+        created.join().unwrap().unwrap();
+        let newest: i64 = rt
+            .block_on(holder.query_one("SELECT max(seq) FROM events", &[]))
+            .unwrap()
+            .get(0);
+        assert!(
+            newest > drawn,
+            "the write's event {newest} was numbered before {drawn}"
+        );
+    });
+}
