@@ -11,6 +11,7 @@ use std::str::FromStr;
 /// How entries are grouped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum GroupBy {
     /// By the loop that ran it (a step: the loop whose slot ran the workflow, else
     /// `workflow NAME`).
@@ -60,6 +61,7 @@ pub struct UsageEntry {
 /// Sums over some entries.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = UsageTotalsDocument))]
 pub struct UsageTotals {
     /// Loop runs counted.
     pub runs: u64,
@@ -93,9 +95,10 @@ impl UsageTotals {
     }
 }
 
-/// One group of a report.
+/// One group of a report: its key (the loop, provider or UTC day) and totals.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = UsageGroupDocument))]
 pub struct UsageGroup {
     /// The loop, provider or day.
     pub key: String,
@@ -103,18 +106,22 @@ pub struct UsageGroup {
     pub totals: UsageTotals,
 }
 
-/// What [`roll_up`] made of the entries.
+/// What [`roll_up`] made of the entries: the document of `loops usage --json` and of
+/// the HTTP API's `/v1/usage` (its OpenAPI schema, as `UsageDocument`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = UsageDocument))]
 pub struct UsageReport {
     pub by: GroupBy,
     #[serde(with = "crate::timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub since: Instant,
     /// Days in order; loops and providers by cost, then tokens, then name.
     pub groups: Vec<UsageGroup>,
     pub total: UsageTotals,
     /// Every budget (the loops' own and the store-wide ones) against its spend in its
-    /// current window ([`crate::budget`]; filled in by the runtime's client).
+    /// current window ([`crate::budget`]; filled in by the runtime's client); left out
+    /// without any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<crate::budget::BudgetStatus>,
 }

@@ -165,27 +165,14 @@ fn shell_words(line: &str) -> Result<Vec<String>, String> {
             }
             '"' => {
                 in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        // Inside double quotes a backslash escapes only these.
-                        Some('\\') => match chars.next() {
-                            Some(e @ ('\\' | '"' | '$' | '`')) => word.push(e),
-                            Some(other) => {
-                                word.push('\\');
-                                word.push(other);
-                            }
-                            None => return Err("unterminated double quote".into()),
-                        },
-                        Some(c) => word.push(c),
-                        None => return Err("unterminated double quote".into()),
-                    }
-                }
+                // Inside double quotes a backslash escapes only these.
+                let escaped = |e| matches!(e, '\\' | '"' | '$' | '`').then_some(e);
+                quoted(&mut chars, &mut word, '"', escaped, "double quote")?;
             }
             '$' if chars.peek() == Some(&'\'') => {
                 chars.next();
                 in_word = true;
-                ansi_c_quoted(&mut chars, &mut word)?;
+                quoted(&mut chars, &mut word, '\'', ansi_c_escape, "$'…' quote")?;
             }
             '\\' => {
                 in_word = true;
@@ -205,34 +192,50 @@ fn shell_words(line: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
-/// The body of bash's `$'…'` (what `printf %q` and `declare -p` emit for newlines).
-fn ansi_c_quoted(
+/// The rest of a quoted part of a word, up to its closing `close`, into `word`. A
+/// backslash before a character that `escaped` maps stands for what it maps to; before
+/// any other character it is kept, with the character. `what` names the quote in the
+/// error for a missing `close`.
+fn quoted(
     chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
     word: &mut String,
+    close: char,
+    escaped: impl Fn(char) -> Option<char>,
+    what: &str,
 ) -> Result<(), String> {
     loop {
         match chars.next() {
-            Some('\'') => return Ok(()),
+            Some(c) if c == close => return Ok(()),
             Some('\\') => match chars.next() {
-                Some('n') => word.push('\n'),
-                Some('t') => word.push('\t'),
-                Some('r') => word.push('\r'),
-                Some('e' | 'E') => word.push('\u{1b}'),
-                Some('a') => word.push('\u{7}'),
-                Some('b') => word.push('\u{8}'),
-                Some('f') => word.push('\u{c}'),
-                Some('v') => word.push('\u{b}'),
-                Some(c @ ('\\' | '\'' | '"' | '?')) => word.push(c),
-                Some(other) => {
-                    word.push('\\');
-                    word.push(other);
-                }
-                None => return Err("unterminated $'…' quote".into()),
+                Some(e) => match escaped(e) {
+                    Some(c) => word.push(c),
+                    None => {
+                        word.push('\\');
+                        word.push(e);
+                    }
+                },
+                None => return Err(format!("unterminated {what}")),
             },
             Some(c) => word.push(c),
-            None => return Err("unterminated $'…' quote".into()),
+            None => return Err(format!("unterminated {what}")),
         }
     }
+}
+
+/// The escapes of bash's `$'…'` (what `printf %q` and `declare -p` emit for newlines).
+fn ansi_c_escape(e: char) -> Option<char> {
+    Some(match e {
+        'n' => '\n',
+        't' => '\t',
+        'r' => '\r',
+        'e' | 'E' => '\u{1b}',
+        'a' => '\u{7}',
+        'b' => '\u{8}',
+        'f' => '\u{c}',
+        'v' => '\u{b}',
+        '\\' | '\'' | '"' | '?' => e,
+        _ => return None,
+    })
 }
 
 /// A profile whose environment has been fetched and checked.

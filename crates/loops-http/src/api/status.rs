@@ -189,50 +189,13 @@ pub(crate) async fn health(
     Ok(Json(doc))
 }
 
-/// `loops usage --json`: agent tokens and cost, grouped.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct UsageDocument {
-    /// `loop`, `provider` or `day`.
-    pub by: String,
-    #[schema(value_type = String, format = DateTime)]
-    pub since: String,
-    pub groups: Vec<UsageGroupDocument>,
-    pub total: UsageTotalsDocument,
-    /// Every budget against its spend in its current window (left out without any).
-    pub budgets: Option<Vec<loops_core::budget::BudgetStatus>>,
-}
-
-/// One group: its key (the loop, provider or UTC day) and totals.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)]
-pub struct UsageGroupDocument {
-    pub key: String,
-    #[serde(flatten)]
-    pub totals: UsageTotalsDocument,
-}
-
-/// Sums.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)]
-pub struct UsageTotalsDocument {
-    pub runs: u64,
-    pub steps: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cost_usd: Option<f64>,
-    pub unpriced: u64,
-}
-
 /// Tokens and cost of agent runs and agent steps (`loops usage [--since D] [--by G]`).
 #[utoipa::path(get, path = "/v1/usage", tag = "status",
     params(
         ("since" = Option<String>, Query, description = "Runs that finished in the last DURATION (default 7d)."),
         ("by" = Option<String>, Query, description = "`loop` (default), `provider` or `day`."),
     ),
-    responses((status = 200, description = "`loops usage --json`.", body = UsageDocument)))]
+    responses((status = 200, description = "`loops usage --json`.", body = loops_core::usage::UsageReport)))]
 pub(crate) async fn usage(
     axum::extract::State(state): axum::extract::State<State>,
     RawQuery(q): RawQuery,
