@@ -31,6 +31,18 @@ pub struct DaemonStatusDocument {
     pub backend: String,
     /// Where the data lives: the database file, or the URL without its password.
     pub store: String,
+    /// The concurrency caps each runner recorded (`daemon run --max-concurrent-per`).
+    pub caps: Vec<RunnerCaps>,
+}
+
+/// One runner's recorded concurrency caps in `loops daemon status --json`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // the schema of the runtime's document
+pub struct RunnerCaps {
+    pub runner_id: String,
+    /// As given to `--max-concurrent-per`.
+    pub caps: String,
 }
 
 /// One runner in `loops runners --json`.
@@ -59,6 +71,8 @@ pub struct RunnerDocument {
     pub lease_expires_at: String,
     /// `live`, `expired` or `released`.
     pub lease: String,
+    /// Its concurrency caps (`daemon run --max-concurrent-per`), null without.
+    pub caps: Option<String>,
 }
 
 /// The loop due soonest.

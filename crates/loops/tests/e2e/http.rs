@@ -577,6 +577,38 @@ fn http_serves_the_cli_documents_on_every_route() {
     assert_eq!(doc.text, loops_http_document());
 }
 
+/// `/v1/daemon` and `/v1/runners` send exactly the properties their OpenAPI schemas
+/// describe (both once left out the runners' concurrency caps).
+#[test]
+fn the_daemon_and_runner_documents_are_their_schemas() {
+    let w = World::new();
+    let mut daemon = w.daemon_ready(&["--max-concurrent-per", "provider=claude:2"]);
+    let api = w.serve(&[]);
+    let doc: Value = serde_json::from_str(&loops_http_document()).unwrap();
+    let described = |schema: &str| -> Vec<String> {
+        let props = doc["components"]["schemas"][schema]["properties"].as_object();
+        let mut keys: Vec<String> = props.unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    let sent = |v: &Value| -> Vec<String> {
+        let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    let status = api.get("/v1/daemon").json();
+    assert_eq!(sent(&status), described("DaemonStatusDocument"), "{status}");
+    assert_eq!(
+        status["caps"][0]["caps"],
+        json!("provider=claude:2"),
+        "{status}"
+    );
+    assert_eq!(sent(&status["caps"][0]), described("RunnerCaps"));
+    let runners = api.get("/v1/runners").json();
+    assert_eq!(sent(&runners[0]), described("RunnerDocument"), "{runners}");
+    daemon.stop();
+}
+
 /// The checked-in OpenAPI document (what the server must serve).
 fn loops_http_document() -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../loops-http/openapi.json");
