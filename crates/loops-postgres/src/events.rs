@@ -139,8 +139,15 @@ pub(crate) async fn run_bodies(
     ids.sort();
     ids.dedup();
     let briefs = loop_briefs(db, &ids).await?;
-    Ok(runs
-        .iter()
+    Ok(bodies_of(runs, &briefs))
+}
+
+/// [`run_bodies`] with the loops' briefs known (a loop missing from `briefs` is gone).
+pub(crate) fn bodies_of(
+    runs: &[(EventKind, &Run)],
+    briefs: &HashMap<LoopId, LoopBrief>,
+) -> Vec<EventBody> {
+    runs.iter()
         .map(|(kind, run)| {
             let lp = briefs.get(&run.loop_id);
             match kind {
@@ -148,7 +155,7 @@ pub(crate) async fn run_bodies(
                 _ => EventBody::run_finished(run, lp),
             }
         })
-        .collect())
+        .collect()
 }
 
 fn event_from_row(row: &tokio_postgres::Row) -> Result<Event> {

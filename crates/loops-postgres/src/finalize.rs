@@ -8,10 +8,11 @@
 
 use crate::codec::{get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, Cols};
 use crate::error::{Error, Result};
-use crate::loops::apply_advance;
+use crate::loops::apply_advance_known;
 use crate::runs::not_running;
 use crate::session::{Conn, Db};
-use loops_core::event::EventKind;
+use loops_core::event::{EventKind, LoopBrief};
+use loops_core::schedule;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome};
 use loops_store::codec::StoredRow;
@@ -30,11 +31,10 @@ pub(crate) async fn record_run_writes(
     // The batch's pid records first, in one statement: each run's pid record precedes
     // its finalization, so none of them is moved past a write it depends on.
     let mut marked = mark_pids_in(db, writes).await?;
-    let mut notify_default = None;
+    let mut batch = Batch::default();
     // Then the finalizations that can be made together, as if they came first; the
     // rest one by one, in order, after them.
-    let mut finalized =
-        finalize_set_in(db, writes, marked.is_some(), now, &mut notify_default).await?;
+    let mut finalized = finalize_set_in(db, writes, marked.is_some(), now, &mut batch).await?;
     let mut done = Vec::with_capacity(writes.len());
     for (i, write) in writes.iter().enumerate() {
         let result = match write.to_write() {
@@ -45,7 +45,7 @@ pub(crate) async fn record_run_writes(
             Write::Pid(record) => mark_pid_in(db, &record).await.map(|()| RunWritten::Spawned),
             Write::Finish { run, outcome } => match finalized.remove(&i) {
                 Some(result) => result,
-                None => finish_one(db, run, outcome, now, &mut notify_default).await,
+                None => finish_one(db, run, outcome, now, &mut batch).await,
             },
         };
         match result {
@@ -63,10 +63,20 @@ pub(crate) async fn record_run_writes(
         })
         .collect();
     if !finished.is_empty() {
-        let bodies = crate::events::run_bodies(db, &finished).await?;
+        let bodies = crate::events::bodies_of(&finished, &batch.briefs);
         crate::events::append_all(db, &bodies, now).await?;
     }
     Ok(done)
+}
+
+/// What the writes of one batch share as they are applied: the default notification
+/// settings (read once), and each finished run's loop as the transaction has left it so
+/// far — every change a finalization makes to a loop row goes through
+/// [`advance_after_finish`], so no read is needed for the `run.finished` events.
+#[derive(Default)]
+struct Batch {
+    notify_default: Option<Option<loops_core::Notify>>,
+    briefs: HashMap<LoopId, LoopBrief>,
 }
 
 async fn finish_one(
@@ -74,12 +84,12 @@ async fn finish_one(
     run: &RunId,
     outcome: &RunOutcome,
     now: Instant,
-    notify_default: &mut Option<Option<loops_core::Notify>>,
+    batch: &mut Batch,
 ) -> Result<RunWritten> {
     let usage = finish::outcome_usage_json(outcome)?;
     let finished = finalize_in(db, run, outcome, usage).await?;
     let lp = stored_loop(db, &finished.loop_id).await?;
-    after_finalize(db, finished, lp.as_ref(), outcome, now, notify_default).await
+    after_finalize(db, finished, lp.as_ref(), outcome, now, batch).await
 }
 
 /// What follows a run's finalization in its transaction, from its loop as stored and
@@ -91,12 +101,14 @@ async fn after_finalize(
     lp: Option<&Loop>,
     outcome: &RunOutcome,
     now: Instant,
-    notify_default: &mut Option<Option<loops_core::Notify>>,
+    batch: &mut Batch,
 ) -> Result<RunWritten> {
     let Some(lp) = lp else {
         return Ok(RunWritten::finished(finished, false, Vec::new()));
     };
-    let (loop_moved, event) = advance_after_finish(db, lp, &finished, outcome.stop).await?;
+    let (loop_moved, event, brief) = advance_after_finish(db, lp, &finished, outcome.stop).await?;
+    batch.briefs.insert(lp.id.clone(), brief);
+    let notify_default = &mut batch.notify_default;
     let mut notifications =
         crate::notify::queue_for_run(db, lp, &finished, now, notify_default).await?;
     if let Some(event) = event {
@@ -130,7 +142,7 @@ async fn finalize_set_in(
     writes: &[RunWrite],
     pids_written: bool,
     now: Instant,
-    notify_default: &mut Option<Option<loops_core::Notify>>,
+    batch: &mut Batch,
 ) -> Result<HashMap<usize, Result<RunWritten>>> {
     let pid_pending: HashSet<&RunId> = writes
         .iter()
@@ -260,7 +272,7 @@ async fn finalize_set_in(
             continue;
         };
         let lp = loops.get(&finished.loop_id);
-        let written = after_finalize(db, finished, lp, outcome, now, notify_default).await;
+        let written = after_finalize(db, finished, lp, outcome, now, batch).await;
         out.insert(i, written);
     }
     Ok(out)
@@ -412,31 +424,45 @@ async fn stored_loop(db: &Db<'_, impl Conn>, id: &LoopId) -> Result<Option<Loop>
 }
 
 /// After `run` was finalized in this transaction: applies its loop's transition and
-/// engine state, as the domain decides them from the loop as stored (`lp`). Returns
-/// whether the loop's schedule state changed, and the notification about the loop the
-/// transition calls for (parked by the circuit breaker, done by a stop condition:
-/// `stop` is what the runner found met, [`loops_core::RunOutcome::stop`]). A loop whose schedule no
-/// longer computes is left as it is (logged): the next scheduling pass parks it.
+/// engine state, as the domain decides them from the loop as stored and locked (`lp`).
+/// Returns whether the loop's schedule state changed, the notification about the loop
+/// the transition calls for (parked by the circuit breaker, done by a stop condition:
+/// `stop` is what the runner found met, [`loops_core::RunOutcome::stop`]), and the
+/// loop's brief as it now is. A loop whose schedule no longer computes is left as it
+/// is (logged): the next scheduling pass parks it.
 async fn advance_after_finish(
     db: &Db<'_, impl Conn>,
     lp: &Loop,
     run: &Run,
     stop: Option<loops_core::stop::StopMet>,
-) -> Result<(bool, Option<loops_core::NotifyEvent>)> {
+) -> Result<(bool, Option<loops_core::NotifyEvent>, LoopBrief)> {
     let deferred = if transitions::wants_deferred_retry(lp, run) {
         retryable_slot(db, &lp.id, lp.max_attempts, run.scheduled_for).await?
     } else {
         None
     };
     let plan = finish::plan(lp, run, stop, deferred);
-    let moved = match &plan.advance {
-        Some(advance) => apply_advance(db, &lp.id, advance, finish::advanced_at(run)).await?,
-        None => false,
-    };
+    let mut brief = LoopBrief::of(lp);
+    let mut moved = false;
+    if let Some(advance) = &plan.advance {
+        let at = finish::advanced_at(run);
+        // The row is locked and its jitter known: no second read.
+        moved = apply_advance_known(db, &lp.id, lp.jitter_ms, advance, at).await?;
+        if moved {
+            brief.status = advance.status;
+            brief.next_run_at = advance.next_run_at;
+            brief.due_at = schedule::due_at(
+                &lp.id,
+                advance.next_run_at,
+                advance.retry_scheduled_for,
+                lp.jitter_ms,
+            );
+        }
+    }
     if let Some(state) = &plan.state {
         crate::loops::set_state(db, &lp.id, state).await?;
     }
-    Ok((moved, plan.event))
+    Ok((moved, plan.event, brief))
 }
 
 /// The oldest slot of `loop_id` other than `except` whose latest attempt failed with

@@ -237,8 +237,9 @@ pub fn record_run_writes_applies_in_order_and_fails_rows_alone(db: &dyn TestDb) 
 /// A batch of finalizations ends where the same writes, one call each, end — however a
 /// backend groups them: two runs of one loop (the second's transition is decided from
 /// the loop as the first left it, and sees the first's failed slot as a deferred
-/// retry), runs of other loops between them, and two runs whose usage one budget counts
-/// (its `held` goes out with the run that spent it, not the one before).
+/// retry), runs of other loops between them (one retried), and two runs whose usage
+/// one budget counts (its `held` goes out with the run that spent it, not the one
+/// before).
 pub fn a_batch_of_finalizations_ends_where_one_by_one_ends(db: &dyn TestDb) {
     use super::agent_ops::agent_loop;
     use loops_core::budget::{Budget, BudgetMetric, StoreBudget};
@@ -266,7 +267,7 @@ pub fn a_batch_of_finalizations_ends_where_one_by_one_ends(db: &dyn TestDb) {
             .unwrap();
         let create = |new| store.create_loop(new, t(0)).unwrap();
         let a = create(with_attempts(new_loop(&format!("{w}-a"), Some(t(0))), 3));
-        let b = create(new_loop(&format!("{w}-b"), Some(t(0))));
+        let b = create(with_attempts(new_loop(&format!("{w}-b"), Some(t(0))), 2));
         let c = create(new_loop(&format!("{w}-c"), Some(t(0))));
         let x = create(agent_loop(&format!("{w}-x"), Some(w), "hook"));
         let y = create(agent_loop(&format!("{w}-y"), Some(w), "hook"));
@@ -276,7 +277,7 @@ pub fn a_batch_of_finalizations_ends_where_one_by_one_ends(db: &dyn TestDb) {
         let end = |r: Run, outcome| RunWrite::Finished { run: r.id, outcome };
         let writes = vec![
             end(a1, outcome(RunStatus::Failed, t(70_000))),
-            end(b1, outcome(RunStatus::Succeeded, t(70_010))),
+            end(b1, outcome(RunStatus::Failed, t(70_010))),
             end(x1, used(t(70_020), 600)),
             end(a2, outcome(RunStatus::Failed, t(70_030))),
             end(c1, outcome(RunStatus::Failed, t(70_040))),
@@ -326,6 +327,29 @@ pub fn a_batch_of_finalizations_ends_where_one_by_one_ends(db: &dyn TestDb) {
     assert_eq!(batch_states, alone_states);
     // The loop with two runs failed twice: both slots are retried, the older first.
     assert_eq!(batch_states[0].2, Some(t(0)), "{batch_states:?}");
+    // Each `run.finished` of the batch carries its loop as the batch's transaction left
+    // it (the loop that moved included).
+    let events = store.events_after(0, 1_000).unwrap();
+    let mut checked = 0;
+    for lp in &batch_loops {
+        let stored = store.get_loop(&lp.id).unwrap().unwrap();
+        let at = |t: Option<loops_core::Instant>| t.as_ref().map(loops_core::format_instant);
+        let brief = serde_json::json!({
+            "id": stored.id,
+            "name": stored.name,
+            "status": stored.status,
+            "nextRunAt": at(stored.next_run_at),
+            "dueAt": at(stored.due_at),
+        });
+        for e in events.iter().filter(|e| {
+            e.body.kind == loops_core::event::EventKind::RunFinished
+                && e.body.loop_id.as_ref() == Some(&lp.id)
+        }) {
+            assert_eq!(e.body.data["loop"], brief, "{}", lp.name);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 6, "one run.finished a write");
 }
 
 /// The deferred retry a finish schedules is the oldest other slot whose latest attempt
