@@ -288,6 +288,16 @@ impl Store for SqliteStore {
         loops::loop_rows_matching(self, filter)
     }
 
+    fn each_loop_row(
+        &self,
+        filter: &LoopFilter,
+        each: &mut dyn FnMut(
+            std::result::Result<Loop, UnreadableLoop>,
+        ) -> std::ops::ControlFlow<()>,
+    ) -> StoreResult<()> {
+        loops::each_loop_row(self, filter, each)
+    }
+
     fn count_loops(&self, filter: &LoopFilter) -> StoreResult<usize> {
         loops::count_loops(self, filter)
     }

@@ -3,13 +3,16 @@
 use super::Context;
 use crate::exit::Exit;
 use crate::output::outln;
-use crate::output::{self, print_json, Table};
+use crate::output::{self, print_json, Cell, Table};
 use crate::Failure;
 use clap::Args;
 use loops_core::provider_options::ProviderOption;
-use loops_core::{LoopStatus, Target};
+use loops_core::{Instant, Loop, LoopStatus, Target};
+use loops_runtime::client::Client;
 use loops_runtime::definition::parse_enum;
 use loops_store::LoopFilter;
+use serde::ser::{SerializeSeq, Serializer as _};
+use std::ops::ControlFlow;
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
@@ -48,39 +51,111 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
         labels: args.labels.clone(),
         ..LoopFilter::default()
     };
-    let mut loops = ctx.reader()?.list_matching(&filter)?;
-    if !args.show_output {
-        loops.iter_mut().for_each(output::redact_loop);
-    }
-    let empty = "no loops; create one with `loops create command NAME --every 5m --cmd '…'`";
-    if output::print_json_or_empty(ctx.json, || &loops, loops.is_empty(), empty)? {
+    let client = ctx.reader()?;
+    let now = output::now();
+    if ctx.json {
+        print_json_list(&client, &filter, now, args.show_output)?;
         return Ok(Exit::Success);
     }
-    let now = output::now();
     let mut table = Table::new(vec![
         "ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN", "LABELS",
     ]);
-    for lp in &loops {
-        table.row(vec![
-            lp.id.as_str().into(),
-            lp.name.as_str().into(),
-            match lp.held_until {
-                // A usage limit holds its account (`loops holds`).
-                Some(until) => format!(
-                    "held {}",
-                    until.with_timezone(&chrono::Local).format("%H:%M")
-                )
-                .into(),
-                None => output::status_cell(lp.status.as_str()),
-            },
-            output::schedule_summary(&lp.schedule).into(),
-            output::target_summary(&lp.target).into(),
-            output::when(lp.next_run_at, now).into(),
-            lp.labels.join(",").into(),
-        ]);
+    // Each loop becomes its row as it is read; none is kept (the table needs every
+    // row for its widths, the loops themselves are not needed).
+    client.each_matching(&filter, now, |mut lp| {
+        if !args.show_output {
+            output::redact_loop(&mut lp);
+        }
+        table.row(table_row(&lp, now));
+        ControlFlow::Continue(())
+    })?;
+    if table.is_empty() {
+        outln!("no loops; create one with `loops create command NAME --every 5m --cmd '…'`")?;
+        return Ok(Exit::Success);
     }
     table.print()?;
     Ok(Exit::Success)
+}
+
+/// A loop's row of `loops list`.
+fn table_row(lp: &Loop, now: Instant) -> Vec<Cell> {
+    vec![
+        lp.id.as_str().into(),
+        lp.name.as_str().into(),
+        match lp.held_until {
+            // A usage limit holds its account (`loops holds`).
+            Some(until) => format!(
+                "held {}",
+                until.with_timezone(&chrono::Local).format("%H:%M")
+            )
+            .into(),
+            None => output::status_cell(lp.status.as_str()),
+        },
+        output::schedule_summary(&lp.schedule).into(),
+        output::target_summary(&lp.target).into(),
+        output::when(lp.next_run_at, now).into(),
+        lp.labels.join(",").into(),
+    ]
+}
+
+/// `loops --json list`: the loops as one pretty JSON array, byte for byte what
+/// `print_json` of them all prints, without holding them all. Two threads share the
+/// work (BENCHMARKS.md §25): this one reads and decodes the rows, the other writes
+/// each loop's JSON as it comes, into memory; stdout gets the document only once
+/// every row was read, so a row that cannot be read fails the command with nothing
+/// printed, as before.
+fn print_json_list(
+    client: &Client,
+    filter: &LoopFilter,
+    now: Instant,
+    show_output: bool,
+) -> Result<(), Failure> {
+    /// Loops handed to the writer at a time.
+    const BATCH: usize = 256;
+    let (read, text) = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Loop>>(8);
+        let writer = scope.spawn(move || -> serde_json::Result<Vec<u8>> {
+            let mut out = Vec::new();
+            let mut ser = serde_json::Serializer::pretty(&mut out);
+            let mut seq = ser.serialize_seq(None)?;
+            for batch in rx {
+                for lp in &batch {
+                    seq.serialize_element(lp)?;
+                }
+            }
+            seq.end()?;
+            out.push(b'\n');
+            Ok(out)
+        });
+        let mut batch = Vec::with_capacity(BATCH);
+        let read = client.each_matching(filter, now, |mut lp| {
+            if !show_output {
+                output::redact_loop(&mut lp);
+            }
+            batch.push(lp);
+            if batch.len() < BATCH {
+                return ControlFlow::Continue(());
+            }
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            match tx.send(full) {
+                Ok(()) => ControlFlow::Continue(()),
+                // The writer stopped: its error says why.
+                Err(_) => ControlFlow::Break(()),
+            }
+        });
+        if read.is_ok() && !batch.is_empty() {
+            // A closed channel: the writer's error says why.
+            let _ = tx.send(batch);
+        }
+        drop(tx);
+        let text = writer
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (read, text)
+    });
+    read?;
+    let text = text.map_err(|e| Failure::failed(format!("cannot encode JSON: {e}")))?;
+    output::write_stdout_bytes(&text)
 }
 
 pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
