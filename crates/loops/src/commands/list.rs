@@ -57,17 +57,16 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
         print_json_list(&client, &filter, now, args.show_output)?;
         return Ok(Exit::Success);
     }
-    let mut table = Table::new(vec![
-        "ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN", "LABELS",
-    ]);
-    // Each loop becomes its row as it is read; none is kept (the table needs every
-    // row for its widths, the loops themselves are not needed).
-    client.each_matching(&filter, now, |mut lp| {
-        if !args.show_output {
-            output::redact_loop(&mut lp);
+    // Each loop becomes its row as it is read, on the second thread; none is kept (the
+    // table needs every row for its widths, not the loops).
+    let table = on_second_thread(&client, &filter, now, args.show_output, |batches| {
+        let mut table = Table::new(vec![
+            "ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN", "LABELS",
+        ]);
+        for lp in batches.into_iter().flatten() {
+            table.row(table_row(&lp, now));
         }
-        table.row(table_row(&lp, now));
-        ControlFlow::Continue(())
+        table
     })?;
     if table.is_empty() {
         outln!("no loops; create one with `loops create command NAME --every 5m --cmd '…'`")?;
@@ -99,34 +98,47 @@ fn table_row(lp: &Loop, now: Instant) -> Vec<Cell> {
 }
 
 /// `loops --json list`: the loops as one pretty JSON array, byte for byte what
-/// `print_json` of them all prints, without holding them all. Two threads share the
-/// work (BENCHMARKS.md §25): this one reads and decodes the rows, the other writes
-/// each loop's JSON as it comes, into memory; stdout gets the document only once
-/// every row was read, so a row that cannot be read fails the command with nothing
-/// printed, as before.
+/// `print_json` of them all prints, without holding them all: each loop's JSON is
+/// written as it comes, into memory; stdout gets the document only once every row was
+/// read, so a row that cannot be read fails the command with nothing printed, as
+/// before.
 fn print_json_list(
     client: &Client,
     filter: &LoopFilter,
     now: Instant,
     show_output: bool,
 ) -> Result<(), Failure> {
-    /// Loops handed to the writer at a time.
+    let text = on_second_thread(client, filter, now, show_output, |batches| {
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::pretty(&mut out);
+        let mut seq = ser.serialize_seq(None)?;
+        for lp in batches.into_iter().flatten() {
+            seq.serialize_element(&lp)?;
+        }
+        seq.end()?;
+        out.push(b'\n');
+        Ok::<_, serde_json::Error>(out)
+    })?;
+    let text = text.map_err(|e| Failure::failed(format!("cannot encode JSON: {e}")))?;
+    output::write_stdout_bytes(&text)
+}
+
+/// The loops `filter` lists, redacted unless `show_output`, handed in batches to
+/// `work` on a second thread while this one reads and decodes the rows: the two cores
+/// share a listing of 100,000 loops (BENCHMARKS.md §25). `work` sees every loop, in
+/// order, unless the read fails (its error is returned, whatever `work` made).
+fn on_second_thread<T: Send>(
+    client: &Client,
+    filter: &LoopFilter,
+    now: Instant,
+    show_output: bool,
+    work: impl FnOnce(std::sync::mpsc::Receiver<Vec<Loop>>) -> T + Send,
+) -> Result<T, Failure> {
+    /// Loops handed over at a time.
     const BATCH: usize = 256;
-    let (read, text) = std::thread::scope(|scope| {
+    let (read, done) = std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Loop>>(8);
-        let writer = scope.spawn(move || -> serde_json::Result<Vec<u8>> {
-            let mut out = Vec::new();
-            let mut ser = serde_json::Serializer::pretty(&mut out);
-            let mut seq = ser.serialize_seq(None)?;
-            for batch in rx {
-                for lp in &batch {
-                    seq.serialize_element(lp)?;
-                }
-            }
-            seq.end()?;
-            out.push(b'\n');
-            Ok(out)
-        });
+        let worker = scope.spawn(move || work(rx));
         let mut batch = Vec::with_capacity(BATCH);
         let read = client.each_matching(filter, now, |mut lp| {
             if !show_output {
@@ -139,23 +151,22 @@ fn print_json_list(
             let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
             match tx.send(full) {
                 Ok(()) => ControlFlow::Continue(()),
-                // The writer stopped: its error says why.
+                // The worker stopped (its JSON could not be written): what it made says why.
                 Err(_) => ControlFlow::Break(()),
             }
         });
         if read.is_ok() && !batch.is_empty() {
-            // A closed channel: the writer's error says why.
+            // A closed channel: the worker stopped, and what it made says why.
             let _ = tx.send(batch);
         }
         drop(tx);
-        let text = writer
+        let done = worker
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (read, text)
+        (read, done)
     });
     read?;
-    let text = text.map_err(|e| Failure::failed(format!("cannot encode JSON: {e}")))?;
-    output::write_stdout_bytes(&text)
+    Ok(done)
 }
 
 pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
