@@ -128,3 +128,55 @@ fn health_and_usage_of_a_store() {
     assert_eq!(usage.total.runs, 0);
     assert_eq!(usage.total.cost_usd, None);
 }
+
+/// `each_matching` hands out `list_matching`'s loops one at a time, marked alike, for
+/// each filter, and none after its visitor breaks (`loops list` of 100,000 loops).
+#[test]
+fn each_matching_hands_out_the_listed_loops_one_at_a_time() {
+    use loops_store::LoopFilter;
+    use std::ops::ControlFlow;
+    let dir = tempfile::tempdir().unwrap();
+    let client = Client::open(dir.path()).unwrap();
+    for (name, labels) in [("c", &["ops"][..]), ("a", &[]), ("b", &["ops", "db"])] {
+        client
+            .create(def(name, labels, &[("K", "v")]), Utc::now())
+            .unwrap();
+    }
+    client.archive("a", false, Utc::now()).unwrap();
+    let now = Utc::now();
+    for filter in [
+        LoopFilter::default(),
+        LoopFilter {
+            include_archived: true,
+            ..LoopFilter::default()
+        },
+        LoopFilter {
+            labels: vec!["ops".into()],
+            ..LoopFilter::default()
+        },
+    ] {
+        let mut handed = Vec::new();
+        client
+            .each_matching(&filter, now, |lp| {
+                handed.push(lp);
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+        assert_eq!(handed, client.list_matching(&filter).unwrap(), "{filter:?}");
+    }
+    let mut seen = 0;
+    client
+        .each_matching(&LoopFilter::default(), now, |_| {
+            seen += 1;
+            ControlFlow::Break(())
+        })
+        .unwrap();
+    assert_eq!(seen, 1);
+    let bad = LoopFilter {
+        labels: vec!["No Label".into()],
+        ..LoopFilter::default()
+    };
+    assert!(client
+        .each_matching(&bad, now, |_| ControlFlow::Continue(()))
+        .is_err());
+}

@@ -48,6 +48,7 @@ mod workflows;
 
 pub use backup::{BackupError, BackupInfo, BackupKind, Restored, StoreCounts};
 pub use open::SCHEMA_VERSION;
+pub use reports::FactsRead;
 
 use crate::error::{Result, StoreResult};
 use loops_core::health::{FactsQuery, RunFacts};
@@ -181,12 +182,23 @@ impl SqliteStore {
 
     /// The plans of the statements behind [`Store::run_facts`] and
     /// [`Store::usage_since`] and [`Store::run_status_counts`], by name (`recent`, `window`,
-    /// `usage runs`, `usage steps`, `status counts`).
+    /// `usage runs`, `usage steps`, `status counts`, `scan`).
     pub fn report_query_plans(&self) -> StoreResult<Vec<(String, Vec<String>)>> {
         reports::report_queries()
             .into_iter()
             .map(|(name, sql, params)| Ok((name.to_owned(), self.query_plan(&sql, params)?)))
             .collect()
+    }
+
+    /// [`Store::run_facts`] read the way `how` says, not the way the store's size
+    /// picks: for a test that both ways give the same facts.
+    pub fn run_facts_read(
+        &self,
+        queries: &[FactsQuery],
+        recent: usize,
+        how: reports::FactsRead,
+    ) -> StoreResult<Vec<RunFacts>> {
+        reports::run_facts(self, queries, recent, Some(how))
     }
 
     fn query_plan(
@@ -288,6 +300,16 @@ impl Store for SqliteStore {
         loops::loop_rows_matching(self, filter)
     }
 
+    fn each_loop_row(
+        &self,
+        filter: &LoopFilter,
+        each: &mut dyn FnMut(
+            std::result::Result<Loop, UnreadableLoop>,
+        ) -> std::ops::ControlFlow<()>,
+    ) -> StoreResult<()> {
+        loops::each_loop_row(self, filter, each)
+    }
+
     fn count_loops(&self, filter: &LoopFilter) -> StoreResult<usize> {
         loops::count_loops(self, filter)
     }
@@ -351,7 +373,7 @@ impl Store for SqliteStore {
     }
 
     fn run_facts(&self, queries: &[FactsQuery], recent: usize) -> StoreResult<Vec<RunFacts>> {
-        reports::run_facts(self, queries, recent)
+        reports::run_facts(self, queries, recent, None)
     }
 
     fn usage_since(&self, since: Instant) -> StoreResult<Vec<UsageRow>> {

@@ -578,6 +578,26 @@ pub(crate) fn loop_rows_matching(
     })
 }
 
+/// [`loop_rows_matching`]'s rows, decoded one at a time and handed to `each` as the
+/// statement steps (one read; nothing kept).
+pub(crate) fn each_loop_row(
+    store: &SqliteStore,
+    filter: &LoopFilter,
+    each: &mut dyn FnMut(std::result::Result<Loop, UnreadableLoop>) -> std::ops::ControlFlow<()>,
+) -> StoreResult<()> {
+    let (sql, params) = loops_query(filter);
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+        while let Some(row) = rows.next()? {
+            if each(decode_loop_row(row)).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
 /// `?, ?, …` (`n` of them).
 pub(crate) fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")

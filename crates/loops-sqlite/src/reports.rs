@@ -78,6 +78,7 @@ pub(crate) fn report_queries() -> Vec<(&'static str, String, Vec<rusqlite::types
             vec![V::Integer(0)],
         ),
         ("status counts", status_counts_sql(), vec![V::Integer(0)]),
+        ("scan", SCAN_SQL.to_owned(), vec![]),
     ]
 }
 
@@ -172,31 +173,276 @@ fn error_of(
     Ok((error, class))
 }
 
+/// How [`run_facts`] reads the runs: a few index probes per loop, or one pass over
+/// every run (see [`FactsRead::for_store`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactsRead {
+    /// Each loop's newest rows, then its window, from the indexes (≈ 4 probes a loop).
+    PerLoop,
+    /// Every run once, from the covering `runs_loop_recent` index read backwards (loops
+    /// by descending id, each one's rows newest first), the facts added up as they pass.
+    Scan,
+}
+
+impl FactsRead {
+    /// One pass over the runs when they are no more than `recent` a loop asked about on
+    /// average (their number bounded by the largest rowid: one index probe), where the
+    /// probes of every loop cost more than the pass (100,000 loops with a run each:
+    /// BENCHMARKS.md §25); else the probes, which read only each loop's newest rows
+    /// whatever the history (10 million runs).
+    fn for_store(conn: &Connection, loops: usize, recent: usize) -> Result<Self> {
+        let most: Option<i64> = conn
+            .prepare_cached("SELECT max(rowid) FROM runs")?
+            .query_row([], |r| r.get(0))?;
+        let runs = u64::try_from(most.unwrap_or(0)).unwrap_or(0);
+        let budget = (loops as u64).saturating_mul(recent.max(1) as u64);
+        Ok(if loops > 0 && runs <= budget {
+            FactsRead::Scan
+        } else {
+            FactsRead::PerLoop
+        })
+    }
+}
+
 pub(crate) fn run_facts(
     store: &SqliteStore,
     queries: &[FactsQuery],
     recent: usize,
+    how: Option<FactsRead>,
 ) -> StoreResult<Vec<RunFacts>> {
     store.read(|conn| {
         // One read transaction: one snapshot for every loop, and SQLite takes its
         // shared lock once instead of once per statement (thousands of fcntl calls).
         let tx = conn.unchecked_transaction()?;
+        let how = match how {
+            Some(how) => how,
+            None => FactsRead::for_store(&tx, queries.len(), recent)?,
+        };
         let facts = {
-            // Prepared once, not looked up in the statement cache for every loop.
-            let mut stmts = FactsStatements {
-                recent: tx.prepare(&recent_sql(recent))?,
-                error: tx.prepare("SELECT error, failure_class FROM runs WHERE rowid = ?1")?,
-                window: tx.prepare(WINDOW_SQL)?,
-                listed: tx.prepare(LISTED_SQL)?,
-            };
-            queries
-                .iter()
-                .map(|q| loop_facts(&tx, &mut stmts, q, recent))
-                .collect::<Result<Vec<_>>>()?
+            let mut error = tx.prepare("SELECT error, failure_class FROM runs WHERE rowid = ?1")?;
+            match how {
+                FactsRead::Scan => scanned_facts(&tx, &mut error, queries, recent)?,
+                FactsRead::PerLoop => {
+                    // Prepared once, not looked up in the statement cache for every loop.
+                    let mut stmts = FactsStatements {
+                        recent: tx.prepare(&recent_sql(recent))?,
+                        error,
+                        window: tx.prepare(WINDOW_SQL)?,
+                        listed: tx.prepare(LISTED_SQL)?,
+                    };
+                    queries
+                        .iter()
+                        .map(|q| loop_facts(&tx, &mut stmts, q, recent))
+                        .collect::<Result<Vec<_>>>()?
+                }
+            }
         };
         tx.finish()?;
         Ok(facts)
     })
+}
+
+/// Every run: [`BRIEF_COLS`], then its loop; loops by descending id, each one's rows
+/// newest first — `runs_loop_recent` read backwards, no sort, no table row.
+const SCAN_SQL: &str = "SELECT created_at, scheduled_for, attempt, status, started_at, \
+       finished_at, rowid, loop_id FROM runs \
+     ORDER BY loop_id DESC, created_at DESC, scheduled_for DESC, attempt DESC";
+
+/// [`FactsRead::Scan`]: the facts of every query from one pass over the runs, equal to
+/// [`loop_facts`]'s (`crates/loops-sqlite/tests/sqlite.rs` compares them).
+fn scanned_facts(
+    conn: &Connection,
+    error: &mut Statement<'_>,
+    queries: &[FactsQuery],
+    recent: usize,
+) -> Result<Vec<RunFacts>> {
+    // The queries in the scan's order (by descending loop id), met as the scan goes.
+    let mut order: Vec<usize> = (0..queries.len()).collect();
+    order.sort_by(|&a, &b| queries[b].loop_id.as_str().cmp(queries[a].loop_id.as_str()));
+    let mut pending = order.into_iter().peekable();
+    let mut out: Vec<Option<RunFacts>> = vec![None; queries.len()];
+    let mut stmt = conn.prepare(SCAN_SQL)?;
+    let mut rows = stmt.query([])?;
+    // The loop whose rows are passing, and its queries' tallies.
+    let mut current = String::new();
+    let mut tallies: Vec<(usize, Tally)> = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id = match row.get_ref(7)? {
+            ValueRef::Text(t) => std::str::from_utf8(t)
+                .map_err(|_| Error::decode("column loop_id: not UTF-8".to_owned()))?,
+            _ => return Err(Error::decode("column loop_id: not text".to_owned())),
+        };
+        if id != current {
+            for (i, tally) in tallies.drain(..) {
+                out[i] = Some(tally.finish(error, recent)?);
+            }
+            // Queries of loops above this one in the order have no rows; this one's
+            // queries start their tallies.
+            while let Some(&i) = pending.peek() {
+                match queries[i].loop_id.as_str().cmp(id) {
+                    std::cmp::Ordering::Greater => {}
+                    std::cmp::Ordering::Equal => tallies.push((i, Tally::new(&queries[i]))),
+                    std::cmp::Ordering::Less => break,
+                }
+                pending.next();
+            }
+            current.clear();
+            current.push_str(id);
+        }
+        if tallies.is_empty() {
+            // A loop nobody asked about (archived, say): its rows pass by.
+            continue;
+        }
+        let status = status(row, 3)?;
+        let slot = int(row, 1, "scheduled_for")?;
+        for (_, tally) in &mut tallies {
+            tally.add(row, status, slot, recent)?;
+        }
+    }
+    for (i, tally) in tallies {
+        out[i] = Some(tally.finish(error, recent)?);
+    }
+    // A loop without a run: nothing passed by.
+    queries
+        .iter()
+        .zip(out)
+        .map(|(q, facts)| match facts {
+            Some(facts) => Ok(facts),
+            None => Tally::new(q).finish(error, recent),
+        })
+        .collect()
+}
+
+/// One query's facts, added up from its loop's rows as [`scanned_facts`] passes them
+/// (newest first).
+struct Tally {
+    facts: RunFacts,
+    /// The query's windows and grid, in milliseconds.
+    window: (i64, i64),
+    slot_window: (i64, i64),
+    grid: Option<(i64, i64)>,
+    /// The newest success among the newest `recent` rows (its index and brief).
+    newest_success: Option<(usize, RunBrief)>,
+    /// The newest `recent` rows that failed: their index and rowid.
+    failed: Vec<(usize, i64)>,
+    /// The newest success of all, and the failed attempts before it (newer than it).
+    last_success: Option<RunBrief>,
+    failures_before_success: u64,
+    failures: u64,
+    oldest: Option<i64>,
+    skipped: u64,
+    slots: Vec<i64>,
+}
+
+impl Tally {
+    fn new(q: &FactsQuery) -> Self {
+        Tally {
+            facts: RunFacts::default(),
+            window: (ms(&q.window.0), ms(&q.window.1)),
+            slot_window: (ms(&q.slot_window.0), ms(&q.slot_window.1)),
+            grid: q
+                .grid
+                .map(|(anchor, every)| (ms(&anchor), sat_i64(every).max(1))),
+            newest_success: None,
+            failed: Vec::new(),
+            last_success: None,
+            failures_before_success: 0,
+            failures: 0,
+            oldest: None,
+            skipped: 0,
+            slots: Vec::new(),
+        }
+    }
+
+    /// The next row (older than those before it): what [`loop_facts`]'s statements
+    /// would find of it.
+    fn add(&mut self, row: &Row<'_>, status: RunStatus, slot: i64, recent: usize) -> Result<()> {
+        let index = self.facts.recent.len();
+        if index < recent {
+            let first = self.facts.newest.is_none();
+            let first_success = status == RunStatus::Succeeded && self.newest_success.is_none();
+            if first || first_success {
+                let (brief, _) = brief_from_row(row)?;
+                if first_success {
+                    self.newest_success = Some((index, brief.clone()));
+                }
+                if first {
+                    self.facts.newest = Some(brief);
+                }
+            }
+            if status.is_failure() {
+                self.failed.push((index, int(row, 6, "rowid")?));
+            }
+            self.facts.recent.push(RecentRun {
+                status,
+                error: None,
+                failure_class: None,
+            });
+        }
+        if status == RunStatus::Succeeded && self.last_success.is_none() {
+            self.last_success = Some(brief_from_row(row)?.0);
+        }
+        if status.is_failure() {
+            self.failures += 1;
+            if self.last_success.is_none() {
+                self.failures_before_success += 1;
+            }
+        }
+        self.oldest = Some(self.oldest.map_or(slot, |o| o.min(slot)));
+        if status == RunStatus::Skipped && slot >= self.window.0 && slot <= self.window.1 {
+            self.skipped += 1;
+        }
+        if slot >= self.slot_window.0 && slot <= self.slot_window.1 {
+            let on_grid = match self.grid {
+                Some((anchor, every)) => slot.checked_sub(anchor).is_some_and(|d| d % every == 0),
+                None => true,
+            };
+            if on_grid {
+                self.slots.push(slot);
+            }
+        }
+        Ok(())
+    }
+
+    /// The facts: the failed attempts' errors read by rowid, as [`loop_facts`] reads them.
+    fn finish(mut self, error: &mut Statement<'_>, recent: usize) -> Result<RunFacts> {
+        let mut facts = std::mem::take(&mut self.facts);
+        for (i, rowid) in self.failed {
+            let (error, class) = error_of(error, rowid)?;
+            facts.recent[i].error = error;
+            facts.recent[i].failure_class = class;
+        }
+        if let (Some(newest), Some(first)) = (facts.newest.as_mut(), facts.recent.first()) {
+            newest.error.clone_from(&first.error);
+            newest.failure_class = first.failure_class;
+        }
+        if !loops_store::facts::success_from_recent(&mut facts, self.newest_success, recent) {
+            facts.failures_since_success = if self.last_success.is_some() {
+                self.failures_before_success
+            } else {
+                self.failures
+            };
+            facts.last_success = self.last_success;
+        }
+        facts.oldest_slot = self
+            .oldest
+            .map(|v| instant_from_ms(v, "scheduled_for"))
+            .transpose()?;
+        facts.window_skipped = self.skipped;
+        self.slots.sort_unstable();
+        self.slots.dedup();
+        facts.window_slots = match self.grid {
+            Some(_) => SlotRows::OnGrid(self.slots.len() as u64),
+            None => {
+                let mut listed = Vec::with_capacity(self.slots.len());
+                for slot in self.slots {
+                    listed.push(instant_from_ms(slot, "scheduled_for")?);
+                }
+                SlotRows::Listed(listed)
+            }
+        };
+        Ok(facts)
+    }
 }
 
 fn loop_facts(

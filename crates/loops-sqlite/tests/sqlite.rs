@@ -594,6 +594,152 @@ fn health_and_usage_queries_use_indexes() {
         "{counts}"
     );
     assert!(!counts.contains("SCAN"), "{counts}");
+    // Health over many loops with few runs each: every run once, backwards through the
+    // covering index, no sort and no table row.
+    assert_eq!(
+        plan("scan"),
+        "SCAN runs USING COVERING INDEX runs_loop_recent"
+    );
+}
+
+/// `run_facts` reads the runs per loop (index probes) or in one pass over them all,
+/// by the store's size; both give the same facts, for every kind of history: none,
+/// a few rows, more rows than asked for with or without a success among them, retried
+/// slots, skipped rows, rows created in the same millisecond, a loop asked about twice
+/// (on a grid and listed), and rows of a loop nobody asks about.
+#[test]
+fn run_facts_per_loop_and_in_one_pass_agree() {
+    use loops_core::health::FactsQuery;
+    use loops_core::{LoopId, Run, RunId, RunSource, RunStatus};
+    use loops_sqlite::FactsRead;
+    use loops_store::{ImportBatch, ImportLoop};
+    let dir = TempDir::new().unwrap();
+    let store = SqliteStore::open(&dir.path().join(DB_FILE)).unwrap();
+    let m = 60_000;
+    let statuses = [
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::Skipped,
+        RunStatus::TimedOut,
+        RunStatus::Abandoned,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+    ];
+    // A small deterministic generator: the same histories on every run of the test.
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut loops = Vec::new();
+    for k in 0..40 {
+        let rows = match k % 5 {
+            0 => 0,
+            1 => next(4),
+            2 => 20 + next(40),
+            _ => next(30),
+        };
+        let mut history = Vec::new();
+        for slot in 0..rows as i64 {
+            // Some slots retried, some failing only, the loop of k = 7 never succeeding.
+            let attempts = 1 + (next(4) == 0) as u32;
+            for attempt in 1..=attempts {
+                let mut status = statuses[next(statuses.len() as u64) as usize];
+                if k == 7 && status == RunStatus::Succeeded {
+                    status = RunStatus::Failed;
+                }
+                // Every third loop records its rows in one millisecond per pair of slots.
+                let at = if k % 3 == 0 {
+                    t(slot / 2 * m)
+                } else {
+                    t(slot * m + i64::from(attempt))
+                };
+                history.push(Run {
+                    account: None,
+                    id: RunId::new(String::new()),
+                    loop_id: LoopId::new(String::new()),
+                    loop_name: String::new(),
+                    scheduled_for: t(slot * m + (k % 2) * 7),
+                    attempt,
+                    status,
+                    source: RunSource::Scheduled,
+                    due_at: None,
+                    started_at: (status != RunStatus::Skipped).then_some(at),
+                    finished_at: Some(at),
+                    exit_code: None,
+                    duration_ms: Some(1),
+                    stdout: None,
+                    stderr: None,
+                    error: status.is_failure().then(|| format!("error {k}/{slot}")),
+                    error_output: None,
+                    pid: None,
+                    pid_start_time: None,
+                    claimed_by: None,
+                    lease_expires_at: None,
+                    summary: None,
+                    usage: None,
+                    failure_class: None,
+                    retry_at: None,
+                    session_id: None,
+                    session_note: None,
+                    created_at: at,
+                    updated_at: at,
+                });
+            }
+        }
+        loops.push(ImportLoop {
+            new: new_loop(&format!("l{k:02}"), Some(t(100 * m))),
+            state: LoopAdvance {
+                status: LoopStatus::Active,
+                next_run_at: Some(t(100 * m)),
+                retry_scheduled_for: None,
+            },
+            history,
+        });
+    }
+    let done = store
+        .import(
+            &ImportBatch {
+                workflows: vec![],
+                loops,
+            },
+            t(100 * m),
+        )
+        .unwrap();
+    // Every loop but the last two (their rows pass by, asked about by nobody); the
+    // first ones twice, listed and on a grid that misses the odd loops' slots.
+    let asked = &done.loops[..done.loops.len() - 2];
+    let mut queries = Vec::new();
+    for (i, lp) in asked.iter().enumerate() {
+        let query = |grid| FactsQuery {
+            loop_id: lp.id.clone(),
+            window: (t(5 * m), t(40 * m)),
+            slot_window: (t(3 * m), t(35 * m)),
+            grid,
+        };
+        queries.push(query(Some((t(0), m as u64))));
+        if i < 10 {
+            queries.push(query(None));
+        }
+    }
+    for recent in [1, 3, 20] {
+        let probed = store
+            .run_facts_read(&queries, recent, FactsRead::PerLoop)
+            .unwrap();
+        let passed = store
+            .run_facts_read(&queries, recent, FactsRead::Scan)
+            .unwrap();
+        assert_eq!(probed.len(), queries.len());
+        for (i, (a, b)) in probed.iter().zip(&passed).enumerate() {
+            assert_eq!(a, b, "query {i} with {recent} recent rows");
+        }
+        // The histories give the comparison something to compare.
+        assert!(probed.iter().any(|f| f.failures_since_success > 0));
+        assert!(probed.iter().any(|f| f.window_skipped > 0));
+        assert!(probed.iter().any(|f| f.newest.is_none()));
+    }
 }
 
 /// Migration 12 (issue #19): rows recorded before kept an agent's output in `error`;

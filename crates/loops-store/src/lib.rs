@@ -234,6 +234,24 @@ pub trait Store: WorkflowStore + Send + Sync {
         &self,
         filter: &LoopFilter,
     ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>>;
+    /// [`Store::loop_rows_matching`]'s rows handed to `each` one at a time, in the same
+    /// order, from one read, until `each` breaks: a listing of every loop need not hold
+    /// them all at once (`loops list` of 100,000 loops; BENCHMARKS.md §25). By default
+    /// the rows are read whole first.
+    fn each_loop_row(
+        &self,
+        filter: &LoopFilter,
+        each: &mut dyn FnMut(
+            std::result::Result<Loop, UnreadableLoop>,
+        ) -> std::ops::ControlFlow<()>,
+    ) -> Result<()> {
+        for row in self.loop_rows_matching(filter)? {
+            if each(row).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
     /// How many rows [`Store::loop_rows_matching`] returns for `filter` without its
     /// `offset` and `limit`: a page's total, counted without reading the loops.
     fn count_loops(&self, filter: &LoopFilter) -> Result<usize>;

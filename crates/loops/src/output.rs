@@ -218,6 +218,11 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// Whether no row was added.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     pub fn print(&self) -> Result<(), Failure> {
         self.write().map_err(Failure::stdout)
     }

@@ -141,6 +141,36 @@ impl Client {
         Ok(loops)
     }
 
+    /// [`Client::list_matching`]'s loops handed to `each` one at a time, in its order
+    /// and marked as it marks them, from one read of the store, until `each` breaks: a
+    /// listing of 100,000 loops need not hold them all (BENCHMARKS.md §25). Fails, as
+    /// [`Client::list_matching`] does, on a row that cannot be read — after handing
+    /// out the loops before it.
+    pub fn each_matching(
+        &self,
+        filter: &LoopFilter,
+        now: Instant,
+        mut each: impl FnMut(Loop) -> std::ops::ControlFlow<()>,
+    ) -> Result<()> {
+        valid_labels(filter)?;
+        let marks = self.marks(now)?;
+        let mut unreadable = None;
+        self.store.each_loop_row(filter, &mut |row| match row {
+            Ok(mut lp) => {
+                marks.apply(&mut lp);
+                each(lp)
+            }
+            Err(bad) => {
+                unreadable = Some(bad);
+                std::ops::ControlFlow::Break(())
+            }
+        })?;
+        match unreadable {
+            Some(bad) => Err(ClientError::Store(bad.into_error())),
+            None => Ok(()),
+        }
+    }
+
     /// How many loops [`Client::list_matching`] lists for `filter` without its paging
     /// (a page's total), counted by the store.
     pub fn count_matching(&self, filter: &LoopFilter) -> Result<usize> {

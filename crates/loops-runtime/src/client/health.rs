@@ -4,6 +4,7 @@
 use super::{Client, Result};
 use loops_core::health::{self, Health, Verdict};
 use loops_core::{Instant, Loop, LoopId, LoopStatus};
+use loops_store::LoopFilter;
 
 /// One line of a health report (JSON: the loop's id, name and status, then the
 /// [`Health`] fields).
@@ -91,7 +92,13 @@ impl Client {
         }
         let mut readable = Vec::new();
         let mut loops = Vec::new();
-        for row in self.store.loop_rows(None)? {
+        // Every loop by name, one at a time: only those judged are kept (100,000 loops
+        // decoded at once then copied cost more than judging them; BENCHMARKS.md §25).
+        let every = LoopFilter {
+            include_archived: true,
+            ..LoopFilter::default()
+        };
+        self.store.each_loop_row(&every, &mut |row| {
             match row {
                 // Paused loops are asked about too: a parked one is paused.
                 Ok(lp) if matches!(lp.status, LoopStatus::Active | LoopStatus::Paused) => {
@@ -107,7 +114,8 @@ impl Client {
                     health: unreadable(bad.error),
                 }),
             }
-        }
+            std::ops::ControlFlow::Continue(())
+        })?;
         loops.extend(self.judge(readable, now)?);
         loops.sort_by(|a, b| a.loop_name.cmp(&b.loop_name));
         Ok(HealthReport { at: now, loops })

@@ -66,4 +66,55 @@ impl Client {
         caps::mark_waiting(loops, &caps, &in_flight, now);
         Ok(())
     }
+
+    /// What [`Client::mark_held`] reads, read once, for a listing handed out one loop
+    /// at a time ([`Marks::apply`]): the holds (whatever the loops' targets) and, when
+    /// a daemon recorded caps, the runs in flight.
+    pub(super) fn marks(&self, now: Instant) -> Result<Marks> {
+        let caps: Vec<Caps> = self
+            .store
+            .recorded_caps()?
+            .iter()
+            .filter_map(|(_, text)| Caps::parse(text).ok())
+            .filter(|c| !c.is_empty())
+            .collect();
+        let in_flight = if caps.is_empty() {
+            None
+        } else {
+            Some(self.store.running_keys()?)
+        };
+        Ok(Marks {
+            holds: self.store.account_holds()?,
+            budget_holds: self.store.budget_holds()?,
+            caps,
+            in_flight,
+            now,
+        })
+    }
+}
+
+/// The holds and caps [`Client::mark_held`] marks loops by, read once
+/// ([`Client::marks`]).
+pub(super) struct Marks {
+    holds: Vec<AccountHold>,
+    budget_holds: Vec<loops_core::budget::BudgetHold>,
+    caps: Vec<Caps>,
+    in_flight: Option<caps::InFlight>,
+    now: Instant,
+}
+
+impl Marks {
+    /// Marks one loop as [`Client::mark_held`] marks it among others: only an agent
+    /// loop can be held (a budget is an agent loop's; `validate::budgets`), and the
+    /// caps wait only a due loop.
+    pub(super) fn apply(&self, lp: &mut Loop) {
+        let one = std::slice::from_mut(lp);
+        if matches!(one[0].target, Target::Agent(_)) {
+            hold::mark_held(one, &self.holds, self.now);
+            loops_core::budget::mark_held(one, &self.budget_holds, self.now);
+        }
+        if let Some(in_flight) = &self.in_flight {
+            caps::mark_waiting(one, &self.caps, in_flight, self.now);
+        }
+    }
 }

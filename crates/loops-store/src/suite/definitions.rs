@@ -163,6 +163,71 @@ pub fn update_loop_definition_is_guarded_and_writes_nothing_when_refused(db: &dy
     assert!(matches!(err, StoreError::LoopNotFound(_)), "{err:?}");
 }
 
+/// `each_loop_row` hands out `loop_rows_matching`'s rows one at a time: the same rows
+/// in the same order for every filter, a row that does not decode in its place, and
+/// none after the visitor breaks.
+pub fn each_loop_row_hands_out_the_listing_rows_in_order(db: &dyn TestDb) {
+    let store = db.open();
+    for (name, labels) in [
+        ("d", vec!["ci"]),
+        ("b", vec![]),
+        ("a", vec!["ci"]),
+        ("c", vec![]),
+    ] {
+        let mut new = new_loop(name, Some(t(0)));
+        new.labels = labels.into_iter().map(str::to_owned).collect();
+        store.create_loop(new, t(0)).unwrap();
+    }
+    let c = store.get_loop_by_name("c").unwrap().unwrap();
+    db.spoil_loop_row(&c.id);
+    let key = |row: &std::result::Result<Loop, crate::UnreadableLoop>| match row {
+        Ok(lp) => (lp.id.clone(), lp.name.clone(), true),
+        Err(bad) => (bad.id.clone(), bad.name.clone(), false),
+    };
+    let all = LoopFilter {
+        include_archived: true,
+        ..LoopFilter::default()
+    };
+    for filter in [LoopFilter::default(), all.clone(), labelled(&["ci"])] {
+        let listed: Vec<_> = store
+            .loop_rows_matching(&filter)
+            .unwrap()
+            .iter()
+            .map(key)
+            .collect();
+        let mut handed = Vec::new();
+        store
+            .each_loop_row(&filter, &mut |row| {
+                handed.push(key(&row));
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+        assert_eq!(handed, listed, "{filter:?}");
+    }
+    let mut handed = Vec::new();
+    store
+        .each_loop_row(&all, &mut |row| {
+            handed.push(key(&row).1);
+            if handed.len() == 2 {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+    assert_eq!(handed, ["a", "b"], "nothing after the break");
+    let mut unreadable = Vec::new();
+    store
+        .each_loop_row(&all, &mut |row| {
+            if let Err(bad) = row {
+                unreadable.push(bad.name);
+            }
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert_eq!(unreadable, ["c"], "the spoiled row in its place");
+}
+
 /// Listing by labels (all of them must match) and status; archived loops are left
 /// out unless asked for.
 pub fn loop_rows_matching_filters_by_labels_and_hides_archived(db: &dyn TestDb) {

@@ -133,6 +133,7 @@ macro_rules! store_suite {
             update_loop_definition_replaces_the_definition_keeping_id_and_history,
             update_loop_definition_is_guarded_and_writes_nothing_when_refused,
             loop_rows_matching_filters_by_labels_and_hides_archived,
+            each_loop_row_hands_out_the_listing_rows_in_order,
             loops_by_next_slot_and_counted,
             list_runs_filters_by_status_window_loop_and_labels,
             // notifications and the live views' run lookups
@@ -364,6 +365,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 71);
+        assert_eq!(count, 72);
     }
 }

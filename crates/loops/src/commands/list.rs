@@ -3,13 +3,16 @@
 use super::Context;
 use crate::exit::Exit;
 use crate::output::outln;
-use crate::output::{self, print_json, Table};
+use crate::output::{self, print_json, Cell, Table};
 use crate::Failure;
 use clap::Args;
 use loops_core::provider_options::ProviderOption;
-use loops_core::{LoopStatus, Target};
+use loops_core::{Instant, Loop, LoopStatus, Target};
+use loops_runtime::client::Client;
 use loops_runtime::definition::parse_enum;
 use loops_store::LoopFilter;
+use serde::ser::{SerializeSeq, Serializer as _};
+use std::ops::ControlFlow;
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
@@ -48,39 +51,122 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, Failure> {
         labels: args.labels.clone(),
         ..LoopFilter::default()
     };
-    let mut loops = ctx.reader()?.list_matching(&filter)?;
-    if !args.show_output {
-        loops.iter_mut().for_each(output::redact_loop);
-    }
-    let empty = "no loops; create one with `loops create command NAME --every 5m --cmd '…'`";
-    if output::print_json_or_empty(ctx.json, || &loops, loops.is_empty(), empty)? {
+    let client = ctx.reader()?;
+    let now = output::now();
+    if ctx.json {
+        print_json_list(&client, &filter, now, args.show_output)?;
         return Ok(Exit::Success);
     }
-    let now = output::now();
-    let mut table = Table::new(vec![
-        "ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN", "LABELS",
-    ]);
-    for lp in &loops {
-        table.row(vec![
-            lp.id.as_str().into(),
-            lp.name.as_str().into(),
-            match lp.held_until {
-                // A usage limit holds its account (`loops holds`).
-                Some(until) => format!(
-                    "held {}",
-                    until.with_timezone(&chrono::Local).format("%H:%M")
-                )
-                .into(),
-                None => output::status_cell(lp.status.as_str()),
-            },
-            output::schedule_summary(&lp.schedule).into(),
-            output::target_summary(&lp.target).into(),
-            output::when(lp.next_run_at, now).into(),
-            lp.labels.join(",").into(),
+    // Each loop becomes its row as it is read, on the second thread; none is kept (the
+    // table needs every row for its widths, not the loops).
+    let table = on_second_thread(&client, &filter, now, args.show_output, |batches| {
+        let mut table = Table::new(vec![
+            "ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN", "LABELS",
         ]);
+        for lp in batches.into_iter().flatten() {
+            table.row(table_row(&lp, now));
+        }
+        table
+    })?;
+    if table.is_empty() {
+        outln!("no loops; create one with `loops create command NAME --every 5m --cmd '…'`")?;
+        return Ok(Exit::Success);
     }
     table.print()?;
     Ok(Exit::Success)
+}
+
+/// A loop's row of `loops list`.
+fn table_row(lp: &Loop, now: Instant) -> Vec<Cell> {
+    vec![
+        lp.id.as_str().into(),
+        lp.name.as_str().into(),
+        match lp.held_until {
+            // A usage limit holds its account (`loops holds`).
+            Some(until) => format!(
+                "held {}",
+                until.with_timezone(&chrono::Local).format("%H:%M")
+            )
+            .into(),
+            None => output::status_cell(lp.status.as_str()),
+        },
+        output::schedule_summary(&lp.schedule).into(),
+        output::target_summary(&lp.target).into(),
+        output::when(lp.next_run_at, now).into(),
+        lp.labels.join(",").into(),
+    ]
+}
+
+/// `loops --json list`: the loops as one pretty JSON array, byte for byte what
+/// `print_json` of them all prints, without holding them all: each loop's JSON is
+/// written as it comes, into memory; stdout gets the document only once every row was
+/// read, so a row that cannot be read fails the command with nothing printed, as
+/// before.
+fn print_json_list(
+    client: &Client,
+    filter: &LoopFilter,
+    now: Instant,
+    show_output: bool,
+) -> Result<(), Failure> {
+    let text = on_second_thread(client, filter, now, show_output, |batches| {
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::pretty(&mut out);
+        let mut seq = ser.serialize_seq(None)?;
+        for lp in batches.into_iter().flatten() {
+            seq.serialize_element(&lp)?;
+        }
+        seq.end()?;
+        out.push(b'\n');
+        Ok::<_, serde_json::Error>(out)
+    })?;
+    let text = text.map_err(|e| Failure::failed(format!("cannot encode JSON: {e}")))?;
+    output::write_stdout_bytes(&text)
+}
+
+/// The loops `filter` lists, redacted unless `show_output`, handed in batches to
+/// `work` on a second thread while this one reads and decodes the rows: the two cores
+/// share a listing of 100,000 loops (BENCHMARKS.md §25). `work` sees every loop, in
+/// order, unless the read fails (its error is returned, whatever `work` made).
+fn on_second_thread<T: Send>(
+    client: &Client,
+    filter: &LoopFilter,
+    now: Instant,
+    show_output: bool,
+    work: impl FnOnce(std::sync::mpsc::Receiver<Vec<Loop>>) -> T + Send,
+) -> Result<T, Failure> {
+    /// Loops handed over at a time.
+    const BATCH: usize = 256;
+    let (read, done) = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Loop>>(8);
+        let worker = scope.spawn(move || work(rx));
+        let mut batch = Vec::with_capacity(BATCH);
+        let read = client.each_matching(filter, now, |mut lp| {
+            if !show_output {
+                output::redact_loop(&mut lp);
+            }
+            batch.push(lp);
+            if batch.len() < BATCH {
+                return ControlFlow::Continue(());
+            }
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            match tx.send(full) {
+                Ok(()) => ControlFlow::Continue(()),
+                // The worker stopped (its JSON could not be written): what it made says why.
+                Err(_) => ControlFlow::Break(()),
+            }
+        });
+        if read.is_ok() && !batch.is_empty() {
+            // A closed channel: the worker stopped, and what it made says why.
+            let _ = tx.send(batch);
+        }
+        drop(tx);
+        let done = worker
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (read, done)
+    });
+    read?;
+    Ok(done)
 }
 
 pub fn show(ctx: &Context, args: ShowArgs) -> Result<Exit, Failure> {
