@@ -113,6 +113,7 @@ macro_rules! store_suite {
             mark_run_pid_records_and_guards,
             record_run_writes_applies_in_order_and_fails_rows_alone,
             a_batch_of_finalizations_ends_where_one_by_one_ends,
+            a_finished_runs_unreadable_loop_fails_only_its_own_write,
             deferred_retry_is_the_oldest_failed_slot_with_attempts_left,
             heartbeat_extends_only_listed_rows_of_the_runner,
             running_runs_and_their_leases,
@@ -365,6 +366,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 72);
+        assert_eq!(count, 74);
     }
 }

@@ -352,6 +352,36 @@ pub fn a_batch_of_finalizations_ends_where_one_by_one_ends(db: &dyn TestDb) {
     assert_eq!(checked, 6, "one run.finished a write");
 }
 
+/// A write of a run no longer running fails alone, even when its loop's row can no
+/// longer be read: the batch's other finalizations are made (a backend that reads the
+/// batch's loops at once reads that row only for a run it finalized).
+pub fn a_finished_runs_unreadable_loop_fails_only_its_own_write(db: &dyn TestDb) {
+    let store = db.open();
+    let create = |name| store.create_loop(new_loop(name, Some(t(0))), t(0)).unwrap();
+    let (p, q, r) = (create("p"), create("q"), create("r"));
+    let run = |lp| claim(&*store, &claim_req(lp, t(0), t(1))).unwrap();
+    let (p1, q1, r1) = (run(&p), run(&q), run(&r));
+    finish(&*store, &r1.id, outcome(RunStatus::Succeeded, t(2))).unwrap();
+    db.spoil_loop_row(&r.id);
+    let end = |r: &Run| RunWrite::Finished {
+        run: r.id.clone(),
+        outcome: outcome(RunStatus::Succeeded, t(3)),
+    };
+    let results = store
+        .record_run_writes(&[end(&r1), end(&p1), end(&q1)], t(4), None)
+        .unwrap();
+    assert!(
+        matches!(results[0], Err(StoreError::NotRunning(_))),
+        "{results:?}"
+    );
+    for result in &results[1..] {
+        assert!(
+            matches!(result, Ok(RunWritten::Finished { .. })),
+            "{results:?}"
+        );
+    }
+}
+
 /// The deferred retry a finish schedules is the oldest other slot whose latest attempt
 /// failed with attempts left — not a done, exhausted, running or ad-hoc one.
 pub fn deferred_retry_is_the_oldest_failed_slot_with_attempts_left(db: &dyn TestDb) {
