@@ -5,7 +5,7 @@
 //! loops out (composed by `loops_store::not_held_at!`), which makes every runner of the
 //! store honour a hold another one wrote.
 
-use crate::codec::{loop_cols, ms, text, Cols};
+use crate::codec::{get, loop_cols, ms, text, Cols};
 use crate::error::Result;
 use crate::session::{Conn, Db};
 use loops_core::hold::{self, AccountHold, HoldChange, HoldKey, StepLimit};
@@ -54,6 +54,17 @@ use loops_store::account_hold_cols as hold_cols;
 
 fn hold_from_row(row: &Row) -> Result<AccountHold> {
     Ok(rows::account_hold_row(&Cols(row))?)
+}
+
+/// Whether the store has any hold (the due-loop queries' fast path when it has none).
+pub(crate) async fn any(db: &Db<'_, impl Conn>) -> Result<bool> {
+    let row = db
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM account_holds) OR EXISTS (SELECT 1 FROM budget_holds)",
+            &[],
+        )
+        .await?;
+    get(&row, 0, "exists")
 }
 
 /// After `run` of `lp` was finalized in this transaction: writes or releases the hold

@@ -319,29 +319,20 @@ pub(crate) async fn due_loops_on(
     Ok(rows.iter().map(decode_loop_row).collect())
 }
 
-/// The statement of [`next_due_at`] over the active loops `filter` (SQL beginning with
-/// ` AND `) also selects, in one round trip: without holds (the common case) one index
-/// probe; with any, the earliest instant a loop's holds let it run
-/// ([`loops_store::waits_until`]). `CASE` runs only the branch it takes.
-macro_rules! next_due_sql {
-    ($filter:literal) => {
-        concat!(
-            "SELECT CASE WHEN EXISTS (SELECT 1 FROM account_holds) \
-                           OR EXISTS (SELECT 1 FROM budget_holds) \
-             THEN (SELECT MIN(",
-            loops_store::waits_until!(crate::holds, "GREATEST"),
-            ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL",
-            $filter,
-            ") ELSE (SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL",
-            $filter,
-            " ORDER BY due_at LIMIT 1) END"
-        )
-    };
-}
-
-/// The earliest instant an active loop becomes due ([`loops_store::waits_until`]).
+/// The earliest instant an active loop becomes due ([`loops_store::waits_until`]); without holds
+/// (the common case) one index probe.
 pub(crate) async fn next_due_at(db: &Db<'_, impl Conn>) -> Result<Option<Instant>> {
-    let row = db.query_opt(next_due_sql!(""), &[]).await?;
+    let sql = if crate::holds::any(db).await? {
+        concat!(
+            "SELECT MIN(",
+            loops_store::waits_until!(crate::holds, "GREATEST"),
+            ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
+        )
+    } else {
+        "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+         ORDER BY due_at LIMIT 1"
+    };
+    let row = db.query_opt(sql, &[]).await?;
     first_instant(row)
 }
 
@@ -360,8 +351,18 @@ pub(crate) async fn next_due_at_on(
     labels: &[String],
 ) -> Result<Option<Instant>> {
     let labels = serde_json::to_string(labels).map_err(|e| Error::invalid(e.to_string()))?;
-    let sql =
-        next_due_sql!(" AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb)");
+    let sql = if crate::holds::any(db).await? {
+        concat!(
+            "SELECT MIN(",
+            loops_store::waits_until!(crate::holds, "GREATEST"),
+            ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+             AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb)"
+        )
+    } else {
+        "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+         AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb) \
+         ORDER BY due_at LIMIT 1"
+    };
     let row = db.query_opt(sql, &[&labels]).await?;
     first_instant(row)
 }
