@@ -87,7 +87,8 @@ async fn finish_one(
     batch: &mut Batch,
 ) -> Result<RunWritten> {
     let usage = finish::outcome_usage_json(outcome)?;
-    let (finished, lp) = finalize_in(db, run, outcome, usage).await?;
+    let finished = finalize_in(db, run, outcome, usage).await?;
+    let lp = stored_loop(db, &finished.loop_id).await?;
     after_finalize(db, finished, lp.as_ref(), outcome, now, batch).await
 }
 
@@ -199,30 +200,13 @@ async fn finalize_set_in(
     let session_id = texts(|o| o.session_id.as_deref());
     let session_note = texts(|o| o.session_note.as_deref());
     // The unnest's columns are named apart from `runs`' so `RETURNING` names only the
-    // run's. Sent with it, in the same round trip, the lock of the batch's loops, in id
-    // order: those of every run named (the statement runs after the update, so it sees
-    // where each run belongs; a loop locked for a run the update left alone is locked
-    // a little early, for that run's own finalization).
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 13] = [
-        &ids,
-        &statuses,
-        &finished_at,
-        &exit_codes,
-        &stdout,
-        &stderr,
-        &error,
-        &summary,
-        &error_output,
-        &classes,
-        &retry_at,
-        &session_id,
-        &session_note,
-    ];
-    let (rows, loop_rows) = db
-        .query_both(
-            (
-                concat!(
-                    "UPDATE runs SET status = u.n_status, finished_at = u.n_finished_at, \
+    // run's.
+    let rows = db
+        .query(
+            concat!(
+                "WITH shared AS (SELECT loop_id FROM runs WHERE id = ANY($1::text[]) \
+                                 GROUP BY loop_id HAVING count(*) > 1) \
+                 UPDATE runs SET status = u.n_status, finished_at = u.n_finished_at, \
                    exit_code = u.n_exit_code, \
                    duration_ms = CASE WHEN runs.started_at IS NULL THEN NULL \
                                       ELSE GREATEST(0, u.n_finished_at - runs.started_at) END, \
@@ -238,22 +222,25 @@ async fn finalize_set_in(
                         n_error, n_summary, n_error_output, n_failure_class, n_retry_at, \
                         n_session_id, n_session_note) \
                  WHERE runs.id = u.n_id AND runs.status = 'running' \
-                   AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.id = ANY($1::text[]) \
-                                   AND o.loop_id = runs.loop_id AND o.id <> runs.id) \
+                   AND runs.loop_id NOT IN (SELECT loop_id FROM shared) \
                  RETURNING ",
-                    run_cols!()
-                ),
-                &params,
+                run_cols!()
             ),
-            (
-                concat!(
-                    "SELECT ",
-                    loop_cols!(),
-                    " FROM loops WHERE id IN (SELECT loop_id FROM runs WHERE id = ANY($1::text[])) \
-                     ORDER BY id FOR UPDATE"
-                ),
-                &[&ids],
-            ),
+            &[
+                &ids,
+                &statuses,
+                &finished_at,
+                &exit_codes,
+                &stdout,
+                &stderr,
+                &error,
+                &summary,
+                &error_output,
+                &classes,
+                &retry_at,
+                &session_id,
+                &session_note,
+            ],
         )
         .await?;
     let mut runs: HashMap<RunId, Run> = HashMap::with_capacity(rows.len());
@@ -264,22 +251,29 @@ async fn finalize_set_in(
     if runs.is_empty() {
         return Ok(HashMap::new());
     }
-    // Only the loops of finalized runs are decoded: a row that cannot be, of a run the
-    // update left alone, is that run's own finalization's to meet.
-    let mut loops: HashMap<String, &tokio_postgres::Row> = HashMap::with_capacity(loop_rows.len());
-    for row in &loop_rows {
-        loops.insert(get::<String>(row, 0, "id")?, row);
-    }
+    let mut loop_ids: Vec<&str> = runs.values().map(|r| r.loop_id.as_str()).collect();
+    loop_ids.sort_unstable();
+    let loops: HashMap<LoopId, Loop> = db
+        .query_as(
+            concat!(
+                "SELECT ",
+                loop_cols!(),
+                " FROM loops WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE"
+            ),
+            &[&loop_ids],
+            loop_from_row,
+        )
+        .await?
+        .into_iter()
+        .map(|lp| (lp.id.clone(), lp))
+        .collect();
     let mut out = HashMap::with_capacity(runs.len());
     for (i, run, outcome) in set {
         let Some(finished) = runs.remove(run) else {
             continue;
         };
-        let lp = match loops.get(finished.loop_id.as_str()) {
-            Some(row) => Some(loop_from_row(row)?),
-            None => None,
-        };
-        let written = after_finalize(db, finished, lp.as_ref(), outcome, now, batch).await;
+        let lp = loops.get(&finished.loop_id);
+        let written = after_finalize(db, finished, lp, outcome, now, batch).await;
         out.insert(i, written);
     }
     Ok(out)
@@ -371,62 +365,63 @@ async fn mark_pid_in(db: &Db<'_, impl Conn>, record: &PidRecord<'_>) -> Result<(
     Ok(())
 }
 
-/// Moves a running row to its terminal status, inside the caller's transaction, and
-/// locks its loop: the run as it now is, and its loop as stored (`None`: removed), so
-/// the transition is decided from what no other runner can change until this
-/// transaction ends.
+/// Moves a running row to its terminal status, inside the caller's transaction.
 async fn finalize_in(
     db: &Db<'_, impl Conn>,
     run: &RunId,
     outcome: &RunOutcome,
     usage: Option<String>,
-) -> Result<(Run, Option<Loop>)> {
-    let (finished, locked) = db
-        .query_both(
-            (
-                concat!(
-                    "UPDATE runs SET status = $2, finished_at = $3, exit_code = $4, \
+) -> Result<Run> {
+    let row = db
+        .query_opt(
+            concat!(
+                "UPDATE runs SET status = $2, finished_at = $3, exit_code = $4, \
                    duration_ms = CASE WHEN started_at IS NULL THEN NULL \
                                       ELSE GREATEST(0, $3 - started_at) END, \
                    stdout = $5, stderr = $6, error = $7, summary = $8, usage_json = $9, \
                    updated_at = $3, error_output = $10, failure_class = $11, retry_at = $12, \
                    session_id = $13, session_note = $14 \
                  WHERE id = $1 AND status = 'running' RETURNING ",
-                    run_cols!()
-                ),
-                &[
-                    &run.as_str(),
-                    &outcome.status.as_str(),
-                    &ms(&outcome.finished_at),
-                    &outcome.exit_code.map(i64::from),
-                    &crate::codec::text(&outcome.stdout).as_ref(),
-                    &crate::codec::text(&outcome.stderr).as_ref(),
-                    &opt_text(outcome.error.as_deref()),
-                    &opt_text(outcome.summary.as_deref()),
-                    &usage,
-                    &opt_text(outcome.error_output.as_deref()),
-                    &outcome.failure_class.map(|c| c.as_str()),
-                    &outcome.retry_at.as_ref().map(ms),
-                    &opt_text(outcome.session_id.as_deref()),
-                    &opt_text(outcome.session_note.as_deref()),
-                ],
+                run_cols!()
             ),
-            // Sent with the update, in the same round trip, and run after it.
-            (
-                concat!(
-                    "SELECT ",
-                    loop_cols!(),
-                    " FROM loops WHERE id = (SELECT loop_id FROM runs WHERE id = $1) FOR UPDATE"
-                ),
-                &[&run.as_str()],
-            ),
+            &[
+                &run.as_str(),
+                &outcome.status.as_str(),
+                &ms(&outcome.finished_at),
+                &outcome.exit_code.map(i64::from),
+                &crate::codec::text(&outcome.stdout).as_ref(),
+                &crate::codec::text(&outcome.stderr).as_ref(),
+                &opt_text(outcome.error.as_deref()),
+                &opt_text(outcome.summary.as_deref()),
+                &usage,
+                &opt_text(outcome.error_output.as_deref()),
+                &outcome.failure_class.map(|c| c.as_str()),
+                &outcome.retry_at.as_ref().map(ms),
+                &opt_text(outcome.session_id.as_deref()),
+                &opt_text(outcome.session_note.as_deref()),
+            ],
         )
         .await?;
-    let Some(row) = finished.first() else {
-        return Err(not_running(db, run).await);
-    };
-    let lp = locked.first().map(loop_from_row).transpose()?;
-    Ok((run_from_row(row)?, lp))
+    match row {
+        Some(r) => run_from_row(&r),
+        None => Err(not_running(db, run).await),
+    }
+}
+
+/// The loop of a run finalized in this transaction, as stored and locked (`None`:
+/// removed), so the transition is decided from what no other runner can change until
+/// this transaction ends.
+async fn stored_loop(db: &Db<'_, impl Conn>, id: &LoopId) -> Result<Option<Loop>> {
+    db.query_opt_as(
+        concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE id = $1 FOR UPDATE"
+        ),
+        &[&id.as_str()],
+        loop_from_row,
+    )
+    .await
 }
 
 /// After `run` was finalized in this transaction: applies its loop's transition and

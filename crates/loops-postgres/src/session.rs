@@ -162,25 +162,6 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         Ok(self.c.query(&st, params).await?)
     }
 
-    /// Two statements sent together: the server runs them in order, in this
-    /// connection's transaction, and the caller waits once — one round trip. The
-    /// second's error is the first's when the first failed (it aborted the transaction).
-    pub(crate) async fn query_both(
-        &self,
-        (first, first_params): (&str, &Params<'_>),
-        (second, second_params): (&str, &Params<'_>),
-    ) -> Result<(Vec<Row>, Vec<Row>)> {
-        let (a, b) = (self.prepare(first).await?, self.prepare(second).await?);
-        count_round_trip();
-        // Polled in order, each sends its request before it waits: the two are
-        // pipelined on the connection.
-        let (a, b) = tokio::join!(
-            self.c.query(&a, first_params),
-            self.c.query(&b, second_params)
-        );
-        Ok((a?, b?))
-    }
-
     pub(crate) async fn query_opt(&self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
         let st = self.prepare(sql).await?;
         count_round_trip();
