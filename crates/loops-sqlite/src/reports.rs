@@ -173,8 +173,8 @@ fn error_of(
     Ok((error, class))
 }
 
-/// How [`run_facts`] reads the runs: a few index probes per loop, or one pass over
-/// every run (see [`FactsRead::for_store`]).
+/// How `run_facts` reads the runs: a few index probes per loop, or one pass over
+/// every run (see `FactsRead::for_store`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FactsRead {
     /// Each loop's newest rows, then its window, from the indexes (≈ 4 probes a loop).
