@@ -566,16 +566,12 @@ pub(crate) fn loop_rows_matching(
     store: &SqliteStore,
     filter: &LoopFilter,
 ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
-    let (sql, params) = loops_query(filter);
-    store.read(|conn| {
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next()? {
-            out.push(decode_loop_row(row));
-        }
-        Ok(out)
-    })
+    let mut out = Vec::new();
+    each_loop_row(store, filter, &mut |row| {
+        out.push(row);
+        std::ops::ControlFlow::Continue(())
+    })?;
+    Ok(out)
 }
 
 /// [`loop_rows_matching`]'s rows, decoded one at a time and handed to `each` as the
