@@ -60,7 +60,8 @@ impl<'a> EventColumns<'a> {
 }
 
 /// Appends `bodies` at `now`, in order, inside the caller's transaction — as its last
-/// statements (see the module docs).
+/// statements (see the module docs). In a transaction of [`crate::session::Tx`] they
+/// are kept and written with its `COMMIT`, one round trip for both.
 pub(crate) async fn append_all(
     db: &Db<'_, impl Conn>,
     bodies: &[EventBody],
@@ -69,31 +70,83 @@ pub(crate) async fn append_all(
     if bodies.is_empty() {
         return Ok(());
     }
-    let mut cols = EventColumns::with_capacity(bodies.len());
-    for body in bodies {
-        cols.push(body).map_err(|e| Error::decode(e.to_string()))?;
+    match db.deferred_events() {
+        Some(rows) => rows.borrow_mut().push_all(bodies, now),
+        None => {
+            let mut rows = EventRows::default();
+            rows.push_all(bodies, now)?;
+            let st = db.prepare(INSERT_EVENTS).await?;
+            crate::session::count_round_trip();
+            db.c.execute(&st, &rows.params()).await?;
+            Ok(())
+        }
     }
-    // The lock is a one-row subquery the insert's rows are joined to: no row reaches
-    // the insert, which draws its number, before the lock is taken — one round trip.
-    db.execute(
-        "INSERT INTO events (kind, loop_id, run_id, workflow_run_id, data_json, created_at) \
-         SELECT k, l, r, w, d, $6 \
-         FROM (SELECT pg_advisory_xact_lock($7)) AS events_lock, \
-           unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) \
-           WITH ORDINALITY AS e(k, l, r, w, d, n) \
-         ORDER BY n",
-        &[
-            &cols.kind,
-            &cols.loop_id,
-            &cols.run_id,
-            &cols.workflow_run_id,
-            &cols.data,
-            &ms(&now),
+}
+
+/// The insert of [`EventRows`]. The lock is a one-row subquery the insert's rows are
+/// joined to: no row reaches the insert, which draws its number, before the lock is
+/// taken.
+pub(crate) const INSERT_EVENTS: &str =
+    "INSERT INTO events (kind, loop_id, run_id, workflow_run_id, data_json, created_at) \
+     SELECT k, l, r, w, d, c \
+     FROM (SELECT pg_advisory_xact_lock($7)) AS events_lock, \
+       unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) \
+       WITH ORDINALITY AS e(k, l, r, w, d, c, n) \
+     ORDER BY n";
+
+/// Event rows a transaction appends, as the parallel arrays [`INSERT_EVENTS`] binds.
+#[derive(Default)]
+pub(crate) struct EventRows {
+    kind: Vec<&'static str>,
+    loop_id: Vec<Option<String>>,
+    run_id: Vec<Option<String>>,
+    workflow_run_id: Vec<Option<String>>,
+    data: Vec<String>,
+    created_at: Vec<i64>,
+}
+
+impl EventRows {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.kind.is_empty()
+    }
+
+    /// Adds `bodies`' rows at `now`; fails (adding none) if a body's data does not
+    /// serialize.
+    fn push_all(&mut self, bodies: &[EventBody], now: Instant) -> Result<()> {
+        let data = bodies
+            .iter()
+            .map(|b| serde_json::to_string(&b.data).map(|d| crate::codec::text(&d).into_owned()))
+            .collect::<serde_json::Result<Vec<_>>>()
+            .map_err(|e| Error::decode(e.to_string()))?;
+        for body in bodies {
+            self.kind.push(body.kind.as_str());
+            self.loop_id
+                .push(body.loop_id.as_ref().map(|id| id.as_str().to_owned()));
+            self.run_id
+                .push(body.run_id.as_ref().map(|id| id.as_str().to_owned()));
+            self.workflow_run_id.push(
+                body.workflow_run_id
+                    .as_ref()
+                    .map(|id| id.as_str().to_owned()),
+            );
+            self.created_at.push(ms(&now));
+        }
+        self.data.extend(data);
+        Ok(())
+    }
+
+    /// The parameters of [`INSERT_EVENTS`].
+    pub(crate) fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 7] {
+        [
+            &self.kind,
+            &self.loop_id,
+            &self.run_id,
+            &self.workflow_run_id,
+            &self.data,
+            &self.created_at,
             &EVENTS_LOCK,
-        ],
-    )
-    .await?;
-    Ok(())
+        ]
+    }
 }
 
 /// The briefs of `ids` as this transaction sees them (a loop that is gone is missing).

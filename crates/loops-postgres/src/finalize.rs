@@ -30,8 +30,25 @@ pub(crate) async fn record_run_writes(
     // transaction goes on with the next write, no savepoint needed.
     // The batch's pid records first, in one statement: each run's pid record precedes
     // its finalization, so none of them is moved past a write it depends on.
-    let mut marked = mark_pids_in(db, writes).await?;
     let mut batch = Batch::default();
+    let pids = writes.iter().any(|w| matches!(w.to_write(), Write::Pid(_)));
+    let finishes = writes
+        .iter()
+        .any(|w| matches!(w.to_write(), Write::Finish { .. }));
+    let mut marked = if pids && finishes {
+        // The notification default the finalizations read goes with the pid records'
+        // statement: one round trip for both.
+        let (marked, default) =
+            tokio::join!(mark_pids_in(db, writes), crate::notify::notify_default(db));
+        let marked = marked?;
+        if marked.is_some() {
+            crate::session::sent_together(2);
+        }
+        batch.notify_default = Some(default?);
+        marked
+    } else {
+        mark_pids_in(db, writes).await?
+    };
     // Then the finalizations that can be made together, as if they came first; the
     // rest one by one, in order, after them.
     let mut finalized = finalize_set_in(db, writes, marked.is_some(), now, &mut batch).await?;

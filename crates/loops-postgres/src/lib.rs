@@ -58,7 +58,7 @@ pub use session::{round_trips, CALL_TIMEOUT, CONNECT_TIMEOUT};
 
 use crate::codec::by_id;
 use crate::error::StoreResult;
-use crate::session::{Db, Job};
+use crate::session::Job;
 use loops_core::health::{FactsQuery, RunFacts};
 use loops_core::workflow::{
     NewEvent, RunOrigin, StepRun, Workflow, WorkflowEvent, WorkflowRun, WorkflowSpec,
@@ -121,18 +121,23 @@ macro_rules! write {
         let fence: Option<(Fence, Instant)> = $fence;
         $store.call(move |s| {
             Box::pin(async move {
-                let (tx, cache) = s.begin().await?;
-                let out = {
-                    let $db = &Db::new(&tx, cache);
-                    let $epoch: Option<i64> = match &fence {
-                        Some((f, now)) => crate::lease::check_fence($db, f, *now).await?,
-                        None => None,
-                    };
-                    $body.await?
-                };
-                crate::session::count_round_trip();
-                tx.commit().await?;
-                Ok(out)
+                let (tx, fenced) = s.begin(fence.as_ref()).await?;
+                let out: crate::error::Result<_> = async {
+                    let $db = &tx.db();
+                    let $epoch: Option<i64> = fenced?;
+                    $body.await
+                }
+                .await;
+                match out {
+                    Ok(out) => {
+                        tx.commit().await?;
+                        Ok(out)
+                    }
+                    Err(e) => {
+                        tx.rollback().await;
+                        Err(e)
+                    }
+                }
             })
         })
     }};
@@ -218,6 +223,18 @@ impl Store for PgStore {
     ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
         let labels = labels.to_vec();
         read!(self, |db| loops::due_loops_on(db, now, limit, &labels))
+    }
+
+    fn due_loops_unless_expiring(
+        &self,
+        now: Instant,
+        limit: usize,
+        labels: &[String],
+    ) -> StoreResult<Option<Vec<std::result::Result<Loop, UnreadableLoop>>>> {
+        let labels = labels.to_vec();
+        read!(self, |db| loops::due_loops_unless_expiring(
+            db, now, limit, &labels
+        ))
     }
 
     fn next_due_at(&self) -> StoreResult<Option<Instant>> {

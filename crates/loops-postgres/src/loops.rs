@@ -6,7 +6,7 @@ use crate::codec::{
     with_id_prefix, Cols, ID_ATTEMPTS,
 };
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
-use crate::session::{Conn, Db};
+use crate::session::{Conn, Db, Params};
 use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunStatus};
 use loops_store::codec::StoredRow;
@@ -319,29 +319,37 @@ pub(crate) async fn due_loops_on(
     Ok(rows.iter().map(decode_loop_row).collect())
 }
 
+/// [`due_loops_on`] unless a loop is past its expiry (`None`): both statements go to the
+/// server together, one round trip for a scheduling pass's reads.
+pub(crate) async fn due_loops_unless_expiring(
+    db: &Db<'_, impl Conn>,
+    now: Instant,
+    limit: usize,
+    labels: &[String],
+) -> Result<Option<Vec<std::result::Result<Loop, UnreadableLoop>>>> {
+    let (expiring, due) = tokio::join!(any_expired(db, now), due_loops_on(db, now, limit, labels));
+    crate::session::sent_together(2);
+    if expiring? {
+        return Ok(None);
+    }
+    due.map(Some)
+}
+
 /// The earliest instant an active loop becomes due ([`loops_store::waits_until`]); without holds
 /// (the common case) one index probe.
 pub(crate) async fn next_due_at(db: &Db<'_, impl Conn>) -> Result<Option<Instant>> {
-    let sql = if crate::holds::any(db).await? {
+    earliest_due(
+        db,
+        "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+         ORDER BY due_at LIMIT 1",
         concat!(
             "SELECT MIN(",
             loops_store::waits_until!(crate::holds, "GREATEST"),
             ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
-        )
-    } else {
-        "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
-         ORDER BY due_at LIMIT 1"
-    };
-    let row = db.query_opt(sql, &[]).await?;
-    first_instant(row)
-}
-
-/// The instant of a `next_due_at` query's row (none, or NULL: nothing is due).
-fn first_instant(row: Option<tokio_postgres::Row>) -> Result<Option<Instant>> {
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    Ok(Cols(&row).opt_instant(0, "due_at")?)
+        ),
+        &[],
+    )
+    .await
 }
 
 /// [`next_due_at`] among the loops a runner advertising `labels` can take (the filter of
@@ -351,20 +359,48 @@ pub(crate) async fn next_due_at_on(
     labels: &[String],
 ) -> Result<Option<Instant>> {
     let labels = serde_json::to_string(labels).map_err(|e| Error::invalid(e.to_string()))?;
-    let sql = if crate::holds::any(db).await? {
+    earliest_due(
+        db,
+        "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
+         AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb) \
+         ORDER BY due_at LIMIT 1",
         concat!(
             "SELECT MIN(",
             loops_store::waits_until!(crate::holds, "GREATEST"),
             ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
              AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb)"
-        )
+        ),
+        &[&labels],
+    )
+    .await
+}
+
+/// The first instant `plain` finds (one index probe, right while no hold exists) or,
+/// when a hold exists, `held`'s (each loop's wait past its holds). The hold check and
+/// `plain` go to the server together, one round trip in the common case: one statement
+/// asking both made PostgreSQL run the hold branch every time (BENCHMARKS §27).
+async fn earliest_due(
+    db: &Db<'_, impl Conn>,
+    plain: &str,
+    held: &str,
+    params: &Params<'_>,
+) -> Result<Option<Instant>> {
+    let (any_hold, row) = tokio::join!(crate::holds::any(db), db.query_opt(plain, params));
+    crate::session::sent_together(2);
+    let row = if any_hold? {
+        db.query_opt(held, params).await?
     } else {
-        "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
-         AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb) \
-         ORDER BY due_at LIMIT 1"
+        row?
     };
-    let row = db.query_opt(sql, &[&labels]).await?;
     first_instant(row)
+}
+
+/// The instant of a `next_due_at` query's row (none, or NULL: nothing is due).
+fn first_instant(row: Option<tokio_postgres::Row>) -> Result<Option<Instant>> {
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Cols(&row).opt_instant(0, "due_at")?)
 }
 
 pub(crate) async fn park_loop(

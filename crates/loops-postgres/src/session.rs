@@ -12,13 +12,17 @@
 
 use crate::codec::{new_id, ID_ATTEMPTS};
 use crate::error::{io, Error, Result, StoreResult};
-use std::cell::RefCell;
+use crate::events::EventRows;
+use loops_core::Instant;
+use loops_store::Fence;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, GenericClient, NoTls, Row, Statement, Transaction};
+use tokio_postgres::{Client, Config, GenericClient, NoTls, Row, Statement};
 
 /// A future borrowing the session, run on the store's thread (never sent anywhere).
 pub(crate) type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -48,12 +52,20 @@ pub(crate) fn count_round_trip() {
     ROUND_TRIPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// `n` statements (each counted) were sent to the server together and their answers
+/// awaited at once: one round trip, not `n`.
+pub(crate) fn sent_together(n: u64) {
+    ROUND_TRIPS.fetch_sub(n.saturating_sub(1), std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The connection of one store (opened lazily, reopened after it broke) and its
 /// prepared statements.
 pub(crate) struct Session {
     config: Config,
     client: Option<Client>,
     cache: StmtCache,
+    /// A transaction was begun on the connection and not yet committed or rolled back.
+    in_transaction: Cell<bool>,
 }
 
 /// Prepared statements by SQL text, for the connection they were prepared on.
@@ -66,11 +78,17 @@ impl Session {
             config,
             client: None,
             cache: StmtCache::default(),
+            in_transaction: Cell::new(false),
         }
     }
 
     /// The open connection, opening one when there is none or it closed.
     pub(crate) async fn client(&mut self) -> Result<&mut Client> {
+        // A transaction a call left open (its rollback failed; a call dropped mid-way
+        // times out, which disconnects) must not take the next call's statements.
+        if self.in_transaction.get() {
+            self.disconnect();
+        }
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
             self.cache.0.borrow_mut().clear();
@@ -92,34 +110,135 @@ impl Session {
     pub(crate) async fn reader(&mut self) -> Result<Db<'_, Client>> {
         self.client().await?;
         match &self.client {
-            Some(client) => Ok(Db {
-                c: client,
-                cache: &self.cache,
-            }),
+            Some(client) => Ok(Db::new(client, &self.cache)),
             None => Err(io("no PostgreSQL connection").into()),
         }
     }
 
-    /// A transaction (READ COMMITTED) on the connection.
-    pub(crate) async fn begin(&mut self) -> Result<(Transaction<'_>, &StmtCache)> {
+    /// A transaction (READ COMMITTED) on the connection, and the answer of its `fence`
+    /// check (the runner's epoch, `None` for none or the daemon lease's) made inside it.
+    ///
+    /// `BEGIN` and the fence's statement go to the server together, one round trip for
+    /// both: the server runs them in order, so the check is the transaction's first
+    /// statement as before. The caller ends the transaction with [`Tx::commit`] or
+    /// [`Tx::rollback`] (the fence's error included).
+    pub(crate) async fn begin(
+        &mut self,
+        fence: Option<&(Fence, Instant)>,
+    ) -> Result<(Tx<'_>, Result<Option<i64>>)> {
         self.client().await?;
-        let cache = &self.cache;
-        count_round_trip();
-        match self.client.as_mut() {
-            Some(client) => Ok((client.transaction().await?, cache)),
-            None => Err(io("no PostgreSQL connection").into()),
+        let Some(client) = self.client.as_ref() else {
+            return Err(io("no PostgreSQL connection").into());
+        };
+        let tx = Tx {
+            client,
+            cache: &self.cache,
+            open: &self.in_transaction,
+            events: RefCell::default(),
+        };
+        self.in_transaction.set(true);
+        let mut begin = std::pin::pin!(client.batch_execute("BEGIN"));
+        // The first poll sends `BEGIN` (tokio-postgres writes requests in the order they
+        // are made); its answer is read after the fence's statement is on its way.
+        let sent = std::future::poll_fn(|cx| Poll::Ready(begin.as_mut().poll(cx))).await;
+        let fenced = match fence {
+            Some((f, now)) => {
+                let db = tx.db();
+                crate::lease::check_fence(&db, f, *now).await
+            }
+            None => {
+                count_round_trip();
+                Ok(None)
+            }
+        };
+        match sent {
+            Poll::Ready(began) => began?,
+            Poll::Pending => begin.await?,
         }
+        Ok((tx, fenced))
     }
 
     /// Drops the connection (after a call timed out mid-way).
     pub(crate) fn disconnect(&mut self) {
         self.client = None;
         self.cache.0.borrow_mut().clear();
+        self.in_transaction.set(false);
     }
 
     /// Whether the connection broke during the last call.
     pub(crate) fn broken(&self) -> bool {
         self.client.as_ref().is_some_and(Client::is_closed)
+    }
+}
+
+/// A transaction [`Session::begin`] opened on the session's connection.
+pub(crate) struct Tx<'a> {
+    client: &'a Client,
+    cache: &'a StmtCache,
+    open: &'a Cell<bool>,
+    events: RefCell<EventRows>,
+}
+
+impl Tx<'_> {
+    /// Statements in the transaction.
+    pub(crate) fn db(&self) -> Db<'_, Client> {
+        Db {
+            c: self.client,
+            cache: self.cache,
+            events: Some(&self.events),
+        }
+    }
+
+    /// Writes the events the transaction appended and commits: the insert and the
+    /// `COMMIT` go to the server together, one round trip, so the event log's lock
+    /// (taken by the insert) is held for no round trip of ours. An insert that fails
+    /// aborts the transaction, which its `COMMIT` then rolls back.
+    pub(crate) async fn commit(self) -> Result<()> {
+        let rows = self.events.take();
+        count_round_trip();
+        if rows.is_empty() {
+            self.client.batch_execute("COMMIT").await?;
+            self.open.set(false);
+            return Ok(());
+        }
+        let insert_events = match Db::new(self.client, self.cache)
+            .prepare(crate::events::INSERT_EVENTS)
+            .await
+        {
+            Ok(st) => st,
+            Err(e) => {
+                self.rollback().await;
+                return Err(e);
+            }
+        };
+        let params = rows.params();
+        let mut insert = std::pin::pin!(self.client.execute(&insert_events, &params));
+        // The first poll sends the insert; the `COMMIT` is sent after it.
+        if let Poll::Ready(done) =
+            std::future::poll_fn(|cx| Poll::Ready(insert.as_mut().poll(cx))).await
+        {
+            // It failed before it was sent (its parameters did not encode).
+            if let Err(e) = done {
+                self.rollback().await;
+                return Err(e.into());
+            }
+            self.client.batch_execute("COMMIT").await?;
+            self.open.set(false);
+            return Ok(());
+        }
+        let (inserted, committed) = tokio::join!(insert, self.client.batch_execute("COMMIT"));
+        committed?;
+        self.open.set(false);
+        inserted?;
+        Ok(())
+    }
+
+    /// Rolls back; a connection that cannot do that is dropped before the next call.
+    pub(crate) async fn rollback(self) {
+        count_round_trip();
+        if self.client.batch_execute("ROLLBACK").await.is_ok() {
+            self.open.set(false);
+        }
     }
 }
 
@@ -132,6 +251,8 @@ impl<C: GenericClient + Sync> Conn for C {}
 pub(crate) struct Db<'a, C> {
     pub(crate) c: &'a C,
     cache: &'a StmtCache,
+    /// Where a transaction keeps the events it appends until its `COMMIT`.
+    events: Option<&'a RefCell<EventRows>>,
 }
 
 /// Statement parameters.
@@ -139,10 +260,21 @@ pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
 
 impl<'a, C: GenericClient + Sync> Db<'a, C> {
     pub(crate) fn new(c: &'a C, cache: &'a StmtCache) -> Self {
-        Self { c, cache }
+        Self {
+            c,
+            cache,
+            events: None,
+        }
     }
 
-    async fn prepare(&self, sql: &str) -> Result<Statement> {
+    /// The events appended so far in this transaction, to be written with its `COMMIT`
+    /// (`None` outside a [`Tx`]: they are written at once).
+    pub(crate) fn deferred_events(&self) -> Option<&'a RefCell<EventRows>> {
+        self.events
+    }
+
+    /// `sql` prepared on the connection (once; the cache keeps it).
+    pub(crate) async fn prepare(&self, sql: &str) -> Result<Statement> {
         if let Some(st) = self.cache.0.borrow().get(sql) {
             return Ok(st.clone());
         }

@@ -456,3 +456,89 @@ fn an_event_append_draws_its_number_after_the_events_lock() {
         );
     });
 }
+
+/// A scheduling pass's reads are one call, its two statements sent together: the due
+/// loops while no loop is past its expiry, `None` (expire first) once one is.
+#[test]
+fn a_pass_reads_due_loops_and_expiry_together() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let store = PgStore::open(&cluster.database()).unwrap();
+    let now = chrono::Utc::now();
+    let due = store.create_loop(new_loop("due"), now).unwrap();
+    let mut expiring = new_loop("expiring");
+    expiring.next_run_at = Some(now + chrono::TimeDelta::hours(1));
+    expiring.policy.expires_at = Some(now + chrono::TimeDelta::minutes(30));
+    store.create_loop(expiring, now).unwrap();
+
+    let read = store
+        .due_loops_unless_expiring(now, 10, &[])
+        .unwrap()
+        .expect("no loop is past its expiry yet");
+    let ids: Vec<_> = read.into_iter().map(|r| r.unwrap().id).collect();
+    assert_eq!(ids, vec![due.id]);
+
+    let later = now + chrono::TimeDelta::minutes(31);
+    assert!(store
+        .due_loops_unless_expiring(later, 10, &[])
+        .unwrap()
+        .is_none());
+    assert_eq!(store.expire_loops(later, None).unwrap().len(), 1);
+    assert!(store
+        .due_loops_unless_expiring(later, 10, &[])
+        .unwrap()
+        .is_some());
+}
+
+/// A transaction's events go to the server with its `COMMIT`: when their insert fails,
+/// nothing of the transaction is kept, the call fails, and the connection is ready for
+/// the next call (not left inside the aborted transaction).
+#[test]
+fn a_failing_event_insert_sent_with_the_commit_keeps_nothing() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let store = PgStore::open(&url).unwrap();
+    cluster.psql(
+        db_name(&url),
+        "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN IF NEW.data_json LIKE '%boom%' THEN RAISE EXCEPTION 'refused'; END IF; \
+         RETURN NEW; END $$; \
+         CREATE TRIGGER refuse_boom BEFORE INSERT ON events \
+         FOR EACH ROW EXECUTE FUNCTION refuse_boom()",
+    );
+    let events_before = cluster.psql(db_name(&url), "SELECT count(*) FROM events");
+    let err = store
+        .create_loop(new_loop("boom"), chrono::Utc::now())
+        .unwrap_err();
+    assert!(err.to_string().contains("refused"), "{err}");
+    assert!(store.get_loop_by_name("boom").unwrap().is_none());
+    assert_eq!(
+        cluster.psql(db_name(&url), "SELECT count(*) FROM events"),
+        events_before
+    );
+    // The same connection goes on: this write commits, with its event.
+    let kept = store
+        .create_loop(new_loop("kept"), chrono::Utc::now())
+        .unwrap();
+    assert_eq!(
+        cluster.psql(
+            db_name(&url),
+            &format!(
+                "SELECT count(*) FROM events WHERE kind = 'loop.created' AND loop_id = '{}'",
+                kept.id
+            )
+        ),
+        "1"
+    );
+    assert_eq!(
+        cluster.psql(
+            db_name(&url),
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND state = 'idle in transaction'"
+        ),
+        "0"
+    );
+}

@@ -183,6 +183,20 @@ pub trait Store: WorkflowStore + Send + Sync {
         let _ = labels;
         self.due_loops(now, limit)
     }
+    /// A scheduling pass's reads in one call: [`Store::due_loops_on`] when no active
+    /// loop is past its expiry at `now`, `None` when one is (the pass then expires them
+    /// with [`Store::expire_loops`] and reads the due loops after). A backend whose
+    /// every call is a round trip to a server asks both at once; the default answers
+    /// `None`, which is always right.
+    fn due_loops_unless_expiring(
+        &self,
+        now: Instant,
+        limit: usize,
+        labels: &[String],
+    ) -> Result<Option<Vec<std::result::Result<Loop, UnreadableLoop>>>> {
+        let _ = (now, limit, labels);
+        Ok(None)
+    }
     /// Earliest `nextRunAt` among active loops (for the daemon's sleep).
     fn next_due_at(&self) -> Result<Option<Instant>>;
     /// [`Store::next_due_at`] among the loops a runner advertising `labels` can take

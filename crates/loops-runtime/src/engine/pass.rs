@@ -26,15 +26,11 @@ impl Engine {
         if recover {
             self.recover(now, &mut report)?;
         }
-        let expired = self
-            .store
-            .expire_loops(now, self.fence())
-            .map_err(|e| self.note_store_error(e))?;
-        report.expired = expired.into_iter().map(|l| l.id).collect();
         // Fetch no more due loops than can start now: decoding rows that must wait for
         // a free slot is wasted work on every pass.
         let free = self.permits.available_permits();
         if free == 0 {
+            self.expire(now, &mut report)?;
             report.saturated = true;
         } else {
             // Loops the last pass left waiting for a cap come first again (they are
@@ -42,9 +38,15 @@ impl Engine {
             let fetch = free
                 .saturating_add(self.cap_waiting.load(Ordering::SeqCst))
                 .min(DUE_BATCH);
-            let due = self
-                .store
-                .due_loops_on(now, fetch, &self.cfg.runner_labels)?;
+            let labels = &self.cfg.runner_labels;
+            // Loops past their expiry are expired before the due ones are read.
+            let due = match self.store.due_loops_unless_expiring(now, fetch, labels)? {
+                Some(due) => due,
+                None => {
+                    self.expire(now, &mut report)?;
+                    self.store.due_loops_on(now, fetch, labels)?
+                }
+            };
             let full = due.len() >= fetch;
             report.saturated |= !self.dispatch(due, now, &mut report)?;
             // More may be due than were fetched: come back once a run frees a slot.
@@ -59,6 +61,16 @@ impl Engine {
             self.saturated.store(true, Ordering::SeqCst);
         }
         Ok(report)
+    }
+
+    /// Marks the loops past their expiry at `now` expired.
+    fn expire(&self, now: Instant, report: &mut PassReport) -> Result<(), EngineError> {
+        let expired = self
+            .store
+            .expire_loops(now, self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        report.expired = expired.into_iter().map(|l| l.id).collect();
+        Ok(())
     }
 
     /// Resolves when the daemon should plan again: a run finished while every slot was

@@ -209,6 +209,46 @@ pub fn expire_loops_marks_only_active_past_expiry(db: &dyn TestDb) {
     assert!(store.expire_loops(t(2000), None).unwrap().is_empty());
 }
 
+/// A pass's reads in one call: `None` while an active loop is past its expiry (the
+/// pass expires it first), otherwise (when answered) exactly `due_loops_on`'s loops.
+pub fn due_loops_unless_expiring_yields_to_expiry(db: &dyn TestDb) {
+    let store = db.open();
+    let mut n = new_loop("expiring", Some(t(100)));
+    n.policy.expires_at = Some(t(1000));
+    store.create_loop(n, t(0)).unwrap();
+    store
+        .create_loop(new_loop("a", Some(t(200))), t(0))
+        .unwrap();
+    store
+        .create_loop(new_loop("b", Some(t(300))), t(0))
+        .unwrap();
+    store
+        .create_loop(new_loop("later", Some(t(5000))), t(0))
+        .unwrap();
+    let ids = |due: Vec<Result<crate::Loop, crate::UnreadableLoop>>| -> Vec<LoopId> {
+        due.into_iter().map(|r| r.unwrap().id).collect()
+    };
+    let answered_as_due_loops_on = |now, limit| {
+        if let Some(due) = store.due_loops_unless_expiring(now, limit, &[]).unwrap() {
+            let expected = ids(store.due_loops_on(now, limit, &[]).unwrap());
+            assert!(!expected.is_empty());
+            assert_eq!(ids(due), expected);
+        }
+    };
+    answered_as_due_loops_on(t(150), 10);
+    answered_as_due_loops_on(t(999), 10);
+    answered_as_due_loops_on(t(999), 2);
+    for now in [t(1000), t(6000)] {
+        assert!(store
+            .due_loops_unless_expiring(now, 10, &[])
+            .unwrap()
+            .is_none());
+    }
+    assert_eq!(store.expire_loops(t(1000), None).unwrap().len(), 1);
+    answered_as_due_loops_on(t(1000), 10);
+    answered_as_due_loops_on(t(6000), 10);
+}
+
 /// Removing a loop removes its runs, and frees its name.
 pub fn remove_loop_deletes_its_runs(db: &dyn TestDb) {
     let store = db.open();

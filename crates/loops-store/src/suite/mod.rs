@@ -91,6 +91,7 @@ macro_rules! store_suite {
             due_loops_order_limit_and_paused_excluded,
             next_due_at_empty,
             expire_loops_marks_only_active_past_expiry,
+            due_loops_unless_expiring_yields_to_expiry,
             remove_loop_deletes_its_runs,
             due_loops_reports_an_unreadable_row_in_its_place,
             park_loop_pauses_it_and_records_why_in_one_write,
@@ -366,6 +367,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 74);
+        assert_eq!(count, 75);
     }
 }
