@@ -588,12 +588,24 @@ fn health_and_usage_queries_use_indexes() {
     assert!(!steps.contains("SCAN"), "{steps}");
     // The dashboard's day of counts: a range of the status index per status, not a
     // scan of every run ever kept.
+    // The hours wholly in the window from their per-hour counters (migration 21),
+    // the hour it starts in from the index.
     let counts = plan("status counts");
     assert!(
-        counts.contains("COVERING INDEX runs_status_created (status=? AND created_at>?)"),
+        counts.contains(
+            "COVERING INDEX runs_status_created (status=? AND created_at>? AND created_at<?)"
+        ),
         "{counts}"
     );
-    assert!(!counts.contains("SCAN"), "{counts}");
+    assert!(
+        counts.contains("SEARCH run_counts USING PRIMARY KEY (hour>?)"),
+        "{counts}"
+    );
+    // The only scan is of the subquery's rows (a few per hour of the window).
+    assert!(
+        !counts.contains("SCAN runs") && !counts.contains("SCAN run_counts"),
+        "{counts}"
+    );
     // Health over many loops with few runs each: every run once, backwards through the
     // covering index, no sort and no table row.
     assert_eq!(
