@@ -210,6 +210,8 @@ pub(crate) async fn usage_since(db: &Db<'_, impl Conn>, since: Instant) -> Resul
 
 /// How many runs created at or after `since` have each status: every status named
 /// (`= ANY`), so each is one range of `runs_status_created`, not a read of every run.
+/// No per-hour counters as SQLite keeps (`run_counts`): here several runners write runs
+/// at once, and every claim and finalization would contend on the same hour's rows.
 pub(crate) async fn run_status_counts(
     db: &Db<'_, impl Conn>,
     since: Instant,

@@ -124,10 +124,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "workflow run params",
         sql: include_str!("../migrations/0020_workflow_run_params.sql"),
     },
+    Migration {
+        version: 21,
+        name: "run counts by hour",
+        sql: include_str!("../migrations/0021_run_counts.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 20;
+pub const SCHEMA_VERSION: i64 = 21;
 
 impl SqliteStore {
     /// Opens (creating when missing, mode 0600) the database at `path`, switches it to

@@ -216,17 +216,20 @@ fn restore_refuses_a_damaged_foreign_or_newer_file_and_changes_nothing() {
     assert!(err.to_string().contains("the store itself"), "{err}");
 }
 
-/// Puts the store at `db` back to schema `SCHEMA_VERSION - 1` (undoing migration 20), so the next open migrates it.
+/// Puts the store at `db` back to schema `SCHEMA_VERSION - 1` (undoing migration 21), so the next open migrates it.
 fn make_older(db: &Path) {
     assert_eq!(
-        SCHEMA_VERSION, 20,
+        SCHEMA_VERSION, 21,
         "revert the newest migration here instead"
     );
     rusqlite::Connection::open(db)
         .unwrap()
         .execute_batch(
-            "ALTER TABLE workflow_runs DROP COLUMN params_json;
-             DELETE FROM schema_migrations WHERE version = 20;",
+            "DROP TRIGGER run_counts_insert;
+             DROP TRIGGER run_counts_update;
+             DROP TRIGGER run_counts_delete;
+             DROP TABLE run_counts;
+             DELETE FROM schema_migrations WHERE version = 21;",
         )
         .unwrap();
 }

@@ -588,12 +588,24 @@ fn health_and_usage_queries_use_indexes() {
     assert!(!steps.contains("SCAN"), "{steps}");
     // The dashboard's day of counts: a range of the status index per status, not a
     // scan of every run ever kept.
+    // The hours wholly in the window from their per-hour counters (migration 21),
+    // the hour it starts in from the index.
     let counts = plan("status counts");
     assert!(
-        counts.contains("COVERING INDEX runs_status_created (status=? AND created_at>?)"),
+        counts.contains(
+            "COVERING INDEX runs_status_created (status=? AND created_at>? AND created_at<?)"
+        ),
         "{counts}"
     );
-    assert!(!counts.contains("SCAN"), "{counts}");
+    assert!(
+        counts.contains("SEARCH run_counts USING PRIMARY KEY (hour>?)"),
+        "{counts}"
+    );
+    // The only scan is of the subquery's rows (a few per hour of the window).
+    assert!(
+        !counts.contains("SCAN runs") && !counts.contains("SCAN run_counts"),
+        "{counts}"
+    );
     // Health over many loops with few runs each: every run once, backwards through the
     // covering index, no sort and no table row.
     assert_eq!(
@@ -963,6 +975,159 @@ fn migration_19_backfills_the_provider_of_step_runs_with_usage() {
         ]
     );
     assert_eq!(store.step_runs("wr-bad").unwrap()[0].provider, None);
+}
+
+/// `run_counts` as it should be: the runs counted by the hour they were created in
+/// (rounded down, also before 1970) and status, no row for what has no runs.
+fn assert_run_counts_exact(conn: &rusqlite::Connection, when: &str) {
+    let mut want = std::collections::BTreeMap::<(i64, String), i64>::new();
+    let mut stmt = conn.prepare("SELECT created_at, status FROM runs").unwrap();
+    let runs = stmt
+        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+        .unwrap();
+    for run in runs {
+        let (created, status) = run.unwrap();
+        *want
+            .entry((created.div_euclid(3_600_000), status))
+            .or_default() += 1;
+    }
+    let got: std::collections::BTreeMap<(i64, String), i64> = conn
+        .prepare("SELECT hour, status, n FROM run_counts")
+        .unwrap()
+        .query_map([], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(got, want, "{when}");
+}
+
+/// Migration 21 counts the runs already stored by hour and status (before 1970 too),
+/// and from then on its triggers keep the counts exact — also through writes past the
+/// store: a changed creation instant, a loop's runs deleted by the foreign key's
+/// cascade. The dashboard's counts read from them equal a count of the runs.
+#[test]
+fn migration_21_backfills_run_counts_and_triggers_keep_them() {
+    use loops_core::{RunOutcome, RunSource, RunStatus};
+    use loops_store::{ClaimRequest, RunFilter, RunWrite};
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join(DB_FILE);
+    let h = 3_600_000;
+    let (a, b) = {
+        let store = SqliteStore::open(&path).unwrap();
+        let a = store.create_loop(new_loop("a", None), t(0)).unwrap();
+        let b = store.create_loop(new_loop("b", None), t(0)).unwrap();
+        for k in 0..10 {
+            let lp = if k % 2 == 0 { &a } else { &b };
+            let run = store
+                .claim_run(
+                    &ClaimRequest {
+                        loop_id: lp.id.clone(),
+                        scheduled_for: t(k * h / 3),
+                        runner_id: "test".into(),
+                        source: RunSource::AdHoc,
+                        now: t(k * h / 3),
+                        require_no_running: false,
+                    },
+                    None,
+                    None,
+                )
+                .unwrap()
+                .unwrap();
+            if k % 3 != 0 {
+                let status = [RunStatus::Succeeded, RunStatus::Failed][(k % 2) as usize];
+                let done = RunOutcome::new(status, t(k * h / 3 + 5));
+                let write = RunWrite::Finished {
+                    run: run.id,
+                    outcome: done,
+                };
+                store
+                    .record_run_writes(&[write], t(k * h / 3 + 5), None)
+                    .unwrap()[0]
+                    .as_ref()
+                    .unwrap();
+            }
+        }
+        (a, b)
+    };
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        assert_run_counts_exact(&conn, "kept by the triggers");
+        // The schema as it was before migration 21, and runs written then: some
+        // before 1970, one on an hour's first millisecond, one just before it.
+        conn.execute_batch(
+            "DROP TRIGGER run_counts_insert;
+             DROP TRIGGER run_counts_update;
+             DROP TRIGGER run_counts_delete;
+             DROP TABLE run_counts;
+             DELETE FROM schema_migrations WHERE version = 21;",
+        )
+        .unwrap();
+        for (k, created) in [-1, -h, -h - 1, 0, 2 * h, 2 * h - 1].iter().enumerate() {
+            conn.execute(
+                "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
+                 source, created_at, updated_at) \
+                 VALUES (?1, ?2, 'a', ?3, 1, 'skipped', 'scheduled', ?3, ?3)",
+                rusqlite::params![format!("old-{k}"), a.id.as_str(), created],
+            )
+            .unwrap();
+        }
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    assert_run_counts_exact(&conn, "backfilled");
+    let agree = |when: &str| {
+        let runs = store.list_runs(&RunFilter::default()).unwrap();
+        let sinces = [-2 * h, -h - 1, -h, -1, 0, 1, h / 2, 2 * h - 1, 2 * h];
+        for since in sinces
+            .iter()
+            .map(|&ms| chrono::DateTime::from_timestamp_millis(ms).unwrap())
+            .chain([t(-1), t(0), t(1), t(h), t(100 * h)])
+        {
+            let mut want = std::collections::BTreeMap::<&str, u64>::new();
+            for run in runs.iter().filter(|r| r.created_at >= since) {
+                *want.entry(run.status.as_str()).or_default() += 1;
+            }
+            let want: Vec<_> = want.into_iter().collect();
+            let got: Vec<_> = store
+                .run_status_counts(since)
+                .unwrap()
+                .into_iter()
+                .map(|(s, n)| (s.as_str(), n))
+                .collect();
+            assert_eq!(got, want, "{when}: since {since}");
+        }
+    };
+    agree("backfilled");
+    // A creation instant moved to another hour, and back within its hour.
+    conn.execute_batch(
+        "UPDATE runs SET created_at = created_at + 7200000 WHERE id = 'old-0';
+         UPDATE runs SET created_at = created_at - 1 WHERE id = 'old-3';",
+    )
+    .unwrap();
+    assert_run_counts_exact(&conn, "created_at changed");
+    agree("created_at changed");
+    // A loop deleted with the foreign keys on: its runs go by the cascade.
+    conn.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+    conn.execute("DELETE FROM loops WHERE id = ?1", [b.id.as_str()])
+        .unwrap();
+    assert!(store
+        .list_runs(&RunFilter {
+            loop_id: Some(b.id.clone()),
+            ..RunFilter::default()
+        })
+        .unwrap()
+        .is_empty());
+    assert_run_counts_exact(&conn, "cascade");
+    agree("cascade");
+    // Every run gone: nothing left counted.
+    assert!(store.remove_loop(&a.id).unwrap());
+    assert_run_counts_exact(&conn, "all removed");
+    let left: i64 = conn
+        .query_row("SELECT COUNT(*) FROM run_counts", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0);
+    assert!(store.run_status_counts(t(-100 * h)).unwrap().is_empty());
 }
 
 /// `prune --keep` reads its candidates outside any write and deletes them in bounded

@@ -157,6 +157,7 @@ macro_rules! store_suite {
             run_facts_reports_recent_rows_success_and_window,
             usage_since_lists_runs_and_steps_with_usage,
             recent_runs_and_status_counts_serve_the_dashboard,
+            status_counts_follow_every_write_across_hours,
             // agent operations (#20)
             failure_classes_round_trip_into_runs_and_health_facts,
             the_circuit_breaker_state_lives_in_the_loops_row,

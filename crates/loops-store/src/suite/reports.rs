@@ -1,8 +1,10 @@
 //! Imports and the read-only roll-ups over runs: `import`, `run_facts` (health) and
 //! `usage_since` (usage).
 
-use super::{claim, claim_req, new_loop, t, TestDb};
-use crate::{ImportBatch, ImportLoop, LoopAdvance, StoreError, UsageSource};
+use super::{claim, claim_req, finish, new_loop, outcome, t, TestDb};
+use crate::{
+    ImportBatch, ImportLoop, LoopAdvance, PrunePolicy, RunFilter, StoreError, UsageSource,
+};
 use loops_core::health::{FactsQuery, SlotRows};
 use loops_core::workflow::{parse_spec, RunOrigin, WorkflowSpec};
 use loops_core::{
@@ -503,4 +505,107 @@ pub fn recent_runs_and_status_counts_serve_the_dashboard(db: &dyn TestDb) {
         late,
         vec![(RunStatus::Failed, 2), (RunStatus::Succeeded, 3)]
     );
+}
+
+/// The dashboard's counts stay exact over runs created across several hours, whatever
+/// wrote or removed them — claims, finalizations, pruning, removing a loop, an import —
+/// and wherever the window starts: before everything, on an hour's first millisecond or
+/// its last, inside an hour, on a run's own creation instant, after everything. Each
+/// is checked against a count of the runs themselves.
+pub fn status_counts_follow_every_write_across_hours(db: &dyn TestDb) {
+    let store = db.open();
+    let h = 3_600_000;
+    // `t(b)` is the first millisecond of an hour (the suite's T0 is not on one).
+    let b = h - t(0).timestamp_millis().rem_euclid(h);
+    let check = |step: &str| {
+        let runs = store.list_runs(&RunFilter::default()).unwrap();
+        let mut sinces = vec![
+            t(b - 10 * h),
+            t(b - 1),
+            t(b),
+            t(b + 1),
+            t(b + h / 2),
+            t(b + h),
+            t(b + 2 * h - 1),
+            t(b + 3 * h + 17),
+            t(b + 100 * h),
+        ];
+        sinces.extend(runs.iter().map(|r| r.created_at));
+        for since in sinces {
+            let mut want: Vec<(RunStatus, u64)> = Vec::new();
+            for run in runs.iter().filter(|r| r.created_at >= since) {
+                match want.iter_mut().find(|(s, _)| *s == run.status) {
+                    Some((_, n)) => *n += 1,
+                    None => want.push((run.status, 1)),
+                }
+            }
+            want.sort_by_key(|(s, _)| s.as_str());
+            let mut got = store.run_status_counts(since).unwrap();
+            got.sort_by_key(|(s, _)| s.as_str());
+            assert_eq!(got, want, "{step}: counts since {since}");
+        }
+    };
+    check("empty");
+    // Runs of two loops every 20 minutes over four hours, from the hour before `b`.
+    let a = store.create_loop(new_loop("a", None), t(0)).unwrap();
+    let c = store.create_loop(new_loop("c", None), t(0)).unwrap();
+    let mut runs = Vec::new();
+    for k in 0..12 {
+        for lp in [&a, &c] {
+            let at = t(b - h + k * h / 3 + i64::from(lp.name == "c"));
+            let mut req = claim_req(lp, at, at);
+            req.source = RunSource::AdHoc;
+            runs.push(claim(&*store, &req).unwrap());
+        }
+    }
+    check("claimed");
+    // Most finish, some failed; every fifth still runs.
+    for (k, run) in runs.iter().enumerate() {
+        let status = match k % 5 {
+            0 => continue,
+            1 => RunStatus::Failed,
+            2 => RunStatus::TimedOut,
+            _ => RunStatus::Succeeded,
+        };
+        let at = run.created_at + chrono::TimeDelta::milliseconds(10);
+        finish(&*store, &run.id, outcome(status, at)).unwrap();
+    }
+    check("finished");
+    // Pruned: the runs that finished in the first two hours.
+    let pruned = store
+        .prune_runs(
+            &PrunePolicy {
+                older_than: Some(t(b + h)),
+                keep_per_loop: None,
+                keep_events: None,
+            },
+            false,
+        )
+        .unwrap();
+    assert!(pruned > 0);
+    check("pruned");
+    // A loop removed with its runs.
+    assert!(store.remove_loop(&c.id).unwrap());
+    check("removed");
+    // History imported across the same hours, skipped slots and abandoned runs among it.
+    let history = (0..9)
+        .map(|k| {
+            let status = [
+                RunStatus::Skipped,
+                RunStatus::Abandoned,
+                RunStatus::Succeeded,
+            ][usize::try_from(k % 3).unwrap()];
+            past_run(b - h + k * h / 2 - 1, 1, status, None)
+        })
+        .collect();
+    store
+        .import(
+            &ImportBatch {
+                workflows: vec![],
+                loops: vec![import_loop("d", LoopStatus::Active, None, history)],
+            },
+            t(b + 5 * h),
+        )
+        .unwrap();
+    check("imported");
 }

@@ -371,18 +371,21 @@ fn backup_and_restore_name_pg_dump_on_a_postgres_store() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
-/// Puts the store back to the schema before migration 20 (undoing migration 20), so the next command migrates it.
+/// Puts the store back to the schema before migration 21 (undoing migration 21), so the next command migrates it.
 fn make_older(db: &Path) {
     assert_eq!(
         loops::sqlite::SCHEMA_VERSION,
-        20,
+        21,
         "revert the newest migration here instead"
     );
     rusqlite::Connection::open(db)
         .unwrap()
         .execute_batch(
-            "ALTER TABLE workflow_runs DROP COLUMN params_json;
-             DELETE FROM schema_migrations WHERE version = 20;",
+            "DROP TRIGGER run_counts_insert;
+             DROP TRIGGER run_counts_update;
+             DROP TRIGGER run_counts_delete;
+             DROP TABLE run_counts;
+             DELETE FROM schema_migrations WHERE version = 21;",
         )
         .unwrap();
 }
@@ -395,7 +398,7 @@ fn a_migration_backs_the_store_up_first_keeping_the_newest_three() {
     assert_eq!(w.json(&["list"]).as_array().unwrap().len(), 1);
     let made = backups(&w);
     assert_eq!(made.len(), 1, "{made:?}");
-    assert!(made[0].starts_with("loops-19-"), "{made:?}");
+    assert!(made[0].starts_with("loops-20-"), "{made:?}");
     let first = w.data.join("backups").join(&made[0]);
     assert_eq!(quick_check(&first), "ok");
     let version: i64 = rusqlite::Connection::open(&first)
@@ -404,7 +407,7 @@ fn a_migration_backs_the_store_up_first_keeping_the_newest_three() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(version, 19);
+    assert_eq!(version, 20);
 
     w.ok(&["backup"]);
     for _ in 0..4 {
@@ -412,7 +415,7 @@ fn a_migration_backs_the_store_up_first_keeping_the_newest_three() {
         w.ok(&["list"]);
     }
     let all = backups(&w);
-    let migrations: Vec<_> = all.iter().filter(|n| n.starts_with("loops-19-")).collect();
+    let migrations: Vec<_> = all.iter().filter(|n| n.starts_with("loops-20-")).collect();
     assert_eq!(migrations.len(), 3, "{all:?}");
     assert!(!all.contains(&made[0]), "the oldest went first: {all:?}");
     assert_eq!(all.len(), 4, "the manual backup stays: {all:?}");
