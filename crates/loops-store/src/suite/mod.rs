@@ -368,6 +368,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 75);
+        assert_eq!(count, 76);
     }
 }
