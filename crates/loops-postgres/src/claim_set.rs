@@ -12,8 +12,9 @@ use crate::claims::{claim_with_lock, LockedLoop};
 use crate::codec::{get, ms, new_id, opt_ms, run_cols, run_from_row, text};
 use crate::error::Result;
 use crate::session::{Conn, Db};
+use loops_core::event::LoopBrief;
 use loops_core::schedule::{self, jitter_delay};
-use loops_core::{LoopStatus, Run};
+use loops_core::{LoopId, LoopStatus, Run};
 use loops_store::{BatchClaim, ClaimOutcome, OnRefusal};
 use std::collections::HashMap;
 
@@ -23,9 +24,10 @@ pub(crate) async fn claim_set(
     db: &Db<'_, impl Conn>,
     claims: &[BatchClaim],
     epoch: Option<i64>,
-) -> Result<Vec<ClaimOutcome>> {
+) -> Result<(Vec<ClaimOutcome>, HashMap<LoopId, LoopBrief>)> {
     let ids: Vec<&str> = claims.iter().map(|c| c.request.loop_id.as_str()).collect();
     let mut locked = lock_all(db, &ids).await?;
+    let mut briefs = HashMap::new();
     let mut out: Vec<Option<ClaimOutcome>> = (0..claims.len()).map(|_| None).collect();
 
     // Loops not locked: another runner holds the row (theirs), or it is gone.
@@ -256,15 +258,22 @@ pub(crate) async fn claim_set(
             }
         }
         if !adv_ids.is_empty() {
-            db.execute(
-                "UPDATE loops SET status = t.st, next_run_at = t.nx, retry_scheduled_for = t.rt, \
-                   due_at = t.du, updated_at = $6 \
-                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) \
-                   AS t(id, st, nx, rt, du) \
-                 WHERE loops.id = t.id",
-                &[&adv_ids, &adv_status, &adv_next, &adv_retry, &adv_due, &now],
-            )
-            .await?;
+            // The advanced loops as their `run.started` events show them.
+            let rows = db
+                .query(
+                    "UPDATE loops SET status = t.st, next_run_at = t.nx, \
+                       retry_scheduled_for = t.rt, due_at = t.du, updated_at = $6 \
+                     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+                       AS t(id, st, nx, rt, du) \
+                     WHERE loops.id = t.id \
+                     RETURNING loops.id, loops.name, loops.status, loops.next_run_at, loops.due_at",
+                    &[&adv_ids, &adv_status, &adv_next, &adv_retry, &adv_due, &now],
+                )
+                .await?;
+            for row in &rows {
+                let brief = crate::events::brief_from_row(row)?;
+                briefs.insert(brief.id.clone(), brief);
+            }
         }
     }
 
@@ -274,10 +283,11 @@ pub(crate) async fn claim_set(
             out[i] = Some(claim_with_lock(db, &claims[i], &lp, epoch).await?);
         }
     }
-    Ok(out
+    let out = out
         .into_iter()
         .map(|o| o.unwrap_or(ClaimOutcome::Moved))
-        .collect())
+        .collect();
+    Ok((out, briefs))
 }
 
 /// Locks every loop of `ids` that no other transaction holds (`SKIP LOCKED`).

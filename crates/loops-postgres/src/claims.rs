@@ -17,10 +17,11 @@ use crate::error::{Error, Result};
 use crate::loops::apply_advance_known;
 use crate::session::{Conn, Db};
 use loops_core::caps::{self, Caps, InFlight, RunKeys};
-use loops_core::event::EventKind;
+use loops_core::event::{EventKind, LoopBrief};
 use loops_core::{Instant, LoopId, LoopStatus, Provider, Run, RunSource, RunStatus, Target};
 use loops_store::claim::{attempt_due_at, SlotAttempts};
 use loops_store::{BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, LoopAdvance, OnRefusal};
+use std::collections::HashMap;
 
 /// The reason recorded on a slot skipped because its loop was still running.
 pub(crate) const SKIPPED_BUSY: &str = "previous run still active";
@@ -31,16 +32,16 @@ pub(crate) async fn claim_runs(
     claims: &[BatchClaim],
     epoch: Option<i64>,
 ) -> Result<Vec<ClaimOutcome>> {
-    let out = if set_based(claims) {
+    let (out, briefs) = if set_based(claims) {
         crate::claim_set::claim_set(db, claims, epoch).await?
     } else {
         let mut out = Vec::with_capacity(claims.len());
         for claim in claims {
             out.push(batch_claim_in(db, claim, epoch).await?);
         }
-        out
+        (out, HashMap::new())
     };
-    log_outcomes(db, &out, claims.first().map(|c| c.request.now)).await?;
+    log_outcomes(db, &out, claims.first().map(|c| c.request.now), briefs).await?;
     Ok(out)
 }
 
@@ -66,10 +67,12 @@ fn set_based(claims: &[BatchClaim]) -> bool {
 
 /// Logs `run.started` for each claimed run and `run.finished` for each skipped slot,
 /// with their loops as the batch left them, as the transaction's last statements.
+/// `known` holds the briefs of loops the batch's set-based claims wrote.
 async fn log_outcomes(
     db: &Db<'_, impl Conn>,
     outcomes: &[ClaimOutcome],
     now: Option<Instant>,
+    known: HashMap<LoopId, LoopBrief>,
 ) -> Result<()> {
     let Some(now) = now else {
         return Ok(());
@@ -87,7 +90,7 @@ async fn log_outcomes(
     if runs.is_empty() {
         return Ok(());
     }
-    let bodies = crate::events::run_bodies(db, &runs).await?;
+    let bodies = crate::events::run_bodies_knowing(db, &runs, known).await?;
     crate::events::append_all(db, &bodies, now).await
 }
 

@@ -160,27 +160,32 @@ pub(crate) async fn loop_briefs(
     let list: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
     let rows = db
         .query(
-            "SELECT id, name, status, next_run_at, due_at FROM loops WHERE id = ANY($1::text[])",
+            &format!("SELECT {BRIEF_COLS} FROM loops WHERE id = ANY($1::text[])"),
             &[&list],
         )
         .await?;
     let mut out = HashMap::with_capacity(rows.len());
     for row in &rows {
-        let at = |idx: usize, col: &str| Cols(row).opt_instant(idx, col);
-        let id = LoopId::new(get::<String>(row, 0, "id")?);
-        out.insert(
-            id.clone(),
-            LoopBrief {
-                id,
-                name: get(row, 1, "name")?,
-                status: Cols(row).parsed::<LoopStatus>(2, "status")?,
-                next_run_at: at(3, "next_run_at")?,
-                due_at: at(4, "due_at")?,
-            },
-        );
+        let brief = brief_from_row(row)?;
+        out.insert(brief.id.clone(), brief);
     }
     Ok(out)
 }
+
+/// A loop's brief from a row of [`BRIEF_COLS`].
+pub(crate) fn brief_from_row(row: &tokio_postgres::Row) -> Result<LoopBrief> {
+    let at = |idx: usize, col: &str| Cols(row).opt_instant(idx, col);
+    Ok(LoopBrief {
+        id: LoopId::new(get::<String>(row, 0, "id")?),
+        name: get(row, 1, "name")?,
+        status: Cols(row).parsed::<LoopStatus>(2, "status")?,
+        next_run_at: at(3, "next_run_at")?,
+        due_at: at(4, "due_at")?,
+    })
+}
+
+/// The columns of a loop's brief, in [`brief_from_row`]'s order.
+pub(crate) const BRIEF_COLS: &str = "id, name, status, next_run_at, due_at";
 
 /// `run.started` / `run.finished` for each of `runs`, with its loop as this transaction
 /// left it.
@@ -188,11 +193,27 @@ pub(crate) async fn run_bodies(
     db: &Db<'_, impl Conn>,
     runs: &[(EventKind, &Run)],
 ) -> Result<Vec<EventBody>> {
-    let mut ids: Vec<&LoopId> = runs.iter().map(|(_, r)| &r.loop_id).collect();
+    run_bodies_knowing(db, runs, HashMap::new()).await
+}
+
+/// [`run_bodies`] with the briefs of the loops this transaction last wrote already in
+/// `known` (from their writes' `RETURNING`): only the others are read.
+pub(crate) async fn run_bodies_knowing(
+    db: &Db<'_, impl Conn>,
+    runs: &[(EventKind, &Run)],
+    mut known: HashMap<LoopId, LoopBrief>,
+) -> Result<Vec<EventBody>> {
+    let mut ids: Vec<&LoopId> = runs
+        .iter()
+        .map(|(_, r)| &r.loop_id)
+        .filter(|id| !known.contains_key(*id))
+        .collect();
     ids.sort();
     ids.dedup();
-    let briefs = loop_briefs(db, &ids).await?;
-    Ok(bodies_of(runs, &briefs))
+    if !ids.is_empty() {
+        known.extend(loop_briefs(db, &ids).await?);
+    }
+    Ok(bodies_of(runs, &known))
 }
 
 /// [`run_bodies`] with the loops' briefs known (a loop missing from `briefs` is gone).

@@ -103,6 +103,61 @@ pub fn loop_changes_are_logged_in_order(db: &dyn TestDb) {
     assert_eq!(all(store.as_ref()).len(), 2);
 }
 
+/// A scheduling pass's batch of claims logs each `run.started` with its own loop as the
+/// batch left it: advanced to its own next slot, or (no advance) as it was.
+pub fn a_batch_of_claims_logs_each_loop_as_it_left_it(db: &dyn TestDb) {
+    let store = db.open();
+    let names = ["a", "b", "c", "d"];
+    let loops: Vec<_> = names
+        .iter()
+        .map(|n| store.create_loop(new_loop(n, Some(t(0))), t(0)).unwrap())
+        .collect();
+    let claims: Vec<_> = loops
+        .iter()
+        .enumerate()
+        .map(|(i, lp)| {
+            // The last loop is claimed without an advance.
+            let advance = (i + 1 < loops.len()).then(|| LoopAdvance {
+                status: LoopStatus::Active,
+                next_run_at: Some(t(60_000 * (i as i64 + 1))),
+                retry_scheduled_for: None,
+            });
+            pass_over(claim_req(lp, t(0), t(5)), advance, vec![])
+        })
+        .collect();
+    let outcomes = store.claim_runs(&claims, None).unwrap();
+    let started: Vec<Event> = all(store.as_ref())
+        .into_iter()
+        .filter(|e| e.body.kind == EventKind::RunStarted)
+        .collect();
+    assert_eq!(started.len(), loops.len());
+    for (outcome, event) in outcomes.iter().zip(&started) {
+        let crate::ClaimOutcome::Claimed(run) = outcome else {
+            panic!("not claimed: {outcome:?}");
+        };
+        let stored = store.get_loop(&run.loop_id).unwrap().unwrap();
+        let expected = loops_core::event::EventBody::run_started(
+            run,
+            Some(&loops_core::event::LoopBrief::of(&stored)),
+        );
+        assert_eq!(event.body.run_id.as_ref(), Some(&run.id));
+        assert_eq!(event.body.data, expected.data, "{}", stored.name);
+    }
+    let nexts: Vec<_> = loops
+        .iter()
+        .map(|lp| store.get_loop(&lp.id).unwrap().unwrap().next_run_at)
+        .collect();
+    assert_eq!(
+        nexts,
+        [
+            Some(t(60_000)),
+            Some(t(120_000)),
+            Some(t(180_000)),
+            Some(t(0))
+        ]
+    );
+}
+
 /// A claim logs `run.started` with the loop as the claim left it; a finalization logs
 /// `run.finished` with the loop as the run's end left it; a busy loop's skipped slot
 /// and a parked loop's failed run are `run.finished` too. No output in events.

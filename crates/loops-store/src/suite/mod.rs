@@ -148,6 +148,7 @@ macro_rules! store_suite {
             // the event log (#13)
             loop_changes_are_logged_in_order,
             run_starts_and_ends_are_logged_with_their_loop,
+            a_batch_of_claims_logs_each_loop_as_it_left_it,
             pruning_takes_events_along_and_numbers_are_never_reused,
             the_event_log_is_trimmed_to_its_newest_entries,
             workflow_events_are_mirrored_and_pruned_with_their_run,
@@ -368,6 +369,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 76);
+        assert_eq!(count, 77);
     }
 }
