@@ -5,9 +5,9 @@
 //! drawn at insert time, not at commit: two transactions could commit their events
 //! out of number order, and a reader that saw number 8 would never see 7. So every
 //! append first takes [`EVENTS_LOCK`] (a transaction-level advisory lock, held to the
-//! commit): appends are serialized and commit in number order. Each writer appends its
-//! events last, in one statement that takes the lock too, so the lock is held for that
-//! statement and the commit.
+//! commit): appends are serialized and commit in number order. A transaction's events
+//! are written last, in one statement that takes the lock too, sent with its `COMMIT`,
+//! so the lock is held for that statement and the commit, not for a round trip.
 
 use crate::codec::{get, ms, sat_i64, Cols};
 use crate::error::{Error, Result};
