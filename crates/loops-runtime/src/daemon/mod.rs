@@ -651,14 +651,19 @@ async fn main_loop<S: Future<Output = Stop>>(
         let deadline = if failing {
             tokio::time::Instant::now() + pass_backoff.delay()
         } else {
-            next_deadline(
+            let deadline = next_deadline(
                 store.as_ref(),
                 &cfg.runner_labels,
                 &report,
                 clock.now(),
                 foreign_running,
                 cfg.max_sleep,
-            )
+            );
+            if runner_mode {
+                deadline + share_offset()
+            } else {
+                deadline
+            }
         };
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => {}
@@ -707,6 +712,25 @@ async fn main_loop<S: Future<Output = Stop>>(
     }
 }
 
+/// Up to [`SHARE_OFFSET_MAX`], drawn afresh for each sleep: runners sharing a store
+/// all wake for the same due slot, and the first to ask claims it; without this the
+/// one the operating system happens to wake first would take nearly every slot (runs
+/// are shared by chance, not by who is scheduled first).
+fn share_offset() -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    let max = u64::try_from(SHARE_OFFSET_MAX.as_micros()).unwrap_or(u64::MAX);
+    Duration::from_micros(h.finish() % max.max(1))
+}
+
+/// The longest a runner on a shared store waits past a due slot (see [`share_offset`]).
+const SHARE_OFFSET_MAX: Duration = Duration::from_millis(2);
+
 /// When the next pass is needed: the earliest due slot, or a recovery
 /// check while other runners' rows are running. Saturated passes wait for a run to end.
 /// Never later than `max_sleep` (capped at [`MAX_SLEEP`]) from now.
@@ -744,6 +768,15 @@ fn next_deadline(
 mod tests {
     use super::*;
     use loops_sqlite::SqliteStore;
+
+    /// Runners sharing a store wait a different offset past each due slot, so which of
+    /// them claims it is chance.
+    #[test]
+    fn share_offsets_are_drawn_afresh_and_bounded() {
+        let drawn: std::collections::HashSet<Duration> = (0..64).map(|_| share_offset()).collect();
+        assert!(drawn.len() > 8, "offsets repeat: {drawn:?}");
+        assert!(drawn.iter().all(|d| *d < SHARE_OFFSET_MAX), "{drawn:?}");
+    }
 
     fn deadline_in(max_sleep: Option<Duration>) -> Duration {
         let store = SqliteStore::open_in_memory().unwrap();
