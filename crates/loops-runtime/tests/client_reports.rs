@@ -137,12 +137,17 @@ fn each_matching_hands_out_the_listed_loops_one_at_a_time() {
     use std::ops::ControlFlow;
     let dir = tempfile::tempdir().unwrap();
     let client = Client::open(dir.path()).unwrap();
-    for (name, labels) in [("c", &["ops"][..]), ("a", &[]), ("b", &["ops", "db"])] {
+    // Names no loop id can start with: a name that is a prefix of an id is refused.
+    for (name, labels) in [
+        ("loop-c", &["ops"][..]),
+        ("loop-a", &[]),
+        ("loop-b", &["ops", "db"]),
+    ] {
         client
             .create(def(name, labels, &[("K", "v")]), Utc::now())
             .unwrap();
     }
-    client.archive("a", false, Utc::now()).unwrap();
+    client.archive("loop-a", false, Utc::now()).unwrap();
     let now = Utc::now();
     for filter in [
         LoopFilter::default(),
