@@ -6,7 +6,7 @@
 
 use crate::codec::{encode_usage, ms, opt_ms, opt_text, sat_i64, text};
 use crate::error::{Error, Result};
-use crate::events::EventColumns;
+use crate::events::EventRows;
 use crate::session::{Conn, Db};
 use loops_core::{Loop, Run};
 pub use loops_store::CopySet;
@@ -197,13 +197,11 @@ pub(crate) async fn copy_in(db: &Db<'_, impl Conn>, set: &CopySet, force: bool) 
     }
     for chunk in set.events.chunks(1_000) {
         let mut seq = Vec::with_capacity(chunk.len());
-        let mut cols = EventColumns::with_capacity(chunk.len());
-        let mut at = Vec::with_capacity(chunk.len());
+        let mut cols = EventRows::default();
         for e in chunk {
             seq.push(sat_i64(e.seq));
-            cols.push(&e.body)
+            cols.push(&e.body, e.at)
                 .map_err(|err| Error::decode(format!("event {}: {err}", e.seq)))?;
-            at.push(ms(&e.at));
         }
         db.execute(
             "INSERT INTO events (seq, kind, loop_id, run_id, workflow_run_id, data_json, \
@@ -217,7 +215,7 @@ pub(crate) async fn copy_in(db: &Db<'_, impl Conn>, set: &CopySet, force: bool) 
                 &cols.run_id,
                 &cols.workflow_run_id,
                 &cols.data,
-                &at,
+                &cols.created_at,
             ],
         )
         .await?;

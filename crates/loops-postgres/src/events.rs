@@ -25,40 +25,6 @@ const EVENTS_LOCK: i64 = 0x6C65_7674;
 /// The meta key holding the highest number of any pruned event.
 const PRUNED_THROUGH: &str = "events_pruned_through";
 
-/// The columns of event rows as parallel arrays, each bound as one `unnest` parameter
-/// of a multi-row insert.
-pub(crate) struct EventColumns<'a> {
-    pub(crate) kind: Vec<&'a str>,
-    pub(crate) loop_id: Vec<Option<&'a str>>,
-    pub(crate) run_id: Vec<Option<&'a str>>,
-    pub(crate) workflow_run_id: Vec<Option<&'a str>>,
-    pub(crate) data: Vec<String>,
-}
-
-impl<'a> EventColumns<'a> {
-    pub(crate) fn with_capacity(n: usize) -> Self {
-        EventColumns {
-            kind: Vec::with_capacity(n),
-            loop_id: Vec::with_capacity(n),
-            run_id: Vec::with_capacity(n),
-            workflow_run_id: Vec::with_capacity(n),
-            data: Vec::with_capacity(n),
-        }
-    }
-
-    /// Adds `body`'s row; fails only if its data does not serialize.
-    pub(crate) fn push(&mut self, body: &'a EventBody) -> serde_json::Result<()> {
-        let data = serde_json::to_string(&body.data)?;
-        self.kind.push(body.kind.as_str());
-        self.loop_id.push(body.loop_id.as_ref().map(LoopId::as_str));
-        self.run_id.push(body.run_id.as_ref().map(RunId::as_str));
-        self.workflow_run_id
-            .push(body.workflow_run_id.as_ref().map(WorkflowRunId::as_str));
-        self.data.push(crate::codec::text(&data).into_owned());
-        Ok(())
-    }
-}
-
 /// Appends `bodies` at `now`, in order, inside the caller's transaction — as its last
 /// statements (see the module docs). In a transaction of [`crate::session::Tx`] they
 /// are kept and written with its `COMMIT`, one round trip for both.
@@ -94,15 +60,16 @@ pub(crate) const INSERT_EVENTS: &str =
        WITH ORDINALITY AS e(k, l, r, w, d, c, n) \
      ORDER BY n";
 
-/// Event rows a transaction appends, as the parallel arrays [`INSERT_EVENTS`] binds.
+/// Event rows as parallel arrays, each bound as one `unnest` parameter of a multi-row
+/// insert: what a transaction appends ([`INSERT_EVENTS`]) and what `store copy` writes.
 #[derive(Default)]
 pub(crate) struct EventRows {
-    kind: Vec<&'static str>,
-    loop_id: Vec<Option<String>>,
-    run_id: Vec<Option<String>>,
-    workflow_run_id: Vec<Option<String>>,
-    data: Vec<String>,
-    created_at: Vec<i64>,
+    pub(crate) kind: Vec<&'static str>,
+    pub(crate) loop_id: Vec<Option<String>>,
+    pub(crate) run_id: Vec<Option<String>>,
+    pub(crate) workflow_run_id: Vec<Option<String>>,
+    pub(crate) data: Vec<String>,
+    pub(crate) created_at: Vec<i64>,
 }
 
 impl EventRows {
@@ -110,28 +77,31 @@ impl EventRows {
         self.kind.is_empty()
     }
 
-    /// Adds `bodies`' rows at `now`; fails (adding none) if a body's data does not
+    /// Adds `body`'s row at `at`; fails (adding nothing) only if its data does not
     /// serialize.
+    pub(crate) fn push(&mut self, body: &EventBody, at: Instant) -> serde_json::Result<()> {
+        let data = serde_json::to_string(&body.data)?;
+        let owned = |id: Option<&str>| id.map(str::to_owned);
+        self.kind.push(body.kind.as_str());
+        self.loop_id
+            .push(owned(body.loop_id.as_ref().map(LoopId::as_str)));
+        self.run_id
+            .push(owned(body.run_id.as_ref().map(RunId::as_str)));
+        self.workflow_run_id.push(owned(
+            body.workflow_run_id.as_ref().map(WorkflowRunId::as_str),
+        ));
+        self.data.push(crate::codec::text(&data).into_owned());
+        self.created_at.push(ms(&at));
+        Ok(())
+    }
+
+    /// Adds `bodies`' rows at `now`. On an error the rows added so far stay: the append
+    /// fails its transaction, which then writes none of them.
     fn push_all(&mut self, bodies: &[EventBody], now: Instant) -> Result<()> {
-        let data = bodies
-            .iter()
-            .map(|b| serde_json::to_string(&b.data).map(|d| crate::codec::text(&d).into_owned()))
-            .collect::<serde_json::Result<Vec<_>>>()
-            .map_err(|e| Error::decode(e.to_string()))?;
         for body in bodies {
-            self.kind.push(body.kind.as_str());
-            self.loop_id
-                .push(body.loop_id.as_ref().map(|id| id.as_str().to_owned()));
-            self.run_id
-                .push(body.run_id.as_ref().map(|id| id.as_str().to_owned()));
-            self.workflow_run_id.push(
-                body.workflow_run_id
-                    .as_ref()
-                    .map(|id| id.as_str().to_owned()),
-            );
-            self.created_at.push(ms(&now));
+            self.push(body, now)
+                .map_err(|e| Error::decode(e.to_string()))?;
         }
-        self.data.extend(data);
         Ok(())
     }
 
