@@ -1,12 +1,14 @@
 //! Set-based claims: a scheduling pass's batch (up to the runner's free capacity, each
-//! claim of another loop) claimed in a fixed number of statements, whatever its size:
-//! one `SELECT … FOR UPDATE SKIP LOCKED` locks every loop of the batch, one lateral
-//! join reads every slot's attempts, one multi-row `INSERT … ON CONFLICT DO NOTHING
-//! RETURNING` inserts every winning attempt, and one `UPDATE … FROM unnest(…)`
-//! advances every claimed loop. The decisions are those of the one-by-one path
-//! (`claims`), made in Rust from the rows read; a claim that is not a plain win (a
-//! stale plan, a busy loop, a slot done or running, an insert that found its key
-//! taken) is finished by that path, its loop row already locked.
+//! claim of another loop) claimed in a fixed number of statements and round trips,
+//! whatever its size: one `SELECT … FOR UPDATE SKIP LOCKED` locks every loop of the
+//! batch and, sent with it, one lateral join reads every slot's attempts; one
+//! multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING` inserts every winning attempt
+//! and, sent with it, one `UPDATE … FROM unnest(…)` advances each loop whose run's row
+//! is there. With `BEGIN` and the fence, and the events with `COMMIT`, a batch is four
+//! round trips. The decisions are those of the one-by-one path (`claims`), made in
+//! Rust from the rows read; a claim that is not a plain win (a stale plan, a busy loop,
+//! a slot done or running, an insert that found its key taken) is finished by that
+//! path, its loop row already locked.
 
 use crate::claims::{claim_with_lock, LockedLoop};
 use crate::codec::{get, ms, new_id, opt_ms, run_cols, run_from_row, text};
@@ -26,7 +28,16 @@ pub(crate) async fn claim_set(
     epoch: Option<i64>,
 ) -> Result<(Vec<ClaimOutcome>, HashMap<LoopId, LoopBrief>)> {
     let ids: Vec<&str> = claims.iter().map(|c| c.request.loop_id.as_str()).collect();
-    let mut locked = lock_all(db, &ids).await?;
+    // The locks and every claim's slot state go to the server together: it reads the
+    // slots after the locks are taken (statements run in order), and the rows of a
+    // claim that does not go the set-based way are not looked at.
+    let slots: Vec<i64> = claims
+        .iter()
+        .map(|c| ms(&c.request.scheduled_for))
+        .collect();
+    let (locked, counts) =
+        crate::session::together(lock_all(db, &ids), slot_states(db, &ids, &slots)).await;
+    let (mut locked, counts) = (locked?, counts?);
     let mut briefs = HashMap::new();
     let mut out: Vec<Option<ClaimOutcome>> = (0..claims.len()).map(|_| None).collect();
 
@@ -94,42 +105,11 @@ pub(crate) async fn claim_set(
         }
     }
 
-    // Every fresh claim's slot state in one statement.
-    let loops_of: Vec<&str> = fresh.iter().map(|&i| ids[i]).collect();
-    let slots_of: Vec<i64> = fresh
-        .iter()
-        .map(|&i| ms(&claims[i].request.scheduled_for))
-        .collect();
-    let counts = if fresh.is_empty() {
-        Vec::new()
-    } else {
-        db.query(
-            "SELECT q.n, c.busy, c.running, c.done, c.last \
-             FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(l, s, n) \
-             CROSS JOIN LATERAL ( \
-               SELECT COUNT(*) FILTER (WHERE status = 'running') AS busy, \
-                      COUNT(*) FILTER (WHERE scheduled_for = q.s AND status = 'running') AS running, \
-                      COUNT(*) FILTER (WHERE scheduled_for = q.s \
-                                         AND status IN ('succeeded', 'skipped')) AS done, \
-                      COALESCE(MAX(attempt) FILTER (WHERE scheduled_for = q.s), 0) AS last \
-               FROM runs WHERE loop_id = q.l AND (scheduled_for = q.s OR status = 'running')) c \
-             ORDER BY q.n",
-            &[&loops_of, &slots_of],
-        )
-        .await?
-    };
-
     // The plain wins, inserted together; everything else the one-by-one way.
-    struct Win {
-        index: usize,
-        id: String,
-        attempt: i64,
-        due_at: Option<i64>,
-    }
     let mut wins = Vec::with_capacity(fresh.len());
-    for (row, &i) in counts.iter().zip(&fresh) {
+    for &i in &fresh {
         let req = &claims[i].request;
-        let Some(lp) = locked.get(ids[i]) else {
+        let (Some(lp), Some(row)) = (locked.get(ids[i]), counts.get(i)) else {
             continue;
         };
         let busy: i64 = get(row, 1, "busy")?;
@@ -159,124 +139,37 @@ pub(crate) async fn claim_set(
         });
     }
 
-    if let Some(first) = claims.first() {
-        let req = &first.request;
-        let now = ms(&req.now);
-        let run_ids: Vec<&str> = wins.iter().map(|w| w.id.as_str()).collect();
-        let loop_ids: Vec<&str> = wins.iter().map(|w| ids[w.index]).collect();
-        let names: Vec<String> = wins
-            .iter()
-            .map(|w| {
-                locked
-                    .get(ids[w.index])
-                    .map(|lp| lp.name.clone())
-                    .unwrap_or_default()
-            })
-            .collect();
-        let slots: Vec<i64> = wins
-            .iter()
-            .map(|w| ms(&claims[w.index].request.scheduled_for))
-            .collect();
-        let attempts: Vec<i64> = wins.iter().map(|w| w.attempt).collect();
-        let leases: Vec<i64> = wins
-            .iter()
-            .map(|w| {
-                let lease = locked.get(ids[w.index]).map_or(0, |lp| lp.lease_ms);
-                now.saturating_add(lease)
-            })
-            .collect();
-        let dues: Vec<Option<i64>> = wins.iter().map(|w| w.due_at).collect();
-        let rows = if wins.is_empty() {
-            Vec::new()
+    if let Some(first) = claims.first().filter(|_| !wins.is_empty()) {
+        let now = ms(&first.request.now);
+        let advances = Advances::of(&wins, claims, &ids, &locked);
+        // The insert and the advances go to the server together: a loop advances only
+        // if its run's row is there when the update runs (statements run in order), so
+        // an attempt whose key turned out taken leaves its loop as it was.
+        let insert = insert_wins(db, &wins, claims, &ids, &locked, epoch);
+        let (rows, advanced) = if advances.loops.is_empty() {
+            (insert.await, Ok(Vec::new()))
         } else {
-            db.query(
-                concat!(
-                    "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
-                     source, started_at, claimed_by, lease_expires_at, created_at, updated_at, \
-                     due_at, runner_epoch, run_kind, provider, account) \
-                     SELECT i, l, n, s, a, 'running', $8, $9, $10, e, $9, $9, d, $11, \
-                       loops.target_json::jsonb ->> 'type', ",
-                    crate::holds::key_provider!(),
-                    ", CASE WHEN (loops.target_json::jsonb ->> 'type') = 'agent' \
-                       THEN loops.target_json::jsonb #>> '{account,profile}' END \
-                     FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], \
-                                 $5::bigint[], $6::bigint[], $7::bigint[]) AS t(i, l, n, s, a, e, d) \
-                     JOIN loops ON loops.id = t.l \
-                     ON CONFLICT DO NOTHING RETURNING ",
-                    run_cols!()
-                ),
-                &[
-                    &run_ids,
-                    &loop_ids,
-                    &names,
-                    &slots,
-                    &attempts,
-                    &leases,
-                    &dues,
-                    &req.source.as_str(),
-                    &now,
-                    &text(&req.runner_id).as_ref(),
-                    &epoch,
-                ],
-            )
-            .await?
+            crate::session::together(insert, advances.apply(db, now)).await
         };
+        let (rows, advanced) = (rows?, advanced?);
         let mut inserted: HashMap<String, Run> = HashMap::with_capacity(rows.len());
         for row in &rows {
             let run = run_from_row(row)?;
             inserted.insert(run.loop_id.as_str().to_owned(), run);
         }
-        // The claimed loops' advances in one statement.
-        let mut adv_ids = Vec::with_capacity(wins.len());
-        let mut adv_status = Vec::with_capacity(wins.len());
-        let mut adv_next = Vec::with_capacity(wins.len());
-        let mut adv_retry = Vec::with_capacity(wins.len());
-        let mut adv_due = Vec::with_capacity(wins.len());
         for w in &wins {
-            let claim = &claims[w.index];
             match inserted.remove(ids[w.index]) {
-                Some(run) => {
-                    if let (Some(advance), Some(lp)) = (&claim.advance, locked.get(ids[w.index])) {
-                        adv_ids.push(ids[w.index]);
-                        adv_status.push(advance.status.as_str());
-                        adv_next.push(opt_ms(advance.next_run_at.as_ref()));
-                        adv_retry.push(opt_ms(advance.retry_scheduled_for.as_ref()));
-                        adv_due.push(opt_ms(
-                            schedule::due_at(
-                                &claim.request.loop_id,
-                                advance.next_run_at,
-                                advance.retry_scheduled_for,
-                                lp.jitter_ms,
-                            )
-                            .as_ref(),
-                        ));
-                    }
-                    out[w.index] = Some(ClaimOutcome::Claimed(Box::new(run)));
-                }
+                Some(run) => out[w.index] = Some(ClaimOutcome::Claimed(Box::new(run))),
                 // The key was taken after all (or the id was): the one-by-one way says.
                 None => slow.push(w.index),
             }
         }
-        if !adv_ids.is_empty() {
-            // The advanced loops as their `run.started` events show them.
-            let rows = db
-                .query(
-                    "UPDATE loops SET status = t.st, next_run_at = t.nx, \
-                       retry_scheduled_for = t.rt, due_at = t.du, updated_at = $6 \
-                     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) \
-                       AS t(id, st, nx, rt, du) \
-                     WHERE loops.id = t.id \
-                     RETURNING loops.id, loops.name, loops.status, loops.next_run_at, loops.due_at",
-                    &[&adv_ids, &adv_status, &adv_next, &adv_retry, &adv_due, &now],
-                )
-                .await?;
-            for row in &rows {
-                let brief = crate::events::brief_from_row(row)?;
-                briefs.insert(brief.id.clone(), brief);
-            }
+        // The advanced loops as their `run.started` events show them.
+        for row in &advanced {
+            let brief = crate::events::brief_from_row(row)?;
+            briefs.insert(brief.id.clone(), brief);
         }
     }
-
     slow.sort_unstable();
     for i in slow {
         if let Some(lp) = locked.remove(ids[i]) {
@@ -288,6 +181,184 @@ pub(crate) async fn claim_set(
         .map(|o| o.unwrap_or(ClaimOutcome::Moved))
         .collect();
     Ok((out, briefs))
+}
+
+/// Inserts `wins`' runs; each taken key (or id) leaves its row out of the answer.
+async fn insert_wins(
+    db: &Db<'_, impl Conn>,
+    wins: &[Win],
+    claims: &[BatchClaim],
+    ids: &[&str],
+    locked: &HashMap<String, LockedLoop>,
+    epoch: Option<i64>,
+) -> Result<Vec<tokio_postgres::Row>> {
+    let Some(first) = claims.first() else {
+        return Ok(Vec::new());
+    };
+    let req = &first.request;
+    let now = ms(&req.now);
+    let run_ids: Vec<&str> = wins.iter().map(|w| w.id.as_str()).collect();
+    let loop_ids: Vec<&str> = wins.iter().map(|w| ids[w.index]).collect();
+    let names: Vec<String> = wins
+        .iter()
+        .map(|w| {
+            locked
+                .get(ids[w.index])
+                .map(|lp| lp.name.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    let slots: Vec<i64> = wins
+        .iter()
+        .map(|w| ms(&claims[w.index].request.scheduled_for))
+        .collect();
+    let attempts: Vec<i64> = wins.iter().map(|w| w.attempt).collect();
+    let leases: Vec<i64> = wins
+        .iter()
+        .map(|w| {
+            let lease = locked.get(ids[w.index]).map_or(0, |lp| lp.lease_ms);
+            now.saturating_add(lease)
+        })
+        .collect();
+    let dues: Vec<Option<i64>> = wins.iter().map(|w| w.due_at).collect();
+    db.query(
+        concat!(
+            "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
+             source, started_at, claimed_by, lease_expires_at, created_at, updated_at, \
+             due_at, runner_epoch, run_kind, provider, account) \
+             SELECT i, l, n, s, a, 'running', $8, $9, $10, e, $9, $9, d, $11, \
+               loops.target_json::jsonb ->> 'type', ",
+            crate::holds::key_provider!(),
+            ", CASE WHEN (loops.target_json::jsonb ->> 'type') = 'agent' \
+               THEN loops.target_json::jsonb #>> '{account,profile}' END \
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], \
+                         $5::bigint[], $6::bigint[], $7::bigint[]) AS t(i, l, n, s, a, e, d) \
+             JOIN loops ON loops.id = t.l \
+             ON CONFLICT DO NOTHING RETURNING ",
+            run_cols!()
+        ),
+        &[
+            &run_ids,
+            &loop_ids,
+            &names,
+            &slots,
+            &attempts,
+            &leases,
+            &dues,
+            &req.source.as_str(),
+            &now,
+            &text(&req.runner_id).as_ref(),
+            &epoch,
+        ],
+    )
+    .await
+}
+
+/// A claim the batch inserts: the claim's index, its run's id and attempt, and when it
+/// is due (its jitter applied).
+struct Win {
+    index: usize,
+    id: String,
+    attempt: i64,
+    due_at: Option<i64>,
+}
+
+/// The loops a batch's wins advance, as the update's columns, each beside the run whose
+/// row must be there for the loop to move.
+#[derive(Default)]
+struct Advances<'a> {
+    loops: Vec<&'a str>,
+    runs: Vec<&'a str>,
+    slots: Vec<i64>,
+    attempts: Vec<i64>,
+    status: Vec<&'static str>,
+    next: Vec<Option<i64>>,
+    retry: Vec<Option<i64>>,
+    due: Vec<Option<i64>>,
+}
+
+impl<'a> Advances<'a> {
+    fn of(
+        wins: &'a [Win],
+        claims: &[BatchClaim],
+        ids: &[&'a str],
+        locked: &HashMap<String, LockedLoop>,
+    ) -> Self {
+        let mut out = Self::default();
+        for w in wins {
+            let claim = &claims[w.index];
+            let (Some(advance), Some(lp)) = (&claim.advance, locked.get(ids[w.index])) else {
+                continue;
+            };
+            out.loops.push(ids[w.index]);
+            out.runs.push(&w.id);
+            out.slots.push(ms(&claim.request.scheduled_for));
+            out.attempts.push(w.attempt);
+            out.status.push(advance.status.as_str());
+            out.next.push(opt_ms(advance.next_run_at.as_ref()));
+            out.retry.push(opt_ms(advance.retry_scheduled_for.as_ref()));
+            out.due.push(opt_ms(
+                schedule::due_at(
+                    &claim.request.loop_id,
+                    advance.next_run_at,
+                    advance.retry_scheduled_for,
+                    lp.jitter_ms,
+                )
+                .as_ref(),
+            ));
+        }
+        out
+    }
+
+    /// Moves each loop whose run's row is there, returning the moved loops' briefs.
+    async fn apply(&self, db: &Db<'_, impl Conn>, now: i64) -> Result<Vec<tokio_postgres::Row>> {
+        db.query(
+            "UPDATE loops SET status = t.st, next_run_at = t.nx, \
+               retry_scheduled_for = t.rt, due_at = t.du, updated_at = $9 \
+             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], \
+                         $6::bigint[], $7::bigint[], $8::bigint[]) \
+               AS t(id, run, s, a, st, nx, rt, du) \
+             WHERE loops.id = t.id \
+               AND EXISTS (SELECT 1 FROM runs WHERE runs.id = t.run AND runs.loop_id = t.id \
+                             AND runs.scheduled_for = t.s AND runs.attempt = t.a) \
+             RETURNING loops.id, loops.name, loops.status, loops.next_run_at, loops.due_at",
+            &[
+                &self.loops,
+                &self.runs,
+                &self.slots,
+                &self.attempts,
+                &self.status,
+                &self.next,
+                &self.retry,
+                &self.due,
+                &now,
+            ],
+        )
+        .await
+    }
+}
+
+/// Each claim's slot state, in `ids`' order: the loop's running rows, and its slot's
+/// running, finished (succeeded or skipped) and latest attempts.
+async fn slot_states(
+    db: &Db<'_, impl Conn>,
+    ids: &[&str],
+    slots: &[i64],
+) -> Result<Vec<tokio_postgres::Row>> {
+    db.query(
+        "SELECT q.n, c.busy, c.running, c.done, c.last \
+         FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(l, s, n) \
+         CROSS JOIN LATERAL ( \
+           SELECT COUNT(*) FILTER (WHERE status = 'running') AS busy, \
+                  COUNT(*) FILTER (WHERE scheduled_for = q.s AND status = 'running') AS running, \
+                  COUNT(*) FILTER (WHERE scheduled_for = q.s \
+                                     AND status IN ('succeeded', 'skipped')) AS done, \
+                  COALESCE(MAX(attempt) FILTER (WHERE scheduled_for = q.s), 0) AS last \
+           FROM runs WHERE loop_id = q.l AND (scheduled_for = q.s OR status = 'running')) c \
+         ORDER BY q.n",
+        &[&ids, &slots],
+    )
+    .await
 }
 
 /// Locks every loop of `ids` that no other transaction holds (`SKIP LOCKED`).

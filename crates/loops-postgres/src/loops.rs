@@ -327,8 +327,8 @@ pub(crate) async fn due_loops_unless_expiring(
     limit: usize,
     labels: &[String],
 ) -> Result<Option<Vec<std::result::Result<Loop, UnreadableLoop>>>> {
-    let (expiring, due) = tokio::join!(any_expired(db, now), due_loops_on(db, now, limit, labels));
-    crate::session::sent_together(2);
+    let (expiring, due) =
+        crate::session::together(any_expired(db, now), due_loops_on(db, now, limit, labels)).await;
     if expiring? {
         return Ok(None);
     }
@@ -385,8 +385,8 @@ async fn earliest_due(
     held: &str,
     params: &Params<'_>,
 ) -> Result<Option<Instant>> {
-    let (any_hold, row) = tokio::join!(crate::holds::any(db), db.query_opt(plain, params));
-    crate::session::sent_together(2);
+    let (any_hold, row) =
+        crate::session::together(crate::holds::any(db), db.query_opt(plain, params)).await;
     let row = if any_hold? {
         db.query_opt(held, params).await?
     } else {

@@ -58,6 +58,19 @@ pub(crate) fn sent_together(n: u64) {
     ROUND_TRIPS.fetch_sub(n.saturating_sub(1), std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Two statements' futures sent to the server in this order and answered together: one
+/// round trip for both. `a` is polled first at every wake (tokio's `join!` otherwise
+/// takes turns), so its statement is sent first even when both prepare theirs first —
+/// which matters when `b` reads what `a` writes or locks. Each sends one statement.
+pub(crate) async fn together<A, B>(
+    a: impl Future<Output = A>,
+    b: impl Future<Output = B>,
+) -> (A, B) {
+    let both = tokio::join!(biased; a, b);
+    sent_together(2);
+    both
+}
+
 /// The connection of one store (opened lazily, reopened after it broke) and its
 /// prepared statements.
 pub(crate) struct Session {
