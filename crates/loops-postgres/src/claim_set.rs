@@ -19,6 +19,7 @@ use loops_core::schedule::{self, jitter_delay};
 use loops_core::{LoopId, LoopStatus, Run};
 use loops_store::{BatchClaim, ClaimOutcome, OnRefusal};
 use std::collections::HashMap;
+use tokio_postgres::types::ToSql;
 
 /// Claims `claims` (see [`crate::claims`]'s `set_based`: distinct loops, passing over,
 /// one instant and runner) inside the caller's transaction.
@@ -35,9 +36,10 @@ pub(crate) async fn claim_set(
         .iter()
         .map(|c| ms(&c.request.scheduled_for))
         .collect();
-    let (locked, counts) =
-        crate::session::together(lock_all(db, &ids), slot_states(db, &ids, &slots)).await;
-    let (mut locked, counts) = (locked?, counts?);
+    let [locks, counts] = db
+        .query_each([(LOCK_LOOPS, &[&ids]), (SLOT_STATES, &[&ids, &slots])])
+        .await?;
+    let mut locked = locked_loops(&locks)?;
     let mut briefs = HashMap::new();
     let mut out: Vec<Option<ClaimOutcome>> = (0..claims.len()).map(|_| None).collect();
 
@@ -142,16 +144,33 @@ pub(crate) async fn claim_set(
     if let Some(first) = claims.first().filter(|_| !wins.is_empty()) {
         let now = ms(&first.request.now);
         let advances = Advances::of(&wins, claims, &ids, &locked);
+        let runs = WinColumns::of(&wins, claims, &ids, &locked);
+        let req = &first.request;
+        let (source, runner) = (req.source.as_str(), text(&req.runner_id));
+        let insert: [&(dyn ToSql + Sync); 11] = [
+            &runs.ids,
+            &runs.loops,
+            &runs.names,
+            &runs.slots,
+            &runs.attempts,
+            &runs.leases,
+            &runs.dues,
+            &source,
+            &now,
+            &runner.as_ref(),
+            &epoch,
+        ];
         // The insert and the advances go to the server together: a loop advances only
         // if its run's row is there when the update runs (statements run in order), so
         // an attempt whose key turned out taken leaves its loop as it was.
-        let insert = insert_wins(db, &wins, claims, &ids, &locked, epoch);
         let (rows, advanced) = if advances.loops.is_empty() {
-            (insert.await, Ok(Vec::new()))
+            (db.query(INSERT_WINS, &insert).await?, Vec::new())
         } else {
-            crate::session::together(insert, advances.apply(db, now)).await
+            let [rows, advanced] = db
+                .query_each([(INSERT_WINS, &insert), (ADVANCE, &advances.params(&now))])
+                .await?;
+            (rows, advanced)
         };
-        let (rows, advanced) = (rows?, advanced?);
         let mut inserted: HashMap<String, Run> = HashMap::with_capacity(rows.len());
         for row in &rows {
             let run = run_from_row(row)?;
@@ -183,75 +202,64 @@ pub(crate) async fn claim_set(
     Ok((out, briefs))
 }
 
-/// Inserts `wins`' runs; each taken key (or id) leaves its row out of the answer.
-async fn insert_wins(
-    db: &Db<'_, impl Conn>,
-    wins: &[Win],
-    claims: &[BatchClaim],
-    ids: &[&str],
-    locked: &HashMap<String, LockedLoop>,
-    epoch: Option<i64>,
-) -> Result<Vec<tokio_postgres::Row>> {
-    let Some(first) = claims.first() else {
-        return Ok(Vec::new());
-    };
-    let req = &first.request;
-    let now = ms(&req.now);
-    let run_ids: Vec<&str> = wins.iter().map(|w| w.id.as_str()).collect();
-    let loop_ids: Vec<&str> = wins.iter().map(|w| ids[w.index]).collect();
-    let names: Vec<String> = wins
-        .iter()
-        .map(|w| {
-            locked
-                .get(ids[w.index])
-                .map(|lp| lp.name.clone())
-                .unwrap_or_default()
-        })
-        .collect();
-    let slots: Vec<i64> = wins
-        .iter()
-        .map(|w| ms(&claims[w.index].request.scheduled_for))
-        .collect();
-    let attempts: Vec<i64> = wins.iter().map(|w| w.attempt).collect();
-    let leases: Vec<i64> = wins
-        .iter()
-        .map(|w| {
-            let lease = locked.get(ids[w.index]).map_or(0, |lp| lp.lease_ms);
-            now.saturating_add(lease)
-        })
-        .collect();
-    let dues: Vec<Option<i64>> = wins.iter().map(|w| w.due_at).collect();
-    db.query(
-        concat!(
-            "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
-             source, started_at, claimed_by, lease_expires_at, created_at, updated_at, \
-             due_at, runner_epoch, run_kind, provider, account) \
-             SELECT i, l, n, s, a, 'running', $8, $9, $10, e, $9, $9, d, $11, \
-               loops.target_json::jsonb ->> 'type', ",
-            crate::holds::key_provider!(),
-            ", CASE WHEN (loops.target_json::jsonb ->> 'type') = 'agent' \
-               THEN loops.target_json::jsonb #>> '{account,profile}' END \
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], \
-                         $5::bigint[], $6::bigint[], $7::bigint[]) AS t(i, l, n, s, a, e, d) \
-             JOIN loops ON loops.id = t.l \
-             ON CONFLICT DO NOTHING RETURNING ",
-            run_cols!()
-        ),
-        &[
-            &run_ids,
-            &loop_ids,
-            &names,
-            &slots,
-            &attempts,
-            &leases,
-            &dues,
-            &req.source.as_str(),
-            &now,
-            &text(&req.runner_id).as_ref(),
-            &epoch,
-        ],
-    )
-    .await
+/// Inserts the runs of [`WinColumns`] (`$1`–`$7`) from `source` (`$8`) at `now` (`$9`)
+/// by the runner `$10` of epoch `$11`; each taken key (or id) leaves its row out of
+/// the answer.
+const INSERT_WINS: &str = concat!(
+    "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
+         source, started_at, claimed_by, lease_expires_at, created_at, updated_at, \
+         due_at, runner_epoch, run_kind, provider, account) \
+         SELECT i, l, n, s, a, 'running', $8, $9, $10, e, $9, $9, d, $11, \
+           loops.target_json::jsonb ->> 'type', ",
+    crate::holds::key_provider!(),
+    ", CASE WHEN (loops.target_json::jsonb ->> 'type') = 'agent' \
+           THEN loops.target_json::jsonb #>> '{account,profile}' END \
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], \
+                     $5::bigint[], $6::bigint[], $7::bigint[]) AS t(i, l, n, s, a, e, d) \
+         JOIN loops ON loops.id = t.l \
+         ON CONFLICT DO NOTHING RETURNING ",
+    run_cols!()
+);
+
+/// The runs a batch inserts, as [`INSERT_WINS`]' columns.
+struct WinColumns<'a> {
+    ids: Vec<&'a str>,
+    loops: Vec<&'a str>,
+    names: Vec<String>,
+    slots: Vec<i64>,
+    attempts: Vec<i64>,
+    leases: Vec<i64>,
+    dues: Vec<Option<i64>>,
+}
+
+impl<'a> WinColumns<'a> {
+    fn of(
+        wins: &'a [Win],
+        claims: &[BatchClaim],
+        ids: &[&'a str],
+        locked: &HashMap<String, LockedLoop>,
+    ) -> Self {
+        let now = claims.first().map_or(0, |c| ms(&c.request.now));
+        let lock = |w: &Win| locked.get(ids[w.index]);
+        Self {
+            ids: wins.iter().map(|w| w.id.as_str()).collect(),
+            loops: wins.iter().map(|w| ids[w.index]).collect(),
+            names: wins
+                .iter()
+                .map(|w| lock(w).map(|lp| lp.name.clone()).unwrap_or_default())
+                .collect(),
+            slots: wins
+                .iter()
+                .map(|w| ms(&claims[w.index].request.scheduled_for))
+                .collect(),
+            attempts: wins.iter().map(|w| w.attempt).collect(),
+            leases: wins
+                .iter()
+                .map(|w| now.saturating_add(lock(w).map_or(0, |lp| lp.lease_ms)))
+                .collect(),
+            dues: wins.iter().map(|w| w.due_at).collect(),
+        }
+    }
 }
 
 /// A claim the batch inserts: the claim's index, its run's id and attempt, and when it
@@ -310,70 +318,59 @@ impl<'a> Advances<'a> {
         out
     }
 
-    /// Moves each loop whose run's row is there, returning the moved loops' briefs.
-    async fn apply(&self, db: &Db<'_, impl Conn>, now: i64) -> Result<Vec<tokio_postgres::Row>> {
-        db.query(
-            "UPDATE loops SET status = t.st, next_run_at = t.nx, \
-               retry_scheduled_for = t.rt, due_at = t.du, updated_at = $9 \
-             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], \
-                         $6::bigint[], $7::bigint[], $8::bigint[]) \
-               AS t(id, run, s, a, st, nx, rt, du) \
-             WHERE loops.id = t.id \
-               AND EXISTS (SELECT 1 FROM runs WHERE runs.id = t.run AND runs.loop_id = t.id \
-                             AND runs.scheduled_for = t.s AND runs.attempt = t.a) \
-             RETURNING loops.id, loops.name, loops.status, loops.next_run_at, loops.due_at",
-            &[
-                &self.loops,
-                &self.runs,
-                &self.slots,
-                &self.attempts,
-                &self.status,
-                &self.next,
-                &self.retry,
-                &self.due,
-                &now,
-            ],
-        )
-        .await
+    /// [`ADVANCE`]'s parameters, at `now`.
+    fn params<'p>(&'p self, now: &'p i64) -> [&'p (dyn ToSql + Sync); 9] {
+        [
+            &self.loops,
+            &self.runs,
+            &self.slots,
+            &self.attempts,
+            &self.status,
+            &self.next,
+            &self.retry,
+            &self.due,
+            now,
+        ]
     }
 }
 
-/// Each claim's slot state, in `ids`' order: the loop's running rows, and its slot's
-/// running, finished (succeeded or skipped) and latest attempts.
-async fn slot_states(
-    db: &Db<'_, impl Conn>,
-    ids: &[&str],
-    slots: &[i64],
-) -> Result<Vec<tokio_postgres::Row>> {
-    db.query(
-        "SELECT q.n, c.busy, c.running, c.done, c.last \
-         FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(l, s, n) \
-         CROSS JOIN LATERAL ( \
-           SELECT COUNT(*) FILTER (WHERE status = 'running') AS busy, \
-                  COUNT(*) FILTER (WHERE scheduled_for = q.s AND status = 'running') AS running, \
-                  COUNT(*) FILTER (WHERE scheduled_for = q.s \
-                                     AND status IN ('succeeded', 'skipped')) AS done, \
-                  COALESCE(MAX(attempt) FILTER (WHERE scheduled_for = q.s), 0) AS last \
-           FROM runs WHERE loop_id = q.l AND (scheduled_for = q.s OR status = 'running')) c \
-         ORDER BY q.n",
-        &[&ids, &slots],
-    )
-    .await
-}
+/// Moves each loop of [`Advances`] whose run's row is there, returning the moved loops'
+/// briefs.
+const ADVANCE: &str = "UPDATE loops SET status = t.st, next_run_at = t.nx, \
+       retry_scheduled_for = t.rt, due_at = t.du, updated_at = $9 \
+     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], \
+                 $6::bigint[], $7::bigint[], $8::bigint[]) \
+       AS t(id, run, s, a, st, nx, rt, du) \
+     WHERE loops.id = t.id \
+       AND EXISTS (SELECT 1 FROM runs WHERE runs.id = t.run AND runs.loop_id = t.id \
+                     AND runs.scheduled_for = t.s AND runs.attempt = t.a) \
+     RETURNING loops.id, loops.name, loops.status, loops.next_run_at, loops.due_at";
 
-/// Locks every loop of `ids` that no other transaction holds (`SKIP LOCKED`).
-async fn lock_all(db: &Db<'_, impl Conn>, ids: &[&str]) -> Result<HashMap<String, LockedLoop>> {
-    let rows = db
-        .query(
-            "SELECT id, status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
-             retry_scheduled_for, due_at, runs_on_json, target_json FROM loops \
-             WHERE id = ANY($1::text[]) \
-             FOR UPDATE SKIP LOCKED",
-            &[&ids],
-        )
-        .await?;
+/// Each claim's slot state, in the order of the loop ids (`$1`) and slots (`$2`): the
+/// loop's running rows, and its slot's running, finished (succeeded or skipped) and
+/// latest attempts.
+const SLOT_STATES: &str = "SELECT q.n, c.busy, c.running, c.done, c.last \
+     FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(l, s, n) \
+     CROSS JOIN LATERAL ( \
+       SELECT COUNT(*) FILTER (WHERE status = 'running') AS busy, \
+              COUNT(*) FILTER (WHERE scheduled_for = q.s AND status = 'running') AS running, \
+              COUNT(*) FILTER (WHERE scheduled_for = q.s \
+                                 AND status IN ('succeeded', 'skipped')) AS done, \
+              COALESCE(MAX(attempt) FILTER (WHERE scheduled_for = q.s), 0) AS last \
+       FROM runs WHERE loop_id = q.l AND (scheduled_for = q.s OR status = 'running')) c \
+     ORDER BY q.n";
+
+/// Locks every loop of the ids `$1` that no other transaction holds (`SKIP LOCKED`).
+const LOCK_LOOPS: &str =
+    "SELECT id, status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
+     retry_scheduled_for, due_at, runs_on_json, target_json FROM loops \
+     WHERE id = ANY($1::text[]) \
+     FOR UPDATE SKIP LOCKED";
+
+/// The loops [`LOCK_LOOPS`] locked, by id.
+fn locked_loops(rows: &[tokio_postgres::Row]) -> Result<HashMap<String, LockedLoop>> {
     let mut out = HashMap::with_capacity(rows.len());
-    for row in &rows {
+    for row in rows {
         out.insert(
             get::<String>(row, 0, "id")?,
             LockedLoop {

@@ -3,22 +3,26 @@
 //! (`loops_core::transitions`), from the loop as stored (locked) and its deferred retry
 //! looked up in the same transaction, and the notifications it calls for queued there
 //! too (`crate::notify`). The pid records are one statement, and so are the
-//! finalizations that cannot see each other ([`finalize_set_in`]): a batch costs a few
-//! round trips, not two a run.
+//! finalizations that cannot see each other ([`FinishSet`]); the two go to the server
+//! together with the notification default: a batch costs a few round trips (`BEGIN`
+//! with the fence, those three, the loops' locks, the events with `COMMIT`), not two a
+//! run.
 
 use crate::codec::{get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, Cols};
 use crate::error::{Error, Result};
 use crate::loops::apply_advance_known;
 use crate::runs::not_running;
-use crate::session::{Conn, Db};
+use crate::session::{Conn, Db, Params};
 use loops_core::event::{EventKind, LoopBrief};
 use loops_core::schedule;
 use loops_core::transitions;
 use loops_core::{Instant, Loop, LoopId, Run, RunId, RunOutcome};
-use loops_store::codec::StoredRow;
+use loops_store::codec::{StoredRow, META_NOTIFY_DEFAULT};
 use loops_store::finish::{self, PidRecord, Write};
 use loops_store::{RunWrite, RunWritten};
 use std::collections::{HashMap, HashSet};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
 
 pub(crate) async fn record_run_writes(
     db: &Db<'_, impl Conn>,
@@ -28,30 +32,51 @@ pub(crate) async fn record_run_writes(
     // A write that fails alone (a row no longer running, an outcome that cannot end a
     // run) is found out before it writes anything, and without an SQL error: the
     // transaction goes on with the next write, no savepoint needed.
-    // The batch's pid records first, in one statement: each run's pid record precedes
-    // its finalization, so none of them is moved past a write it depends on.
     let mut batch = Batch::default();
-    let pids = writes.iter().any(|w| matches!(w.to_write(), Write::Pid(_)));
+    let pid_set = pid_set(writes);
+    let finish_set = finish_set(writes, pid_set.is_some());
     let finishes = writes
         .iter()
         .any(|w| matches!(w.to_write(), Write::Finish { .. }));
-    let mut marked = if pids && finishes {
-        // The notification default the finalizations read goes with the pid records'
-        // statement: one round trip for both.
-        let (marked, default) =
-            tokio::join!(mark_pids_in(db, writes), crate::notify::notify_default(db));
-        let marked = marked?;
-        if marked.is_some() {
-            crate::session::sent_together(2);
-        }
-        batch.notify_default = Some(default?);
-        marked
-    } else {
-        mark_pids_in(db, writes).await?
+    // The batch's statements that need no answer from one another go to the server
+    // together, one round trip, in this order: the pid records in one statement (each
+    // run's pid record precedes its finalization, so none is moved past a write it
+    // depends on), the notification default the finalizations read, and the
+    // finalizations that can be made together.
+    let pid_columns = pid_set.as_deref().map(PidColumns::of);
+    let pid_params = pid_columns.as_ref().map(PidColumns::params);
+    let set_columns = (!finish_set.is_empty()).then(|| SetColumns::of(&finish_set));
+    let set_params = set_columns.as_ref().map(SetColumns::params);
+    let mut statements: Vec<(&str, &Params<'_>)> = Vec::with_capacity(3);
+    if let Some(params) = &pid_params {
+        statements.push((UPDATE_PIDS, params));
+    }
+    if finishes {
+        statements.push((
+            crate::notify::SELECT_NOTIFY_DEFAULT,
+            &[&META_NOTIFY_DEFAULT],
+        ));
+    }
+    if let Some(params) = &set_params {
+        statements.push((UPDATE_SET, params));
+    }
+    let mut answers = db.query_all(&statements).await?.into_iter();
+    let pid_rows = pid_params.and_then(|_| answers.next());
+    if finishes {
+        let rows = answers.next().unwrap_or_default();
+        batch.notify_default = Some(crate::notify::notify_default_from(&rows)?);
+    }
+    let set_rows = set_params.and_then(|_| answers.next());
+    let mut marked = match (pid_set, pid_rows) {
+        (Some(set), Some(rows)) => Some(pids_written(db, set, &rows).await?),
+        _ => None,
     };
-    // Then the finalizations that can be made together, as if they came first; the
-    // rest one by one, in order, after them.
-    let mut finalized = finalize_set_in(db, writes, marked.is_some(), now, &mut batch).await?;
+    // Then the finalizations made together, as if they came first; the rest one by
+    // one, in order, after them.
+    let mut finalized = match set_rows {
+        Some(rows) => finalized_set(db, finish_set, &rows, now, &mut batch).await?,
+        None => HashMap::new(),
+    };
     let mut done = Vec::with_capacity(writes.len());
     for (i, write) in writes.iter().enumerate() {
         let result = match write.to_write() {
@@ -139,10 +164,9 @@ async fn after_finalize(
     Ok(RunWritten::finished(finished, loop_moved, notifications))
 }
 
-/// The finalizations of a batch that can be made together, in one `UPDATE … FROM
-/// unnest` and one locked read of their loops (in id order), each then followed by
-/// [`after_finalize`] in the batch's order: each write's result by its index in
-/// `writes`. The batch then reads as if these came first and the rest one by one
+/// A batch's finalizations that can be made together (each with its index in
+/// `writes`): [`UPDATE_SET`] finalizes them in one `UPDATE … FROM unnest`, and
+/// [`finalized_set`] follows each with [`after_finalize`] in the batch's order. The batch then reads as if these came first and the rest one by one
 /// after them, which holds because none of them can see another:
 /// - each is the only finalization of its run in the batch, and of its loop (the
 ///   statement leaves any run whose loop another run of the batch shares running: a
@@ -154,13 +178,10 @@ async fn after_finalize(
 ///
 /// Empty when fewer than two qualify; a run the statement did not finalize (no longer
 /// running, or sharing its loop) goes one by one, which says why.
-async fn finalize_set_in(
-    db: &Db<'_, impl Conn>,
-    writes: &[RunWrite],
-    pids_written: bool,
-    now: Instant,
-    batch: &mut Batch,
-) -> Result<HashMap<usize, Result<RunWritten>>> {
+type FinishSet<'w> = Vec<(usize, &'w RunId, &'w RunOutcome)>;
+
+/// The batch's finalizations that can be made together (see [`FinishSet`]).
+fn finish_set(writes: &[RunWrite], pids_written: bool) -> FinishSet<'_> {
     let pid_pending: HashSet<&RunId> = writes
         .iter()
         .filter_map(|w| match w {
@@ -189,79 +210,116 @@ async fn finalize_set_in(
         })
         .collect();
     if set.len() < 2 {
-        return Ok(HashMap::new());
+        return Vec::new();
     }
-    let texts = |f: fn(&RunOutcome) -> Option<&str>| -> Vec<Option<String>> {
-        set.iter().map(|(_, _, o)| opt_text(f(o))).collect()
-    };
-    let ids: Vec<&str> = set.iter().map(|(_, r, _)| r.as_str()).collect();
-    let statuses: Vec<&str> = set.iter().map(|(_, _, o)| o.status.as_str()).collect();
-    let finished_at: Vec<i64> = set.iter().map(|(_, _, o)| ms(&o.finished_at)).collect();
-    let exit_codes: Vec<Option<i64>> = set
-        .iter()
-        .map(|(_, _, o)| o.exit_code.map(i64::from))
-        .collect();
-    let stdout = texts(|o| Some(o.stdout.as_str()));
-    let stderr = texts(|o| Some(o.stderr.as_str()));
-    let error = texts(|o| o.error.as_deref());
-    let summary = texts(|o| o.summary.as_deref());
-    let error_output = texts(|o| o.error_output.as_deref());
-    let classes: Vec<Option<&str>> = set
-        .iter()
-        .map(|(_, _, o)| o.failure_class.map(|c| c.as_str()))
-        .collect();
-    let retry_at: Vec<Option<i64>> = set
-        .iter()
-        .map(|(_, _, o)| o.retry_at.as_ref().map(ms))
-        .collect();
-    let session_id = texts(|o| o.session_id.as_deref());
-    let session_note = texts(|o| o.session_note.as_deref());
-    // The unnest's columns are named apart from `runs`' so `RETURNING` names only the
-    // run's.
-    let rows = db
-        .query(
-            concat!(
-                "WITH shared AS (SELECT loop_id FROM runs WHERE id = ANY($1::text[]) \
-                                 GROUP BY loop_id HAVING count(*) > 1) \
-                 UPDATE runs SET status = u.n_status, finished_at = u.n_finished_at, \
-                   exit_code = u.n_exit_code, \
-                   duration_ms = CASE WHEN runs.started_at IS NULL THEN NULL \
-                                      ELSE GREATEST(0, u.n_finished_at - runs.started_at) END, \
-                   stdout = u.n_stdout, stderr = u.n_stderr, error = u.n_error, \
-                   summary = u.n_summary, usage_json = NULL, updated_at = u.n_finished_at, \
-                   error_output = u.n_error_output, failure_class = u.n_failure_class, \
-                   retry_at = u.n_retry_at, session_id = u.n_session_id, \
-                   session_note = u.n_session_note \
-                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], \
-                             $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
-                             $11::bigint[], $12::text[], $13::text[]) \
-                   AS u(n_id, n_status, n_finished_at, n_exit_code, n_stdout, n_stderr, \
-                        n_error, n_summary, n_error_output, n_failure_class, n_retry_at, \
-                        n_session_id, n_session_note) \
-                 WHERE runs.id = u.n_id AND runs.status = 'running' \
-                   AND runs.loop_id NOT IN (SELECT loop_id FROM shared) \
-                 RETURNING ",
-                run_cols!()
-            ),
-            &[
-                &ids,
-                &statuses,
-                &finished_at,
-                &exit_codes,
-                &stdout,
-                &stderr,
-                &error,
-                &summary,
-                &error_output,
-                &classes,
-                &retry_at,
-                &session_id,
-                &session_note,
-            ],
-        )
-        .await?;
+    set
+}
+
+/// Finalizes the runs of [`SetColumns`] (each a finalization of [`finish_set`]) in one
+/// statement, returning the rows it finalized. The unnest's columns are named apart
+/// from `runs`' so `RETURNING` names only the run's.
+const UPDATE_SET: &str = concat!(
+    "WITH shared AS (SELECT loop_id FROM runs WHERE id = ANY($1::text[]) \
+                             GROUP BY loop_id HAVING count(*) > 1) \
+             UPDATE runs SET status = u.n_status, finished_at = u.n_finished_at, \
+               exit_code = u.n_exit_code, \
+               duration_ms = CASE WHEN runs.started_at IS NULL THEN NULL \
+                                  ELSE GREATEST(0, u.n_finished_at - runs.started_at) END, \
+               stdout = u.n_stdout, stderr = u.n_stderr, error = u.n_error, \
+               summary = u.n_summary, usage_json = NULL, updated_at = u.n_finished_at, \
+               error_output = u.n_error_output, failure_class = u.n_failure_class, \
+               retry_at = u.n_retry_at, session_id = u.n_session_id, \
+               session_note = u.n_session_note \
+             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], \
+                         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
+                         $11::bigint[], $12::text[], $13::text[]) \
+               AS u(n_id, n_status, n_finished_at, n_exit_code, n_stdout, n_stderr, \
+                    n_error, n_summary, n_error_output, n_failure_class, n_retry_at, \
+                    n_session_id, n_session_note) \
+             WHERE runs.id = u.n_id AND runs.status = 'running' \
+               AND runs.loop_id NOT IN (SELECT loop_id FROM shared) \
+             RETURNING ",
+    run_cols!()
+);
+
+/// [`finish_set`]'s finalizations as [`UPDATE_SET`]'s columns.
+struct SetColumns<'a> {
+    ids: Vec<&'a str>,
+    statuses: Vec<&'a str>,
+    finished_at: Vec<i64>,
+    exit_codes: Vec<Option<i64>>,
+    stdout: Vec<Option<String>>,
+    stderr: Vec<Option<String>>,
+    error: Vec<Option<String>>,
+    summary: Vec<Option<String>>,
+    error_output: Vec<Option<String>>,
+    classes: Vec<Option<&'a str>>,
+    retry_at: Vec<Option<i64>>,
+    session_id: Vec<Option<String>>,
+    session_note: Vec<Option<String>>,
+}
+
+impl<'a> SetColumns<'a> {
+    fn of(set: &FinishSet<'a>) -> Self {
+        let texts = |f: fn(&RunOutcome) -> Option<&str>| -> Vec<Option<String>> {
+            set.iter().map(|(_, _, o)| opt_text(f(o))).collect()
+        };
+        Self {
+            ids: set.iter().map(|(_, r, _)| r.as_str()).collect(),
+            statuses: set.iter().map(|(_, _, o)| o.status.as_str()).collect(),
+            finished_at: set.iter().map(|(_, _, o)| ms(&o.finished_at)).collect(),
+            exit_codes: set
+                .iter()
+                .map(|(_, _, o)| o.exit_code.map(i64::from))
+                .collect(),
+            stdout: texts(|o| Some(o.stdout.as_str())),
+            stderr: texts(|o| Some(o.stderr.as_str())),
+            error: texts(|o| o.error.as_deref()),
+            summary: texts(|o| o.summary.as_deref()),
+            error_output: texts(|o| o.error_output.as_deref()),
+            classes: set
+                .iter()
+                .map(|(_, _, o)| o.failure_class.map(|c| c.as_str()))
+                .collect(),
+            retry_at: set
+                .iter()
+                .map(|(_, _, o)| o.retry_at.as_ref().map(ms))
+                .collect(),
+            session_id: texts(|o| o.session_id.as_deref()),
+            session_note: texts(|o| o.session_note.as_deref()),
+        }
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 13] {
+        [
+            &self.ids,
+            &self.statuses,
+            &self.finished_at,
+            &self.exit_codes,
+            &self.stdout,
+            &self.stderr,
+            &self.error,
+            &self.summary,
+            &self.error_output,
+            &self.classes,
+            &self.retry_at,
+            &self.session_id,
+            &self.session_note,
+        ]
+    }
+}
+
+/// [`finish_set`]'s runs as [`UPDATE_SET`] left them (`rows`), each followed by its
+/// loop's transition, from one locked read of their loops (in id order).
+async fn finalized_set(
+    db: &Db<'_, impl Conn>,
+    set: FinishSet<'_>,
+    rows: &[Row],
+    now: Instant,
+    batch: &mut Batch,
+) -> Result<HashMap<usize, Result<RunWritten>>> {
     let mut runs: HashMap<RunId, Run> = HashMap::with_capacity(rows.len());
-    for row in &rows {
+    for row in rows {
         let run = run_from_row(row)?;
         runs.insert(run.id.clone(), run);
     }
@@ -296,14 +354,11 @@ async fn finalize_set_in(
     Ok(out)
 }
 
-/// The pid records of a batch with more than one, in one `UPDATE … FROM unnest`,
-/// inside the caller's transaction: each write's result by its index in `writes`.
-/// `None` (nothing written) for a batch with at most one, or naming a run twice: those
-/// go one by one.
-async fn mark_pids_in(
-    db: &Db<'_, impl Conn>,
-    writes: &[RunWrite],
-) -> Result<Option<HashMap<usize, Result<RunWritten>>>> {
+/// The pid records of a batch with more than one (each with its index in `writes`),
+/// written together: [`UPDATE_PIDS`] in one `UPDATE … FROM unnest`, [`pids_written`]
+/// the results. `None` for a batch with at most one, or naming a run twice: those go
+/// one by one.
+fn pid_set(writes: &[RunWrite]) -> Option<Vec<(usize, PidRecord<'_>)>> {
     let spawned: Vec<(usize, PidRecord<'_>)> = writes
         .iter()
         .enumerate()
@@ -327,24 +382,49 @@ async fn mark_pids_in(
             }
         }
     }
-    if spawned.len() < 2 || in_order_only {
-        return Ok(None);
+    (spawned.len() >= 2 && !in_order_only).then_some(spawned)
+}
+
+/// Writes the pid records of [`PidColumns`] in one statement, inside the caller's
+/// transaction: the ids of the rows it wrote.
+const UPDATE_PIDS: &str = "UPDATE runs SET pid = u.pid, pid_start_time = u.pid_start_time, \
+       updated_at = u.at, session_note = u.session_note \
+     FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[]) \
+       AS u(id, pid, pid_start_time, at, session_note) \
+     WHERE runs.id = u.id AND runs.status = 'running' RETURNING runs.id";
+
+/// [`pid_set`]'s records as [`UPDATE_PIDS`]' columns.
+struct PidColumns<'a> {
+    ids: Vec<&'a str>,
+    pids: Vec<i64>,
+    starts: Vec<Option<i64>>,
+    ats: Vec<i64>,
+    notes: Vec<Option<&'a str>>,
+}
+
+impl<'a> PidColumns<'a> {
+    fn of(spawned: &[(usize, PidRecord<'a>)]) -> Self {
+        Self {
+            ids: spawned.iter().map(|(_, p)| p.run.as_str()).collect(),
+            pids: spawned.iter().map(|(_, p)| i64::from(p.pid)).collect(),
+            starts: spawned.iter().map(|(_, p)| p.pid_start_time).collect(),
+            ats: spawned.iter().map(|(_, p)| ms(&p.at)).collect(),
+            notes: spawned.iter().map(|(_, p)| p.session_note).collect(),
+        }
     }
-    let ids: Vec<&str> = spawned.iter().map(|(_, p)| p.run.as_str()).collect();
-    let pids: Vec<i64> = spawned.iter().map(|(_, p)| i64::from(p.pid)).collect();
-    let starts: Vec<Option<i64>> = spawned.iter().map(|(_, p)| p.pid_start_time).collect();
-    let notes: Vec<Option<&str>> = spawned.iter().map(|(_, p)| p.session_note).collect();
-    let ats: Vec<i64> = spawned.iter().map(|(_, p)| ms(&p.at)).collect();
-    let rows = db
-        .query(
-            "UPDATE runs SET pid = u.pid, pid_start_time = u.pid_start_time, \
-               updated_at = u.at, session_note = u.session_note \
-             FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[]) \
-               AS u(id, pid, pid_start_time, at, session_note) \
-             WHERE runs.id = u.id AND runs.status = 'running' RETURNING runs.id",
-            &[&ids, &pids, &starts, &ats, &notes],
-        )
-        .await?;
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 5] {
+        [&self.ids, &self.pids, &self.starts, &self.ats, &self.notes]
+    }
+}
+
+/// Each of [`pid_set`]'s writes' result by its index in `writes`, from the ids
+/// [`UPDATE_PIDS`] wrote (`rows`).
+async fn pids_written(
+    db: &Db<'_, impl Conn>,
+    spawned: Vec<(usize, PidRecord<'_>)>,
+    rows: &[Row],
+) -> Result<HashMap<usize, Result<RunWritten>>> {
     let written: HashSet<String> = rows
         .iter()
         .map(|r| get::<String>(r, 0, "id"))
@@ -358,7 +438,7 @@ async fn mark_pids_in(
         };
         out.insert(i, result);
     }
-    Ok(Some(out))
+    Ok(out)
 }
 
 /// Records the child's pid on a running row, inside the caller's transaction.

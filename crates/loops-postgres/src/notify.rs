@@ -21,13 +21,19 @@ fn delivery_from_row(row: &Row) -> Result<Delivery> {
 }
 
 pub(crate) async fn notify_default(db: &Db<'_, impl Conn>) -> Result<Option<Notify>> {
-    let row = db
-        .query_opt(
-            "SELECT value FROM meta WHERE key = $1",
-            &[&META_NOTIFY_DEFAULT],
-        )
+    let rows = db
+        .query(SELECT_NOTIFY_DEFAULT, &[&META_NOTIFY_DEFAULT])
         .await?;
-    row.map(|r| Ok(decode_notify_default(&get::<String>(&r, 0, "value")?)?))
+    notify_default_from(&rows)
+}
+
+/// Reads the default notification settings (`$1`: [`META_NOTIFY_DEFAULT`]).
+pub(crate) const SELECT_NOTIFY_DEFAULT: &str = "SELECT value FROM meta WHERE key = $1";
+
+/// The default notification settings from [`SELECT_NOTIFY_DEFAULT`]'s rows.
+pub(crate) fn notify_default_from(rows: &[tokio_postgres::Row]) -> Result<Option<Notify>> {
+    rows.first()
+        .map(|r| Ok(decode_notify_default(&get::<String>(r, 0, "value")?)?))
         .transpose()
 }
 

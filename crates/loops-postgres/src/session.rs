@@ -58,17 +58,42 @@ pub(crate) fn sent_together(n: u64) {
     ROUND_TRIPS.fetch_sub(n.saturating_sub(1), std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Two statements' futures sent to the server in this order and answered together: one
-/// round trip for both. `a` is polled first at every wake (tokio's `join!` otherwise
-/// takes turns), so its statement is sent first even when both prepare theirs first —
-/// which matters when `b` reads what `a` writes or locks. Each sends one statement.
+/// Two statements that do not depend on one another, sent to the server together and
+/// answered together: one round trip for both. In no set order (a statement that
+/// prepares first is sent later): statements that must run in order go through
+/// [`Db::query_all`]. Each sends one statement.
 pub(crate) async fn together<A, B>(
     a: impl Future<Output = A>,
     b: impl Future<Output = B>,
 ) -> (A, B) {
-    let both = tokio::join!(biased; a, b);
+    let both = tokio::join!(a, b);
     sent_together(2);
     both
+}
+
+/// A request [`send_now`] sent: answered at once, or its answer still to await.
+pub(crate) enum Sent<F: Future> {
+    Answered(F::Output),
+    Awaiting(F),
+}
+
+impl<F: Future + Unpin> Sent<F> {
+    pub(crate) async fn answer(self) -> F::Output {
+        match self {
+            Sent::Answered(out) => out,
+            Sent::Awaiting(request) => request.await,
+        }
+    }
+}
+
+/// Polls `request` once, which sends it: tokio-postgres writes a request to the
+/// connection on its first poll, in the order requests are made. What follows is sent
+/// after it, and its answer is read later ([`Sent::answer`]): one round trip for both.
+pub(crate) async fn send_now<F: Future + Unpin>(mut request: F) -> Sent<F> {
+    match std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut request).poll(cx))).await {
+        Poll::Ready(out) => Sent::Answered(out),
+        Poll::Pending => Sent::Awaiting(request),
+    }
 }
 
 /// The connection of one store (opened lazily, reopened after it broke) and its
@@ -150,10 +175,9 @@ impl Session {
             events: RefCell::default(),
         };
         self.in_transaction.set(true);
-        let mut begin = std::pin::pin!(client.batch_execute("BEGIN"));
-        // The first poll sends `BEGIN` (tokio-postgres writes requests in the order they
-        // are made); its answer is read after the fence's statement is on its way.
-        let sent = std::future::poll_fn(|cx| Poll::Ready(begin.as_mut().poll(cx))).await;
+        // `BEGIN` is sent first; its answer is read after the fence's statement is on
+        // its way.
+        let begin = send_now(Box::pin(client.batch_execute("BEGIN"))).await;
         let fenced = match fence {
             Some((f, now)) => {
                 let db = tx.db();
@@ -164,10 +188,7 @@ impl Session {
                 Ok(None)
             }
         };
-        match sent {
-            Poll::Ready(began) => began?,
-            Poll::Pending => begin.await?,
-        }
+        begin.answer().await?;
         Ok((tx, fenced))
     }
 
@@ -225,21 +246,17 @@ impl Tx<'_> {
             }
         };
         let params = rows.params();
-        let mut insert = std::pin::pin!(self.client.execute(&insert_events, &params));
-        // The first poll sends the insert; the `COMMIT` is sent after it.
-        if let Poll::Ready(done) =
-            std::future::poll_fn(|cx| Poll::Ready(insert.as_mut().poll(cx))).await
-        {
+        // The insert is sent first; the `COMMIT` after it.
+        let insert = match send_now(Box::pin(self.client.execute(&insert_events, &params))).await {
             // It failed before it was sent (its parameters did not encode).
-            if let Err(e) = done {
+            Sent::Answered(Err(e)) => {
                 self.rollback().await;
                 return Err(e.into());
             }
-            self.client.batch_execute("COMMIT").await?;
-            self.open.set(false);
-            return Ok(());
-        }
-        let (inserted, committed) = tokio::join!(insert, self.client.batch_execute("COMMIT"));
+            sent => sent,
+        };
+        let committed = self.client.batch_execute("COMMIT");
+        let (inserted, committed) = tokio::join!(insert.answer(), committed);
         committed?;
         self.open.set(false);
         inserted?;
@@ -305,6 +322,52 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         let st = self.prepare(sql).await?;
         count_round_trip();
         Ok(self.c.query(&st, params).await?)
+    }
+
+    /// Each statement's rows, in order: every statement is prepared first, then all
+    /// are sent at once and run in the order given — one round trip, where each may
+    /// depend on what the ones before it wrote or locked. The first statement that
+    /// fails is the error.
+    pub(crate) async fn query_all(
+        &self,
+        statements: &[(&str, &Params<'_>)],
+    ) -> Result<Vec<Vec<Row>>> {
+        let mut prepared = Vec::with_capacity(statements.len());
+        for (sql, _) in statements {
+            prepared.push(self.prepare(sql).await?);
+        }
+        let mut sent = Vec::with_capacity(statements.len());
+        for (st, (_, params)) in prepared.iter().zip(statements) {
+            sent.push(send_now(self.c.query(st, params)).await);
+        }
+        if !sent.is_empty() {
+            count_round_trip();
+        }
+        let mut answers = Vec::with_capacity(sent.len());
+        let mut failed = None;
+        for request in sent {
+            match request.answer().await {
+                Ok(rows) => answers.push(rows),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(answers),
+        }
+    }
+
+    /// [`Db::query_all`] of a fixed number of statements.
+    pub(crate) async fn query_each<const N: usize>(
+        &self,
+        statements: [(&str, &Params<'_>); N],
+    ) -> Result<[Vec<Row>; N]> {
+        self.query_all(&statements)
+            .await?
+            .try_into()
+            .map_err(|_| Error::decode("a statement's answer went missing"))
     }
 
     pub(crate) async fn query_opt(&self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
@@ -429,5 +492,63 @@ pub(crate) fn call<T: Send + 'static>(
             "PostgreSQL call did not finish within {} s (connection closed)",
             CALL_TIMEOUT.as_secs()
         ))),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// `query_all` sends its statements in the order given even when a later one is
+    /// prepared already and an earlier one is not (tokio's `join!` takes turns, and a
+    /// statement that prepares first is sent later: the recorder's batch once had its
+    /// finalizations run before its pid records that way).
+    #[test]
+    fn statements_sent_together_run_in_the_order_given() {
+        let Some(cluster) = loops_testkit::PgCluster::shared() else {
+            return;
+        };
+        let config: Config = cluster.database().parse().expect("a connection URL");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut session = Session::new(config);
+            let db = session.reader().await.unwrap();
+            db.batch("CREATE TEMP TABLE written (n int)").await.unwrap();
+            let count = "SELECT count(*)::bigint FROM written";
+            // The read is prepared already; the insert is not.
+            db.query(count, &[]).await.unwrap();
+            let before = round_trips();
+            let [inserted, counted] = db
+                .query_each([
+                    ("INSERT INTO written VALUES (1) RETURNING n", &[]),
+                    (count, &[]),
+                ])
+                .await
+                .unwrap();
+            assert_eq!(inserted.len(), 1);
+            assert_eq!(
+                counted[0].get::<_, i64>(0),
+                1,
+                "the read ran after the insert"
+            );
+            // Then both are prepared: one round trip for the two.
+            let before_warm = round_trips();
+            assert_eq!(
+                before_warm - before,
+                2,
+                "a preparation, then the two together"
+            );
+            db.query_each([
+                ("INSERT INTO written VALUES (1) RETURNING n", &[]),
+                (count, &[]),
+            ])
+            .await
+            .unwrap();
+            assert_eq!(round_trips() - before_warm, 1);
+        });
     }
 }

@@ -1,0 +1,176 @@
+//! A scheduling pass's batch of claims, and a recorder's batch of pid records and
+//! finalizations, each cost a fixed number of round trips to the server, whatever
+//! their size (issue #21). A test binary of its own, its tests one at a time
+//! (`SERIAL`): the round-trip counter is the process's, and nothing else may add to it
+//! meanwhile. Real PostgreSQL; skips without it (a failure under `CI=true`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use loops_core::{
+    Anchor, CommandTarget, Loop, LoopStatus, NewLoop, Policy, Run, RunOutcome, RunSource,
+    RunStatus, Schedule, Target,
+};
+use loops_postgres::PgStore;
+use loops_store::{
+    BatchClaim, ClaimOutcome, ClaimRequest, LoopAdvance, OnRefusal, RunWrite, RunWritten, Store,
+};
+use loops_testkit::PgCluster;
+use std::sync::Mutex;
+
+/// Held by each test: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn new_loop(name: &str, at: loops_core::Instant) -> NewLoop {
+    NewLoop {
+        name: name.to_owned(),
+        description: None,
+        schedule: Schedule::Interval {
+            every_ms: 60_000,
+            anchor: Anchor::FixedRate,
+        },
+        target: Target::Command(CommandTarget {
+            command: "true".to_owned(),
+            args: vec![],
+            cwd: None,
+            shell: true,
+            env: Default::default(),
+            timeout: None,
+            idle_timeout: None,
+            account: None,
+        }),
+        policy: Policy::default(),
+        labels: vec![],
+        notify: None,
+        next_run_at: Some(at),
+    }
+}
+
+/// A pass's claim of `lp`'s slot `slot`, advancing it a minute.
+fn pass(lp: &Loop, slot: loops_core::Instant) -> BatchClaim {
+    BatchClaim {
+        caps: Default::default(),
+        request: ClaimRequest {
+            loop_id: lp.id.clone(),
+            scheduled_for: slot,
+            runner_id: "me".to_owned(),
+            source: RunSource::Scheduled,
+            now: slot,
+            require_no_running: false,
+        },
+        advance: Some(LoopAdvance {
+            status: LoopStatus::Active,
+            next_run_at: Some(slot + chrono::TimeDelta::minutes(1)),
+            retry_scheduled_for: None,
+        }),
+        on_refusal: OnRefusal::PassOver {
+            skip_slots: vec![slot],
+        },
+    }
+}
+
+/// `BEGIN` with the fence check, the loops' locks with their slots' state, the runs'
+/// insert with the loops' advance, and the events with `COMMIT`.
+#[test]
+fn a_batch_of_claims_is_four_round_trips_whatever_its_size() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let store = PgStore::open(&cluster.database()).unwrap();
+    let slot = chrono::DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
+    let loops: Vec<Loop> = (0..40)
+        .map(|i| {
+            store
+                .create_loop(new_loop(&format!("l{i}"), slot), slot)
+                .unwrap()
+        })
+        .collect();
+    // Each batch claims every slot and advances every loop; the first also prepares
+    // the statements on the connection.
+    for (minute, size) in [(0, 3), (1, 3), (2, 40)] {
+        let at = slot + chrono::TimeDelta::minutes(minute);
+        let batch: Vec<BatchClaim> = loops[..size].iter().map(|lp| pass(lp, at)).collect();
+        let before = loops_postgres::round_trips();
+        let out = store.claim_runs(&batch, None).unwrap();
+        let trips = loops_postgres::round_trips() - before;
+        assert!(
+            out.iter().all(|o| matches!(o, ClaimOutcome::Claimed(_))),
+            "{out:?}"
+        );
+        if minute > 0 {
+            assert_eq!(trips, 4, "a batch of {size} claims");
+        }
+        for lp in &loops[..size] {
+            let now = store.get_loop(&lp.id).unwrap().unwrap();
+            assert_eq!(now.next_run_at, Some(at + chrono::TimeDelta::minutes(1)));
+        }
+    }
+}
+
+/// `BEGIN` with the fence check; the pid records, the notification default and the
+/// finalizations together; the finished runs' loops locked; the events with `COMMIT`.
+#[test]
+fn a_batch_of_pid_records_and_finalizations_is_four_round_trips() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let store = PgStore::open(&cluster.database()).unwrap();
+    let slot = chrono::DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
+    let loops: Vec<Loop> = (0..30)
+        .map(|i| {
+            store
+                .create_loop(new_loop(&format!("w{i}"), slot), slot)
+                .unwrap()
+        })
+        .collect();
+    for (minute, size) in [(0, 3), (1, 3), (2, 30)] {
+        let at = slot + chrono::TimeDelta::minutes(minute);
+        let batch: Vec<BatchClaim> = loops[..size].iter().map(|lp| pass(lp, at)).collect();
+        let runs: Vec<Run> = store
+            .claim_runs(&batch, None)
+            .unwrap()
+            .into_iter()
+            .map(|o| match o {
+                ClaimOutcome::Claimed(run) => *run,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        // Each run's pid record, then each run's end, in one batch.
+        let end = at + chrono::TimeDelta::seconds(1);
+        let mut writes: Vec<RunWrite> = runs
+            .iter()
+            .map(|run| RunWrite::Spawned {
+                run: run.id.clone(),
+                pid: 4242,
+                pid_start_time: Some(7),
+                session_note: None,
+                at,
+            })
+            .collect();
+        writes.extend(runs.iter().map(|run| RunWrite::Finished {
+            run: run.id.clone(),
+            outcome: RunOutcome {
+                exit_code: Some(0),
+                ..RunOutcome::new(RunStatus::Succeeded, end)
+            },
+        }));
+        let before = loops_postgres::round_trips();
+        let written = store.record_run_writes(&writes, end, None).unwrap();
+        let trips = loops_postgres::round_trips() - before;
+        assert_eq!(written.len(), 2 * size);
+        for (write, done) in writes.iter().zip(&written) {
+            match (write, done) {
+                (RunWrite::Spawned { .. }, Ok(RunWritten::Spawned)) => {}
+                (RunWrite::Finished { .. }, Ok(RunWritten::Finished { run, .. })) => {
+                    assert_eq!(run.status, RunStatus::Succeeded);
+                    assert_eq!(run.pid, Some(4242), "the pid record went first");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        if minute > 0 {
+            assert_eq!(trips, 4, "a batch of {size} pid records and finalizations");
+        }
+    }
+}
