@@ -174,9 +174,23 @@ pub(crate) async fn read_body(req: Request, state: &State) -> Result<Vec<u8>, Ap
     }
 }
 
+/// Whether a request body is empty (or white space only): no JSON document.
+fn is_blank(bytes: &[u8]) -> bool {
+    bytes.iter().all(u8::is_ascii_whitespace)
+}
+
+/// An optional JSON document of `T`: `None` for an empty (or blank) body, else as
+/// [`parse_json`].
+pub(crate) fn optional_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<Option<T>, ApiError> {
+    if is_blank(bytes) {
+        return Ok(None);
+    }
+    parse_json(bytes).map(Some)
+}
+
 /// A JSON document of `T`; errors name the field (`target.command: missing field`).
 pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    if is_blank(bytes) {
         return Err(ApiError::invalid(
             "the request body is empty; send a JSON document",
         ));

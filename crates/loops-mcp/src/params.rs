@@ -408,18 +408,16 @@ macro_rules! agent_params {
     )*) => {
         agent_params! { @declare $head [$($(#[doc = $doc])* #[serde(default)] pub $field: $ty,)*] }
     };
-    // `loops_edit`, one field at a time: the next field with its `[edit …]` text (a
-    // `///` line's text starts with a space: "(agent loops)" needs none of its own) …
-    (@edit $head:tt [$($done:tt)*]
-        $(#[doc = $_doc:tt])* [edit #[doc = $first:tt] $(#[doc = $doc:tt])*] $field:ident: $ty:ty,
+    // `loops_edit`, one field at a time: a field with an `[edit …]` text takes it for
+    // its own …
+    (@edit $head:tt $done:tt
+        $(#[doc = $_doc:tt])* [edit $(#[doc = $doc:tt])*] $field:ident: $ty:ty,
         $($rest:tt)*
     ) => {
-        agent_params! { @edit $head [$($done)*
-            #[doc = concat!("(agent loops)", $first)] $(#[doc = $doc])*
-            #[serde(default)] pub $field: $ty,
-        ] $($rest)* }
+        agent_params! { @edit $head $done $(#[doc = $doc])* $field: $ty, $($rest)* }
     };
-    // … or with its text …
+    // … then the next field gets "(agent loops)" before its text (a `///` line's text
+    // starts with a space: "(agent loops)" needs none of its own) …
     (@edit $head:tt [$($done:tt)*]
         #[doc = $first:tt] $(#[doc = $doc:tt])* $field:ident: $ty:ty,
         $($rest:tt)*

@@ -127,49 +127,13 @@ fn copy_rows(tx: &Connection, set: &CopySet) -> Result<()> {
             r.account,
         ])?;
     }
-    let mut workflow = tx.prepare_cached(
-        "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
     for wf in &set.workflows {
         let spec = serde_json::to_string(&wf.spec)
             .map_err(|e| Error::decode(format!("spec of {}: {e}", wf.name)))?;
-        workflow.execute(params![
-            wf.id.as_str(),
-            wf.name,
-            wf.version,
-            wf.status.as_str(),
-            spec,
-            ms(&wf.created_at),
-            ms(&wf.updated_at),
-        ])?;
+        crate::workflows::insert_workflow_row(tx, wf, &spec)?;
     }
-    let mut workflow_run = tx.prepare_cached(
-        "INSERT INTO workflow_runs (id, workflow_id, workflow_name, loop_id, loop_run_id, \
-         scheduled_for, idempotency_key, status, attempt, started_at, finished_at, \
-         duration_ms, error, cancel_requested, created_at, updated_at, params_json) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-    )?;
     for r in &set.workflow_runs {
-        workflow_run.execute(params![
-            r.id.as_str(),
-            r.workflow_id.as_str(),
-            r.workflow_name,
-            r.loop_id.as_ref().map(|l| l.as_str()),
-            r.loop_run_id.as_ref().map(|l| l.as_str()),
-            opt_ms(r.scheduled_for.as_ref()),
-            r.idempotency_key,
-            r.status.as_str(),
-            r.attempt,
-            opt_ms(r.started_at.as_ref()),
-            opt_ms(r.finished_at.as_ref()),
-            r.duration_ms.map(sat_i64),
-            r.error,
-            r.cancel_requested,
-            ms(&r.created_at),
-            ms(&r.updated_at),
-            loops_store::codec::encode_params(&r.params)?,
-        ])?;
+        crate::workflows::insert_workflow_run(tx, r)?;
     }
     let mut step = tx.prepare_cached(
         "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, \
@@ -207,10 +171,7 @@ fn copy_rows(tx: &Connection, set: &CopySet) -> Result<()> {
             s.provider.map(|p| p.as_str()),
         ])?;
     }
-    let mut workflow_event = tx.prepare_cached(
-        "INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, step_id, \
-         payload_json, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
+    let mut workflow_event = tx.prepare_cached(crate::workflows::INSERT_EVENT)?;
     for e in &set.workflow_events {
         let payload = serde_json::to_string(&e.payload)
             .map_err(|err| Error::decode(format!("workflow event {}: {err}", e.id)))?;

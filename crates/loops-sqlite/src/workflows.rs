@@ -13,7 +13,7 @@ use loops_store::prune::{self, RunCutoffs};
 use loops_store::rows;
 use loops_store::workflow_log;
 use loops_store::{Fence, PrunePolicy, StoreError, WorkflowStore};
-use rusqlite::{params, Row, Transaction};
+use rusqlite::{params, Connection, Row, Transaction};
 
 const WORKFLOW_COLS: &str = "id, name, version, status, spec_json, created_at, updated_at";
 const RUN_COLS: &str = "id, workflow_id, workflow_name, loop_id, loop_run_id, scheduled_for, idempotency_key, \
@@ -22,6 +22,10 @@ const RUN_COLS: &str = "id, workflow_id, workflow_name, loop_id, loop_run_id, sc
 const STEP_COLS: &str = "id, workflow_run_id, step_id, sequence, status, attempts, started_at, finished_at, \
      exit_code, pid, pid_start_time, duration_ms, stdout, stderr, error, account_profile, account_tool, \
      created_at, updated_at, summary, usage_json, exit_status_unknown, error_output, provider";
+
+/// Writes one `workflow_events` row: a run's new entries, and each of a store copy.
+pub(crate) const INSERT_EVENT: &str = "INSERT INTO workflow_events (id, workflow_run_id, \
+     sequence, event_type, step_id, payload_json, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
 fn workflow_from_row(row: &Row<'_>) -> Result<Workflow> {
     Ok(rows::workflow_row(&Cols(row))?)
@@ -54,10 +58,7 @@ fn append_events(
             "SELECT COALESCE(MAX(sequence), 0) + 1 FROM workflow_events WHERE workflow_run_id = ?1",
         )?
         .query_row([run_id], |r| r.get(0))?;
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO workflow_events (id, workflow_run_id, sequence, event_type, step_id, payload_json, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
+    let mut insert = tx.prepare_cached(INSERT_EVENT)?;
     // Each entry is mirrored into the store's event log, in this transaction.
     let (workflow_name, loop_id): (String, Option<String>) = tx
         .prepare_cached("SELECT workflow_name, loop_id FROM workflow_runs WHERE id = ?1")?
@@ -112,18 +113,59 @@ pub(crate) fn insert_workflow(
     } else {
         spec_json(&workflow.spec)?
     };
-    tx.execute(
-        "INSERT INTO workflows (id, name, version, status, spec_json, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, 'active', ?4, ?5, ?5)",
-        params![
-            workflow.id.as_str(),
-            workflow.name,
-            workflow.version,
-            json,
-            ms(&now)
-        ],
-    )?;
+    insert_workflow_row(tx, &workflow, &json)?;
     Ok(workflow)
+}
+
+/// Writes `workflow` as its row, `spec_json` its spec encoded: a new spec, and each
+/// spec of a store copy.
+pub(crate) fn insert_workflow_row(
+    conn: &Connection,
+    workflow: &Workflow,
+    spec_json: &str,
+) -> Result<()> {
+    conn.prepare_cached(&format!(
+        "INSERT INTO workflows ({WORKFLOW_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    ))?
+    .execute(params![
+        workflow.id.as_str(),
+        workflow.name,
+        workflow.version,
+        workflow.status.as_str(),
+        spec_json,
+        ms(&workflow.created_at),
+        ms(&workflow.updated_at),
+    ])?;
+    Ok(())
+}
+
+/// Writes `run` as its row, every column: a new run ([`WorkflowRun::created`]), and
+/// each run of a store copy.
+pub(crate) fn insert_workflow_run(conn: &Connection, run: &WorkflowRun) -> Result<()> {
+    conn.prepare_cached(&format!(
+        "INSERT INTO workflow_runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
+         ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+    ))?
+    .execute(params![
+        run.id.as_str(),
+        run.workflow_id.as_str(),
+        run.workflow_name,
+        run.loop_id.as_ref().map(LoopId::as_str),
+        run.loop_run_id.as_ref().map(RunId::as_str),
+        opt_ms(run.scheduled_for.as_ref()),
+        run.idempotency_key,
+        run.status.as_str(),
+        run.attempt,
+        opt_ms(run.started_at.as_ref()),
+        opt_ms(run.finished_at.as_ref()),
+        run.duration_ms.map(sat_i64),
+        run.error,
+        run.cancel_requested,
+        ms(&run.created_at),
+        ms(&run.updated_at),
+        loops_store::codec::encode_params(&run.params)?,
+    ])?;
+    Ok(())
 }
 
 impl WorkflowStore for SqliteStore {
@@ -189,7 +231,6 @@ impl WorkflowStore for SqliteStore {
         fence: Option<&Fence>,
     ) -> StoreResult<(WorkflowRun, bool)> {
         let key = origin.map(RunOrigin::key);
-        let params_json = loops_store::codec::encode_params(params)?;
         self.write(fence.map(|f| (f, now)), |tx| {
             if let Some(key) = &key {
                 let existing = query_first(tx, &format!(
@@ -204,23 +245,7 @@ impl WorkflowStore for SqliteStore {
             }
             let run =
                 WorkflowRun::created(WorkflowRunId::new(new_id()), workflow, origin, params, now);
-            tx.execute(
-                &format!("INSERT INTO workflow_runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, NULL, NULL, NULL, ?11, ?11, ?12)"),
-                params![
-                    run.id.as_str(),
-                    run.workflow_id.as_str(),
-                    run.workflow_name,
-                    run.loop_id.as_ref().map(LoopId::as_str),
-                    run.loop_run_id.as_ref().map(RunId::as_str),
-                    opt_ms(run.scheduled_for.as_ref()),
-                    run.idempotency_key,
-                    run.status.as_str(),
-                    run.attempt,
-                    ms(&now),
-                    ms(&now),
-                    params_json,
-                ],
-            )?;
+            insert_workflow_run(tx, &run)?;
             let mut insert = tx.prepare_cached(
                 "INSERT INTO workflow_step_runs (id, workflow_run_id, step_id, sequence, status, attempts, \
                  account_profile, account_tool, created_at, updated_at, provider) \

@@ -3,7 +3,7 @@
 
 use super::blocking;
 use crate::error::{ApiError, ErrorBody};
-use crate::request::{read_body, Params};
+use crate::request::{optional_json, read_body, Params};
 use crate::State;
 use axum::extract::{Path, RawQuery, Request};
 use axum::http::StatusCode;
@@ -259,11 +259,9 @@ pub(crate) async fn run(
         .transpose()?
         .map(loops_core::Duration::to_std);
     let bytes = read_body(req, &state).await?;
-    let params = if bytes.iter().all(u8::is_ascii_whitespace) {
-        Default::default()
-    } else {
-        crate::request::parse_json::<RunBody>(&bytes)?.params
-    };
+    let params = optional_json::<RunBody>(&bytes)?
+        .map(|b| b.params)
+        .unwrap_or_default();
     let workflow = blocking(&state, move |c| Ok(c.runnable_workflow(&key)?)).await?;
     let started = state
         .client
@@ -388,12 +386,9 @@ pub(crate) async fn cancel(
 ) -> Result<Json<WorkflowRun>, ApiError> {
     Params::parse(req.uri().query(), &[])?;
     let bytes = read_body(req, &state).await?;
-    let reason = if bytes.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        crate::request::parse_json::<CancelBody>(&bytes)?.reason
-    };
-    let reason = reason.unwrap_or_else(|| "cancelled over HTTP".to_owned());
+    let reason = optional_json::<CancelBody>(&bytes)?
+        .and_then(|b| b.reason)
+        .unwrap_or_else(|| "cancelled over HTTP".to_owned());
     let run = blocking(&state, move |c| {
         Ok(c.cancel_workflow_run(&id, &reason, chrono::Utc::now())?)
     })
