@@ -57,9 +57,10 @@ async fn insert_history_run(db: &Db<'_, impl Conn>, lp: &Loop, run: &Run) -> Res
             .execute(
                 "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
                  source, started_at, finished_at, exit_code, duration_ms, stdout, stderr, error, \
-                 claimed_by, summary, usage_json, created_at, updated_at, due_at, error_output) \
+                 claimed_by, summary, usage_json, created_at, updated_at, due_at, error_output, \
+                 failure_class, retry_at, session_id, session_note, account) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                 $17, $18, $19, $20, $21)",
+                 $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)",
                 &[
                     &new_id(),
                     &lp.id.as_str(),
@@ -82,6 +83,11 @@ async fn insert_history_run(db: &Db<'_, impl Conn>, lp: &Loop, run: &Run) -> Res
                     &ms(&run.updated_at),
                     &opt_ms(run.due_at.as_ref()),
                     &opt_text(run.error_output.as_deref()),
+                    &run.failure_class.map(|c| c.as_str()),
+                    &opt_ms(run.retry_at.as_ref()),
+                    &opt_text(run.session_id.as_deref()),
+                    &opt_text(run.session_note.as_deref()),
+                    &opt_text(run.account.as_deref()),
                 ],
             )
             .await;

@@ -48,7 +48,7 @@ pub(crate) fn import(
 }
 
 /// Inserts a finished run of `lp` as history: a new id, the loop's id and name, no
-/// process or lease left on it.
+/// process or lease left on it, everything else as given.
 fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
     if run.status == RunStatus::Running {
         return Err(StoreError::running_history(&lp.name).into());
@@ -58,8 +58,10 @@ fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
         tx,
         "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, source, \
          started_at, finished_at, exit_code, duration_ms, stdout, stderr, error, claimed_by, \
-         summary, usage_json, created_at, updated_at, due_at, error_output) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21) \
+         summary, usage_json, created_at, updated_at, due_at, error_output, failure_class, \
+         retry_at, session_id, session_note, account) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, \
+         ?22, ?23, ?24, ?25, ?26) \
          RETURNING id",
         params![
             lp.id.as_str(),
@@ -82,6 +84,11 @@ fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
             ms(&run.updated_at),
             opt_ms(run.due_at.as_ref()),
             run.error_output,
+            run.failure_class.map(|c| c.as_str()),
+            opt_ms(run.retry_at.as_ref()),
+            run.session_id,
+            run.session_note,
+            run.account,
         ],
         "run",
         |_| Ok(()),

@@ -469,8 +469,8 @@ pub struct ImportLoop {
     /// … then given this schedule state (status, next slot, pending retry).
     pub state: LoopAdvance,
     /// Finished runs to keep as its history (oldest first): each gets a new id and the
-    /// new loop's id and name; everything else is stored as given. A `running` row is
-    /// refused.
+    /// new loop's id and name, and keeps no process or lease (pid, its start time, the
+    /// lease's expiry); everything else is stored as given. A `running` row is refused.
     pub history: Vec<Run>,
 }
 

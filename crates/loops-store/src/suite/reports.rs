@@ -82,7 +82,8 @@ fn usage(input: u64, output: u64, cost: Option<f64>) -> Option<Usage> {
 }
 
 /// An import writes its specs, then its loops with their schedule state and history
-/// (new ids, the loop's id and name on each run, everything else as given); a batch
+/// (new ids, the loop's id and name on each run, no process or lease, everything else
+/// as given); a batch
 /// with any bad part — a taken loop name, a taken spec name, a running history row, two
 /// rows of one slot attempt — writes nothing at all.
 pub fn import_is_one_transaction_or_nothing(db: &dyn TestDb) {
@@ -102,6 +103,21 @@ pub fn import_is_one_transaction_or_nothing(db: &dyn TestDb) {
             import_loop("b", LoopStatus::Active, Some(t(60_000)), vec![]),
         ],
     };
+    // The newest run carries every field an agent run can have.
+    let mut agent_run = past_run(0, 2, RunStatus::Succeeded, usage(3, 4, None));
+    agent_run.failure_class = Some(loops_core::failure::FailureClass::UsageLimit);
+    agent_run.retry_at = Some(t(90_000));
+    agent_run.session_id = Some("s-1".into());
+    agent_run.session_note = Some("resumed session s-0".into());
+    agent_run.account = Some("work".into());
+    agent_run.summary = Some("did it".into());
+    agent_run.error_output = Some("quoted".into());
+    // A finished run keeps no process or lease.
+    let mut with_process = agent_run.clone();
+    (with_process.pid, with_process.pid_start_time) = (Some(77), Some(5));
+    with_process.lease_expires_at = Some(t(5));
+    let mut batch = batch;
+    batch.loops[0].history[1] = with_process;
     let done = store.import(&batch, t(1_000)).unwrap();
     assert_eq!(done.runs, 2);
     assert_eq!(done.workflows.len(), 1);
@@ -127,11 +143,17 @@ pub fn import_is_one_transaction_or_nothing(db: &dyn TestDb) {
         assert_eq!((&run.loop_id, run.loop_name.as_str()), (&a.id, "a"));
         assert!(!run.id.as_str().is_empty());
     }
+    // Everything but its id, loop, name, process and lease as given.
     let newest = &runs[0];
-    assert_eq!((newest.attempt, newest.status), (2, RunStatus::Succeeded));
-    assert_eq!(newest.usage, usage(3, 4, None));
-    assert_eq!(newest.claimed_by.as_deref(), Some("old-host"));
-    assert_eq!(newest.finished_at, Some(t(2)));
+    assert_eq!(
+        newest,
+        &Run {
+            id: newest.id.clone(),
+            loop_id: a.id.clone(),
+            loop_name: "a".into(),
+            ..agent_run
+        }
+    );
     let b = store.get_loop_by_name("b").unwrap().unwrap();
     assert_eq!(
         store.due_loops(t(60_000), 10).unwrap().len(),
