@@ -173,6 +173,7 @@ impl Session {
             cache: &self.cache,
             open: &self.in_transaction,
             events: RefCell::default(),
+            wake: Cell::new(false),
         };
         self.in_transaction.set(true);
         // `BEGIN` is sent first; its answer is read after the fence's statement is on
@@ -211,6 +212,8 @@ pub(crate) struct Tx<'a> {
     cache: &'a StmtCache,
     open: &'a Cell<bool>,
     events: RefCell<EventRows>,
+    /// A write asked to wake the other runners ([`crate::wakeups::notify`]).
+    wake: Cell<bool>,
 }
 
 impl Tx<'_> {
@@ -220,47 +223,65 @@ impl Tx<'_> {
             c: self.client,
             cache: self.cache,
             events: Some(&self.events),
+            wake: Some(&self.wake),
         }
     }
 
-    /// Writes the events the transaction appended and commits: the insert and the
-    /// `COMMIT` go to the server together, one round trip, so the event log's lock
-    /// (taken by the insert) is held for no round trip of ours. An insert that fails
-    /// aborts the transaction, which its `COMMIT` then rolls back.
+    /// Writes the events the transaction appended, queues its wake-up, and commits: the
+    /// statements and the `COMMIT` go to the server together, one round trip, so the
+    /// event log's lock (taken by the insert) is held for no round trip of ours. A
+    /// statement that fails aborts the transaction, which its `COMMIT` then rolls back.
     pub(crate) async fn commit(self) -> Result<()> {
         let rows = self.events.take();
-        count_round_trip();
-        if rows.is_empty() {
-            self.client.batch_execute("COMMIT").await?;
-            self.open.set(false);
-            return Ok(());
-        }
-        let insert_events = match Db::new(self.client, self.cache)
-            .prepare(crate::events::INSERT_EVENTS)
-            .await
-        {
-            Ok(st) => st,
-            Err(e) => {
-                self.rollback().await;
-                return Err(e);
-            }
-        };
         let params = rows.params();
-        // The insert is sent first; the `COMMIT` after it.
-        let insert = match send_now(Box::pin(self.client.execute(&insert_events, &params))).await {
-            // It failed before it was sent (its parameters did not encode).
-            Sent::Answered(Err(e)) => {
-                self.rollback().await;
-                return Err(e.into());
+        let channel: [&(dyn ToSql + Sync); 1] = [&crate::wakeups::CHANNEL];
+        let mut statements: Vec<(&str, &Params<'_>)> = Vec::with_capacity(2);
+        if !rows.is_empty() {
+            statements.push((crate::events::INSERT_EVENTS, &params));
+        }
+        if self.wake.get() {
+            statements.push((crate::wakeups::NOTIFY, &channel));
+        }
+        count_round_trip();
+        let db = Db::new(self.client, self.cache);
+        let mut prepared = Vec::with_capacity(statements.len());
+        for (sql, _) in &statements {
+            match db.prepare(sql).await {
+                Ok(st) => prepared.push(st),
+                Err(e) => {
+                    self.rollback().await;
+                    return Err(e);
+                }
             }
-            sent => sent,
+        }
+        // The statements are sent first, in order; the `COMMIT` after them.
+        let mut sent = Vec::with_capacity(prepared.len());
+        for (st, (_, params)) in prepared.iter().zip(&statements) {
+            match send_now(Box::pin(self.client.execute(st, params))).await {
+                // It failed before it was sent (its parameters did not encode).
+                Sent::Answered(Err(e)) => {
+                    self.rollback().await;
+                    return Err(e.into());
+                }
+                request => sent.push(request),
+            }
+        }
+        let answers = async {
+            let mut failed = None;
+            for request in sent {
+                if let Err(e) = request.answer().await {
+                    failed.get_or_insert(e);
+                }
+            }
+            failed
         };
-        let committed = self.client.batch_execute("COMMIT");
-        let (inserted, committed) = tokio::join!(insert.answer(), committed);
+        let (failed, committed) = tokio::join!(answers, self.client.batch_execute("COMMIT"));
         committed?;
         self.open.set(false);
-        inserted?;
-        Ok(())
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 
     /// Rolls back; a connection that cannot do that is dropped before the next call.
@@ -283,6 +304,8 @@ pub(crate) struct Db<'a, C> {
     cache: &'a StmtCache,
     /// Where a transaction keeps the events it appends until its `COMMIT`.
     events: Option<&'a RefCell<EventRows>>,
+    /// Where a transaction notes that its `COMMIT` is to wake the other runners.
+    wake: Option<&'a Cell<bool>>,
 }
 
 /// Statement parameters.
@@ -294,6 +317,7 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
             c,
             cache,
             events: None,
+            wake: None,
         }
     }
 
@@ -301,6 +325,12 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
     /// (`None` outside a [`Tx`]: they are written at once).
     pub(crate) fn deferred_events(&self) -> Option<&'a RefCell<EventRows>> {
         self.events
+    }
+
+    /// Where this transaction notes a wake-up to send with its `COMMIT` (`None` outside
+    /// a [`Tx`]: it is sent at once).
+    pub(crate) fn deferred_wake(&self) -> Option<&'a Cell<bool>> {
+        self.wake
     }
 
     /// `sql` prepared on the connection (once; the cache keeps it).

@@ -16,9 +16,20 @@ pub(crate) const CHANNEL: &str = "loops_wake";
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_CAP: Duration = Duration::from_secs(5);
 
-/// Queues a wake-up, sent when the caller's transaction commits.
+/// Queues a wake-up on [`CHANNEL`] (`$1`): PostgreSQL sends it when the transaction
+/// commits.
+pub(crate) const NOTIFY: &str = "SELECT pg_notify($1, '')";
+
+/// Queues a wake-up, sent when the caller's transaction commits: inside a
+/// [`crate::session::Tx`] its statement goes with the `COMMIT`, no round trip of its
+/// own.
 pub(crate) async fn notify(db: &Db<'_, impl Conn>) -> crate::error::Result<()> {
-    db.execute("SELECT pg_notify($1, '')", &[&CHANNEL]).await?;
+    match db.deferred_wake() {
+        Some(wake) => wake.set(true),
+        None => {
+            db.execute(NOTIFY, &[&CHANNEL]).await?;
+        }
+    }
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! A scheduling pass's batch of claims, and a recorder's batch of pid records and
 //! finalizations, each cost a fixed number of round trips to the server, whatever
-//! their size (issue #21). A test binary of its own, its tests one at a time
+//! their size, and a write's wake-up costs none of its own (issue #21). A test binary of its own, its tests one at a time
 //! (`SERIAL`): the round-trip counter is the process's, and nothing else may add to it
 //! meanwhile. Real PostgreSQL; skips without it (a failure under `CI=true`).
 
@@ -172,5 +172,61 @@ fn a_batch_of_pid_records_and_finalizations_is_four_round_trips() {
         if minute > 0 {
             assert_eq!(trips, 4, "a batch of {size} pid records and finalizations");
         }
+    }
+}
+
+/// A write that wakes the other runners sends its `NOTIFY` with its `COMMIT`, no
+/// round trip of its own: a schedule change is `BEGIN`, four statements of its own,
+/// then the event, the wake-up and `COMMIT` together. The wake-up still reaches a
+/// listener.
+#[test]
+fn a_wake_up_goes_with_its_commit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let store = PgStore::open(&cluster.database()).unwrap();
+    let slot = chrono::DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
+    let lp = store.create_loop(new_loop("woken", slot), slot).unwrap();
+    let woken = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = woken.clone();
+    let _guard = store
+        .watch_wakeups(std::sync::Arc::new(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }))
+        .unwrap()
+        .expect("PostgreSQL has a wake-up channel");
+    // The listener calls back once when it is listening.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while woken.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let seen = woken.load(std::sync::atomic::Ordering::SeqCst);
+    for minute in 1..=2 {
+        let advance = LoopAdvance {
+            status: LoopStatus::Active,
+            next_run_at: Some(slot + chrono::TimeDelta::minutes(minute)),
+            retry_scheduled_for: None,
+        };
+        let before = loops_postgres::round_trips();
+        store
+            .update_loop_schedule(&lp.id, &advance, slot, None)
+            .unwrap();
+        // The first prepares its statements.
+        if minute > 1 {
+            assert_eq!(loops_postgres::round_trips() - before, 6);
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while woken.load(std::sync::atomic::Ordering::SeqCst) < seen + 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a committed write's wake-up never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
