@@ -368,7 +368,14 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         }
         let mut sent = Vec::with_capacity(statements.len());
         for (st, (_, params)) in prepared.iter().zip(statements) {
-            sent.push(send_now(self.c.query(st, params)).await);
+            let request = send_now(self.c.query(st, params)).await;
+            // One that failed before it was sent (its parameters did not encode): what
+            // depends on it is not sent either.
+            let unsent = matches!(request, Sent::Answered(Err(_)));
+            sent.push(request);
+            if unsent {
+                break;
+            }
         }
         if !sent.is_empty() {
             count_round_trip();
@@ -579,6 +586,26 @@ mod tests {
             .await
             .unwrap();
             assert_eq!(round_trips() - before_warm, 1);
+
+            // A statement whose parameters cannot be encoded is not sent, nor is
+            // anything after it.
+            let wrong: i64 = 1;
+            let failed = db
+                .query_each([
+                    ("SELECT $1::int4", &[&wrong]),
+                    ("INSERT INTO written VALUES (7) RETURNING n", &[]),
+                ])
+                .await;
+            assert!(failed.is_err());
+            let sevens = db
+                .query("SELECT count(*)::bigint FROM written WHERE n = 7", &[])
+                .await
+                .unwrap();
+            assert_eq!(
+                sevens[0].get::<_, i64>(0),
+                0,
+                "the insert after it was sent"
+            );
         });
     }
 }
