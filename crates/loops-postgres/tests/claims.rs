@@ -5,66 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use loops_core::{
-    Anchor, CommandTarget, Loop, LoopStatus, NewLoop, Overlap, Policy, RunSource, RunStatus,
-    Schedule, Target,
-};
+use loops_core::{Loop, Overlap, RunSource, RunStatus};
 use loops_postgres::PgStore;
-use loops_store::{
-    BatchClaim, ClaimOutcome, ClaimRequest, LoopAdvance, OnRefusal, RunFilter, Store,
-};
+use loops_store::{BatchClaim, ClaimOutcome, ClaimRequest, RunFilter, Store};
 use loops_testkit::PgCluster;
 
-fn new_loop(name: &str, at: loops_core::Instant, overlap: Overlap) -> NewLoop {
-    NewLoop {
-        name: name.to_owned(),
-        description: None,
-        schedule: Schedule::Interval {
-            every_ms: 60_000,
-            anchor: Anchor::FixedRate,
-        },
-        target: Target::Command(CommandTarget {
-            command: "true".to_owned(),
-            args: vec![],
-            cwd: None,
-            shell: true,
-            env: Default::default(),
-            timeout: None,
-            idle_timeout: None,
-            account: None,
-        }),
-        policy: Policy {
-            overlap,
-            ..Policy::default()
-        },
-        labels: vec![],
-        notify: None,
-        next_run_at: Some(at),
-    }
-}
-
-/// A pass's claim of `lp`'s slot `slot` by `runner`, advancing it a minute.
-fn pass(lp: &Loop, slot: loops_core::Instant, runner: &str) -> BatchClaim {
-    BatchClaim {
-        caps: Default::default(),
-        request: ClaimRequest {
-            loop_id: lp.id.clone(),
-            scheduled_for: slot,
-            runner_id: runner.to_owned(),
-            source: RunSource::Scheduled,
-            now: slot,
-            require_no_running: lp.overlap == Overlap::Skip,
-        },
-        advance: Some(LoopAdvance {
-            status: LoopStatus::Active,
-            next_run_at: Some(slot + chrono::TimeDelta::minutes(1)),
-            retry_scheduled_for: None,
-        }),
-        on_refusal: OnRefusal::PassOver {
-            skip_slots: vec![slot],
-        },
-    }
-}
+mod common;
+use common::{new_loop, pass};
 
 /// Three runners claim the same 60 due loops in batches at once: each slot is claimed
 /// exactly once, every loop advanced once, every other claim passed over (`Moved`); a

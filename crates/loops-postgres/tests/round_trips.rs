@@ -6,67 +6,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use loops_core::{
-    Anchor, CommandTarget, Loop, LoopStatus, NewLoop, Policy, Run, RunOutcome, RunSource,
-    RunStatus, Schedule, Target,
-};
+use loops_core::{Loop, LoopStatus, Overlap, Run, RunOutcome, RunStatus};
 use loops_postgres::PgStore;
-use loops_store::{
-    BatchClaim, ClaimOutcome, ClaimRequest, LoopAdvance, OnRefusal, RunWrite, RunWritten, Store,
-};
+use loops_store::{BatchClaim, ClaimOutcome, LoopAdvance, RunWrite, RunWritten, Store};
 use loops_testkit::PgCluster;
+
+mod common;
+use common::{new_loop, pass};
 use std::sync::Mutex;
 
 /// Held by each test: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn new_loop(name: &str, at: loops_core::Instant) -> NewLoop {
-    NewLoop {
-        name: name.to_owned(),
-        description: None,
-        schedule: Schedule::Interval {
-            every_ms: 60_000,
-            anchor: Anchor::FixedRate,
-        },
-        target: Target::Command(CommandTarget {
-            command: "true".to_owned(),
-            args: vec![],
-            cwd: None,
-            shell: true,
-            env: Default::default(),
-            timeout: None,
-            idle_timeout: None,
-            account: None,
-        }),
-        policy: Policy::default(),
-        labels: vec![],
-        notify: None,
-        next_run_at: Some(at),
-    }
-}
-
-/// A pass's claim of `lp`'s slot `slot`, advancing it a minute.
-fn pass(lp: &Loop, slot: loops_core::Instant) -> BatchClaim {
-    BatchClaim {
-        caps: Default::default(),
-        request: ClaimRequest {
-            loop_id: lp.id.clone(),
-            scheduled_for: slot,
-            runner_id: "me".to_owned(),
-            source: RunSource::Scheduled,
-            now: slot,
-            require_no_running: false,
-        },
-        advance: Some(LoopAdvance {
-            status: LoopStatus::Active,
-            next_run_at: Some(slot + chrono::TimeDelta::minutes(1)),
-            retry_scheduled_for: None,
-        }),
-        on_refusal: OnRefusal::PassOver {
-            skip_slots: vec![slot],
-        },
-    }
-}
 
 /// `BEGIN` with the fence check, the loops' locks with their slots' state, the runs'
 /// insert with the loops' advance, and the events with `COMMIT`.
@@ -81,7 +31,7 @@ fn a_batch_of_claims_is_four_round_trips_whatever_its_size() {
     let loops: Vec<Loop> = (0..40)
         .map(|i| {
             store
-                .create_loop(new_loop(&format!("l{i}"), slot), slot)
+                .create_loop(new_loop(&format!("l{i}"), slot, Overlap::Allow), slot)
                 .unwrap()
         })
         .collect();
@@ -89,7 +39,7 @@ fn a_batch_of_claims_is_four_round_trips_whatever_its_size() {
     // the statements on the connection.
     for (minute, size) in [(0, 3), (1, 3), (2, 40)] {
         let at = slot + chrono::TimeDelta::minutes(minute);
-        let batch: Vec<BatchClaim> = loops[..size].iter().map(|lp| pass(lp, at)).collect();
+        let batch: Vec<BatchClaim> = loops[..size].iter().map(|lp| pass(lp, at, "me")).collect();
         let before = loops_postgres::round_trips();
         let out = store.claim_runs(&batch, None).unwrap();
         let trips = loops_postgres::round_trips() - before;
@@ -120,13 +70,13 @@ fn a_batch_of_pid_records_and_finalizations_is_four_round_trips() {
     let loops: Vec<Loop> = (0..30)
         .map(|i| {
             store
-                .create_loop(new_loop(&format!("w{i}"), slot), slot)
+                .create_loop(new_loop(&format!("w{i}"), slot, Overlap::Allow), slot)
                 .unwrap()
         })
         .collect();
     for (minute, size) in [(0, 3), (1, 3), (2, 30)] {
         let at = slot + chrono::TimeDelta::minutes(minute);
-        let batch: Vec<BatchClaim> = loops[..size].iter().map(|lp| pass(lp, at)).collect();
+        let batch: Vec<BatchClaim> = loops[..size].iter().map(|lp| pass(lp, at, "me")).collect();
         let runs: Vec<Run> = store
             .claim_runs(&batch, None)
             .unwrap()
@@ -187,7 +137,9 @@ fn a_wake_up_goes_with_its_commit() {
     };
     let store = PgStore::open(&cluster.database()).unwrap();
     let slot = chrono::DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
-    let lp = store.create_loop(new_loop("woken", slot), slot).unwrap();
+    let lp = store
+        .create_loop(new_loop("woken", slot, Overlap::Allow), slot)
+        .unwrap();
     let woken = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = woken.clone();
     let _guard = store
