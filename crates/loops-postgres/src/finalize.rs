@@ -166,8 +166,9 @@ async fn after_finalize(
 
 /// A batch's finalizations that can be made together (each with its index in
 /// `writes`): [`UPDATE_SET`] finalizes them in one `UPDATE … FROM unnest`, and
-/// [`finalized_set`] follows each with [`after_finalize`] in the batch's order. The batch then reads as if these came first and the rest one by one
-/// after them, which holds because none of them can see another:
+/// [`finalized_set`] follows each with [`after_finalize`] in the batch's order. The
+/// batch then reads as if these came first and the rest one by one after them, which
+/// holds because none of them can see another:
 /// - each is the only finalization of its run in the batch, and of its loop (the
 ///   statement leaves any run whose loop another run of the batch shares running: a
 ///   transition is decided from the loop as the run before left it, and reads that
