@@ -143,6 +143,7 @@ pub(crate) async fn claim_set(
 
     if let Some(first) = claims.first().filter(|_| !wins.is_empty()) {
         let now = ms(&first.request.now);
+        let advances = Advances::of(&wins, claims, &ids, &locked);
         let runs = WinColumns::of(&wins, claims, &ids, &locked);
         let req = &first.request;
         let (source, runner) = (req.source.as_str(), text(&req.runner_id));
@@ -162,14 +163,11 @@ pub(crate) async fn claim_set(
         // The insert and the advances go to the server together: a loop advances only
         // if its run's row is there when the update runs (statements run in order), so
         // an attempt whose key turned out taken leaves its loop as it was.
-        let (rows, advanced) = if !runs.advances() {
+        let (rows, advanced) = if advances.loops.is_empty() {
             (db.query(INSERT_WINS, &insert).await?, Vec::new())
         } else {
             let [rows, advanced] = db
-                .query_each([
-                    (INSERT_WINS, &insert),
-                    (ADVANCE, &runs.advance_params(&now)),
-                ])
+                .query_each([(INSERT_WINS, &insert), (ADVANCE, &advances.params(&now))])
                 .await?;
             (rows, advanced)
         };
@@ -223,8 +221,7 @@ const INSERT_WINS: &str = concat!(
     run_cols!()
 );
 
-/// The runs a batch inserts, as [`INSERT_WINS`]' columns, and the loops' advances
-/// beside them as [`ADVANCE`]'s (`None` where a claim advances nothing).
+/// The runs a batch inserts, as [`INSERT_WINS`]' columns.
 struct WinColumns<'a> {
     ids: Vec<&'a str>,
     loops: Vec<&'a str>,
@@ -233,10 +230,6 @@ struct WinColumns<'a> {
     attempts: Vec<i64>,
     leases: Vec<i64>,
     dues: Vec<Option<i64>>,
-    status: Vec<Option<&'static str>>,
-    next: Vec<Option<i64>>,
-    retry: Vec<Option<i64>>,
-    advanced_dues: Vec<Option<i64>>,
 }
 
 impl<'a> WinColumns<'a> {
@@ -247,70 +240,25 @@ impl<'a> WinColumns<'a> {
         locked: &HashMap<String, LockedLoop>,
     ) -> Self {
         let now = claims.first().map_or(0, |c| ms(&c.request.now));
-        let mut out = Self {
-            ids: Vec::with_capacity(wins.len()),
-            loops: Vec::with_capacity(wins.len()),
-            names: Vec::with_capacity(wins.len()),
-            slots: Vec::with_capacity(wins.len()),
-            attempts: Vec::with_capacity(wins.len()),
-            leases: Vec::with_capacity(wins.len()),
-            dues: Vec::with_capacity(wins.len()),
-            status: Vec::with_capacity(wins.len()),
-            next: Vec::with_capacity(wins.len()),
-            retry: Vec::with_capacity(wins.len()),
-            advanced_dues: Vec::with_capacity(wins.len()),
-        };
-        for w in wins {
-            let claim = &claims[w.index];
-            let lp = locked.get(ids[w.index]);
-            out.ids.push(&w.id);
-            out.loops.push(ids[w.index]);
-            out.names
-                .push(lp.map(|lp| lp.name.clone()).unwrap_or_default());
-            out.slots.push(ms(&claim.request.scheduled_for));
-            out.attempts.push(w.attempt);
-            out.leases
-                .push(now.saturating_add(lp.map_or(0, |lp| lp.lease_ms)));
-            out.dues.push(w.due_at);
-            let advance = claim.advance.as_ref().zip(lp);
-            out.status.push(advance.map(|(a, _)| a.status.as_str()));
-            out.next
-                .push(advance.and_then(|(a, _)| opt_ms(a.next_run_at.as_ref())));
-            out.retry
-                .push(advance.and_then(|(a, _)| opt_ms(a.retry_scheduled_for.as_ref())));
-            out.advanced_dues.push(advance.and_then(|(a, lp)| {
-                opt_ms(
-                    schedule::due_at(
-                        &claim.request.loop_id,
-                        a.next_run_at,
-                        a.retry_scheduled_for,
-                        lp.jitter_ms,
-                    )
-                    .as_ref(),
-                )
-            }));
+        let lock = |w: &Win| locked.get(ids[w.index]);
+        Self {
+            ids: wins.iter().map(|w| w.id.as_str()).collect(),
+            loops: wins.iter().map(|w| ids[w.index]).collect(),
+            names: wins
+                .iter()
+                .map(|w| lock(w).map(|lp| lp.name.clone()).unwrap_or_default())
+                .collect(),
+            slots: wins
+                .iter()
+                .map(|w| ms(&claims[w.index].request.scheduled_for))
+                .collect(),
+            attempts: wins.iter().map(|w| w.attempt).collect(),
+            leases: wins
+                .iter()
+                .map(|w| now.saturating_add(lock(w).map_or(0, |lp| lp.lease_ms)))
+                .collect(),
+            dues: wins.iter().map(|w| w.due_at).collect(),
         }
-        out
-    }
-
-    /// Whether any claim advances its loop.
-    fn advances(&self) -> bool {
-        self.status.iter().any(Option::is_some)
-    }
-
-    /// [`ADVANCE`]'s parameters, at `now`.
-    fn advance_params<'p>(&'p self, now: &'p i64) -> [&'p (dyn ToSql + Sync); 9] {
-        [
-            &self.ids,
-            &self.loops,
-            &self.slots,
-            &self.attempts,
-            &self.status,
-            &self.next,
-            &self.retry,
-            &self.advanced_dues,
-            now,
-        ]
     }
 }
 
@@ -323,14 +271,77 @@ struct Win {
     due_at: Option<i64>,
 }
 
-/// Moves the loop of each claim of [`WinColumns`] that advances one (its status not
-/// null) and whose run's row is there, returning the moved loops' briefs.
+/// The loops a batch's wins advance, as the update's columns, each beside the run whose
+/// row must be there for the loop to move.
+#[derive(Default)]
+struct Advances<'a> {
+    loops: Vec<&'a str>,
+    runs: Vec<&'a str>,
+    slots: Vec<i64>,
+    attempts: Vec<i64>,
+    status: Vec<&'static str>,
+    next: Vec<Option<i64>>,
+    retry: Vec<Option<i64>>,
+    due: Vec<Option<i64>>,
+}
+
+impl<'a> Advances<'a> {
+    fn of(
+        wins: &'a [Win],
+        claims: &[BatchClaim],
+        ids: &[&'a str],
+        locked: &HashMap<String, LockedLoop>,
+    ) -> Self {
+        let mut out = Self::default();
+        for w in wins {
+            let claim = &claims[w.index];
+            let (Some(advance), Some(lp)) = (&claim.advance, locked.get(ids[w.index])) else {
+                continue;
+            };
+            out.loops.push(ids[w.index]);
+            out.runs.push(&w.id);
+            out.slots.push(ms(&claim.request.scheduled_for));
+            out.attempts.push(w.attempt);
+            out.status.push(advance.status.as_str());
+            out.next.push(opt_ms(advance.next_run_at.as_ref()));
+            out.retry.push(opt_ms(advance.retry_scheduled_for.as_ref()));
+            out.due.push(opt_ms(
+                schedule::due_at(
+                    &claim.request.loop_id,
+                    advance.next_run_at,
+                    advance.retry_scheduled_for,
+                    lp.jitter_ms,
+                )
+                .as_ref(),
+            ));
+        }
+        out
+    }
+
+    /// [`ADVANCE`]'s parameters, at `now`.
+    fn params<'p>(&'p self, now: &'p i64) -> [&'p (dyn ToSql + Sync); 9] {
+        [
+            &self.loops,
+            &self.runs,
+            &self.slots,
+            &self.attempts,
+            &self.status,
+            &self.next,
+            &self.retry,
+            &self.due,
+            now,
+        ]
+    }
+}
+
+/// Moves each loop of [`Advances`] whose run's row is there, returning the moved loops'
+/// briefs.
 const ADVANCE: &str = "UPDATE loops SET status = t.st, next_run_at = t.nx, \
        retry_scheduled_for = t.rt, due_at = t.du, updated_at = $9 \
      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], \
                  $6::bigint[], $7::bigint[], $8::bigint[]) \
-       AS t(run, id, s, a, st, nx, rt, du) \
-     WHERE t.st IS NOT NULL AND loops.id = t.id \
+       AS t(id, run, s, a, st, nx, rt, du) \
+     WHERE loops.id = t.id \
        AND EXISTS (SELECT 1 FROM runs WHERE runs.id = t.run AND runs.loop_id = t.id \
                      AND runs.scheduled_for = t.s AND runs.attempt = t.a) \
      RETURNING loops.id, loops.name, loops.status, loops.next_run_at, loops.due_at";
