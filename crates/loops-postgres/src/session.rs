@@ -96,6 +96,28 @@ pub(crate) async fn send_now<F: Future + Unpin>(mut request: F) -> Sent<F> {
     }
 }
 
+/// A statement [`Db::send_all`] sent, its rows to come.
+pub(crate) type Request<'s> =
+    Pin<Box<dyn Future<Output = std::result::Result<Vec<Row>, tokio_postgres::Error>> + Send + 's>>;
+
+/// The rows of each of `sent`, in order; the first that failed is the error.
+async fn answers(sent: Vec<Sent<Request<'_>>>) -> Result<Vec<Vec<Row>>> {
+    let mut rows = Vec::with_capacity(sent.len());
+    let mut failed = None;
+    for request in sent {
+        match request.answer().await {
+            Ok(answer) => rows.push(answer),
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(rows),
+    }
+}
+
 /// The connection of one store (opened lazily, reopened after it broke) and its
 /// prepared statements.
 pub(crate) struct Session {
@@ -242,46 +264,34 @@ impl Tx<'_> {
         if self.wake.get() {
             statements.push((crate::wakeups::NOTIFY, &channel));
         }
-        count_round_trip();
         let db = Db::new(self.client, self.cache);
-        let mut prepared = Vec::with_capacity(statements.len());
-        for (sql, _) in &statements {
-            match db.prepare(sql).await {
-                Ok(st) => prepared.push(st),
-                Err(e) => {
-                    self.rollback().await;
-                    return Err(e);
-                }
+        let prepared = match db.prepare_all(&statements).await {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                self.rollback().await;
+                return Err(e);
             }
-        }
-        // The statements are sent first, in order; the `COMMIT` after them.
-        let mut sent = Vec::with_capacity(prepared.len());
-        for (st, (_, params)) in prepared.iter().zip(&statements) {
-            match send_now(Box::pin(self.client.execute(st, params))).await {
-                // It failed before it was sent (its parameters did not encode).
-                Sent::Answered(Err(e)) => {
-                    self.rollback().await;
-                    return Err(e.into());
-                }
-                request => sent.push(request),
-            }
-        }
-        let answers = async {
-            let mut failed = None;
-            for request in sent {
-                if let Err(e) = request.answer().await {
-                    failed.get_or_insert(e);
-                }
-            }
-            failed
         };
-        let (failed, committed) = tokio::join!(answers, self.client.batch_execute("COMMIT"));
+        // The statements are sent first, in order; the `COMMIT` after them, in the same
+        // round trip.
+        let mut sent = db.send_all(&prepared, &statements).await;
+        match sent.pop() {
+            // It failed before it was sent (its parameters did not encode).
+            Some(Sent::Answered(Err(e))) => {
+                self.rollback().await;
+                return Err(e.into());
+            }
+            Some(last) => sent.push(last),
+            None => {}
+        }
+        if sent.is_empty() {
+            count_round_trip();
+        }
+        let (answered, committed) =
+            tokio::join!(answers(sent), self.client.batch_execute("COMMIT"));
         committed?;
         self.open.set(false);
-        match failed {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
+        answered.map(|_| ())
     }
 
     /// Rolls back; a connection that cannot do that is dropped before the next call.
@@ -362,15 +372,32 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         &self,
         statements: &[(&str, &Params<'_>)],
     ) -> Result<Vec<Vec<Row>>> {
+        let prepared = self.prepare_all(statements).await?;
+        let sent = self.send_all(&prepared, statements).await;
+        answers(sent).await
+    }
+
+    /// `statements` prepared (each once; the cache keeps them), for [`Db::send_all`].
+    async fn prepare_all(&self, statements: &[(&str, &Params<'_>)]) -> Result<Vec<Statement>> {
         let mut prepared = Vec::with_capacity(statements.len());
         for (sql, _) in statements {
             prepared.push(self.prepare(sql).await?);
         }
+        Ok(prepared)
+    }
+
+    /// Sends `prepared` (from [`Db::prepare_all`]) with `statements`' parameters, in
+    /// order, without waiting for an answer: one round trip. One that failed before it
+    /// was sent (its parameters did not encode) ends the list: what depends on it is
+    /// not sent either.
+    async fn send_all<'s>(
+        &'s self,
+        prepared: &'s [Statement],
+        statements: &'s [(&str, &Params<'_>)],
+    ) -> Vec<Sent<Request<'s>>> {
         let mut sent = Vec::with_capacity(statements.len());
         for (st, (_, params)) in prepared.iter().zip(statements) {
             let request = send_now(self.c.query(st, params)).await;
-            // One that failed before it was sent (its parameters did not encode): what
-            // depends on it is not sent either.
             let unsent = matches!(request, Sent::Answered(Err(_)));
             sent.push(request);
             if unsent {
@@ -380,20 +407,7 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         if !sent.is_empty() {
             count_round_trip();
         }
-        let mut answers = Vec::with_capacity(sent.len());
-        let mut failed = None;
-        for request in sent {
-            match request.answer().await {
-                Ok(rows) => answers.push(rows),
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
-            }
-        }
-        match failed {
-            Some(e) => Err(e.into()),
-            None => Ok(answers),
-        }
+        sent
     }
 
     /// [`Db::query_all`] of a fixed number of statements.
