@@ -11,36 +11,58 @@ use crate::error::{Error, Result};
 use crate::session::{Conn, Db};
 use loops_core::Instant;
 use loops_store::{DaemonLease, Fence, LeaseAcquire, LeaseHolder, StoreError};
+use tokio_postgres::SimpleQueryMessage;
 
 /// `meta` key of the last fencing token handed out, so tokens never repeat even after
 /// the lease row is released.
 pub(crate) const META_LEASE_TOKEN: &str = "daemon_lease_token";
 
-/// Fails with [`StoreError::LeaseLost`] unless `fence` is a live lease: the daemon
-/// lease row still carries its token (see [`Fence`]), or it is the epoch of a runner
-/// whose lease has not expired by the database's clock nor been released. Returns the
-/// runner's epoch for a runner fence (recorded on the runs it claims).
-pub(crate) async fn check_fence(
-    db: &Db<'_, impl Conn>,
-    fence: &Fence,
-    _now: Instant,
-) -> Result<Option<i64>> {
-    let token = sat_i64(fence.token);
-    let row = db
-        .query_one(
+/// The text that opens a fenced transaction: `BEGIN`, then the fence check when there
+/// is a fence (`token`, written into the text), as one message of PostgreSQL's simple
+/// protocol. One request, so it can go to the server ahead of the transaction's first
+/// statements, in the same round trip ([`crate::session::Session::begin`]).
+pub(crate) fn opening_sql(token: Option<i64>) -> String {
+    match token {
+        None => "BEGIN".to_owned(),
+        Some(token) => format!(
             concat!(
-                "SELECT EXISTS (SELECT 1 FROM runners WHERE epoch = $1 AND released_at IS NULL \
-                   AND expires_at > ",
+                "BEGIN; SELECT EXISTS (SELECT 1 FROM runners WHERE epoch = {token} \
+                   AND released_at IS NULL AND expires_at > ",
                 db_now_ms!(),
                 " FOR SHARE), \
-                 EXISTS (SELECT 1 FROM daemon_lease WHERE id = 1 AND token = $1 FOR SHARE)"
+                 EXISTS (SELECT 1 FROM daemon_lease WHERE id = 1 AND token = {token} FOR SHARE)"
             ),
-            &[&token],
-        )
-        .await?;
-    if get::<bool>(&row, 0, "runner")? {
+            token = token
+        ),
+    }
+}
+
+/// The answer of [`opening_sql`]'s message: fails with [`StoreError::LeaseLost`] unless
+/// the fence is a live lease — the daemon lease row still carries its token (see
+/// [`Fence`]), or it is the epoch of a runner whose lease has not expired by the
+/// database's clock nor been released. Returns the runner's epoch for a runner fence
+/// (recorded on the runs it claims), `None` for the daemon lease's or no fence.
+pub(crate) fn opened(token: Option<i64>, answer: &[SimpleQueryMessage]) -> Result<Option<i64>> {
+    let Some(token) = token else {
+        return Ok(None);
+    };
+    let row = answer
+        .iter()
+        .find_map(|m| match m {
+            SimpleQueryMessage::Row(row) => Some(row),
+            _ => None,
+        })
+        .ok_or_else(|| Error::decode("the fence check returned no row"))?;
+    let live = |i: usize| -> Result<bool> {
+        match row.try_get(i)? {
+            Some("t") => Ok(true),
+            Some("f") => Ok(false),
+            other => Err(Error::decode(format!("the fence check returned {other:?}"))),
+        }
+    };
+    if live(0)? {
         Ok(Some(token))
-    } else if get::<bool>(&row, 1, "daemon")? {
+    } else if live(1)? {
         Ok(None)
     } else {
         Err(StoreError::LeaseLost.into())

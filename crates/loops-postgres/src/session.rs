@@ -14,7 +14,7 @@ use crate::codec::{new_id, ID_ATTEMPTS};
 use crate::error::{io, Error, Result, StoreResult};
 use crate::events::EventRows;
 use loops_core::Instant;
-use loops_store::Fence;
+use loops_store::{Fence, StoreError};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, GenericClient, NoTls, Row, Statement};
+use tokio_postgres::{Client, Config, GenericClient, NoTls, Row, SimpleQueryMessage, Statement};
 
 /// A future borrowing the session, run on the store's thread (never sent anywhere).
 pub(crate) type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -118,6 +118,47 @@ async fn answers(sent: Vec<Sent<Request<'_>>>) -> Result<Vec<Vec<Row>>> {
     }
 }
 
+/// A transaction's `BEGIN` and fence check: one message ([`crate::lease::opening_sql`]).
+pub(crate) struct Opening {
+    sql: String,
+    token: Option<i64>,
+    /// The epoch [`Session::begin`] told the caller before the answer, if it did.
+    epoch: Option<Option<i64>>,
+}
+
+/// Where a transaction's opening stands.
+enum OpeningState {
+    /// To go ahead of the transaction's first statement.
+    Unsent(Opening),
+    /// Sent, its answer still to read.
+    Sent,
+    /// `BEGIN` done and the fence, if any, live.
+    Passed,
+    /// The fence was lost, or the opening failed: the transaction may not commit.
+    Refused,
+}
+
+/// A transaction's opening, as its statements see it.
+#[derive(Clone, Copy)]
+struct Opened<'a> {
+    state: &'a RefCell<OpeningState>,
+    fence_passed: &'a Cell<Option<(i64, Option<i64>)>>,
+}
+
+/// The answer to an [`Opening`] that [`open`] sent.
+type OpeningAnswer = (
+    Opening,
+    std::result::Result<Vec<SimpleQueryMessage>, tokio_postgres::Error>,
+);
+
+/// Sends `opening` (on its first poll) and reads its answer.
+fn open<C: GenericClient>(c: &C, opening: Opening) -> LocalBoxFuture<'_, OpeningAnswer> {
+    Box::pin(async move {
+        let answer = c.client().simple_query(&opening.sql).await;
+        (opening, answer)
+    })
+}
+
 /// The connection of one store (opened lazily, reopened after it broke) and its
 /// prepared statements.
 pub(crate) struct Session {
@@ -126,6 +167,9 @@ pub(crate) struct Session {
     cache: StmtCache,
     /// A transaction was begun on the connection and not yet committed or rolled back.
     in_transaction: Cell<bool>,
+    /// The last fence a transaction on this connection saw pass, and the epoch it gave
+    /// ([`Session::begin`]).
+    fence_passed: Cell<Option<(i64, Option<i64>)>>,
 }
 
 /// Prepared statements by SQL text, for the connection they were prepared on.
@@ -139,6 +183,7 @@ impl Session {
             client: None,
             cache: StmtCache::default(),
             in_transaction: Cell::new(false),
+            fence_passed: Cell::new(None),
         }
     }
 
@@ -178,10 +223,18 @@ impl Session {
     /// A transaction (READ COMMITTED) on the connection, and the answer of its `fence`
     /// check (the runner's epoch, `None` for none or the daemon lease's) made inside it.
     ///
-    /// `BEGIN` and the fence's statement go to the server together, one round trip for
-    /// both: the server runs them in order, so the check is the transaction's first
-    /// statement as before. The caller ends the transaction with [`Tx::commit`] or
-    /// [`Tx::rollback`] (the fence's error included).
+    /// `BEGIN` and the fence's check are one message ([`crate::lease::opening_sql`]),
+    /// and the check is the transaction's first statement. Where the answer is already
+    /// known — no fence, or a fence this connection saw pass, since a token is a
+    /// runner's epoch or the daemon lease's for good (both come from one counter) and
+    /// only whether it is still live is left to learn — the message is not sent here:
+    /// it goes ahead of the transaction's first statements, in their round trip, and
+    /// its answer is read before theirs ([`Db`]). A fence found lost then fails that
+    /// statement and the transaction, which never commits ([`Tx::commit`]). Otherwise
+    /// it is sent and answered here, one round trip.
+    ///
+    /// The caller ends the transaction with [`Tx::commit`] or [`Tx::rollback`] (the
+    /// fence's error included).
     pub(crate) async fn begin(
         &mut self,
         fence: Option<&(Fence, Instant)>,
@@ -190,34 +243,40 @@ impl Session {
         let Some(client) = self.client.as_ref() else {
             return Err(io("no PostgreSQL connection").into());
         };
+        let token = fence.map(|(f, _)| loops_store::codec::sat_i64(f.token));
+        let known = match token {
+            None => Some(None),
+            Some(token) => self
+                .fence_passed
+                .get()
+                .and_then(|(passed, epoch)| (passed == token).then_some(epoch)),
+        };
+        let opening = Opening {
+            sql: crate::lease::opening_sql(token),
+            token,
+            epoch: known,
+        };
         let tx = Tx {
             client,
             cache: &self.cache,
             open: &self.in_transaction,
+            fence_passed: &self.fence_passed,
+            opening: RefCell::new(OpeningState::Unsent(opening)),
             events: RefCell::default(),
             wake: Cell::new(false),
         };
         self.in_transaction.set(true);
-        // `BEGIN` is sent first; its answer is read after the fence's statement is on
-        // its way.
-        let begin = send_now(Box::pin(client.batch_execute("BEGIN"))).await;
-        let fenced = match fence {
-            Some((f, now)) => {
-                let db = tx.db();
-                crate::lease::check_fence(&db, f, *now).await
-            }
-            None => {
-                count_round_trip();
-                Ok(None)
-            }
+        let fenced = match known {
+            Some(epoch) => Ok(epoch),
+            None => tx.open_now().await,
         };
-        begin.answer().await?;
         Ok((tx, fenced))
     }
 
     /// Drops the connection (after a call timed out mid-way).
     pub(crate) fn disconnect(&mut self) {
         self.client = None;
+        self.fence_passed.set(None);
         self.cache.0.borrow_mut().clear();
         self.in_transaction.set(false);
     }
@@ -233,6 +292,9 @@ pub(crate) struct Tx<'a> {
     client: &'a Client,
     cache: &'a StmtCache,
     open: &'a Cell<bool>,
+    fence_passed: &'a Cell<Option<(i64, Option<i64>)>>,
+    /// Its `BEGIN` and fence check, sent or still to send.
+    opening: RefCell<OpeningState>,
     events: RefCell<EventRows>,
     /// A write asked to wake the other runners ([`crate::wakeups::notify`]).
     wake: Cell<bool>,
@@ -244,9 +306,24 @@ impl Tx<'_> {
         Db {
             c: self.client,
             cache: self.cache,
+            opening: Some(Opened {
+                state: &self.opening,
+                fence_passed: self.fence_passed,
+            }),
             events: Some(&self.events),
             wake: Some(&self.wake),
         }
+    }
+
+    /// Sends the opening still to send, alone, and reads its answer: one round trip.
+    async fn open_now(&self) -> Result<Option<i64>> {
+        let db = self.db();
+        let Some(opening) = db.unsent_opening() else {
+            return Ok(None);
+        };
+        count_round_trip();
+        let answer = open(self.client, opening).await;
+        db.opened(answer)
     }
 
     /// Writes the events the transaction appended, queues its wake-up, and commits: the
@@ -254,6 +331,19 @@ impl Tx<'_> {
     /// event log's lock (taken by the insert) is held for no round trip of ours. A
     /// statement that fails aborts the transaction, which its `COMMIT` then rolls back.
     pub(crate) async fn commit(self) -> Result<()> {
+        // No statement took the opening with it: it goes now, and the fence is known to
+        // have passed before the `COMMIT` is sent.
+        if let Err(e) = self.open_now().await {
+            self.rollback().await;
+            return Err(e);
+        }
+        let passed = matches!(*self.opening.borrow(), OpeningState::Passed);
+        if !passed {
+            // The fence failed under a statement whose error the caller set aside (or
+            // a statement that took the opening was dropped before its answer).
+            self.rollback().await;
+            return Err(StoreError::LeaseLost.into());
+        }
         let rows = self.events.take();
         let params = rows.params();
         let channel: [&(dyn ToSql + Sync); 1] = [&crate::wakeups::CHANNEL];
@@ -296,6 +386,11 @@ impl Tx<'_> {
 
     /// Rolls back; a connection that cannot do that is dropped before the next call.
     pub(crate) async fn rollback(self) {
+        if let OpeningState::Unsent(_) = *self.opening.borrow() {
+            // Nothing was sent: there is no transaction to end.
+            self.open.set(false);
+            return;
+        }
         count_round_trip();
         if self.client.batch_execute("ROLLBACK").await.is_ok() {
             self.open.set(false);
@@ -312,6 +407,8 @@ impl<C: GenericClient + Sync> Conn for C {}
 pub(crate) struct Db<'a, C> {
     pub(crate) c: &'a C,
     cache: &'a StmtCache,
+    /// In a [`Tx`]: its opening, which the first statement sent takes with it.
+    opening: Option<Opened<'a>>,
     /// Where a transaction keeps the events it appends until its `COMMIT`.
     events: Option<&'a RefCell<EventRows>>,
     /// Where a transaction notes that its `COMMIT` is to wake the other runners.
@@ -326,6 +423,7 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         Self {
             c,
             cache,
+            opening: None,
             events: None,
             wake: None,
         }
@@ -341,6 +439,60 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
     /// a [`Tx`]: it is sent at once).
     pub(crate) fn deferred_wake(&self) -> Option<&'a Cell<bool>> {
         self.wake
+    }
+
+    /// The transaction's opening if no statement took it yet (it is then marked sent).
+    fn unsent_opening(&self) -> Option<Opening> {
+        let opened = self.opening?;
+        let mut state = opened.state.borrow_mut();
+        match std::mem::replace(&mut *state, OpeningState::Sent) {
+            OpeningState::Unsent(opening) => Some(opening),
+            other => {
+                *state = other;
+                None
+            }
+        }
+    }
+
+    /// Reads the opening's answer: the epoch, or why the transaction may not go on.
+    fn opened(&self, (opening, answer): OpeningAnswer) -> Result<Option<i64>> {
+        let epoch = answer
+            .map_err(Error::from)
+            .and_then(|answer| crate::lease::opened(opening.token, &answer))
+            .and_then(|epoch| match opening.epoch {
+                Some(told) if told != epoch => Err(Error::decode(
+                    "the fence check answered another kind of lease than it had before",
+                )),
+                _ => Ok(epoch),
+            });
+        if let Some(opened) = self.opening {
+            match &epoch {
+                Ok(epoch) => {
+                    opened.state.replace(OpeningState::Passed);
+                    if let Some(token) = opening.token {
+                        opened.fence_passed.set(Some((token, *epoch)));
+                    }
+                }
+                Err(_) => {
+                    opened.state.replace(OpeningState::Refused);
+                }
+            }
+        }
+        epoch
+    }
+
+    /// Sends `request` (not polled yet), after the transaction's opening when that is
+    /// still to send: both in one round trip, the opening's answer read first, so a
+    /// fence found lost is this statement's error.
+    async fn after_opening<F: Future + Unpin>(&self, request: F) -> Result<F::Output> {
+        let Some(opening) = self.unsent_opening() else {
+            return Ok(request.await);
+        };
+        let opening = send_now(open(self.c, opening)).await;
+        let request = send_now(request).await;
+        let epoch = self.opened(opening.answer().await);
+        let out = request.answer().await;
+        epoch.map(|_| out)
     }
 
     /// `sql` prepared on the connection (once; the cache keeps it).
@@ -361,7 +513,7 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
     pub(crate) async fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
         let st = self.prepare(sql).await?;
         count_round_trip();
-        Ok(self.c.query(&st, params).await?)
+        Ok(self.after_opening(self.c.query(&st, params)).await??)
     }
 
     /// Each statement's rows, in order: every statement is prepared first, then all
@@ -373,7 +525,17 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
         statements: &[(&str, &Params<'_>)],
     ) -> Result<Vec<Vec<Row>>> {
         let prepared = self.prepare_all(statements).await?;
+        let opening = match self.unsent_opening() {
+            Some(opening) => Some(send_now(open(self.c, opening)).await),
+            None => None,
+        };
         let sent = self.send_all(&prepared, statements).await;
+        if let Some(opening) = opening {
+            if sent.is_empty() {
+                count_round_trip();
+            }
+            self.opened(opening.answer().await)?;
+        }
         answers(sent).await
     }
 
@@ -424,7 +586,7 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
     pub(crate) async fn query_opt(&self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
         let st = self.prepare(sql).await?;
         count_round_trip();
-        Ok(self.c.query_opt(&st, params).await?)
+        Ok(self.after_opening(self.c.query_opt(&st, params)).await??)
     }
 
     /// The row `sql` returns, if any, decoded by `decode`.
@@ -475,19 +637,19 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
     pub(crate) async fn query_one(&self, sql: &str, params: &Params<'_>) -> Result<Row> {
         let st = self.prepare(sql).await?;
         count_round_trip();
-        Ok(self.c.query_one(&st, params).await?)
+        Ok(self.after_opening(self.c.query_one(&st, params)).await??)
     }
 
     pub(crate) async fn execute(&self, sql: &str, params: &Params<'_>) -> Result<u64> {
         let st = self.prepare(sql).await?;
         count_round_trip();
-        Ok(self.c.execute(&st, params).await?)
+        Ok(self.after_opening(self.c.execute(&st, params)).await??)
     }
 
     /// Statements without parameters or results (DDL, `SAVEPOINT`).
     pub(crate) async fn batch(&self, sql: &str) -> Result<()> {
         count_round_trip();
-        Ok(self.c.batch_execute(sql).await?)
+        Ok(self.after_opening(self.c.batch_execute(sql)).await??)
     }
 }
 
@@ -622,4 +784,80 @@ mod tests {
             );
         });
     }
+
+    /// A fence this connection saw pass goes with the transaction's first statement;
+    /// once its lease is gone, the transaction cannot commit even when the caller sets
+    /// that statement's error aside, and what it wrote is rolled back.
+    #[test]
+    fn a_transaction_whose_fence_was_lost_never_commits() {
+        let Some(cluster) = loops_testkit::PgCluster::shared() else {
+            return;
+        };
+        let config: Config = cluster.database().parse().expect("a connection URL");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut session = Session::new(config);
+            let db = session.reader().await.unwrap();
+            db.batch(
+                "CREATE TABLE runners (epoch bigint, released_at bigint, expires_at bigint); \
+                 CREATE TABLE daemon_lease (id int, token bigint); \
+                 CREATE TABLE written (n int); \
+                 INSERT INTO runners VALUES (5, NULL, 9223372036854775807)",
+            )
+            .await
+            .unwrap();
+            let fence = (Fence { token: 5 }, chrono::Utc::now());
+            let write = "INSERT INTO written VALUES (1)";
+
+            // Unknown: checked on its own, then known.
+            let (tx, fenced) = session.begin(Some(&fence)).await.unwrap();
+            assert_eq!(fenced.unwrap(), Some(5));
+            tx.db().execute(write, &[]).await.unwrap();
+            tx.commit().await.unwrap();
+            // Known: one round trip for the opening and the insert.
+            let (tx, fenced) = session.begin(Some(&fence)).await.unwrap();
+            assert_eq!(fenced.unwrap(), Some(5));
+            let before = round_trips();
+            tx.db().execute(write, &[]).await.unwrap();
+            assert_eq!(round_trips() - before, 1);
+            tx.commit().await.unwrap();
+            // Known, with nothing sent before the commit: the opening goes first.
+            let (tx, _) = session.begin(Some(&fence)).await.unwrap();
+            tx.commit().await.unwrap();
+
+            let count = "SELECT count(*)::bigint FROM written";
+            let db = session.reader().await.unwrap();
+            db.execute("UPDATE runners SET released_at = 1", &[])
+                .await
+                .unwrap();
+            let (tx, fenced) = session.begin(Some(&fence)).await.unwrap();
+            assert_eq!(fenced.unwrap(), Some(5), "told from what it knew");
+            let refused = tx.db().execute(write, &[]).await;
+            assert!(
+                matches!(refused, Err(Error::Store(StoreError::LeaseLost))),
+                "{refused:?}"
+            );
+            // Set aside: the commit still refuses.
+            let committed = tx.commit().await;
+            assert!(
+                matches!(committed, Err(Error::Store(StoreError::LeaseLost))),
+                "{committed:?}"
+            );
+            let db = session.reader().await.unwrap();
+            let rows = db.query(count, &[]).await.unwrap();
+            assert_eq!(rows[0].get::<_, i64>(0), 2, "the third insert rolled back");
+
+            // A rollback before anything was sent sends nothing.
+            let (tx, _) = session.begin(None).await.unwrap();
+            let before = round_trips();
+            tx.rollback().await;
+            assert_eq!(round_trips(), before);
+            let db = session.reader().await.unwrap();
+            assert_eq!(db.query(count, &[]).await.unwrap().len(), 1);
+        });
+    }
+
 }

@@ -1,6 +1,7 @@
 //! A scheduling pass's batch of claims, and a recorder's batch of pid records and
 //! finalizations, each cost a fixed number of round trips to the server, whatever
-//! their size, and a write's wake-up costs none of its own (issue #21). A test binary of its own, its tests one at a time
+//! their size; a write's wake-up costs none of its own, nor does a transaction's
+//! `BEGIN` and fence check once the connection has seen that fence pass (issue #21). A test binary of its own, its tests one at a time
 //! (`SERIAL`): the round-trip counter is the process's, and nothing else may add to it
 //! meanwhile. Real PostgreSQL; skips without it (a failure under `CI=true`).
 
@@ -8,7 +9,10 @@
 
 use loops_core::{Loop, LoopStatus, Overlap, Run, RunOutcome, RunStatus};
 use loops_postgres::PgStore;
-use loops_store::{BatchClaim, ClaimOutcome, LoopAdvance, RunWrite, RunWritten, Store};
+use loops_store::{
+    BatchClaim, ClaimOutcome, Fence, LeaseAcquire, LeaseHolder, LoopAdvance, RunWrite,
+    RunWritten, RunnerRegistration, Store, StoreError,
+};
 use loops_testkit::PgCluster;
 
 mod common;
@@ -18,15 +22,29 @@ use std::sync::Mutex;
 /// Held by each test: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// `BEGIN` with the fence check, the loops' locks with their slots' state, the runs'
+/// A live runner's fence, as a daemon's passes and recorder write under.
+fn runner_fence(store: &PgStore, host: &str) -> Fence {
+    let registration = RunnerRegistration {
+        runner_id: format!("{host}/1/1"),
+        host: host.to_owned(),
+        pid: 1,
+        pid_start_time: Some(1),
+        labels: Vec::new(),
+        capacity: 64,
+    };
+    store.register_runner(&registration, 60_000).unwrap().fence
+}
+
+/// `BEGIN` and the fence check with the loops' locks and their slots' state, the runs'
 /// insert with the loops' advance, and the events with `COMMIT`.
 #[test]
-fn a_batch_of_claims_is_four_round_trips_whatever_its_size() {
+fn a_batch_of_claims_is_three_round_trips_whatever_its_size() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(cluster) = PgCluster::shared() else {
         return;
     };
     let store = PgStore::open(&cluster.database()).unwrap();
+    let fence = runner_fence(&store, "claims");
     let slot = chrono::DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
     let loops: Vec<Loop> = (0..40)
         .map(|i| {
@@ -41,14 +59,15 @@ fn a_batch_of_claims_is_four_round_trips_whatever_its_size() {
         let at = slot + chrono::TimeDelta::minutes(minute);
         let batch: Vec<BatchClaim> = loops[..size].iter().map(|lp| pass(lp, at, "me")).collect();
         let before = loops_postgres::round_trips();
-        let out = store.claim_runs(&batch, None).unwrap();
+        let out = store.claim_runs(&batch, Some(&fence)).unwrap();
         let trips = loops_postgres::round_trips() - before;
         assert!(
             out.iter().all(|o| matches!(o, ClaimOutcome::Claimed(_))),
             "{out:?}"
         );
+        // The first also checks the fence on its own (the connection has not seen it).
         if minute > 0 {
-            assert_eq!(trips, 4, "a batch of {size} claims");
+            assert_eq!(trips, 3, "a batch of {size} claims");
         }
         for lp in &loops[..size] {
             let now = store.get_loop(&lp.id).unwrap().unwrap();
@@ -57,15 +76,16 @@ fn a_batch_of_claims_is_four_round_trips_whatever_its_size() {
     }
 }
 
-/// `BEGIN` with the fence check; the pid records, the notification default and the
-/// finalizations together; the finished runs' loops locked; the events with `COMMIT`.
+/// `BEGIN` and the fence check with the pid records, the notification default and the
+/// finalizations; the finished runs' loops locked; the events with `COMMIT`.
 #[test]
-fn a_batch_of_pid_records_and_finalizations_is_four_round_trips() {
+fn a_batch_of_pid_records_and_finalizations_is_three_round_trips() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(cluster) = PgCluster::shared() else {
         return;
     };
     let store = PgStore::open(&cluster.database()).unwrap();
+    let fence = runner_fence(&store, "recorder");
     let slot = chrono::DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
     let loops: Vec<Loop> = (0..30)
         .map(|i| {
@@ -78,7 +98,7 @@ fn a_batch_of_pid_records_and_finalizations_is_four_round_trips() {
         let at = slot + chrono::TimeDelta::minutes(minute);
         let batch: Vec<BatchClaim> = loops[..size].iter().map(|lp| pass(lp, at, "me")).collect();
         let runs: Vec<Run> = store
-            .claim_runs(&batch, None)
+            .claim_runs(&batch, Some(&fence))
             .unwrap()
             .into_iter()
             .map(|o| match o {
@@ -106,7 +126,7 @@ fn a_batch_of_pid_records_and_finalizations_is_four_round_trips() {
             },
         }));
         let before = loops_postgres::round_trips();
-        let written = store.record_run_writes(&writes, end, None).unwrap();
+        let written = store.record_run_writes(&writes, end, Some(&fence)).unwrap();
         let trips = loops_postgres::round_trips() - before;
         assert_eq!(written.len(), 2 * size);
         for (write, done) in writes.iter().zip(&written) {
@@ -120,15 +140,15 @@ fn a_batch_of_pid_records_and_finalizations_is_four_round_trips() {
             }
         }
         if minute > 0 {
-            assert_eq!(trips, 4, "a batch of {size} pid records and finalizations");
+            assert_eq!(trips, 3, "a batch of {size} pid records and finalizations");
         }
     }
 }
 
 /// A write that wakes the other runners sends its `NOTIFY` with its `COMMIT`, no
-/// round trip of its own: a schedule change is `BEGIN`, four statements of its own,
-/// then the event, the wake-up and `COMMIT` together. The wake-up still reaches a
-/// listener.
+/// round trip of its own: a schedule change is `BEGIN` with the first of its four
+/// statements, the other three, then the event, the wake-up and `COMMIT` together. The
+/// wake-up still reaches a listener.
 #[test]
 fn a_wake_up_goes_with_its_commit() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -170,7 +190,7 @@ fn a_wake_up_goes_with_its_commit() {
             .unwrap();
         // The first prepares its statements.
         if minute > 1 {
-            assert_eq!(loops_postgres::round_trips() - before, 6);
+            assert_eq!(loops_postgres::round_trips() - before, 5);
         }
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -181,4 +201,95 @@ fn a_wake_up_goes_with_its_commit() {
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+}
+
+/// A fence the connection saw pass is checked in the round trip of the transaction's
+/// first statements, not before them: once its lease is gone, the transaction still
+/// fails with `LeaseLost` and writes nothing — for a runner's epoch and for the daemon
+/// lease's token.
+#[test]
+fn a_lost_fence_fails_the_transaction_its_check_went_with() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let store = PgStore::open(&url).unwrap();
+    let slot = chrono::DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
+    let at = |minute| slot + chrono::TimeDelta::minutes(minute);
+    let [lp, twin] = ["fenced", "twin"].map(|name| {
+        store
+            .create_loop(new_loop(name, slot, Overlap::Allow), slot)
+            .unwrap()
+    });
+    let both = |minute| [pass(&lp, at(minute), "me"), pass(&twin, at(minute), "me")];
+    let fence = runner_fence(&store, "fenced");
+    // Seen to pass: from here on its check goes with the statements. (The first also
+    // prepares them.)
+    for minute in 0..2 {
+        let before = loops_postgres::round_trips();
+        let out = store.claim_runs(&both(minute), Some(&fence)).unwrap();
+        assert!(
+            out.iter().all(|o| matches!(o, ClaimOutcome::Claimed(_))),
+            "{out:?}"
+        );
+        if minute == 1 {
+            assert_eq!(loops_postgres::round_trips() - before, 3);
+        }
+    }
+
+    // Another session ends the runner's lease.
+    let other = PgStore::open(&url).unwrap();
+    other.release_runner(&fence).unwrap();
+    let lost = store.claim_runs(&both(2), Some(&fence));
+    assert!(
+        matches!(lost, Err(StoreError::LeaseLost)),
+        "a claim under a released lease: {lost:?}"
+    );
+    let advance = LoopAdvance {
+        status: LoopStatus::Active,
+        next_run_at: Some(at(9)),
+        retry_scheduled_for: None,
+    };
+    let lost = store.update_loop_schedule(&lp.id, &advance, slot, Some(&fence));
+    assert!(matches!(lost, Err(StoreError::LeaseLost)), "{lost:?}");
+    let now = store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(now.next_run_at, Some(at(2)), "nothing was written");
+    let runs = store
+        .list_runs(&loops_store::RunFilter {
+            loop_id: Some(lp.id.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(runs.len(), 2, "the third slot was not claimed: {runs:?}");
+
+    // The daemon lease's token: seen to pass, then taken over by another holder.
+    let holder = |id: &str| LeaseHolder {
+        runner_id: id.to_owned(),
+        pid: 1,
+        pid_start_time: Some(1),
+        host: id.to_owned(),
+    };
+    let acquire = |s: &PgStore, id: &str| match s
+        .acquire_daemon_lease(&holder(id), 60_000, slot, &|_| true)
+        .unwrap()
+    {
+        LeaseAcquire::Acquired(lease) => Fence { token: lease.token },
+        held => panic!("{held:?}"),
+    };
+    let daemon = acquire(&store, "first");
+    for minute in [4, 5] {
+        let advance = LoopAdvance {
+            next_run_at: Some(at(minute)),
+            ..advance.clone()
+        };
+        store
+            .update_loop_schedule(&lp.id, &advance, slot, Some(&daemon))
+            .unwrap();
+    }
+    acquire(&other, "second");
+    let lost = store.update_loop_schedule(&lp.id, &advance, slot, Some(&daemon));
+    assert!(matches!(lost, Err(StoreError::LeaseLost)), "{lost:?}");
+    let now = store.get_loop(&lp.id).unwrap().unwrap();
+    assert_eq!(now.next_run_at, Some(at(5)), "nothing was written");
 }
