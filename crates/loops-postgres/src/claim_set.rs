@@ -4,8 +4,8 @@
 //! batch and, sent with it, one lateral join reads every slot's attempts; one
 //! multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING` inserts every winning attempt
 //! and, sent with it, one `UPDATE … FROM unnest(…)` advances each loop whose run's row
-//! is there. With `BEGIN` and the fence, and the events with `COMMIT`, a batch is four
-//! round trips. The decisions are those of the one-by-one path (`claims`), made in
+//! is there. `BEGIN` and the fence go with the locks (on a connection that has seen
+//! the fence pass), and the events with `COMMIT`: a batch is three round trips. The decisions are those of the one-by-one path (`claims`), made in
 //! Rust from the rows read; a claim that is not a plain win (a stale plan, a busy loop,
 //! a slot done or running, an insert that found its key taken) is finished by that
 //! path, its loop row already locked.
@@ -204,8 +204,8 @@ pub(crate) async fn claim_set(
 
 /// Inserts the runs of [`WinColumns`] (`$1`–`$7`) from `source` (`$8`) at `now` (`$9`)
 /// by the runner `$10` of epoch `$11`; each taken key (or id) leaves its row out of
-/// the answer.
-const INSERT_WINS: &str = concat!(
+/// the answer. (Each run's loop is looked up by its key, as in [`LOCK_LOOPS`].)
+pub(crate) const INSERT_WINS: &str = concat!(
     "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
          source, started_at, claimed_by, lease_expires_at, created_at, updated_at, \
          due_at, runner_epoch, run_kind, provider, account) \
@@ -216,7 +216,8 @@ const INSERT_WINS: &str = concat!(
            THEN loops.target_json::jsonb #>> '{account,profile}' END \
          FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], \
                      $5::bigint[], $6::bigint[], $7::bigint[]) AS t(i, l, n, s, a, e, d) \
-         JOIN loops ON loops.id = t.l \
+         CROSS JOIN LATERAL \
+           (SELECT target_json FROM loops WHERE loops.id = t.l OFFSET 0) AS loops \
          ON CONFLICT DO NOTHING RETURNING ",
     run_cols!()
 );
@@ -335,21 +336,24 @@ impl<'a> Advances<'a> {
 }
 
 /// Moves each loop of [`Advances`] whose run's row is there, returning the moved loops'
-/// briefs.
-const ADVANCE: &str = "UPDATE loops SET status = t.st, next_run_at = t.nx, \
+/// briefs. The run and the loop are each looked up by their key, as in [`LOCK_LOOPS`];
+/// the loop's row is then updated where the probe found it (`ctid`), which is where it
+/// stays: this transaction holds the loops it advances locked ([`LOCK_LOOPS`]).
+pub(crate) const ADVANCE: &str = "UPDATE loops SET status = t.st, next_run_at = t.nx, \
        retry_scheduled_for = t.rt, due_at = t.du, updated_at = $9 \
      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], \
                  $6::bigint[], $7::bigint[], $8::bigint[]) \
        AS t(id, run, s, a, st, nx, rt, du) \
-     WHERE loops.id = t.id \
-       AND EXISTS (SELECT 1 FROM runs WHERE runs.id = t.run AND runs.loop_id = t.id \
-                     AND runs.scheduled_for = t.s AND runs.attempt = t.a) \
+     CROSS JOIN LATERAL (SELECT 1 FROM runs WHERE runs.id = t.run AND runs.loop_id = t.id \
+                           AND runs.scheduled_for = t.s AND runs.attempt = t.a OFFSET 0) AS r \
+     CROSS JOIN LATERAL (SELECT ctid AS at FROM loops WHERE loops.id = t.id OFFSET 0) AS l \
+     WHERE loops.ctid = l.at \
      RETURNING loops.id, loops.name, loops.status, loops.next_run_at, loops.due_at";
 
 /// Each claim's slot state, in the order of the loop ids (`$1`) and slots (`$2`): the
 /// loop's running rows, and its slot's running, finished (succeeded or skipped) and
 /// latest attempts.
-const SLOT_STATES: &str = "SELECT q.n, c.busy, c.running, c.done, c.last \
+pub(crate) const SLOT_STATES: &str = "SELECT q.n, c.busy, c.running, c.done, c.last \
      FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(l, s, n) \
      CROSS JOIN LATERAL ( \
        SELECT COUNT(*) FILTER (WHERE status = 'running') AS busy, \
@@ -361,11 +365,17 @@ const SLOT_STATES: &str = "SELECT q.n, c.busy, c.running, c.done, c.last \
      ORDER BY q.n";
 
 /// Locks every loop of the ids `$1` that no other transaction holds (`SKIP LOCKED`).
-const LOCK_LOOPS: &str =
-    "SELECT id, status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
-     retry_scheduled_for, due_at, runs_on_json, target_json FROM loops \
-     WHERE id = ANY($1::text[]) \
-     FOR UPDATE SKIP LOCKED";
+///
+/// Each loop, as each row these statements read or write by key, is looked up by its
+/// key in a probe of its own that the planner keeps apart (`LATERAL … OFFSET 0`):
+/// written as `id = ANY($1)` or a join, the generic plan PostgreSQL keeps for a
+/// prepared statement, made while the table was small (a new store), read the whole
+/// table on every batch once it had grown (`plan_tests`; BENCHMARKS.md §30).
+pub(crate) const LOCK_LOOPS: &str = "SELECT l.* FROM unnest($1::text[]) AS x(id) \
+     CROSS JOIN LATERAL ( \
+       SELECT id, status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
+              retry_scheduled_for, due_at, runs_on_json, target_json \
+       FROM loops WHERE loops.id = x.id OFFSET 0 FOR UPDATE SKIP LOCKED) AS l";
 
 /// The loops [`LOCK_LOOPS`] locked, by id.
 fn locked_loops(rows: &[tokio_postgres::Row]) -> Result<HashMap<String, LockedLoop>> {

@@ -4,9 +4,9 @@
 //! looked up in the same transaction, and the notifications it calls for queued there
 //! too (`crate::notify`). The pid records are one statement, and so are the
 //! finalizations that cannot see each other ([`FinishSet`]); the two go to the server
-//! together with the notification default: a batch costs a few round trips (`BEGIN`
-//! with the fence, those three, the loops' locks, the events with `COMMIT`), not two a
-//! run.
+//! together with the notification default, and `BEGIN` with the fence goes with them
+//! (on a connection that has seen the fence pass): a batch costs three round trips
+//! (those, the loops' locks, the events with `COMMIT`), not two a run.
 
 use crate::codec::{get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, Cols};
 use crate::error::{Error, Result};
@@ -219,9 +219,17 @@ fn finish_set(writes: &[RunWrite], pids_written: bool) -> FinishSet<'_> {
 /// Finalizes the runs of [`SetColumns`] (each a finalization of [`finish_set`]) in one
 /// statement, returning the rows it finalized. The unnest's columns are named apart
 /// from `runs`' so `RETURNING` names only the run's.
-const UPDATE_SET: &str = concat!(
-    "WITH shared AS (SELECT loop_id FROM runs WHERE id = ANY($1::text[]) \
-                             GROUP BY loop_id HAVING count(*) > 1) \
+///
+/// `shared` looks each id up by the primary key, one probe an id that the planner keeps
+/// apart (`LATERAL … OFFSET 0`). Written as `id = ANY($1)` (or a join), the generic plan
+/// PostgreSQL keeps for a prepared statement, made while `runs` was small (a new store),
+/// scanned the whole table on every batch once it had grown: 26 ms a batch at 40,000
+/// runs, until an `ANALYZE` made it plan again (BENCHMARKS.md §30).
+pub(crate) const UPDATE_SET: &str = concat!(
+    "WITH shared AS (SELECT r.loop_id FROM unnest($1::text[]) AS x(id) \
+                       CROSS JOIN LATERAL \
+                         (SELECT loop_id FROM runs WHERE runs.id = x.id OFFSET 0) AS r \
+                     GROUP BY r.loop_id HAVING count(*) > 1) \
              UPDATE runs SET status = u.n_status, finished_at = u.n_finished_at, \
                exit_code = u.n_exit_code, \
                duration_ms = CASE WHEN runs.started_at IS NULL THEN NULL \
@@ -388,7 +396,8 @@ fn pid_set(writes: &[RunWrite]) -> Option<Vec<(usize, PidRecord<'_>)>> {
 
 /// Writes the pid records of [`PidColumns`] in one statement, inside the caller's
 /// transaction: the ids of the rows it wrote.
-const UPDATE_PIDS: &str = "UPDATE runs SET pid = u.pid, pid_start_time = u.pid_start_time, \
+pub(crate) const UPDATE_PIDS: &str =
+    "UPDATE runs SET pid = u.pid, pid_start_time = u.pid_start_time, \
        updated_at = u.at, session_note = u.session_note \
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[]) \
        AS u(id, pid, pid_start_time, at, session_note) \

@@ -19,8 +19,10 @@
 //! - A claim locks its loop row (`FOR UPDATE`, a pass `SKIP LOCKED`) and inserts the
 //!   slot attempt with `ON CONFLICT DO NOTHING` on the `(loop, scheduledFor, attempt)`
 //!   key: of any number of runners racing, exactly one wins (`claims`).
-//! - A fenced write checks the daemon lease row `FOR SHARE` inside its own
-//!   transaction (`lease`).
+//! - A fenced write checks the daemon lease row (or its runner's) `FOR SHARE` as the
+//!   first statement of its own transaction (`lease`), and commits only after the
+//!   check's answer said the lease is live (`session`: the check may go in one round
+//!   trip with the transaction's first statements).
 //! - Text is stored as on SQLite except NUL characters, which PostgreSQL cannot store:
 //!   they read back as U+FFFD.
 //!
@@ -42,6 +44,8 @@ mod lease;
 mod loops;
 mod notify;
 mod open;
+#[cfg(test)]
+mod plan_tests;
 mod redact;
 mod reports;
 mod run_requests;

@@ -859,5 +859,4 @@ mod tests {
             assert_eq!(db.query(count, &[]).await.unwrap().len(), 1);
         });
     }
-
 }

@@ -10,8 +10,8 @@
 use loops_core::{Loop, LoopStatus, Overlap, Run, RunOutcome, RunStatus};
 use loops_postgres::PgStore;
 use loops_store::{
-    BatchClaim, ClaimOutcome, Fence, LeaseAcquire, LeaseHolder, LoopAdvance, RunWrite,
-    RunWritten, RunnerRegistration, Store, StoreError,
+    BatchClaim, ClaimOutcome, Fence, LeaseAcquire, LeaseHolder, LoopAdvance, RunWrite, RunWritten,
+    RunnerRegistration, Store, StoreError,
 };
 use loops_testkit::PgCluster;
 

@@ -1,0 +1,111 @@
+//! The plans PostgreSQL keeps for the daemon's set-based statements reach their rows by
+//! key, however small the tables were when the plan was made. A prepared statement's
+//! generic plan is made once and kept until an `ANALYZE` of its tables; on a new store
+//! the tables are empty, and a plan that reads a whole table costs nothing then and
+//! grows with every run recorded (BENCHMARKS.md §30).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::PgStore;
+use tokio_postgres::{NoTls, SimpleQueryMessage};
+
+/// Each hot statement of a claim batch and a recorder batch.
+const STATEMENTS: [(&str, &str); 7] = [
+    ("claims: locks", crate::claim_set::LOCK_LOOPS),
+    ("claims: slot states", crate::claim_set::SLOT_STATES),
+    ("claims: insert", crate::claim_set::INSERT_WINS),
+    ("claims: advance", crate::claim_set::ADVANCE),
+    ("recorder: pid records", crate::finalize::UPDATE_PIDS),
+    ("recorder: finalizations", crate::finalize::UPDATE_SET),
+    ("events", crate::events::INSERT_EVENTS),
+];
+
+/// The highest `$n` in `sql`.
+fn params(sql: &str) -> usize {
+    sql.split('$')
+        .skip(1)
+        .filter_map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Why `plan` (EXPLAIN's lines) is not keyed: a scan of `runs` or `loops` with no index
+/// condition. A scan of a partial index of the running runs is bounded by the runs in
+/// flight, not by the table, and is allowed.
+fn unkeyed(plan: &[String]) -> Option<String> {
+    for (i, line) in plan.iter().enumerate() {
+        let scan = line.trim_start().trim_start_matches("->  ");
+        let on_table = [" on runs", " on loops"]
+            .iter()
+            .any(|t| scan.contains(&format!("{t} ")) || scan.contains(&format!("{t}  ")));
+        if !on_table {
+            continue;
+        }
+        if scan.starts_with("Tid Scan") {
+            continue;
+        }
+        if scan.starts_with("Seq Scan") || scan.starts_with("Bitmap Heap Scan") {
+            return Some(line.clone());
+        }
+        if scan.starts_with("Index Scan") || scan.starts_with("Index Only Scan") {
+            let running_only = scan.contains("using runs_running_");
+            // The node's own lines, up to the next node.
+            let cond = plan[i + 1..]
+                .iter()
+                .take_while(|l| !l.contains("->"))
+                .any(|l| l.contains("Index Cond"));
+            if !cond && !running_only {
+                return Some(line.clone());
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn generic_plans_on_a_new_store_reach_rows_by_key() {
+    let Some(cluster) = loops_testkit::PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    // Migrates: the tables are new, empty and never analyzed, as on a new store.
+    drop(PgStore::open(&url).unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute("SET plan_cache_mode = force_generic_plan")
+            .await
+            .unwrap();
+        let mut failures = Vec::new();
+        for (i, (what, sql)) in STATEMENTS.iter().enumerate() {
+            client
+                .batch_execute(&format!("PREPARE s{i} AS {sql}"))
+                .await
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let nulls = vec!["NULL"; params(sql)].join(", ");
+            let answer = client
+                .simple_query(&format!("EXPLAIN EXECUTE s{i}({nulls})"))
+                .await
+                .unwrap();
+            let plan: Vec<String> = answer
+                .iter()
+                .filter_map(|m| match m {
+                    SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                    _ => None,
+                })
+                .collect();
+            if let Some(scan) = unkeyed(&plan) {
+                failures.push(format!("{what}: {scan}\n{}", plan.join("\n")));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    });
+}
