@@ -50,12 +50,7 @@ pub(crate) async fn claim_set(
         .filter(|id| !locked.contains_key(*id))
         .collect();
     if !missing.is_empty() {
-        let rows = db
-            .query(
-                "SELECT id FROM loops WHERE id = ANY($1::text[])",
-                &[&missing],
-            )
-            .await?;
+        let rows = db.query(EXISTING_LOOPS, &[&missing]).await?;
         let exist: Vec<String> = rows
             .iter()
             .map(|r| get::<String>(r, 0, "id"))
@@ -376,6 +371,10 @@ pub(crate) const LOCK_LOOPS: &str = "SELECT l.* FROM unnest($1::text[]) AS x(id)
        SELECT id, status, name, max_attempts, lease_ms, jitter_ms, next_run_at, \
               retry_scheduled_for, due_at, runs_on_json, target_json \
        FROM loops WHERE loops.id = x.id OFFSET 0 FOR UPDATE SKIP LOCKED) AS l";
+
+/// Which of the ids `$1` are loops (each looked up by its key, as in [`LOCK_LOOPS`]).
+pub(crate) const EXISTING_LOOPS: &str = "SELECT l.id FROM unnest($1::text[]) AS x(id) \
+     CROSS JOIN LATERAL (SELECT id FROM loops WHERE loops.id = x.id OFFSET 0) AS l";
 
 /// The loops [`LOCK_LOOPS`] locked, by id.
 fn locked_loops(rows: &[tokio_postgres::Row]) -> Result<HashMap<String, LockedLoop>> {

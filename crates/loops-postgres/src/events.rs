@@ -128,12 +128,7 @@ pub(crate) async fn loop_briefs(
         return Ok(HashMap::new());
     }
     let list: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
-    let rows = db
-        .query(
-            &format!("SELECT {BRIEF_COLS} FROM loops WHERE id = ANY($1::text[])"),
-            &[&list],
-        )
-        .await?;
+    let rows = db.query(SELECT_BRIEFS, &[&list]).await?;
     let mut out = HashMap::with_capacity(rows.len());
     for row in &rows {
         let brief = brief_from_row(row)?;
@@ -142,7 +137,7 @@ pub(crate) async fn loop_briefs(
     Ok(out)
 }
 
-/// A loop's brief from a row of [`BRIEF_COLS`].
+/// A loop's brief from a row of [`SELECT_BRIEFS`].
 pub(crate) fn brief_from_row(row: &tokio_postgres::Row) -> Result<LoopBrief> {
     let at = |idx: usize, col: &str| Cols(row).opt_instant(idx, col);
     Ok(LoopBrief {
@@ -154,8 +149,12 @@ pub(crate) fn brief_from_row(row: &tokio_postgres::Row) -> Result<LoopBrief> {
     })
 }
 
-/// The columns of a loop's brief, in [`brief_from_row`]'s order.
-pub(crate) const BRIEF_COLS: &str = "id, name, status, next_run_at, due_at";
+/// The briefs of the loops of the ids `$1`, in [`brief_from_row`]'s columns, each loop
+/// looked up by its key (as the claim batch's statements do: see
+/// `crate::claim_set::LOCK_LOOPS`).
+pub(crate) const SELECT_BRIEFS: &str = "SELECT b.* FROM unnest($1::text[]) AS x(id) \
+     CROSS JOIN LATERAL (SELECT id, name, status, next_run_at, due_at FROM loops \
+                         WHERE loops.id = x.id OFFSET 0) AS b";
 
 /// `run.started` / `run.finished` for each of `runs`, with its loop as this transaction
 /// left it.

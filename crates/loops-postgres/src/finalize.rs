@@ -318,6 +318,15 @@ impl<'a> SetColumns<'a> {
     }
 }
 
+/// Locks and reads the loops of the ids `$1`, in the order given (the caller sorts them:
+/// two transactions lock in the same order). Each is looked up by its key, as in
+/// [`UPDATE_SET`]'s `shared`; the probes run in the array's order.
+pub(crate) const LOCK_FINISHED_LOOPS: &str = concat!(
+    "SELECT l.* FROM unnest($1::text[]) AS x(id) CROSS JOIN LATERAL (SELECT ",
+    loop_cols!(),
+    " FROM loops WHERE loops.id = x.id OFFSET 0 FOR UPDATE) AS l"
+);
+
 /// [`finish_set`]'s runs as [`UPDATE_SET`] left them (`rows`), each followed by its
 /// loop's transition, from one locked read of their loops (in id order).
 async fn finalized_set(
@@ -338,15 +347,7 @@ async fn finalized_set(
     let mut loop_ids: Vec<&str> = runs.values().map(|r| r.loop_id.as_str()).collect();
     loop_ids.sort_unstable();
     let loops: HashMap<LoopId, Loop> = db
-        .query_as(
-            concat!(
-                "SELECT ",
-                loop_cols!(),
-                " FROM loops WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE"
-            ),
-            &[&loop_ids],
-            loop_from_row,
-        )
+        .query_as(LOCK_FINISHED_LOOPS, &[&loop_ids], loop_from_row)
         .await?
         .into_iter()
         .map(|lp| (lp.id.clone(), lp))

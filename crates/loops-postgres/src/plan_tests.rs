@@ -9,15 +9,22 @@
 use crate::PgStore;
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 
-/// Each hot statement of a claim batch and a recorder batch.
-const STATEMENTS: [(&str, &str); 7] = [
+/// Each statement of a claim batch and a recorder batch, and the daemon's others that
+/// find rows by a list of keys.
+const STATEMENTS: [(&str, &str); 10] = [
     ("claims: locks", crate::claim_set::LOCK_LOOPS),
+    ("claims: loops not locked", crate::claim_set::EXISTING_LOOPS),
     ("claims: slot states", crate::claim_set::SLOT_STATES),
     ("claims: insert", crate::claim_set::INSERT_WINS),
     ("claims: advance", crate::claim_set::ADVANCE),
     ("recorder: pid records", crate::finalize::UPDATE_PIDS),
     ("recorder: finalizations", crate::finalize::UPDATE_SET),
+    (
+        "recorder: the finished runs' loops",
+        crate::finalize::LOCK_FINISHED_LOOPS,
+    ),
     ("events", crate::events::INSERT_EVENTS),
+    ("events: loop briefs", crate::events::SELECT_BRIEFS),
 ];
 
 /// The highest `$n` in `sql`.
@@ -67,6 +74,9 @@ fn unkeyed(plan: &[String]) -> Option<String> {
 
 #[test]
 fn generic_plans_on_a_new_store_reach_rows_by_key() {
+    let _alone = crate::session::SERVER_TESTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let Some(cluster) = loops_testkit::PgCluster::shared() else {
         return;
     };

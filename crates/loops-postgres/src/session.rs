@@ -708,6 +708,11 @@ pub(crate) fn call<T: Send + 'static>(
     }
 }
 
+/// Held by each of this crate's unit tests that talk to a server: the round-trip
+/// counter is the process's, and a test that counts must be alone.
+#[cfg(test)]
+pub(crate) static SERVER_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -719,6 +724,7 @@ mod tests {
     /// finalizations run before its pid records that way).
     #[test]
     fn statements_sent_together_run_in_the_order_given() {
+        let _alone = SERVER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let Some(cluster) = loops_testkit::PgCluster::shared() else {
             return;
         };
@@ -790,6 +796,7 @@ mod tests {
     /// that statement's error aside, and what it wrote is rolled back.
     #[test]
     fn a_transaction_whose_fence_was_lost_never_commits() {
+        let _alone = SERVER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let Some(cluster) = loops_testkit::PgCluster::shared() else {
             return;
         };
