@@ -134,8 +134,9 @@ enum OpeningState {
     Sent,
     /// `BEGIN` done and the fence, if any, live.
     Passed,
-    /// The fence was lost, or the opening failed: the transaction may not commit.
-    Refused,
+    /// The fence was lost (`lost`), or the opening failed: the transaction may not
+    /// commit.
+    Refused { lost: bool },
 }
 
 /// A transaction's opening, as its statements see it.
@@ -337,12 +338,16 @@ impl Tx<'_> {
             self.rollback().await;
             return Err(e);
         }
-        let passed = matches!(*self.opening.borrow(), OpeningState::Passed);
-        if !passed {
-            // The fence failed under a statement whose error the caller set aside (or
-            // a statement that took the opening was dropped before its answer).
+        // The opening failed under a statement whose error the caller set aside, or a
+        // statement that took it was dropped before its answer.
+        let refused = match *self.opening.borrow() {
+            OpeningState::Passed => None,
+            OpeningState::Refused { lost: true } => Some(StoreError::LeaseLost),
+            _ => Some(io("the transaction's BEGIN or fence check did not succeed")),
+        };
+        if let Some(refused) = refused {
             self.rollback().await;
-            return Err(StoreError::LeaseLost.into());
+            return Err(refused.into());
         }
         let rows = self.events.take();
         let params = rows.params();
@@ -473,8 +478,9 @@ impl<'a, C: GenericClient + Sync> Db<'a, C> {
                         opened.fence_passed.set(Some((token, *epoch)));
                     }
                 }
-                Err(_) => {
-                    opened.state.replace(OpeningState::Refused);
+                Err(e) => {
+                    let lost = matches!(e, Error::Store(StoreError::LeaseLost));
+                    opened.state.replace(OpeningState::Refused { lost });
                 }
             }
         }
