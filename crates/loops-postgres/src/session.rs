@@ -724,21 +724,32 @@ pub(crate) static SERVER_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(())
 mod tests {
     use super::*;
 
+    /// A new database's settings and a runtime to reach it with, the caller holding
+    /// [`SERVER_TESTS`]; `None` without a server.
+    fn server() -> Option<(
+        std::sync::MutexGuard<'static, ()>,
+        tokio::runtime::Runtime,
+        Config,
+    )> {
+        let alone = SERVER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        let cluster = loops_testkit::PgCluster::shared()?;
+        let config = cluster.database().parse().expect("a connection URL");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        Some((alone, rt, config))
+    }
+
     /// `query_all` sends its statements in the order given even when a later one is
     /// prepared already and an earlier one is not (tokio's `join!` takes turns, and a
     /// statement that prepares first is sent later: the recorder's batch once had its
     /// finalizations run before its pid records that way).
     #[test]
     fn statements_sent_together_run_in_the_order_given() {
-        let _alone = SERVER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(cluster) = loops_testkit::PgCluster::shared() else {
+        let Some((_alone, rt, config)) = server() else {
             return;
         };
-        let config: Config = cluster.database().parse().expect("a connection URL");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
         rt.block_on(async {
             let mut session = Session::new(config);
             let db = session.reader().await.unwrap();
@@ -802,15 +813,9 @@ mod tests {
     /// that statement's error aside, and what it wrote is rolled back.
     #[test]
     fn a_transaction_whose_fence_was_lost_never_commits() {
-        let _alone = SERVER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(cluster) = loops_testkit::PgCluster::shared() else {
+        let Some((_alone, rt, config)) = server() else {
             return;
         };
-        let config: Config = cluster.database().parse().expect("a connection URL");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
         rt.block_on(async {
             let mut session = Session::new(config);
             let db = session.reader().await.unwrap();
