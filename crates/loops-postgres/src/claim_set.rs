@@ -5,10 +5,11 @@
 //! multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING` inserts every winning attempt
 //! and, sent with it, one `UPDATE … FROM unnest(…)` advances each loop whose run's row
 //! is there. `BEGIN` and the fence go with the locks (on a connection that has seen
-//! the fence pass), and the events with `COMMIT`: a batch is three round trips. The decisions are those of the one-by-one path (`claims`), made in
-//! Rust from the rows read; a claim that is not a plain win (a stale plan, a busy loop,
-//! a slot done or running, an insert that found its key taken) is finished by that
-//! path, its loop row already locked.
+//! the fence pass), and the events with `COMMIT`: a batch is three round trips. The
+//! decisions are those of the one-by-one path (`claims`), made in Rust from the rows
+//! read; a claim that is not a plain win (a stale plan, a busy loop, a slot done or
+//! running, an insert that found its key taken) is finished by that path, its loop row
+//! already locked.
 
 use crate::claims::{claim_with_lock, LockedLoop};
 use crate::codec::{get, ms, new_id, opt_ms, run_cols, run_from_row, text};

@@ -346,6 +346,7 @@ async fn finalized_set(
     }
     let mut loop_ids: Vec<&str> = runs.values().map(|r| r.loop_id.as_str()).collect();
     loop_ids.sort_unstable();
+    loop_ids.dedup();
     let loops: HashMap<LoopId, Loop> = db
         .query_as(LOCK_FINISHED_LOOPS, &[&loop_ids], loop_from_row)
         .await?
