@@ -5,38 +5,24 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use loops_core::{Anchor, CommandTarget, NewLoop, Policy, RunSource, Schedule, Target};
+use loops_core::{Anchor, NewLoop, Policy, RunSource, Schedule};
 use loops_postgres::PgStore;
 use loops_store::{ClaimRequest, RunRequestAnswer, RunnerRegistration, Store};
 use loops_testkit::PgCluster;
+
+mod common;
 use std::sync::{Arc, Barrier};
 
+/// A loop of `true` every hour, first due in an hour, for runners labelled `runs_on`.
 fn new_loop(name: &str, runs_on: &[&str]) -> NewLoop {
-    NewLoop {
-        name: name.to_owned(),
-        description: None,
-        schedule: Schedule::Interval {
-            every_ms: 3_600_000,
-            anchor: Anchor::FixedRate,
-        },
-        target: Target::Command(CommandTarget {
-            command: "true".to_owned(),
-            args: vec![],
-            cwd: None,
-            shell: true,
-            env: Default::default(),
-            timeout: None,
-            idle_timeout: None,
-            account: None,
-        }),
-        policy: Policy {
-            runs_on: runs_on.iter().map(|l| (*l).to_owned()).collect(),
-            ..Policy::default()
-        },
-        labels: vec![],
-        notify: None,
-        next_run_at: Some(chrono::Utc::now() + chrono::TimeDelta::hours(1)),
-    }
+    let at = chrono::Utc::now() + chrono::TimeDelta::hours(1);
+    let mut lp = common::new_loop(name, at, Policy::default().overlap);
+    lp.schedule = Schedule::Interval {
+        every_ms: 3_600_000,
+        anchor: Anchor::FixedRate,
+    };
+    lp.policy.runs_on = runs_on.iter().map(|l| (*l).to_owned()).collect();
+    lp
 }
 
 fn registration(name: &str, labels: &[&str]) -> RunnerRegistration {

@@ -4,13 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use loops_core::{Anchor, CommandTarget, NewLoop, Policy, RunSource, Schedule, Target};
+use loops_core::{NewLoop, Policy, RunSource};
 use loops_postgres::PgStore;
 use loops_store::{
     ClaimRequest, DaemonLease, LeaseAcquire, LeaseHolder, RunWrite, RunnerRegistration, Store,
     StoreError,
 };
 use loops_testkit::PgCluster;
+
+mod common;
 use std::time::Duration;
 
 fn registration(name: &str) -> RunnerRegistration {
@@ -24,29 +26,9 @@ fn registration(name: &str) -> RunnerRegistration {
     }
 }
 
+/// A loop of `true` every minute, due now.
 fn new_loop(name: &str) -> NewLoop {
-    NewLoop {
-        name: name.to_owned(),
-        description: None,
-        schedule: Schedule::Interval {
-            every_ms: 60_000,
-            anchor: Anchor::FixedRate,
-        },
-        target: Target::Command(CommandTarget {
-            command: "true".to_owned(),
-            args: vec![],
-            cwd: None,
-            shell: true,
-            env: Default::default(),
-            timeout: None,
-            idle_timeout: None,
-            account: None,
-        }),
-        policy: Policy::default(),
-        labels: vec![],
-        notify: None,
-        next_run_at: Some(chrono::Utc::now()),
-    }
+    common::new_loop(name, chrono::Utc::now(), Policy::default().overlap)
 }
 
 fn claim(lp: &loops_core::Loop, runner: &str) -> ClaimRequest {

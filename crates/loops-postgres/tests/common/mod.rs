@@ -1,5 +1,8 @@
-//! What the claim tests share: a command loop due at an instant, and a scheduling
+//! What the PostgreSQL tests share: a command loop due at an instant, and a scheduling
 //! pass's claim of one of its slots.
+
+// Each test binary uses what it needs of these.
+#![allow(dead_code)]
 
 use loops_core::{
     Anchor, CommandTarget, Loop, LoopStatus, NewLoop, Overlap, Policy, RunSource, Schedule, Target,
