@@ -48,21 +48,21 @@ pub(crate) async fn claim_runs(
 /// Whether a batch can be claimed set-based ([`crate::claim_set`]): a scheduling pass's
 /// batch — every claim passing over on refusal, uncapped, of a scheduled slot, at the
 /// same instant, each of another loop (so no claim depends on an earlier one's row).
+/// A batch of one too: the set-based way is three round trips, the one-by-one way six.
 fn set_based(claims: &[BatchClaim]) -> bool {
     let Some(first) = claims.first() else {
         return false;
     };
     let mut loops = std::collections::HashSet::with_capacity(claims.len());
-    claims.len() > 1
-        && claims.iter().all(|c| {
-            matches!(c.on_refusal, OnRefusal::PassOver { .. })
+    claims.iter().all(|c| {
+        matches!(c.on_refusal, OnRefusal::PassOver { .. })
                 // A counted claim counts the rows the batch's earlier claims inserted.
                 && c.caps.is_empty()
                 && c.request.source != RunSource::AdHoc
                 && c.request.now == first.request.now
                 && c.request.runner_id == first.request.runner_id
                 && loops.insert(c.request.loop_id.clone())
-        })
+    })
 }
 
 /// Logs `run.started` for each claimed run and `run.finished` for each skipped slot,

@@ -177,8 +177,9 @@ async fn after_finalize(
 ///   window; a run reporting none adds nothing to what another's decision reads);
 /// - none has a pid record still to come in the batch (`pids_written`: all are).
 ///
-/// Empty when fewer than two qualify; a run the statement did not finalize (no longer
-/// running, or sharing its loop) goes one by one, which says why.
+/// A run the statement did not finalize (no longer running, or sharing its loop) goes
+/// one by one, which says why. A set of one too: with the batch's first statements, its
+/// finalization costs no round trip of its own.
 type FinishSet<'w> = Vec<(usize, &'w RunId, &'w RunOutcome)>;
 
 /// The batch's finalizations that can be made together (see [`FinishSet`]).
@@ -210,9 +211,6 @@ fn finish_set(writes: &[RunWrite], pids_written: bool) -> FinishSet<'_> {
             _ => None,
         })
         .collect();
-    if set.len() < 2 {
-        return Vec::new();
-    }
     set
 }
 
@@ -365,10 +363,10 @@ async fn finalized_set(
     Ok(out)
 }
 
-/// The pid records of a batch with more than one (each with its index in `writes`),
-/// written together: [`UPDATE_PIDS`] in one `UPDATE … FROM unnest`, [`pids_written`]
-/// the results. `None` for a batch with at most one, or naming a run twice: those go
-/// one by one.
+/// The pid records of a batch (each with its index in `writes`), written together:
+/// [`UPDATE_PIDS`] in one `UPDATE … FROM unnest`, sent with the batch's first
+/// statements, [`pids_written`] the results. `None` for a batch with none, or naming a
+/// run twice: those go one by one.
 fn pid_set(writes: &[RunWrite]) -> Option<Vec<(usize, PidRecord<'_>)>> {
     let spawned: Vec<(usize, PidRecord<'_>)> = writes
         .iter()
@@ -393,7 +391,7 @@ fn pid_set(writes: &[RunWrite]) -> Option<Vec<(usize, PidRecord<'_>)>> {
             }
         }
     }
-    (spawned.len() >= 2 && !in_order_only).then_some(spawned)
+    (!spawned.is_empty() && !in_order_only).then_some(spawned)
 }
 
 /// Writes the pid records of [`PidColumns`] in one statement, inside the caller's

@@ -1,9 +1,10 @@
 //! A scheduling pass's batch of claims, and a recorder's batch of pid records and
 //! finalizations, each cost a fixed number of round trips to the server, whatever
-//! their size; a write's wake-up costs none of its own, nor does a transaction's
-//! `BEGIN` and fence check once the connection has seen that fence pass (issue #21). A test binary of its own, its tests one at a time
-//! (`SERIAL`): the round-trip counter is the process's, and nothing else may add to it
-//! meanwhile. Real PostgreSQL; skips without it (a failure under `CI=true`).
+//! their size, one included; a write's wake-up costs none of its own, nor does a
+//! transaction's `BEGIN` and fence check once the connection has seen that fence pass
+//! (issue #21). A test binary of its own, its tests one at a time (`SERIAL`): the
+//! round-trip counter is the process's, and nothing else may add to it meanwhile. Real
+//! PostgreSQL; skips without it (a failure under `CI=true`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -54,8 +55,9 @@ fn a_batch_of_claims_is_three_round_trips_whatever_its_size() {
         })
         .collect();
     // Each batch claims every slot and advances every loop; the first also prepares
-    // the statements on the connection.
-    for (minute, size) in [(0, 3), (1, 3), (2, 40)] {
+    // the statements on the connection. A pass at 1,000 runs a second often claims
+    // one loop: that batch too.
+    for (minute, size) in [(0, 3), (1, 3), (2, 40), (3, 1)] {
         let at = slot + chrono::TimeDelta::minutes(minute);
         let batch: Vec<BatchClaim> = loops[..size].iter().map(|lp| pass(lp, at, "me")).collect();
         let before = loops_postgres::round_trips();
@@ -94,7 +96,7 @@ fn a_batch_of_pid_records_and_finalizations_is_three_round_trips() {
                 .unwrap()
         })
         .collect();
-    for (minute, size) in [(0, 3), (1, 3), (2, 30)] {
+    for (minute, size) in [(0, 3), (1, 3), (2, 30), (3, 1)] {
         let at = slot + chrono::TimeDelta::minutes(minute);
         let batch: Vec<BatchClaim> = loops[..size].iter().map(|lp| pass(lp, at, "me")).collect();
         let runs: Vec<Run> = store
@@ -141,6 +143,78 @@ fn a_batch_of_pid_records_and_finalizations_is_three_round_trips() {
         }
         if minute > 0 {
             assert_eq!(trips, 3, "a batch of {size} pid records and finalizations");
+        }
+    }
+}
+
+/// A recorder batch often holds a single write at 1,000 runs a second: a lone pid record
+/// is `BEGIN` and the fence with it, then `COMMIT`; a lone finalization is three round
+/// trips, as a batch of many (it went one by one: four, and a lone claim six).
+#[test]
+fn a_lone_pid_record_is_two_round_trips_and_a_lone_finalization_three() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let store = PgStore::open(&cluster.database()).unwrap();
+    let fence = runner_fence(&store, "lone");
+    let slot = chrono::DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
+    let lp = store
+        .create_loop(new_loop("lone", slot, Overlap::Allow), slot)
+        .unwrap();
+    // The first round prepares the statements on the connection.
+    for minute in 0..3 {
+        let at = slot + chrono::TimeDelta::minutes(minute);
+        let before = loops_postgres::round_trips();
+        let claimed = store
+            .claim_runs(&[pass(&lp, at, "me")], Some(&fence))
+            .unwrap();
+        let claim_trips = loops_postgres::round_trips() - before;
+        let [ClaimOutcome::Claimed(run)] = claimed.as_slice() else {
+            panic!("{claimed:?}");
+        };
+        let spawned = RunWrite::Spawned {
+            run: run.id.clone(),
+            pid: 4242,
+            pid_start_time: Some(7),
+            session_note: None,
+            at,
+        };
+        let before = loops_postgres::round_trips();
+        let written = store
+            .record_run_writes(&[spawned], at, Some(&fence))
+            .unwrap();
+        let pid_trips = loops_postgres::round_trips() - before;
+        assert!(
+            matches!(written.as_slice(), [Ok(RunWritten::Spawned)]),
+            "{written:?}"
+        );
+        let end = at + chrono::TimeDelta::seconds(1);
+        let finished = RunWrite::Finished {
+            run: run.id.clone(),
+            outcome: RunOutcome {
+                exit_code: Some(0),
+                ..RunOutcome::new(RunStatus::Succeeded, end)
+            },
+        };
+        let before = loops_postgres::round_trips();
+        let written = store
+            .record_run_writes(&[finished], end, Some(&fence))
+            .unwrap();
+        let finish_trips = loops_postgres::round_trips() - before;
+        match written.as_slice() {
+            [Ok(RunWritten::Finished { run, .. })] => {
+                assert_eq!(run.status, RunStatus::Succeeded);
+                assert_eq!(run.pid, Some(4242));
+            }
+            other => panic!("{other:?}"),
+        }
+        let now = store.get_loop(&lp.id).unwrap().unwrap();
+        assert_eq!(now.next_run_at, Some(at + chrono::TimeDelta::minutes(1)));
+        if minute > 0 {
+            assert_eq!(claim_trips, 3, "a lone claim");
+            assert_eq!(pid_trips, 2, "a lone pid record");
+            assert_eq!(finish_trips, 3, "a lone finalization");
         }
     }
 }
