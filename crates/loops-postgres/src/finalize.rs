@@ -4,9 +4,10 @@
 //! looked up in the same transaction, and the notifications it calls for queued there
 //! too (`crate::notify`). The pid records are one statement, and so are the
 //! finalizations that cannot see each other ([`FinishSet`]); the two go to the server
-//! together with the notification default, and `BEGIN` with the fence goes with them
-//! (on a connection that has seen the fence pass): a batch costs three round trips
-//! (those, the loops' locks, the events with `COMMIT`), not two a run.
+//! together with the notification default and the finalized runs' loops' locks, and
+//! `BEGIN` with the fence goes with them (on a connection that has seen the fence
+//! pass): a batch costs two round trips (those, then the events with `COMMIT`), not
+//! two a run.
 
 use crate::codec::{get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, Cols};
 use crate::error::{Error, Result};
@@ -41,12 +42,15 @@ pub(crate) async fn record_run_writes(
     // The batch's statements that need no answer from one another go to the server
     // together, one round trip, in this order: the pid records in one statement (each
     // run's pid record precedes its finalization, so none is moved past a write it
-    // depends on), the notification default the finalizations read, and the
-    // finalizations that can be made together.
+    // depends on), the notification default the finalizations read, the finalizations
+    // that can be made together, and their loops' locks.
     let pid_columns = pid_set.as_deref().map(PidColumns::of);
     let pid_params = pid_columns.as_ref().map(PidColumns::params);
     let set_columns = (!finish_set.is_empty()).then(|| SetColumns::of(&finish_set));
     let set_params = set_columns.as_ref().map(SetColumns::params);
+    let lock_params = set_columns
+        .as_ref()
+        .map(|c| -> [&(dyn ToSql + Sync); 1] { [&c.ids] });
     let mut statements: Vec<(&str, &Params<'_>)> = Vec::with_capacity(3);
     if let Some(params) = &pid_params {
         statements.push((UPDATE_PIDS, params));
@@ -57,8 +61,9 @@ pub(crate) async fn record_run_writes(
             &[&META_NOTIFY_DEFAULT],
         ));
     }
-    if let Some(params) = &set_params {
+    if let (Some(params), Some(lock)) = (&set_params, &lock_params) {
         statements.push((UPDATE_SET, params));
+        statements.push((LOCK_SET_LOOPS, lock));
     }
     let mut answers = db.query_all(&statements).await?.into_iter();
     let pid_rows = pid_params.and_then(|_| answers.next());
@@ -66,7 +71,7 @@ pub(crate) async fn record_run_writes(
         let rows = answers.next().unwrap_or_default();
         batch.notify_default = Some(crate::notify::notify_default_from(&rows)?);
     }
-    let set_rows = set_params.and_then(|_| answers.next());
+    let set_rows = set_params.and_then(|_| answers.next().zip(answers.next()));
     let mut marked = match (pid_set, pid_rows) {
         (Some(set), Some(rows)) => Some(pids_written(db, set, &rows).await?),
         _ => None,
@@ -74,7 +79,9 @@ pub(crate) async fn record_run_writes(
     // Then the finalizations made together, as if they came first; the rest one by
     // one, in order, after them.
     let mut finalized = match set_rows {
-        Some(rows) => finalized_set(db, finish_set, &rows, now, &mut batch).await?,
+        Some((rows, loops)) => {
+            finalized_set(db, finish_set, &rows, &loops, now, &mut batch).await?
+        }
         None => HashMap::new(),
     };
     let mut done = Vec::with_capacity(writes.len());
@@ -316,21 +323,31 @@ impl<'a> SetColumns<'a> {
     }
 }
 
-/// Locks and reads the loops of the ids `$1`, in the order given (the caller sorts them:
-/// two transactions lock in the same order). Each is looked up by its key, as in
-/// [`UPDATE_SET`]'s `shared`; the probes run in the array's order.
-pub(crate) const LOCK_FINISHED_LOOPS: &str = concat!(
-    "SELECT l.* FROM unnest($1::text[]) AS x(id) CROSS JOIN LATERAL (SELECT ",
+/// Locks and reads the loops of the runs `$1` (the ids of [`UPDATE_SET`], sent after
+/// it), each loop once and in id order, so two transactions lock in the same order.
+/// Each is looked up by its key, as in [`UPDATE_SET`]'s `shared`. A loop whose run the
+/// set did not finalize is locked too; the batch's one-by-one finalization of that run
+/// locks it anyway, or it stays locked to the commit, unwritten.
+///
+/// Sent with the finalizations, not after them once their loops are known: a batch is
+/// then two round trips, not three (BENCHMARKS.md §31).
+pub(crate) const LOCK_SET_LOOPS: &str = concat!(
+    "SELECT l.* FROM \
+       (SELECT DISTINCT r.loop_id FROM unnest($1::text[]) AS x(id) \
+          CROSS JOIN LATERAL (SELECT loop_id FROM runs WHERE runs.id = x.id OFFSET 0) AS r \
+        ORDER BY r.loop_id OFFSET 0) AS k \
+     CROSS JOIN LATERAL (SELECT ",
     loop_cols!(),
-    " FROM loops WHERE loops.id = x.id OFFSET 0 FOR UPDATE) AS l"
+    " FROM loops WHERE loops.id = k.loop_id OFFSET 0 FOR UPDATE) AS l"
 );
 
 /// [`finish_set`]'s runs as [`UPDATE_SET`] left them (`rows`), each followed by its
-/// loop's transition, from one locked read of their loops (in id order).
+/// loop's transition, from their loops as [`LOCK_SET_LOOPS`] locked them (`loops`).
 async fn finalized_set(
     db: &Db<'_, impl Conn>,
     set: FinishSet<'_>,
     rows: &[Row],
+    loops: &[Row],
     now: Instant,
     batch: &mut Batch,
 ) -> Result<HashMap<usize, Result<RunWritten>>> {
@@ -342,21 +359,23 @@ async fn finalized_set(
     if runs.is_empty() {
         return Ok(HashMap::new());
     }
-    let mut loop_ids: Vec<&str> = runs.values().map(|r| r.loop_id.as_str()).collect();
-    loop_ids.sort_unstable();
-    loop_ids.dedup();
-    let loops: HashMap<LoopId, Loop> = db
-        .query_as(LOCK_FINISHED_LOOPS, &[&loop_ids], loop_from_row)
-        .await?
-        .into_iter()
-        .map(|lp| (lp.id.clone(), lp))
-        .collect();
+    // Only the loops of the runs finalized here are decoded: a run the set did not
+    // finalize fails alone, whatever its loop's row holds.
+    let mut loop_rows: HashMap<String, &Row> = HashMap::with_capacity(loops.len());
+    for row in loops {
+        loop_rows.insert(get(row, 0, "id")?, row);
+    }
+    let mut decoded: HashMap<LoopId, Loop> = HashMap::with_capacity(runs.len());
     let mut out = HashMap::with_capacity(runs.len());
     for (i, run, outcome) in set {
         let Some(finished) = runs.remove(run) else {
             continue;
         };
-        let lp = loops.get(&finished.loop_id);
+        if let Some(row) = loop_rows.remove(finished.loop_id.as_str()) {
+            let lp = loop_from_row(row)?;
+            decoded.insert(lp.id.clone(), lp);
+        }
+        let lp = decoded.get(&finished.loop_id);
         let written = after_finalize(db, finished, lp, outcome, now, batch).await;
         out.insert(i, written);
     }

@@ -21,7 +21,7 @@ const STATEMENTS: [(&str, &str); 10] = [
     ("recorder: finalizations", crate::finalize::UPDATE_SET),
     (
         "recorder: the finished runs' loops",
-        crate::finalize::LOCK_FINISHED_LOOPS,
+        crate::finalize::LOCK_SET_LOOPS,
     ),
     ("events", crate::events::INSERT_EVENTS),
     ("events: loop briefs", crate::events::SELECT_BRIEFS),
