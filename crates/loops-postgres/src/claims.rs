@@ -56,12 +56,12 @@ fn set_based(claims: &[BatchClaim]) -> bool {
     let mut loops = std::collections::HashSet::with_capacity(claims.len());
     claims.iter().all(|c| {
         matches!(c.on_refusal, OnRefusal::PassOver { .. })
-                // A counted claim counts the rows the batch's earlier claims inserted.
-                && c.caps.is_empty()
-                && c.request.source != RunSource::AdHoc
-                && c.request.now == first.request.now
-                && c.request.runner_id == first.request.runner_id
-                && loops.insert(c.request.loop_id.clone())
+            // A counted claim counts the rows the batch's earlier claims inserted.
+            && c.caps.is_empty()
+            && c.request.source != RunSource::AdHoc
+            && c.request.now == first.request.now
+            && c.request.runner_id == first.request.runner_id
+            && loops.insert(c.request.loop_id.clone())
     })
 }
 

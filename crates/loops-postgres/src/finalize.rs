@@ -6,8 +6,8 @@
 //! finalizations that cannot see each other ([`FinishSet`]); the two go to the server
 //! together with the notification default and the finalized runs' loops' locks, and
 //! `BEGIN` with the fence goes with them (on a connection that has seen the fence
-//! pass): a batch costs two round trips (those, then the events with `COMMIT`), not
-//! two a run.
+//! pass): a batch costs two round trips whatever its size (those, then the events with
+//! `COMMIT`).
 
 use crate::codec::{get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, Cols};
 use crate::error::{Error, Result};
@@ -365,18 +365,17 @@ async fn finalized_set(
     for row in loops {
         loop_rows.insert(get(row, 0, "id")?, row);
     }
-    let mut decoded: HashMap<LoopId, Loop> = HashMap::with_capacity(runs.len());
     let mut out = HashMap::with_capacity(runs.len());
     for (i, run, outcome) in set {
         let Some(finished) = runs.remove(run) else {
             continue;
         };
-        if let Some(row) = loop_rows.remove(finished.loop_id.as_str()) {
-            let lp = loop_from_row(row)?;
-            decoded.insert(lp.id.clone(), lp);
-        }
-        let lp = decoded.get(&finished.loop_id);
-        let written = after_finalize(db, finished, lp, outcome, now, batch).await;
+        // Each run of the set is of another loop ([`FinishSet`]).
+        let lp = loop_rows
+            .get(finished.loop_id.as_str())
+            .map(|row| loop_from_row(row))
+            .transpose()?;
+        let written = after_finalize(db, finished, lp.as_ref(), outcome, now, batch).await;
         out.insert(i, written);
     }
     Ok(out)
