@@ -46,11 +46,8 @@ impl Bencher {
         let (url, _cluster) = pg_store(store)?;
         let (here, there) = (self.fresh_dir()?, self.fresh_dir()?);
         let client = Client::open_store(&here.data(), Some(&url))?;
-        // The load, as `dispatch` spreads it: first slots from `base` + 1 s.
-        let base = whole_ms(Utc::now() + TimeDelta::milliseconds(2_000 + i64::try_from(load)?));
-        populate(&client, load, "load", Exec::True, |i| {
-            (every(1_000), base + millis(i * 1_000 / load.max(1)))
-        })?;
+        // The runner first, then the load (see `pg_dispatch`: a runner started after
+        // the load would move every load loop back at its start).
         let mut runner = Daemon::start(
             &self.bin,
             &there.data(),
@@ -58,6 +55,11 @@ impl Bencher {
             &keep_every_run("256"),
             &[("LOOPS_STORE", url.as_str())],
         )?;
+        // The load, as `dispatch` spreads it: first slots from `base` + 1 s.
+        let base = whole_ms(Utc::now() + TimeDelta::milliseconds(2_000 + i64::try_from(load)?));
+        populate(&client, load, "load", Exec::True, |i| {
+            (every(1_000), base + millis(i * 1_000 / load.max(1)))
+        })?;
         // Let it register and settle (into its idle sleep, or into the load's rhythm).
         sleep(if load > 0 {
             Duration::from_secs(3).max(
@@ -168,11 +170,12 @@ impl Bencher {
             .collect::<Result<Vec<_>>>()?;
         let client = Client::open_store(&dirs[0].data(), Some(&url))?;
         let stats = loops_postgres::PgStore::open(&url)?;
-        let base = whole_ms(Utc::now() + TimeDelta::seconds(3));
-        let (first_slots, setup) = populate(&client, n, "tick", exec, |i| {
-            (every(1_000), base + millis(i * 1_000 / n))
-        })?;
-        eprintln!("created {n} loops in {:.2} s", setup.as_secs_f64());
+        // The runners start first, the loops after them. A daemon moves back, when it
+        // starts, every next slot further ahead than one period (a clock that went
+        // back: `replan_after_clock_jump`); these loops' first slots lie up to four
+        // periods ahead, so a daemon started after them moved all 1,000 (a write each,
+        // ≈ 1 s on PostgreSQL) before its first pass, and began a second behind
+        // (BENCHMARKS.md §31).
         let mc = max_concurrent.to_string();
         let flags = keep_every_run(&mc);
         let mut daemons = dirs
@@ -187,6 +190,11 @@ impl Bencher {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
+        let base = whole_ms(Utc::now() + TimeDelta::seconds(3));
+        let (first_slots, setup) = populate(&client, n, "tick", exec, |i| {
+            (every(1_000), base + millis(i * 1_000 / n))
+        })?;
+        eprintln!("created {n} loops in {:.2} s", setup.as_secs_f64());
         let tck = clock_ticks_per_sec();
         let cpu0 = daemons
             .iter()
