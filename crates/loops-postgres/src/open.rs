@@ -78,10 +78,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "workflow run params",
         sql: include_str!("../migrations/0014_workflow_run_params.sql"),
     },
+    Migration {
+        version: 15,
+        name: "running indexes",
+        sql: include_str!("../migrations/0015_running_indexes.sql"),
+    },
 ];
 
 /// The newest schema version this build knows (the last entry of the migrations).
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// The advisory lock every migrating opener holds for its transaction ("loop").
 const MIGRATION_LOCK: i64 = 0x6C6F_6F70;
