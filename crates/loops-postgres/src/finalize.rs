@@ -4,10 +4,10 @@
 //! looked up in the same transaction, and the notifications it calls for queued there
 //! too (`crate::notify`). The pid records are one statement, and so are the
 //! finalizations that cannot see each other ([`FinishSet`]); the two go to the server
-//! together with the notification default and the finalized runs' loops' locks, and
-//! `BEGIN` with the fence goes with them (on a connection that has seen the fence
-//! pass): a batch costs two round trips whatever its size (those, then the events with
-//! `COMMIT`).
+//! together with their runs' locks, the notification default and the finalized runs'
+//! loops' locks, and `BEGIN` with the fence goes with them (on a connection that has
+//! seen the fence pass): a batch costs two round trips whatever its size (those, then
+//! the events with `COMMIT`).
 
 use crate::codec::{get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, Cols};
 use crate::error::{Error, Result};
@@ -24,6 +24,17 @@ use loops_store::{RunWrite, RunWritten};
 use std::collections::{HashMap, HashSet};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
+
+/// Whether a run is running, as the statements here ask it: `IS NOT DISTINCT FROM`,
+/// which no index of the running runs (`… WHERE status = 'running'`) can answer. Asked
+/// as `status = 'running'` beside the run's key, it let the plan scan such an index
+/// instead of the key, and so every run finished since the table's last vacuum: 7 ms
+/// a batch (BENCHMARKS.md §32).
+macro_rules! is_running {
+    ($status:literal) => {
+        concat!($status, " IS NOT DISTINCT FROM 'running'")
+    };
+}
 
 pub(crate) async fn record_run_writes(
     db: &Db<'_, impl Conn>,
@@ -51,7 +62,14 @@ pub(crate) async fn record_run_writes(
     let lock_params = set_columns
         .as_ref()
         .map(|c| -> [&(dyn ToSql + Sync); 1] { [&c.ids] });
-    let mut statements: Vec<(&str, &Params<'_>)> = Vec::with_capacity(3);
+    // The rows the set statements update where they found them, locked first: none
+    // moves until the transaction ends.
+    let set_runs = set_run_ids(pid_columns.as_ref(), set_columns.as_ref());
+    let set_runs_params: [&(dyn ToSql + Sync); 1] = [&set_runs];
+    let mut statements: Vec<(&str, &Params<'_>)> = Vec::with_capacity(5);
+    if !set_runs.is_empty() {
+        statements.push((LOCK_SET_RUNS, &set_runs_params));
+    }
     if let Some(params) = &pid_params {
         statements.push((UPDATE_PIDS, params));
     }
@@ -66,6 +84,9 @@ pub(crate) async fn record_run_writes(
         statements.push((LOCK_SET_LOOPS, lock));
     }
     let mut answers = db.query_all(&statements).await?.into_iter();
+    if !set_runs.is_empty() {
+        answers.next();
+    }
     let pid_rows = pid_params.and_then(|_| answers.next());
     if finishes {
         let rows = answers.next().unwrap_or_default();
@@ -221,15 +242,35 @@ fn finish_set(writes: &[RunWrite], pids_written: bool) -> FinishSet<'_> {
     set
 }
 
+/// The runs of the set statements ([`UPDATE_PIDS`], [`UPDATE_SET`]), each once, sorted:
+/// [`LOCK_SET_RUNS`] locks them in that order, the same in every recorder batch.
+fn set_run_ids<'a>(pids: Option<&PidColumns<'a>>, set: Option<&SetColumns<'a>>) -> Vec<&'a str> {
+    let mut ids: Vec<&str> = pids.map(|p| p.ids.clone()).unwrap_or_default();
+    ids.extend(set.map(|s| s.ids.iter().copied()).into_iter().flatten());
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Locks the runs `$1`, each looked up by its key. The set statements update each row
+/// where their probe found it (`ctid`, see [`UPDATE_SET`]); a row another transaction
+/// updated between the probe and the update is no longer there, and would be passed
+/// over, its write lost. Locked by the statement before, no row moves: each is found
+/// as it was last committed and stays there until this transaction ends.
+pub(crate) const LOCK_SET_RUNS: &str = "SELECT r.id FROM unnest($1::text[]) AS x(id) \
+     CROSS JOIN LATERAL (SELECT id FROM runs WHERE runs.id = x.id OFFSET 0 FOR UPDATE) AS r";
+
 /// Finalizes the runs of [`SetColumns`] (each a finalization of [`finish_set`]) in one
 /// statement, returning the rows it finalized. The unnest's columns are named apart
 /// from `runs`' so `RETURNING` names only the run's.
 ///
-/// `shared` looks each id up by the primary key, one probe an id that the planner keeps
-/// apart (`LATERAL … OFFSET 0`). Written as `id = ANY($1)` (or a join), the generic plan
-/// PostgreSQL keeps for a prepared statement, made while `runs` was small (a new store),
-/// scanned the whole table on every batch once it had grown: 26 ms a batch at 40,000
-/// runs, until an `ANALYZE` made it plan again (BENCHMARKS.md §30).
+/// Every run is looked up by the primary key, one probe an id that the planner keeps
+/// apart (`LATERAL … OFFSET 0`), and its row is updated where the probe found it
+/// (`ctid`). Written as `id = ANY($1)` (or a join), the generic plan PostgreSQL keeps
+/// for a prepared statement, made while `runs` was small (a new store), scanned the
+/// whole table on every batch once it had grown: 26 ms a batch at 40,000 runs, until
+/// an `ANALYZE` made it plan again (BENCHMARKS.md §30); see [`is_running`] for the
+/// indexes of the running runs. The rows are locked before ([`LOCK_SET_RUNS`]).
 pub(crate) const UPDATE_SET: &str = concat!(
     "WITH shared AS (SELECT r.loop_id FROM unnest($1::text[]) AS x(id) \
                        CROSS JOIN LATERAL \
@@ -250,8 +291,15 @@ pub(crate) const UPDATE_SET: &str = concat!(
                AS u(n_id, n_status, n_finished_at, n_exit_code, n_stdout, n_stderr, \
                     n_error, n_summary, n_error_output, n_failure_class, n_retry_at, \
                     n_session_id, n_session_note) \
-             WHERE runs.id = u.n_id AND runs.status = 'running' \
-               AND runs.loop_id NOT IN (SELECT loop_id FROM shared) \
+             CROSS JOIN LATERAL (SELECT ctid AS at FROM runs WHERE runs.id = u.n_id \
+                                   AND ",
+    is_running!("runs.status"),
+    " \
+                                   AND runs.loop_id NOT IN (SELECT loop_id FROM shared) \
+                                 OFFSET 0) AS r \
+             WHERE runs.ctid = r.at AND ",
+    is_running!("runs.status"),
+    " \
              RETURNING ",
     run_cols!()
 );
@@ -413,13 +461,20 @@ fn pid_set(writes: &[RunWrite]) -> Option<Vec<(usize, PidRecord<'_>)>> {
 }
 
 /// Writes the pid records of [`PidColumns`] in one statement, inside the caller's
-/// transaction: the ids of the rows it wrote.
-pub(crate) const UPDATE_PIDS: &str =
+/// transaction: the ids of the rows it wrote. Each row is found as in [`UPDATE_SET`].
+pub(crate) const UPDATE_PIDS: &str = concat!(
     "UPDATE runs SET pid = u.pid, pid_start_time = u.pid_start_time, \
        updated_at = u.at, session_note = u.session_note \
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[]) \
        AS u(id, pid, pid_start_time, at, session_note) \
-     WHERE runs.id = u.id AND runs.status = 'running' RETURNING runs.id";
+     CROSS JOIN LATERAL (SELECT ctid AS at FROM runs WHERE runs.id = u.id \
+                           AND ",
+    is_running!("runs.status"),
+    " OFFSET 0) AS r \
+     WHERE runs.ctid = r.at AND ",
+    is_running!("runs.status"),
+    " RETURNING runs.id"
+);
 
 /// [`pid_set`]'s records as [`UPDATE_PIDS`]' columns.
 struct PidColumns<'a> {
@@ -469,12 +524,32 @@ async fn pids_written(
     Ok(out)
 }
 
+/// [`mark_pid_in`]'s statement: one run's pid record.
+pub(crate) const UPDATE_PID: &str = concat!(
+    "UPDATE runs SET pid = $2, pid_start_time = $3, updated_at = $4, session_note = $5 \
+     WHERE id = $1 AND ",
+    is_running!("status")
+);
+
+/// [`finalize_in`]'s statement: one run's finalization.
+pub(crate) const UPDATE_ONE: &str = concat!(
+    "UPDATE runs SET status = $2, finished_at = $3, exit_code = $4, \
+       duration_ms = CASE WHEN started_at IS NULL THEN NULL \
+                          ELSE GREATEST(0, $3 - started_at) END, \
+       stdout = $5, stderr = $6, error = $7, summary = $8, usage_json = $9, \
+       updated_at = $3, error_output = $10, failure_class = $11, retry_at = $12, \
+       session_id = $13, session_note = $14 \
+     WHERE id = $1 AND ",
+    is_running!("status"),
+    " RETURNING ",
+    run_cols!()
+);
+
 /// Records the child's pid on a running row, inside the caller's transaction.
 async fn mark_pid_in(db: &Db<'_, impl Conn>, record: &PidRecord<'_>) -> Result<()> {
     let n = db
         .execute(
-            "UPDATE runs SET pid = $2, pid_start_time = $3, updated_at = $4, session_note = $5 \
-             WHERE id = $1 AND status = 'running'",
+            UPDATE_PID,
             &[
                 &record.run.as_str(),
                 &i64::from(record.pid),
@@ -499,16 +574,7 @@ async fn finalize_in(
 ) -> Result<Run> {
     let row = db
         .query_opt(
-            concat!(
-                "UPDATE runs SET status = $2, finished_at = $3, exit_code = $4, \
-                   duration_ms = CASE WHEN started_at IS NULL THEN NULL \
-                                      ELSE GREATEST(0, $3 - started_at) END, \
-                   stdout = $5, stderr = $6, error = $7, summary = $8, usage_json = $9, \
-                   updated_at = $3, error_output = $10, failure_class = $11, retry_at = $12, \
-                   session_id = $13, session_note = $14 \
-                 WHERE id = $1 AND status = 'running' RETURNING ",
-                run_cols!()
-            ),
+            UPDATE_ONE,
             &[
                 &run.as_str(),
                 &outcome.status.as_str(),

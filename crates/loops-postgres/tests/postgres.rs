@@ -523,3 +523,102 @@ fn a_failing_event_insert_sent_with_the_commit_keeps_nothing() {
         "0"
     );
 }
+
+/// The recorder's set statements update each row where their probe by key found it;
+/// a row another transaction changed meanwhile (a lease renewal of the same runs) is
+/// no longer there, and its pid record and finalization go by the key instead: both
+/// runs end with their pid, neither is reported not running.
+#[test]
+fn a_recorder_batch_waiting_on_a_concurrent_update_still_writes_every_run() {
+    let Some(cluster) = PgCluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let store = PgStore::open(&url).unwrap();
+    let now = chrono::Utc::now();
+    let runs: Vec<loops_core::Run> = ["renewed-a", "renewed-b"]
+        .iter()
+        .map(|name| {
+            let lp = store.create_loop(new_loop(name), now).unwrap();
+            let req = ClaimRequest {
+                loop_id: lp.id.clone(),
+                scheduled_for: now,
+                runner_id: "r".to_owned(),
+                source: RunSource::AdHoc,
+                now,
+                require_no_running: false,
+            };
+            store.claim_run(&req, None, None).unwrap().unwrap()
+        })
+        .collect();
+    let ids: Vec<String> = runs.iter().map(|r| r.id.to_string()).collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (holder, connection) = rt
+        .block_on(tokio_postgres::connect(&url, tokio_postgres::NoTls))
+        .unwrap();
+    rt.spawn(connection);
+    // Another transaction's update of both rows, held open.
+    rt.block_on(holder.batch_execute("BEGIN")).unwrap();
+    rt.block_on(holder.execute(
+        "UPDATE runs SET updated_at = updated_at + 1 WHERE id = ANY($1)",
+        &[&ids],
+    ))
+    .unwrap();
+    let mut writes: Vec<RunWrite> = runs
+        .iter()
+        .map(|run| RunWrite::Spawned {
+            run: run.id.clone(),
+            pid: 4242,
+            pid_start_time: Some(7),
+            session_note: None,
+            at: now,
+        })
+        .collect();
+    writes.extend(runs.iter().map(|run| RunWrite::Finished {
+        run: run.id.clone(),
+        outcome: RunOutcome {
+            exit_code: Some(0),
+            ..RunOutcome::new(RunStatus::Succeeded, now)
+        },
+    }));
+    std::thread::scope(|s| {
+        let recorded = s.spawn(|| store.record_run_writes(&writes, now, None));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let row = rt
+                .block_on(holder.query_one(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted",
+                    &[],
+                ))
+                .unwrap();
+            if row.get::<_, i64>(0) > 0 {
+                break;
+            }
+            assert!(
+                !recorded.is_finished(),
+                "the batch did not wait for the rows"
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the batch never waited"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        rt.block_on(holder.batch_execute("COMMIT")).unwrap();
+        let written = recorded.join().unwrap().unwrap();
+        assert_eq!(written.len(), 4);
+        for (write, done) in writes.iter().zip(&written) {
+            match (write, done) {
+                (RunWrite::Spawned { .. }, Ok(RunWritten::Spawned)) => {}
+                (RunWrite::Finished { .. }, Ok(RunWritten::Finished { run, .. })) => {
+                    assert_eq!(run.status, RunStatus::Succeeded);
+                    assert_eq!(run.pid, Some(4242), "the pid record went first");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+}
