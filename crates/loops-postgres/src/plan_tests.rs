@@ -11,7 +11,7 @@ use tokio_postgres::{NoTls, SimpleQueryMessage};
 
 /// Each statement of a claim batch and a recorder batch, and the daemon's others that
 /// find rows by a list of keys.
-const STATEMENTS: [(&str, &str); 13] = [
+const STATEMENTS: [(&str, &str); 14] = [
     ("claims: locks", crate::claim_set::LOCK_LOOPS),
     ("claims: loops not locked", crate::claim_set::EXISTING_LOOPS),
     ("claims: slot states", crate::claim_set::SLOT_STATES),
@@ -29,6 +29,7 @@ const STATEMENTS: [(&str, &str); 13] = [
     ),
     ("recorder: one pid record", crate::finalize::UPDATE_PID),
     ("recorder: one finalization", crate::finalize::UPDATE_ONE),
+    ("take-over", crate::runs::TAKE_OVER_RUN),
     ("events", crate::events::INSERT_EVENTS),
     ("events: loop briefs", crate::events::SELECT_BRIEFS),
 ];

@@ -43,6 +43,19 @@ pub(crate) async fn renew_run_leases(
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
+/// Moves the running run `$1` from its holder `$2` to the runner `$3`. "Running" is
+/// asked as `IS NOT DISTINCT FROM`, so that the run is found by its key, never through
+/// an index of the running runs (BENCHMARKS.md §32).
+pub(crate) const TAKE_OVER_RUN: &str = concat!(
+    "UPDATE runs SET claimed_by = $3, runner_epoch = $5, \
+       lease_expires_at = $4 + (SELECT l.lease_ms FROM loops l WHERE l.id = runs.loop_id), \
+       updated_at = $4 \
+     WHERE id = $1 AND status IS NOT DISTINCT FROM 'running' \
+       AND claimed_by IS NOT DISTINCT FROM $2 \
+     RETURNING ",
+    run_cols!()
+);
+
 pub(crate) async fn take_over_run(
     db: &Db<'_, impl Conn>,
     run: &RunId,
@@ -53,14 +66,7 @@ pub(crate) async fn take_over_run(
 ) -> Result<Run> {
     let row = db
         .query_opt(
-            concat!(
-                "UPDATE runs SET claimed_by = $3, runner_epoch = $5, \
-                   lease_expires_at = $4 + (SELECT l.lease_ms FROM loops l WHERE l.id = runs.loop_id), \
-                   updated_at = $4 \
-                 WHERE id = $1 AND status = 'running' AND claimed_by IS NOT DISTINCT FROM $2 \
-                 RETURNING ",
-                run_cols!()
-            ),
+            TAKE_OVER_RUN,
             &[&run.as_str(), &from, &runner_id, &ms(&now), &epoch],
         )
         .await?;
