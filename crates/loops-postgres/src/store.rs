@@ -3,6 +3,32 @@
 
 use super::*;
 
+/// The settings every connection of ours starts with (the server's `options`), the
+/// URL's own `options` after them, so that a setting the URL names wins over these:
+///
+/// - A client stopped or cut off mid-transaction must not hold row locks for long: the
+///   server ends a transaction left idle this long. Ours send their statements back to
+///   back, so seconds of idleness mean the client is stalled; meanwhile the other
+///   runners' recovery of its rows waits on those locks.
+/// - No JIT compilation. The server compiles a statement whose estimated cost passes
+///   `jit_above_cost`, at each execution; the due loops' read passes it once `loops`
+///   has statistics (its per-loop holds subqueries are costed high), and one pass spent
+///   0.6 s compiling it (BENCHMARKS.md §32). A scheduler's statements are short.
+///
+/// With `read_only`, last, so that the URL cannot undo it: a server-side guarantee
+/// that nothing is written through the connection.
+fn session_options(url_options: Option<&str>, read_only: bool) -> String {
+    let mut options = "-c idle_in_transaction_session_timeout=3000 -c jit=off".to_owned();
+    if let Some(own) = url_options.filter(|o| !o.trim().is_empty()) {
+        options.push(' ');
+        options.push_str(own);
+    }
+    if read_only {
+        options.push_str(" -c default_transaction_read_only=on");
+    }
+    options
+}
+
 impl PgStore {
     /// Connects to the database `url` names (`postgres://user:password@host:port/db`,
     /// or any libpq-style URL tokio-postgres accepts) and applies pending migrations.
@@ -56,17 +82,7 @@ impl PgStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
-        // A client stopped or cut off mid-transaction must not hold row locks for long:
-        // the server ends a transaction left idle this long. Ours send their statements
-        // back to back, so seconds of idleness mean the client is stalled; meanwhile the
-        // other runners' recovery of its rows waits on those locks.
-        let mut options = config.get_options().map_or_else(
-            || "-c idle_in_transaction_session_timeout=3000".to_owned(),
-            str::to_owned,
-        );
-        if read_only {
-            options.push_str(" -c default_transaction_read_only=on");
-        }
+        let options = session_options(config.get_options(), read_only);
         config.options(&options);
         // A cut-off network fails a call within seconds rather than minutes.
         config.keepalives_idle(std::time::Duration::from_secs(5));
@@ -148,5 +164,60 @@ impl PgStore {
             + 'static,
     ) -> StoreResult<T> {
         session::call(&self.jobs, job)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// Each setting `store`'s connections start with, as the server reports it.
+    fn settings(store: &PgStore, names: &[&str]) -> Vec<String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (client, connection) = store.config.connect(tokio_postgres::NoTls).await.unwrap();
+            tokio::spawn(connection);
+            let mut out = Vec::new();
+            for name in names {
+                let row = client
+                    .query_one(&format!("SHOW {name}"), &[])
+                    .await
+                    .unwrap();
+                out.push(row.get(0));
+            }
+            out
+        })
+    }
+
+    /// Ours hold with the URL's own `options` beside them; the URL's win over the
+    /// defaults, never over a read-only session.
+    #[test]
+    fn sessions_start_without_jit_with_the_urls_options_and_stay_read_only() {
+        let _alone = crate::session::SERVER_TESTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some(cluster) = loops_testkit::PgCluster::shared() else {
+            return;
+        };
+        let url = cluster.database();
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let names = [
+            "jit",
+            "idle_in_transaction_session_timeout",
+            "lock_timeout",
+            "default_transaction_read_only",
+        ];
+        let plain = PgStore::connect(&url, false).unwrap();
+        assert_eq!(settings(&plain, &names), ["off", "3s", "0", "off"]);
+        let own = format!("{url}{sep}options=-c%20lock_timeout%3D7000%20-c%20jit%3Don");
+        let with_own = PgStore::connect(&own, false).unwrap();
+        assert_eq!(settings(&with_own, &names), ["on", "3s", "7s", "off"]);
+        let undo = format!("{url}{sep}options=-c%20default_transaction_read_only%3Doff");
+        let read_only = PgStore::connect(&undo, true).unwrap();
+        assert_eq!(settings(&read_only, &names)[3], "on");
     }
 }
