@@ -35,6 +35,7 @@ macro_rules! is_running {
         concat!($status, " IS NOT DISTINCT FROM 'running'")
     };
 }
+pub(crate) use is_running;
 
 pub(crate) async fn record_run_writes(
     db: &Db<'_, impl Conn>,
@@ -68,7 +69,7 @@ pub(crate) async fn record_run_writes(
     let set_runs_params: [&(dyn ToSql + Sync); 1] = [&set_runs];
     let mut statements: Vec<(&str, &Params<'_>)> = Vec::with_capacity(5);
     if !set_runs.is_empty() {
-        statements.push((LOCK_SET_RUNS, &set_runs_params));
+        statements.push((LOCK_RUNS, &set_runs_params));
     }
     if let Some(params) = &pid_params {
         statements.push((UPDATE_PIDS, params));
@@ -243,7 +244,7 @@ fn finish_set(writes: &[RunWrite], pids_written: bool) -> FinishSet<'_> {
 }
 
 /// The runs of the set statements ([`UPDATE_PIDS`], [`UPDATE_SET`]), each once, sorted:
-/// [`LOCK_SET_RUNS`] locks them in that order, the same in every recorder batch.
+/// [`LOCK_RUNS`] locks them in that order, the same in every recorder batch.
 fn set_run_ids<'a>(pids: Option<&PidColumns<'a>>, set: Option<&SetColumns<'a>>) -> Vec<&'a str> {
     let mut ids: Vec<&str> = pids.map(|p| p.ids.clone()).unwrap_or_default();
     ids.extend(set.map(|s| s.ids.iter().copied()).into_iter().flatten());
@@ -252,12 +253,13 @@ fn set_run_ids<'a>(pids: Option<&PidColumns<'a>>, set: Option<&SetColumns<'a>>) 
     ids
 }
 
-/// Locks the runs `$1`, each looked up by its key. The set statements update each row
-/// where their probe found it (`ctid`, see [`UPDATE_SET`]); a row another transaction
-/// updated between the probe and the update is no longer there, and would be passed
-/// over, its write lost. Locked by the statement before, no row moves: each is found
-/// as it was last committed and stays there until this transaction ends.
-pub(crate) const LOCK_SET_RUNS: &str = "SELECT r.id FROM unnest($1::text[]) AS x(id) \
+/// Locks the runs `$1` (sorted: every caller locks in one order), each looked up by its
+/// key. The set statements here and the run leases' renewal update each row where
+/// their probe found it (`ctid`, see [`UPDATE_SET`]); a row another transaction updated
+/// between the probe and the update is no longer there, and would be passed over, its
+/// write lost. Locked by the statement before, no row moves: each is found as it was
+/// last committed and stays there until this transaction ends.
+pub(crate) const LOCK_RUNS: &str = "SELECT r.id FROM unnest($1::text[]) AS x(id) \
      CROSS JOIN LATERAL (SELECT id FROM runs WHERE runs.id = x.id OFFSET 0 FOR UPDATE) AS r";
 
 /// Finalizes the runs of [`SetColumns`] (each a finalization of [`finish_set`]) in one
@@ -270,7 +272,7 @@ pub(crate) const LOCK_SET_RUNS: &str = "SELECT r.id FROM unnest($1::text[]) AS x
 /// for a prepared statement, made while `runs` was small (a new store), scanned the
 /// whole table on every batch once it had grown: 26 ms a batch at 40,000 runs, until
 /// an `ANALYZE` made it plan again (BENCHMARKS.md §30); see [`is_running`] for the
-/// indexes of the running runs. The rows are locked before ([`LOCK_SET_RUNS`]).
+/// indexes of the running runs. The rows are locked before ([`LOCK_RUNS`]).
 pub(crate) const UPDATE_SET: &str = concat!(
     "WITH shared AS (SELECT r.loop_id FROM unnest($1::text[]) AS x(id) \
                        CROSS JOIN LATERAL \

@@ -11,7 +11,7 @@ use tokio_postgres::{NoTls, SimpleQueryMessage};
 
 /// Each statement of a claim batch and a recorder batch, and the daemon's others that
 /// find rows by a list of keys.
-const STATEMENTS: [(&str, &str); 14] = [
+const STATEMENTS: [(&str, &str); 15] = [
     ("claims: locks", crate::claim_set::LOCK_LOOPS),
     ("claims: loops not locked", crate::claim_set::EXISTING_LOOPS),
     ("claims: slot states", crate::claim_set::SLOT_STATES),
@@ -19,7 +19,7 @@ const STATEMENTS: [(&str, &str); 14] = [
     ("claims: advance", crate::claim_set::ADVANCE),
     (
         "recorder: the set's runs' locks",
-        crate::finalize::LOCK_SET_RUNS,
+        crate::finalize::LOCK_RUNS,
     ),
     ("recorder: pid records", crate::finalize::UPDATE_PIDS),
     ("recorder: finalizations", crate::finalize::UPDATE_SET),
@@ -30,6 +30,7 @@ const STATEMENTS: [(&str, &str); 14] = [
     ("recorder: one pid record", crate::finalize::UPDATE_PID),
     ("recorder: one finalization", crate::finalize::UPDATE_ONE),
     ("take-over", crate::runs::TAKE_OVER_RUN),
+    ("run leases", crate::runs::RENEW_RUN_LEASES),
     ("events", crate::events::INSERT_EVENTS),
     ("events: loop briefs", crate::events::SELECT_BRIEFS),
 ];
