@@ -6,8 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::session::TestServer;
 use crate::PgStore;
-use tokio_postgres::{NoTls, SimpleQueryMessage};
+use tokio_postgres::SimpleQueryMessage;
 
 /// Each statement of a claim batch and a recorder batch, and the daemon's others that
 /// find rows by a list of keys.
@@ -81,22 +82,13 @@ fn unkeyed(plan: &[String]) -> Option<String> {
 
 #[test]
 fn generic_plans_on_a_new_store_reach_rows_by_key() {
-    let _alone = crate::session::SERVER_TESTS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let Some(cluster) = loops_testkit::PgCluster::shared() else {
+    let Some(server) = TestServer::new() else {
         return;
     };
-    let url = cluster.database();
     // Migrates: the tables are new, empty and never analyzed, as on a new store.
-    drop(PgStore::open(&url).unwrap());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-        tokio::spawn(connection);
+    drop(PgStore::open(&server.url).unwrap());
+    let client = server.client(None);
+    server.rt.block_on(async {
         client
             .batch_execute("SET plan_cache_mode = force_generic_plan")
             .await
@@ -133,21 +125,12 @@ fn generic_plans_on_a_new_store_reach_rows_by_key() {
 /// a live row too, visited whole by every scan (BENCHMARKS.md §32).
 #[test]
 fn indexes_of_the_running_runs_are_not_deduplicated() {
-    let _alone = crate::session::SERVER_TESTS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let Some(cluster) = loops_testkit::PgCluster::shared() else {
+    let Some(server) = TestServer::new() else {
         return;
     };
-    let url = cluster.database();
-    drop(PgStore::open(&url).unwrap());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-        tokio::spawn(connection);
+    drop(PgStore::open(&server.url).unwrap());
+    let client = server.client(None);
+    server.rt.block_on(async {
         let rows = client
             .query(
                 "SELECT i.indexrelid::regclass::text, \

@@ -717,29 +717,52 @@ pub(crate) fn call<T: Send + 'static>(
 /// Held by each of this crate's unit tests that talk to a server: the round-trip
 /// counter is the process's, and a test that counts must be alone.
 #[cfg(test)]
-pub(crate) static SERVER_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static SERVER_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A unit test's server: a new database (`url`) and a runtime to reach it with, the
+/// test alone with it ([`SERVER_TESTS`]).
+#[cfg(test)]
+pub(crate) struct TestServer {
+    _alone: std::sync::MutexGuard<'static, ()>,
+    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) url: String,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+impl TestServer {
+    /// `None` without a server (a failure under `CI=true`: `PgCluster::shared`).
+    pub(crate) fn new() -> Option<Self> {
+        let alone = SERVER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        let cluster = loops_testkit::PgCluster::shared()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        Some(Self {
+            _alone: alone,
+            rt,
+            url: cluster.database(),
+        })
+    }
+
+    /// A plain connection with `config`'s settings (the URL's, without one), served
+    /// while the test runs its calls on [`TestServer::rt`].
+    pub(crate) fn client(&self, config: Option<&Config>) -> tokio_postgres::Client {
+        let config = config.cloned().unwrap_or_else(|| self.url.parse().unwrap());
+        let (client, connection) = self
+            .rt
+            .block_on(config.connect(tokio_postgres::NoTls))
+            .unwrap();
+        self.rt.spawn(connection);
+        client
+    }
+}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-
-    /// A new database's settings and a runtime to reach it with, the caller holding
-    /// [`SERVER_TESTS`]; `None` without a server.
-    fn server() -> Option<(
-        std::sync::MutexGuard<'static, ()>,
-        tokio::runtime::Runtime,
-        Config,
-    )> {
-        let alone = SERVER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
-        let cluster = loops_testkit::PgCluster::shared()?;
-        let config = cluster.database().parse().expect("a connection URL");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        Some((alone, rt, config))
-    }
 
     /// `query_all` sends its statements in the order given even when a later one is
     /// prepared already and an earlier one is not (tokio's `join!` takes turns, and a
@@ -747,9 +770,10 @@ mod tests {
     /// finalizations run before its pid records that way).
     #[test]
     fn statements_sent_together_run_in_the_order_given() {
-        let Some((_alone, rt, config)) = server() else {
+        let Some(server) = TestServer::new() else {
             return;
         };
+        let (rt, config) = (&server.rt, server.url.parse::<Config>().unwrap());
         rt.block_on(async {
             let mut session = Session::new(config);
             let db = session.reader().await.unwrap();
@@ -813,9 +837,10 @@ mod tests {
     /// that statement's error aside, and what it wrote is rolled back.
     #[test]
     fn a_transaction_whose_fence_was_lost_never_commits() {
-        let Some((_alone, rt, config)) = server() else {
+        let Some(server) = TestServer::new() else {
             return;
         };
+        let (rt, config) = (&server.rt, server.url.parse::<Config>().unwrap());
         rt.block_on(async {
             let mut session = Session::new(config);
             let db = session.reader().await.unwrap();

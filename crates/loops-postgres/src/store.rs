@@ -171,39 +171,30 @@ impl PgStore {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::session::TestServer;
 
     /// Each setting `store`'s connections start with, as the server reports it.
-    fn settings(store: &PgStore, names: &[&str]) -> Vec<String> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let (client, connection) = store.config.connect(tokio_postgres::NoTls).await.unwrap();
-            tokio::spawn(connection);
-            let mut out = Vec::new();
-            for name in names {
-                let row = client
-                    .query_one(&format!("SHOW {name}"), &[])
-                    .await
-                    .unwrap();
-                out.push(row.get(0));
-            }
-            out
-        })
+    fn settings(server: &TestServer, store: &PgStore, names: &[&str]) -> Vec<String> {
+        let client = server.client(Some(&store.config));
+        names
+            .iter()
+            .map(|name| {
+                let row = server
+                    .rt
+                    .block_on(client.query_one(&format!("SHOW {name}"), &[]));
+                row.unwrap().get(0)
+            })
+            .collect()
     }
 
     /// Ours hold with the URL's own `options` beside them; the URL's win over the
     /// defaults, never over a read-only session.
     #[test]
     fn sessions_start_without_jit_with_the_urls_options_and_stay_read_only() {
-        let _alone = crate::session::SERVER_TESTS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let Some(cluster) = loops_testkit::PgCluster::shared() else {
+        let Some(server) = TestServer::new() else {
             return;
         };
-        let url = cluster.database();
+        let url = server.url.clone();
         let sep = if url.contains('?') { '&' } else { '?' };
         let names = [
             "jit",
@@ -212,12 +203,15 @@ mod tests {
             "default_transaction_read_only",
         ];
         let plain = PgStore::connect(&url, false).unwrap();
-        assert_eq!(settings(&plain, &names), ["off", "3s", "0", "off"]);
+        assert_eq!(settings(&server, &plain, &names), ["off", "3s", "0", "off"]);
         let own = format!("{url}{sep}options=-c%20lock_timeout%3D7000%20-c%20jit%3Don");
         let with_own = PgStore::connect(&own, false).unwrap();
-        assert_eq!(settings(&with_own, &names), ["on", "3s", "7s", "off"]);
+        assert_eq!(
+            settings(&server, &with_own, &names),
+            ["on", "3s", "7s", "off"]
+        );
         let undo = format!("{url}{sep}options=-c%20default_transaction_read_only%3Doff");
         let read_only = PgStore::connect(&undo, true).unwrap();
-        assert_eq!(settings(&read_only, &names)[3], "on");
+        assert_eq!(settings(&server, &read_only, &names)[3], "on");
     }
 }

@@ -373,6 +373,46 @@ fn migration_6_moves_quoted_output_out_of_errors_and_the_event_logs_and_renames_
 /// Event numbers are drawn under the events lock, so appends commit in number order:
 /// a write that appends an event while another session holds the lock waits for it,
 /// and the number it gets is higher than one drawn while it waited.
+/// A session of the test's own on `url` (to hold locks and transactions open), and
+/// the runtime its calls run on.
+fn holder_session(url: &str) -> (tokio::runtime::Runtime, tokio_postgres::Client) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (holder, connection) = rt
+        .block_on(tokio_postgres::connect(url, tokio_postgres::NoTls))
+        .unwrap();
+    rt.spawn(connection);
+    (rt, holder)
+}
+
+/// Polls `pg_locks` through `holder` until a session waits for a lock of `locktype`:
+/// `what` (whose end `finished` tells) must wait for it, within 30 s.
+fn await_lock_wait(
+    rt: &tokio::runtime::Runtime,
+    holder: &tokio_postgres::Client,
+    locktype: &str,
+    finished: impl Fn() -> bool,
+    what: &str,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let row = rt
+            .block_on(holder.query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = $1 AND NOT granted",
+                &[&locktype],
+            ))
+            .unwrap();
+        if row.get::<_, i64>(0) > 0 {
+            return;
+        }
+        assert!(!finished(), "{what} did not wait for the {locktype} lock");
+        assert!(std::time::Instant::now() < deadline, "{what} never waited");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn an_event_append_draws_its_number_after_the_events_lock() {
     let Some(cluster) = PgCluster::shared() else {
@@ -383,40 +423,19 @@ fn an_event_append_draws_its_number_after_the_events_lock() {
     store
         .create_loop(new_loop("first"), chrono::Utc::now())
         .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (holder, connection) = rt
-        .block_on(tokio_postgres::connect(&url, tokio_postgres::NoTls))
-        .unwrap();
-    rt.spawn(connection);
+    let (rt, holder) = holder_session(&url);
     // The events lock ("levt"), held by this session.
     rt.block_on(holder.execute("SELECT pg_advisory_lock(1818588788)", &[]))
         .unwrap();
     std::thread::scope(|s| {
         let created = s.spawn(|| store.create_loop(new_loop("second"), chrono::Utc::now()));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            let row = rt
-                .block_on(holder.query_one(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-                    &[],
-                ))
-                .unwrap();
-            if row.get::<_, i64>(0) == 1 {
-                break;
-            }
-            assert!(
-                !created.is_finished(),
-                "the write did not wait for the events lock"
-            );
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the write never waited"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        await_lock_wait(
+            &rt,
+            &holder,
+            "advisory",
+            || created.is_finished(),
+            "the write",
+        );
         let drawn: i64 = rt
             .block_on(holder.query_one(
                 "SELECT nextval(pg_get_serial_sequence('events', 'seq'))",
@@ -524,10 +543,11 @@ fn a_failing_event_insert_sent_with_the_commit_keeps_nothing() {
     );
 }
 
-/// The recorder's set statements update each row where their probe by key found it;
-/// a row another transaction changed meanwhile (a lease renewal of the same runs) is
-/// no longer there, and its pid record and finalization go by the key instead: both
-/// runs end with their pid, neither is reported not running.
+/// The recorder's set statements update each row where their probe by key found it; a
+/// row another transaction changed meanwhile (a lease renewal of the same runs) would
+/// no longer be there. The batch locks its runs first, so it waits for that
+/// transaction and then finds each row as it committed: both runs end with their pid,
+/// neither is reported not running.
 #[test]
 fn a_recorder_batch_waiting_on_a_concurrent_update_still_writes_every_run() {
     let Some(cluster) = PgCluster::shared() else {
@@ -552,14 +572,7 @@ fn a_recorder_batch_waiting_on_a_concurrent_update_still_writes_every_run() {
         })
         .collect();
     let ids: Vec<String> = runs.iter().map(|r| r.id.to_string()).collect();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (holder, connection) = rt
-        .block_on(tokio_postgres::connect(&url, tokio_postgres::NoTls))
-        .unwrap();
-    rt.spawn(connection);
+    let (rt, holder) = holder_session(&url);
     // Another transaction's update of both rows, held open.
     rt.block_on(holder.batch_execute("BEGIN")).unwrap();
     rt.block_on(holder.execute(
@@ -567,58 +580,18 @@ fn a_recorder_batch_waiting_on_a_concurrent_update_still_writes_every_run() {
         &[&ids],
     ))
     .unwrap();
-    let mut writes: Vec<RunWrite> = runs
-        .iter()
-        .map(|run| RunWrite::Spawned {
-            run: run.id.clone(),
-            pid: 4242,
-            pid_start_time: Some(7),
-            session_note: None,
-            at: now,
-        })
-        .collect();
-    writes.extend(runs.iter().map(|run| RunWrite::Finished {
-        run: run.id.clone(),
-        outcome: RunOutcome {
-            exit_code: Some(0),
-            ..RunOutcome::new(RunStatus::Succeeded, now)
-        },
-    }));
+    let writes = common::pid_records_then_ends(&runs, now, now);
     std::thread::scope(|s| {
         let recorded = s.spawn(|| store.record_run_writes(&writes, now, None));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            let row = rt
-                .block_on(holder.query_one(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted",
-                    &[],
-                ))
-                .unwrap();
-            if row.get::<_, i64>(0) > 0 {
-                break;
-            }
-            assert!(
-                !recorded.is_finished(),
-                "the batch did not wait for the rows"
-            );
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the batch never waited"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        await_lock_wait(
+            &rt,
+            &holder,
+            "transactionid",
+            || recorded.is_finished(),
+            "the batch",
+        );
         rt.block_on(holder.batch_execute("COMMIT")).unwrap();
         let written = recorded.join().unwrap().unwrap();
-        assert_eq!(written.len(), 4);
-        for (write, done) in writes.iter().zip(&written) {
-            match (write, done) {
-                (RunWrite::Spawned { .. }, Ok(RunWritten::Spawned)) => {}
-                (RunWrite::Finished { .. }, Ok(RunWritten::Finished { run, .. })) => {
-                    assert_eq!(run.status, RunStatus::Succeeded);
-                    assert_eq!(run.pid, Some(4242), "the pid record went first");
-                }
-                other => panic!("{other:?}"),
-            }
-        }
+        common::assert_pid_records_then_ends(&writes, &written);
     });
 }

@@ -17,7 +17,7 @@ use loops_store::{
 use loops_testkit::PgCluster;
 
 mod common;
-use common::{new_loop, pass};
+use common::{assert_pid_records_then_ends, new_loop, pass, pid_records_then_ends};
 use std::sync::Mutex;
 
 /// Held by each test: one at a time.
@@ -110,37 +110,12 @@ fn a_batch_of_pid_records_and_finalizations_is_two_round_trips() {
             .collect();
         // Each run's pid record, then each run's end, in one batch.
         let end = at + chrono::TimeDelta::seconds(1);
-        let mut writes: Vec<RunWrite> = runs
-            .iter()
-            .map(|run| RunWrite::Spawned {
-                run: run.id.clone(),
-                pid: 4242,
-                pid_start_time: Some(7),
-                session_note: None,
-                at,
-            })
-            .collect();
-        writes.extend(runs.iter().map(|run| RunWrite::Finished {
-            run: run.id.clone(),
-            outcome: RunOutcome {
-                exit_code: Some(0),
-                ..RunOutcome::new(RunStatus::Succeeded, end)
-            },
-        }));
+        let writes = pid_records_then_ends(&runs, at, end);
         let before = loops_postgres::round_trips();
         let written = store.record_run_writes(&writes, end, Some(&fence)).unwrap();
         let trips = loops_postgres::round_trips() - before;
         assert_eq!(written.len(), 2 * size);
-        for (write, done) in writes.iter().zip(&written) {
-            match (write, done) {
-                (RunWrite::Spawned { .. }, Ok(RunWritten::Spawned)) => {}
-                (RunWrite::Finished { .. }, Ok(RunWritten::Finished { run, .. })) => {
-                    assert_eq!(run.status, RunStatus::Succeeded);
-                    assert_eq!(run.pid, Some(4242), "the pid record went first");
-                }
-                other => panic!("{other:?}"),
-            }
-        }
+        assert_pid_records_then_ends(&writes, &written);
         if minute > 0 {
             assert_eq!(trips, 2, "a batch of {size} pid records and finalizations");
         }

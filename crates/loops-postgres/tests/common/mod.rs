@@ -1,5 +1,5 @@
-//! What the PostgreSQL tests share: a command loop due at an instant, and a scheduling
-//! pass's claim of one of its slots.
+//! What the PostgreSQL tests share: a command loop due at an instant, a scheduling
+//! pass's claim of one of its slots, and a recorder batch of pid records and ends.
 
 // Each test binary uses what it needs of these.
 #![allow(dead_code)]
@@ -58,5 +58,54 @@ pub fn pass(lp: &Loop, slot: loops_core::Instant, runner: &str) -> BatchClaim {
         on_refusal: OnRefusal::PassOver {
             skip_slots: vec![slot],
         },
+    }
+}
+
+/// A recorder batch: each run's pid record (pid 4242) at `at`, then each run's end as
+/// succeeded at `end`.
+pub fn pid_records_then_ends(
+    runs: &[loops_core::Run],
+    at: loops_core::Instant,
+    end: loops_core::Instant,
+) -> Vec<loops_store::RunWrite> {
+    use loops_core::{RunOutcome, RunStatus};
+    use loops_store::RunWrite;
+    let mut writes: Vec<RunWrite> = runs
+        .iter()
+        .map(|run| RunWrite::Spawned {
+            run: run.id.clone(),
+            pid: 4242,
+            pid_start_time: Some(7),
+            session_note: None,
+            at,
+        })
+        .collect();
+    writes.extend(runs.iter().map(|run| RunWrite::Finished {
+        run: run.id.clone(),
+        outcome: RunOutcome {
+            exit_code: Some(0),
+            ..RunOutcome::new(RunStatus::Succeeded, end)
+        },
+    }));
+    writes
+}
+
+/// Every write of [`pid_records_then_ends`]'s batch done: each run ended succeeded,
+/// its pid recorded before.
+pub fn assert_pid_records_then_ends(
+    writes: &[loops_store::RunWrite],
+    written: &[loops_store::Result<loops_store::RunWritten>],
+) {
+    use loops_store::{RunWrite, RunWritten};
+    assert_eq!(written.len(), writes.len());
+    for (write, done) in writes.iter().zip(written) {
+        match (write, done) {
+            (RunWrite::Spawned { .. }, Ok(RunWritten::Spawned)) => {}
+            (RunWrite::Finished { .. }, Ok(RunWritten::Finished { run, .. })) => {
+                assert_eq!(run.status, loops_core::RunStatus::Succeeded);
+                assert_eq!(run.pid, Some(4242), "the pid record went first");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
