@@ -12,7 +12,7 @@
 use crate::codec::{get, loop_cols, loop_from_row, ms, opt_text, run_cols, run_from_row, Cols};
 use crate::error::{Error, Result};
 use crate::loops::apply_advance_known;
-use crate::runs::not_running;
+use crate::runs::{is_running, lock_order, not_running, LOCK_RUNS};
 use crate::session::{Conn, Db, Params};
 use loops_core::event::{EventKind, LoopBrief};
 use loops_core::schedule;
@@ -24,18 +24,6 @@ use loops_store::{RunWrite, RunWritten};
 use std::collections::{HashMap, HashSet};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
-
-/// Whether a run is running, as the statements here ask it: `IS NOT DISTINCT FROM`,
-/// which no index of the running runs (`… WHERE status = 'running'`) can answer. Asked
-/// as `status = 'running'` beside the run's key, it let the plan scan such an index
-/// instead of the key, and so every run finished since the table's last vacuum: 7 ms
-/// a batch (BENCHMARKS.md §32).
-macro_rules! is_running {
-    ($status:literal) => {
-        concat!($status, " IS NOT DISTINCT FROM 'running'")
-    };
-}
-pub(crate) use is_running;
 
 pub(crate) async fn record_run_writes(
     db: &Db<'_, impl Conn>,
@@ -246,21 +234,9 @@ fn finish_set(writes: &[RunWrite], pids_written: bool) -> FinishSet<'_> {
 /// The runs of the set statements ([`UPDATE_PIDS`], [`UPDATE_SET`]), each once, sorted:
 /// [`LOCK_RUNS`] locks them in that order, the same in every recorder batch.
 fn set_run_ids<'a>(pids: Option<&PidColumns<'a>>, set: Option<&SetColumns<'a>>) -> Vec<&'a str> {
-    let mut ids: Vec<&str> = pids.map(|p| p.ids.clone()).unwrap_or_default();
-    ids.extend(set.map(|s| s.ids.iter().copied()).into_iter().flatten());
-    ids.sort_unstable();
-    ids.dedup();
-    ids
+    let pids = pids.map(|p| p.ids.iter().copied()).into_iter().flatten();
+    lock_order(pids.chain(set.map(|s| s.ids.iter().copied()).into_iter().flatten()))
 }
-
-/// Locks the runs `$1` (sorted: every caller locks in one order), each looked up by its
-/// key. The set statements here and the run leases' renewal update each row where
-/// their probe found it (`ctid`, see [`UPDATE_SET`]); a row another transaction updated
-/// between the probe and the update is no longer there, and would be passed over, its
-/// write lost. Locked by the statement before, no row moves: each is found as it was
-/// last committed and stays there until this transaction ends.
-pub(crate) const LOCK_RUNS: &str = "SELECT r.id FROM unnest($1::text[]) AS x(id) \
-     CROSS JOIN LATERAL (SELECT id FROM runs WHERE runs.id = x.id OFFSET 0 FOR UPDATE) AS r";
 
 /// Finalizes the runs of [`SetColumns`] (each a finalization of [`finish_set`]) in one
 /// statement, returning the rows it finalized. The unnest's columns are named apart

@@ -18,10 +18,7 @@ const STATEMENTS: [(&str, &str); 15] = [
     ("claims: slot states", crate::claim_set::SLOT_STATES),
     ("claims: insert", crate::claim_set::INSERT_WINS),
     ("claims: advance", crate::claim_set::ADVANCE),
-    (
-        "recorder: the set's runs' locks",
-        crate::finalize::LOCK_RUNS,
-    ),
+    ("recorder: the set's runs' locks", crate::runs::LOCK_RUNS),
     ("recorder: pid records", crate::finalize::UPDATE_PIDS),
     ("recorder: finalizations", crate::finalize::UPDATE_SET),
     (

@@ -21,12 +21,41 @@ pub(crate) async fn not_running(db: &Db<'_, impl Conn>, id: &RunId) -> Error {
     }
 }
 
+/// Whether a run is running, as the statements on runs ask it: `IS NOT DISTINCT FROM`,
+/// which no index of the running runs (`… WHERE status = 'running'`) can answer. Asked
+/// as `status = 'running'` beside the run's key, it let the plan scan such an index
+/// instead of the key, and so every run finished since the table's last vacuum: 7 ms
+/// a batch (BENCHMARKS.md §32).
+macro_rules! is_running {
+    ($status:literal) => {
+        concat!($status, " IS NOT DISTINCT FROM 'running'")
+    };
+}
+pub(crate) use is_running;
+
+/// Locks the runs `$1` (sorted: every caller locks in one order), each looked up by its
+/// key. The recorder's set statements (`crate::finalize`) and the run leases' renewal update each row where
+/// their probe found it (`ctid`); a row another transaction updated
+/// between the probe and the update is no longer there, and would be passed over, its
+/// write lost. Locked by the statement before, no row moves: each is found as it was
+/// last committed and stays there until this transaction ends.
+pub(crate) const LOCK_RUNS: &str = "SELECT r.id FROM unnest($1::text[]) AS x(id) \
+     CROSS JOIN LATERAL (SELECT id FROM runs WHERE runs.id = x.id OFFSET 0 FOR UPDATE) AS r";
+
+/// `ids` in the order [`LOCK_RUNS`] takes them, each once.
+pub(crate) fn lock_order<'a>(ids: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut ids: Vec<&str> = ids.into_iter().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 fn ids(runs: &[RunId]) -> Vec<&str> {
     runs.iter().map(RunId::as_str).collect()
 }
 
 /// Extends the leases of the running runs `$3` that `$2` holds, each run and its loop
-/// found by their keys and the runs locked first ([`crate::finalize::LOCK_RUNS`]):
+/// found by their keys and the runs locked first ([`LOCK_RUNS`]):
 /// written `runs.id = ANY($3) AND status = 'running'`, its generic plan scanned an
 /// index of the running runs (BENCHMARKS.md §32).
 pub(crate) const RENEW_RUN_LEASES: &str = concat!(
@@ -34,7 +63,7 @@ pub(crate) const RENEW_RUN_LEASES: &str = concat!(
      FROM unnest($3::text[]) AS x(id) \
      CROSS JOIN LATERAL (SELECT ctid AS at, loop_id FROM runs \
                          WHERE runs.id = x.id AND runs.claimed_by = $2 AND ",
-    crate::finalize::is_running!("runs.status"),
+    is_running!("runs.status"),
     " OFFSET 0) AS r \
      CROSS JOIN LATERAL (SELECT lease_ms FROM loops WHERE loops.id = r.loop_id OFFSET 0) AS l \
      WHERE runs.ctid = r.at RETURNING runs.id"
@@ -46,12 +75,10 @@ pub(crate) async fn renew_run_leases(
     runner_id: &str,
     now: Instant,
 ) -> Result<usize> {
-    let mut ids = ids(runs);
-    ids.sort_unstable();
-    ids.dedup();
+    let ids = lock_order(ids(runs));
     let [_, renewed] = db
         .query_each([
-            (crate::finalize::LOCK_RUNS, &[&ids]),
+            (LOCK_RUNS, &[&ids]),
             (RENEW_RUN_LEASES, &[&ms(&now), &runner_id, &ids]),
         ])
         .await?;
