@@ -711,13 +711,13 @@ fn runner_labels_are_set_over_mcp_as_with_the_cli() {
     // A bad runner label: the CLI's message.
     let bad = mcp.err(
         "loops_create_command",
-        json!({"name": "bad", "cmd": "/bin/true", "noShell": true, "every": "1h", "on": ["Not Ok"]}),
+        json!({"name": "mislabelled", "cmd": "/bin/true", "noShell": true, "every": "1h", "on": ["Not Ok"]}),
     );
     assert_eq!(
         bad,
         cli_error(
             &w,
-            &["create", "command", "bad", "--cmd", "true", "--every", "1h", "--on", "Not Ok"]
+            &["create", "command", "mislabelled", "--cmd", "true", "--every", "1h", "--on", "Not Ok"]
         )
     );
     assert!(mcp.close().success());

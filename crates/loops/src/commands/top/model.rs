@@ -460,7 +460,7 @@ pub(crate) mod tests {
         let rt = crate::commands::runtime().unwrap();
         for (name, cmd, label) in [
             ("good", "true", None),
-            ("bad", "echo SECRET-LINE >&2; exit 3", Some("db")),
+            ("failing", "echo SECRET-LINE >&2; exit 3", Some("db")),
         ] {
             let def = loops_runtime::client::LoopDefinition {
                 name: name.into(),
@@ -503,7 +503,7 @@ pub(crate) mod tests {
             now,
         );
         let names: Vec<&str> = snap.loops.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(names, ["bad", "good"]);
+        assert_eq!(names, ["failing", "good"]);
         let bad = &snap.loops[0];
         assert_eq!(bad.status, "active");
         assert_eq!(bad.schedule, "every 5m");
@@ -568,7 +568,7 @@ pub(crate) mod tests {
             false,
             now,
         );
-        assert_eq!(by_health.loops[0].name, "bad");
+        assert_eq!(by_health.loops[0].name, "failing");
         let mut sort = Sort::Name;
         for _ in 0..4 {
             sort = sort.next();
