@@ -272,9 +272,9 @@ async fn insert_loop(db: &Db<'_, impl Conn>, lp: &Loop) -> Result<()> {
     crate::loops::set_labels(db, &lp.id, &lp.labels).await
 }
 
-/// Inserts `runs` a thousand at a time (one statement each: a copy of a long history
+/// Inserts `runs` whole, a thousand at a time (one statement each: a copy of a long history
 /// must not take one round trip per row).
-async fn insert_runs(db: &Db<'_, impl Conn>, runs: &[Run]) -> Result<()> {
+pub(crate) async fn insert_runs(db: &Db<'_, impl Conn>, runs: &[Run]) -> Result<()> {
     for chunk in runs.chunks(1_000) {
         let mut c = RunColumns::default();
         for run in chunk {

@@ -3,11 +3,11 @@
 //! as `create_loop` and `create_workflow`, so an imported row is what creating it
 //! would have stored.
 
-use crate::codec::{encode_usage, ms, new_id, opt_ms, opt_text, sat_i64, text, ID_ATTEMPTS};
+use crate::codec::{new_id, ID_ATTEMPTS};
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
 use crate::session::{Conn, Db};
 use loops_core::event::EventBody;
-use loops_core::{Instant, Loop, Run, RunStatus};
+use loops_core::{Instant, Loop, Run, RunId, RunStatus};
 use loops_store::{ImportBatch, Imported, StoreError};
 
 pub(crate) async fn import(
@@ -49,48 +49,19 @@ async fn insert_history_run(db: &Db<'_, impl Conn>, lp: &Loop, run: &Run) -> Res
     if run.status == RunStatus::Running {
         return Err(StoreError::running_history(&lp.name).into());
     }
-    let usage = encode_usage(run.usage.as_ref())?;
+    let mut history = Run {
+        loop_id: lp.id.clone(),
+        loop_name: lp.name.clone(),
+        pid: None,
+        pid_start_time: None,
+        lease_expires_at: None,
+        ..run.clone()
+    };
     for _ in 0..ID_ATTEMPTS {
+        history.id = RunId::new(new_id());
         // A savepoint, so a collision leaves the transaction usable.
         db.batch("SAVEPOINT import_run").await?;
-        let inserted = db
-            .execute(
-                "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
-                 source, started_at, finished_at, exit_code, duration_ms, stdout, stderr, error, \
-                 claimed_by, summary, usage_json, created_at, updated_at, due_at, error_output, \
-                 failure_class, retry_at, session_id, session_note, account) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                 $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)",
-                &[
-                    &new_id(),
-                    &lp.id.as_str(),
-                    &text(&lp.name).as_ref(),
-                    &ms(&run.scheduled_for),
-                    &i64::from(run.attempt),
-                    &run.status.as_str(),
-                    &run.source.as_str(),
-                    &opt_ms(run.started_at.as_ref()),
-                    &opt_ms(run.finished_at.as_ref()),
-                    &run.exit_code.map(i64::from),
-                    &run.duration_ms.map(sat_i64),
-                    &opt_text(run.stdout.as_deref()),
-                    &opt_text(run.stderr.as_deref()),
-                    &opt_text(run.error.as_deref()),
-                    &opt_text(run.claimed_by.as_deref()),
-                    &opt_text(run.summary.as_deref()),
-                    &usage,
-                    &ms(&run.created_at),
-                    &ms(&run.updated_at),
-                    &opt_ms(run.due_at.as_ref()),
-                    &opt_text(run.error_output.as_deref()),
-                    &run.failure_class.map(|c| c.as_str()),
-                    &opt_ms(run.retry_at.as_ref()),
-                    &opt_text(run.session_id.as_deref()),
-                    &opt_text(run.session_note.as_deref()),
-                    &opt_text(run.account.as_deref()),
-                ],
-            )
-            .await;
+        let inserted = crate::copy::insert_runs(db, std::slice::from_ref(&history)).await;
         match inserted {
             Ok(_) => {
                 db.batch("RELEASE SAVEPOINT import_run").await?;

@@ -5,13 +5,13 @@
 //! transaction: the copy is there completely or not at all. The mirror of
 //! `loops-postgres`' `copy_in`.
 
-use crate::codec::{encode_usage, loop_cols, ms, opt_ms, run_cols, sat_i64};
+use crate::codec::{encode_usage, loop_cols, ms, opt_ms, sat_i64};
 use crate::error::{Error, Result, StoreResult};
 use crate::SqliteStore;
-use loops_core::{Loop, RunStatus};
+use loops_core::{Loop, Run, RunStatus};
 use loops_store::DefinitionJson;
 use loops_store::{CopySet, StoreError};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, ToSql};
 
 /// Whether the store holds anything a copy would write over: loops, specs, runs,
 /// workflow runs or events.
@@ -78,16 +78,64 @@ impl SqliteStore {
     }
 }
 
+/// `INSERT INTO runs` of a whole row, `run_cols!()` in order: a copied run and an
+/// imported run of history are written by the one statement.
+macro_rules! insert_run {
+    () => {
+        concat!(
+            "INSERT INTO runs (",
+            $crate::codec::run_cols!(),
+            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
+             ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)"
+        )
+    };
+}
+pub(crate) use insert_run;
+
+/// Calls `write` with `run`'s columns after its id, in `run_cols!()` order (the
+/// parameters ?2 to ?29 of [`insert_run!`]).
+pub(crate) fn with_run_values<T>(
+    run: &Run,
+    write: impl FnOnce(&[&dyn ToSql]) -> Result<T>,
+) -> Result<T> {
+    let usage = encode_usage(run.usage.as_ref())?;
+    write(&[
+        &run.loop_id.as_str(),
+        &run.loop_name,
+        &ms(&run.scheduled_for),
+        &run.attempt,
+        &run.status.as_str(),
+        &run.source.as_str(),
+        &opt_ms(run.started_at.as_ref()),
+        &opt_ms(run.finished_at.as_ref()),
+        &run.exit_code,
+        &run.duration_ms.map(sat_i64),
+        &run.stdout,
+        &run.stderr,
+        &run.error,
+        &run.pid,
+        &run.pid_start_time.map(sat_i64),
+        &run.claimed_by,
+        &opt_ms(run.lease_expires_at.as_ref()),
+        &run.summary,
+        &usage,
+        &ms(&run.created_at),
+        &ms(&run.updated_at),
+        &opt_ms(run.due_at.as_ref()),
+        &run.error_output,
+        &run.failure_class.map(|f| f.as_str()),
+        &opt_ms(run.retry_at.as_ref()),
+        &run.session_id,
+        &run.session_note,
+        &run.account,
+    ])
+}
+
 fn copy_rows(tx: &Connection, set: &CopySet) -> Result<()> {
     for lp in &set.loops {
         insert_loop(tx, lp)?;
     }
-    let mut run = tx.prepare_cached(concat!(
-        "INSERT INTO runs (",
-        run_cols!(),
-        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
-         ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)"
-    ))?;
+    let mut run = tx.prepare_cached(insert_run!())?;
     for r in &set.runs {
         if r.status == RunStatus::Running {
             return Err(Error::invalid(format!(
@@ -95,37 +143,13 @@ fn copy_rows(tx: &Connection, set: &CopySet) -> Result<()> {
                 r.id
             )));
         }
-        run.execute(params![
-            r.id.as_str(),
-            r.loop_id.as_str(),
-            r.loop_name,
-            ms(&r.scheduled_for),
-            r.attempt,
-            r.status.as_str(),
-            r.source.as_str(),
-            opt_ms(r.started_at.as_ref()),
-            opt_ms(r.finished_at.as_ref()),
-            r.exit_code,
-            r.duration_ms.map(sat_i64),
-            r.stdout,
-            r.stderr,
-            r.error,
-            r.pid,
-            r.pid_start_time.map(sat_i64),
-            r.claimed_by,
-            opt_ms(r.lease_expires_at.as_ref()),
-            r.summary,
-            encode_usage(r.usage.as_ref())?,
-            ms(&r.created_at),
-            ms(&r.updated_at),
-            opt_ms(r.due_at.as_ref()),
-            r.error_output,
-            r.failure_class.map(|f| f.as_str()),
-            opt_ms(r.retry_at.as_ref()),
-            r.session_id,
-            r.session_note,
-            r.account,
-        ])?;
+        with_run_values(r, |values| {
+            let id = r.id.as_str();
+            let mut row: Vec<&dyn ToSql> = Vec::with_capacity(values.len() + 1);
+            row.push(&id);
+            row.extend_from_slice(values);
+            Ok(run.execute(row.as_slice())?)
+        })?;
     }
     for wf in &set.workflows {
         let spec = serde_json::to_string(&wf.spec)

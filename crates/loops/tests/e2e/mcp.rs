@@ -717,7 +717,17 @@ fn runner_labels_are_set_over_mcp_as_with_the_cli() {
         bad,
         cli_error(
             &w,
-            &["create", "command", "mislabelled", "--cmd", "true", "--every", "1h", "--on", "Not Ok"]
+            &[
+                "create",
+                "command",
+                "mislabelled",
+                "--cmd",
+                "true",
+                "--every",
+                "1h",
+                "--on",
+                "Not Ok"
+            ]
         )
     );
     assert!(mcp.close().success());
