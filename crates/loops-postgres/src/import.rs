@@ -7,8 +7,8 @@ use crate::codec::{new_id, ID_ATTEMPTS};
 use crate::error::{is_unique_violation, violated_constraint, Error, Result};
 use crate::session::{Conn, Db};
 use loops_core::event::EventBody;
-use loops_core::{Instant, Loop, Run, RunId, RunStatus};
-use loops_store::{ImportBatch, Imported, StoreError};
+use loops_core::{Instant, Loop, Run, RunId};
+use loops_store::{ImportBatch, ImportLoop, Imported, StoreError};
 
 pub(crate) async fn import(
     db: &Db<'_, impl Conn>,
@@ -43,20 +43,9 @@ pub(crate) async fn import(
     })
 }
 
-/// Inserts a finished run of `lp` as history: a new id, the loop's id and name, no
-/// process or lease left on it.
+/// Inserts a finished run of `lp` as history ([`ImportLoop::history_row`]) with a new id.
 async fn insert_history_run(db: &Db<'_, impl Conn>, lp: &Loop, run: &Run) -> Result<()> {
-    if run.status == RunStatus::Running {
-        return Err(StoreError::running_history(&lp.name).into());
-    }
-    let mut history = Run {
-        loop_id: lp.id.clone(),
-        loop_name: lp.name.clone(),
-        pid: None,
-        pid_start_time: None,
-        lease_expires_at: None,
-        ..run.clone()
-    };
+    let mut history = ImportLoop::history_row(lp, run)?;
     for _ in 0..ID_ATTEMPTS {
         history.id = RunId::new(new_id());
         // A savepoint, so a collision leaves the transaction usable.

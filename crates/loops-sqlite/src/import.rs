@@ -7,8 +7,8 @@ use crate::codec::insert_with_new_id;
 use crate::copy::{insert_run, with_run_values};
 use crate::error::{Result, StoreResult};
 use crate::SqliteStore;
-use loops_core::{Instant, Loop, Run, RunStatus};
-use loops_store::{ImportBatch, Imported, StoreError};
+use loops_core::{Instant, Loop, Run};
+use loops_store::{ImportBatch, ImportLoop, Imported, StoreError};
 use rusqlite::Connection;
 
 pub(crate) fn import(
@@ -48,20 +48,9 @@ pub(crate) fn import(
     })
 }
 
-/// Inserts a finished run of `lp` as history: a new id, the loop's id and name, no
-/// process or lease left on it, everything else as given.
+/// Inserts a finished run of `lp` as history ([`ImportLoop::history_row`]) with a new id.
 fn insert_history_run(tx: &Connection, lp: &Loop, run: &Run) -> Result<()> {
-    if run.status == RunStatus::Running {
-        return Err(StoreError::running_history(&lp.name).into());
-    }
-    let history = Run {
-        loop_id: lp.id.clone(),
-        loop_name: lp.name.clone(),
-        pid: None,
-        pid_start_time: None,
-        lease_expires_at: None,
-        ..run.clone()
-    };
+    let history = ImportLoop::history_row(lp, run)?;
     with_run_values(&history, |values| {
         insert_with_new_id(
             tx,

@@ -491,6 +491,23 @@ impl ImportLoop {
             ..created
         }
     }
+
+    /// `run` of the history as a row of `created` (the loop just created for this
+    /// item): its id and name, no process or lease; its own id is left for the backend
+    /// to draw. A `running` run is refused.
+    pub fn history_row(created: &Loop, run: &Run) -> Result<Run, StoreError> {
+        if run.status == RunStatus::Running {
+            return Err(StoreError::running_history(&created.name));
+        }
+        Ok(Run {
+            loop_id: created.id.clone(),
+            loop_name: created.name.clone(),
+            pid: None,
+            pid_start_time: None,
+            lease_expires_at: None,
+            ..run.clone()
+        })
+    }
 }
 
 /// What an import wrote.
