@@ -75,7 +75,7 @@ use loops_store::{
     BatchClaim, ClaimOutcome, ClaimRefused, ClaimRequest, DaemonLease, EventBounds, Fence,
     ImportBatch, Imported, LeaseAcquire, LeaseHolder, LoopAdvance, LoopFilter, LoopUpdate,
     LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten, RunnerInfo, RunnerLease,
-    RunnerRegistration, Store, StoreError, UnreadableLoop, UsageRow, WakeFn, WakeGuard,
+    RunnerRegistration, SlotMove, Store, StoreError, UnreadableLoop, UsageRow, WakeFn, WakeGuard,
     WorkflowStore,
 };
 use std::str::FromStr;
@@ -261,6 +261,29 @@ impl Store for PgStore {
         write!(self, fenced(fence, now), |db| loops::park_loop(
             db, &id, &reason, now
         ))
+    }
+
+    fn move_slots_back(
+        &self,
+        moves: &[SlotMove],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Vec<Loop>> {
+        if moves.is_empty() {
+            return Ok(Vec::new());
+        }
+        let moves = moves.to_vec();
+        write!(self, fenced(fence, now), |db| async move {
+            let moved = loops::move_slots_back(db, &moves, now).await?;
+            // A slot moved back may be due before a runner's next wake-up.
+            wakeups::notify(db).await?;
+            let bodies: Vec<_> = moved
+                .iter()
+                .map(loops_core::event::EventBody::loop_changed)
+                .collect();
+            events::append_all(db, &bodies, now).await?;
+            Ok::<_, error::Error>(moved)
+        })
     }
 
     fn expire_loops(&self, now: Instant, fence: Option<&Fence>) -> StoreResult<Vec<Loop>> {

@@ -11,8 +11,8 @@ use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunStatus};
 use loops_store::codec::StoredRow;
 use loops_store::{
-    DefinitionJson, LoopAdvance, LoopFilter, LoopOrder, LoopUpdate, LoopVersion, StoreError,
-    UnreadableLoop,
+    DefinitionJson, LoopAdvance, LoopFilter, LoopOrder, LoopUpdate, LoopVersion, SlotMove,
+    StoreError, UnreadableLoop,
 };
 use tokio_postgres::types::ToSql;
 
@@ -148,6 +148,55 @@ pub(crate) async fn update_loop_schedule(
     by_id::<Loop>(db, id.as_str())
         .await?
         .ok_or_else(|| StoreError::LoopNotFound(id.to_string()).into())
+}
+
+/// [`Store::move_slots_back`](loops_store::Store::move_slots_back): the loops locked in
+/// id order (as every batch locks loops, so two batches never wait on each other in a
+/// cycle), then moved by one statement, each guarded by what was read.
+pub(crate) async fn move_slots_back(
+    db: &Db<'_, impl Conn>,
+    moves: &[SlotMove],
+    now: Instant,
+) -> Result<Vec<Loop>> {
+    let n = moves.len();
+    let (mut ids, mut was, mut retry) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut jitter, mut to, mut due) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for m in moves {
+        ids.push(m.read.id.as_str());
+        was.push(opt_ms(m.read.next_run_at.as_ref()));
+        retry.push(opt_ms(m.read.retry_scheduled_for.as_ref()));
+        jitter.push(sat_i64(m.read.jitter_ms));
+        to.push(ms(&m.to));
+        due.push(opt_ms(m.due_at().as_ref()));
+    }
+    db.execute(
+        "SELECT 1 FROM loops WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        &[&ids],
+    )
+    .await?;
+    let rows = db
+        .query(
+            concat!(
+                "UPDATE loops SET next_run_at = m.next_at, due_at = m.due, updated_at = $7 \
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
+                   $6::bigint[]) AS m(move_id, was, retry, jitter, next_at, due) \
+                 WHERE id = m.move_id AND status = 'active' AND next_run_at = m.was \
+                   AND retry_scheduled_for IS NOT DISTINCT FROM m.retry AND jitter_ms = m.jitter \
+                 RETURNING ",
+                loop_cols!()
+            ),
+            &[&ids, &was, &retry, &jitter, &to, &due, &ms(&now)],
+        )
+        .await?;
+    rows.iter().map(loop_from_row).collect()
 }
 
 /// Sets a loop's schedule state inside the caller's transaction (its `due_at` computed

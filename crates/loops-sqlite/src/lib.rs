@@ -57,7 +57,7 @@ use loops_store::DeliveryTry;
 use loops_store::{
     BatchClaim, ClaimOutcome, DaemonLease, Fence, ImportBatch, Imported, LeaseAcquire, LeaseHolder,
     LoopAdvance, LoopFilter, LoopUpdate, LoopVersion, PrunePolicy, RunFilter, RunWrite, RunWritten,
-    Store, StoreError, UnreadableLoop, UsageRow,
+    SlotMove, Store, StoreError, UnreadableLoop, UsageRow,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -251,6 +251,15 @@ impl Store for SqliteStore {
         fence: Option<&Fence>,
     ) -> StoreResult<Loop> {
         loops::update_loop_schedule(self, id, advance, now, fence)
+    }
+
+    fn move_slots_back(
+        &self,
+        moves: &[SlotMove],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Vec<Loop>> {
+        loops::move_slots_back(self, moves, now, fence)
     }
 
     fn remove_loop(&self, id: &LoopId) -> StoreResult<bool> {

@@ -12,7 +12,8 @@ use loops_core::event::{EventBody, EventKind};
 use loops_core::{schedule, Instant, Loop, LoopId, LoopStatus, NewLoop, Run, RunStatus};
 use loops_store::DefinitionJson;
 use loops_store::{
-    Fence, LoopAdvance, LoopFilter, LoopOrder, LoopUpdate, LoopVersion, StoreError, UnreadableLoop,
+    Fence, LoopAdvance, LoopFilter, LoopOrder, LoopUpdate, LoopVersion, SlotMove, StoreError,
+    UnreadableLoop,
 };
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -189,6 +190,45 @@ pub(crate) fn update_loop_schedule(
             .ok_or_else(|| Error::from(StoreError::LoopNotFound(id.to_string())))?;
         events::append(tx, &EventBody::loop_changed(&updated), now)?;
         Ok(updated)
+    })
+}
+
+/// [`Store::move_slots_back`](loops_store::Store::move_slots_back): every move in one
+/// transaction, each loop guarded by what was read.
+pub(crate) fn move_slots_back(
+    store: &SqliteStore,
+    moves: &[SlotMove],
+    now: Instant,
+    fence: Option<&Fence>,
+) -> StoreResult<Vec<Loop>> {
+    if moves.is_empty() {
+        return Ok(Vec::new());
+    }
+    store.write(fence.map(|f| (f, now)), |tx| {
+        let sql = concat!(
+            "UPDATE loops SET next_run_at = ?2, \
+               due_at = loops_due_at(id, ?2, retry_scheduled_for, jitter_ms), updated_at = ?3 \
+             WHERE id = ?1 AND status = 'active' AND next_run_at = ?4 \
+               AND retry_scheduled_for IS ?5 AND jitter_ms = ?6 \
+             RETURNING ",
+            loop_cols!()
+        );
+        let mut moved = Vec::with_capacity(moves.len());
+        for m in moves {
+            let params = params![
+                m.read.id.as_str(),
+                ms(&m.to),
+                ms(&now),
+                opt_ms(m.read.next_run_at.as_ref()),
+                opt_ms(m.read.retry_scheduled_for.as_ref()),
+                sat_i64(m.read.jitter_ms),
+            ];
+            if let Some(lp) = query_first(tx, sql, params, loop_from_row)? {
+                events::append(tx, &EventBody::loop_changed(&lp), now)?;
+                moved.push(lp);
+            }
+        }
+        Ok(moved)
     })
 }
 

@@ -101,7 +101,7 @@ pub use types::{
     EventBounds, Fence, ImportBatch, ImportLoop, Imported, LeaseAcquire, LeaseHolder, LoopAdvance,
     LoopFilter, LoopOrder, LoopUpdate, LoopVersion, OnRefusal, PrunePolicy, RunFilter, RunRequest,
     RunRequestAnswer, RunSummary, RunWrite, RunWritten, RunnerInfo, RunnerLease,
-    RunnerRegistration, UnreadableLoop, UsageRow, UsageSource,
+    RunnerRegistration, SlotMove, UnreadableLoop, UsageRow, UsageSource,
 };
 
 use loops_core::health::{FactsQuery, RunFacts};
@@ -161,6 +161,17 @@ pub trait Store: WorkflowStore + Send + Sync {
         now: Instant,
         fence: Option<&Fence>,
     ) -> Result<Loop>;
+    /// Moves each loop's next slot back to [`SlotMove::to`], as after the wall clock went
+    /// back, when the loop is still as it was read: active, with the same next slot,
+    /// pending retry and jitter (one changed or removed meanwhile is left alone). One
+    /// write for all of them, with a `loop_changed` event for each loop moved; returns
+    /// those loops. Fenced when `fence` is given.
+    fn move_slots_back(
+        &self,
+        moves: &[SlotMove],
+        now: Instant,
+        fence: Option<&Fence>,
+    ) -> Result<Vec<Loop>>;
     /// Deletes a loop and its runs. Returns false when it did not exist.
     fn remove_loop(&self, id: &LoopId) -> Result<bool>;
     /// Active loops with `nextRunAt <= now`, earliest first (an index range scan). A

@@ -510,6 +510,29 @@ impl ImportLoop {
     }
 }
 
+/// One loop's next slot to move back after the wall clock went back
+/// ([`Store::move_slots_back`](crate::Store::move_slots_back)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotMove {
+    /// The loop as it was read; the move is made only while its status, next slot,
+    /// pending retry and jitter are still these.
+    pub read: Loop,
+    /// Its new next slot.
+    pub to: Instant,
+}
+
+impl SlotMove {
+    /// The due instant of the moved slot (its jitter applied, the retry kept).
+    pub fn due_at(&self) -> Option<Instant> {
+        loops_core::schedule::due_at(
+            &self.read.id,
+            Some(self.to),
+            self.read.retry_scheduled_for,
+            self.read.jitter_ms,
+        )
+    }
+}
+
 /// What an import wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Imported {

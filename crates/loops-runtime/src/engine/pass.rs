@@ -260,39 +260,38 @@ impl Engine {
                 ..LoopFilter::default()
             })?;
             let read = page.len();
-            let active = page
+            // Each page's moves in one write: a clock stepped back under 100,000 loops
+            // must not hold the first pass back for a write per loop.
+            let moves: Vec<loops_store::SlotMove> = page
                 .into_iter()
                 .flatten()
-                .filter(|lp| lp.status == loops_core::LoopStatus::Active);
-            for lp in active {
-                moved.extend(self.replan_one(lp, now)?);
+                .filter(|lp| lp.status == loops_core::LoopStatus::Active)
+                .filter_map(|lp| {
+                    let to = loops_core::schedule::replan_after_clock_jump(&lp, now).ok()??;
+                    Some(loops_store::SlotMove { read: lp, to })
+                })
+                .collect();
+            let was: std::collections::HashMap<LoopId, Option<Instant>> = moves
+                .iter()
+                .map(|m| (m.read.id.clone(), m.read.next_run_at))
+                .collect();
+            let done = self
+                .store
+                .move_slots_back(&moves, now, self.fence())
+                .map_err(|e| self.note_store_error(e))?;
+            for lp in done {
+                tracing::warn!(
+                    loop_name = %lp.name,
+                    was = %was.get(&lp.id).copied().flatten().map(|t| format_instant(&t)).unwrap_or_default(),
+                    now = %lp.next_run_at.map(|t| format_instant(&t)).unwrap_or_default(),
+                    "next slot lay further ahead than the schedule allows (the clock went back?); moved it"
+                );
+                moved.push(lp.id);
             }
             if read < PAGE {
                 return Ok(moved);
             }
             offset += read;
         }
-    }
-
-    /// Moves `lp` back when its next slot lies further ahead than its schedule allows.
-    fn replan_one(&self, lp: Loop, now: Instant) -> Result<Option<LoopId>, EngineError> {
-        let Ok(Some(next)) = loops_core::schedule::replan_after_clock_jump(&lp, now) else {
-            return Ok(None);
-        };
-        let advance = loops_core::transitions::LoopAdvance {
-            status: lp.status,
-            next_run_at: Some(next),
-            retry_scheduled_for: lp.retry_scheduled_for,
-        };
-        self.store
-            .update_loop_schedule(&lp.id, &advance, now, self.fence())
-            .map_err(|e| self.note_store_error(e))?;
-        tracing::warn!(
-            loop_name = %lp.name,
-            was = %lp.next_run_at.map(|t| format_instant(&t)).unwrap_or_default(),
-            now = %format_instant(&next),
-            "next slot lay further ahead than the schedule allows (the clock went back?); moved it"
-        );
-        Ok(Some(lp.id))
     }
 }

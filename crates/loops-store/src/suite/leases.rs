@@ -224,6 +224,15 @@ pub fn fenced_writes_after_losing_the_lease_write_nothing(db: &dyn TestDb) {
             .map(|_| ()),
     );
     lost(store.expire_loops(t(100), Some(&old_fence)).map(|_| ()));
+    let back = crate::SlotMove {
+        read: before_loop.clone(),
+        to: t(1),
+    };
+    lost(
+        store
+            .move_slots_back(&[back], now, Some(&old_fence))
+            .map(|_| ()),
+    );
     lost(
         store
             .claim_runs(

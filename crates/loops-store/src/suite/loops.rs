@@ -2,7 +2,7 @@
 
 use super::{acquired, holder};
 use super::{claim, claim_req, new_loop, run_count, t, TestDb};
-use crate::{DaemonLease, Fence, LoopAdvance, RunFilter, StoreError};
+use crate::{DaemonLease, Fence, LoopAdvance, RunFilter, SlotMove, StoreError};
 use loops_core::{LoopId, LoopStatus, RunStatus};
 
 /// Ids are 12 lowercase hex characters; a loop reads back as created, by id, name and
@@ -406,4 +406,81 @@ pub fn jitter_moves_the_due_instant_with_each_slot(db: &dyn TestDb) {
         .update_loop_schedule(&lp.id, &retry, t(2), None)
         .unwrap();
     assert_eq!(retrying.due_at, Some(t(500_000 + delay(t(120_000)))));
+}
+
+/// Slots moved back after the clock went back: in one write, each loop only while it is
+/// as it was read (a loop moved, paused, given another jitter or removed meanwhile is
+/// left alone), its due instant following the new slot, one `loop_changed` event each.
+pub fn move_slots_back_moves_only_loops_still_as_read(db: &dyn TestDb) {
+    let store = db.open();
+    assert!(store.move_slots_back(&[], t(0), None).unwrap().is_empty());
+    let day = 86_400_000;
+    let ahead = |name: &str, jitter_ms: u64| {
+        let mut new = new_loop(name, Some(t(day)));
+        new.policy.jitter_ms = jitter_ms;
+        store.create_loop(new, t(0)).unwrap()
+    };
+    let (kept, moved_meanwhile, paused, jittered, removed) = (
+        ahead("kept", 30_000),
+        ahead("moved-meanwhile", 0),
+        ahead("paused", 0),
+        ahead("jittered", 0),
+        ahead("removed", 0),
+    );
+    let moves: Vec<SlotMove> = [&kept, &moved_meanwhile, &paused, &jittered, &removed]
+        .into_iter()
+        .map(|lp| SlotMove {
+            read: lp.clone(),
+            to: t(60_000),
+        })
+        .collect();
+    // Between the read and the move, another writer changes four of them.
+    let advance = |status, next| LoopAdvance {
+        status,
+        next_run_at: Some(next),
+        retry_scheduled_for: None,
+    };
+    let other = store
+        .update_loop_schedule(
+            &moved_meanwhile.id,
+            &advance(LoopStatus::Active, t(2 * day)),
+            t(1),
+            None,
+        )
+        .unwrap();
+    store
+        .update_loop_schedule(&paused.id, &advance(LoopStatus::Paused, t(day)), t(1), None)
+        .unwrap();
+    let mut def = super::definitions::unchanged(&jittered);
+    def.definition.policy.jitter_ms = 5_000;
+    let rejittered = store
+        .update_loop_definition(&jittered.id, &def, &crate::LoopVersion::of(&jittered), t(1))
+        .unwrap()
+        .unwrap();
+    assert!(store.remove_loop(&removed.id).unwrap());
+    let seq = store.event_bounds().unwrap().latest;
+
+    let moved = store.move_slots_back(&moves, t(2), None).unwrap();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(moved[0].id, kept.id);
+    assert_eq!(moved[0].next_run_at, Some(t(60_000)));
+    assert_eq!(moved[0].due_at, moves[0].due_at());
+    assert_ne!(moved[0].due_at, Some(t(60_000)), "the jitter applies");
+    assert_eq!(moved[0].updated_at, t(2));
+    assert_eq!(store.get_loop(&kept.id).unwrap().unwrap(), moved[0]);
+    assert_eq!(store.get_loop(&moved_meanwhile.id).unwrap().unwrap(), other);
+    let still_paused = store.get_loop(&paused.id).unwrap().unwrap();
+    assert_eq!(
+        (still_paused.status, still_paused.next_run_at),
+        (LoopStatus::Paused, Some(t(day)))
+    );
+    assert_eq!(store.get_loop(&jittered.id).unwrap().unwrap(), rejittered);
+    assert!(store.get_loop(&removed.id).unwrap().is_none());
+    let events = store.events_after(seq, 10).unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0].body.kind,
+        loops_core::event::EventKind::LoopChanged
+    );
+    assert_eq!(events[0].body.loop_id.as_ref(), Some(&kept.id));
 }

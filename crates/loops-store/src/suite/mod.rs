@@ -97,6 +97,7 @@ macro_rules! store_suite {
             park_loop_pauses_it_and_records_why_in_one_write,
             labels_and_notify_round_trip,
             jitter_moves_the_due_instant_with_each_slot,
+            move_slots_back_moves_only_loops_still_as_read,
             // maintenance
             another_handle_is_the_same_store,
             // claims
