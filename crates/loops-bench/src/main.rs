@@ -16,6 +16,7 @@
 //! cargo run --release -p loops-bench -- throughput             # 5k due runs end to end
 //! cargo run --release -p loops-bench -- saturation             # 2k loops/s: runs/s as a share of xargs -P2
 //! cargo run --release -p loops-bench -- rss                    # daemon RSS and idle CPU
+//! cargo run --release -p loops-bench -- clock-back             # start-up re-plan, 100,000 loops ahead
 //! cargo run --release -p loops-bench -- tick-cost              # scheduling cost with 100k loops
 //! cargo run --release -p loops-bench -- soak --secs 120        # bounded store under retention
 //! cargo run --release -p loops-bench -- quick-check            # daemon start-up check, 100k runs
@@ -42,6 +43,7 @@
 
 mod classify;
 mod cli;
+mod clock_back;
 mod dashboard;
 mod dispatch;
 mod harness;
@@ -200,6 +202,15 @@ enum Bench {
         /// Length of the idle CPU sample.
         #[arg(long, default_value_t = 10)]
         idle_secs: u64,
+    },
+    /// A clock stepped back: N loops whose next slots lie a day ahead and one due now;
+    /// the due loop's first run after the daemon's start (its re-plan moves the N back
+    /// first), beside the same with none ahead.
+    ClockBack {
+        #[arg(long, default_value_t = 100_000)]
+        loops: usize,
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
     },
     /// Scheduling cost of one pass with DUE due loops among N stored loops.
     TickCost {
@@ -449,6 +460,7 @@ fn main() -> Result<()> {
             max_concurrent,
         } => bench.saturation(loops, secs, xargs_runs, max_concurrent),
         Bench::Rss { loops, idle_secs } => bench.rss(loops, idle_secs),
+        Bench::ClockBack { loops, rounds } => bench.clock_back(loops, rounds),
         Bench::TickCost {
             loops,
             due,
