@@ -3,6 +3,20 @@
 
 use super::*;
 
+/// [`process_flags`] laid over target `$t`'s own fields (a command and an agent name
+/// them alike).
+macro_rules! own_process_flags {
+    ($c:expr, $t:expr) => {
+        process_flags(
+            $c,
+            &mut $t.cwd,
+            &mut $t.timeout,
+            &mut $t.idle_timeout,
+            &mut $t.env,
+        )
+    };
+}
+
 /// What the command flags of one command line ask for; `None` keeps that part (on
 /// `create`, `None` for `shell` is [`CommandTarget::default_shell`]).
 pub struct CommandFlags {
@@ -47,13 +61,7 @@ pub fn command_target(
             "arguments after `--` need --no-shell (with a shell, put them in --cmd)".to_owned(),
         );
     }
-    process_flags(
-        c,
-        &mut t.cwd,
-        &mut t.timeout,
-        &mut t.idle_timeout,
-        &mut t.env,
-    )?;
+    own_process_flags!(c, t)?;
     if let Some(account) = account(c) {
         t.account = Some(account);
     }
@@ -152,13 +160,7 @@ pub fn agent_target(
     t.config_overrides
         .extend(key_values("--config-override", &o.config_overrides)?);
     o.apply_provider_options(&mut t)?;
-    process_flags(
-        c,
-        &mut t.cwd,
-        &mut t.timeout,
-        &mut t.idle_timeout,
-        &mut t.env,
-    )?;
+    own_process_flags!(c, t)?;
     // One of `--account` and `--account-pool`: either replaces the other on `edit`.
     if !o.account_pool.is_empty() {
         if c.account.is_some() {

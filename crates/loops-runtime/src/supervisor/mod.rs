@@ -188,17 +188,13 @@ impl Launcher {
     /// contract), in this process or under a supervisor. The caller records the end,
     /// then calls [`Launcher::ack`] with the unit: a daemon that dies in between finds
     /// it again with its supervisor, never loses it.
-    pub async fn execute<F, C>(
+    pub async fn execute(
         &self,
         key: UnitKey,
         invocation: Invocation,
-        on_spawn: F,
-        cancel: C,
-    ) -> Executed
-    where
-        F: FnOnce(u32, Option<u64>) + Send,
-        C: Future<Output = ()> + Send,
-    {
+        on_spawn: impl FnOnce(u32, Option<u64>) + Send,
+        cancel: impl Future<Output = ()> + Send,
+    ) -> Executed {
         match self {
             Launcher::InProcess => Executed {
                 result: execute(invocation, on_spawn, cancel).await,
@@ -569,17 +565,13 @@ impl Supervisors {
         }
     }
 
-    async fn execute<F, C>(
+    async fn execute(
         self: &Arc<Self>,
         key: UnitKey,
         mut invocation: Invocation,
-        on_spawn: F,
-        cancel: C,
-    ) -> Executed
-    where
-        F: FnOnce(u32, Option<u64>) + Send,
-        C: Future<Output = ()> + Send,
-    {
+        on_spawn: impl FnOnce(u32, Option<u64>) + Send,
+        cancel: impl Future<Output = ()> + Send,
+    ) -> Executed {
         let started_at = chrono::Utc::now();
         let mut cancel = pin!(cancel);
         // Already cancelled: never started, as in process.
