@@ -15,16 +15,20 @@ impl Bencher {
     /// day ahead advanced them, then was stepped back), and one loop due now; the
     /// daemon starts, moves every far slot back (`replan_after_clock_jump`), then
     /// passes. The figure: the due loop's first run after the daemon's start.
-    pub(super) fn clock_back(&self, loops: usize, rounds: usize) -> Result<()> {
+    /// With `postgres`, the store is a throwaway PostgreSQL cluster's database (a fresh
+    /// one each round).
+    pub(super) fn clock_back(&self, loops: usize, rounds: usize, postgres: bool) -> Result<()> {
         println!("| loops a day ahead | first run after the daemon's start ms | loops left ahead | target |");
         println!("|---:|---:|---:|---|");
         for _ in 0..rounds {
             for n in [0, loops] {
-                let (first, left) = self.clock_back_round(n)?;
-                // Goal: the first pass is not held back by the re-plan (≤ 1 s).
+                let (first, left) = self.clock_back_round(n, postgres)?;
+                // Goal: the re-plan holds the first pass back by at most 50 µs a loop
+                // moved (5 s at 100,000 loops), plus the 1 s of an empty store.
+                let limit = 1_000 + n / 20;
                 println!(
-                    "| {n} | {first} | {left} | ≤ 1,000 ms, none left: {} |",
-                    verdict(first <= 1_000 && left == 0)
+                    "| {n} | {first} | {left} | ≤ {limit} ms, none left: {} |",
+                    verdict(first <= limit as i64 && left == 0)
                 );
                 flush();
             }
@@ -32,9 +36,15 @@ impl Bencher {
         Ok(())
     }
 
-    fn clock_back_round(&self, n: usize) -> Result<(i64, usize)> {
+    fn clock_back_round(&self, n: usize, postgres: bool) -> Result<(i64, usize)> {
         let dir = self.fresh_dir()?;
-        drop(Client::open(&dir.data())?);
+        let (url, _cluster) = if postgres {
+            let (url, cluster) = crate::pg::pg_store(None)?;
+            (Some(url), cluster)
+        } else {
+            (None, None)
+        };
+        drop(Client::open_store(&dir.data(), url.as_deref())?);
         let now = Utc::now();
         let hour = 3_600_000;
         let ahead = now + TimeDelta::days(1);
@@ -65,13 +75,30 @@ impl Bencher {
                 history: vec![],
             });
         }
-        let store = SqliteStore::open(&dir.db())?;
-        store.import(&batch, now)?;
+        let store: Box<dyn Store> = match &url {
+            Some(url) => Box::new(loops_postgres::PgStore::open(url)?),
+            None => Box::new(SqliteStore::open(&dir.db())?),
+        };
+        // In parts: one PostgreSQL call of 100,000 loops outlasts the store's deadline.
+        for part in batch.loops.chunks(2_000) {
+            let part = ImportBatch {
+                workflows: vec![],
+                loops: part.to_vec(),
+            };
+            store.import(&part, now)?;
+        }
         let probe = store
             .get_loop_by_name("due-now")?
             .ok_or_else(|| anyhow::anyhow!("the due loop is missing"))?;
         let started = Utc::now();
-        let mut daemon = self.start_daemon(&dir, "daemon.log", &[])?;
+        let env: Vec<(&str, &str)> = url.iter().map(|u| ("LOOPS_STORE", u.as_str())).collect();
+        let mut daemon = crate::harness::Daemon::start(
+            &self.bin,
+            &dir.data(),
+            &dir.log("daemon.log"),
+            &[],
+            &env,
+        )?;
         let deadline = std::time::Instant::now() + Duration::from_secs(600);
         let first = loop {
             let runs = store.list_runs(&RunFilter {

@@ -211,6 +211,9 @@ enum Bench {
         loops: usize,
         #[arg(long, default_value_t = 2)]
         rounds: usize,
+        /// On a throwaway PostgreSQL cluster instead of SQLite.
+        #[arg(long)]
+        postgres: bool,
     },
     /// Scheduling cost of one pass with DUE due loops among N stored loops.
     TickCost {
@@ -460,7 +463,11 @@ fn main() -> Result<()> {
             max_concurrent,
         } => bench.saturation(loops, secs, xargs_runs, max_concurrent),
         Bench::Rss { loops, idle_secs } => bench.rss(loops, idle_secs),
-        Bench::ClockBack { loops, rounds } => bench.clock_back(loops, rounds),
+        Bench::ClockBack {
+            loops,
+            rounds,
+            postgres,
+        } => bench.clock_back(loops, rounds, postgres),
         Bench::TickCost {
             loops,
             due,

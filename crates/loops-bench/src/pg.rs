@@ -16,7 +16,9 @@ use std::time::{Duration, Instant as Mono};
 
 /// The PostgreSQL URL of `--store`, or else of a throwaway cluster started here and
 /// returned with it (it lives as long as that value).
-fn pg_store(store: Option<String>) -> Result<(String, Option<loops_testkit::PgCluster>)> {
+pub(crate) fn pg_store(
+    store: Option<String>,
+) -> Result<(String, Option<loops_testkit::PgCluster>)> {
     match store {
         Some(url) => Ok((url, None)),
         None => {
