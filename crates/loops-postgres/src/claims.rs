@@ -376,7 +376,7 @@ pub(crate) async fn claim_with_lock(
             return Ok(ClaimOutcome::NotActive);
         }
         // A loop that requires runner labels is scheduled only by a runner with them
-        // all (its plan came from `due_loops_on`; this is the store's own word on it).
+        // all (its plan came from `due_loops`; this is the store's own word on it).
         if lp.runs_on != "[]" && !runner_has(db, epoch, &lp.runs_on).await? {
             return Ok(ClaimOutcome::Moved);
         }

@@ -216,7 +216,7 @@ impl Store for PgStore {
         now: Instant,
         limit: usize,
     ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
-        read!(self, |db| loops::due_loops(db, now, limit))
+        read!(self, |db| loops::due_loops(db, now, limit, None))
     }
 
     fn due_loops_on(
@@ -226,7 +226,7 @@ impl Store for PgStore {
         labels: &[String],
     ) -> StoreResult<Vec<std::result::Result<Loop, UnreadableLoop>>> {
         let labels = labels.to_vec();
-        read!(self, |db| loops::due_loops_on(db, now, limit, &labels))
+        read!(self, |db| loops::due_loops(db, now, limit, Some(&labels)))
     }
 
     fn due_loops_unless_expiring(
@@ -242,12 +242,12 @@ impl Store for PgStore {
     }
 
     fn next_due_at(&self) -> StoreResult<Option<Instant>> {
-        read!(self, |db| loops::next_due_at(db))
+        read!(self, |db| loops::next_due_at(db, None))
     }
 
     fn next_due_at_on(&self, labels: &[String]) -> StoreResult<Option<Instant>> {
         let labels = labels.to_vec();
-        read!(self, |db| loops::next_due_at_on(db, &labels))
+        read!(self, |db| loops::next_due_at(db, Some(&labels)))
     }
 
     fn park_loop(

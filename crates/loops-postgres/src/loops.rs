@@ -324,60 +324,73 @@ pub(crate) async fn remove_loop(db: &Db<'_, impl Conn>, loop_id: &LoopId) -> Res
     Ok(true)
 }
 
+/// The condition a runner advertising `$N` (its labels as a JSON array) adds to a due
+/// read: only loops whose `runsOn` it has.
+macro_rules! runs_on {
+    ($n:literal) => {
+        concat!(
+            " AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($",
+            $n,
+            "::text)::jsonb)"
+        )
+    };
+}
+
+/// The due read: active loops due by `$1`, not held, earliest first, at most `$2`;
+/// `$filter` narrows it.
+macro_rules! due_sql {
+    ($filter:expr) => {
+        concat!(
+            "SELECT ",
+            loop_cols!(),
+            " FROM loops WHERE status = 'active' AND due_at <= $1",
+            $filter,
+            " AND ",
+            loops_store::not_held_at!(crate::holds, "$1"),
+            " ORDER BY due_at LIMIT $2"
+        )
+    };
+}
+
+/// A runner's labels as the JSON array [`runs_on!`] compares with.
+fn labels_json(labels: &[String]) -> Result<String> {
+    serde_json::to_string(labels).map_err(|e| Error::invalid(e.to_string()))
+}
+
+/// The loops due by `now`, at most `limit`; with `labels`, only those a runner
+/// advertising them can take.
 pub(crate) async fn due_loops(
     db: &Db<'_, impl Conn>,
     now: Instant,
     limit: usize,
+    labels: Option<&[String]>,
 ) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                loop_cols!(),
-                " FROM loops WHERE status = 'active' AND due_at <= $1 AND ",
-                loops_store::not_held_at!(crate::holds, "$1"),
-                " ORDER BY due_at LIMIT $2"
-            ),
-            &[&ms(&now), &sat_i64(limit as u64)],
-        )
-        .await?;
+    let (now, limit) = (ms(&now), sat_i64(limit as u64));
+    let rows = match labels {
+        None => db.query(due_sql!(""), &[&now, &limit]).await?,
+        Some(labels) => {
+            let labels = labels_json(labels)?;
+            db.query(due_sql!(runs_on!("3")), &[&now, &limit, &labels])
+                .await?
+        }
+    };
     Ok(rows.iter().map(decode_loop_row).collect())
 }
 
-/// [`due_loops`] for a runner advertising `labels`: only loops whose `runsOn` it has.
-pub(crate) async fn due_loops_on(
-    db: &Db<'_, impl Conn>,
-    now: Instant,
-    limit: usize,
-    labels: &[String],
-) -> Result<Vec<std::result::Result<Loop, UnreadableLoop>>> {
-    let labels = serde_json::to_string(labels).map_err(|e| Error::invalid(e.to_string()))?;
-    let rows = db
-        .query(
-            concat!(
-                "SELECT ",
-                loop_cols!(),
-                " FROM loops WHERE status = 'active' AND due_at <= $1 \
-                  AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($3::text)::jsonb) AND ",
-                loops_store::not_held_at!(crate::holds, "$1"),
-                " ORDER BY due_at LIMIT $2"
-            ),
-            &[&ms(&now), &sat_i64(limit as u64), &labels],
-        )
-        .await?;
-    Ok(rows.iter().map(decode_loop_row).collect())
-}
-
-/// [`due_loops_on`] unless a loop is past its expiry (`None`): both statements go to the
-/// server together, one round trip for a scheduling pass's reads.
+/// [`due_loops`] for a runner advertising `labels` unless a loop is past its expiry
+/// (`None`): both statements go to the server together, one round trip for a
+/// scheduling pass's reads.
 pub(crate) async fn due_loops_unless_expiring(
     db: &Db<'_, impl Conn>,
     now: Instant,
     limit: usize,
     labels: &[String],
 ) -> Result<Option<Vec<std::result::Result<Loop, UnreadableLoop>>>> {
-    let (expiring, due) =
-        crate::session::together(any_expired(db, now), due_loops_on(db, now, limit, labels)).await;
+    let (expiring, due) = crate::session::together(
+        any_expired(db, now),
+        due_loops(db, now, limit, Some(labels)),
+    )
+    .await;
     if expiring? {
         return Ok(None);
     }
@@ -385,43 +398,39 @@ pub(crate) async fn due_loops_unless_expiring(
 }
 
 /// The earliest instant an active loop becomes due ([`loops_store::waits_until`]); without holds
-/// (the common case) one index probe.
-pub(crate) async fn next_due_at(db: &Db<'_, impl Conn>) -> Result<Option<Instant>> {
-    earliest_due(
-        db,
-        "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
-         ORDER BY due_at LIMIT 1",
-        concat!(
-            "SELECT MIN(",
-            loops_store::waits_until!(crate::holds, "GREATEST"),
-            ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL"
-        ),
-        &[],
-    )
-    .await
-}
-
-/// [`next_due_at`] among the loops a runner advertising `labels` can take (the filter of
-/// [`due_loops_on`]).
-pub(crate) async fn next_due_at_on(
+/// (the common case) one index probe. With `labels`, among the loops a runner advertising
+/// them can take (the filter of [`due_loops`]).
+pub(crate) async fn next_due_at(
     db: &Db<'_, impl Conn>,
-    labels: &[String],
+    labels: Option<&[String]>,
 ) -> Result<Option<Instant>> {
-    let labels = serde_json::to_string(labels).map_err(|e| Error::invalid(e.to_string()))?;
-    earliest_due(
-        db,
-        "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
-         AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb) \
-         ORDER BY due_at LIMIT 1",
-        concat!(
-            "SELECT MIN(",
-            loops_store::waits_until!(crate::holds, "GREATEST"),
-            ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL \
-             AND (runs_on_json = '[]' OR runs_on_json::jsonb <@ ($1::text)::jsonb)"
-        ),
-        &[&labels],
-    )
-    .await
+    macro_rules! plain {
+        ($filter:expr) => {
+            concat!(
+                "SELECT due_at FROM loops WHERE status = 'active' AND due_at IS NOT NULL",
+                $filter,
+                " ORDER BY due_at LIMIT 1"
+            )
+        };
+    }
+    macro_rules! held {
+        ($filter:expr) => {
+            concat!(
+                "SELECT MIN(",
+                loops_store::waits_until!(crate::holds, "GREATEST"),
+                ") FROM loops WHERE status = 'active' AND due_at IS NOT NULL",
+                $filter
+            )
+        };
+    }
+    match labels {
+        None => earliest_due(db, plain!(""), held!(""), &[]).await,
+        Some(labels) => {
+            let labels = labels_json(labels)?;
+            let (plain, held) = (plain!(runs_on!("1")), held!(runs_on!("1")));
+            earliest_due(db, plain, held, &[&labels]).await
+        }
+    }
 }
 
 /// The first instant `plain` finds (one index probe, right while no hold exists) or,
