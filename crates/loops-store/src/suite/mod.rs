@@ -370,6 +370,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 77);
+        assert_eq!(count, 78);
     }
 }

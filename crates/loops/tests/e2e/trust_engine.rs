@@ -461,13 +461,37 @@ fn a_daemon_started_after_the_clock_went_back_replans_at_once() {
             .contains("clock set back"),
         "{warned}"
     );
+    // Two more loops left ahead: one warning names them all, not a line each.
+    for name in ["job-b", "job-c"] {
+        let lp = w.create_cmd(name, &["--every", "1h"], "true");
+        sql(
+            &w,
+            &format!(
+                "UPDATE loops SET next_run_at = {ahead}, due_at = {ahead} WHERE id = '{}'",
+                lp["id"].as_str().unwrap()
+            ),
+        );
+    }
     let mut d = w.daemon_ready(&[]);
-    wait_for("the loop to be re-planned", LONG, || {
-        let shown = w.json(&["show", "job"]);
-        let next = crate::util::instant(&shown["nextRunAt"]);
-        (next <= chrono::Utc::now() + chrono::TimeDelta::hours(1)).then_some(())
+    wait_for("the loops to be re-planned", LONG, || {
+        ["job", "job-b", "job-c"]
+            .iter()
+            .all(|name| {
+                let shown = w.json(&["show", name]);
+                let next = crate::util::instant(&shown["nextRunAt"]);
+                next <= chrono::Utc::now() + chrono::TimeDelta::hours(1)
+            })
+            .then_some(())
     });
     assert_eq!(d.stop(), Some(0));
+    let log = d.log_text();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("moved them back"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{log}");
+    assert!(warned[0].contains("moved=3"), "{}", warned[0]);
+    assert!(warned[0].contains("job, job-b, job-c"), "{}", warned[0]);
 }
 
 // ---- issue #19 item 9: jitter and catch-up after downtime ----
