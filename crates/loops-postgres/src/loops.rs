@@ -666,6 +666,10 @@ fn loops_from(filter: &LoopFilter) -> (String, BoxedParams) {
         None if !filter.include_archived => conditions.push("status != 'archived'".to_owned()),
         None => {}
     }
+    if let Some(name) = &filter.after_name {
+        params.push(Box::new(name.clone()));
+        conditions.push(format!("name > ${}", params.len()));
+    }
     if filter.order == LoopOrder::NextSlot {
         conditions.push(
             "status = 'active' AND (next_run_at IS NOT NULL OR retry_scheduled_for IS NOT NULL)"

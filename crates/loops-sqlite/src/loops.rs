@@ -574,6 +574,10 @@ fn loops_from(filter: &LoopFilter) -> (String, Vec<Value>) {
         None if !filter.include_archived => conditions.push("status != 'archived'"),
         None => {}
     }
+    if let Some(name) = &filter.after_name {
+        conditions.push("name > ?");
+        params.push(Value::Text(name.clone()));
+    }
     if filter.order == LoopOrder::NextSlot {
         conditions.push(
             "status = 'active' AND (next_run_at IS NOT NULL OR retry_scheduled_for IS NOT NULL)",

@@ -236,6 +236,10 @@ pub struct LoopFilter {
     /// Only loops carrying every one of these labels (found through the label index,
     /// not by reading every loop).
     pub labels: Vec<String>,
+    /// Only loops whose name sorts after this one (the store's order of names, as
+    /// [`LoopOrder::Name`] lists them): a walk over every loop a page at a time that a
+    /// loop created or removed meanwhile does not shift.
+    pub after_name: Option<String>,
     /// Skip this many of the matching loops (in `order`) first. Paging is done by
     /// the store, so a page of a large store reads and decodes that page only.
     pub offset: usize,

@@ -244,9 +244,10 @@ impl Engine {
     /// The loops are read a page at a time: the daemon does this at its start, and
     /// 100,000 loops decoded at once were ≈ 100 MB of its memory. Every loop is paged,
     /// the active ones picked here: that is a walk of the name index, where paging the
-    /// active ones would sort them all for every page. A loop created or removed
-    /// meanwhile may shift the pages by one; a loop seen twice is not moved twice, and
-    /// one passed over is moved at the next start or jump.
+    /// active ones would sort them all for every page. Each page starts after the last
+    /// name of the one before, not at an offset: a loop removed meanwhile shifted the
+    /// offsets past a loop, which then stayed ahead until the next start, and each page
+    /// read every row before it again.
     pub fn replan_after_clock_jump(&self) -> Result<Vec<LoopId>, EngineError> {
         const PAGE: usize = 2_000;
         // Loops the warning names; the rest are counted.
@@ -254,15 +255,31 @@ impl Engine {
         let now = self.clock.now();
         let mut moved = Vec::new();
         let mut names = Vec::new();
-        let mut offset = 0;
+        let (mut after_name, mut skip) = (None, 0);
         loop {
             let page = self.store.loop_rows_matching(&LoopFilter {
                 include_archived: true,
-                offset,
+                after_name: after_name.clone(),
+                offset: skip,
                 limit: Some(PAGE),
                 ..LoopFilter::default()
             })?;
             let read = page.len();
+            // The next page starts after the last name read. A row whose name itself
+            // cannot be read (an unreadable loop named "") cannot be a start: the rows
+            // after the last readable name are skipped by count, so the walk always
+            // moves on.
+            let name_of = |row: &Result<Loop, loops_store::UnreadableLoop>| match row {
+                Ok(lp) => Some(lp.name.clone()),
+                Err(unreadable) => Some(unreadable.name.clone()).filter(|n| !n.is_empty()),
+            };
+            match page.iter().rposition(|row| name_of(row).is_some()) {
+                Some(last) => {
+                    after_name = name_of(&page[last]);
+                    skip = read - 1 - last;
+                }
+                None => skip += read,
+            }
             // Each page's moves in one write: a clock stepped back under 100,000 loops
             // must not hold the first pass back for a write per loop.
             let moves: Vec<loops_store::SlotMove> = page
@@ -308,7 +325,6 @@ impl Engine {
                 }
                 return Ok(moved);
             }
-            offset += read;
         }
     }
 }

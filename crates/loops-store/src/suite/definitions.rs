@@ -271,7 +271,7 @@ pub fn loop_rows_matching_filters_by_labels_and_hides_archived(db: &dyn TestDb) 
     assert_eq!(
         rows(LoopFilter {
             labels: vec!["ci".into()],
-            ..all
+            ..all.clone()
         }),
         ["x", "y", "z"]
     );

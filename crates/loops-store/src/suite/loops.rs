@@ -484,3 +484,33 @@ pub fn move_slots_back_moves_only_loops_still_as_read(db: &dyn TestDb) {
     );
     assert_eq!(events[0].body.loop_id.as_ref(), Some(&kept.id));
 }
+
+/// `after_name` pages by name: only loops whose names sort after it, counted alike;
+/// with a limit, the next page of a walk that a removed loop does not shift.
+pub fn after_name_starts_a_page_after_that_name(db: &dyn TestDb) {
+    let store = db.open();
+    for name in ["charlie", "alpha", "delta", "bravo"] {
+        store.create_loop(new_loop(name, None), t(0)).unwrap();
+    }
+    let names = |filter: &crate::LoopFilter| -> Vec<String> {
+        store
+            .loop_rows_matching(filter)
+            .unwrap()
+            .into_iter()
+            .map(|row| row.unwrap().name)
+            .collect()
+    };
+    let after = |name: &str, limit| crate::LoopFilter {
+        after_name: Some(name.to_owned()),
+        limit,
+        ..crate::LoopFilter::default()
+    };
+    assert_eq!(names(&after("bravo", None)), ["charlie", "delta"]);
+    assert_eq!(store.count_loops(&after("bravo", None)).unwrap(), 2);
+    assert_eq!(names(&after("b", Some(1))), ["bravo"]);
+    // The page after "alpha" is the same with "alpha" gone.
+    let alpha = store.get_loop_by_name("alpha").unwrap().unwrap();
+    assert!(store.remove_loop(&alpha.id).unwrap());
+    assert_eq!(names(&after("alpha", Some(2))), ["bravo", "charlie"]);
+    assert!(names(&after("delta", None)).is_empty());
+}

@@ -98,6 +98,7 @@ macro_rules! store_suite {
             labels_and_notify_round_trip,
             jitter_moves_the_due_instant_with_each_slot,
             move_slots_back_moves_only_loops_still_as_read,
+            after_name_starts_a_page_after_that_name,
             // maintenance
             another_handle_is_the_same_store,
             // claims
@@ -370,6 +371,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 78);
+        assert_eq!(count, 79);
     }
 }
