@@ -5,9 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use loops_core::{NewLoop, Policy, RunOutcome, RunSource, RunStatus};
+use loops_core::{NewLoop, Policy, RunOutcome, RunStatus};
 use loops_postgres::PgStore;
-use loops_store::{ClaimRequest, CorruptKind, RunWrite, RunWritten, Store, StoreError};
+use loops_store::{CorruptKind, RunWrite, RunWritten, Store, StoreError};
 use loops_testkit::PgCluster;
 
 mod common;
@@ -96,15 +96,10 @@ fn nul_characters_in_output_are_replaced_not_fatal() {
     let store = PgStore::open(&cluster.database()).unwrap();
     let now = chrono::Utc::now();
     let lp = store.create_loop(new_loop("nul"), now).unwrap();
-    let req = ClaimRequest {
-        loop_id: lp.id.clone(),
-        scheduled_for: now,
-        runner_id: "r".to_owned(),
-        source: RunSource::AdHoc,
-        now,
-        require_no_running: false,
-    };
-    let run = store.claim_run(&req, None, None).unwrap().unwrap();
+    let run = store
+        .claim_run(&common::ad_hoc(&lp, "r", now), None, None)
+        .unwrap()
+        .unwrap();
     let outcome = RunOutcome {
         status: RunStatus::Succeeded,
         finished_at: now,
@@ -560,15 +555,10 @@ fn a_recorder_batch_waiting_on_a_concurrent_update_still_writes_every_run() {
         .iter()
         .map(|name| {
             let lp = store.create_loop(new_loop(name), now).unwrap();
-            let req = ClaimRequest {
-                loop_id: lp.id.clone(),
-                scheduled_for: now,
-                runner_id: "r".to_owned(),
-                source: RunSource::AdHoc,
-                now,
-                require_no_running: false,
-            };
-            store.claim_run(&req, None, None).unwrap().unwrap()
+            store
+                .claim_run(&common::ad_hoc(&lp, "r", now), None, None)
+                .unwrap()
+                .unwrap()
         })
         .collect();
     let ids: Vec<String> = runs.iter().map(|r| r.id.to_string()).collect();

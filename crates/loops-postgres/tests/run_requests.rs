@@ -37,15 +37,7 @@ fn registration(name: &str, labels: &[&str]) -> RunnerRegistration {
 }
 
 fn ad_hoc(lp: &loops_core::Loop, runner: &str) -> ClaimRequest {
-    let now = chrono::Utc::now();
-    ClaimRequest {
-        loop_id: lp.id.clone(),
-        scheduled_for: now,
-        runner_id: runner.to_owned(),
-        source: RunSource::AdHoc,
-        now,
-        require_no_running: false,
-    }
+    common::ad_hoc(lp, runner, chrono::Utc::now())
 }
 
 /// Offered only to a runner with the loop's labels; of three runners racing for it,

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use loops_core::{NewLoop, Policy, RunSource};
+use loops_core::{NewLoop, Policy};
 use loops_postgres::PgStore;
 use loops_store::{
     ClaimRequest, DaemonLease, LeaseAcquire, LeaseHolder, RunWrite, RunnerRegistration, Store,
@@ -32,15 +32,7 @@ fn new_loop(name: &str) -> NewLoop {
 }
 
 fn claim(lp: &loops_core::Loop, runner: &str) -> ClaimRequest {
-    let now = chrono::Utc::now();
-    ClaimRequest {
-        loop_id: lp.id.clone(),
-        scheduled_for: now,
-        runner_id: runner.to_owned(),
-        source: RunSource::AdHoc,
-        now,
-        require_no_running: false,
-    }
+    common::ad_hoc(lp, runner, chrono::Utc::now())
 }
 
 /// A runner's fence works while its lease lives; once the database's clock passes its

@@ -61,6 +61,18 @@ pub fn pass(lp: &Loop, slot: loops_core::Instant, runner: &str) -> BatchClaim {
     }
 }
 
+/// An ad-hoc claim of `lp` by `runner` at `now` (as `run-now` makes one).
+pub fn ad_hoc(lp: &Loop, runner: &str, now: loops_core::Instant) -> ClaimRequest {
+    ClaimRequest {
+        loop_id: lp.id.clone(),
+        scheduled_for: now,
+        runner_id: runner.to_owned(),
+        source: RunSource::AdHoc,
+        now,
+        require_no_running: false,
+    }
+}
+
 /// A recorder batch: each run's pid record (pid 4242) at `at`, then each run's end as
 /// succeeded at `end`.
 pub fn pid_records_then_ends(
