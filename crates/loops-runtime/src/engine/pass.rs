@@ -253,78 +253,110 @@ impl Engine {
         // Loops the warning names; the rest are counted.
         const NAMED: usize = 5;
         let now = self.clock.now();
-        let mut moved = Vec::new();
-        let mut names = Vec::new();
-        let (mut after_name, mut skip) = (None, 0);
+        let (mut moved, mut names) = (Vec::new(), Vec::new());
+        let mut cursor = NameCursor::default();
         loop {
-            let page = self.store.loop_rows_matching(&LoopFilter {
-                include_archived: true,
-                after_name: after_name.clone(),
-                offset: skip,
-                limit: Some(PAGE),
-                ..LoopFilter::default()
-            })?;
+            let page = self.store.loop_rows_matching(&cursor.page(PAGE))?;
             let read = page.len();
-            // The next page starts after the last name read. A row whose name itself
-            // cannot be read (an unreadable loop named "") cannot be a start: the rows
-            // after the last readable name are skipped by count, so the walk always
-            // moves on.
-            let name_of = |row: &Result<Loop, loops_store::UnreadableLoop>| match row {
-                Ok(lp) => Some(lp.name.clone()),
-                Err(unreadable) => Some(unreadable.name.clone()).filter(|n| !n.is_empty()),
-            };
-            match page.iter().rposition(|row| name_of(row).is_some()) {
-                Some(last) => {
-                    after_name = name_of(&page[last]);
-                    skip = read - 1 - last;
-                }
-                None => skip += read,
-            }
-            // Each page's moves in one write: a clock stepped back under 100,000 loops
-            // must not hold the first pass back for a write per loop.
-            let moves: Vec<loops_store::SlotMove> = page
-                .into_iter()
-                .flatten()
-                .filter(|lp| lp.status == loops_core::LoopStatus::Active)
-                .filter_map(|lp| {
-                    let to = loops_core::schedule::replan_after_clock_jump(&lp, now).ok()??;
-                    Some(loops_store::SlotMove { read: lp, to })
-                })
-                .collect();
-            let was: std::collections::HashMap<LoopId, Option<Instant>> = moves
-                .iter()
-                .map(|m| (m.read.id.clone(), m.read.next_run_at))
-                .collect();
-            let done = self
-                .store
-                .move_slots_back(&moves, now, self.fence())
-                .map_err(|e| self.note_store_error(e))?;
-            for lp in done {
-                // One line a loop at debug level; the warning is one line for all
-                // (100,000 loops moved were 20 MB of warnings).
-                tracing::debug!(
-                    loop_name = %lp.name,
-                    was = %was.get(&lp.id).copied().flatten().map(|t| format_instant(&t)).unwrap_or_default(),
-                    now = %lp.next_run_at.map(|t| format_instant(&t)).unwrap_or_default(),
-                    "next slot lay further ahead than the schedule allows; moved it"
-                );
+            cursor.advance(&page);
+            for lp in self.move_page_back(page, now)? {
                 if names.len() < NAMED {
                     names.push(lp.name);
                 }
                 moved.push(lp.id);
             }
             if read < PAGE {
-                if !moved.is_empty() {
-                    let more = moved.len() - names.len();
-                    tracing::warn!(
-                        moved = moved.len(),
-                        loops = %names.join(", "),
-                        more,
-                        "next slots lay further ahead than their schedules allow (the clock went back?); moved them back"
-                    );
-                }
-                return Ok(moved);
+                break;
             }
+        }
+        // One warning for all of them (100,000 loops moved were 20 MB of warnings).
+        if !moved.is_empty() {
+            tracing::warn!(
+                moved = moved.len(),
+                loops = %names.join(", "),
+                more = moved.len() - names.len(),
+                "next slots lay further ahead than their schedules allow (the clock went back?); moved them back"
+            );
+        }
+        Ok(moved)
+    }
+
+    /// Moves back the active loops of `page` whose next slot lies further ahead than
+    /// their schedule allows, in one write (a clock stepped back under 100,000 loops
+    /// must not hold the first pass back for a write per loop); each at debug level.
+    fn move_page_back(
+        &self,
+        page: Vec<Result<Loop, loops_store::UnreadableLoop>>,
+        now: Instant,
+    ) -> Result<Vec<Loop>, EngineError> {
+        let moves: Vec<loops_store::SlotMove> = page
+            .into_iter()
+            .flatten()
+            .filter(|lp| lp.status == loops_core::LoopStatus::Active)
+            .filter_map(|lp| {
+                let to = loops_core::schedule::replan_after_clock_jump(&lp, now).ok()??;
+                Some(loops_store::SlotMove { read: lp, to })
+            })
+            .collect();
+        let done = self
+            .store
+            .move_slots_back(&moves, now, self.fence())
+            .map_err(|e| self.note_store_error(e))?;
+        let was: std::collections::HashMap<&LoopId, Option<Instant>> = moves
+            .iter()
+            .map(|m| (&m.read.id, m.read.next_run_at))
+            .collect();
+        for lp in &done {
+            tracing::debug!(
+                loop_name = %lp.name,
+                was = %was.get(&lp.id).copied().flatten().map(|t| format_instant(&t)).unwrap_or_default(),
+                now = %lp.next_run_at.map(|t| format_instant(&t)).unwrap_or_default(),
+                "next slot lay further ahead than the schedule allows; moved it"
+            );
+        }
+        Ok(done)
+    }
+}
+
+/// Where the next page of a walk over every loop by name starts: after the last name
+/// read, not at an offset. A row whose name itself cannot be read (an unreadable loop
+/// named "") cannot be a start: the rows after the last readable name are skipped by
+/// count, so the walk always moves on.
+#[derive(Default)]
+struct NameCursor {
+    after_name: Option<String>,
+    skip: usize,
+}
+
+impl NameCursor {
+    /// The filter of the next page of at most `limit` loops, archived ones too.
+    fn page(&self, limit: usize) -> LoopFilter {
+        LoopFilter {
+            include_archived: true,
+            after_name: self.after_name.clone(),
+            offset: self.skip,
+            limit: Some(limit),
+            ..LoopFilter::default()
+        }
+    }
+
+    /// Past `page`, the page just read.
+    fn advance(&mut self, page: &[Result<Loop, loops_store::UnreadableLoop>]) {
+        let name_of = |row: &Result<Loop, loops_store::UnreadableLoop>| match row {
+            Ok(lp) => Some(lp.name.clone()),
+            Err(unreadable) => Some(unreadable.name.clone()).filter(|n| !n.is_empty()),
+        };
+        match page
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, row)| Some((i, name_of(row)?)))
+        {
+            Some((last, name)) => {
+                self.after_name = Some(name);
+                self.skip = page.len() - 1 - last;
+            }
+            None => self.skip += page.len(),
         }
     }
 }
