@@ -92,6 +92,15 @@ pub(crate) fn start_background_maintenance(store: &SqliteStore) -> StoreResult<(
         // hundreds of milliseconds on ext4. The daemon's WAL keeps its working size
         // instead, capped here.
         conn.pragma_update(None, "journal_size_limit", DAEMON_WAL_LIMIT)?;
+        // A statement of a transaction keeps the pages it changes in a statement
+        // journal, which SQLite writes to a temporary file once it outgrows 64 KiB: a
+        // busy daemon's claim and finalization batches did, tens of MB/s of writes to
+        // files deleted right after (BENCHMARKS §34). In memory instead. The journal
+        // holds the pages one statement changes; the daemon's largest are a batch
+        // (bounded by its concurrency), a page of the clock re-plan (2,000 loops) and
+        // the loops that expire at one instant. The CLI's connections keep the file:
+        // one of theirs may delete millions of runs.
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
         Ok(())
     })?;
     // A concurrent second start loses here; its thread ends with its dropped handle.

@@ -97,6 +97,53 @@ fn background_maintenance_checkpoints_the_wal() {
     assert_eq!(store.list_loops(None).unwrap().len(), 200);
 }
 
+/// Bytes this thread has written (`/proc/thread-self/io`): a store's statements run
+/// on the caller's thread, its checkpoints on a thread of their own.
+fn thread_wchar() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Writes of one transaction whose one statement changes far more than 64 KiB of
+/// pages: 2,000 loops expiring at once.
+fn wchar_of_a_large_expiry(maintained: bool) -> u64 {
+    let dir = TempDir::new().unwrap();
+    let store = SqliteStore::open(&dir.path().join(DB_FILE)).unwrap();
+    if maintained {
+        store.start_background_maintenance().unwrap();
+    }
+    for i in 0..2_000 {
+        let mut nl = new_loop(&format!("expiring-{i:04}"), Some(t(60_000)));
+        nl.policy.expires_at = Some(t(1_000));
+        store.create_loop(nl, t(0)).unwrap();
+    }
+    let before = thread_wchar();
+    assert_eq!(store.expire_loops(t(2_000), None).unwrap().len(), 2_000);
+    thread_wchar() - before
+}
+
+/// The daemon's connection keeps statement journals in memory (`temp_store`): before,
+/// a statement that changed more than 64 KiB of pages inside a transaction also
+/// wrote them all to a temporary file, deleted right after (BENCHMARKS §34). The
+/// CLI's connections keep the file.
+#[test]
+fn background_maintenance_keeps_statement_journals_in_memory() {
+    let cli = wchar_of_a_large_expiry(false);
+    let daemon = wchar_of_a_large_expiry(true);
+    // The journal of 2,000 changed rows and their index entries is hundreds of KB;
+    // the WAL frames both write are the same.
+    assert!(
+        daemon + 256 * 1024 < cli,
+        "the daemon's connection wrote {daemon} bytes, the CLI's {cli}: the statement \
+         journal still goes to a file"
+    );
+}
+
 #[test]
 fn background_checkpoints_rewind_the_wal_under_continuous_writes() {
     let dir = TempDir::new().unwrap();
