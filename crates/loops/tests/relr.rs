@@ -1,6 +1,13 @@
 //! The `loops` binary is linked with packed relative relocations (`DT_RELR`) wherever
 //! this host's glibc can load them (`build.rs`; BENCHMARKS.md §35), and still starts.
 
+// The ELF64 little-endian binaries of Linux with glibc, where `build.rs` may pack them.
+#![cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    target_endian = "little",
+    target_pointer_width = "64"
+))]
 // Test code: a failed expectation is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -59,7 +66,6 @@ fn glibc() -> Option<(u32, u32)> {
 }
 
 #[test]
-#[cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
 fn binary_packs_relative_relocations_where_glibc_loads_them() {
     let bin = env!("CARGO_BIN_EXE_loops");
     let tags = dynamic_tags(&std::fs::read(bin).unwrap());
