@@ -1595,8 +1595,17 @@ fn a_provider_cap_runs_its_loops_one_at_a_time_without_missing_a_slot() {
         w.make_due(name);
     }
     let mut d = w.daemon_ready(&["--max-concurrent-per", "provider=claude:1"]);
-    let status = w.ok(&["daemon", "status"]);
-    assert!(status.contains("provider=claude:1"), "{status}");
+    // The daemon records its caps once its supervisor is up, a moment after it took
+    // the lease (what `daemon_ready` waits for).
+    wait_for(
+        "daemon status to show the cap",
+        Duration::from_secs(10),
+        || {
+            w.ok(&["daemon", "status"])
+                .contains("provider=claude:1")
+                .then_some(())
+        },
+    );
 
     // While one runs, the others wait, and say so.
     let waiting = wait_for(

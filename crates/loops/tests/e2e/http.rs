@@ -596,7 +596,12 @@ fn the_daemon_and_runner_documents_are_their_schemas() {
         keys.sort();
         keys
     };
-    let status = api.get("/v1/daemon").json();
+    // The caps are recorded once the daemon's supervisor is up, a moment after the
+    // lease `daemon_ready` waits for.
+    let status = wait_for("the daemon's caps", Duration::from_secs(10), || {
+        let status = api.get("/v1/daemon").json();
+        (status["caps"][0]["caps"] == json!("provider=claude:2")).then_some(status)
+    });
     assert_eq!(sent(&status), described("DaemonStatusDocument"), "{status}");
     assert_eq!(
         status["caps"][0]["caps"],
