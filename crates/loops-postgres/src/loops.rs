@@ -626,6 +626,7 @@ pub(crate) fn loops_query(filter: &LoopFilter) -> (String, BoxedParams) {
     let mut sql = format!(concat!("SELECT ", loop_cols!(), "{}"), from);
     sql.push_str(match filter.order {
         LoopOrder::Name => " ORDER BY name",
+        LoopOrder::Id => " ORDER BY id",
         // LEAST() passes over a NULL.
         LoopOrder::NextSlot => " ORDER BY LEAST(retry_scheduled_for, next_run_at), name",
     });
@@ -669,6 +670,10 @@ fn loops_from(filter: &LoopFilter) -> (String, BoxedParams) {
     if let Some(name) = &filter.after_name {
         params.push(Box::new(name.clone()));
         conditions.push(format!("name > ${}", params.len()));
+    }
+    if let Some(id) = &filter.after_id {
+        params.push(Box::new(id.as_str().to_owned()));
+        conditions.push(format!("id > ${}", params.len()));
     }
     if filter.order == LoopOrder::NextSlot {
         conditions.push(

@@ -529,6 +529,7 @@ pub(crate) fn loops_query(filter: &LoopFilter) -> (String, Vec<Value>) {
     let mut sql = format!(concat!("SELECT ", loop_cols!(), "{}"), from);
     sql.push_str(match filter.order {
         LoopOrder::Name => " ORDER BY name",
+        LoopOrder::Id => " ORDER BY id",
         // min() of two values is NULL when either is: each stands in for a missing other.
         LoopOrder::NextSlot => {
             " ORDER BY min(coalesce(retry_scheduled_for, next_run_at), \
@@ -577,6 +578,10 @@ fn loops_from(filter: &LoopFilter) -> (String, Vec<Value>) {
     if let Some(name) = &filter.after_name {
         conditions.push("name > ?");
         params.push(Value::Text(name.clone()));
+    }
+    if let Some(id) = &filter.after_id {
+        conditions.push("id > ?");
+        params.push(Value::Text(id.as_str().to_owned()));
     }
     if filter.order == LoopOrder::NextSlot {
         conditions.push(

@@ -82,7 +82,12 @@ pub(crate) fn report_queries() -> Vec<(&'static str, String, Vec<rusqlite::types
             status_counts_sql(),
             status_counts_params(1_800_000).map(V::Integer).to_vec(),
         ),
-        ("scan", SCAN_SQL.to_owned(), vec![]),
+        ("scan", SCAN_SQL.to_owned(), vec![id(), id()]),
+        (
+            "scan count",
+            SCAN_COUNT_SQL.to_owned(),
+            vec![id(), id(), V::Integer(20)],
+        ),
     ]
 }
 
@@ -189,23 +194,42 @@ pub enum FactsRead {
 }
 
 impl FactsRead {
-    /// One pass over the runs when they are no more than `recent` a loop asked about on
-    /// average (their number bounded by the largest rowid: one index probe), where the
-    /// probes of every loop cost more than the pass (100,000 loops with a run each:
-    /// BENCHMARKS.md §25); else the probes, which read only each loop's newest rows
-    /// whatever the history (10 million runs).
-    fn for_store(conn: &Connection, loops: usize, recent: usize) -> Result<Self> {
+    /// One pass over the runs of the loops asked about — the range of the runs' index
+    /// between their least and greatest id — when those runs are no more than `recent`
+    /// a loop asked about on average, where the probes of every loop cost more than the
+    /// pass (100,000 loops with a run each: BENCHMARKS.md §25); else the probes, which
+    /// read only each loop's newest rows whatever the history (10 million runs). The
+    /// runs are bounded by the largest rowid first (one index probe), else counted in
+    /// the range, up to one past the budget (no more than the pass would read).
+    fn for_store(conn: &Connection, queries: &[FactsQuery], recent: usize) -> Result<Self> {
+        let Some(range) = id_range(queries) else {
+            return Ok(FactsRead::PerLoop);
+        };
+        let budget = (queries.len() as u64).saturating_mul(recent.max(1) as u64);
         let most: Option<i64> = conn
             .prepare_cached("SELECT max(rowid) FROM runs")?
             .query_row([], |r| r.get(0))?;
-        let runs = u64::try_from(most.unwrap_or(0)).unwrap_or(0);
-        let budget = (loops as u64).saturating_mul(recent.max(1) as u64);
-        Ok(if loops > 0 && runs <= budget {
+        if u64::try_from(most.unwrap_or(0)).unwrap_or(0) <= budget {
+            return Ok(FactsRead::Scan);
+        }
+        let counted: i64 = conn
+            .prepare_cached(SCAN_COUNT_SQL)?
+            .query_row(params![range.0, range.1, sat_i64(budget + 1)], |r| r.get(0))?;
+        Ok(if u64::try_from(counted).unwrap_or(u64::MAX) <= budget {
             FactsRead::Scan
         } else {
             FactsRead::PerLoop
         })
     }
+}
+
+/// The least and the greatest loop id of `queries` (`None` for none): the range of the
+/// runs' index [`scanned_facts`] reads. A caller that asks about its loops a batch at a
+/// time in id order (`loops health`) reads each run once over all its batches.
+fn id_range(queries: &[FactsQuery]) -> Option<(&str, &str)> {
+    let mut ids = queries.iter().map(|q| q.loop_id.as_str());
+    let first = ids.next()?;
+    Some(ids.fold((first, first), |(lo, hi), id| (lo.min(id), hi.max(id))))
 }
 
 pub(crate) fn run_facts(
@@ -220,7 +244,7 @@ pub(crate) fn run_facts(
         let tx = conn.unchecked_transaction()?;
         let how = match how {
             Some(how) => how,
-            None => FactsRead::for_store(&tx, queries.len(), recent)?,
+            None => FactsRead::for_store(&tx, queries, recent)?,
         };
         let facts = {
             let mut error = tx.prepare("SELECT error, failure_class FROM runs WHERE rowid = ?1")?;
@@ -246,11 +270,17 @@ pub(crate) fn run_facts(
     })
 }
 
-/// Every run: [`BRIEF_COLS`], then its loop; loops by descending id, each one's rows
-/// newest first — `runs_loop_recent` read backwards, no sort, no table row.
+/// Every run of the loops with ids in `[?1, ?2]`: [`BRIEF_COLS`], then its loop; loops
+/// by descending id, each one's rows newest first — one range of `runs_loop_recent`
+/// read backwards, no sort, no table row.
 const SCAN_SQL: &str = "SELECT created_at, scheduled_for, attempt, status, started_at, \
-       finished_at, rowid, loop_id FROM runs \
+       finished_at, rowid, loop_id FROM runs WHERE loop_id >= ?1 AND loop_id <= ?2 \
      ORDER BY loop_id DESC, created_at DESC, scheduled_for DESC, attempt DESC";
+
+/// The runs of the loops with ids in `[?1, ?2]`, counted up to `?3`: what
+/// [`SCAN_SQL`] would read, from the same range of the index.
+const SCAN_COUNT_SQL: &str = "SELECT count(*) FROM (SELECT 1 FROM runs \
+     WHERE loop_id >= ?1 AND loop_id <= ?2 LIMIT +?3)";
 
 /// [`FactsRead::Scan`]: the facts of every query from one pass over the runs, equal to
 /// [`loop_facts`]'s (`crates/loops-sqlite/tests/sqlite.rs` compares them).
@@ -260,13 +290,20 @@ fn scanned_facts(
     queries: &[FactsQuery],
     recent: usize,
 ) -> Result<Vec<RunFacts>> {
+    let Some(range) = id_range(queries) else {
+        return Ok(Vec::new());
+    };
     // The queries in the scan's order (by descending loop id), met as the scan goes.
-    let mut order: Vec<usize> = (0..queries.len()).collect();
-    order.sort_by(|&a, &b| queries[b].loop_id.as_str().cmp(queries[a].loop_id.as_str()));
+    // A batch asked about in id order (`loops health`) needs only reversing.
+    let mut order: Vec<usize> = (0..queries.len()).rev().collect();
+    let id = |i: usize| queries[i].loop_id.as_str();
+    if !order.is_sorted_by(|&a, &b| id(a) >= id(b)) {
+        order.sort_by(|&a, &b| id(b).cmp(id(a)));
+    }
     let mut pending = order.into_iter().peekable();
     let mut out: Vec<Option<RunFacts>> = vec![None; queries.len()];
     let mut stmt = conn.prepare(SCAN_SQL)?;
-    let mut rows = stmt.query([])?;
+    let mut rows = stmt.query(params![range.0, range.1])?;
     // The loop whose rows are passing, and its queries' tallies.
     let mut current = String::new();
     let mut tallies: Vec<(usize, Tally)> = Vec::new();

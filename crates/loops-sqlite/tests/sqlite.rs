@@ -653,11 +653,19 @@ fn health_and_usage_queries_use_indexes() {
         !counts.contains("SCAN runs") && !counts.contains("SCAN run_counts"),
         "{counts}"
     );
-    // Health over many loops with few runs each: every run once, backwards through the
-    // covering index, no sort and no table row.
+    // Health over many loops with few runs each: every run of a batch of loops once,
+    // backwards through one range of the covering index, no sort and no table row.
     assert_eq!(
         plan("scan"),
-        "SCAN runs USING COVERING INDEX runs_loop_recent"
+        "SEARCH runs USING COVERING INDEX runs_loop_recent (loop_id>? AND loop_id<?)"
+    );
+    // Whether to: the same range counted, up to a bound, in a covering index (the
+    // narrowest one by loop).
+    let count = plan("scan count");
+    assert!(
+        count.contains("SEARCH runs USING COVERING INDEX runs_loop_")
+            && count.contains("(loop_id>? AND loop_id<?)"),
+        "{count}"
     );
 }
 
@@ -798,6 +806,24 @@ fn run_facts_per_loop_and_in_one_pass_agree() {
         assert!(probed.iter().any(|f| f.failures_since_success > 0));
         assert!(probed.iter().any(|f| f.window_skipped > 0));
         assert!(probed.iter().any(|f| f.newest.is_none()));
+        // Asked a batch at a time in id order (as `loops health` asks), the pass reads
+        // only the batch's range of the index, with the same facts.
+        let mut by_id: Vec<usize> = (0..queries.len()).collect();
+        by_id.sort_by(|&a, &b| queries[a].loop_id.cmp(&queries[b].loop_id));
+        for batch in by_id.chunks(7) {
+            let asked: Vec<_> = batch.iter().map(|&i| queries[i].clone()).collect();
+            let passed = store
+                .run_facts_read(&asked, recent, FactsRead::Scan)
+                .unwrap();
+            for (&i, facts) in batch.iter().zip(&passed) {
+                assert_eq!(
+                    &probed[i], facts,
+                    "query {i} in a batch, {recent} recent rows"
+                );
+            }
+            // And as the store picks its way for a batch (the range counted).
+            assert_eq!(store.run_facts(&asked, recent).unwrap(), passed);
+        }
     }
 }
 

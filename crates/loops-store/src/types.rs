@@ -240,6 +240,10 @@ pub struct LoopFilter {
     /// [`LoopOrder::Name`] lists them): a walk over every loop a page at a time that a
     /// loop created or removed meanwhile does not shift.
     pub after_name: Option<String>,
+    /// Only loops whose id sorts after this one (the store's order of ids, as
+    /// [`LoopOrder::Id`] lists them): the same walk, a batch of loops at a time whose
+    /// runs lie side by side in the runs' index (`loops health`).
+    pub after_id: Option<LoopId>,
     /// Skip this many of the matching loops (in `order`) first. Paging is done by
     /// the store, so a page of a large store reads and decodes that page only.
     pub offset: usize,
@@ -259,6 +263,10 @@ pub enum LoopOrder {
     /// earlier of a pending retry's and `nextRunAt` (jitter aside). What the
     /// dashboard's "next up" asks for, without reading every loop.
     NextSlot,
+    /// By id: the order of the runs' index by loop, so that a batch of loops taken in
+    /// this order has its runs in one range of it ([`Store::run_facts`](crate::Store::run_facts)
+    /// of each batch reads each run once over the whole walk).
+    Id,
 }
 
 /// A loop's new definition and schedule state, written by

@@ -514,3 +514,62 @@ pub fn after_name_starts_a_page_after_that_name(db: &dyn TestDb) {
     assert_eq!(names(&after("alpha", Some(2))), ["bravo", "charlie"]);
     assert!(names(&after("delta", None)).is_empty());
 }
+
+/// `LoopOrder::Id` lists by id and `after_id` pages by it: each page the loops whose
+/// ids sort after the last one, counted alike; a walk in pages of two meets every loop
+/// once, archived ones too when asked for, and a removed loop shifts no later page.
+pub fn after_id_walks_the_loops_in_id_order(db: &dyn TestDb) {
+    let store = db.open();
+    for name in ["e", "b", "d", "a", "c"] {
+        store.create_loop(new_loop(name, None), t(0)).unwrap();
+    }
+    let b = store.get_loop_by_name("b").unwrap().unwrap();
+    let archived = LoopAdvance {
+        status: LoopStatus::Archived,
+        next_run_at: b.next_run_at,
+        retry_scheduled_for: None,
+    };
+    store
+        .update_loop_schedule(&b.id, &archived, t(1), None)
+        .unwrap();
+    let ids = |filter: &crate::LoopFilter| -> Vec<LoopId> {
+        store
+            .loop_rows_matching(filter)
+            .unwrap()
+            .into_iter()
+            .map(|row| row.unwrap().id)
+            .collect()
+    };
+    let page = |after: Option<&LoopId>, limit| crate::LoopFilter {
+        include_archived: true,
+        order: crate::LoopOrder::Id,
+        after_id: after.cloned(),
+        limit,
+        ..crate::LoopFilter::default()
+    };
+    let all = ids(&page(None, None));
+    assert_eq!(all.len(), 5, "the archived loop too");
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "by id: {all:?}");
+    let mut walked = Vec::new();
+    let mut after = None;
+    loop {
+        let next = ids(&page(after.as_ref(), Some(2)));
+        walked.extend(next.iter().cloned());
+        match next.last() {
+            Some(last) if next.len() == 2 => after = Some(last.clone()),
+            _ => break,
+        }
+    }
+    assert_eq!(walked, all);
+    assert_eq!(ids(&page(Some(&all[1]), None)), all[2..]);
+    assert_eq!(store.count_loops(&page(Some(&all[1]), None)).unwrap(), 3);
+    // Without archived ones by default; the page after a removed loop is unchanged.
+    let active = crate::LoopFilter {
+        include_archived: false,
+        ..page(Some(&all[0]), None)
+    };
+    let expected: Vec<_> = all[1..].iter().filter(|id| **id != b.id).cloned().collect();
+    assert_eq!(ids(&active), expected);
+    assert!(store.remove_loop(&all[0]).unwrap());
+    assert_eq!(ids(&page(Some(&all[0]), Some(2))), all[1..3]);
+}

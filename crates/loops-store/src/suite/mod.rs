@@ -99,6 +99,7 @@ macro_rules! store_suite {
             jitter_moves_the_due_instant_with_each_slot,
             move_slots_back_moves_only_loops_still_as_read,
             after_name_starts_a_page_after_that_name,
+            after_id_walks_the_loops_in_id_order,
             // maintenance
             another_handle_is_the_same_store,
             // claims
@@ -371,6 +372,6 @@ mod tests {
                 count += 1;
             }
         }
-        assert_eq!(count, 79);
+        assert_eq!(count, 80);
     }
 }
