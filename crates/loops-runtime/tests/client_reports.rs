@@ -185,3 +185,109 @@ fn each_matching_hands_out_the_listed_loops_one_at_a_time() {
         .each_matching(&bad, now, |_| ControlFlow::Continue(()))
         .is_err());
 }
+
+/// `health` reads and judges the loops a batch at a time in id order: any batch size
+/// gives the report of one batch of all of them — loops with varied histories (none,
+/// failing, succeeding, skipped slots), paused and archived ones, labels, and a row
+/// that cannot be decoded. A row whose id cannot be read either (a blob, after every
+/// text id) gives a walk no place to go on from: the loops are then judged all at
+/// once, each once.
+#[test]
+fn health_in_batches_is_the_report_of_one_batch() {
+    use chrono::TimeDelta;
+    let dir = tempfile::tempdir().unwrap();
+    let client = Client::open(dir.path()).unwrap();
+    let now = Utc::now();
+    let hour = TimeDelta::hours(1);
+    // Created now, their runs of the hours before: every verdict, no slot missed.
+    let created = now;
+    for k in 0..23 {
+        let labels: &[&str] = if k % 4 == 0 { &["ops"] } else { &[] };
+        client
+            .create(def(&format!("l{k:02}"), labels, &[]), created)
+            .unwrap();
+    }
+    client.pause("l03", now).unwrap();
+    client.archive("l07", false, now).unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join(loops_store::DB_FILE)).unwrap();
+    let loops: Vec<(String, String)> = conn
+        .prepare("SELECT id, name FROM loops ORDER BY name")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let statuses = ["succeeded", "failed", "skipped", "timed_out", "failed"];
+    for (k, (id, name)) in loops.iter().enumerate() {
+        let runs = (k % 6) * 5;
+        for slot in 0..runs {
+            let at = (now - hour * (runs - slot) as i32).timestamp_millis();
+            // Every fifth loop only succeeds; the others cycle through the statuses.
+            let status = statuses[if k % 5 == 4 {
+                0
+            } else {
+                (k + slot) % statuses.len()
+            }];
+            conn.execute(
+                "INSERT INTO runs (id, loop_id, loop_name, scheduled_for, attempt, status, \
+                   source, started_at, finished_at, error, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, 1, ?5, 'scheduled', ?4, ?4, \
+                   CASE WHEN ?5 IN ('failed', 'timed_out') THEN 'boom' END, ?4, ?4)",
+                rusqlite::params![format!("{id}-{slot}"), id, name, at, status],
+            )
+            .unwrap();
+        }
+    }
+    conn.execute(
+        "UPDATE loops SET schedule_json = 'not json' WHERE name = 'l05'",
+        [],
+    )
+    .unwrap();
+    let each = |labels: &[String], batch| client.health_in_batches(now, labels, batch).unwrap();
+    let ops = ["ops".to_owned()];
+    let whole = each(&[], usize::MAX);
+    assert_eq!(
+        whole.loops.len(),
+        21,
+        "all but the archived and the paused one"
+    );
+    for verdict in [Verdict::Ok, Verdict::Warn, Verdict::Fail] {
+        assert!(whole.count(verdict) > 1, "{verdict:?}: {:?}", whole.loops);
+    }
+    assert!(whole.loops.iter().any(|l| l.status.is_none()));
+    assert!(whole
+        .loops
+        .windows(2)
+        .all(|w| w[0].loop_name < w[1].loop_name));
+    let whole_ops = each(&ops, usize::MAX);
+    assert_eq!(
+        whole_ops.loops.len(),
+        7,
+        "the six labelled and the unreadable one"
+    );
+    for batch in [1, 2, 3, 5, 22, 23, 24] {
+        assert_eq!(each(&[], batch), whole, "batches of {batch}");
+        assert_eq!(each(&ops, batch), whole_ops, "batches of {batch}, labelled");
+    }
+    assert_eq!(client.health(now, &[]).unwrap(), whole);
+
+    // Two copies of a loop under blob ids: unreadable, each listed once whatever the
+    // batches.
+    conn.execute_batch(
+        "CREATE TEMP TABLE copied AS SELECT * FROM loops WHERE name = 'l01';
+         UPDATE copied SET id = X'ff00', name = 'zz-blob-1';
+         INSERT INTO loops SELECT * FROM copied;
+         UPDATE copied SET id = X'ff01', name = 'zz-blob-2';
+         INSERT INTO loops SELECT * FROM copied;",
+    )
+    .unwrap();
+    let whole = each(&[], usize::MAX);
+    assert_eq!(whole.loops.len(), 23);
+    for (line, name) in whole.loops[21..].iter().zip(["zz-blob-1", "zz-blob-2"]) {
+        assert_eq!((line.loop_name.as_str(), line.status), (name, None));
+    }
+    // 25 rows, the blobs last: pages of 1, 2, 3, 6 and 24 end on one; of 5 and 25, no.
+    for batch in [1, 2, 3, 5, 6, 24, 25] {
+        assert_eq!(each(&[], batch), whole, "batches of {batch} with a blob id");
+    }
+}
