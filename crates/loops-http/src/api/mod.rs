@@ -68,6 +68,30 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError::failed(format!("the request's task failed: {e}")))?
 }
 
+/// A JSON document encoded on the blocking thread that built it, straight from its
+/// typed form: a report of 100,000 loops is never a `serde_json::Value` tree (several
+/// times its encoded size, kept by the allocator after the answer; BENCHMARKS.md §36).
+pub(crate) struct EncodedJson(Vec<u8>);
+
+impl EncodedJson {
+    /// `doc` encoded, or a 500 saying what failed.
+    pub fn of<T: serde::Serialize + ?Sized>(doc: &T) -> Result<Self, ApiError> {
+        serde_json::to_vec(doc)
+            .map(EncodedJson)
+            .map_err(|e| ApiError::failed(format!("cannot encode the report: {e}")))
+    }
+}
+
+impl axum::response::IntoResponse for EncodedJson {
+    fn into_response(self) -> axum::response::Response {
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            self.0,
+        )
+            .into_response()
+    }
+}
+
 /// A run this server started and still supervises (run-now, a workflow run): on
 /// shutdown it is interrupted and awaited, so it is recorded rather than left running.
 struct Started {

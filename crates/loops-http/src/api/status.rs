@@ -1,6 +1,6 @@
 //! `/v1/daemon`: whether the store's daemon runs (`loops daemon status`).
 
-use super::blocking;
+use super::{blocking, EncodedJson};
 use crate::error::{ApiError, ErrorBody};
 use crate::request::{JsonBody, Params};
 use crate::State;
@@ -187,20 +187,18 @@ pub struct LoopHealthDocument {
 pub(crate) async fn health(
     axum::extract::State(state): axum::extract::State<State>,
     RawQuery(q): RawQuery,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<EncodedJson, ApiError> {
     let p = Params::parse(q.as_deref(), &["label"])?;
     let labels = p.all("label");
-    let doc = blocking(&state, move |c| {
+    blocking(&state, move |c| {
         for label in &labels {
             loops_core::validate::label(label).map_err(|e| ApiError::invalid(e.to_string()))?;
         }
         let report = c.health(chrono::Utc::now(), &labels)?;
         // The document `loops health --json` prints (the runtime's, shared).
-        serde_json::to_value(report.json())
-            .map_err(|e| ApiError::failed(format!("cannot encode the report: {e}")))
+        EncodedJson::of(&report.json())
     })
-    .await?;
-    Ok(Json(doc))
+    .await
 }
 
 /// Tokens and cost of agent runs and agent steps (`loops usage [--since D] [--by G]`).
@@ -213,7 +211,7 @@ pub(crate) async fn health(
 pub(crate) async fn usage(
     axum::extract::State(state): axum::extract::State<State>,
     RawQuery(q): RawQuery,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<EncodedJson, ApiError> {
     let p = Params::parse(q.as_deref(), &["since", "by"])?;
     let by: loops_core::usage::GroupBy = p
         .get("by")
@@ -222,14 +220,11 @@ pub(crate) async fn usage(
         .map_err(ApiError::invalid)?;
     let span = loops_core::Duration::parse(p.get("since").unwrap_or("7d"))
         .map_err(|e| ApiError::invalid(format!("invalid since: {e}")))?;
-    let report = blocking(&state, move |c| {
+    blocking(&state, move |c| {
         let since = chrono::Utc::now() - span.to_chrono();
-        Ok(c.usage(since, by)?)
+        EncodedJson::of(&c.usage(since, by)?)
     })
-    .await?;
-    let doc = serde_json::to_value(&report)
-        .map_err(|e| ApiError::failed(format!("cannot encode the report: {e}")))?;
-    Ok(Json(doc))
+    .await
 }
 
 /// Every budget against its spend in its current UTC day or week (`loops budget list
