@@ -1,8 +1,10 @@
 //! `loops health` (JSON and table) over a store with a run history (issue #11).
 
+use crate::dashboard::get;
 use crate::harness::{file_len, ms, verdict, Bencher, Stats};
+use crate::http::Serve;
 use crate::HistoryArgs;
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use chrono::{TimeDelta, Utc};
 use loops_runtime::client::Client;
 use loops_sqlite::SqliteStore;
@@ -46,6 +48,18 @@ impl Bencher {
             std::hint::black_box(store.run_facts(&queries, loops_core::health::RECENT_RUNS)?);
             facts.push(ms(t.elapsed()));
         }
+        // `GET /v1/health` of `loops serve`: its time, and the memory the server keeps
+        // after each answer (a report built as a JSON tree was kept by the allocator).
+        let mut serve = Serve::start(&self.bin, &data, &dir.log("serve.log"))?;
+        let (mut served, mut kept) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let (took, status, _) = get(&serve.addr, &serve.token, "/v1/health")?;
+            ensure!(status == 200, "GET /v1/health answered {status}");
+            served.push(took);
+            kept.push(serve.memory_kb()?);
+        }
+        serve.stop()?;
+        let served = Stats::of(served);
         let (open, report, facts) = (Stats::of(open), Stats::of(report), Stats::of(facts));
         println!(
             "process floor: `loops --version` median {:.2} ms, p90 {:.2} ms ({reps} runs)\n",
@@ -69,6 +83,16 @@ impl Bencher {
             verdict(json.p50 <= 50.0)
         );
         println!("\n({reps} timed runs each after 3 warm-up runs, stdout to /dev/null, page cache warm.)");
+        let mb = |kb: u64| kb as f64 / 1024.0;
+        let anon: Vec<String> = kept.iter().map(|(a, _)| format!("{:.1}", mb(*a))).collect();
+        println!(
+            "\n`GET /v1/health` of `loops serve`, {reps} requests: median {:.1} ms, p90 {:.1} ms; \
+             anonymous memory after each: {} MB; high-water mark {:.1} MB",
+            served.p50,
+            served.p90,
+            anon.join(" / "),
+            mb(kept.last().map_or(0, |(_, hwm)| *hwm)),
+        );
         Ok(())
     }
 }

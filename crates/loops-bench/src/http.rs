@@ -70,6 +70,23 @@ impl Serve {
         }
         Ok(())
     }
+
+    /// The server's anonymous memory and its RSS high-water mark, in kB.
+    pub(super) fn memory_kb(&self) -> Result<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
+        let field = |name: &str| -> Result<u64> {
+            let line = status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .with_context(|| format!("{name} missing from /proc/{}/status", self.pid))?;
+            Ok(line
+                .split_whitespace()
+                .nth(1)
+                .with_context(|| format!("malformed line {line:?}"))?
+                .parse()?)
+        };
+        Ok((field("RssAnon:")?, field("VmHWM:")?))
+    }
 }
 
 impl Drop for Serve {
