@@ -243,14 +243,7 @@ pub fn loop_rows_matching_filters_by_labels_and_hides_archived(db: &dyn TestDb) 
         store.create_loop(new, t(0)).unwrap();
     }
     let z = store.get_loop_by_name("z").unwrap().unwrap();
-    let archived = LoopAdvance {
-        status: LoopStatus::Archived,
-        next_run_at: z.next_run_at,
-        retry_scheduled_for: None,
-    };
-    store
-        .update_loop_schedule(&z.id, &archived, t(1), None)
-        .unwrap();
+    archive(&*store, &z, t(1));
     let rows = |f: LoopFilter| names(store.loop_rows_matching(&f).unwrap());
     assert_eq!(rows(LoopFilter::default()), ["w", "x", "y"]);
     let all = LoopFilter {

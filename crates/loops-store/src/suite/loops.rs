@@ -1,7 +1,7 @@
 //! Loop rows: create, look up, list, move, remove, the due index, parking, expiry.
 
 use super::{acquired, holder};
-use super::{claim, claim_req, new_loop, run_count, t, TestDb};
+use super::{archive, claim, claim_req, new_loop, run_count, t, TestDb};
 use crate::{DaemonLease, Fence, LoopAdvance, RunFilter, SlotMove, StoreError};
 use loops_core::{LoopId, LoopStatus, RunStatus};
 
@@ -524,14 +524,7 @@ pub fn after_id_walks_the_loops_in_id_order(db: &dyn TestDb) {
         store.create_loop(new_loop(name, None), t(0)).unwrap();
     }
     let b = store.get_loop_by_name("b").unwrap().unwrap();
-    let archived = LoopAdvance {
-        status: LoopStatus::Archived,
-        next_run_at: b.next_run_at,
-        retry_scheduled_for: None,
-    };
-    store
-        .update_loop_schedule(&b.id, &archived, t(1), None)
-        .unwrap();
+    archive(&*store, &b, t(1));
     let ids = |filter: &crate::LoopFilter| -> Vec<LoopId> {
         store
             .loop_rows_matching(filter)

@@ -50,8 +50,8 @@ use crate::{
     OnRefusal, RunFilter, RunWrite, RunWritten, Store, StoreError,
 };
 use loops_core::{
-    Anchor, CommandTarget, Instant, Loop, LoopId, NewLoop, Policy, Run, RunId, RunOutcome,
-    RunSource, RunStatus, Schedule, Target,
+    Anchor, CommandTarget, Instant, Loop, LoopId, LoopStatus, NewLoop, Policy, Run, RunId,
+    RunOutcome, RunSource, RunStatus, Schedule, Target,
 };
 
 /// One empty database of the backend under test, for one test of the suite.
@@ -225,6 +225,18 @@ fn new_loop(name: &str, next: Option<Instant>) -> NewLoop {
 fn with_attempts(mut n: NewLoop, attempts: u32) -> NewLoop {
     n.policy.max_attempts = attempts;
     n
+}
+
+/// Archives `lp` at `now`, its slot kept.
+fn archive(store: &dyn Store, lp: &Loop, now: Instant) {
+    let archived = LoopAdvance {
+        status: LoopStatus::Archived,
+        next_run_at: lp.next_run_at,
+        retry_scheduled_for: None,
+    };
+    store
+        .update_loop_schedule(&lp.id, &archived, now, None)
+        .unwrap();
 }
 
 /// A scheduled claim of `slot` by `runner-a`.
