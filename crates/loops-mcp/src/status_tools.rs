@@ -22,7 +22,10 @@ impl LoopsMcp {
             let report = client
                 .health(chrono::Utc::now(), &p.labels)
                 .map_err(|e| e.to_string())?;
-            json(&report.json())
+            let text = json(&report.json())?;
+            drop(report);
+            loops_runtime::memory::after_document(text.len());
+            Ok(text)
         })
         .await
     }

@@ -32,6 +32,7 @@ pub mod env;
 pub mod executor;
 pub mod input;
 pub mod live;
+pub mod memory;
 pub mod notify;
 pub mod preflight;
 pub mod process;

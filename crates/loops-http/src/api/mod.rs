@@ -80,6 +80,13 @@ impl EncodedJson {
             .map(EncodedJson)
             .map_err(|e| ApiError::failed(format!("cannot encode the report: {e}")))
     }
+
+    /// The document, once the report it was encoded from is dropped: a large one hands
+    /// the memory the report took back to the system.
+    pub fn after_report(self) -> Self {
+        loops_runtime::memory::after_document(self.0.len());
+        self
+    }
 }
 
 impl axum::response::IntoResponse for EncodedJson {

@@ -196,7 +196,9 @@ pub(crate) async fn health(
         }
         let report = c.health(chrono::Utc::now(), &labels)?;
         // The document `loops health --json` prints (the runtime's, shared).
-        EncodedJson::of(&report.json())
+        let doc = EncodedJson::of(&report.json())?;
+        drop(report);
+        Ok(doc.after_report())
     })
     .await
 }
@@ -222,7 +224,10 @@ pub(crate) async fn usage(
         .map_err(|e| ApiError::invalid(format!("invalid since: {e}")))?;
     blocking(&state, move |c| {
         let since = chrono::Utc::now() - span.to_chrono();
-        EncodedJson::of(&c.usage(since, by)?)
+        let report = c.usage(since, by)?;
+        let doc = EncodedJson::of(&report)?;
+        drop(report);
+        Ok(doc.after_report())
     })
     .await
 }
