@@ -3,8 +3,8 @@
 
 use crate::harness::{
     all_runs, clock_ticks_per_sec, delta_ms, every, json_output, keep_every_run, loadavg, millis,
-    populate, populate_every, sleep, verdict, whole_ms, BenchDir, Bencher, CpuTicks, Exec, Stats,
-    Window,
+    populate, populate_every, sleep, status_kb, verdict, whole_ms, BenchDir, Bencher, CpuTicks,
+    Exec, Stats, Window,
 };
 use anyhow::{bail, ensure, Context as _, Result};
 use chrono::{TimeDelta, Utc};
@@ -73,19 +73,10 @@ impl Serve {
 
     /// The server's anonymous memory and its RSS high-water mark, in kB.
     pub(super) fn memory_kb(&self) -> Result<(u64, u64)> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
-        let field = |name: &str| -> Result<u64> {
-            let line = status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .with_context(|| format!("{name} missing from /proc/{}/status", self.pid))?;
-            Ok(line
-                .split_whitespace()
-                .nth(1)
-                .with_context(|| format!("malformed line {line:?}"))?
-                .parse()?)
-        };
-        Ok((field("RssAnon:")?, field("VmHWM:")?))
+        Ok((
+            status_kb(self.pid, "RssAnon:")?,
+            status_kb(self.pid, "VmHWM:")?,
+        ))
     }
 }
 

@@ -126,18 +126,8 @@ impl Daemon {
         Ok((self.status_kb("RssAnon:")?, self.status_kb("RssFile:")?))
     }
 
-    /// One `kB` field of `/proc/PID/status`.
     fn status_kb(&self, name: &str) -> Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .with_context(|| format!("{name} missing from /proc/{}/status", self.pid))?;
-        let kb = line
-            .split_whitespace()
-            .nth(1)
-            .with_context(|| format!("malformed line {line:?}"))?;
-        Ok(kb.parse()?)
+        status_kb(self.pid, name)
     }
 
     /// Context switches (voluntary + involuntary) summed over the daemon's threads: a
@@ -266,4 +256,18 @@ fn supervisor_pids(data: &Path) -> Vec<u32> {
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str()?.strip_suffix(".sock")?.parse().ok())
         .collect()
+}
+
+/// One `kB` field (`VmRSS:`, `RssAnon:`, …) of `/proc/PID/status`.
+pub(crate) fn status_kb(pid: u32, name: &str) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(name))
+        .with_context(|| format!("{name} missing from /proc/{pid}/status"))?;
+    let kb = line
+        .split_whitespace()
+        .nth(1)
+        .with_context(|| format!("malformed line {line:?}"))?;
+    Ok(kb.parse()?)
 }

@@ -4,7 +4,7 @@
 mod daemon;
 mod seed;
 
-pub(crate) use daemon::{keep_every_run, CpuTicks, Daemon};
+pub(crate) use daemon::{keep_every_run, status_kb, CpuTicks, Daemon};
 pub(crate) use seed::{
     command_def, every, finish_runs, history_batch_of, import_history, populate, populate_every,
     seed_history, Exec,
