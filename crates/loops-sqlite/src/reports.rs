@@ -201,11 +201,13 @@ impl FactsRead {
     /// read only each loop's newest rows whatever the history (10 million runs). The
     /// runs are bounded by the largest rowid first (one index probe), else counted in
     /// the range, up to one past the budget (no more than the pass would read).
-    fn for_store(conn: &Connection, queries: &[FactsQuery], recent: usize) -> Result<Self> {
-        let Some(range) = id_range(queries) else {
-            return Ok(FactsRead::PerLoop);
-        };
-        let budget = (queries.len() as u64).saturating_mul(recent.max(1) as u64);
+    fn for_store(
+        conn: &Connection,
+        range: (&str, &str),
+        loops: usize,
+        recent: usize,
+    ) -> Result<Self> {
+        let budget = (loops as u64).saturating_mul(recent.max(1) as u64);
         let most: Option<i64> = conn
             .prepare_cached("SELECT max(rowid) FROM runs")?
             .query_row([], |r| r.get(0))?;
@@ -224,8 +226,9 @@ impl FactsRead {
 }
 
 /// The least and the greatest loop id of `queries` (`None` for none): the range of the
-/// runs' index [`scanned_facts`] reads. A caller that asks about its loops a batch at a
-/// time in id order (`loops health`) reads each run once over all its batches.
+/// runs' index [`scanned_facts`] reads and [`FactsRead::for_store`] counts. A caller
+/// that asks about its loops a batch at a time in id order (`loops health`) reads each
+/// run once over all its batches.
 fn id_range(queries: &[FactsQuery]) -> Option<(&str, &str)> {
     let mut ids = queries.iter().map(|q| q.loop_id.as_str());
     let first = ids.next()?;
@@ -238,18 +241,21 @@ pub(crate) fn run_facts(
     recent: usize,
     how: Option<FactsRead>,
 ) -> StoreResult<Vec<RunFacts>> {
+    let Some(range) = id_range(queries) else {
+        return Ok(Vec::new());
+    };
     store.read(|conn| {
         // One read transaction: one snapshot for every loop, and SQLite takes its
         // shared lock once instead of once per statement (thousands of fcntl calls).
         let tx = conn.unchecked_transaction()?;
         let how = match how {
             Some(how) => how,
-            None => FactsRead::for_store(&tx, queries, recent)?,
+            None => FactsRead::for_store(&tx, range, queries.len(), recent)?,
         };
         let facts = {
             let mut error = tx.prepare("SELECT error, failure_class FROM runs WHERE rowid = ?1")?;
             match how {
-                FactsRead::Scan => scanned_facts(&tx, &mut error, queries, recent)?,
+                FactsRead::Scan => scanned_facts(&tx, &mut error, queries, range, recent)?,
                 FactsRead::PerLoop => {
                     // Prepared once, not looked up in the statement cache for every loop.
                     let mut stmts = FactsStatements {
@@ -288,11 +294,9 @@ fn scanned_facts(
     conn: &Connection,
     error: &mut Statement<'_>,
     queries: &[FactsQuery],
+    range: (&str, &str),
     recent: usize,
 ) -> Result<Vec<RunFacts>> {
-    let Some(range) = id_range(queries) else {
-        return Ok(Vec::new());
-    };
     // The queries in the scan's order (by descending loop id), met as the scan goes.
     // A batch asked about in id order (`loops health`) needs only reversing.
     let mut order: Vec<usize> = (0..queries.len()).rev().collect();
